@@ -1,0 +1,240 @@
+//! The organization: create (operator and bootstrap), read and change its name and defaults, and its audit log.
+
+use crate::admin::display_name;
+use crate::audit::{self, AuditEvent};
+use crate::auth::{Actor, Caller, scope};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiQuery};
+use crate::pagination::{self, ListParams};
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use hookflow_shared::ErrorBody;
+use hookflow_shared::api::Page;
+use hookflow_shared::api::admin::{AuditEntry, Organization, Retention, UpdateOrganization};
+use sqlx::PgConnection;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+/// The largest body limit an endpoint may have: 10 MiB.
+pub const MAX_BODY_BYTES_LIMIT: i64 = 10 * 1024 * 1024;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(get_organization, update_organization))
+        .routes(routes!(list_audit_log))
+}
+
+#[derive(sqlx::FromRow)]
+struct OrgRow {
+    id: Uuid,
+    name: String,
+    default_max_age_days: Option<i32>,
+    default_max_requests: Option<i64>,
+    default_max_body_bytes: i64,
+    capture_rate_limit_per_s: i32,
+    created_at: DateTime<Utc>,
+}
+
+impl From<OrgRow> for Organization {
+    fn from(row: OrgRow) -> Self {
+        Organization {
+            id: row.id,
+            name: row.name,
+            default_retention: Retention {
+                max_age_days: row.default_max_age_days,
+                max_requests: row.default_max_requests,
+            },
+            default_max_body_bytes: row.default_max_body_bytes,
+            capture_rate_limit_per_s: row.capture_rate_limit_per_s,
+            created_at: row.created_at.into(),
+        }
+    }
+}
+
+const ORG_COLUMNS: &str = "id, name, default_max_age_days, default_max_requests, default_max_body_bytes, \
+                           capture_rate_limit_per_s, created_at";
+
+/// Creates an organization with default settings.
+pub async fn create(
+    conn: &mut PgConnection,
+    name: &str,
+    actor: Actor,
+) -> Result<Organization, sqlx::Error> {
+    let id = Uuid::now_v7();
+    let row: OrgRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO organizations (id, name) VALUES ($1, $2) RETURNING {ORG_COLUMNS}"
+    )))
+    .bind(id)
+    .bind(name)
+    .fetch_one(&mut *conn)
+    .await?;
+    audit::record(
+        conn,
+        AuditEvent {
+            org_id: id,
+            actor,
+            action: "organization.created",
+            target: id.to_string(),
+            details: serde_json::json!({"name": name}),
+        },
+    )
+    .await?;
+    Ok(row.into())
+}
+
+/// All organizations, oldest first (operator listing).
+pub async fn list_all(conn: &mut PgConnection) -> Result<Vec<Organization>, sqlx::Error> {
+    let rows: Vec<OrgRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {ORG_COLUMNS} FROM organizations ORDER BY id"
+    )))
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(Into::into).collect())
+}
+
+async fn fetch(conn: &mut PgConnection, org_id: Uuid) -> Result<Organization, ApiError> {
+    let row: Option<OrgRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {ORG_COLUMNS} FROM organizations WHERE id = $1"
+    )))
+    .bind(org_id)
+    .fetch_optional(conn)
+    .await?;
+    row.map(Into::into)
+        .ok_or_else(|| ApiError::not_found("organization"))
+}
+
+/// Read the caller's organization.
+#[utoipa::path(get, path = "/organization", tag = "Administration",
+    responses((status = 200, body = Organization), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn get_organization(
+    State(app): State<AppState>,
+    caller: Caller<scope::OrganizationRead>,
+) -> Result<Json<Organization>, ApiError> {
+    let mut conn = app.pool.acquire().await?;
+    Ok(Json(fetch(&mut conn, caller.org_id).await?))
+}
+
+fn validate_update(body: &UpdateOrganization) -> Result<Option<String>, ApiError> {
+    if let Some(retention) = body.default_retention {
+        if retention.max_age_days.is_some_and(|d| d < 1) {
+            return Err(ApiError::invalid(
+                "`default_retention.max_age_days` must be at least 1 (or null)",
+            ));
+        }
+        if retention.max_requests.is_some_and(|n| n < 1) {
+            return Err(ApiError::invalid(
+                "`default_retention.max_requests` must be at least 1 (or null)",
+            ));
+        }
+    }
+    if body
+        .default_max_body_bytes
+        .is_some_and(|n| !(1..=MAX_BODY_BYTES_LIMIT).contains(&n))
+    {
+        return Err(ApiError::invalid(
+            "`default_max_body_bytes` must be between 1 and 10485760",
+        ));
+    }
+    if body.capture_rate_limit_per_s.is_some_and(|n| n < 1) {
+        return Err(ApiError::invalid(
+            "`capture_rate_limit_per_s` must be at least 1",
+        ));
+    }
+    body.name
+        .as_deref()
+        .map(|n| display_name("name", n))
+        .transpose()
+}
+
+/// Change the organization's name, default retention or capture limits.
+#[utoipa::path(patch, path = "/organization", tag = "Administration", request_body = UpdateOrganization,
+    responses((status = 200, body = Organization), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn update_organization(
+    State(app): State<AppState>,
+    caller: Caller<scope::OrganizationWrite>,
+    ApiJson(body): ApiJson<UpdateOrganization>,
+) -> Result<Json<Organization>, ApiError> {
+    let name = validate_update(&body)?;
+    let retention = body.default_retention;
+    let mut tx = app.pool.begin().await?;
+    sqlx::query(
+        "UPDATE organizations SET
+            name = COALESCE($2, name),
+            default_max_age_days = CASE WHEN $3 THEN $4 ELSE default_max_age_days END,
+            default_max_requests = CASE WHEN $3 THEN $5 ELSE default_max_requests END,
+            default_max_body_bytes = COALESCE($6, default_max_body_bytes),
+            capture_rate_limit_per_s = COALESCE($7, capture_rate_limit_per_s)
+         WHERE id = $1",
+    )
+    .bind(caller.org_id)
+    .bind(name)
+    .bind(retention.is_some())
+    .bind(retention.and_then(|r| r.max_age_days))
+    .bind(retention.and_then(|r| r.max_requests))
+    .bind(body.default_max_body_bytes)
+    .bind(body.capture_rate_limit_per_s)
+    .execute(&mut *tx)
+    .await?;
+    audit::record(
+        &mut tx,
+        AuditEvent {
+            org_id: caller.org_id,
+            actor: caller.actor,
+            action: "organization.updated",
+            target: caller.org_id.to_string(),
+            details: serde_json::to_value(&body).unwrap_or_default(),
+        },
+    )
+    .await?;
+    let org = fetch(&mut tx, caller.org_id).await?;
+    tx.commit().await?;
+    Ok(Json(org))
+}
+
+/// Security-relevant changes, newest first.
+#[utoipa::path(get, path = "/audit-log", tag = "Administration", params(ListParams),
+    responses((status = 200, body = Page<AuditEntry>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn list_audit_log(
+    State(app): State<AppState>,
+    caller: Caller<scope::OrganizationRead>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<Page<AuditEntry>>, ApiError> {
+    let page = params.page::<Uuid>()?;
+    let rows: Vec<(
+        Uuid,
+        String,
+        String,
+        String,
+        serde_json::Value,
+        DateTime<Utc>,
+    )> = sqlx::query_as(
+        "SELECT id, action, actor, target, details, created_at FROM audit_log
+         WHERE organization_id = $1 AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3",
+    )
+    .bind(caller.org_id)
+    .bind(page.after)
+    .bind(page.fetch_limit())
+    .fetch_all(&app.pool)
+    .await?;
+    let entries = rows
+        .into_iter()
+        .map(
+            |(id, action, actor, target, details, created_at)| AuditEntry {
+                id,
+                action,
+                actor,
+                target,
+                details,
+                created_at: created_at.into(),
+            },
+        )
+        .collect();
+    Ok(Json(pagination::finish(entries, &page, |e| e.id)))
+}

@@ -1,0 +1,87 @@
+//! The HTTP application: every route, the layers around them, and `serve`, which takes a bound listener and a
+//! shutdown token so tests run it on 127.0.0.1:0 and every loop stops on one signal.
+
+use crate::state::AppState;
+use crate::{admin, error, health, openapi};
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{HeaderName, HeaderValue, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
+
+/// Default API request body limit: 1 MiB.
+pub const API_BODY_LIMIT: usize = 1024 * 1024;
+
+/// Every documented operation, with the document that describes them.
+fn documented() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi()).merge(admin::routes())
+}
+
+/// The OpenAPI document as served at `/openapi.json`.
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    documented().split_for_parts().1
+}
+
+/// Routes outside the contract's operations: probes and the document itself.
+pub const UNDOCUMENTED_ROUTES: [&str; 3] = ["/healthz", "/readyz", "/openapi.json"];
+
+pub fn router(state: AppState) -> Router {
+    let (api, document) = documented().split_for_parts();
+    let document: Arc<[u8]> = serde_json::to_vec(&document).unwrap_or_default().into();
+    let serve_document = move || {
+        let document = document.clone();
+        async move {
+            (
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                document.to_vec(),
+            )
+                .into_response()
+        }
+    };
+    let x_request_id = HeaderName::from_static("x-request-id");
+    api.route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/openapi.json", get(serve_document))
+        .layer(DefaultBodyLimit::max(API_BODY_LIMIT))
+        .layer(axum::middleware::from_fn(error::error_body))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|request: &Request| {
+                    let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
+                    // The path only: query strings may carry values a caller would not want in logs.
+                    tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
+                })
+                .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)),
+        )
+        .layer(SetSensitiveRequestHeadersLayer::new([header::AUTHORIZATION, header::COOKIE, HeaderName::from_static("x-api-key")]))
+        .layer(PropagateRequestIdLayer::new(x_request_id.clone()))
+        .layer(SetRequestIdLayer::new(x_request_id, MakeRequestUuid))
+        .with_state(state)
+}
+
+/// Serves until `shutdown` is cancelled, then finishes in-flight requests.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let app = router(state);
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown.cancelled_owned())
+    .await
+}

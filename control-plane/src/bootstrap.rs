@@ -1,0 +1,64 @@
+//! First start: against an empty database, create an organization and an admin key with every scope and a
+//! 30-day expiry, exactly once even when several servers start together.
+
+use crate::admin::{keys, organization};
+use crate::auth::Actor;
+use hookflow_shared::ScopeSet;
+use hookflow_shared::api::admin::{CreatedApiKey, Organization};
+use sqlx::PgPool;
+
+/// What the first start created; printed once by the server.
+#[derive(Debug)]
+pub struct Bootstrapped {
+    pub organization: Organization,
+    pub key: CreatedApiKey,
+}
+
+/// Creates the first organization and admin key when there is no organization yet.
+pub async fn first_start(pool: &PgPool) -> Result<Option<Bootstrapped>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    // Serialises concurrent first starts; released at commit.
+    sqlx::query("SELECT pg_advisory_xact_lock(7460201)")
+        .execute(&mut *tx)
+        .await?;
+    let any: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM organizations)")
+        .fetch_one(&mut *tx)
+        .await?;
+    if any {
+        return Ok(None);
+    }
+    let organization =
+        organization::create(&mut tx, "Default organization", Actor::Operator).await?;
+    let key = keys::create(
+        &mut tx,
+        keys::NewKey {
+            org_id: organization.id,
+            name: "admin (created at first start)".into(),
+            scopes: ScopeSet::all(),
+            expires_at: Some(chrono::Utc::now() + chrono::Duration::days(30)),
+            actor: Actor::Operator,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Some(Bootstrapped { organization, key }))
+}
+
+/// The lines printed once after a first start.
+pub fn announcement(done: &Bootstrapped, public_url: &str) -> String {
+    let expires = done
+        .key
+        .record
+        .expires_at
+        .map(|t| t.to_string())
+        .unwrap_or_else(|| "never".into());
+    format!(
+        "\nhookflow: first start. Created an organization and an admin API key with every scope.\n\
+         The key is shown this once; store it now (it expires {expires}).\n\n  \
+         organization id: {org}\n  api key:         {key}\n\nTry it:\n  \
+         curl -H \"X-Api-Key: {key}\" -H \"X-Organization-Id: {org}\" {public_url}/permissions\n\n\
+         Create narrower keys with POST /api-keys (or `hookflow-server keys create`), then delete this one.\n",
+        org = done.organization.id,
+        key = done.key.key,
+    )
+}

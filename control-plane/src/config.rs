@@ -1,0 +1,205 @@
+//! Command-line flags and `HOOKFLOW_*` environment variables of `hookflow-server`, parsed at the edge.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "hookflow-server",
+    version,
+    about = "hookflow control plane: webhook capture, flow automation and the runner protocol over one REST + SSE API.",
+    long_about = "hookflow control plane: webhook capture, flow automation and the runner protocol over one REST + SSE API.\n\n\
+        With no database URL it runs a private PostgreSQL cluster from this machine's PostgreSQL server binaries in \
+        --data-dir, on a Unix socket, and stops it on shutdown. On first start against an empty database it creates \
+        an organization and an admin API key and prints them once.\n\n\
+        Every flag can also be set through the environment variable named beside it.",
+    after_help = "Examples:\n  hookflow-server                                  # embedded PostgreSQL in ./.hookflow, listen on 127.0.0.1:8080\n  \
+        hookflow-server --listen 0.0.0.0:8080 --public-url https://hooks.example.com\n  \
+        hookflow-server orgs create --name \"Payments team\"\n  \
+        hookflow-server keys create --org <org id> --preset ci --expires-in 30d"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub storage: StorageArgs,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    #[command(flatten)]
+    pub logging: LogArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StorageArgs {
+    /// Directory for the embedded PostgreSQL cluster, the generated master key and the lock that keeps a second
+    /// server off the same directory.
+    #[arg(
+        long,
+        env = "HOOKFLOW_DATA_DIR",
+        default_value = ".hookflow",
+        global = true
+    )]
+    pub data_dir: PathBuf,
+    /// PostgreSQL URL (postgres://user:pass@host:5432/db). When set, no embedded cluster is started. DATABASE_URL
+    /// is read too when HOOKFLOW_DATABASE_URL is unset.
+    #[arg(
+        long,
+        env = "HOOKFLOW_DATABASE_URL",
+        hide_env_values = true,
+        global = true
+    )]
+    pub database_url: Option<String>,
+    /// Directory holding initdb, pg_ctl and postgres for the embedded cluster (found on PATH, via pg_config or
+    /// under /usr/lib/postgresql/*/bin when unset).
+    #[arg(long, env = "HOOKFLOW_PG_BINDIR", global = true)]
+    pub pg_bindir: Option<PathBuf>,
+}
+
+impl StorageArgs {
+    /// The configured database URL, falling back to `DATABASE_URL`.
+    pub fn database_url(&self) -> Option<String> {
+        self.database_url
+            .clone()
+            .or_else(|| std::env::var("DATABASE_URL").ok())
+            .filter(|u| !u.is_empty())
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address the API and capture URLs listen on.
+    #[arg(long, env = "HOOKFLOW_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Base URL senders and clients reach this server at, used in capture URLs (default: http://<listen>).
+    #[arg(long, env = "HOOKFLOW_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Base64 of 32 bytes that encrypts secrets at rest (default: generated once into <data-dir>/master.key, mode
+    /// 0600; back it up).
+    #[arg(long, env = "HOOKFLOW_MASTER_KEY", hide_env_values = true)]
+    pub master_key: Option<String>,
+    /// Most connections the server opens to PostgreSQL.
+    #[arg(long, env = "HOOKFLOW_DB_MAX_CONNECTIONS", default_value_t = 20)]
+    pub db_max_connections: u32,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LogArgs {
+    /// Log format on standard error.
+    #[arg(long, env = "HOOKFLOW_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+    /// Log filter, e.g. `info` or `hookflow_control_plane=debug,tower_http=debug`.
+    #[arg(long, env = "HOOKFLOW_LOG", default_value = "info", global = true)]
+    pub log: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server (what happens with no subcommand).
+    Serve,
+    /// Manage organizations (operator commands: they talk to the database directly, no API key needed).
+    #[command(subcommand)]
+    Orgs(OrgsCommand),
+    /// Create API keys for an organization (operator command; prints the key once).
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OrgsCommand {
+    /// Create an organization and print its id.
+    Create {
+        /// Display name of the organization.
+        #[arg(long)]
+        name: String,
+    },
+    /// List organizations with their ids.
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create an API key and print it once.
+    Create {
+        /// Organization id the key belongs to.
+        #[arg(long)]
+        org: uuid::Uuid,
+        /// Name shown in key listings.
+        #[arg(long, default_value = "operator key")]
+        name: String,
+        /// Comma-separated scopes, e.g. flows:execute,flows:read (see GET /permissions).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            required_unless_present = "preset",
+            conflicts_with = "preset"
+        )]
+        scopes: Vec<String>,
+        /// A preset instead of --scopes: ci, runner or read-only.
+        #[arg(long)]
+        preset: Option<String>,
+        /// Lifetime such as 30d, 12h or 90m; `never` for no expiry (not recommended).
+        #[arg(long, default_value = "30d", value_parser = parse_lifetime)]
+        expires_in: Option<Duration>,
+    },
+}
+
+/// Parses `30d`, `12h`, `90m`, `45s` or `never`.
+pub fn parse_lifetime(text: &str) -> Result<Option<Duration>, String> {
+    if text == "never" {
+        return Ok(None);
+    }
+    let (number, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a lifetime like 30d, 12h, 90m or never"))?;
+    let seconds = match unit {
+        "d" => n * 86_400,
+        "h" => n * 3_600,
+        "m" => n * 60,
+        "s" => n,
+        _ => {
+            return Err(format!(
+                "`{text}`: use a unit of d, h, m or s (e.g. 30d), or never"
+            ));
+        }
+    };
+    if seconds == 0 {
+        return Err("a key lifetime must be longer than zero".into());
+    }
+    Ok(Some(Duration::from_secs(seconds)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn lifetimes() {
+        assert_eq!(
+            parse_lifetime("30d"),
+            Ok(Some(Duration::from_secs(30 * 86_400)))
+        );
+        assert_eq!(parse_lifetime("90m"), Ok(Some(Duration::from_secs(5_400))));
+        assert_eq!(parse_lifetime("never"), Ok(None));
+        assert!(parse_lifetime("0d").is_err());
+        assert!(parse_lifetime("30 days").is_err());
+        assert!(parse_lifetime("d").is_err());
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

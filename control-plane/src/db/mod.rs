@@ -1,0 +1,70 @@
+//! Database access: connecting (to a configured URL or the embedded cluster), the pool, and migrations.
+
+pub mod embedded;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, PgPool};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The migrations in `migrations/`, compiled into the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+/// Name of the application database inside the embedded cluster.
+pub const EMBEDDED_DATABASE: &str = "hookflow";
+
+/// How long a request waits for a connection before answering 503.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Parses a `postgres://` URL, refusing anything else with a message that says what is expected.
+pub fn parse_url(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
+    PgConnectOptions::from_str(url)
+}
+
+/// A pool whose connections log slow statements only, so query text never floods the logs.
+pub fn pool(options: PgConnectOptions, max_connections: u32) -> PgPool {
+    let options = options
+        .log_statements(tracing::log::LevelFilter::Trace)
+        .log_slow_statements(tracing::log::LevelFilter::Warn, Duration::from_secs(1));
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .min_connections(0)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .connect_lazy_with(options)
+}
+
+/// Creates `name` in the cluster `admin` points at unless it exists (`admin` names an existing database).
+pub async fn ensure_database(admin: PgConnectOptions, name: &str) -> Result<(), sqlx::Error> {
+    let mut conn = admin.connect().await?;
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(name)
+            .fetch_one(&mut conn)
+            .await?;
+    if !exists {
+        let quoted = name.replace('"', "\"\"");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{quoted}\"")))
+            .execute(&mut conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Brings the schema up to date. Safe with several servers starting at once (sqlx takes an advisory lock).
+pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+    MIGRATOR.run(pool).await
+}
+
+/// Whether an error means the database cannot be reached (answered 503), rather than a failed statement.
+pub fn is_unavailable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            code.starts_with("08") || code.starts_with("57P") || code == "53300"
+        }),
+        _ => false,
+    }
+}

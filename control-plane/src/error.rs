@@ -1,0 +1,170 @@
+//! `ApiError`, the control plane's one error type, and the middleware that gives every error response the
+//! contract's body `{"error": {"code", "message", "request_id"}}` — ours and axum's own (unknown route, 405, 413).
+
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use hookflow_shared::{ErrorBody, ErrorCode, ErrorDetail, Scope};
+
+/// An error as the API answers it. Internal causes are logged where they happen, never sent.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub retry_after_s: Option<u64>,
+}
+
+/// Seconds a client should wait when the database is unreachable.
+const UNAVAILABLE_RETRY_S: u64 = 5;
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            retry_after_s: None,
+        }
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(ErrorCode::Unauthorized, "missing or invalid credentials")
+    }
+
+    pub fn not_found(what: &str) -> Self {
+        Self::new(ErrorCode::NotFound, format!("{what} not found"))
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidRequest, message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Conflict, message)
+    }
+
+    pub fn insufficient_scope(scope: Scope) -> Self {
+        Self::new(
+            ErrorCode::InsufficientScope,
+            format!("this operation needs the scope `{scope}`"),
+        )
+    }
+
+    pub fn unavailable() -> Self {
+        Self {
+            code: ErrorCode::Unavailable,
+            message: "the database is unavailable; retry shortly".into(),
+            retry_after_s: Some(UNAVAILABLE_RETRY_S),
+        }
+    }
+
+    pub fn internal() -> Self {
+        Self::new(
+            ErrorCode::Internal,
+            "internal error; the server log has details under this request id",
+        )
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(error: sqlx::Error) -> Self {
+        if crate::db::is_unavailable(&error) {
+            tracing::warn!(error = %error, "database unavailable");
+            Self::unavailable()
+        } else {
+            tracing::error!(error = %error, "database error");
+            Self::internal()
+        }
+    }
+}
+
+/// The part of an error response that the body middleware turns into the JSON body.
+#[derive(Debug, Clone)]
+struct ErrorMark {
+    code: ErrorCode,
+    message: String,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = status.into_response();
+        if let Some(seconds) = self.retry_after_s {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response.extensions_mut().insert(ErrorMark {
+            code: self.code,
+            message: self.message,
+        });
+        response
+    }
+}
+
+/// Writes the error body, with the request id, into every error response that lacks a JSON body.
+pub async fn error_body(request: Request, next: Next) -> Response {
+    let request_id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let mut response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (code, message) = match response.extensions_mut().remove::<ErrorMark>() {
+        Some(mark) => (mark.code, mark.message),
+        None if is_json(&response) => return response,
+        None => match status {
+            StatusCode::NOT_FOUND => (ErrorCode::NotFound, format!("no route for {method} {path}")),
+            StatusCode::METHOD_NOT_ALLOWED => (
+                ErrorCode::MethodNotAllowed,
+                format!("{method} is not allowed on {path}"),
+            ),
+            StatusCode::PAYLOAD_TOO_LARGE => {
+                (ErrorCode::PayloadTooLarge, "request body too large".into())
+            }
+            StatusCode::REQUEST_TIMEOUT | StatusCode::SERVICE_UNAVAILABLE => (
+                ErrorCode::Unavailable,
+                "the server is busy; retry shortly".into(),
+            ),
+            s if s.is_server_error() => (ErrorCode::Internal, "internal error".into()),
+            _ => (
+                ErrorCode::InvalidRequest,
+                status
+                    .canonical_reason()
+                    .unwrap_or("bad request")
+                    .to_owned(),
+            ),
+        },
+    };
+    let body = ErrorBody {
+        error: ErrorDetail {
+            code,
+            message,
+            request_id,
+        },
+    };
+    let (mut parts, _) = response.into_parts();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    Response::from_parts(parts, axum::body::Body::from(bytes))
+}
+
+fn is_json(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
+}

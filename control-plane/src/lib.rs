@@ -1,0 +1,20 @@
+//! hookflow control plane: the REST + SSE API, capture path, queue, auth and the embedded PostgreSQL manager.
+//! `app::serve` runs it on any listener; `server::run` is the binary's entry point.
+
+pub mod admin;
+pub mod app;
+pub mod audit;
+pub mod auth;
+pub mod bootstrap;
+pub mod config;
+pub mod data_dir;
+pub mod db;
+pub mod error;
+pub mod extract;
+pub mod health;
+pub mod openapi;
+pub mod operator;
+pub mod pagination;
+pub mod server;
+pub mod state;
+pub mod storage;

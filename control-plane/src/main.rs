@@ -1,0 +1,27 @@
+//! `hookflow-server`: parses the command line and runs the control plane or an operator command.
+
+use clap::Parser as _;
+use hookflow_control_plane::{config::Cli, server};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    server::init_logging(&cli.logging);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("hookflow-server: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(server::run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hookflow-server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! Keyset pagination: `limit` (default 50, clamped to 100, below 1 refused) and an opaque `cursor` that encodes
+//! the sort key of the last item served, so pages stay stable while rows are inserted.
+
+use crate::error::ApiError;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hookflow_shared::api::Page;
+use hookflow_shared::api::page::{DEFAULT_LIMIT, MAX_LIMIT};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The `limit` and `cursor` query parameters of every list.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Items per page: default 50, values above 100 are clamped to 100.
+    pub limit: Option<i64>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// A validated page request: how many rows, and the key to continue after.
+#[derive(Debug)]
+pub struct PageRequest<K> {
+    pub limit: i64,
+    pub after: Option<K>,
+}
+
+impl<K> PageRequest<K> {
+    /// Rows to fetch: one more than the page, to learn whether another page follows.
+    pub fn fetch_limit(&self) -> i64 {
+        self.limit + 1
+    }
+}
+
+impl ListParams {
+    pub fn page<K: DeserializeOwned>(&self) -> Result<PageRequest<K>, ApiError> {
+        let limit = match self.limit {
+            None => DEFAULT_LIMIT,
+            Some(n) if n < 1 => return Err(ApiError::invalid("`limit` must be at least 1")),
+            Some(n) => n.min(MAX_LIMIT),
+        };
+        let after = self
+            .cursor
+            .as_deref()
+            .filter(|c| !c.is_empty())
+            .map(decode_cursor)
+            .transpose()?;
+        Ok(PageRequest { limit, after })
+    }
+}
+
+pub fn encode_cursor<K: Serialize>(key: &K) -> String {
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(key).unwrap_or_default())
+}
+
+fn decode_cursor<K: DeserializeOwned>(cursor: &str) -> Result<K, ApiError> {
+    URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .ok_or_else(|| ApiError::invalid("`cursor` is not a cursor this list gave out"))
+}
+
+/// Turns `limit + 1` fetched rows into a page, with a cursor when more rows follow.
+pub fn finish<T, K: Serialize>(
+    mut rows: Vec<T>,
+    request: &PageRequest<K>,
+    key_of: impl Fn(&T) -> K,
+) -> Page<T> {
+    let limit = usize::try_from(request.limit).unwrap_or(usize::MAX);
+    let next_cursor = if rows.len() > limit {
+        rows.truncate(limit);
+        rows.last().map(|last| encode_cursor(&key_of(last)))
+    } else {
+        None
+    };
+    Page {
+        items: rows,
+        next_cursor,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    #[test]
+    fn limits_default_clamp_and_refuse() {
+        let p = ListParams::default().page::<Uuid>().expect("default");
+        assert_eq!((p.limit, p.fetch_limit()), (50, 51));
+        let p = ListParams {
+            limit: Some(1000),
+            cursor: None,
+        }
+        .page::<Uuid>()
+        .expect("clamped");
+        assert_eq!(p.limit, 100);
+        assert!(
+            ListParams {
+                limit: Some(0),
+                cursor: None
+            }
+            .page::<Uuid>()
+            .is_err()
+        );
+        assert!(
+            ListParams {
+                limit: None,
+                cursor: Some("garbage!".into())
+            }
+            .page::<Uuid>()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn cursor_round_trip_and_finish() {
+        let ids: Vec<u32> = (0..5).collect();
+        let request = PageRequest::<u32> {
+            limit: 3,
+            after: None,
+        };
+        let page = finish(ids.clone(), &request, |n| *n);
+        assert_eq!(page.items, vec![0, 1, 2]);
+        let cursor = page.next_cursor.expect("more follow");
+        let next = ListParams {
+            limit: Some(3),
+            cursor: Some(cursor),
+        }
+        .page::<u32>()
+        .expect("cursor");
+        assert_eq!(next.after, Some(2));
+        let last = finish(vec![3, 4], &next, |n| *n);
+        assert_eq!(last.next_cursor, None);
+    }
+}

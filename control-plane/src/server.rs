@@ -1,0 +1,100 @@
+//! What `hookflow-server` does for each subcommand: serve (open storage, migrate, bootstrap, listen until
+//! SIGINT/SIGTERM, then stop the embedded cluster) or run an operator command.
+
+use crate::config::{Cli, Command, LogArgs, LogFormat, ServeArgs, StorageArgs};
+use crate::state::{AppState, Settings};
+use crate::storage::{BoxError, Opener, Storage};
+use crate::{app, bootstrap, data_dir, operator};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub async fn run(cli: Cli) -> Result<(), BoxError> {
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve(cli.storage, cli.serve).await,
+        Command::Orgs(command) => {
+            let storage = Storage::open(&cli.storage, Opener::Operator, 2).await?;
+            let result = operator::orgs(&storage.pool, command).await;
+            storage.close().await?;
+            result
+        }
+        Command::Keys(command) => {
+            let storage = Storage::open(&cli.storage, Opener::Operator, 2).await?;
+            let result = operator::keys(&storage.pool, command).await;
+            storage.close().await?;
+            result
+        }
+    }
+}
+
+async fn serve(storage_args: StorageArgs, args: ServeArgs) -> Result<(), BoxError> {
+    // Bind first: a taken port fails fast, before a database is started.
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let local = listener.local_addr()?;
+    let storage = Storage::open(&storage_args, Opener::Server, args.db_max_connections).await?;
+    let result = serve_with(&storage, &storage_args, &args, listener, local).await;
+    let closed = storage.close().await;
+    result.and(closed)
+}
+
+async fn serve_with(
+    storage: &Storage,
+    storage_args: &StorageArgs,
+    args: &ServeArgs,
+    listener: TcpListener,
+    local: std::net::SocketAddr,
+) -> Result<(), BoxError> {
+    data_dir::create(&storage_args.data_dir)?;
+    let _master_key = data_dir::master_key(&storage_args.data_dir, args.master_key.as_deref())?;
+    let public_url = args
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{local}"));
+    let public_url = public_url.trim_end_matches('/').to_owned();
+    if let Some(done) = bootstrap::first_start(&storage.pool).await? {
+        println!("{}", bootstrap::announcement(&done, &public_url));
+    }
+    let state = AppState::new(
+        storage.pool.clone(),
+        Settings {
+            public_url: public_url.clone(),
+        },
+    );
+    let shutdown = CancellationToken::new();
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    tracing::info!(address = %local, public_url, "hookflow-server listening");
+    app::serve(listener, state, shutdown).await?;
+    tracing::info!("shutting down");
+    Ok(())
+}
+
+/// Cancels `shutdown` on SIGINT or SIGTERM.
+async fn stop_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM");
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    shutdown.cancel();
+}
+
+/// Logs go to standard error, as text or JSON, filtered by `--log`.
+pub fn init_logging(args: &LogArgs) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}

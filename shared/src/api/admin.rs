@@ -1,0 +1,105 @@
+//! Administration bodies: the scope catalog, API keys, the organization and its audit log.
+
+use crate::{Scope, Timestamp};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// `GET /permissions`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Permissions {
+    pub scopes: Vec<ScopeInfo>,
+    pub presets: Vec<PresetInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ScopeInfo {
+    pub scope: Scope,
+    pub description: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PresetInfo {
+    pub name: String,
+    pub scopes: Vec<Scope>,
+    pub description: String,
+}
+
+/// `POST /api-keys`: either `scopes` or `preset`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateApiKey {
+    pub name: String,
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
+    #[serde(default)]
+    pub preset: Option<String>,
+    #[serde(default)]
+    pub expires_at: Option<Timestamp>,
+}
+
+/// An API key as listed; never carries the secret.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ApiKey {
+    pub id: Uuid,
+    pub name: String,
+    pub scopes: Vec<Scope>,
+    /// The first characters of the key, to recognise it; not a secret.
+    pub prefix: String,
+    pub expires_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub last_used_at: Option<Timestamp>,
+}
+
+/// `POST /api-keys` answer: the key record plus its secret, shown this once.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CreatedApiKey {
+    #[serde(flatten)]
+    pub record: ApiKey,
+    /// The secret. Store it now: it is never shown again.
+    pub key: String,
+}
+
+/// Retention applied to webhook endpoints that set none of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Retention {
+    pub max_age_days: Option<i32>,
+    pub max_requests: Option<i64>,
+}
+
+/// `GET /organization`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Organization {
+    pub id: Uuid,
+    pub name: String,
+    pub default_retention: Retention,
+    /// Default `max_body_bytes` of new webhook endpoints.
+    pub default_max_body_bytes: i64,
+    /// Captures per second accepted by each endpoint before answering 429.
+    pub capture_rate_limit_per_s: i32,
+    pub created_at: Timestamp,
+}
+
+/// `PATCH /organization`: any subset of the changeable fields.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateOrganization {
+    pub name: Option<String>,
+    pub default_retention: Option<Retention>,
+    pub default_max_body_bytes: Option<i64>,
+    pub capture_rate_limit_per_s: Option<i32>,
+}
+
+/// One entry of `GET /audit-log`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AuditEntry {
+    pub id: Uuid,
+    /// What happened, e.g. `api_key.created`.
+    pub action: String,
+    /// Who did it: `key:<id>`, `user:<id>` or `operator`.
+    pub actor: String,
+    /// The id or name of what it happened to.
+    pub target: String,
+    pub details: serde_json::Value,
+    pub created_at: Timestamp,
+}

@@ -1,0 +1,6 @@
+//! Request and response bodies of the REST API, shared by the server, the CLI and the tests.
+
+pub mod admin;
+pub mod page;
+
+pub use page::Page;

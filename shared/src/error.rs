@@ -1,0 +1,92 @@
+//! The API error body `{"error": {"code", "message", "request_id"}}` and the closed set of error codes.
+
+use serde::{Deserialize, Serialize};
+
+/// Every error code the API answers with, and the HTTP status each one goes with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    Unauthorized,
+    OrganizationRequired,
+    OrganizationMismatch,
+    InsufficientScope,
+    NotFound,
+    MethodNotAllowed,
+    InvalidRequest,
+    Conflict,
+    IdempotencyKeyReused,
+    PayloadTooLarge,
+    RateLimited,
+    Unavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn status(self) -> u16 {
+        match self {
+            ErrorCode::Unauthorized => 401,
+            ErrorCode::OrganizationRequired | ErrorCode::InvalidRequest => 400,
+            ErrorCode::OrganizationMismatch | ErrorCode::InsufficientScope => 403,
+            ErrorCode::NotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::Conflict => 409,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::IdempotencyKeyReused => 422,
+            ErrorCode::RateLimited => 429,
+            ErrorCode::Internal => 500,
+            ErrorCode::Unavailable => 503,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::OrganizationRequired => "organization_required",
+            ErrorCode::OrganizationMismatch => "organization_mismatch",
+            ErrorCode::InsufficientScope => "insufficient_scope",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+/// The body of every error response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    pub code: ErrorCode,
+    pub message: String,
+    pub request_id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_serialize_as_their_names() {
+        for code in [
+            ErrorCode::IdempotencyKeyReused,
+            ErrorCode::OrganizationRequired,
+            ErrorCode::Internal,
+        ] {
+            assert_eq!(
+                serde_json::to_value(code).expect("ser"),
+                serde_json::json!(code.as_str())
+            );
+        }
+        assert_eq!(ErrorCode::InsufficientScope.status(), 403);
+        assert_eq!(ErrorCode::Unavailable.status(), 503);
+    }
+}

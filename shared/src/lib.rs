@@ -1,0 +1,11 @@
+//! hookflow-shared: the contract both sides of hookflow speak and the pure logic they share (no I/O).
+
+pub mod api;
+pub mod error;
+pub mod scope;
+pub mod time;
+pub mod token;
+
+pub use error::{ErrorBody, ErrorCode, ErrorDetail};
+pub use scope::{Scope, ScopeSet};
+pub use time::Timestamp;

@@ -1,0 +1,180 @@
+//! `TestApp`: the control plane's real router on 127.0.0.1:0 over a fresh database, with an organization and an
+//! all-scopes key ready, and helpers to call it as any key of any organization.
+
+use hookflow_control_plane::admin::{keys, organization};
+use hookflow_control_plane::auth::Actor;
+use hookflow_control_plane::state::{AppState, Settings};
+use hookflow_control_plane::{app, db};
+use hookflow_shared::ScopeSet;
+use reqwest::{Method, StatusCode, header::HeaderMap};
+use serde_json::Value;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// An API key and the organization it is sent with.
+#[derive(Debug, Clone)]
+pub struct Creds {
+    pub key: String,
+    pub org: Uuid,
+}
+
+/// A response, read whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+    pub text: String,
+}
+
+impl Reply {
+    /// The `error.code` of an error body.
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"]
+            .as_str()
+            .unwrap_or("<no error code>")
+    }
+}
+
+#[derive(Debug)]
+pub struct TestApp {
+    pub base: String,
+    pub pool: PgPool,
+    pub client: reqwest::Client,
+    /// An all-scopes key of the first organization.
+    pub admin: Creds,
+    shutdown: CancellationToken,
+}
+
+impl TestApp {
+    pub async fn spawn() -> Self {
+        let options = crate::cluster::fresh_database().await;
+        Self::spawn_on(db::pool(options, 10)).await
+    }
+
+    /// Serves over `pool`, which may point at a database that is down.
+    pub async fn spawn_on(pool: PgPool) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
+        let base = format!("http://{}", listener.local_addr().expect("local addr"));
+        let state = AppState::new(
+            pool.clone(),
+            Settings {
+                public_url: base.clone(),
+            },
+        );
+        let shutdown = CancellationToken::new();
+        tokio::spawn(app::serve(listener, state, shutdown.clone()));
+        let mut app = Self {
+            base,
+            pool,
+            client: reqwest::Client::new(),
+            admin: Creds {
+                key: String::new(),
+                org: Uuid::nil(),
+            },
+            shutdown,
+        };
+        if app.pool.acquire().await.is_ok() {
+            app.admin = app.new_org("Acme").await;
+        }
+        app
+    }
+
+    /// A new organization with an all-scopes key.
+    pub async fn new_org(&self, name: &str) -> Creds {
+        let mut tx = self.pool.begin().await.expect("begin");
+        let org = organization::create(&mut tx, name, Actor::Operator)
+            .await
+            .expect("create organization");
+        tx.commit().await.expect("commit");
+        Creds {
+            key: self.key(org.id, ScopeSet::all(), None).await,
+            org: org.id,
+        }
+    }
+
+    /// A key of `org` with exactly `scopes`.
+    pub async fn key(
+        &self,
+        org: Uuid,
+        scopes: ScopeSet,
+        expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> String {
+        let mut tx = self.pool.begin().await.expect("begin");
+        let created = keys::create(
+            &mut tx,
+            keys::NewKey {
+                org_id: org,
+                name: "test key".into(),
+                scopes,
+                expires_at,
+                actor: Actor::Operator,
+            },
+        )
+        .await
+        .expect("create key");
+        tx.commit().await.expect("commit");
+        created.key
+    }
+
+    /// Credentials for the admin organization holding exactly `scopes`.
+    pub async fn creds_with(&self, scopes: &[&str]) -> Creds {
+        let scopes = ScopeSet::parse(scopes.iter().copied()).expect("valid scopes");
+        Creds {
+            key: self.key(self.admin.org, scopes, None).await,
+            org: self.admin.org,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Sends a request with `creds` (or none) and an optional JSON body.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        creds: Option<&Creds>,
+        body: Option<Value>,
+    ) -> Reply {
+        let mut request = self.client.request(method, self.url(path));
+        if let Some(creds) = creds {
+            request = request
+                .header("X-Api-Key", &creds.key)
+                .header("X-Organization-Id", creds.org.to_string());
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        read(request.send().await.expect("send request")).await
+    }
+
+    /// Sends a request as the admin key.
+    pub async fn admin(&self, method: Method, path: &str, body: Option<Value>) -> Reply {
+        self.call(method, path, Some(&self.admin.clone()), body)
+            .await
+    }
+}
+
+pub async fn read(response: reqwest::Response) -> Reply {
+    let status = response.status();
+    let headers = response.headers().clone();
+    let text = response.text().await.expect("read body");
+    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+    Reply {
+        status,
+        headers,
+        body,
+        text,
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}

@@ -1,0 +1,99 @@
+//! The per-process PostgreSQL cluster and the per-test database cloned from a migrated template.
+
+use hookflow_control_plane::db::{self, embedded};
+use sqlx::ConnectOptions as _;
+use sqlx::postgres::PgConnectOptions;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+const TEMPLATE: &str = "hookflow_template";
+
+struct TestCluster {
+    cluster: embedded::EmbeddedCluster,
+}
+
+static CLUSTER: OnceLock<TestCluster> = OnceLock::new();
+
+fn start() -> TestCluster {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    // Under /tmp: the postgres user must be able to enter every parent, which a checkout under /root denies.
+    let root = PathBuf::from(format!("/tmp/hookflow-test-{}-{nanos}", std::process::id()));
+    let options = embedded::ClusterOptions {
+        root: root.clone(),
+        durability: embedded::Durability::Throwaway,
+        max_connections: 300,
+        bindir: None,
+    };
+    let cluster =
+        embedded::EmbeddedCluster::start(&options).expect("start the test PostgreSQL cluster");
+    reap_when_done(&root);
+    let admin = cluster.connect_options("postgres");
+    let template = cluster.connect_options(TEMPLATE);
+    // The template is built on a runtime of its own: this may run inside any test's runtime.
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            db::ensure_database(admin, TEMPLATE)
+                .await
+                .expect("create the template database");
+            let pool = db::pool(template, 2);
+            db::migrate(&pool)
+                .await
+                .expect("migrate the template database");
+            pool.close().await;
+        });
+    })
+    .join()
+    .expect("template thread");
+    TestCluster { cluster }
+}
+
+/// A detached watcher that, once this test process exits, stops the cluster at once and removes its directory.
+fn reap_when_done(root: &std::path::Path) {
+    let script = r#"tail --pid="$1" -f /dev/null 2>/dev/null
+pid=$(head -n 1 "$2/data/postmaster.pid" 2>/dev/null) && kill -QUIT "$pid" 2>/dev/null
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ -e "$2/data/postmaster.pid" ] || break; sleep 0.5; done
+rm -rf "$2""#;
+    let spawned = {
+        use std::os::unix::process::CommandExt as _;
+        Command::new("sh")
+            .args(["-c", script, "reaper", &std::process::id().to_string()])
+            .arg(root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+    };
+    if let Err(e) = spawned {
+        eprintln!(
+            "warning: cannot start the cluster reaper ({e}); the test cluster in {} outlives the tests",
+            root.display()
+        );
+    }
+}
+
+/// A new, empty, fully migrated database for one test.
+pub async fn fresh_database() -> PgConnectOptions {
+    let cluster = &CLUSTER.get_or_init(start).cluster;
+    let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = cluster
+        .connect_options("postgres")
+        .connect()
+        .await
+        .expect("connect to the test cluster");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE {name} TEMPLATE {TEMPLATE}"
+    )))
+    .execute(&mut conn)
+    .await
+    .expect("clone the template database");
+    cluster.connect_options(&name)
+}

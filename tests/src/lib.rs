@@ -1,0 +1,8 @@
+//! The end-to-end test harness: one throwaway PostgreSQL cluster per test process (under a fresh directory in
+//! /tmp, stopped and removed when the process ends), a template database migrated once and cloned for every
+//! test, and `TestApp`, the real router served on 127.0.0.1:0.
+
+pub mod app;
+pub mod cluster;
+
+pub use app::{Creds, Reply, TestApp};

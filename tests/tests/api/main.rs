@@ -1,0 +1,8 @@
+//! End-to-end API tests: the real router on 127.0.0.1:0 over a real, freshly cloned PostgreSQL database.
+//! One binary with modules, so the suite links once.
+
+mod auth;
+mod conventions;
+mod keys;
+mod openapi;
+mod organization;
