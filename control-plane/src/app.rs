@@ -40,14 +40,7 @@ pub fn router(state: AppState) -> Router {
     let serve_document = move || {
         let document = document.clone();
         async move {
-            (
-                [(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                )],
-                document.to_vec(),
-            )
-                .into_response()
+            ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], document.to_vec()).into_response()
         }
     };
     let x_request_id = HeaderName::from_static("x-request-id");
@@ -65,23 +58,20 @@ pub fn router(state: AppState) -> Router {
                 })
                 .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)),
         )
-        .layer(SetSensitiveRequestHeadersLayer::new([header::AUTHORIZATION, header::COOKIE, HeaderName::from_static("x-api-key")]))
+        .layer(SetSensitiveRequestHeadersLayer::new([
+            header::AUTHORIZATION,
+            header::COOKIE,
+            HeaderName::from_static("x-api-key"),
+        ]))
         .layer(PropagateRequestIdLayer::new(x_request_id.clone()))
         .layer(SetRequestIdLayer::new(x_request_id, MakeRequestUuid))
         .with_state(state)
 }
 
 /// Serves until `shutdown` is cancelled, then finishes in-flight requests.
-pub async fn serve(
-    listener: TcpListener,
-    state: AppState,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
+pub async fn serve(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
     let app = router(state);
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown.cancelled_owned())
-    .await
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
 }

@@ -88,15 +88,8 @@ pub mod scope {
 impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
     type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        let key = parts
-            .headers
-            .get(API_KEY_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim);
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let key = parts.headers.get(API_KEY_HEADER).and_then(|v| v.to_str().ok()).map(str::trim);
         let Some(key) = key else {
             // Browser sessions (Authorization: Bearer) are not accepted yet: the same 401 as any bad credential.
             return Err(ApiError::unauthorized());
@@ -114,23 +107,14 @@ impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
         {
             return Err(ApiError::insufficient_scope(required));
         }
-        Ok(Caller {
-            org_id,
-            scopes: identity.scopes,
-            actor: Actor::Key(identity.key_id),
-            _scope: PhantomData,
-        })
+        Ok(Caller { org_id, scopes: identity.scopes, actor: Actor::Key(identity.key_id), _scope: PhantomData })
     }
 }
 
 impl<S> Caller<S> {
     /// Checks a second scope some operations need in addition to the one in the signature.
     pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
-        if self.scopes.grants(scope) {
-            Ok(())
-        } else {
-            Err(ApiError::insufficient_scope(scope))
-        }
+        if self.scopes.grants(scope) { Ok(()) } else { Err(ApiError::insufficient_scope(scope)) }
     }
 }
 
@@ -142,10 +126,7 @@ pub fn organization_header(parts: &Parts) -> Result<Uuid, ApiError> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| Uuid::parse_str(v.trim()).ok())
         .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::OrganizationRequired,
-                "send X-Organization-Id with your organization's id",
-            )
+            ApiError::new(ErrorCode::OrganizationRequired, "send X-Organization-Id with your organization's id")
         })
 }
 
@@ -158,10 +139,9 @@ struct KeyIdentity {
 /// Resolves an API key: the checksum is verified first (a typo never reaches the database), then the hash is
 /// looked up; unknown, deleted and expired keys all answer the same 401.
 async fn authenticate_key(state: &AppState, key: &str) -> Result<KeyIdentity, ApiError> {
-    TokenKind::ApiKey
-        .check(key)
-        .map_err(|_| ApiError::unauthorized())?;
-    let row: Option<(Uuid, Uuid, Vec<String>, Option<DateTime<Utc>>, bool)> = sqlx::query_as(
+    TokenKind::ApiKey.check(key).map_err(|_| ApiError::unauthorized())?;
+    type KeyLookup = (Uuid, Uuid, Vec<String>, Option<DateTime<Utc>>, bool);
+    let row: Option<KeyLookup> = sqlx::query_as(
         "SELECT id, organization_id, scopes, expires_at,
                 last_used_at IS NULL OR last_used_at < now() - interval '1 minute'
          FROM api_keys WHERE key_hash = $1",
@@ -179,17 +159,11 @@ async fn authenticate_key(state: &AppState, key: &str) -> Result<KeyIdentity, Ap
         // Recorded at most once a minute per key, off the request's path.
         let pool = state.pool.clone();
         tokio::spawn(async move {
-            let _ = sqlx::query("UPDATE api_keys SET last_used_at = now() WHERE id = $1")
-                .bind(key_id)
-                .execute(&pool)
-                .await;
+            let _ =
+                sqlx::query("UPDATE api_keys SET last_used_at = now() WHERE id = $1").bind(key_id).execute(&pool).await;
         });
     }
     // Scopes were validated when the key was made; a name dropped from the catalog since simply grants nothing.
     let scopes = scopes.iter().filter_map(|s| s.parse().ok()).collect();
-    Ok(KeyIdentity {
-        key_id,
-        org_id,
-        scopes,
-    })
+    Ok(KeyIdentity { key_id, org_id, scopes })
 }

@@ -18,17 +18,12 @@ pub struct Bootstrapped {
 pub async fn first_start(pool: &PgPool) -> Result<Option<Bootstrapped>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     // Serialises concurrent first starts; released at commit.
-    sqlx::query("SELECT pg_advisory_xact_lock(7460201)")
-        .execute(&mut *tx)
-        .await?;
-    let any: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM organizations)")
-        .fetch_one(&mut *tx)
-        .await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(7460201)").execute(&mut *tx).await?;
+    let any: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM organizations)").fetch_one(&mut *tx).await?;
     if any {
         return Ok(None);
     }
-    let organization =
-        organization::create(&mut tx, "Default organization", Actor::Operator).await?;
+    let organization = organization::create(&mut tx, "Default organization", Actor::Operator).await?;
     let key = keys::create(
         &mut tx,
         keys::NewKey {
@@ -46,12 +41,7 @@ pub async fn first_start(pool: &PgPool) -> Result<Option<Bootstrapped>, sqlx::Er
 
 /// The lines printed once after a first start.
 pub fn announcement(done: &Bootstrapped, public_url: &str) -> String {
-    let expires = done
-        .key
-        .record
-        .expires_at
-        .map(|t| t.to_string())
-        .unwrap_or_else(|| "never".into());
+    let expires = done.key.record.expires_at.map(|t| t.to_string()).unwrap_or_else(|| "never".into());
     format!(
         "\nhookflow: first start. Created an organization and an admin API key with every scope.\n\
          The key is shown this once; store it now (it expires {expires}).\n\n  \

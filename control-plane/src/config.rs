@@ -35,21 +35,11 @@ pub struct Cli {
 pub struct StorageArgs {
     /// Directory for the embedded PostgreSQL cluster, the generated master key and the lock that keeps a second
     /// server off the same directory.
-    #[arg(
-        long,
-        env = "HOOKFLOW_DATA_DIR",
-        default_value = ".hookflow",
-        global = true
-    )]
+    #[arg(long, env = "HOOKFLOW_DATA_DIR", default_value = ".hookflow", global = true)]
     pub data_dir: PathBuf,
     /// PostgreSQL URL (postgres://user:pass@host:5432/db). When set, no embedded cluster is started. DATABASE_URL
     /// is read too when HOOKFLOW_DATABASE_URL is unset.
-    #[arg(
-        long,
-        env = "HOOKFLOW_DATABASE_URL",
-        hide_env_values = true,
-        global = true
-    )]
+    #[arg(long, env = "HOOKFLOW_DATABASE_URL", hide_env_values = true, global = true)]
     pub database_url: Option<String>,
     /// Directory holding initdb, pg_ctl and postgres for the embedded cluster (found on PATH, via pg_config or
     /// under /usr/lib/postgresql/*/bin when unset).
@@ -60,10 +50,7 @@ pub struct StorageArgs {
 impl StorageArgs {
     /// The configured database URL, falling back to `DATABASE_URL`.
     pub fn database_url(&self) -> Option<String> {
-        self.database_url
-            .clone()
-            .or_else(|| std::env::var("DATABASE_URL").ok())
-            .filter(|u| !u.is_empty())
+        self.database_url.clone().or_else(|| std::env::var("DATABASE_URL").ok()).filter(|u| !u.is_empty())
     }
 }
 
@@ -135,49 +122,41 @@ pub enum KeysCommand {
         #[arg(long, default_value = "operator key")]
         name: String,
         /// Comma-separated scopes, e.g. flows:execute,flows:read (see GET /permissions).
-        #[arg(
-            long,
-            value_delimiter = ',',
-            required_unless_present = "preset",
-            conflicts_with = "preset"
-        )]
+        #[arg(long, value_delimiter = ',', required_unless_present = "preset", conflicts_with = "preset")]
         scopes: Vec<String>,
         /// A preset instead of --scopes: ci, runner or read-only.
         #[arg(long)]
         preset: Option<String>,
         /// Lifetime such as 30d, 12h or 90m; `never` for no expiry (not recommended).
         #[arg(long, default_value = "30d", value_parser = parse_lifetime)]
-        expires_in: Option<Duration>,
+        expires_in: Lifetime,
     },
 }
 
+/// A key lifetime: a duration, or `None` for a key that never expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetime(pub Option<Duration>);
+
 /// Parses `30d`, `12h`, `90m`, `45s` or `never`.
-pub fn parse_lifetime(text: &str) -> Result<Option<Duration>, String> {
+pub fn parse_lifetime(text: &str) -> Result<Lifetime, String> {
     if text == "never" {
-        return Ok(None);
+        return Ok(Lifetime(None));
     }
-    let (number, unit) = text.split_at(
-        text.find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len()),
-    );
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a lifetime like 30d, 12h, 90m or never"))?;
+    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let n: u64 = number.parse().map_err(|_| format!("`{text}` is not a lifetime like 30d, 12h, 90m or never"))?;
     let seconds = match unit {
         "d" => n * 86_400,
         "h" => n * 3_600,
         "m" => n * 60,
         "s" => n,
         _ => {
-            return Err(format!(
-                "`{text}`: use a unit of d, h, m or s (e.g. 30d), or never"
-            ));
+            return Err(format!("`{text}`: use a unit of d, h, m or s (e.g. 30d), or never"));
         }
     };
     if seconds == 0 {
         return Err("a key lifetime must be longer than zero".into());
     }
-    Ok(Some(Duration::from_secs(seconds)))
+    Ok(Lifetime(Some(Duration::from_secs(seconds))))
 }
 
 #[cfg(test)]
@@ -187,12 +166,9 @@ mod tests {
 
     #[test]
     fn lifetimes() {
-        assert_eq!(
-            parse_lifetime("30d"),
-            Ok(Some(Duration::from_secs(30 * 86_400)))
-        );
-        assert_eq!(parse_lifetime("90m"), Ok(Some(Duration::from_secs(5_400))));
-        assert_eq!(parse_lifetime("never"), Ok(None));
+        assert_eq!(parse_lifetime("30d"), Ok(Lifetime(Some(Duration::from_secs(30 * 86_400)))));
+        assert_eq!(parse_lifetime("90m"), Ok(Lifetime(Some(Duration::from_secs(5_400)))));
+        assert_eq!(parse_lifetime("never"), Ok(Lifetime(None)));
         assert!(parse_lifetime("0d").is_err());
         assert!(parse_lifetime("30 days").is_err());
         assert!(parse_lifetime("d").is_err());

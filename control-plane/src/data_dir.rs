@@ -60,20 +60,11 @@ pub fn lock(dir: &Path) -> Result<DataDirLock, DataDirError> {
         let mut pid = String::new();
         let _ = file.read_to_string(&mut pid);
         let pid = pid.trim();
-        let pid = if pid.is_empty() {
-            String::new()
-        } else {
-            format!(" (pid {pid})")
-        };
-        return Err(DataDirError::Busy {
-            dir: dir.to_owned(),
-            pid,
-        });
+        let pid = if pid.is_empty() { String::new() } else { format!(" (pid {pid})") };
+        return Err(DataDirError::Busy { dir: dir.to_owned(), pid });
     }
-    file.set_len(0)
-        .map_err(io(format!("writing {}", path.display())))?;
-    file.rewind()
-        .map_err(io(format!("writing {}", path.display())))?;
+    file.set_len(0).map_err(io(format!("writing {}", path.display())))?;
+    file.rewind().map_err(io(format!("writing {}", path.display())))?;
     writeln!(file, "{}", std::process::id()).map_err(io(format!("writing {}", path.display())))?;
     Ok(DataDirLock { _file: file })
 }
@@ -111,10 +102,8 @@ pub fn master_key(dir: &Path, configured: Option<&str>) -> Result<[u8; 32], Data
                 .mode(0o600)
                 .open(&path)
                 .map_err(io(format!("creating {}", path.display())))?;
-            writeln!(file, "{}", STANDARD.encode(key))
-                .map_err(io(format!("writing {}", path.display())))?;
-            file.sync_all()
-                .map_err(io(format!("writing {}", path.display())))?;
+            writeln!(file, "{}", STANDARD.encode(key)).map_err(io(format!("writing {}", path.display())))?;
+            file.sync_all().map_err(io(format!("writing {}", path.display())))?;
             Ok(key)
         }
         Err(e) => Err(io(format!("reading {}", path.display()))(e)),

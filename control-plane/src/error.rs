@@ -20,11 +20,7 @@ const UNAVAILABLE_RETRY_S: u64 = 5;
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            retry_after_s: None,
-        }
+        Self { code, message: message.into(), retry_after_s: None }
     }
 
     pub fn unauthorized() -> Self {
@@ -44,10 +40,7 @@ impl ApiError {
     }
 
     pub fn insufficient_scope(scope: Scope) -> Self {
-        Self::new(
-            ErrorCode::InsufficientScope,
-            format!("this operation needs the scope `{scope}`"),
-        )
+        Self::new(ErrorCode::InsufficientScope, format!("this operation needs the scope `{scope}`"))
     }
 
     pub fn unavailable() -> Self {
@@ -59,10 +52,7 @@ impl ApiError {
     }
 
     pub fn internal() -> Self {
-        Self::new(
-            ErrorCode::Internal,
-            "internal error; the server log has details under this request id",
-        )
+        Self::new(ErrorCode::Internal, "internal error; the server log has details under this request id")
     }
 }
 
@@ -87,30 +77,19 @@ struct ErrorMark {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status =
-            StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = status.into_response();
         if let Some(seconds) = self.retry_after_s {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
-        response.extensions_mut().insert(ErrorMark {
-            code: self.code,
-            message: self.message,
-        });
+        response.extensions_mut().insert(ErrorMark { code: self.code, message: self.message });
         response
     }
 }
 
 /// Writes the error body, with the request id, into every error response that lacks a JSON body.
 pub async fn error_body(request: Request, next: Next) -> Response {
-    let request_id = request
-        .headers()
-        .get("x-request-id")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let mut response = next.run(request).await;
@@ -123,39 +102,20 @@ pub async fn error_body(request: Request, next: Next) -> Response {
         None if is_json(&response) => return response,
         None => match status {
             StatusCode::NOT_FOUND => (ErrorCode::NotFound, format!("no route for {method} {path}")),
-            StatusCode::METHOD_NOT_ALLOWED => (
-                ErrorCode::MethodNotAllowed,
-                format!("{method} is not allowed on {path}"),
-            ),
-            StatusCode::PAYLOAD_TOO_LARGE => {
-                (ErrorCode::PayloadTooLarge, "request body too large".into())
+            StatusCode::METHOD_NOT_ALLOWED => {
+                (ErrorCode::MethodNotAllowed, format!("{method} is not allowed on {path}"))
             }
-            StatusCode::REQUEST_TIMEOUT | StatusCode::SERVICE_UNAVAILABLE => (
-                ErrorCode::Unavailable,
-                "the server is busy; retry shortly".into(),
-            ),
+            StatusCode::PAYLOAD_TOO_LARGE => (ErrorCode::PayloadTooLarge, "request body too large".into()),
+            StatusCode::REQUEST_TIMEOUT | StatusCode::SERVICE_UNAVAILABLE => {
+                (ErrorCode::Unavailable, "the server is busy; retry shortly".into())
+            }
             s if s.is_server_error() => (ErrorCode::Internal, "internal error".into()),
-            _ => (
-                ErrorCode::InvalidRequest,
-                status
-                    .canonical_reason()
-                    .unwrap_or("bad request")
-                    .to_owned(),
-            ),
+            _ => (ErrorCode::InvalidRequest, status.canonical_reason().unwrap_or("bad request").to_owned()),
         },
     };
-    let body = ErrorBody {
-        error: ErrorDetail {
-            code,
-            message,
-            request_id,
-        },
-    };
+    let body = ErrorBody { error: ErrorDetail { code, message, request_id } };
     let (mut parts, _) = response.into_parts();
-    parts.headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     parts.headers.remove(header::CONTENT_LENGTH);
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
     Response::from_parts(parts, axum::body::Body::from(bytes))

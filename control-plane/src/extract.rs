@@ -16,15 +16,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| {
-                if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::new(ErrorCode::PayloadTooLarge, "request body too large")
-                } else {
-                    ApiError::invalid(format!("could not read the request body: {rejection}"))
-                }
-            })?;
+        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
+            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(ErrorCode::PayloadTooLarge, "request body too large")
+            } else {
+                ApiError::invalid(format!("could not read the request body: {rejection}"))
+            }
+        })?;
         parse_json(&bytes).map(ApiJson)
     }
 }
@@ -32,9 +30,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 /// Parses a JSON body, naming the field at fault (`scopes[1]: unknown scope ...`).
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.is_empty() {
-        return Err(ApiError::invalid(
-            "the request body is empty; send a JSON object",
-        ));
+        return Err(ApiError::invalid("the request body is empty; send a JSON object"));
     }
     let deserializer = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(deserializer).map_err(|e| {
@@ -57,17 +53,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or_default();
-        let deserializer =
-            serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        let deserializer = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
         serde_path_to_error::deserialize(deserializer)
             .map(ApiQuery)
-            .map_err(|e| {
-                ApiError::invalid(format!(
-                    "invalid query parameter `{}`: {}",
-                    e.path(),
-                    e.inner()
-                ))
-            })
+            .map_err(|e| ApiError::invalid(format!("invalid query parameter `{}`: {}", e.path(), e.inner())))
     }
 }
 

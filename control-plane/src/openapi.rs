@@ -48,10 +48,8 @@ struct SecuritySchemes;
 impl Modify for SecuritySchemes {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "api_key",
-            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-Api-Key"))),
-        );
+        components
+            .add_security_scheme("api_key", SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-Api-Key"))));
         components.add_security_scheme(
             "organization",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
@@ -61,20 +59,12 @@ impl Modify for SecuritySchemes {
         );
         components.add_security_scheme(
             "bearer",
-            SecurityScheme::Http(
-                HttpBuilder::new()
-                    .scheme(HttpAuthScheme::Bearer)
-                    .bearer_format("JWT")
-                    .build(),
-            ),
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build()),
         );
         components.add_security_scheme(
             "job_token",
             SecurityScheme::Http(
-                HttpBuilder::new()
-                    .scheme(HttpAuthScheme::Bearer)
-                    .bearer_format("hfj_ job token")
-                    .build(),
+                HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("hfj_ job token").build(),
             ),
         );
         openapi.servers = None;

@@ -15,14 +15,8 @@ pub async fn orgs(pool: &PgPool, command: OrgsCommand) -> Result<(), BoxError> {
         OrgsCommand::Create { name } => {
             let name = crate::admin::display_name("name", &name).map_err(|e| e.message)?;
             let org = organization::create(&mut conn, &name, Actor::Operator).await?;
-            println!(
-                "created organization {:?}\n  organization id: {}",
-                org.name, org.id
-            );
-            println!(
-                "next: hookflow-server keys create --org {} --preset ci --expires-in 30d",
-                org.id
-            );
+            println!("created organization {:?}\n  organization id: {}", org.name, org.id);
+            println!("next: hookflow-server keys create --org {} --preset ci --expires-in 30d", org.id);
         }
         OrgsCommand::List => {
             for org in organization::list_all(&mut conn).await? {
@@ -34,65 +28,31 @@ pub async fn orgs(pool: &PgPool, command: OrgsCommand) -> Result<(), BoxError> {
 }
 
 pub async fn keys(pool: &PgPool, command: KeysCommand) -> Result<(), BoxError> {
-    let KeysCommand::Create {
-        org,
-        name,
-        scopes,
-        preset,
-        expires_in,
-    } = command;
+    let KeysCommand::Create { org, name, scopes, preset, expires_in } = command;
     let scopes = match preset {
-        Some(p) => Preset::from_name(&p)
-            .ok_or_else(|| format!("unknown preset `{p}`: use ci, runner or read-only"))?
-            .scopes(),
+        Some(p) => {
+            Preset::from_name(&p).ok_or_else(|| format!("unknown preset `{p}`: use ci, runner or read-only"))?.scopes()
+        }
         None => ScopeSet::parse(scopes.iter().map(|s| s.trim()))?,
     };
     if scopes.is_empty() {
         return Err("name at least one scope with --scopes, or use --preset".into());
     }
     let mut tx = pool.begin().await?;
-    let exists: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM organizations WHERE id = $1)")
-            .bind(org)
-            .fetch_one(&mut *tx)
-            .await?;
+    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM organizations WHERE id = $1)")
+        .bind(org)
+        .fetch_one(&mut *tx)
+        .await?;
     if !exists {
-        return Err(
-            format!("no organization {org}; `hookflow-server orgs list` shows them").into(),
-        );
+        return Err(format!("no organization {org}; `hookflow-server orgs list` shows them").into());
     }
-    let expires_at = expires_in.map(|d| chrono::Utc::now() + d);
-    let created = keys::create(
-        &mut tx,
-        keys::NewKey {
-            org_id: org,
-            name,
-            scopes,
-            expires_at,
-            actor: Actor::Operator,
-        },
-    )
-    .await?;
+    let expires_at = expires_in.0.map(|d| chrono::Utc::now() + d);
+    let created =
+        keys::create(&mut tx, keys::NewKey { org_id: org, name, scopes, expires_at, actor: Actor::Operator }).await?;
     tx.commit().await?;
-    let expiry = created
-        .record
-        .expires_at
-        .map(|t| t.to_string())
-        .unwrap_or_else(|| "never".into());
-    println!(
-        "created API key {} ({})",
-        created.record.id, created.record.name
-    );
-    println!(
-        "  scopes:  {}",
-        created
-            .record
-            .scopes
-            .iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join(",")
-    );
+    let expiry = created.record.expires_at.map(|t| t.to_string()).unwrap_or_else(|| "never".into());
+    println!("created API key {} ({})", created.record.id, created.record.name);
+    println!("  scopes:  {}", created.record.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(","));
     println!("  expires: {expiry}");
     println!("  key:     {}", created.key);
     println!("The key is shown this once: store it now.");

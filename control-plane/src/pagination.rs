@@ -40,12 +40,7 @@ impl ListParams {
             Some(n) if n < 1 => return Err(ApiError::invalid("`limit` must be at least 1")),
             Some(n) => n.min(MAX_LIMIT),
         };
-        let after = self
-            .cursor
-            .as_deref()
-            .filter(|c| !c.is_empty())
-            .map(decode_cursor)
-            .transpose()?;
+        let after = self.cursor.as_deref().filter(|c| !c.is_empty()).map(decode_cursor).transpose()?;
         Ok(PageRequest { limit, after })
     }
 }
@@ -63,11 +58,7 @@ fn decode_cursor<K: DeserializeOwned>(cursor: &str) -> Result<K, ApiError> {
 }
 
 /// Turns `limit + 1` fetched rows into a page, with a cursor when more rows follow.
-pub fn finish<T, K: Serialize>(
-    mut rows: Vec<T>,
-    request: &PageRequest<K>,
-    key_of: impl Fn(&T) -> K,
-) -> Page<T> {
+pub fn finish<T, K: Serialize>(mut rows: Vec<T>, request: &PageRequest<K>, key_of: impl Fn(&T) -> K) -> Page<T> {
     let limit = usize::try_from(request.limit).unwrap_or(usize::MAX);
     let next_cursor = if rows.len() > limit {
         rows.truncate(limit);
@@ -75,10 +66,7 @@ pub fn finish<T, K: Serialize>(
     } else {
         None
     };
-    Page {
-        items: rows,
-        next_cursor,
-    }
+    Page { items: rows, next_cursor }
 }
 
 #[cfg(test)]
@@ -90,47 +78,20 @@ mod tests {
     fn limits_default_clamp_and_refuse() {
         let p = ListParams::default().page::<Uuid>().expect("default");
         assert_eq!((p.limit, p.fetch_limit()), (50, 51));
-        let p = ListParams {
-            limit: Some(1000),
-            cursor: None,
-        }
-        .page::<Uuid>()
-        .expect("clamped");
+        let p = ListParams { limit: Some(1000), cursor: None }.page::<Uuid>().expect("clamped");
         assert_eq!(p.limit, 100);
-        assert!(
-            ListParams {
-                limit: Some(0),
-                cursor: None
-            }
-            .page::<Uuid>()
-            .is_err()
-        );
-        assert!(
-            ListParams {
-                limit: None,
-                cursor: Some("garbage!".into())
-            }
-            .page::<Uuid>()
-            .is_err()
-        );
+        assert!(ListParams { limit: Some(0), cursor: None }.page::<Uuid>().is_err());
+        assert!(ListParams { limit: None, cursor: Some("garbage!".into()) }.page::<Uuid>().is_err());
     }
 
     #[test]
     fn cursor_round_trip_and_finish() {
         let ids: Vec<u32> = (0..5).collect();
-        let request = PageRequest::<u32> {
-            limit: 3,
-            after: None,
-        };
+        let request = PageRequest::<u32> { limit: 3, after: None };
         let page = finish(ids.clone(), &request, |n| *n);
         assert_eq!(page.items, vec![0, 1, 2]);
         let cursor = page.next_cursor.expect("more follow");
-        let next = ListParams {
-            limit: Some(3),
-            cursor: Some(cursor),
-        }
-        .page::<u32>()
-        .expect("cursor");
+        let next = ListParams { limit: Some(3), cursor: Some(cursor) }.page::<u32>().expect("cursor");
         assert_eq!(next.after, Some(2));
         let last = finish(vec![3, 4], &next, |n| *n);
         assert_eq!(last.next_cursor, None);

@@ -28,9 +28,8 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
 
 async fn serve(storage_args: StorageArgs, args: ServeArgs) -> Result<(), BoxError> {
     // Bind first: a taken port fails fast, before a database is started.
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let listener =
+        TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let local = listener.local_addr()?;
     let storage = Storage::open(&storage_args, Opener::Server, args.db_max_connections).await?;
     let result = serve_with(&storage, &storage_args, &args, listener, local).await;
@@ -47,20 +46,12 @@ async fn serve_with(
 ) -> Result<(), BoxError> {
     data_dir::create(&storage_args.data_dir)?;
     let _master_key = data_dir::master_key(&storage_args.data_dir, args.master_key.as_deref())?;
-    let public_url = args
-        .public_url
-        .clone()
-        .unwrap_or_else(|| format!("http://{local}"));
+    let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{local}"));
     let public_url = public_url.trim_end_matches('/').to_owned();
     if let Some(done) = bootstrap::first_start(&storage.pool).await? {
         println!("{}", bootstrap::announcement(&done, &public_url));
     }
-    let state = AppState::new(
-        storage.pool.clone(),
-        Settings {
-            public_url: public_url.clone(),
-        },
-    );
+    let state = AppState::new(storage.pool.clone(), Settings { public_url: public_url.clone() });
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
     tracing::info!(address = %local, public_url, "hookflow-server listening");
@@ -90,9 +81,7 @@ async fn stop_on_signal(shutdown: CancellationToken) {
 pub fn init_logging(args: &LogArgs) {
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match args.log_format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),

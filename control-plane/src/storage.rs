@@ -28,21 +28,12 @@ pub struct Storage {
 pub type BoxError = Box<dyn Error + Send + Sync>;
 
 impl Storage {
-    pub async fn open(
-        args: &StorageArgs,
-        opener: Opener,
-        max_connections: u32,
-    ) -> Result<Self, BoxError> {
+    pub async fn open(args: &StorageArgs, opener: Opener, max_connections: u32) -> Result<Self, BoxError> {
         if let Some(url) = args.database_url() {
-            let options =
-                db::parse_url(&url).map_err(|e| format!("the database URL is not valid: {e}"))?;
+            let options = db::parse_url(&url).map_err(|e| format!("the database URL is not valid: {e}"))?;
             let pool = db::pool(options, max_connections);
             migrate(&pool).await?;
-            return Ok(Self {
-                pool,
-                owned_cluster: None,
-                _lock: None,
-            });
+            return Ok(Self { pool, owned_cluster: None, _lock: None });
         }
         data_dir::create(&args.data_dir)?;
         if nix::unistd::geteuid().is_root() {
@@ -63,8 +54,7 @@ impl Storage {
         };
         let cluster = if lock.is_some() {
             let options = options.clone();
-            let cluster =
-                tokio::task::spawn_blocking(move || EmbeddedCluster::start(&options)).await??;
+            let cluster = tokio::task::spawn_blocking(move || EmbeddedCluster::start(&options)).await??;
             tracing::info!(data = %cluster.data_dir().display(), adopted = cluster.adopted, "embedded PostgreSQL ready");
             Some(cluster)
         } else {
@@ -75,11 +65,7 @@ impl Storage {
         db::ensure_database(connect.connect_options("postgres"), EMBEDDED_DATABASE).await?;
         let pool = db::pool(connect.connect_options(EMBEDDED_DATABASE), max_connections);
         migrate(&pool).await?;
-        Ok(Self {
-            pool,
-            owned_cluster: cluster,
-            _lock: lock,
-        })
+        Ok(Self { pool, owned_cluster: cluster, _lock: lock })
     }
 
     /// Closes the pool, then stops the embedded cluster if this process runs it.
@@ -94,7 +80,5 @@ impl Storage {
 }
 
 async fn migrate(pool: &PgPool) -> Result<(), BoxError> {
-    db::migrate(pool)
-        .await
-        .map_err(|e| format!("could not bring the database schema up to date: {e}").into())
+    db::migrate(pool).await.map_err(|e| format!("could not bring the database schema up to date: {e}").into())
 }

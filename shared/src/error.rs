@@ -76,15 +76,8 @@ mod tests {
 
     #[test]
     fn codes_serialize_as_their_names() {
-        for code in [
-            ErrorCode::IdempotencyKeyReused,
-            ErrorCode::OrganizationRequired,
-            ErrorCode::Internal,
-        ] {
-            assert_eq!(
-                serde_json::to_value(code).expect("ser"),
-                serde_json::json!(code.as_str())
-            );
+        for code in [ErrorCode::IdempotencyKeyReused, ErrorCode::OrganizationRequired, ErrorCode::Internal] {
+            assert_eq!(serde_json::to_value(code).expect("ser"), serde_json::json!(code.as_str()));
         }
         assert_eq!(ErrorCode::InsufficientScope.status(), 403);
         assert_eq!(ErrorCode::Unavailable.status(), 503);

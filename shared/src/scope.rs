@@ -104,11 +104,7 @@ impl ScopeSet {
 
     /// Parses scope names, rejecting the first one outside the catalog.
     pub fn parse<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Self, UnknownScope> {
-        names
-            .into_iter()
-            .map(str::parse)
-            .collect::<Result<_, _>>()
-            .map(Self)
+        names.into_iter().map(str::parse).collect::<Result<_, _>>().map(Self)
     }
 
     /// Whether these scopes grant `required`. Scopes are exact: no scope implies another.
@@ -164,18 +160,14 @@ impl Preset {
             Preset::Ci => {
                 "Launch flows from CI by id or tag. Review it down to flows:execute when you launch by id only."
             }
-            Preset::Runner => {
-                "What a self-hosted runner needs: register, heartbeat, claim and complete jobs."
-            }
+            Preset::Runner => "What a self-hosted runner needs: register, heartbeat, claim and complete jobs.",
             Preset::ReadOnly => "Every :read scope: inventories and dashboards, no changes.",
         }
     }
 
     pub fn scopes(self) -> ScopeSet {
         match self {
-            Preset::Ci => [Scope::FlowsExecute, Scope::FlowsRead]
-                .into_iter()
-                .collect(),
+            Preset::Ci => [Scope::FlowsExecute, Scope::FlowsRead].into_iter().collect(),
             Preset::Runner => [Scope::RunnerComplete].into_iter().collect(),
             Preset::ReadOnly => Scope::ALL.iter().copied().filter(|s| s.is_read()).collect(),
         }
@@ -197,14 +189,8 @@ mod tests {
             assert_eq!(scope.as_str().parse::<Scope>(), Ok(*scope));
             assert!(!scope.description().is_empty());
         }
-        assert_eq!(
-            "flows:admin".parse::<Scope>(),
-            Err(UnknownScope("flows:admin".into()))
-        );
-        assert!(
-            "FLOWS:READ".parse::<Scope>().is_err(),
-            "scope names are case-sensitive"
-        );
+        assert_eq!("flows:admin".parse::<Scope>(), Err(UnknownScope("flows:admin".into())));
+        assert!("FLOWS:READ".parse::<Scope>().is_err(), "scope names are case-sensitive");
     }
 
     #[test]
@@ -229,10 +215,7 @@ mod tests {
 
     #[test]
     fn presets_match_the_contract() {
-        assert_eq!(
-            Preset::Ci.scopes().names(),
-            vec!["flows:read", "flows:execute"]
-        );
+        assert_eq!(Preset::Ci.scopes().names(), vec!["flows:read", "flows:execute"]);
         assert_eq!(Preset::Runner.scopes().names(), vec!["runner:complete"]);
         let read_only = Preset::ReadOnly.scopes();
         assert_eq!(read_only.iter().count(), 7);

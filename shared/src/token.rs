@@ -30,10 +30,7 @@ impl TokenKind {
     pub fn assemble(self, random: &[u8; BODY_LEN]) -> String {
         // 62 * 4 = 248: rejecting bytes >= 248 would be unbiased; the caller's bytes are uniform, and the tiny
         // bias of modulo over 256 costs under 0.1 bit of the 190 bits of entropy, so plain modulo is used.
-        let body: String = random
-            .iter()
-            .map(|b| BASE62[usize::from(*b) % 62] as char)
-            .collect();
+        let body: String = random.iter().map(|b| BASE62[usize::from(*b) % 62] as char).collect();
         let mut token = String::with_capacity(self.prefix().len() + BODY_LEN + CHECKSUM_LEN);
         token.push_str(self.prefix());
         token.push_str(&body);
@@ -44,9 +41,7 @@ impl TokenKind {
     /// Checks prefix, length, alphabet and checksum. Needs no storage: a failure here means the token was never
     /// issued.
     pub fn check(self, token: &str) -> Result<(), TokenFormatError> {
-        let rest = token
-            .strip_prefix(self.prefix())
-            .ok_or(TokenFormatError::Prefix)?;
+        let rest = token.strip_prefix(self.prefix()).ok_or(TokenFormatError::Prefix)?;
         if rest.len() != BODY_LEN + CHECKSUM_LEN {
             return Err(TokenFormatError::Length);
         }
@@ -127,28 +122,18 @@ mod tests {
             let mut bytes = key.clone().into_bytes();
             bytes[i] = if bytes[i] == b'a' { b'b' } else { b'a' };
             let typo = String::from_utf8(bytes).expect("ascii");
-            assert_eq!(
-                TokenKind::ApiKey.check(&typo),
-                Err(TokenFormatError::Checksum),
-                "position {i}"
-            );
+            assert_eq!(TokenKind::ApiKey.check(&typo), Err(TokenFormatError::Checksum), "position {i}");
         }
     }
 
     #[test]
     fn malformed_tokens_are_refused() {
         let key = sample(TokenKind::ApiKey, 3);
-        assert_eq!(
-            TokenKind::ApiKey.check(&key[..key.len() - 1]),
-            Err(TokenFormatError::Length)
-        );
+        assert_eq!(TokenKind::ApiKey.check(&key[..key.len() - 1]), Err(TokenFormatError::Length));
         assert_eq!(TokenKind::ApiKey.check(""), Err(TokenFormatError::Prefix));
         let mut bad = key.clone();
         bad.replace_range(5..6, "-");
-        assert_eq!(
-            TokenKind::ApiKey.check(&bad),
-            Err(TokenFormatError::Alphabet)
-        );
+        assert_eq!(TokenKind::ApiKey.check(&bad), Err(TokenFormatError::Alphabet));
     }
 
     #[test]

@@ -31,9 +31,7 @@ pub struct Reply {
 impl Reply {
     /// The `error.code` of an error body.
     pub fn code(&self) -> &str {
-        self.body["error"]["code"]
-            .as_str()
-            .unwrap_or("<no error code>")
+        self.body["error"]["code"].as_str().unwrap_or("<no error code>")
     }
 }
 
@@ -55,26 +53,16 @@ impl TestApp {
 
     /// Serves over `pool`, which may point at a database that is down.
     pub async fn spawn_on(pool: PgPool) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind 127.0.0.1:0");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
         let base = format!("http://{}", listener.local_addr().expect("local addr"));
-        let state = AppState::new(
-            pool.clone(),
-            Settings {
-                public_url: base.clone(),
-            },
-        );
+        let state = AppState::new(pool.clone(), Settings { public_url: base.clone() });
         let shutdown = CancellationToken::new();
         tokio::spawn(app::serve(listener, state, shutdown.clone()));
         let mut app = Self {
             base,
             pool,
             client: reqwest::Client::new(),
-            admin: Creds {
-                key: String::new(),
-                org: Uuid::nil(),
-            },
+            admin: Creds { key: String::new(), org: Uuid::nil() },
             shutdown,
         };
         if app.pool.acquire().await.is_ok() {
@@ -86,33 +74,17 @@ impl TestApp {
     /// A new organization with an all-scopes key.
     pub async fn new_org(&self, name: &str) -> Creds {
         let mut tx = self.pool.begin().await.expect("begin");
-        let org = organization::create(&mut tx, name, Actor::Operator)
-            .await
-            .expect("create organization");
+        let org = organization::create(&mut tx, name, Actor::Operator).await.expect("create organization");
         tx.commit().await.expect("commit");
-        Creds {
-            key: self.key(org.id, ScopeSet::all(), None).await,
-            org: org.id,
-        }
+        Creds { key: self.key(org.id, ScopeSet::all(), None).await, org: org.id }
     }
 
     /// A key of `org` with exactly `scopes`.
-    pub async fn key(
-        &self,
-        org: Uuid,
-        scopes: ScopeSet,
-        expires_at: Option<chrono::DateTime<chrono::Utc>>,
-    ) -> String {
+    pub async fn key(&self, org: Uuid, scopes: ScopeSet, expires_at: Option<chrono::DateTime<chrono::Utc>>) -> String {
         let mut tx = self.pool.begin().await.expect("begin");
         let created = keys::create(
             &mut tx,
-            keys::NewKey {
-                org_id: org,
-                name: "test key".into(),
-                scopes,
-                expires_at,
-                actor: Actor::Operator,
-            },
+            keys::NewKey { org_id: org, name: "test key".into(), scopes, expires_at, actor: Actor::Operator },
         )
         .await
         .expect("create key");
@@ -123,10 +95,7 @@ impl TestApp {
     /// Credentials for the admin organization holding exactly `scopes`.
     pub async fn creds_with(&self, scopes: &[&str]) -> Creds {
         let scopes = ScopeSet::parse(scopes.iter().copied()).expect("valid scopes");
-        Creds {
-            key: self.key(self.admin.org, scopes, None).await,
-            org: self.admin.org,
-        }
+        Creds { key: self.key(self.admin.org, scopes, None).await, org: self.admin.org }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -134,18 +103,10 @@ impl TestApp {
     }
 
     /// Sends a request with `creds` (or none) and an optional JSON body.
-    pub async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        creds: Option<&Creds>,
-        body: Option<Value>,
-    ) -> Reply {
+    pub async fn call(&self, method: Method, path: &str, creds: Option<&Creds>, body: Option<Value>) -> Reply {
         let mut request = self.client.request(method, self.url(path));
         if let Some(creds) = creds {
-            request = request
-                .header("X-Api-Key", &creds.key)
-                .header("X-Organization-Id", creds.org.to_string());
+            request = request.header("X-Api-Key", &creds.key).header("X-Organization-Id", creds.org.to_string());
         }
         if let Some(body) = body {
             request = request.json(&body);
@@ -155,8 +116,7 @@ impl TestApp {
 
     /// Sends a request as the admin key.
     pub async fn admin(&self, method: Method, path: &str, body: Option<Value>) -> Reply {
-        self.call(method, path, Some(&self.admin.clone()), body)
-            .await
+        self.call(method, path, Some(&self.admin.clone()), body).await
     }
 }
 
@@ -165,12 +125,7 @@ pub async fn read(response: reqwest::Response) -> Reply {
     let headers = response.headers().clone();
     let text = response.text().await.expect("read body");
     let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-    Reply {
-        status,
-        headers,
-        body,
-        text,
-    }
+    Reply { status, headers, body, text }
 }
 
 impl Drop for TestApp {

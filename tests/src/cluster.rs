@@ -16,10 +16,7 @@ struct TestCluster {
 static CLUSTER: OnceLock<TestCluster> = OnceLock::new();
 
 fn start() -> TestCluster {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     // Under /tmp: the postgres user must be able to enter every parent, which a checkout under /root denies.
     let root = PathBuf::from(format!("/tmp/hookflow-test-{}-{nanos}", std::process::id()));
     let options = embedded::ClusterOptions {
@@ -28,25 +25,17 @@ fn start() -> TestCluster {
         max_connections: 300,
         bindir: None,
     };
-    let cluster =
-        embedded::EmbeddedCluster::start(&options).expect("start the test PostgreSQL cluster");
+    let cluster = embedded::EmbeddedCluster::start(&options).expect("start the test PostgreSQL cluster");
     reap_when_done(&root);
     let admin = cluster.connect_options("postgres");
     let template = cluster.connect_options(TEMPLATE);
     // The template is built on a runtime of its own: this may run inside any test's runtime.
     std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
         runtime.block_on(async {
-            db::ensure_database(admin, TEMPLATE)
-                .await
-                .expect("create the template database");
+            db::ensure_database(admin, TEMPLATE).await.expect("create the template database");
             let pool = db::pool(template, 2);
-            db::migrate(&pool)
-                .await
-                .expect("migrate the template database");
+            db::migrate(&pool).await.expect("migrate the template database");
             pool.close().await;
         });
     })
@@ -84,16 +73,10 @@ rm -rf "$2""#;
 pub async fn fresh_database() -> PgConnectOptions {
     let cluster = &CLUSTER.get_or_init(start).cluster;
     let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = cluster
-        .connect_options("postgres")
-        .connect()
+    let mut conn = cluster.connect_options("postgres").connect().await.expect("connect to the test cluster");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name} TEMPLATE {TEMPLATE}")))
+        .execute(&mut conn)
         .await
-        .expect("connect to the test cluster");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "CREATE DATABASE {name} TEMPLATE {TEMPLATE}"
-    )))
-    .execute(&mut conn)
-    .await
-    .expect("clone the template database");
+        .expect("clone the template database");
     cluster.connect_options(&name)
 }

@@ -23,9 +23,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(create_api_key, list_api_keys))
-        .routes(routes!(get_api_key, delete_api_key))
+    OpenApiRouter::new().routes(routes!(create_api_key, list_api_keys)).routes(routes!(get_api_key, delete_api_key))
 }
 
 /// A key to create, already validated.
@@ -96,10 +94,7 @@ pub async fn create(conn: &mut PgConnection, new: NewKey) -> Result<CreatedApiKe
         },
     )
     .await?;
-    Ok(CreatedApiKey {
-        record: row.into(),
-        key: secret,
-    })
+    Ok(CreatedApiKey { record: row.into(), key: secret })
 }
 
 /// Validates a creation request against the creator's own scopes.
@@ -110,19 +105,13 @@ fn validate(
     let name = display_name("name", &body.name)?;
     let scopes = match (body.scopes, body.preset) {
         (Some(_), Some(_)) => {
-            return Err(ApiError::invalid(
-                "give either `scopes` or `preset`, not both",
-            ));
+            return Err(ApiError::invalid("give either `scopes` or `preset`, not both"));
         }
         (None, None) => return Err(ApiError::invalid("`scopes` (or a `preset`) is required")),
         (Some(names), None) => ScopeSet::parse(names.iter().map(String::as_str))
             .map_err(|e| ApiError::invalid(format!("invalid field `scopes`: {e}")))?,
         (None, Some(preset)) => Preset::from_name(&preset)
-            .ok_or_else(|| {
-                ApiError::invalid(format!(
-                    "unknown `preset` `{preset}`: use ci, runner or read-only"
-                ))
-            })?
+            .ok_or_else(|| ApiError::invalid(format!("unknown `preset` `{preset}`: use ci, runner or read-only")))?
             .scopes(),
     };
     if scopes.is_empty() {
@@ -153,17 +142,8 @@ async fn create_api_key(
 ) -> Result<(StatusCode, Json<CreatedApiKey>), ApiError> {
     let (name, scopes, expires_at) = validate(&caller.scopes, body)?;
     let mut tx = app.pool.begin().await?;
-    let created = create(
-        &mut tx,
-        NewKey {
-            org_id: caller.org_id,
-            name,
-            scopes,
-            expires_at,
-            actor: caller.actor,
-        },
-    )
-    .await?;
+    let created =
+        create(&mut tx, NewKey { org_id: caller.org_id, name, scopes, expires_at, actor: caller.actor }).await?;
     tx.commit().await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
@@ -209,8 +189,7 @@ async fn get_api_key(
     .bind(id)
     .fetch_optional(&app.pool)
     .await?;
-    row.map(|r| Json(r.into()))
-        .ok_or_else(|| ApiError::not_found("API key"))
+    row.map(|r| Json(r.into())).ok_or_else(|| ApiError::not_found("API key"))
 }
 
 /// Delete an API key; it stops working at once.
@@ -224,13 +203,12 @@ async fn delete_api_key(
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<StatusCode, ApiError> {
     let mut tx = app.pool.begin().await?;
-    let name: Option<String> = sqlx::query_scalar(
-        "DELETE FROM api_keys WHERE organization_id = $1 AND id = $2 RETURNING name",
-    )
-    .bind(caller.org_id)
-    .bind(id)
-    .fetch_optional(&mut *tx)
-    .await?;
+    let name: Option<String> =
+        sqlx::query_scalar("DELETE FROM api_keys WHERE organization_id = $1 AND id = $2 RETURNING name")
+            .bind(caller.org_id)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
     let name = name.ok_or_else(|| ApiError::not_found("API key"))?;
     audit::record(
         &mut tx,

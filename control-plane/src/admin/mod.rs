@@ -8,19 +8,14 @@ use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .merge(permissions::routes())
-        .merge(keys::routes())
-        .merge(organization::routes())
+    OpenApiRouter::new().merge(permissions::routes()).merge(keys::routes()).merge(organization::routes())
 }
 
 /// Validates a display name: trimmed, 1 to 200 characters.
 pub fn display_name(field: &str, name: &str) -> Result<String, crate::error::ApiError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 200 {
-        return Err(crate::error::ApiError::invalid(format!(
-            "`{field}` must be 1 to 200 characters"
-        )));
+        return Err(crate::error::ApiError::invalid(format!("`{field}` must be 1 to 200 characters")));
     }
     Ok(name.to_owned())
 }

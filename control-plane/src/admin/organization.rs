@@ -21,9 +21,7 @@ use uuid::Uuid;
 pub const MAX_BODY_BYTES_LIMIT: i64 = 10 * 1024 * 1024;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(get_organization, update_organization))
-        .routes(routes!(list_audit_log))
+    OpenApiRouter::new().routes(routes!(get_organization, update_organization)).routes(routes!(list_audit_log))
 }
 
 #[derive(sqlx::FromRow)]
@@ -57,11 +55,7 @@ const ORG_COLUMNS: &str = "id, name, default_max_age_days, default_max_requests,
                            capture_rate_limit_per_s, created_at";
 
 /// Creates an organization with default settings.
-pub async fn create(
-    conn: &mut PgConnection,
-    name: &str,
-    actor: Actor,
-) -> Result<Organization, sqlx::Error> {
+pub async fn create(conn: &mut PgConnection, name: &str, actor: Actor) -> Result<Organization, sqlx::Error> {
     let id = Uuid::now_v7();
     let row: OrgRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "INSERT INTO organizations (id, name) VALUES ($1, $2) RETURNING {ORG_COLUMNS}"
@@ -86,23 +80,20 @@ pub async fn create(
 
 /// All organizations, oldest first (operator listing).
 pub async fn list_all(conn: &mut PgConnection) -> Result<Vec<Organization>, sqlx::Error> {
-    let rows: Vec<OrgRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {ORG_COLUMNS} FROM organizations ORDER BY id"
-    )))
-    .fetch_all(conn)
-    .await?;
+    let rows: Vec<OrgRow> =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {ORG_COLUMNS} FROM organizations ORDER BY id")))
+            .fetch_all(conn)
+            .await?;
     Ok(rows.into_iter().map(Into::into).collect())
 }
 
 async fn fetch(conn: &mut PgConnection, org_id: Uuid) -> Result<Organization, ApiError> {
-    let row: Option<OrgRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {ORG_COLUMNS} FROM organizations WHERE id = $1"
-    )))
-    .bind(org_id)
-    .fetch_optional(conn)
-    .await?;
-    row.map(Into::into)
-        .ok_or_else(|| ApiError::not_found("organization"))
+    let row: Option<OrgRow> =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {ORG_COLUMNS} FROM organizations WHERE id = $1")))
+            .bind(org_id)
+            .fetch_optional(conn)
+            .await?;
+    row.map(Into::into).ok_or_else(|| ApiError::not_found("organization"))
 }
 
 /// Read the caller's organization.
@@ -120,33 +111,19 @@ async fn get_organization(
 fn validate_update(body: &UpdateOrganization) -> Result<Option<String>, ApiError> {
     if let Some(retention) = body.default_retention {
         if retention.max_age_days.is_some_and(|d| d < 1) {
-            return Err(ApiError::invalid(
-                "`default_retention.max_age_days` must be at least 1 (or null)",
-            ));
+            return Err(ApiError::invalid("`default_retention.max_age_days` must be at least 1 (or null)"));
         }
         if retention.max_requests.is_some_and(|n| n < 1) {
-            return Err(ApiError::invalid(
-                "`default_retention.max_requests` must be at least 1 (or null)",
-            ));
+            return Err(ApiError::invalid("`default_retention.max_requests` must be at least 1 (or null)"));
         }
     }
-    if body
-        .default_max_body_bytes
-        .is_some_and(|n| !(1..=MAX_BODY_BYTES_LIMIT).contains(&n))
-    {
-        return Err(ApiError::invalid(
-            "`default_max_body_bytes` must be between 1 and 10485760",
-        ));
+    if body.default_max_body_bytes.is_some_and(|n| !(1..=MAX_BODY_BYTES_LIMIT).contains(&n)) {
+        return Err(ApiError::invalid("`default_max_body_bytes` must be between 1 and 10485760"));
     }
     if body.capture_rate_limit_per_s.is_some_and(|n| n < 1) {
-        return Err(ApiError::invalid(
-            "`capture_rate_limit_per_s` must be at least 1",
-        ));
+        return Err(ApiError::invalid("`capture_rate_limit_per_s` must be at least 1"));
     }
-    body.name
-        .as_deref()
-        .map(|n| display_name("name", n))
-        .transpose()
+    body.name.as_deref().map(|n| display_name("name", n)).transpose()
 }
 
 /// Change the organization's name, default retention or capture limits.
@@ -207,14 +184,7 @@ async fn list_audit_log(
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> Result<Json<Page<AuditEntry>>, ApiError> {
     let page = params.page::<Uuid>()?;
-    let rows: Vec<(
-        Uuid,
-        String,
-        String,
-        String,
-        serde_json::Value,
-        DateTime<Utc>,
-    )> = sqlx::query_as(
+    let rows: Vec<(Uuid, String, String, String, serde_json::Value, DateTime<Utc>)> = sqlx::query_as(
         "SELECT id, action, actor, target, details, created_at FROM audit_log
          WHERE organization_id = $1 AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3",
     )
@@ -225,16 +195,14 @@ async fn list_audit_log(
     .await?;
     let entries = rows
         .into_iter()
-        .map(
-            |(id, action, actor, target, details, created_at)| AuditEntry {
-                id,
-                action,
-                actor,
-                target,
-                details,
-                created_at: created_at.into(),
-            },
-        )
+        .map(|(id, action, actor, target, details, created_at)| AuditEntry {
+            id,
+            action,
+            actor,
+            target,
+            details,
+            created_at: created_at.into(),
+        })
         .collect();
     Ok(Json(pagination::finish(entries, &page, |e| e.id)))
 }

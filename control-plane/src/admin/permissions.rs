@@ -15,13 +15,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// The catalog every key's scopes come from.
 pub fn catalog() -> Permissions {
     Permissions {
-        scopes: Scope::ALL
-            .iter()
-            .map(|s| ScopeInfo {
-                scope: *s,
-                description: s.description().to_owned(),
-            })
-            .collect(),
+        scopes: Scope::ALL.iter().map(|s| ScopeInfo { scope: *s, description: s.description().to_owned() }).collect(),
         presets: Preset::ALL
             .iter()
             .map(|p| PresetInfo {

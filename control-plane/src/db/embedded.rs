@@ -99,27 +99,15 @@ impl EmbeddedCluster {
             return Err(EmbeddedError::BinariesNotFound);
         }
         let run_as = if nix::unistd::geteuid().is_root() {
-            let user = nix::unistd::User::from_name("postgres")
-                .ok()
-                .flatten()
-                .ok_or(EmbeddedError::NoPostgresUser)?;
-            Some(SystemUser {
-                uid: user.uid.as_raw(),
-                gid: user.gid.as_raw(),
-            })
+            let user = nix::unistd::User::from_name("postgres").ok().flatten().ok_or(EmbeddedError::NoPostgresUser)?;
+            Some(SystemUser { uid: user.uid.as_raw(), gid: user.gid.as_raw() })
         } else {
             None
         };
         let root = absolute(&options.root)?;
         let data = root.join("data");
         let socket_dir = socket_dir_for(&root);
-        let mut cluster = Self {
-            bindir,
-            data,
-            socket_dir,
-            run_as,
-            adopted: false,
-        };
+        let mut cluster = Self { bindir, data, socket_dir, run_as, adopted: false };
         cluster.private_dir(&root)?;
         cluster.private_dir(&cluster.socket_dir.clone())?;
         if run_as.is_some() {
@@ -142,8 +130,7 @@ impl EmbeddedCluster {
             cluster.adopted = true;
         } else {
             let log = root.join("postgres.log");
-            let started =
-                cluster.pg_ctl(&["start", "-w", "-t", "120", "-l", &log.to_string_lossy()])?;
+            let started = cluster.pg_ctl(&["start", "-w", "-t", "120", "-l", &log.to_string_lossy()])?;
             if !started.status.success() {
                 let tail = fs::read_to_string(&log).unwrap_or_default();
                 let tail: Vec<&str> = tail.lines().rev().take(8).collect();
@@ -210,20 +197,12 @@ impl EmbeddedCluster {
             }
             None => Command::new(path),
         };
-        command
-            .current_dir("/")
-            .env_remove("PGDATA")
-            .env("LC_ALL", "C");
+        command.current_dir("/").env_remove("PGDATA").env("LC_ALL", "C");
         command
     }
 
     fn pg_ctl(&self, args: &[&str]) -> Result<Output, EmbeddedError> {
-        self.command("pg_ctl")
-            .args(args)
-            .arg("-D")
-            .arg(&self.data)
-            .output()
-            .map_err(io("running pg_ctl"))
+        self.command("pg_ctl").args(args).arg("-D").arg(&self.data).output().map_err(io("running pg_ctl"))
     }
 
     /// Creates `dir` (mode 0700) and hands it to the cluster's user.
@@ -233,8 +212,7 @@ impl EmbeddedCluster {
             .mode(0o700)
             .create(dir)
             .map_err(io(format!("creating {}", dir.display())))?;
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-            .map_err(io(format!("chmod {}", dir.display())))?;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io(format!("chmod {}", dir.display())))?;
         if let Some(user) = self.run_as {
             std::os::unix::fs::chown(dir, Some(user.uid), Some(user.gid))
                 .map_err(io(format!("giving {} to the postgres user", dir.display())))?;
@@ -249,13 +227,7 @@ impl EmbeddedCluster {
             fs::remove_dir_all(&scratch).map_err(io(format!("removing {}", scratch.display())))?;
         }
         let mut command = self.command("initdb");
-        command.arg("-D").arg(&scratch).args([
-            "-U",
-            SUPERUSER,
-            "--auth=trust",
-            "--encoding=UTF8",
-            "--locale=C",
-        ]);
+        command.arg("-D").arg(&scratch).args(["-U", SUPERUSER, "--auth=trust", "--encoding=UTF8", "--locale=C"]);
         if durability == Durability::Throwaway {
             command.arg("--no-sync");
         }
@@ -295,7 +267,7 @@ fn absolute(path: &Path) -> Result<PathBuf, EmbeddedError> {
 /// `<root>/run`, or a short directory in /tmp when that path would not fit a Unix socket address.
 fn socket_dir_for(root: &Path) -> PathBuf {
     let preferred = root.join("run");
-    if preferred.as_os_str().len() + ".s.PGSQL.5432".len() + 1 <= MAX_SOCKET_PATH {
+    if preferred.as_os_str().len() + ".s.PGSQL.5432".len() < MAX_SOCKET_PATH {
         return preferred;
     }
     let digest = hookflow_shared::token::hash(&root.to_string_lossy());
@@ -306,15 +278,11 @@ fn socket_dir_for(root: &Path) -> PathBuf {
 /// Looks for the server binaries on PATH, then through pg_config, then under /usr/lib/postgresql/*/bin
 /// (newest version first).
 pub fn find_bindir() -> Option<PathBuf> {
-    let has_all = |dir: &Path| {
-        ["initdb", "pg_ctl", "postgres"]
-            .iter()
-            .all(|b| dir.join(b).is_file())
-    };
-    if let Some(path) = std::env::var_os("PATH") {
-        if let Some(dir) = std::env::split_paths(&path).find(|d| has_all(d)) {
-            return Some(dir);
-        }
+    let has_all = |dir: &Path| ["initdb", "pg_ctl", "postgres"].iter().all(|b| dir.join(b).is_file());
+    if let Some(path) = std::env::var_os("PATH")
+        && let Some(dir) = std::env::split_paths(&path).find(|d| has_all(d))
+    {
+        return Some(dir);
     }
     if let Ok(out) = Command::new("pg_config").arg("--bindir").output() {
         let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());

@@ -36,16 +36,13 @@ pub fn pool(options: PgConnectOptions, max_connections: u32) -> PgPool {
 /// Creates `name` in the cluster `admin` points at unless it exists (`admin` names an existing database).
 pub async fn ensure_database(admin: PgConnectOptions, name: &str) -> Result<(), sqlx::Error> {
     let mut conn = admin.connect().await?;
-    let exists: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-            .bind(name)
-            .fetch_one(&mut conn)
-            .await?;
+    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+        .bind(name)
+        .fetch_one(&mut conn)
+        .await?;
     if !exists {
         let quoted = name.replace('"', "\"\"");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{quoted}\"")))
-            .execute(&mut conn)
-            .await?;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{quoted}\""))).execute(&mut conn).await?;
     }
     Ok(())
 }
@@ -58,13 +55,10 @@ pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
 /// Whether an error means the database cannot be reached (answered 503), rather than a failed statement.
 pub fn is_unavailable(error: &sqlx::Error) -> bool {
     match error {
-        sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_) => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            code.starts_with("08") || code.starts_with("57P") || code == "53300"
-        }),
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(db) => {
+            db.code().is_some_and(|code| code.starts_with("08") || code.starts_with("57P") || code == "53300")
+        }
         _ => false,
     }
 }

@@ -15,13 +15,7 @@ async fn every_response_carries_a_request_id_that_errors_repeat() {
     assert_eq!(reply.body["error"]["request_id"], header);
     assert_eq!(reply.headers["content-type"], "application/json");
     // A caller's own request id is kept, so logs on both sides line up.
-    let mine = app
-        .client
-        .get(app.url("/healthz"))
-        .header("X-Request-Id", "trace-me-42")
-        .send()
-        .await
-        .expect("send");
+    let mine = app.client.get(app.url("/healthz")).header("X-Request-Id", "trace-me-42").send().await.expect("send");
     assert_eq!(mine.headers()["x-request-id"], "trace-me-42");
 }
 
@@ -32,24 +26,15 @@ async fn unknown_routes_and_methods_get_the_error_body() {
     assert_eq!((reply.status.as_u16(), reply.code()), (404, "not_found"));
     assert!(reply.body["error"]["request_id"].is_string());
     let reply = app.admin(Method::PUT, "/permissions", None).await;
-    assert_eq!(
-        (reply.status.as_u16(), reply.code()),
-        (405, "method_not_allowed")
-    );
+    assert_eq!((reply.status.as_u16(), reply.code()), (405, "method_not_allowed"));
 }
 
 #[tokio::test]
 async fn health_and_readiness() {
     let app = TestApp::spawn().await;
-    assert_eq!(
-        app.call(Method::GET, "/healthz", None, None).await.status,
-        200
-    );
+    assert_eq!(app.call(Method::GET, "/healthz", None, None).await.status, 200);
     let ready = app.call(Method::GET, "/readyz", None, None).await;
-    assert_eq!(
-        (ready.status.as_u16(), ready.body["status"].as_str()),
-        (200, Some("ready"))
-    );
+    assert_eq!((ready.status.as_u16(), ready.body["status"].as_str()), (200, Some("ready")));
 }
 
 #[tokio::test]
@@ -57,29 +42,13 @@ async fn a_database_that_is_down_answers_503_with_retry_after() {
     // Port 1 on loopback: nothing listens, every connection attempt is refused.
     let options = db::parse_url("postgres://hookflow@127.0.0.1:1/hookflow").expect("url");
     let app = TestApp::spawn_on(db::pool(options, 2)).await;
-    assert_eq!(
-        app.call(Method::GET, "/healthz", None, None).await.status,
-        200,
-        "liveness needs no database"
-    );
+    assert_eq!(app.call(Method::GET, "/healthz", None, None).await.status, 200, "liveness needs no database");
     let ready = app.call(Method::GET, "/readyz", None, None).await;
     assert_eq!((ready.status.as_u16(), ready.code()), (503, "unavailable"));
     assert!(ready.headers.contains_key("retry-after"));
     let key = hookflow_shared::token::TokenKind::ApiKey.assemble(&[1u8; 32]);
-    let creds = hookflow_tests::Creds {
-        key,
-        org: uuid::Uuid::now_v7(),
-    };
+    let creds = hookflow_tests::Creds { key, org: uuid::Uuid::now_v7() };
     let reply = app.call(Method::GET, "/api-keys", Some(&creds), None).await;
-    assert_eq!(
-        (reply.status.as_u16(), reply.code()),
-        (503, "unavailable"),
-        "{}",
-        reply.text
-    );
-    assert!(
-        !reply.text.to_lowercase().contains("connection refused"),
-        "no database error text leaks: {}",
-        reply.text
-    );
+    assert_eq!((reply.status.as_u16(), reply.code()), (503, "unavailable"), "{}", reply.text);
+    assert!(!reply.text.to_lowercase().contains("connection refused"), "no database error text leaks: {}", reply.text);
 }

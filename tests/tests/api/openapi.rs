@@ -24,18 +24,10 @@ async fn the_document_matches_the_contract_and_the_routes() {
     let reply = app.call(Method::GET, "/openapi.json", None, None).await;
     assert_eq!(reply.status, 200);
     let doc = reply.body;
-    assert!(
-        doc["openapi"].as_str().expect("version").starts_with("3.1"),
-        "{}",
-        doc["openapi"]
-    );
+    assert!(doc["openapi"].as_str().expect("version").starts_with("3.1"), "{}", doc["openapi"]);
     assert!(doc.get("servers").is_none(), "no servers block");
-    let tags: Vec<&str> = doc["tags"]
-        .as_array()
-        .expect("tags")
-        .iter()
-        .map(|t| t["name"].as_str().expect("name"))
-        .collect();
+    let tags: Vec<&str> =
+        doc["tags"].as_array().expect("tags").iter().map(|t| t["name"].as_str().expect("name")).collect();
     assert_eq!(tags, hookflow_control_plane::openapi::TAGS);
 
     let mut documented = BTreeSet::new();
@@ -43,9 +35,7 @@ async fn the_document_matches_the_contract_and_the_routes() {
         for (method, op) in item.as_object().expect("item") {
             documented.insert(format!("{} {path}", method.to_uppercase()));
             let tags = op["tags"].as_array().expect("every operation is tagged");
-            assert!(tags.iter().all(|t| {
-                hookflow_control_plane::openapi::TAGS.contains(&t.as_str().unwrap_or(""))
-            }));
+            assert!(tags.iter().all(|t| { hookflow_control_plane::openapi::TAGS.contains(&t.as_str().unwrap_or("")) }));
         }
     }
     let expected: BTreeSet<String> = IMPLEMENTED.iter().map(|s| (*s).to_owned()).collect();
@@ -57,18 +47,10 @@ async fn the_document_matches_the_contract_and_the_routes() {
         let path = path.replace("{id}", &uuid::Uuid::now_v7().to_string());
         let method = Method::from_bytes(method.as_bytes()).expect("method");
         let reply = app.call(method, &path, None, None).await;
-        assert_eq!(
-            reply.status, 401,
-            "{op} is documented but not routed: {}",
-            reply.text
-        );
+        assert_eq!(reply.status, 401, "{op} is documented but not routed: {}", reply.text);
     }
     // And the routes outside the document are only the probes and the document itself.
     for path in hookflow_control_plane::app::UNDOCUMENTED_ROUTES {
-        assert_eq!(
-            app.call(Method::GET, path, None, None).await.status,
-            200,
-            "{path}"
-        );
+        assert_eq!(app.call(Method::GET, path, None, None).await.status, 200, "{path}");
     }
 }

@@ -1,0 +1,383 @@
+//! The real `hookflow-server` binary on the embedded default: first-start bootstrap, the data-directory lock,
+//! graceful SIGTERM (PostgreSQL stops too), recovery after SIGKILL, operator commands, an external database URL,
+//! readiness while PostgreSQL is down, and keys kept out of the logs.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hookflow-server");
+
+/// A fresh data directory under /tmp (the postgres user must reach it); on drop, any cluster left in it is
+/// stopped and the directory removed.
+struct DataDir(PathBuf);
+
+impl DataDir {
+    fn new(tag: &str) -> Self {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        Self(PathBuf::from(format!("/tmp/hookflow-proc-{tag}-{}-{nanos}", std::process::id())))
+    }
+    fn postmaster_pid(&self) -> PathBuf {
+        self.0.join("postgres/data/postmaster.pid")
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        if let Ok(text) = std::fs::read_to_string(self.postmaster_pid())
+            && let Some(pid) = text.lines().next()
+        {
+            let _ = Command::new("kill").args(["-QUIT", pid]).status();
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running server process with its output collected as it arrives.
+struct Server {
+    child: Child,
+    out: Arc<Mutex<String>>,
+    err: Arc<Mutex<String>>,
+}
+
+fn collect(stream: impl std::io::Read + Send + 'static) -> Arc<Mutex<String>> {
+    let buffer = Arc::new(Mutex::new(String::new()));
+    let sink = buffer.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            let mut text = sink.lock().expect("lock");
+            text.push_str(&line);
+            text.push('\n');
+        }
+    });
+    buffer
+}
+
+fn server_command(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .arg("--data-dir")
+        .arg(dir)
+        .args(args)
+        .env_remove("HOOKFLOW_DATABASE_URL")
+        .env_remove("DATABASE_URL")
+        .env_remove("HOOKFLOW_LISTEN")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    command
+}
+
+impl Server {
+    fn start(dir: &Path, args: &[&str]) -> Self {
+        let mut command = server_command(dir, &[&["--listen", "127.0.0.1:0"], args].concat());
+        Self::spawn(&mut command)
+    }
+
+    fn spawn(command: &mut Command) -> Self {
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn hookflow-server");
+        let out = collect(child.stdout.take().expect("stdout"));
+        let err = collect(child.stderr.take().expect("stderr"));
+        Self { child, out, err }
+    }
+
+    fn stdout(&self) -> String {
+        self.out.lock().expect("lock").clone()
+    }
+
+    fn stderr(&self) -> String {
+        self.err.lock().expect("lock").clone()
+    }
+
+    /// Waits until `needle` shows in stderr; panics with the output after `secs`.
+    fn wait_stderr(&mut self, needle: &str, secs: u64) -> String {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let err = self.stderr();
+            if err.contains(needle) {
+                return err;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("server exited ({status}) before `{needle}`:\n{err}\nstdout:\n{}", self.stdout());
+            }
+            assert!(Instant::now() < deadline, "no `{needle}` after {secs}s:\n{err}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The base URL once the server listens.
+    fn base_url(&mut self) -> String {
+        let err = self.wait_stderr("hookflow-server listening", 120);
+        let at = err.find("address=").expect("address field") + "address=".len();
+        let address: String = err[at..].chars().take_while(|c| !c.is_whitespace()).collect();
+        format!("http://{address}")
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill").args([signal, &self.child.id().to_string()]).status().expect("kill");
+        assert!(status.success());
+    }
+
+    fn wait_exit(&mut self, secs: u64) -> ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                // Let the reader threads drain what was written last.
+                std::thread::sleep(Duration::from_millis(100));
+                return status;
+            }
+            assert!(Instant::now() < deadline, "server still running after {secs}s:\n{}", self.stderr());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The value after `label` on its line of the bootstrap announcement.
+fn field(text: &str, label: &str) -> String {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(label))
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_else(|| panic!("no `{label}` in:\n{text}"))
+}
+
+async fn get(base: &str, path: &str, key: &str, org: &str) -> (u16, serde_json::Value) {
+    let response = reqwest::Client::new()
+        .get(format!("{base}{path}"))
+        .header("X-Api-Key", key)
+        .header("X-Organization-Id", org)
+        .send()
+        .await
+        .expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(serde_json::Value::Null))
+}
+
+/// Runs an operator subcommand to completion.
+fn operator(dir: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = server_command(dir, args).output().expect("run operator command");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs pg_ctl on the embedded cluster behind the server's back (as the postgres user when root).
+fn pg_ctl(dir: &DataDir, args: &[&str]) {
+    let bindir = hookflow_control_plane::db::embedded::find_bindir().expect("PostgreSQL binaries");
+    let data = dir.0.join("postgres/data");
+    let log = dir.0.join("postgres/postgres.log");
+    let mut command = if nix_is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(bindir.join("pg_ctl"));
+        c
+    } else {
+        Command::new(bindir.join("pg_ctl"))
+    };
+    let status = command
+        .current_dir("/")
+        .args(args)
+        .arg("-D")
+        .arg(data)
+        .arg("-l")
+        .arg(log)
+        .arg("-w")
+        .stdout(Stdio::null())
+        .status()
+        .expect("pg_ctl");
+    assert!(status.success(), "pg_ctl {args:?}");
+}
+
+fn nix_is_root() -> bool {
+    Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
+}
+
+#[test]
+fn help_documents_every_setting() {
+    let out = Command::new(BIN).arg("--help").output().expect("run --help");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for (flag, env) in [
+        ("--listen", "HOOKFLOW_LISTEN"),
+        ("--public-url", "HOOKFLOW_PUBLIC_URL"),
+        ("--data-dir", "HOOKFLOW_DATA_DIR"),
+        ("--database-url", "HOOKFLOW_DATABASE_URL"),
+        ("--master-key", "HOOKFLOW_MASTER_KEY"),
+        ("--log-format", "HOOKFLOW_LOG_FORMAT"),
+        ("--log", "HOOKFLOW_LOG"),
+    ] {
+        assert!(help.contains(flag) && help.contains(env), "--help lacks {flag} / {env}:\n{help}");
+    }
+    for sub in ["orgs", "keys"] {
+        assert!(help.contains(sub), "--help lacks the {sub} command");
+    }
+    let keys = Command::new(BIN).args(["keys", "create", "--help"]).output().expect("keys --help");
+    let keys = String::from_utf8_lossy(&keys.stdout);
+    assert!(keys.contains("--expires-in") && keys.contains("--scopes") && keys.contains("--preset"), "{keys}");
+}
+
+#[test]
+fn missing_postgresql_binaries_say_what_to_install() {
+    let dir = DataDir::new("nobin");
+    let mut server = Server::start(&dir.0, &["--pg-bindir", "/nonexistent/bin"]);
+    let status = server.wait_exit(60);
+    assert!(!status.success());
+    let err = server.stderr();
+    assert!(err.contains("apt-get install postgresql") && err.contains("--database-url"), "{err}");
+}
+
+#[test]
+fn a_data_dir_the_postgres_user_cannot_enter_is_explained() {
+    if !nix_is_root() {
+        return; // Only root hands the cluster to the postgres user; an ordinary user owns its own directories.
+    }
+    let outer = DataDir::new("private");
+    std::fs::create_dir_all(&outer.0).expect("mkdir");
+    std::fs::set_permissions(&outer.0, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod");
+    let mut server = Server::start(&outer.0.join("data"), &[]);
+    assert!(!server.wait_exit(60).success());
+    let err = server.stderr();
+    assert!(err.contains("cannot reach") && err.contains("--data-dir"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ordinary_user_runs_the_cluster_itself() {
+    if !nix_is_root() {
+        return; // The lifecycle test below already runs as an ordinary user.
+    }
+    // Run as `nobody`, from a copy of the binary it can execute (a checkout under /root is out of its reach).
+    let dir = DataDir::new("nobody");
+    std::fs::create_dir_all(&dir.0).expect("mkdir");
+    let binary = dir.0.join("hookflow-server");
+    std::fs::copy(BIN, &binary).expect("copy binary");
+    let chown = Command::new("chown").args(["-R", "nobody"]).arg(&dir.0).status().expect("chown");
+    assert!(chown.success());
+    // setpriv execs in place (runuser would stand between us and the server and swallow the signal).
+    let mut command = Command::new("setpriv");
+    command
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+        .arg(&binary)
+        .arg("--data-dir")
+        .arg(dir.0.join("data"))
+        .args(["--listen", "127.0.0.1:0"])
+        .current_dir("/")
+        .env_remove("HOOKFLOW_DATABASE_URL")
+        .env_remove("DATABASE_URL")
+        .env("NO_COLOR", "1");
+    let mut server = Server::spawn(&mut command);
+    let base = server.base_url();
+    let announced = server.stdout();
+    let (org, key) = (field(&announced, "organization id:"), field(&announced, "api key:"));
+    assert_eq!(get(&base, "/permissions", &key, &org).await.0, 200);
+    let owner = Command::new("stat").args(["-c", "%U"]).arg(dir.0.join("data/postgres/data")).output().expect("stat");
+    assert_eq!(String::from_utf8_lossy(&owner.stdout).trim(), "nobody", "the cluster belongs to the user running it");
+    server.signal("-TERM");
+    assert!(server.wait_exit(60).success(), "{}", server.stderr());
+    assert!(!dir.0.join("data/postgres/data/postmaster.pid").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn embedded_lifecycle_bootstrap_lock_signals_and_recovery() {
+    let dir = DataDir::new("life");
+    let mut first = Server::start(&dir.0, &["--log", "debug"]);
+    let base = first.base_url();
+    let announced = first.stdout();
+    let org = field(&announced, "organization id:");
+    let key = field(&announced, "api key:");
+    assert!(
+        announced.contains(&format!("curl -H \"X-Api-Key: {key}\" -H \"X-Organization-Id: {org}\" {base}/permissions"))
+    );
+    let (status, catalog) = get(&base, "/permissions", &key, &org).await;
+    assert_eq!(status, 200);
+    assert_eq!(catalog["scopes"].as_array().map(Vec::len), Some(16));
+    let (_, me) = get(&base, "/api-keys", &key, &org).await;
+    assert!(me["items"][0]["expires_at"].is_string(), "the bootstrap key expires");
+
+    // A second server on the same directory refuses to start and touches nothing.
+    let mut second = Server::start(&dir.0, &[]);
+    assert!(!second.wait_exit(60).success());
+    assert!(second.stderr().contains("another hookflow-server"), "{}", second.stderr());
+
+    // Operator commands share the running server's cluster.
+    let (ok, out, err) = operator(&dir.0, &["orgs", "create", "--name", "Globex"]);
+    assert!(ok, "{err}");
+    let globex = field(&out, "organization id:");
+    let (ok, out, err) = operator(&dir.0, &["keys", "create", "--org", &globex, "--scopes", "flows:read,keys:read"]);
+    assert!(ok, "{err}");
+    let globex_key = field(&out, "key:");
+    assert_eq!(get(&base, "/api-keys", &globex_key, &globex).await.0, 200);
+    let (status, body) = get(&base, "/organization", &globex_key, &globex).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (403, Some("insufficient_scope")));
+    let (status, body) = get(&base, "/permissions", &globex_key, &org).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (403, Some("organization_mismatch")));
+    let (ok, out, _) = operator(&dir.0, &["keys", "create", "--org", &globex, "--preset", "ci", "--expires-in", "1s"]);
+    assert!(ok);
+    let short_key = field(&out, "key:");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(get(&base, "/permissions", &short_key, &globex).await.0, 401, "expired");
+    let (ok, _, err) = operator(&dir.0, &["keys", "create", "--org", &globex, "--scopes", "flows:fly"]);
+    assert!(!ok && err.contains("unknown scope"), "{err}");
+
+    // An external database URL (here: this cluster's socket, through DATABASE_URL) starts no cluster of its own.
+    let other_dir = DataDir::new("external");
+    let url = format!("postgres://hookflow@localhost/hookflow?host={}", dir.0.join("postgres/run").display());
+    let mut external =
+        Server::spawn(server_command(&other_dir.0, &["--listen", "127.0.0.1:0"]).env("DATABASE_URL", &url));
+    let external_base = external.base_url();
+    assert_eq!(get(&external_base, "/permissions", &key, &org).await.0, 200, "same database, same keys");
+    assert!(!other_dir.0.join("postgres").exists(), "no embedded cluster with a database URL");
+    assert!(!external.stdout().contains("first start"), "not an empty database: no bootstrap");
+    external.signal("-TERM");
+    assert!(external.wait_exit(30).success());
+
+    // Keys never reach the logs, even at debug level.
+    let logs = first.stderr();
+    for secret in [&key, &globex_key] {
+        assert!(!logs.contains(secret.as_str()), "a key leaked into the log");
+    }
+
+    // SIGTERM: graceful exit, PostgreSQL stopped too.
+    first.signal("-TERM");
+    assert!(first.wait_exit(60).success(), "{}", first.stderr());
+    assert!(!dir.postmaster_pid().exists(), "PostgreSQL still running after SIGTERM");
+
+    // Restart: data kept, no second bootstrap.
+    let mut again = Server::start(&dir.0, &[]);
+    let base = again.base_url();
+    assert_eq!(get(&base, "/permissions", &key, &org).await.0, 200);
+    assert!(!again.stdout().contains("first start"));
+
+    // Readiness follows the database: stop PostgreSQL behind the server's back, then bring it back.
+    pg_ctl(&dir, &["stop", "-m", "fast"]);
+    let (status, body) = get(&base, "/readyz", "", "").await;
+    assert_eq!((status, body["error"]["code"].as_str()), (503, Some("unavailable")));
+    assert_eq!(get(&base, "/permissions", &key, &org).await.0, 503);
+    pg_ctl(&dir, &["start"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while get(&base, "/readyz", "", "").await.0 != 200 {
+        assert!(Instant::now() < deadline, "never ready again");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // SIGKILL leaves PostgreSQL orphaned; the next start adopts it and carries on.
+    again.signal("-KILL");
+    again.wait_exit(30);
+    assert!(dir.postmaster_pid().exists(), "the orphaned cluster is still running");
+    let mut recovered = Server::start(&dir.0, &[]);
+    let base = recovered.base_url();
+    assert!(recovered.stderr().contains("adopting"), "{}", recovered.stderr());
+    assert_eq!(get(&base, "/permissions", &key, &org).await.0, 200);
+    recovered.signal("-INT");
+    assert!(recovered.wait_exit(60).success());
+    assert!(!dir.postmaster_pid().exists());
+}
