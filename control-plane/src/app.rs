@@ -2,16 +2,14 @@
 //! shutdown token so tests run it on 127.0.0.1:0 and every loop stops on one signal.
 
 use crate::state::AppState;
-use crate::{admin, error, health, openapi};
+use crate::{admin, analytics, capture, error, health, openapi, webhooks};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
@@ -23,7 +21,11 @@ pub const API_BODY_LIMIT: usize = 1024 * 1024;
 
 /// Every documented operation, with the document that describes them.
 fn documented() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi()).merge(admin::routes())
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .merge(admin::routes())
+        .merge(webhooks::routes())
+        .merge(capture::routes())
+        .merge(analytics::routes())
 }
 
 /// The OpenAPI document as served at `/openapi.json`.
@@ -68,10 +70,8 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves until `shutdown` is cancelled, then finishes in-flight requests.
-pub async fn serve(listener: TcpListener, state: AppState, shutdown: CancellationToken) -> std::io::Result<()> {
-    let app = router(state);
-    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+/// Serves until the state's shutdown token is cancelled, then finishes in-flight requests.
+pub async fn serve(listener: TcpListener, state: AppState) -> std::io::Result<()> {
+    let shutdown = state.shutdown.clone();
+    crate::http_server::serve(listener, router(state), shutdown).await
 }

@@ -66,6 +66,13 @@ pub struct ServeArgs {
     /// 0600; back it up).
     #[arg(long, env = "HOOKFLOW_MASTER_KEY", hide_env_values = true)]
     pub master_key: Option<String>,
+    /// Let server-side requests (webhook replay) reach loopback, private and link-local addresses. Off by default:
+    /// such targets are refused.
+    #[arg(long, env = "HOOKFLOW_ALLOW_PRIVATE_TARGETS")]
+    pub allow_private_targets: bool,
+    /// Seconds between retention sweeps (captures past their endpoint's max_age_days or max_requests).
+    #[arg(long, env = "HOOKFLOW_RETENTION_INTERVAL_S", default_value_t = 60)]
+    pub retention_interval_s: u64,
     /// Most connections the server opens to PostgreSQL.
     #[arg(long, env = "HOOKFLOW_DB_MAX_CONNECTIONS", default_value_t = 20)]
     pub db_max_connections: u32,

@@ -87,6 +87,10 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Marks a response to be sent exactly as built, error status or not (an endpoint's custom capture answer).
+#[derive(Debug, Clone, Copy)]
+pub struct Verbatim;
+
 /// Writes the error body, with the request id, into every error response that lacks a JSON body.
 pub async fn error_body(request: Request, next: Next) -> Response {
     let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
@@ -95,6 +99,9 @@ pub async fn error_body(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    if response.extensions().get::<Verbatim>().is_some() {
         return response;
     }
     let (code, message) = match response.extensions_mut().remove::<ErrorMark>() {

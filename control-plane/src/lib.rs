@@ -2,19 +2,27 @@
 //! `app::serve` runs it on any listener; `server::run` is the binary's entry point.
 
 pub mod admin;
+pub mod analytics;
 pub mod app;
 pub mod audit;
 pub mod auth;
 pub mod bootstrap;
+pub mod capture;
 pub mod config;
 pub mod data_dir;
 pub mod db;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod http_server;
+pub mod notify;
 pub mod openapi;
 pub mod operator;
+pub mod outbound;
 pub mod pagination;
+pub mod raw_head;
+pub mod retention;
 pub mod server;
 pub mod state;
 pub mod storage;
+pub mod webhooks;

@@ -51,11 +51,17 @@ async fn serve_with(
     if let Some(done) = bootstrap::first_start(&storage.pool).await? {
         println!("{}", bootstrap::announcement(&done, &public_url));
     }
-    let state = AppState::new(storage.pool.clone(), Settings { public_url: public_url.clone() });
+    let settings = Settings {
+        public_url: public_url.clone(),
+        allow_private_targets: args.allow_private_targets,
+        retention_interval: std::time::Duration::from_secs(args.retention_interval_s.max(1)),
+        ..Settings::new(public_url.clone())
+    };
     let shutdown = CancellationToken::new();
+    let state = AppState::start(storage.pool.clone(), settings, shutdown.clone());
     tokio::spawn(stop_on_signal(shutdown.clone()));
     tracing::info!(address = %local, public_url, "hookflow-server listening");
-    app::serve(listener, state, shutdown).await?;
+    app::serve(listener, state).await?;
     tracing::info!("shutting down");
     Ok(())
 }

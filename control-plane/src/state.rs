@@ -1,7 +1,13 @@
-//! `AppState`: what every handler can reach — the pool and the settings that shape answers.
+//! `AppState`: what every handler can reach — the pool, settings, the capture cache and writer, the stream hub
+//! and the shutdown signal — and `AppState::start`, which also starts the background tasks.
 
+use crate::capture::cache::EndpointCache;
+use crate::capture::writer::CaptureWriter;
+use crate::webhooks::hub::StreamHub;
 use sqlx::PgPool;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone)]
 pub struct AppState(Arc<Inner>);
@@ -10,6 +16,11 @@ pub struct AppState(Arc<Inner>);
 pub struct Inner {
     pub pool: PgPool,
     pub settings: Settings,
+    pub endpoints: EndpointCache,
+    pub captures: CaptureWriter,
+    pub hub: Arc<StreamHub>,
+    /// Cancelled when the server stops: streams end, background tasks return.
+    pub shutdown: CancellationToken,
 }
 
 /// Settings that handlers read; built once at startup.
@@ -17,11 +28,40 @@ pub struct Inner {
 pub struct Settings {
     /// Base URL clients reach the server at, without a trailing slash (capture URLs are built from it).
     pub public_url: String,
+    /// Whether server-side requests (replay) may go to loopback, private and link-local addresses.
+    pub allow_private_targets: bool,
+    /// How often retention runs.
+    pub retention_interval: Duration,
+    /// Interval of `: keep-alive` comments on idle streams.
+    pub stream_keep_alive: Duration,
+}
+
+impl Settings {
+    pub fn new(public_url: impl Into<String>) -> Self {
+        Self {
+            public_url: public_url.into(),
+            allow_private_targets: false,
+            retention_interval: Duration::from_secs(60),
+            stream_keep_alive: Duration::from_secs(15),
+        }
+    }
 }
 
 impl AppState {
-    pub fn new(pool: PgPool, settings: Settings) -> Self {
-        Self(Arc::new(Inner { pool, settings }))
+    /// Builds the state and starts the capture writer, the LISTEN task and retention; all stop with `shutdown`
+    /// (the writer once the last request using it is done).
+    pub fn start(pool: PgPool, settings: Settings, shutdown: CancellationToken) -> Self {
+        let state = Self(Arc::new(Inner {
+            captures: CaptureWriter::start(pool.clone()),
+            hub: StreamHub::new(pool.clone(), shutdown.clone()),
+            endpoints: EndpointCache::default(),
+            pool,
+            settings,
+            shutdown,
+        }));
+        tokio::spawn(crate::notify::run(state.clone()));
+        tokio::spawn(crate::retention::run(state.clone()));
+        state
     }
 }
 

@@ -47,28 +47,44 @@ pub struct TestApp {
 
 impl TestApp {
     pub async fn spawn() -> Self {
-        let options = crate::cluster::fresh_database().await;
-        Self::spawn_on(db::pool(options, 10)).await
+        Self::spawn_with(|_| {}).await
     }
 
-    /// Serves over `pool`, which may point at a database that is down.
+    /// A server over a fresh database whose settings `configure` adjusts.
+    pub async fn spawn_with(configure: impl FnOnce(&mut Settings)) -> Self {
+        let options = crate::cluster::fresh_database().await;
+        let mut app = Self::serve(db::pool(options, 10), configure).await;
+        app.admin = app.new_org("Acme").await;
+        app
+    }
+
+    /// Serves over `pool`, which may point at a database that is down; no organization is created.
     pub async fn spawn_on(pool: PgPool) -> Self {
+        Self::serve(pool, |_| {}).await
+    }
+
+    /// A second server on this one's database, as another replica would be (its own caches, listener, hub).
+    pub async fn replica(&self) -> Self {
+        let mut replica = Self::serve(db::pool(self.pool.connect_options().as_ref().clone(), 10), |_| {}).await;
+        replica.admin = self.admin.clone();
+        replica
+    }
+
+    async fn serve(pool: PgPool, configure: impl FnOnce(&mut Settings)) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
         let base = format!("http://{}", listener.local_addr().expect("local addr"));
-        let state = AppState::new(pool.clone(), Settings { public_url: base.clone() });
+        let mut settings = Settings::new(base.clone());
+        configure(&mut settings);
         let shutdown = CancellationToken::new();
-        tokio::spawn(app::serve(listener, state, shutdown.clone()));
-        let mut app = Self {
+        let state = AppState::start(pool.clone(), settings, shutdown.clone());
+        tokio::spawn(app::serve(listener, state));
+        Self {
             base,
             pool,
             client: reqwest::Client::new(),
             admin: Creds { key: String::new(), org: Uuid::nil() },
             shutdown,
-        };
-        if app.pool.acquire().await.is_ok() {
-            app.admin = app.new_org("Acme").await;
         }
-        app
     }
 
     /// A new organization with an all-scopes key.
@@ -117,6 +133,32 @@ impl TestApp {
     /// Sends a request as the admin key.
     pub async fn admin(&self, method: Method, path: &str, body: Option<Value>) -> Reply {
         self.call(method, path, Some(&self.admin.clone()), body).await
+    }
+}
+
+impl TestApp {
+    /// Creates an endpoint from `body` as the admin and returns it.
+    pub async fn create_webhook(&self, body: Value) -> Value {
+        let reply = self.admin(Method::POST, "/webhooks", Some(body)).await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        reply.body
+    }
+
+    /// Sends an unauthenticated request to a capture URL (`rest` is what follows `/webhook/`).
+    pub async fn capture(&self, method: Method, rest: &str, body: impl Into<reqwest::Body>) -> Reply {
+        let response = self.client.request(method, self.url(&format!("/webhook/{rest}"))).body(body).send().await;
+        read(response.expect("send capture")).await
+    }
+
+    /// Writes raw bytes on a fresh connection and returns the raw answer (for exact header case and order).
+    pub async fn raw_http(&self, request: &[u8]) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let address = self.base.trim_start_matches("http://");
+        let mut stream = tokio::net::TcpStream::connect(address).await.expect("connect");
+        stream.write_all(request).await.expect("write");
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.expect("read");
+        String::from_utf8_lossy(&answer).into_owned()
     }
 }
 

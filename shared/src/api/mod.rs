@@ -1,6 +1,8 @@
 //! Request and response bodies of the REST API, shared by the server, the CLI and the tests.
 
 pub mod admin;
+pub mod analytics;
 pub mod page;
+pub mod webhooks;
 
 pub use page::Page;

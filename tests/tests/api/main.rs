@@ -1,8 +1,13 @@
 //! End-to-end API tests: the real router on 127.0.0.1:0 over a real, freshly cloned PostgreSQL database.
 //! One binary with modules, so the suite links once.
 
+mod analytics;
 mod auth;
+mod capture;
 mod conventions;
+mod history;
 mod keys;
 mod openapi;
 mod organization;
+mod stream;
+mod webhooks;

@@ -1,0 +1,147 @@
+//! The capture path, `/webhook/{id}[/{*path}]`: no authentication; finds the endpoint in the cache, applies its
+//! rate limit and body limit, records the request exactly as sent, and answers the receipt (or the endpoint's
+//! custom response) only once the capture writer has committed it.
+
+pub mod cache;
+pub mod writer;
+
+use crate::error::ApiError;
+use crate::raw_head::HeadQueue;
+use crate::state::AppState;
+use axum::Extension;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hookflow_shared::api::webhooks::{CaptureReceipt, CustomResponse};
+use hookflow_shared::{ErrorBody, ErrorCode, Timestamp};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+use writer::{CaptureRecord, Outcome};
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    // The sub-path form shares the handler; OpenAPI cannot express a path wildcard, so /webhook/{id} documents both.
+    OpenApiRouter::new().routes(routes!(capture)).route(
+        "/webhook/{id}/{*path}",
+        axum::routing::get(capture).post(capture).put(capture).patch(capture).delete(capture),
+    )
+}
+
+/// Capture a request: any headers, query and body, no authentication. Also serves every sub-path
+/// (`/webhook/{id}/any/thing`), recorded as `path`. Answers only after the capture is durably stored.
+#[utoipa::path(method(get, post, put, patch, delete), path = "/webhook/{id}", tag = "Webhook",
+    params(("id" = Uuid, Path, description = "The endpoint id")),
+    responses((status = 200, description = "Stored; the receipt, or the endpoint's custom response", body = CaptureReceipt),
+        (status = 404, body = ErrorBody), (status = 405, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)),
+    security(()))]
+async fn capture(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    heads: Option<Extension<HeadQueue>>,
+    request: Request,
+) -> Response {
+    match capture_inner(&app, peer, heads.map(|h| h.0), request).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn capture_inner(
+    app: &AppState,
+    peer: SocketAddr,
+    heads: Option<HeadQueue>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let received_at = chrono::Utc::now();
+    let (parts, body) = request.into_parts();
+    if parts.method == Method::HEAD {
+        return Err(ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            "HEAD is not captured; use GET, POST, PUT, PATCH or DELETE",
+        ));
+    }
+    let rest = parts.uri.path().strip_prefix("/webhook/").unwrap_or_default();
+    let (id, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let id = Uuid::parse_str(id).map_err(|_| ApiError::not_found("webhook"))?;
+    let endpoint = app.endpoints.get(&app.pool, id).await?.ok_or_else(|| ApiError::not_found("webhook"))?;
+    if let Err(wait) = endpoint.check_rate() {
+        let mut error = ApiError::new(ErrorCode::RateLimited, "this endpoint receives too many requests; retry later");
+        error.retry_after_s = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
+        return Err(error);
+    }
+    let too_large = || {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the body is larger than this endpoint's limit of {} bytes", endpoint.max_body_bytes),
+        )
+    };
+    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > endpoint.max_body_bytes) {
+        return Err(too_large());
+    }
+    let body = axum::body::to_bytes(body, endpoint.max_body_bytes).await.map_err(|e| {
+        if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
+            too_large()
+        } else {
+            ApiError::invalid("the request body could not be read")
+        }
+    })?;
+    let target = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let headers = heads
+        .and_then(|queue| queue.take(parts.method.as_str(), target))
+        .map(|head| head.headers)
+        .unwrap_or_else(|| header_pairs(&parts.headers));
+    let query_string = parts.uri.query().unwrap_or_default().to_owned();
+    let mut query: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (name, value) in form_urlencoded::parse(query_string.as_bytes()) {
+        query.entry(name.into_owned()).or_default().push(value.into_owned());
+    }
+    let record = CaptureRecord {
+        org_id: endpoint.org_id,
+        webhook_id: endpoint.id,
+        method: parts.method.as_str().to_owned(),
+        path: path.to_owned(),
+        query_string,
+        query,
+        content_type: parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned),
+        headers,
+        body_sha256: Sha256::digest(&body).to_vec(),
+        body_utf8: std::str::from_utf8(&body).is_ok(),
+        body,
+        source_ip: peer.ip().to_string(),
+        received_at,
+    };
+    match app.captures.store(record).await {
+        Outcome::Stored(request_id) => Ok(match &endpoint.response {
+            Some(custom) => custom_response(custom),
+            None => axum::Json(CaptureReceipt {
+                message: "Request captured".into(),
+                request_id,
+                received_at: Timestamp(received_at),
+            })
+            .into_response(),
+        }),
+        Outcome::EndpointGone => Err(ApiError::not_found("webhook")),
+        Outcome::Failed => Err(ApiError::unavailable()),
+    }
+}
+
+/// The headers as hyper parsed them, for requests whose raw head was not recorded (HTTP/2).
+fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers.iter().map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect()
+}
+
+fn custom_response(custom: &CustomResponse) -> Response {
+    let status = StatusCode::from_u16(custom.status).unwrap_or(StatusCode::OK);
+    let mut response = (status, custom.body.clone()).into_response();
+    response.extensions_mut().insert(crate::error::Verbatim);
+    for (name, value) in &custom.headers {
+        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str())) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}

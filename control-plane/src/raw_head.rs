@@ -1,0 +1,288 @@
+//! Records the raw head of each HTTP/1 request whose target is a capture URL, so captures keep headers exactly
+//! as sent: in order, original case, repeated names interleaved. (hyper's `HeaderMap` lowercases names and
+//! groups repeats.) The recorder follows request framing (Content-Length, chunked) to find each next head; when
+//! anything is unusual (upgrade, oversize head) it stops recording and captures fall back to the `HeaderMap`.
+
+use std::collections::VecDeque;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Only requests under this prefix are recorded.
+const CAPTURE_PREFIX: &[u8] = b"/webhook/";
+/// Heads larger than this stop the recorder (hyper refuses them anyway).
+const MAX_HEAD: usize = 64 * 1024;
+/// Heads kept per connection that no handler took (pipelined or unmatched).
+const MAX_QUEUED: usize = 16;
+
+/// A request head as it was on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawHead {
+    pub method: String,
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+}
+
+/// The heads recorded on one connection, oldest first; handlers take theirs in request order.
+#[derive(Debug, Clone, Default)]
+pub struct HeadQueue(Arc<Mutex<VecDeque<RawHead>>>);
+
+impl HeadQueue {
+    fn push(&self, head: RawHead) {
+        let mut queue = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if queue.len() == MAX_QUEUED {
+            queue.pop_front();
+        }
+        queue.push_back(head);
+    }
+
+    /// Takes the head of the request `method target`, dropping older heads that no handler claimed.
+    pub fn take(&self, method: &str, target: &str) -> Option<RawHead> {
+        let mut queue = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some(head) = queue.pop_front() {
+            if head.method == method && head.target == target {
+                return Some(head);
+            }
+        }
+        None
+    }
+}
+
+#[derive(Debug)]
+enum Framing {
+    /// Reading a head; the last four bytes seen end it at `\r\n\r\n`.
+    Head,
+    /// Skipping this many body bytes.
+    Body(u64),
+    /// Reading a chunk-size line.
+    ChunkSize { size: u64, in_extension: bool },
+    /// Skipping chunk data, then its CRLF.
+    ChunkData(u64),
+    /// Reading trailer lines after the last chunk; `line` counts bytes of the current line.
+    Trailers { line: usize },
+    /// Recording gave up for this connection.
+    Off,
+}
+
+/// An I/O wrapper that records request heads as bytes pass through. Writes pass through untouched.
+#[derive(Debug)]
+pub struct Recording<IO> {
+    inner: IO,
+    queue: HeadQueue,
+    framing: Framing,
+    head: Vec<u8>,
+}
+
+impl<IO> Recording<IO> {
+    pub fn new(inner: IO, queue: HeadQueue) -> Self {
+        Self { inner, queue, framing: Framing::Head, head: Vec::with_capacity(1024) }
+    }
+
+    fn feed(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            match &mut self.framing {
+                Framing::Off => return,
+                Framing::Head => {
+                    let start = self.head.len().saturating_sub(3);
+                    let take = data.len().min(MAX_HEAD + 1 - self.head.len().min(MAX_HEAD));
+                    self.head.extend_from_slice(&data[..take]);
+                    match find_end(&self.head[start..]) {
+                        Some(pos) => {
+                            let end = start + pos + 4;
+                            let consumed = end - (self.head.len() - take);
+                            self.head.truncate(end);
+                            self.framing = self.finish_head();
+                            self.head.clear();
+                            data = &data[consumed..];
+                        }
+                        None if self.head.len() > MAX_HEAD => self.framing = Framing::Off,
+                        None => data = &data[take..],
+                    }
+                }
+                Framing::Body(left) => {
+                    let skip = (*left).min(data.len() as u64);
+                    *left -= skip;
+                    data = &data[skip as usize..];
+                    if *left == 0 {
+                        self.framing = Framing::Head;
+                    }
+                }
+                Framing::ChunkSize { size, in_extension } => {
+                    let byte = data[0];
+                    data = &data[1..];
+                    match byte {
+                        b'\n' => {
+                            self.framing =
+                                if *size == 0 { Framing::Trailers { line: 0 } } else { Framing::ChunkData(*size + 2) }
+                        }
+                        b'\r' => {}
+                        b';' => *in_extension = true,
+                        _ if *in_extension => {}
+                        _ => match (byte as char).to_digit(16) {
+                            Some(d) if *size < (1 << 56) => *size = *size * 16 + u64::from(d),
+                            _ => self.framing = Framing::Off,
+                        },
+                    }
+                }
+                Framing::ChunkData(left) => {
+                    let skip = (*left).min(data.len() as u64);
+                    *left -= skip;
+                    data = &data[skip as usize..];
+                    if *left == 0 {
+                        self.framing = Framing::ChunkSize { size: 0, in_extension: false };
+                    }
+                }
+                Framing::Trailers { line } => {
+                    let byte = data[0];
+                    data = &data[1..];
+                    match byte {
+                        b'\n' if *line == 0 => self.framing = Framing::Head,
+                        b'\n' => *line = 0,
+                        b'\r' => {}
+                        _ => *line += 1,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Parses the completed head, queues it when it is a capture, and returns the framing of its body.
+    fn finish_head(&mut self) -> Framing {
+        let mut slots = [httparse::EMPTY_HEADER; 128];
+        let mut request = httparse::Request::new(&mut slots);
+        let Ok(httparse::Status::Complete(_)) = request.parse(&self.head) else {
+            return Framing::Off;
+        };
+        let (Some(method), Some(target)) = (request.method, request.path) else {
+            return Framing::Off;
+        };
+        let mut content_length = 0u64;
+        let mut chunked = false;
+        for header in request.headers.iter() {
+            if header.name.eq_ignore_ascii_case("content-length") {
+                match std::str::from_utf8(header.value).ok().and_then(|v| v.trim().parse().ok()) {
+                    Some(n) => content_length = n,
+                    None => return Framing::Off,
+                }
+            } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = header.value.to_ascii_lowercase().ends_with(b"chunked");
+            } else if header.name.eq_ignore_ascii_case("upgrade") || method == "CONNECT" {
+                return Framing::Off;
+            }
+        }
+        if target.as_bytes().starts_with(CAPTURE_PREFIX) {
+            let headers = request
+                .headers
+                .iter()
+                .map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned()))
+                .collect();
+            self.queue.push(RawHead { method: method.to_owned(), target: target.to_owned(), headers });
+        }
+        if chunked {
+            Framing::ChunkSize { size: 0, in_extension: false }
+        } else if content_length > 0 {
+            Framing::Body(content_length)
+        } else {
+            Framing::Head
+        }
+    }
+}
+
+fn find_end(bytes: &[u8]) -> Option<usize> {
+    bytes.windows(4).position(|w| w == b"\r\n\r\n")
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Recording<IO> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = polled
+            && buf.filled().len() > before
+        {
+            let fresh = buf.filled()[before..].to_vec();
+            self.feed(&fresh);
+        }
+        polled
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Recording<IO> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, data)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recorder() -> Recording<()> {
+        Recording::new((), HeadQueue::default())
+    }
+
+    fn feed_in_pieces(r: &mut Recording<()>, wire: &[u8], piece: usize) {
+        for chunk in wire.chunks(piece) {
+            r.feed(chunk);
+        }
+    }
+
+    #[test]
+    fn keeps_order_case_and_repeats_across_keep_alive_requests() {
+        let wire =
+            b"POST /webhook/abc/x?y=1 HTTP/1.1\r\nHost: h\r\nX-Sig: a\r\nContent-Length: 5\r\nx-sig: b\r\n\r\nhello\
+GET /api-keys HTTP/1.1\r\nHost: h\r\n\r\n\
+PUT /webhook/abc HTTP/1.1\r\nTransfer-Encoding: chunked\r\nX-Test: 1\r\n\r\n4;ext=1\r\nwiki\r\n0\r\nTrailer: t\r\n\r\n\
+DELETE /webhook/abc HTTP/1.1\r\nHOST: h\r\n\r\n";
+        for piece in [1, 3, 7, 64, wire.len()] {
+            let mut r = recorder();
+            feed_in_pieces(&mut r, wire, piece);
+            let first = r.queue.take("POST", "/webhook/abc/x?y=1").expect("first");
+            let names: Vec<_> = first.headers.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            assert_eq!(names, ["Host=h", "X-Sig=a", "Content-Length=5", "x-sig=b"], "piece {piece}");
+            let third = r.queue.take("PUT", "/webhook/abc").expect("chunked body skipped");
+            assert_eq!(third.headers[1], ("X-Test".into(), "1".into()));
+            let fourth = r.queue.take("DELETE", "/webhook/abc").expect("after trailers");
+            assert_eq!(fourth.headers, [("HOST".to_owned(), "h".to_owned())]);
+            assert!(r.queue.take("GET", "/api-keys").is_none(), "only capture targets are recorded");
+        }
+    }
+
+    #[test]
+    fn a_body_that_looks_like_a_head_is_not_one() {
+        let body = b"GET /webhook/fake HTTP/1.1\r\n\r\n";
+        let mut wire = format!("POST /webhook/real HTTP/1.1\r\nContent-Length: {}\r\n\r\n", body.len()).into_bytes();
+        wire.extend_from_slice(body);
+        let mut r = recorder();
+        r.feed(&wire);
+        assert!(r.queue.take("POST", "/webhook/real").is_some());
+        assert!(r.queue.take("GET", "/webhook/fake").is_none());
+    }
+
+    #[test]
+    fn upgrades_and_garbage_turn_recording_off() {
+        let mut r = recorder();
+        r.feed(b"GET /webhook/a HTTP/1.1\r\nUpgrade: websocket\r\n\r\nGET /webhook/b HTTP/1.1\r\n\r\n");
+        assert!(r.queue.take("GET", "/webhook/b").is_none());
+        let mut r = recorder();
+        r.feed(b"POST /webhook/a HTTP/1.1\r\nContent-Length: nope\r\n\r\n");
+        assert!(matches!(r.framing, Framing::Off));
+    }
+}

@@ -1,0 +1,76 @@
+//! Retention: a background task deletes captures older than their endpoint's `max_age_days` and beyond its
+//! `max_requests` newest (the organization's defaults where the endpoint sets none), keeping counts right.
+
+use crate::state::AppState;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// One pass over every endpoint; returns how many captures were deleted.
+pub async fn sweep(pool: &PgPool) -> Result<u64, sqlx::Error> {
+    let by_age: Vec<(Uuid, i64)> = sqlx::query_as(
+        "WITH limits AS (
+            SELECT w.id, COALESCE(w.max_age_days, o.default_max_age_days) AS days
+            FROM webhooks w JOIN organizations o ON o.id = w.organization_id
+            WHERE COALESCE(w.max_age_days, o.default_max_age_days) IS NOT NULL
+         ), doomed AS (
+            DELETE FROM captures c USING limits l
+            WHERE c.webhook_id = l.id AND c.received_at < now() - make_interval(days => l.days)
+            RETURNING c.webhook_id
+         )
+         SELECT webhook_id, count(*) FROM doomed GROUP BY webhook_id",
+    )
+    .fetch_all(pool)
+    .await?;
+    let mut deleted = adjust_counts(pool, &by_age).await?;
+    let over: Vec<(Uuid, i64)> = sqlx::query_as(
+        "SELECT w.id, COALESCE(w.max_requests, o.default_max_requests) FROM webhooks w
+         JOIN organizations o ON o.id = w.organization_id
+         WHERE w.request_count > COALESCE(w.max_requests, o.default_max_requests)",
+    )
+    .fetch_all(pool)
+    .await?;
+    for (webhook_id, keep) in over {
+        let removed = sqlx::query(
+            "DELETE FROM captures WHERE webhook_id = $1 AND id <= (
+                SELECT id FROM captures WHERE webhook_id = $1 ORDER BY id DESC OFFSET $2 LIMIT 1)",
+        )
+        .bind(webhook_id)
+        .bind(keep)
+        .execute(pool)
+        .await?
+        .rows_affected();
+        deleted += adjust_counts(pool, &[(webhook_id, removed as i64)]).await?;
+    }
+    Ok(deleted)
+}
+
+async fn adjust_counts(pool: &PgPool, removed: &[(Uuid, i64)]) -> Result<u64, sqlx::Error> {
+    let removed: Vec<_> = removed.iter().filter(|(_, n)| *n > 0).collect();
+    if removed.is_empty() {
+        return Ok(0);
+    }
+    sqlx::query(
+        "UPDATE webhooks w SET request_count = GREATEST(w.request_count - r.n, 0)
+         FROM UNNEST($1::uuid[], $2::bigint[]) AS r(id, n) WHERE w.id = r.id",
+    )
+    .bind(removed.iter().map(|r| r.0).collect::<Vec<_>>())
+    .bind(removed.iter().map(|r| r.1).collect::<Vec<_>>())
+    .execute(pool)
+    .await?;
+    Ok(removed.iter().map(|r| r.1 as u64).sum())
+}
+
+/// Sweeps every `settings.retention_interval` until shutdown.
+pub async fn run(app: AppState) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(app.settings.retention_interval) => {}
+            () = app.shutdown.cancelled() => return,
+        }
+        match sweep(&app.pool).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(deleted = n, "retention removed old captures"),
+            Err(e) => tracing::warn!(error = %e, "retention sweep failed; trying again later"),
+        }
+    }
+}

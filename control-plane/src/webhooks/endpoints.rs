@@ -1,0 +1,258 @@
+//! Webhook endpoints: create (live at once), list newest first, read, change, delete (with their captures).
+//! Every change NOTIFYs the capture caches of all servers.
+
+use crate::admin::display_name;
+use crate::admin::organization::MAX_BODY_BYTES_LIMIT;
+use crate::auth::{Caller, scope};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::pagination::{self, ListParams};
+use crate::state::AppState;
+use crate::webhooks::model::{WEBHOOK_COLUMNS, WebhookRow};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use hookflow_shared::ErrorBody;
+use hookflow_shared::api::Page;
+use hookflow_shared::api::admin::Retention;
+use hookflow_shared::api::webhooks::{CreateWebhook, CustomResponse, UpdateWebhook, Webhook};
+use sqlx::PgConnection;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_webhook, list_webhooks)).routes(routes!(
+        get_webhook,
+        update_webhook,
+        delete_webhook
+    ))
+}
+
+/// Reads an endpoint of the caller's organization; another organization's id is 404.
+pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<WebhookRow, ApiError> {
+    let row: Option<WebhookRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {WEBHOOK_COLUMNS} FROM webhooks w JOIN organizations o ON o.id = w.organization_id
+         WHERE w.organization_id = $1 AND w.id = $2"
+    )))
+    .bind(org_id)
+    .bind(id)
+    .fetch_optional(conn)
+    .await?;
+    row.ok_or_else(|| ApiError::not_found("webhook"))
+}
+
+/// Checks that an endpoint of this organization exists (for the nested resources).
+pub async fn ensure_exists(app: &AppState, org_id: Uuid, id: Uuid) -> Result<(), ApiError> {
+    let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM webhooks WHERE organization_id = $1 AND id = $2")
+        .bind(org_id)
+        .bind(id)
+        .fetch_optional(&app.pool)
+        .await?;
+    found.map(|_| ()).ok_or_else(|| ApiError::not_found("webhook"))
+}
+
+async fn announce_change(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_notify('hookflow_webhooks', $1)").bind(id.to_string()).execute(conn).await?;
+    Ok(())
+}
+
+fn check_body_limit(value: Option<i64>) -> Result<(), ApiError> {
+    if value.is_some_and(|n| !(1..=MAX_BODY_BYTES_LIMIT).contains(&n)) {
+        return Err(ApiError::invalid("`max_body_bytes` must be between 1 and 10485760 (10 MiB)"));
+    }
+    Ok(())
+}
+
+fn check_retention(value: Option<&Retention>) -> Result<(), ApiError> {
+    if let Some(r) = value {
+        if r.max_age_days.is_some_and(|d| d < 1) {
+            return Err(ApiError::invalid("`retention.max_age_days` must be at least 1 (or null)"));
+        }
+        if r.max_requests.is_some_and(|n| n < 1) {
+            return Err(ApiError::invalid("`retention.max_requests` must be at least 1 (or null)"));
+        }
+    }
+    Ok(())
+}
+
+fn check_response(value: Option<&CustomResponse>) -> Result<(), ApiError> {
+    let Some(response) = value else { return Ok(()) };
+    if !(100..=599).contains(&response.status) {
+        return Err(ApiError::invalid("`response.status` must be an HTTP status between 100 and 599"));
+    }
+    for (name, value) in &response.headers {
+        if axum::http::HeaderName::try_from(name.as_str()).is_err()
+            || axum::http::HeaderValue::try_from(value.as_str()).is_err()
+        {
+            return Err(ApiError::invalid(format!("`response.headers`: `{name}` is not a valid header")));
+        }
+    }
+    if response.body.len() > 64 * 1024 {
+        return Err(ApiError::invalid("`response.body` must be at most 64 KiB"));
+    }
+    Ok(())
+}
+
+fn check_description(value: Option<&str>) -> Result<(), ApiError> {
+    if value.is_some_and(|d| d.chars().count() > 2000) {
+        return Err(ApiError::invalid("`description` must be at most 2000 characters"));
+    }
+    Ok(())
+}
+
+/// Create an endpoint; it captures at `capture_url` at once.
+#[utoipa::path(post, path = "/webhooks", tag = "Webhook", request_body = CreateWebhook,
+    responses((status = 201, body = Webhook), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn create_webhook(
+    State(app): State<AppState>,
+    caller: Caller<scope::WebhooksWrite>,
+    ApiJson(body): ApiJson<CreateWebhook>,
+) -> Result<(StatusCode, Json<Webhook>), ApiError> {
+    let name = display_name("name", &body.name)?;
+    check_description(body.description.as_deref())?;
+    check_body_limit(body.max_body_bytes)?;
+    check_retention(body.retention.as_ref())?;
+    check_response(body.response.as_ref())?;
+    let id = Uuid::new_v4();
+    let mut tx = app.pool.begin().await?;
+    sqlx::query(
+        "INSERT INTO webhooks (id, organization_id, name, description, max_body_bytes, max_age_days, max_requests, response)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(id)
+    .bind(caller.org_id)
+    .bind(&name)
+    .bind(&body.description)
+    .bind(body.max_body_bytes)
+    .bind(body.retention.and_then(|r| r.max_age_days))
+    .bind(body.retention.and_then(|r| r.max_requests))
+    .bind(body.response.map(sqlx::types::Json))
+    .execute(&mut *tx)
+    .await?;
+    announce_change(&mut tx, id).await?;
+    let row = fetch(&mut tx, caller.org_id, id).await?;
+    tx.commit().await?;
+    app.endpoints.invalidate(id);
+    Ok((StatusCode::CREATED, Json(row.into_api(&app.settings.public_url))))
+}
+
+/// List endpoints, newest first.
+#[utoipa::path(get, path = "/webhooks", tag = "Webhook", params(ListParams),
+    responses((status = 200, body = Page<Webhook>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn list_webhooks(
+    State(app): State<AppState>,
+    caller: Caller<scope::WebhooksRead>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<Page<Webhook>>, ApiError> {
+    let page = params.page::<(DateTime<Utc>, Uuid)>()?;
+    let rows: Vec<WebhookRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {WEBHOOK_COLUMNS} FROM webhooks w JOIN organizations o ON o.id = w.organization_id
+         WHERE w.organization_id = $1 AND ($2::timestamptz IS NULL OR (w.created_at, w.id) < ($2, $3))
+         ORDER BY w.created_at DESC, w.id DESC LIMIT $4"
+    )))
+    .bind(caller.org_id)
+    .bind(page.after.map(|a| a.0))
+    .bind(page.after.map(|a| a.1))
+    .bind(page.fetch_limit())
+    .fetch_all(&app.pool)
+    .await?;
+    let items: Vec<Webhook> = rows.into_iter().map(|r| r.into_api(&app.settings.public_url)).collect();
+    Ok(Json(pagination::finish(items, &page, |w| (w.created_at.0, w.id))))
+}
+
+/// Read an endpoint.
+#[utoipa::path(get, path = "/webhooks/{id}", tag = "Webhook", params(("id" = Uuid, Path)),
+    responses((status = 200, body = Webhook), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn get_webhook(
+    State(app): State<AppState>,
+    caller: Caller<scope::WebhooksRead>,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Webhook>, ApiError> {
+    let mut conn = app.pool.acquire().await?;
+    Ok(Json(fetch(&mut conn, caller.org_id, id).await?.into_api(&app.settings.public_url)))
+}
+
+/// Change any of the create fields; `null` resets description, limits, retention or response to defaults.
+#[utoipa::path(patch, path = "/webhooks/{id}", tag = "Webhook", params(("id" = Uuid, Path)), request_body = UpdateWebhook,
+    responses((status = 200, body = Webhook), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn update_webhook(
+    State(app): State<AppState>,
+    caller: Caller<scope::WebhooksWrite>,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(body): ApiJson<UpdateWebhook>,
+) -> Result<Json<Webhook>, ApiError> {
+    let name = body.name.as_deref().map(|n| display_name("name", n)).transpose()?;
+    check_description(body.description.as_ref().and_then(|d| d.as_deref()))?;
+    check_body_limit(body.max_body_bytes.flatten())?;
+    check_retention(body.retention.as_ref().and_then(|r| r.as_ref()))?;
+    check_response(body.response.as_ref().and_then(|r| r.as_ref()))?;
+    let retention = body.retention.map(|r| r.unwrap_or(Retention { max_age_days: None, max_requests: None }));
+    let mut tx = app.pool.begin().await?;
+    let updated = sqlx::query(
+        "UPDATE webhooks SET
+            name = COALESCE($3, name),
+            description = CASE WHEN $4 THEN $5 ELSE description END,
+            max_body_bytes = CASE WHEN $6 THEN $7 ELSE max_body_bytes END,
+            max_age_days = CASE WHEN $8 THEN $9 ELSE max_age_days END,
+            max_requests = CASE WHEN $8 THEN $10 ELSE max_requests END,
+            response = CASE WHEN $11 THEN $12 ELSE response END,
+            updated_at = now()
+         WHERE organization_id = $1 AND id = $2",
+    )
+    .bind(caller.org_id)
+    .bind(id)
+    .bind(name)
+    .bind(body.description.is_some())
+    .bind(body.description.flatten())
+    .bind(body.max_body_bytes.is_some())
+    .bind(body.max_body_bytes.flatten())
+    .bind(retention.is_some())
+    .bind(retention.and_then(|r| r.max_age_days))
+    .bind(retention.and_then(|r| r.max_requests))
+    .bind(body.response.is_some())
+    .bind(body.response.flatten().map(sqlx::types::Json))
+    .execute(&mut *tx)
+    .await?;
+    if updated.rows_affected() == 0 {
+        return Err(ApiError::not_found("webhook"));
+    }
+    announce_change(&mut tx, id).await?;
+    let row = fetch(&mut tx, caller.org_id, id).await?;
+    tx.commit().await?;
+    app.endpoints.invalidate(id);
+    Ok(Json(row.into_api(&app.settings.public_url)))
+}
+
+/// Delete an endpoint and all its captures; its capture URL answers 404 from then on.
+#[utoipa::path(delete, path = "/webhooks/{id}", tag = "Webhook", params(("id" = Uuid, Path)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn delete_webhook(
+    State(app): State<AppState>,
+    caller: Caller<scope::WebhooksWrite>,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<StatusCode, ApiError> {
+    let mut tx = app.pool.begin().await?;
+    let deleted = sqlx::query("DELETE FROM webhooks WHERE organization_id = $1 AND id = $2")
+        .bind(caller.org_id)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    if deleted.rows_affected() == 0 {
+        return Err(ApiError::not_found("webhook"));
+    }
+    announce_change(&mut tx, id).await?;
+    tx.commit().await?;
+    app.endpoints.invalidate(id);
+    Ok(StatusCode::NO_CONTENT)
+}

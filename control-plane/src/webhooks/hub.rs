@@ -1,0 +1,159 @@
+//! Live fan-out of captures to stream subscribers. One topic per endpoint with subscribers in this process: a
+//! NOTIFY (sent by whichever server stored the capture) wakes the topic, which reads the new rows once and
+//! broadcasts them to every local subscriber. A topic with no subscribers left retires.
+
+use crate::webhooks::model::{CAPTURE_COLUMNS_INLINE, CaptureRow};
+use hookflow_shared::api::webhooks::CapturedRequest;
+use sqlx::PgPool;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Notify, broadcast};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// Events buffered per subscriber before it is told it lagged.
+const BUFFER: usize = 1024;
+const FETCH: i64 = 500;
+
+/// A capture ready to send: its id (the SSE event id) and its one-line JSON payload.
+#[derive(Debug)]
+pub struct LiveEvent {
+    pub id: Uuid,
+    pub data: String,
+}
+
+#[derive(Debug)]
+struct Topic {
+    sender: broadcast::Sender<Arc<LiveEvent>>,
+    wake: Notify,
+}
+
+#[derive(Debug)]
+pub struct StreamHub {
+    pool: PgPool,
+    topics: Mutex<HashMap<Uuid, Arc<Topic>>>,
+    shutdown: CancellationToken,
+}
+
+/// The stream payload of a capture: `{"type": "request.captured", ...the captured request}`.
+pub fn event_json(capture: CapturedRequest) -> String {
+    let mut value = serde_json::to_value(capture).unwrap_or_default();
+    if let Some(object) = value.as_object_mut() {
+        object.insert("type".into(), "request.captured".into());
+    }
+    value.to_string()
+}
+
+/// Captures of an endpoint after `after` (all when `None`), oldest first, bodies over 64 KiB left out.
+pub async fn captures_after(
+    pool: &PgPool,
+    webhook_id: Uuid,
+    after: Option<Uuid>,
+    limit: i64,
+) -> Result<Vec<LiveEvent>, sqlx::Error> {
+    let rows: Vec<CaptureRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {CAPTURE_COLUMNS_INLINE} FROM captures WHERE webhook_id = $1 AND ($2::uuid IS NULL OR id > $2)
+         ORDER BY id LIMIT $3"
+    )))
+    .bind(webhook_id)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(|row| LiveEvent { id: row.id, data: event_json(row.into()) }).collect())
+}
+
+impl StreamHub {
+    pub fn new(pool: PgPool, shutdown: CancellationToken) -> Arc<Self> {
+        Arc::new(Self { pool, topics: Mutex::default(), shutdown })
+    }
+
+    /// Subscribes to an endpoint's captures stored from now on.
+    pub async fn subscribe(
+        self: &Arc<Self>,
+        webhook_id: Uuid,
+    ) -> Result<broadcast::Receiver<Arc<LiveEvent>>, sqlx::Error> {
+        let (topic, receiver, created) = {
+            let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+            match topics.get(&webhook_id) {
+                Some(topic) => (topic.clone(), topic.sender.subscribe(), false),
+                None => {
+                    let (sender, receiver) = broadcast::channel(BUFFER);
+                    let topic = Arc::new(Topic { sender, wake: Notify::new() });
+                    topics.insert(webhook_id, topic.clone());
+                    (topic, receiver, true)
+                }
+            }
+        };
+        if created {
+            // Read after the topic exists: a NOTIFY from here on leaves a wake-up for the pump.
+            let latest: Option<Uuid> =
+                sqlx::query_scalar("SELECT id FROM captures WHERE webhook_id = $1 ORDER BY id DESC LIMIT 1")
+                    .bind(webhook_id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .inspect_err(|_| {
+                        self.retire(webhook_id, &topic);
+                    })?;
+            tokio::spawn(self.clone().pump(webhook_id, topic, latest));
+        }
+        Ok(receiver)
+    }
+
+    /// A capture for `webhook_id` was stored somewhere.
+    pub fn wake(&self, webhook_id: Uuid) {
+        if let Some(topic) = self.topics.lock().unwrap_or_else(|e| e.into_inner()).get(&webhook_id) {
+            topic.wake.notify_one();
+        }
+    }
+
+    /// Notifications may have been lost: every topic looks for new rows.
+    pub fn wake_all(&self) {
+        for topic in self.topics.lock().unwrap_or_else(|e| e.into_inner()).values() {
+            topic.wake.notify_one();
+        }
+    }
+
+    /// Removes the topic if it is still this one and nobody listens.
+    fn retire(&self, webhook_id: Uuid, topic: &Arc<Topic>) -> bool {
+        let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        let current = topics.get(&webhook_id).is_some_and(|t| Arc::ptr_eq(t, topic));
+        if current && topic.sender.receiver_count() == 0 {
+            topics.remove(&webhook_id);
+            return true;
+        }
+        !current
+    }
+
+    async fn pump(self: Arc<Self>, webhook_id: Uuid, topic: Arc<Topic>, mut last: Option<Uuid>) {
+        loop {
+            tokio::select! {
+                () = topic.wake.notified() => {}
+                () = tokio::time::sleep(Duration::from_secs(5)) => {}
+                () = self.shutdown.cancelled() => return,
+            }
+            if self.retire(webhook_id, &topic) {
+                return;
+            }
+            loop {
+                match captures_after(&self.pool, webhook_id, last, FETCH).await {
+                    Ok(events) => {
+                        let full = events.len() as i64 == FETCH;
+                        for event in events {
+                            last = Some(event.id);
+                            let _ = topic.sender.send(Arc::new(event));
+                        }
+                        if !full {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, %webhook_id, "stream fetch failed; retrying on the next wake-up");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}

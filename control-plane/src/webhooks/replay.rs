@@ -1,0 +1,104 @@
+//! Replay: resend a captured request (method, path, query, headers, raw body) to a target URL and report the
+//! target's answer. Loopback and private targets are refused unless the operator allows them.
+
+use crate::auth::{Caller, scope};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath};
+use crate::outbound;
+use crate::state::AppState;
+use crate::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow, encode_body};
+use axum::Json;
+use axum::extract::State;
+use futures_util::StreamExt as _;
+use hookflow_shared::ErrorBody;
+use hookflow_shared::api::webhooks::{BodyEncoding, ReplayRequest, ReplayResult};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+/// Most of the target's answer kept in the result.
+const MAX_ANSWER: usize = 1024 * 1024;
+/// Headers that describe one hop, not the request: recomputed by the client.
+const HOP_HEADERS: [&str; 8] =
+    ["host", "content-length", "connection", "transfer-encoding", "keep-alive", "upgrade", "te", "proxy-connection"];
+
+/// Resend a captured request to `target_url` (its path and query are appended).
+#[utoipa::path(post, path = "/webhooks/{id}/requests/{request_id}/replay", tag = "Webhook",
+    params(("id" = Uuid, Path), ("request_id" = Uuid, Path)), request_body = ReplayRequest,
+    responses((status = 200, body = ReplayResult), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+pub async fn replay_request(
+    State(app): State<AppState>,
+    caller: Caller<scope::WebhooksWrite>,
+    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+    ApiJson(body): ApiJson<ReplayRequest>,
+) -> Result<Json<ReplayResult>, ApiError> {
+    let row: Option<CaptureRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {CAPTURE_COLUMNS_FULL} FROM captures WHERE organization_id = $1 AND webhook_id = $2 AND id = $3"
+    )))
+    .bind(caller.org_id)
+    .bind(id)
+    .bind(request_id)
+    .fetch_optional(&app.pool)
+    .await?;
+    let capture = row.ok_or_else(|| ApiError::not_found("captured request"))?;
+    let target = reqwest::Url::parse(&body.target_url)
+        .map_err(|e| ApiError::invalid(format!("`target_url` is not a URL: {e}")))?;
+    let mut url = format!("{}{}", target.as_str().trim_end_matches('/'), capture.path);
+    if !capture.query_string.is_empty() {
+        url.push(if target.query().is_some() { '&' } else { '?' });
+        url.push_str(&capture.query_string);
+    }
+    let url = reqwest::Url::parse(&url).map_err(|e| ApiError::invalid(format!("the replay URL is not valid: {e}")))?;
+    let client = outbound::client_for(&url, app.settings.allow_private_targets, TIMEOUT).await?;
+    let method = reqwest::Method::from_bytes(capture.method.as_bytes()).map_err(|_| ApiError::internal())?;
+    let mut request = client.request(method, url);
+    for (name, value) in
+        capture.headers.0.iter().filter(|(n, _)| !HOP_HEADERS.contains(&n.to_ascii_lowercase().as_str()))
+    {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    let started = Instant::now();
+    let response = request
+        .body(capture.body.unwrap_or_default())
+        .send()
+        .await
+        .map_err(|e| ApiError::invalid(format!("the target did not answer: {}", short_reason(&e))))?;
+    let status = response.status().as_u16();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .collect();
+    let mut answer = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk
+            .map_err(|e| ApiError::invalid(format!("reading the target's answer failed: {}", short_reason(&e))))?;
+        let room = MAX_ANSWER.saturating_sub(answer.len());
+        answer.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if room <= chunk.len() {
+            break;
+        }
+    }
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let encoding = if std::str::from_utf8(&answer).is_ok() { BodyEncoding::Utf8 } else { BodyEncoding::Base64 };
+    Ok(Json(ReplayResult {
+        status,
+        headers,
+        body: encode_body(answer, encoding),
+        body_encoding: encoding,
+        duration_ms,
+    }))
+}
+
+fn short_reason(error: &reqwest::Error) -> &'static str {
+    if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "connection failed"
+    } else {
+        "request failed"
+    }
+}

@@ -1,0 +1,144 @@
+//! The history of one endpoint: list (newest first), read one whole, its raw body, delete one, clear all.
+
+use crate::auth::{Caller, scope};
+use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery};
+use crate::pagination::ListParams;
+use crate::state::AppState;
+use crate::webhooks::endpoints::ensure_exists;
+use crate::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow};
+use crate::webhooks::search::{self, Search};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hookflow_shared::ErrorBody;
+use hookflow_shared::api::Page;
+use hookflow_shared::api::webhooks::{CapturedRequest, SearchSort};
+use uuid::Uuid;
+
+/// List captured requests, newest first (bodies over 64 KiB are left out: `body_truncated`).
+#[utoipa::path(get, path = "/webhooks/{id}/requests", tag = "Webhook", params(("id" = Uuid, Path), ListParams),
+    responses((status = 200, body = Page<CapturedRequest>), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+pub async fn list_requests(
+    State(app): State<AppState>,
+    caller: Caller<scope::WebhooksRead>,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<Page<CapturedRequest>>, ApiError> {
+    ensure_exists(&app, caller.org_id, id).await?;
+    let search = Search {
+        org_id: caller.org_id,
+        webhook_id: id,
+        conds: Vec::new(),
+        sort: SearchSort::default(),
+        limit: params.limit,
+        cursor: params.cursor,
+    };
+    Ok(Json(search::run(&app.pool, search).await?))
+}
+
+async fn fetch_capture(app: &AppState, org_id: Uuid, webhook_id: Uuid, id: Uuid) -> Result<CaptureRow, ApiError> {
+    let row: Option<CaptureRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {CAPTURE_COLUMNS_FULL} FROM captures WHERE organization_id = $1 AND webhook_id = $2 AND id = $3"
+    )))
+    .bind(org_id)
+    .bind(webhook_id)
+    .bind(id)
+    .fetch_optional(&app.pool)
+    .await?;
+    row.ok_or_else(|| ApiError::not_found("captured request"))
+}
+
+/// Read one captured request, whole.
+#[utoipa::path(get, path = "/webhooks/{id}/requests/{request_id}", tag = "Webhook",
+    params(("id" = Uuid, Path), ("request_id" = Uuid, Path)),
+    responses((status = 200, body = CapturedRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+pub async fn get_request(
+    State(app): State<AppState>,
+    caller: Caller<scope::WebhooksRead>,
+    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+) -> Result<Json<CapturedRequest>, ApiError> {
+    Ok(Json(fetch_capture(&app, caller.org_id, id, request_id).await?.into()))
+}
+
+/// The raw body bytes, with the original Content-Type.
+#[utoipa::path(get, path = "/webhooks/{id}/requests/{request_id}/body", tag = "Webhook",
+    params(("id" = Uuid, Path), ("request_id" = Uuid, Path)),
+    responses((status = 200, description = "The body exactly as received", content_type = "application/octet-stream"),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+pub async fn get_request_body(
+    State(app): State<AppState>,
+    caller: Caller<scope::WebhooksRead>,
+    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+) -> Result<Response, ApiError> {
+    let row = fetch_capture(&app, caller.org_id, id, request_id).await?;
+    let content_type = row
+        .content_type
+        .as_deref()
+        .and_then(|ct| HeaderValue::from_str(ct).ok())
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    let mut response = row.body.unwrap_or_default().into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    // The body is the sender's, not ours: never let a browser sniff or run it in our origin.
+    response.headers_mut().insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    response.headers_mut().insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
+    Ok(response)
+}
+
+/// Delete one captured request.
+#[utoipa::path(delete, path = "/webhooks/{id}/requests/{request_id}", tag = "Webhook",
+    params(("id" = Uuid, Path), ("request_id" = Uuid, Path)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+pub async fn delete_request(
+    State(app): State<AppState>,
+    caller: Caller<scope::WebhooksWrite>,
+    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+) -> Result<StatusCode, ApiError> {
+    let mut tx = app.pool.begin().await?;
+    let deleted = sqlx::query("DELETE FROM captures WHERE organization_id = $1 AND webhook_id = $2 AND id = $3")
+        .bind(caller.org_id)
+        .bind(id)
+        .bind(request_id)
+        .execute(&mut *tx)
+        .await?;
+    if deleted.rows_affected() == 0 {
+        return Err(ApiError::not_found("captured request"));
+    }
+    sqlx::query("UPDATE webhooks SET request_count = GREATEST(request_count - 1, 0) WHERE id = $1")
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Clear the endpoint's whole history (analytics counters keep what was received).
+#[utoipa::path(delete, path = "/webhooks/{id}/requests", tag = "Webhook", params(("id" = Uuid, Path)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+pub async fn clear_requests(
+    State(app): State<AppState>,
+    caller: Caller<scope::WebhooksWrite>,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<StatusCode, ApiError> {
+    let mut tx = app.pool.begin().await?;
+    // Lock the endpoint row so the count and the rows agree with a concurrent capture batch.
+    let found: Option<i32> =
+        sqlx::query_scalar("SELECT 1 FROM webhooks WHERE organization_id = $1 AND id = $2 FOR UPDATE")
+            .bind(caller.org_id)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    found.ok_or_else(|| ApiError::not_found("webhook"))?;
+    sqlx::query("DELETE FROM captures WHERE webhook_id = $1").bind(id).execute(&mut *tx).await?;
+    sqlx::query("UPDATE webhooks SET request_count = 0 WHERE id = $1").bind(id).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}

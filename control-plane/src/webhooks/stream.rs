@@ -1,0 +1,118 @@
+//! `GET /webhooks/{id}/stream`: server-sent events of captures as they arrive. With `Last-Event-ID` the stream
+//! first replays what was stored after that event, then goes live without gap or duplicate. A subscriber that
+//! falls behind gets `{"type": "stream.lagged", "missed": N}` and may reconnect with its last event id.
+
+use crate::auth::{Caller, scope};
+use crate::error::ApiError;
+use crate::extract::ApiPath;
+use crate::state::AppState;
+use crate::webhooks::endpoints::ensure_exists;
+use crate::webhooks::hub::{LiveEvent, captures_after};
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::{Stream, StreamExt as _};
+use hookflow_shared::ErrorBody;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+const REPLAY_PAGE: i64 = 500;
+
+enum Phase {
+    /// Replaying stored captures after this id.
+    Replay(Uuid),
+    Live,
+}
+
+struct Subscriber {
+    app: AppState,
+    webhook_id: Uuid,
+    live: broadcast::Receiver<Arc<LiveEvent>>,
+    phase: Phase,
+    pending: VecDeque<Event>,
+    /// The newest capture sent: live events at or before it are duplicates of the replay.
+    sent: Option<Uuid>,
+}
+
+fn capture_event(event: &LiveEvent) -> Event {
+    Event::default().id(event.id.to_string()).data(&event.data)
+}
+
+impl Subscriber {
+    async fn next(mut self) -> Option<(Result<Event, Infallible>, Self)> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some((Ok(event), self));
+            }
+            match self.phase {
+                Phase::Replay(after) => {
+                    match captures_after(&self.app.pool, self.webhook_id, Some(after), REPLAY_PAGE).await {
+                        Ok(events) => {
+                            if (events.len() as i64) < REPLAY_PAGE {
+                                self.phase = Phase::Live;
+                            }
+                            if let Some(last) = events.last() {
+                                self.sent = Some(last.id);
+                                if let Phase::Replay(_) = self.phase {
+                                    self.phase = Phase::Replay(last.id);
+                                }
+                            }
+                            self.pending.extend(events.iter().map(capture_event));
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "stream replay failed; closing the stream");
+                            return None;
+                        }
+                    }
+                }
+                Phase::Live => match self.live.recv().await {
+                    Ok(event) if self.sent.is_some_and(|sent| event.id <= sent) => {}
+                    Ok(event) => {
+                        self.sent = Some(event.id);
+                        return Some((Ok(capture_event(&event)), self));
+                    }
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        let data = serde_json::json!({"type": "stream.lagged", "missed": missed}).to_string();
+                        return Some((Ok(Event::default().data(data)), self));
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+            }
+        }
+    }
+}
+
+/// Live stream (SSE) of captures; resumes after `Last-Event-ID`.
+#[utoipa::path(get, path = "/webhooks/{id}/stream", tag = "Webhook", params(("id" = Uuid, Path),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event id")),
+    responses((status = 200, description = "text/event-stream of `request.captured` and `stream.lagged` events",
+            content_type = "text/event-stream"),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+pub async fn stream_requests(
+    State(app): State<AppState>,
+    caller: Caller<scope::WebhooksRead>,
+    ApiPath(id): ApiPath<Uuid>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    ensure_exists(&app, caller.org_id, id).await?;
+    let resume =
+        headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| Uuid::parse_str(v.trim()).ok());
+    // Subscribe before replaying, so nothing stored during the replay is missed.
+    let live = app.hub.subscribe(id).await?;
+    let shutdown = app.shutdown.clone();
+    let keep_alive = app.settings.stream_keep_alive;
+    let subscriber = Subscriber {
+        app,
+        webhook_id: id,
+        live,
+        phase: resume.map_or(Phase::Live, Phase::Replay),
+        pending: VecDeque::new(),
+        sent: resume,
+    };
+    let stream = futures_util::stream::unfold(subscriber, Subscriber::next).take_until(shutdown.cancelled_owned());
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive")))
+}

@@ -1,0 +1,241 @@
+//! Webhook bodies: endpoints, the capture receipt, captured requests, search, replay.
+
+use crate::Timestamp;
+use crate::api::admin::Retention;
+use serde::{Deserialize, Deserializer, Serialize};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// Reads a field that may be absent (`None`), `null` (`Some(None)`) or a value (`Some(Some(v))`).
+pub fn double_option<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// A custom answer an endpoint gives senders instead of the JSON receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CustomResponse {
+    /// HTTP status, 100 to 599.
+    pub status: u16,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub body: String,
+}
+
+/// `POST /webhooks`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateWebhook {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Largest accepted body in bytes (default: the organization's, 1 MiB; at most 10 MiB).
+    #[serde(default)]
+    pub max_body_bytes: Option<i64>,
+    #[serde(default)]
+    pub retention: Option<Retention>,
+    #[serde(default)]
+    pub response: Option<CustomResponse>,
+}
+
+/// `PATCH /webhooks/{id}`: absent fields stay; `null` resets a field to its default.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateWebhook {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    pub description: Option<Option<String>>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<i64>)]
+    pub max_body_bytes: Option<Option<i64>>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<Retention>)]
+    pub retention: Option<Option<Retention>>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<CustomResponse>)]
+    pub response: Option<Option<CustomResponse>>,
+}
+
+/// A webhook endpoint. `max_body_bytes` and `retention` are the effective values (the organization's defaults
+/// where the endpoint sets none).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Webhook {
+    pub id: Uuid,
+    pub name: String,
+    pub description: Option<String>,
+    pub max_body_bytes: i64,
+    pub retention: Retention,
+    pub response: Option<CustomResponse>,
+    /// Where senders send: `<public base URL>/webhook/<id>` (any sub-path too).
+    pub capture_url: String,
+    pub request_count: i64,
+    pub last_request_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// What the capture URL answers once the request is stored.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CaptureReceipt {
+    pub message: String,
+    /// The captured request's id.
+    pub request_id: Uuid,
+    pub received_at: Timestamp,
+}
+
+/// How `body` is written: UTF-8 text as is, anything else in base64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BodyEncoding {
+    Utf8,
+    Base64,
+}
+
+/// A captured request.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CapturedRequest {
+    pub id: Uuid,
+    pub webhook_id: Uuid,
+    pub method: String,
+    /// The part after `/webhook/{id}`: empty or starting with `/`.
+    pub path: String,
+    pub query_string: String,
+    pub query: BTreeMap<String, Vec<String>>,
+    /// `[name, value]` pairs in received order, case kept, duplicates kept.
+    pub headers: Vec<(String, String)>,
+    pub content_type: Option<String>,
+    /// The body, absent when `body_truncated` (fetch `.../body` for the bytes).
+    pub body: Option<String>,
+    pub body_encoding: BodyEncoding,
+    pub body_size: i64,
+    /// Hex SHA-256 of the raw body.
+    pub body_sha256: String,
+    pub source_ip: String,
+    pub received_at: Timestamp,
+    /// Present and true when the body was left out for size (lists and streams carry bodies up to 64 KiB).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub body_truncated: bool,
+}
+
+/// Comparison of a search filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchOp {
+    Eq,
+    Ne,
+    Contains,
+    Prefix,
+    Exists,
+}
+
+/// A header or query-parameter condition (names of headers match case-insensitively).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FieldMatch {
+    pub name: String,
+    pub op: MatchOp,
+    #[serde(default)]
+    pub value: Option<String>,
+}
+
+/// A condition on the JSON body at a JSONPath such as `$.action`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JsonMatch {
+    pub path: String,
+    pub op: MatchOp,
+    #[serde(default)]
+    pub value: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchFilter {
+    #[serde(default)]
+    pub methods: Option<Vec<String>>,
+    #[serde(default)]
+    pub received_after: Option<Timestamp>,
+    #[serde(default)]
+    pub received_before: Option<Timestamp>,
+    #[serde(default)]
+    pub headers: Vec<FieldMatch>,
+    #[serde(default)]
+    pub query: Vec<FieldMatch>,
+    #[serde(default)]
+    pub body_contains: Option<String>,
+    #[serde(default)]
+    pub body_json: Vec<JsonMatch>,
+    #[serde(default)]
+    pub content_type: Option<String>,
+    #[serde(default)]
+    pub min_size: Option<i64>,
+    #[serde(default)]
+    pub max_size: Option<i64>,
+    #[serde(default)]
+    pub source_ip: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SortField {
+    #[default]
+    ReceivedAt,
+    BodySize,
+    Method,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SortOrder {
+    Asc,
+    #[default]
+    Desc,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchSort {
+    #[serde(default)]
+    pub field: SortField,
+    #[serde(default)]
+    pub order: SortOrder,
+}
+
+/// `POST /webhooks/{id}/requests/search`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequests {
+    /// AND-ed `field:value` terms over method, path, header.<name>, query.<name>, body, content_type, ip;
+    /// `-` negates a term, quotes allow spaces: `method:POST header.x-github-event:push -body:"dry run"`.
+    #[serde(default)]
+    pub q: Option<String>,
+    #[serde(default)]
+    pub filter: SearchFilter,
+    #[serde(default)]
+    pub sort: SearchSort,
+    #[serde(default)]
+    pub limit: Option<i64>,
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// `POST /webhooks/{id}/requests/{request_id}/replay`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayRequest {
+    /// Base URL to resend to; the captured path and query are appended.
+    pub target_url: String,
+}
+
+/// The target's answer to a replay.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ReplayResult {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+    pub body_encoding: BodyEncoding,
+    pub duration_ms: u64,
+}

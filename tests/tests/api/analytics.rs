@@ -1,0 +1,203 @@
+//! Analytics: volume buckets with zeros filled and sums equal to captures, method breakdown, overview; and
+//! retention by age and by count.
+
+use hookflow_tests::TestApp;
+use reqwest::Method;
+use serde_json::json;
+
+#[tokio::test]
+async fn volume_and_methods_count_every_capture() {
+    let app = TestApp::spawn().await;
+    let id = app.create_webhook(json!({"name": "counted"})).await["id"].as_str().expect("id").to_owned();
+    for method in [Method::POST, Method::POST, Method::POST, Method::GET, Method::DELETE] {
+        assert_eq!(app.capture(method, &id, "x").await.status, 200);
+    }
+    let now = chrono::Utc::now();
+    let from = (now - chrono::Duration::minutes(5)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let to = (now + chrono::Duration::minutes(2)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let volume = app
+        .admin(Method::GET, &format!("/webhooks/{id}/analytics/volume?bucket=minute&from={from}&to={to}"), None)
+        .await;
+    assert_eq!(volume.status, 200, "{}", volume.text);
+    assert_eq!(volume.body["bucket"], "minute");
+    assert_eq!(volume.body["total"], 5);
+    let points = volume.body["points"].as_array().expect("points");
+    assert!((7..=8).contains(&points.len()), "{} points", points.len());
+    assert_eq!(points.iter().map(|p| p["count"].as_i64().expect("count")).sum::<i64>(), 5);
+    assert!(points.iter().filter(|p| p["count"] == 0).count() >= 5, "empty minutes are 0");
+    assert!(points[0]["t"].as_str().expect("t").ends_with(":00.000000Z"));
+
+    let hourly = app.admin(Method::GET, &format!("/webhooks/{id}/analytics/volume"), None).await;
+    assert_eq!((hourly.body["bucket"].as_str(), hourly.body["total"].as_i64()), (Some("hour"), Some(5)));
+    assert!((24..=25).contains(&hourly.body["points"].as_array().map_or(0, Vec::len)), "default window: 24 h");
+
+    let methods = app.admin(Method::GET, &format!("/webhooks/{id}/analytics/methods"), None).await;
+    assert_eq!(methods.body["total"], 5);
+    assert_eq!(methods.body["methods"][0], json!({"method": "POST", "count": 3, "share": 0.6}));
+    let shares: f64 =
+        methods.body["methods"].as_array().expect("methods").iter().map(|m| m["share"].as_f64().expect("share")).sum();
+    assert!((shares - 1.0).abs() < 1e-9);
+}
+
+#[tokio::test]
+async fn history_buckets_aggregate_counters() {
+    let app = TestApp::spawn().await;
+    let id = app.create_webhook(json!({"name": "history"})).await["id"].as_str().expect("id").to_owned();
+    // Past traffic, as the capture writer would have counted it.
+    for (minute, method, count) in [
+        ("2026-01-01T10:05:00Z", "POST", 4),
+        ("2026-01-01T10:59:00Z", "POST", 1),
+        ("2026-01-01T12:00:00Z", "PUT", 2),
+        ("2026-01-02T00:30:00Z", "POST", 10),
+    ] {
+        sqlx::query("INSERT INTO capture_counts VALUES ($1::uuid, $2, $3::timestamptz, $4, $5)")
+            .bind(&id)
+            .bind(app.admin.org)
+            .bind(minute)
+            .bind(method)
+            .bind(count as i64)
+            .execute(&app.pool)
+            .await
+            .expect("insert");
+    }
+    let hours = app
+        .admin(
+            Method::GET,
+            &format!("/webhooks/{id}/analytics/volume?bucket=hour&from=2026-01-01T10:00:00Z&to=2026-01-01T13:00:00Z"),
+            None,
+        )
+        .await;
+    let counts: Vec<i64> =
+        hours.body["points"].as_array().expect("points").iter().map(|p| p["count"].as_i64().expect("count")).collect();
+    assert_eq!(counts, [5, 0, 2]);
+    assert_eq!(hours.body["points"][1]["t"], "2026-01-01T11:00:00.000000Z");
+    let days = app
+        .admin(
+            Method::GET,
+            &format!("/webhooks/{id}/analytics/volume?bucket=day&from=2026-01-01T00:00:00Z&to=2026-01-03T00:00:00Z"),
+            None,
+        )
+        .await;
+    let counts: Vec<i64> =
+        days.body["points"].as_array().expect("points").iter().map(|p| p["count"].as_i64().expect("count")).collect();
+    assert_eq!(counts, [7, 10]);
+    let methods = app
+        .admin(
+            Method::GET,
+            &format!("/webhooks/{id}/analytics/methods?from=2026-01-01T00:00:00Z&to=2026-01-01T11:00:00Z"),
+            None,
+        )
+        .await;
+    assert_eq!(methods.body["methods"], json!([{"method": "POST", "count": 5, "share": 1.0}]));
+
+    for bad in [
+        "bucket=week",
+        "from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z",
+        "from=yesterday",
+        "bucket=minute&from=2020-01-01T00:00:00Z&to=2026-01-01T00:00:00Z",
+    ] {
+        let reply = app.admin(Method::GET, &format!("/webhooks/{id}/analytics/volume?{bad}"), None).await;
+        assert_eq!((reply.status.as_u16(), reply.code()), (400, "invalid_request"), "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn the_overview_totals_the_organization() {
+    let app = TestApp::spawn().await;
+    let busy = app.create_webhook(json!({"name": "busy"})).await["id"].as_str().expect("id").to_owned();
+    let quiet = app.create_webhook(json!({"name": "quiet"})).await["id"].as_str().expect("id").to_owned();
+    for _ in 0..3 {
+        app.capture(Method::POST, &busy, "x").await;
+    }
+    app.capture(Method::POST, &quiet, "x").await;
+    let other = app.new_org("Globex").await;
+    let foreign = app.call(Method::POST, "/webhooks", Some(&other), Some(json!({"name": "theirs"}))).await;
+    app.capture(Method::POST, foreign.body["id"].as_str().expect("id"), "x").await;
+
+    let overview = app.admin(Method::GET, "/analytics/overview", None).await;
+    assert_eq!(overview.status, 200, "{}", overview.text);
+    assert_eq!(overview.body["captures"]["total"], 4);
+    assert_eq!(overview.body["captures"]["endpoints"][0], json!({"webhook_id": busy, "name": "busy", "count": 3}));
+    assert_eq!(overview.body["captures"]["endpoints"].as_array().map(Vec::len), Some(2), "only this organization");
+    assert_eq!(overview.body["executions"]["succeeded"], 0);
+    let reader = app.creds_with(&["flows:read"]).await;
+    assert_eq!(app.call(Method::GET, "/analytics/overview", Some(&reader), None).await.code(), "insufficient_scope");
+}
+
+#[tokio::test]
+async fn retention_keeps_the_newest_and_drops_the_old() {
+    let app = TestApp::spawn().await;
+    let capped = app
+        .create_webhook(json!({"name": "capped", "retention": {"max_age_days": null, "max_requests": 3}}))
+        .await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let mut sent = Vec::new();
+    for i in 0..5 {
+        sent.push(
+            app.capture(Method::POST, &capped, format!("{i}")).await.body["request_id"]
+                .as_str()
+                .expect("id")
+                .to_owned(),
+        );
+    }
+    let aged =
+        app.create_webhook(json!({"name": "aged", "retention": {"max_age_days": 1, "max_requests": null}})).await["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+    let old = app.capture(Method::POST, &aged, "old").await.body["request_id"].as_str().expect("id").to_owned();
+    let fresh = app.capture(Method::POST, &aged, "fresh").await.body["request_id"].as_str().expect("id").to_owned();
+    sqlx::query("UPDATE captures SET received_at = now() - interval '2 days' WHERE id = $1::uuid")
+        .bind(&old)
+        .execute(&app.pool)
+        .await
+        .expect("age");
+    // The organization default applies to endpoints without their own.
+    app.admin(
+        Method::PATCH,
+        "/organization",
+        Some(json!({"default_retention": {"max_age_days": null, "max_requests": 1}})),
+    )
+    .await;
+    let defaulted = app.create_webhook(json!({"name": "defaulted"})).await["id"].as_str().expect("id").to_owned();
+    app.capture(Method::POST, &defaulted, "a").await;
+    let last = app.capture(Method::POST, &defaulted, "b").await.body["request_id"].as_str().expect("id").to_owned();
+
+    let deleted = hookflow_control_plane::retention::sweep(&app.pool).await.expect("sweep");
+    assert_eq!(deleted, 2 + 1 + 1);
+    let ids = |page: serde_json::Value| -> Vec<String> {
+        page["items"].as_array().expect("items").iter().map(|c| c["id"].as_str().expect("id").to_owned()).collect()
+    };
+    let kept = ids(app.admin(Method::GET, &format!("/webhooks/{capped}/requests"), None).await.body);
+    assert_eq!(kept, [sent[4].clone(), sent[3].clone(), sent[2].clone()]);
+    assert_eq!(ids(app.admin(Method::GET, &format!("/webhooks/{aged}/requests"), None).await.body), [fresh]);
+    assert_eq!(ids(app.admin(Method::GET, &format!("/webhooks/{defaulted}/requests"), None).await.body), [last]);
+    assert_eq!(app.admin(Method::GET, &format!("/webhooks/{capped}"), None).await.body["request_count"], 3);
+    let analytics = app.admin(Method::GET, &format!("/webhooks/{capped}/analytics/volume"), None).await;
+    assert_eq!(analytics.body["total"], 5, "analytics count what was received");
+    assert_eq!(hookflow_control_plane::retention::sweep(&app.pool).await.expect("sweep"), 0, "idempotent");
+}
+
+#[tokio::test]
+async fn the_background_task_enforces_retention() {
+    let app = TestApp::spawn_with(|s| s.retention_interval = std::time::Duration::from_millis(200)).await;
+    let id = app.create_webhook(json!({"name": "auto", "retention": {"max_age_days": null, "max_requests": 1}})).await
+        ["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    for i in 0..3 {
+        app.capture(Method::POST, &id, format!("{i}")).await;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let count = app.admin(Method::GET, &format!("/webhooks/{id}"), None).await.body["request_count"].as_i64();
+        if count == Some(1) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "retention never ran");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

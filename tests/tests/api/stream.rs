@@ -1,0 +1,182 @@
+//! The live stream: SSE format, live delivery, Last-Event-ID resume without gaps or duplicates, keep-alives,
+//! delivery across server replicas, and large bodies left out.
+
+use futures_util::StreamExt as _;
+use hookflow_tests::TestApp;
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// An open SSE connection, read line by line.
+struct Sse {
+    lines: std::pin::Pin<Box<dyn futures_util::Stream<Item = String> + Send>>,
+}
+
+/// One event: its `id:` (if any) and parsed `data:`.
+#[derive(Debug)]
+struct Event {
+    id: Option<String>,
+    data: Value,
+}
+
+impl Sse {
+    async fn open(app: &TestApp, webhook: &str, last_event_id: Option<&str>) -> Self {
+        let mut request = app
+            .client
+            .get(app.url(&format!("/webhooks/{webhook}/stream")))
+            .header("X-Api-Key", &app.admin.key)
+            .header("X-Organization-Id", app.admin.org.to_string());
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id);
+        }
+        let response = request.send().await.expect("open stream");
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        let mut buffer = String::new();
+        let bytes = response.bytes_stream();
+        let lines = bytes
+            .map(move |chunk| {
+                buffer.push_str(&String::from_utf8_lossy(&chunk.expect("chunk")));
+                let mut lines = Vec::new();
+                while let Some(end) = buffer.find('\n') {
+                    lines.push(buffer[..end].to_owned());
+                    buffer.drain(..=end);
+                }
+                futures_util::stream::iter(lines)
+            })
+            .flatten();
+        Self { lines: Box::pin(lines) }
+    }
+
+    async fn line(&mut self) -> String {
+        tokio::time::timeout(Duration::from_secs(10), self.lines.next())
+            .await
+            .expect("a line within 10 s")
+            .expect("stream open")
+    }
+
+    /// The next event, checking the wire format: `id:` then one `data:` line then a blank line, no `event:`.
+    async fn event(&mut self) -> Event {
+        let mut id = None;
+        loop {
+            let line = self.line().await;
+            if line.starts_with(':') || line.is_empty() {
+                continue;
+            }
+            assert!(!line.starts_with("event:"), "no event: field");
+            if let Some(value) = line.strip_prefix("id:") {
+                id = Some(value.trim().to_owned());
+                continue;
+            }
+            let data =
+                line.strip_prefix("data:").unwrap_or_else(|| panic!("unexpected line {line:?}")).trim().to_owned();
+            assert_eq!(self.line().await, "", "one data line per event");
+            return Event { id, data: serde_json::from_str(&data).expect("one-line JSON") };
+        }
+    }
+
+    /// Asserts nothing arrives for a moment (comments aside).
+    async fn quiet(&mut self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(700);
+        while let Ok(Some(line)) = tokio::time::timeout_at(deadline, self.lines.next()).await {
+            assert!(line.is_empty() || line.starts_with(':'), "unexpected {line:?}");
+        }
+    }
+}
+
+async fn capture(app: &TestApp, id: &str, body: &str) -> String {
+    let reply = app.capture(Method::POST, id, body.to_owned()).await;
+    reply.body["request_id"].as_str().expect("request_id").to_owned()
+}
+
+#[tokio::test]
+async fn captures_arrive_live_in_the_contract_format() {
+    let app = TestApp::spawn().await;
+    let id = app.create_webhook(json!({"name": "live"})).await["id"].as_str().expect("id").to_owned();
+    let before = capture(&app, &id, "old").await;
+    let mut sse = Sse::open(&app, &id, None).await;
+    let mut sent = Vec::new();
+    for i in 0..3 {
+        sent.push(capture(&app, &id, &format!("{{\"i\":{i}}}")).await);
+    }
+    for (i, capture_id) in sent.iter().enumerate() {
+        let event = sse.event().await;
+        assert_eq!(event.id.as_deref(), Some(capture_id.as_str()));
+        assert_eq!(event.data["type"], "request.captured");
+        assert_eq!(event.data["id"], capture_id.as_str());
+        assert_eq!(event.data["body"], format!("{{\"i\":{i}}}"));
+        assert_eq!(event.data["webhook_id"], id);
+        assert!(event.data["headers"].is_array());
+    }
+    assert!(!sent.contains(&before));
+    sse.quiet().await;
+}
+
+#[tokio::test]
+async fn last_event_id_resumes_without_gaps_or_duplicates() {
+    let app = TestApp::spawn().await;
+    let id = app.create_webhook(json!({"name": "resume"})).await["id"].as_str().expect("id").to_owned();
+    let mut sse = Sse::open(&app, &id, None).await;
+    let first = capture(&app, &id, "1").await;
+    let second = capture(&app, &id, "2").await;
+    assert_eq!(sse.event().await.id.as_deref(), Some(first.as_str()));
+    assert_eq!(sse.event().await.id.as_deref(), Some(second.as_str()));
+    drop(sse);
+    let mut missed = Vec::new();
+    for i in 3..8 {
+        missed.push(capture(&app, &id, &i.to_string()).await);
+    }
+    let mut sse = Sse::open(&app, &id, Some(&second)).await;
+    for expected in &missed {
+        assert_eq!(sse.event().await.id.as_ref(), Some(expected));
+    }
+    let live = capture(&app, &id, "live").await;
+    assert_eq!(sse.event().await.id, Some(live));
+    sse.quiet().await;
+}
+
+#[tokio::test]
+async fn keep_alive_comments_flow_on_an_idle_stream() {
+    let app = TestApp::spawn_with(|s| s.stream_keep_alive = Duration::from_millis(200)).await;
+    let id = app.create_webhook(json!({"name": "idle"})).await["id"].as_str().expect("id").to_owned();
+    let mut sse = Sse::open(&app, &id, None).await;
+    assert_eq!(sse.line().await, ": keep-alive");
+}
+
+#[tokio::test]
+async fn a_capture_on_one_replica_reaches_a_subscriber_on_another() {
+    let app = TestApp::spawn().await;
+    let replica = app.replica().await;
+    let id = app.create_webhook(json!({"name": "fan-out"})).await["id"].as_str().expect("id").to_owned();
+    let mut on_replica = Sse::open(&replica, &id, None).await;
+    let mut on_origin = Sse::open(&app, &id, None).await;
+    let sent = capture(&app, &id, "across").await;
+    assert_eq!(on_replica.event().await.id.as_ref(), Some(&sent));
+    assert_eq!(on_origin.event().await.id.as_ref(), Some(&sent));
+    let back = capture(&replica, &id, "and back").await;
+    assert_eq!(on_origin.event().await.id, Some(back));
+}
+
+#[tokio::test]
+async fn large_bodies_are_left_out_of_events() {
+    let app = TestApp::spawn().await;
+    let id = app.create_webhook(json!({"name": "large"})).await["id"].as_str().expect("id").to_owned();
+    let mut sse = Sse::open(&app, &id, None).await;
+    capture(&app, &id, &"y".repeat(65 * 1024)).await;
+    let event = sse.event().await;
+    assert_eq!(event.data["body_truncated"], true);
+    assert!(event.data.get("body").is_none_or(Value::is_null));
+    assert_eq!(event.data["body_size"], 65 * 1024);
+}
+
+#[tokio::test]
+async fn streams_authenticate_like_any_request() {
+    let app = TestApp::spawn().await;
+    let id = app.create_webhook(json!({"name": "auth"})).await["id"].as_str().expect("id").to_owned();
+    assert_eq!(app.call(Method::GET, &format!("/webhooks/{id}/stream"), None, None).await.status, 401);
+    let writer = app.creds_with(&["webhooks:write"]).await;
+    let denied = app.call(Method::GET, &format!("/webhooks/{id}/stream"), Some(&writer), None).await;
+    assert_eq!(denied.code(), "insufficient_scope");
+    let missing = app.admin(Method::GET, &format!("/webhooks/{}/stream", uuid::Uuid::new_v4()), None).await;
+    assert_eq!(missing.status, 404);
+}
