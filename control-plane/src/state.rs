@@ -34,6 +34,8 @@ pub struct Settings {
     pub retention_interval: Duration,
     /// Interval of `: keep-alive` comments on idle streams.
     pub stream_keep_alive: Duration,
+    /// Events buffered per stream subscriber before it is told it lagged.
+    pub stream_buffer: usize,
 }
 
 impl Settings {
@@ -43,6 +45,7 @@ impl Settings {
             allow_private_targets: false,
             retention_interval: Duration::from_secs(60),
             stream_keep_alive: Duration::from_secs(15),
+            stream_buffer: 1024,
         }
     }
 }
@@ -53,7 +56,7 @@ impl AppState {
     pub fn start(pool: PgPool, settings: Settings, shutdown: CancellationToken) -> Self {
         let state = Self(Arc::new(Inner {
             captures: CaptureWriter::start(pool.clone()),
-            hub: StreamHub::new(pool.clone(), shutdown.clone()),
+            hub: StreamHub::new(pool.clone(), shutdown.clone(), settings.stream_buffer),
             endpoints: EndpointCache::default(),
             pool,
             settings,

@@ -381,3 +381,128 @@ async fn embedded_lifecycle_bootstrap_lock_signals_and_recovery() {
     assert!(recovered.wait_exit(60).success());
     assert!(!dir.postmaster_pid().exists());
 }
+
+async fn post_json(base: &str, path: &str, key: &str, org: &str, body: serde_json::Value) -> serde_json::Value {
+    let response = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .header("X-Api-Key", key)
+        .header("X-Organization-Id", org)
+        .json(&body)
+        .send()
+        .await
+        .expect("request");
+    assert!(response.status().is_success(), "{path}: {}", response.status());
+    response.json().await.expect("json")
+}
+
+/// Every capture id in an endpoint's history, through the NDJSON export.
+async fn stored_ids(base: &str, webhook: &str, key: &str, org: &str) -> std::collections::HashSet<String> {
+    let text = reqwest::Client::new()
+        .get(format!("{base}/webhooks/{webhook}/requests/export"))
+        .header("X-Api-Key", key)
+        .header("X-Organization-Id", org)
+        .send()
+        .await
+        .expect("export")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("line")["id"].as_str().expect("id").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn acknowledged_captures_survive_sigkill_and_streams_cross_processes() {
+    let dir = DataDir::new("durable");
+    let mut server = Server::start(&dir.0, &[]);
+    let base = server.base_url();
+    let announced = server.stdout();
+    let (org, key) = (field(&announced, "organization id:"), field(&announced, "api key:"));
+    let hook = post_json(&base, "/webhooks", &key, &org, serde_json::json!({"name": "load"})).await;
+    let webhook = hook["id"].as_str().expect("id").to_owned();
+
+    // A second server process on the same database; a subscriber there sees captures taken by the first.
+    let replica_dir = DataDir::new("replica");
+    let url = format!("postgres://hookflow@localhost/hookflow?host={}", dir.0.join("postgres/run").display());
+    let mut replica =
+        Server::spawn(server_command(&replica_dir.0, &["--listen", "127.0.0.1:0"]).env("HOOKFLOW_DATABASE_URL", &url));
+    let replica_base = replica.base_url();
+    let stream = reqwest::Client::new()
+        .get(format!("{replica_base}/webhooks/{webhook}/stream"))
+        .header("X-Api-Key", &key)
+        .header("X-Organization-Id", &org)
+        .send()
+        .await
+        .expect("stream");
+    assert_eq!(stream.status(), 200);
+    let receipt: serde_json::Value = reqwest::Client::new()
+        .post(format!("{base}/webhook/{webhook}"))
+        .body("across processes")
+        .send()
+        .await
+        .expect("capture")
+        .json()
+        .await
+        .expect("receipt");
+    let expected = format!("id: {}", receipt["request_id"].as_str().expect("id"));
+    let mut seen = String::new();
+    let mut chunks = stream.bytes_stream();
+    let arrived = tokio::time::timeout(Duration::from_secs(10), async {
+        use futures_util::StreamExt as _;
+        while let Some(chunk) = chunks.next().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk.expect("chunk")));
+            if seen.contains(&expected) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(arrived, Ok(true), "the replica's subscriber got: {seen}");
+    drop(chunks);
+    replica.signal("-TERM");
+    assert!(replica.wait_exit(30).success());
+
+    // Load from 16 concurrent senders; SIGKILL the server mid-way.
+    let acknowledged = Arc::new(Mutex::new(vec![receipt["request_id"].as_str().expect("id").to_owned()]));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut senders = Vec::new();
+    for sender in 0..16 {
+        let (url, acknowledged, stop) = (format!("{base}/webhook/{webhook}"), acknowledged.clone(), stop.clone());
+        senders.push(tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                let Ok(response) = client.post(&url).body(format!("{{\"sender\":{sender},\"n\":{n}}}")).send().await
+                else {
+                    continue;
+                };
+                if response.status() == 200
+                    && let Ok(receipt) = response.json::<serde_json::Value>().await
+                    && let Some(id) = receipt["request_id"].as_str()
+                {
+                    acknowledged.lock().expect("lock").push(id.to_owned());
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    server.signal("-KILL");
+    server.wait_exit(30);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for sender in senders {
+        sender.await.expect("sender");
+    }
+    let acknowledged = acknowledged.lock().expect("lock").clone();
+    assert!(acknowledged.len() > 50, "the load ran ({} acknowledged)", acknowledged.len());
+
+    let mut restarted = Server::start(&dir.0, &[]);
+    let base = restarted.base_url();
+    let stored = stored_ids(&base, &webhook, &key, &org).await;
+    let lost: Vec<_> = acknowledged.iter().filter(|id| !stored.contains(*id)).collect();
+    assert!(lost.is_empty(), "{} of {} acknowledged captures were lost: {lost:?}", lost.len(), acknowledged.len());
+    restarted.signal("-TERM");
+    assert!(restarted.wait_exit(60).success());
+}

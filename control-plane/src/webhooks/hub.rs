@@ -12,8 +12,6 @@ use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-/// Events buffered per subscriber before it is told it lagged.
-const BUFFER: usize = 1024;
 const FETCH: i64 = 500;
 
 /// A capture ready to send: its id (the SSE event id) and its one-line JSON payload.
@@ -34,6 +32,8 @@ pub struct StreamHub {
     pool: PgPool,
     topics: Mutex<HashMap<Uuid, Arc<Topic>>>,
     shutdown: CancellationToken,
+    /// Events buffered per subscriber before it is told it lagged.
+    buffer: usize,
 }
 
 /// The stream payload of a capture: `{"type": "request.captured", ...the captured request}`.
@@ -65,8 +65,8 @@ pub async fn captures_after(
 }
 
 impl StreamHub {
-    pub fn new(pool: PgPool, shutdown: CancellationToken) -> Arc<Self> {
-        Arc::new(Self { pool, topics: Mutex::default(), shutdown })
+    pub fn new(pool: PgPool, shutdown: CancellationToken, buffer: usize) -> Arc<Self> {
+        Arc::new(Self { pool, topics: Mutex::default(), shutdown, buffer: buffer.max(1) })
     }
 
     /// Subscribes to an endpoint's captures stored from now on.
@@ -79,7 +79,7 @@ impl StreamHub {
             match topics.get(&webhook_id) {
                 Some(topic) => (topic.clone(), topic.sender.subscribe(), false),
                 None => {
-                    let (sender, receiver) = broadcast::channel(BUFFER);
+                    let (sender, receiver) = broadcast::channel(self.buffer);
                     let topic = Arc::new(Topic { sender, wake: Notify::new() });
                     topics.insert(webhook_id, topic.clone());
                     (topic, receiver, true)

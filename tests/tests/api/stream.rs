@@ -180,3 +180,33 @@ async fn streams_authenticate_like_any_request() {
     let missing = app.admin(Method::GET, &format!("/webhooks/{}/stream", uuid::Uuid::new_v4()), None).await;
     assert_eq!(missing.status, 404);
 }
+
+#[tokio::test]
+async fn a_slow_subscriber_is_told_it_lagged_and_can_resume() {
+    let app = TestApp::spawn_with(|s| s.stream_buffer = 8).await;
+    let id = app.create_webhook(json!({"name": "flood"})).await["id"].as_str().expect("id").to_owned();
+    let mut sse = Sse::open(&app, &id, None).await;
+    // Nobody reads while 200 captures of 60 KB arrive: socket buffers fill, then the subscriber's buffer.
+    let body = "z".repeat(60_000);
+    let mut sent = Vec::new();
+    for _ in 0..200 {
+        sent.push(capture(&app, &id, &body).await);
+    }
+    let mut delivered = Vec::new();
+    let missed = loop {
+        let event = sse.event().await;
+        if event.data["type"] == "stream.lagged" {
+            assert!(event.id.is_none(), "a lag notice carries no event id");
+            break event.data["missed"].as_u64().expect("missed");
+        }
+        delivered.push(event.id.expect("capture events have ids"));
+    };
+    assert!(missed >= 1);
+    assert_eq!(delivered[..], sent[..delivered.len()], "what was delivered came in order");
+    // Reconnecting after the last delivered event fills the gap.
+    let last = delivered.last().expect("some events arrived before the lag");
+    let mut resumed = Sse::open(&app, &id, Some(last)).await;
+    for expected in &sent[delivered.len()..] {
+        assert_eq!(resumed.event().await.id.as_ref(), Some(expected));
+    }
+}
