@@ -12,9 +12,6 @@ CREATE TABLE webhooks (
     max_requests     bigint CHECK (max_requests > 0),
     -- Custom answer {status, headers, body} instead of the JSON receipt.
     response         jsonb,
-    -- Captures currently stored (maintained by the capture writer, deletions and retention).
-    request_count    bigint NOT NULL DEFAULT 0,
-    last_request_at  timestamptz,
     created_at       timestamptz NOT NULL DEFAULT now(),
     updated_at       timestamptz NOT NULL DEFAULT now()
 );
@@ -45,6 +42,19 @@ CREATE TABLE captures (
 CREATE INDEX captures_webhook_id ON captures (webhook_id, id DESC);
 CREATE INDEX captures_webhook_received ON captures (webhook_id, received_at DESC, id DESC);
 
+-- Counters are sharded by writer slot: the capture writer keeps several batches in flight, each bumping only its
+-- own slot's rows, so concurrent batches never wait on each other's row locks. Readers sum the slots.
+
+-- Captures currently stored per endpoint (the request_count of an endpoint is the sum over slots; deletions and
+-- retention subtract in slot 0) and the newest receipt.
+CREATE TABLE webhook_counters (
+    webhook_id       uuid NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
+    slot             smallint NOT NULL,
+    stored           bigint NOT NULL DEFAULT 0,
+    last_request_at  timestamptz,
+    PRIMARY KEY (webhook_id, slot)
+);
+
 -- Captures per endpoint, minute and method, bumped by the writer in the same transaction as the rows: analytics
 -- read these, never the captures. They count what was received; deleting history does not rewrite the past.
 CREATE TABLE capture_counts (
@@ -52,8 +62,9 @@ CREATE TABLE capture_counts (
     organization_id  uuid NOT NULL,
     minute           timestamptz NOT NULL,
     method           text NOT NULL,
+    slot             smallint NOT NULL DEFAULT 0,
     count            bigint NOT NULL,
-    PRIMARY KEY (webhook_id, minute, method)
+    PRIMARY KEY (webhook_id, minute, method, slot)
 );
 CREATE INDEX capture_counts_org_minute ON capture_counts (organization_id, minute);
 

@@ -195,14 +195,14 @@ fn find_end(bytes: &[u8]) -> Option<usize> {
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for Recording<IO> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
         let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = polled
             && buf.filled().len() > before
         {
-            let fresh = buf.filled()[before..].to_vec();
-            self.feed(&fresh);
+            this.feed(&buf.filled()[before..]);
         }
         polled
     }

@@ -2,6 +2,7 @@
 //! `max_requests` newest (the organization's defaults where the endpoint sets none), keeping counts right.
 
 use crate::state::AppState;
+use crate::webhooks::model::subtract_stored;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -25,7 +26,8 @@ pub async fn sweep(pool: &PgPool) -> Result<u64, sqlx::Error> {
     let over: Vec<(Uuid, i64)> = sqlx::query_as(
         "SELECT w.id, COALESCE(w.max_requests, o.default_max_requests) FROM webhooks w
          JOIN organizations o ON o.id = w.organization_id
-         WHERE w.request_count > COALESCE(w.max_requests, o.default_max_requests)",
+         WHERE (SELECT COALESCE(sum(c.stored), 0) FROM webhook_counters c WHERE c.webhook_id = w.id)
+               > COALESCE(w.max_requests, o.default_max_requests)",
     )
     .fetch_all(pool)
     .await?;
@@ -45,19 +47,13 @@ pub async fn sweep(pool: &PgPool) -> Result<u64, sqlx::Error> {
 }
 
 async fn adjust_counts(pool: &PgPool, removed: &[(Uuid, i64)]) -> Result<u64, sqlx::Error> {
-    let removed: Vec<_> = removed.iter().filter(|(_, n)| *n > 0).collect();
-    if removed.is_empty() {
-        return Ok(0);
+    let mut total = 0;
+    for (webhook_id, n) in removed.iter().filter(|(_, n)| *n > 0) {
+        let mut conn = pool.acquire().await?;
+        subtract_stored(&mut conn, *webhook_id, *n).await?;
+        total += *n as u64;
     }
-    sqlx::query(
-        "UPDATE webhooks w SET request_count = GREATEST(w.request_count - r.n, 0)
-         FROM UNNEST($1::uuid[], $2::bigint[]) AS r(id, n) WHERE w.id = r.id",
-    )
-    .bind(removed.iter().map(|r| r.0).collect::<Vec<_>>())
-    .bind(removed.iter().map(|r| r.1).collect::<Vec<_>>())
-    .execute(pool)
-    .await?;
-    Ok(removed.iter().map(|r| r.1 as u64).sum())
+    Ok(total)
 }
 
 /// Sweeps every `settings.retention_interval` until shutdown.

@@ -1,16 +1,20 @@
 //! The capture writer: one task per server that takes captures from a queue and stores them many rows per
-//! transaction (group commit: whatever arrived while the previous commit ran goes into the next). In the same
-//! transaction it bumps the endpoints' counts and per-minute analytics counters and NOTIFYs the streams. A
-//! capture is acknowledged only after its transaction commits. Ids (UUIDv7) are assigned here, in commit order,
-//! so "captures after id X" is gap-free for stream resumption.
+//! transaction (group commit: whatever arrived while earlier batches ran goes into the next), with a few batches
+//! in flight on separate connections. In the same transaction a batch bumps its slot of the endpoints' counts and
+//! of the per-minute analytics counters, and NOTIFYs the streams. A capture is acknowledged only after its
+//! transaction commits. Ids (UUIDv7) are assigned here in batch order and batches commit in that order, so
+//! "captures after id X" is gap-free for live streams and resumption.
 
-use chrono::{DateTime, DurationRound, TimeDelta, Utc};
-use std::collections::{BTreeMap, HashMap};
-use tokio::sync::{mpsc, oneshot};
+use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use uuid::Uuid;
 
 /// Rows per transaction at most.
 const MAX_BATCH: usize = 512;
+/// Batches in flight at once, each on its own connection and counter slot; their commits are ordered.
+const IN_FLIGHT: usize = 2;
 /// Captures waiting for the writer before senders wait too (back-pressure).
 const QUEUE: usize = 8192;
 
@@ -68,105 +72,119 @@ impl CaptureWriter {
 }
 
 async fn run(pool: sqlx::PgPool, mut jobs: mpsc::Receiver<Job>) {
-    let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
-    while jobs.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let records: Vec<&CaptureRecord> = batch.iter().map(|(r, _)| r).collect();
-        let outcomes = match write(&pool, &records).await {
-            Ok(outcomes) => outcomes,
-            Err(e) => {
-                tracing::error!(error = %e, rows = records.len(), "storing captures failed; answering 503");
-                vec![Outcome::Failed; records.len()]
-            }
-        };
-        for ((_, reply), outcome) in batch.drain(..).zip(outcomes) {
-            let _ = reply.send(outcome);
+    let permits = Arc::new(Semaphore::new(IN_FLIGHT));
+    let mut previous: Option<oneshot::Receiver<()>> = None;
+    let mut sequence: usize = 0;
+    loop {
+        // Take a slot first, so the batch keeps filling while every slot is busy.
+        let Ok(permit) = permits.clone().acquire_owned().await else { return };
+        let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
+        if jobs.recv_many(&mut batch, MAX_BATCH).await == 0 {
+            break;
         }
+        // Ids are taken here, in batch order; commits happen in the same order.
+        let ids: Vec<Uuid> = batch.iter().map(|_| Uuid::now_v7()).collect();
+        let slot = (sequence % IN_FLIGHT) as i16;
+        sequence += 1;
+        let (committed, next) = oneshot::channel();
+        // A batch waits for its predecessor's commit only while that one is still in flight.
+        let after = previous.replace(next).filter(|p| p.is_empty());
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            let records: Vec<&CaptureRecord> = batch.iter().map(|(r, _)| r).collect();
+            let outcomes = match write(&pool, &records, &ids, slot, after).await {
+                Ok(outcomes) => outcomes,
+                Err(e) => {
+                    tracing::error!(error = %e, rows = records.len(), "storing captures failed; answering 503");
+                    vec![Outcome::Failed; records.len()]
+                }
+            };
+            let _ = committed.send(());
+            for ((_, reply), outcome) in batch.into_iter().zip(outcomes) {
+                let _ = reply.send(outcome);
+            }
+            drop(permit);
+        });
     }
+    // Queue closed: wait until every batch in flight has answered.
+    let _ = permits.acquire_many(IN_FLIGHT as u32).await;
 }
 
-/// Stores one batch in one transaction; rows whose endpoint vanished are skipped.
-async fn write(pool: &sqlx::PgPool, records: &[&CaptureRecord]) -> Result<Vec<Outcome>, sqlx::Error> {
-    let ids: Vec<Uuid> = records.iter().map(|_| Uuid::now_v7()).collect();
-    let mut tx = pool.begin().await?;
-    let stored: Vec<Uuid> = sqlx::query_scalar(
-        "INSERT INTO captures (id, organization_id, webhook_id, method, path, query_string, query, headers,
-                               content_type, body, body_size, body_sha256, body_utf8, source_ip, received_at)
-         SELECT u.id, u.org, u.webhook, u.method, u.path, u.qs, u.query::jsonb, u.headers::jsonb, u.ct, u.body,
-                length(u.body), u.sha, u.utf8, u.ip, u.at
-         FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-                     $9::text[], $10::bytea[], $11::bytea[], $12::bool[], $13::text[], $14::timestamptz[])
-              AS u(id, org, webhook, method, path, qs, query, headers, ct, body, sha, utf8, ip, at)
-         JOIN webhooks w ON w.id = u.webhook
-         RETURNING id",
-    )
-    .bind(&ids)
-    .bind(records.iter().map(|r| r.org_id).collect::<Vec<_>>())
-    .bind(records.iter().map(|r| r.webhook_id).collect::<Vec<_>>())
-    .bind(records.iter().map(|r| r.method.as_str()).collect::<Vec<_>>())
-    .bind(records.iter().map(|r| r.path.as_str()).collect::<Vec<_>>())
-    .bind(records.iter().map(|r| r.query_string.as_str()).collect::<Vec<_>>())
-    .bind(records.iter().map(|r| serde_json::to_string(&r.query).unwrap_or_default()).collect::<Vec<_>>())
-    .bind(records.iter().map(|r| serde_json::to_string(&r.headers).unwrap_or_default()).collect::<Vec<_>>())
-    .bind(records.iter().map(|r| r.content_type.as_deref()).collect::<Vec<_>>())
-    .bind(records.iter().map(|r| r.body.as_ref()).collect::<Vec<&[u8]>>())
-    .bind(records.iter().map(|r| r.body_sha256.as_slice()).collect::<Vec<&[u8]>>())
-    .bind(records.iter().map(|r| r.body_utf8).collect::<Vec<_>>())
-    .bind(records.iter().map(|r| r.source_ip.as_str()).collect::<Vec<_>>())
-    .bind(records.iter().map(|r| r.received_at).collect::<Vec<_>>())
-    .fetch_all(&mut *tx)
-    .await?;
-    let stored: std::collections::HashSet<Uuid> = stored.into_iter().collect();
+/// Stores one batch with one statement (atomic on its own, one round trip): the rows, the endpoints' counts, the
+/// per-minute counters and the NOTIFYs. Rows whose endpoint vanished are skipped.
+const WRITE_BATCH: &str = "
+WITH input AS (
+    SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
+                         $8::text[], $9::text[], $10::bytea[], $11::bytea[], $12::bool[], $13::text[], $14::timestamptz[])
+        AS u(id, org, webhook, method, path, qs, query, headers, ct, body, sha, utf8, ip, at)
+), stored AS (
+    INSERT INTO captures (id, organization_id, webhook_id, method, path, query_string, query, headers, content_type,
+                          body, body_size, body_sha256, body_utf8, source_ip, received_at)
+    SELECT u.id, u.org, u.webhook, u.method, u.path, u.qs, u.query::jsonb, u.headers::jsonb, u.ct, u.body,
+           length(u.body), u.sha, u.utf8, u.ip, u.at
+    FROM input u JOIN webhooks w ON w.id = u.webhook
+    RETURNING id, organization_id, webhook_id, method, received_at
+), endpoints AS (
+    INSERT INTO webhook_counters AS c (webhook_id, slot, stored, last_request_at)
+    SELECT webhook_id, $15, count(*), max(received_at) FROM stored GROUP BY webhook_id
+    ON CONFLICT (webhook_id, slot) DO UPDATE SET stored = c.stored + EXCLUDED.stored,
+        last_request_at = GREATEST(c.last_request_at, EXCLUDED.last_request_at)
+    RETURNING c.webhook_id
+), counters AS (
+    INSERT INTO capture_counts AS c (webhook_id, organization_id, minute, method, slot, count)
+    SELECT webhook_id, organization_id, date_trunc('minute', received_at, 'UTC'), method, $15, count(*)
+    FROM stored GROUP BY 1, 2, 3, 4
+    ON CONFLICT (webhook_id, minute, method, slot) DO UPDATE SET count = c.count + EXCLUDED.count
+), notified AS (
+    SELECT pg_notify('hookflow_captures', webhook_id::text) FROM endpoints
+)
+SELECT id FROM stored WHERE (SELECT count(*) FROM notified) >= 0";
 
-    // Per endpoint: rows stored and the newest receipt; per endpoint, minute and method: the analytics counter.
-    let mut per_endpoint: HashMap<Uuid, (i64, DateTime<Utc>)> = HashMap::new();
-    let mut per_minute: HashMap<(Uuid, Uuid, DateTime<Utc>, &str), i64> = HashMap::new();
-    let outcomes: Vec<Outcome> = records
-        .iter()
-        .zip(&ids)
-        .map(|(record, id)| {
-            if !stored.contains(id) {
-                return Outcome::EndpointGone;
-            }
-            let endpoint = per_endpoint.entry(record.webhook_id).or_insert((0, record.received_at));
-            endpoint.0 += 1;
-            endpoint.1 = endpoint.1.max(record.received_at);
-            let minute = record.received_at.duration_trunc(TimeDelta::minutes(1)).unwrap_or(record.received_at);
-            *per_minute.entry((record.webhook_id, record.org_id, minute, record.method.as_str())).or_default() += 1;
-            Outcome::Stored(*id)
-        })
-        .collect();
-    if per_endpoint.is_empty() {
-        tx.commit().await?;
-        return Ok(outcomes);
-    }
-    let (endpoints, counts): (Vec<Uuid>, Vec<(i64, DateTime<Utc>)>) = per_endpoint.into_iter().unzip();
-    sqlx::query(
-        "UPDATE webhooks w SET request_count = w.request_count + v.n,
-                last_request_at = GREATEST(w.last_request_at, v.last)
-         FROM UNNEST($1::uuid[], $2::bigint[], $3::timestamptz[]) AS v(id, n, last) WHERE w.id = v.id",
-    )
-    .bind(&endpoints)
-    .bind(counts.iter().map(|c| c.0).collect::<Vec<_>>())
-    .bind(counts.iter().map(|c| c.1).collect::<Vec<_>>())
-    .execute(&mut *tx)
-    .await?;
-    let keys: Vec<_> = per_minute.keys().copied().collect();
-    sqlx::query(
-        "INSERT INTO capture_counts (webhook_id, organization_id, minute, method, count)
-         SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::timestamptz[], $4::text[], $5::bigint[])
-         ON CONFLICT (webhook_id, minute, method) DO UPDATE SET count = capture_counts.count + EXCLUDED.count",
-    )
-    .bind(keys.iter().map(|k| k.0).collect::<Vec<_>>())
-    .bind(keys.iter().map(|k| k.1).collect::<Vec<_>>())
-    .bind(keys.iter().map(|k| k.2).collect::<Vec<_>>())
-    .bind(keys.iter().map(|k| k.3).collect::<Vec<_>>())
-    .bind(keys.iter().map(|k| per_minute[k]).collect::<Vec<_>>())
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query("SELECT pg_notify('hookflow_captures', id::text) FROM UNNEST($1::uuid[]) AS id")
-        .bind(&endpoints)
-        .execute(&mut *tx)
-        .await?;
+async fn write(
+    pool: &sqlx::PgPool,
+    records: &[&CaptureRecord],
+    ids: &[Uuid],
+    slot: i16,
+    after: Option<oneshot::Receiver<()>>,
+) -> Result<Vec<Outcome>, sqlx::Error> {
+    let Some(after) = after else {
+        // Nothing earlier in flight: the statement commits on its own, in one round trip.
+        return finish(ids, bind(ids, records, slot).fetch_all(pool).await?);
+    };
+    let mut tx = pool.begin().await?;
+    let stored = bind(ids, records, slot).fetch_all(&mut *tx).await?;
+    // Commit after the previous batch did: ids become visible in order, so "after id X" never skips a row.
+    let _ = after.await;
     tx.commit().await?;
-    Ok(outcomes)
+    finish(ids, stored)
+}
+
+fn finish(ids: &[Uuid], stored: Vec<Uuid>) -> Result<Vec<Outcome>, sqlx::Error> {
+    let stored: std::collections::HashSet<Uuid> = stored.into_iter().collect();
+    Ok(ids.iter().map(|id| if stored.contains(id) { Outcome::Stored(*id) } else { Outcome::EndpointGone }).collect())
+}
+
+type Arguments = <sqlx::Postgres as sqlx::Database>::Arguments;
+
+fn bind<'q>(
+    ids: &'q [Uuid],
+    records: &'q [&'q CaptureRecord],
+    slot: i16,
+) -> sqlx::query::QueryScalar<'q, sqlx::Postgres, Uuid, Arguments> {
+    sqlx::query_scalar(WRITE_BATCH)
+        .bind(ids)
+        .bind(records.iter().map(|r| r.org_id).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.webhook_id).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.method.as_str()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.path.as_str()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.query_string.as_str()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| serde_json::to_string(&r.query).unwrap_or_default()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| serde_json::to_string(&r.headers).unwrap_or_default()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.content_type.as_deref()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.body.as_ref()).collect::<Vec<&[u8]>>())
+        .bind(records.iter().map(|r| r.body_sha256.as_slice()).collect::<Vec<&[u8]>>())
+        .bind(records.iter().map(|r| r.body_utf8).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.source_ip.as_str()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.received_at).collect::<Vec<_>>())
+        .bind(slot)
 }

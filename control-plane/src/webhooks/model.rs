@@ -16,8 +16,10 @@ pub const INLINE_BODY_LIMIT: i32 = 64 * 1024;
 pub const WEBHOOK_COLUMNS: &str =
     "w.id, w.name, w.description, COALESCE(w.max_body_bytes, o.default_max_body_bytes) AS max_body_bytes,
      COALESCE(w.max_age_days, o.default_max_age_days) AS max_age_days,
-     COALESCE(w.max_requests, o.default_max_requests) AS max_requests, w.response, w.request_count,
-     w.last_request_at, w.created_at, w.updated_at";
+     COALESCE(w.max_requests, o.default_max_requests) AS max_requests, w.response,
+     (SELECT COALESCE(sum(c.stored), 0)::bigint FROM webhook_counters c WHERE c.webhook_id = w.id) AS request_count,
+     (SELECT max(c.last_request_at) FROM webhook_counters c WHERE c.webhook_id = w.id) AS last_request_at,
+     w.created_at, w.updated_at";
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct WebhookRow {
@@ -108,4 +110,17 @@ pub fn encode_body(bytes: Vec<u8>, encoding: BodyEncoding) -> String {
         BodyEncoding::Utf8 => String::from_utf8(bytes).unwrap_or_else(|e| STANDARD.encode(e.into_bytes())),
         BodyEncoding::Base64 => STANDARD.encode(bytes),
     }
+}
+
+/// Subtracts captures deleted outside the writer (by hand or by retention) from an endpoint's count.
+pub async fn subtract_stored(conn: &mut sqlx::PgConnection, webhook_id: Uuid, removed: i64) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO webhook_counters AS c (webhook_id, slot, stored) VALUES ($1, 0, -$2)
+         ON CONFLICT (webhook_id, slot) DO UPDATE SET stored = c.stored - $2",
+    )
+    .bind(webhook_id)
+    .bind(removed)
+    .execute(conn)
+    .await?;
+    Ok(())
 }

@@ -6,7 +6,7 @@ use crate::extract::{ApiPath, ApiQuery};
 use crate::pagination::ListParams;
 use crate::state::AppState;
 use crate::webhooks::endpoints::ensure_exists;
-use crate::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow};
+use crate::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow, subtract_stored};
 use crate::webhooks::search::{self, Search};
 use axum::Json;
 use axum::extract::State;
@@ -111,10 +111,7 @@ pub async fn delete_request(
     if deleted.rows_affected() == 0 {
         return Err(ApiError::not_found("captured request"));
     }
-    sqlx::query("UPDATE webhooks SET request_count = GREATEST(request_count - 1, 0) WHERE id = $1")
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
+    subtract_stored(&mut tx, id, 1).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -129,16 +126,16 @@ pub async fn clear_requests(
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<StatusCode, ApiError> {
     let mut tx = app.pool.begin().await?;
-    // Lock the endpoint row so the count and the rows agree with a concurrent capture batch.
-    let found: Option<i32> =
-        sqlx::query_scalar("SELECT 1 FROM webhooks WHERE organization_id = $1 AND id = $2 FOR UPDATE")
-            .bind(caller.org_id)
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
+    let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM webhooks WHERE organization_id = $1 AND id = $2")
+        .bind(caller.org_id)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
     found.ok_or_else(|| ApiError::not_found("webhook"))?;
+    // Lock the counters first: batches in flight finish, and later ones wait, so rows and counts agree.
+    sqlx::query("SELECT 1 FROM webhook_counters WHERE webhook_id = $1 FOR UPDATE").bind(id).execute(&mut *tx).await?;
     sqlx::query("DELETE FROM captures WHERE webhook_id = $1").bind(id).execute(&mut *tx).await?;
-    sqlx::query("UPDATE webhooks SET request_count = 0 WHERE id = $1").bind(id).execute(&mut *tx).await?;
+    sqlx::query("UPDATE webhook_counters SET stored = 0 WHERE webhook_id = $1").bind(id).execute(&mut *tx).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }

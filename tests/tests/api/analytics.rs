@@ -50,7 +50,7 @@ async fn history_buckets_aggregate_counters() {
         ("2026-01-01T12:00:00Z", "PUT", 2),
         ("2026-01-02T00:30:00Z", "POST", 10),
     ] {
-        sqlx::query("INSERT INTO capture_counts VALUES ($1::uuid, $2, $3::timestamptz, $4, $5)")
+        sqlx::query("INSERT INTO capture_counts (webhook_id, organization_id, minute, method, count) VALUES ($1::uuid, $2, $3::timestamptz, $4, $5)")
             .bind(&id)
             .bind(app.admin.org)
             .bind(minute)

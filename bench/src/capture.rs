@@ -1,0 +1,209 @@
+//! `hookflow-bench capture`: durable capture throughput and latency beside a bare axum handler in the same run,
+//! and capture-to-subscriber latency with many SSE subscribers at a fixed capture rate.
+
+use crate::load::{self, BoxError, Connection};
+use crate::setup::Rig;
+use bytes::Bytes;
+use http_body_util::BodyExt as _;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Concurrent keep-alive connections of the throughput runs.
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// Seconds each throughput run lasts (after a one-second warm-up).
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Size of each JSON body.
+    #[arg(long, default_value_t = 1024)]
+    body_bytes: usize,
+    /// SSE subscribers of the latency run.
+    #[arg(long, default_value_t = 50)]
+    subscribers: usize,
+    /// Captures per second during the latency run.
+    #[arg(long, default_value_t = 1000)]
+    rate: u32,
+    /// Seconds the latency run lasts.
+    #[arg(long, default_value_t = 5)]
+    stream_seconds: u64,
+}
+
+/// A JSON object of about `size` bytes.
+fn json_body(size: usize) -> Bytes {
+    let pad = size.saturating_sub(40);
+    Bytes::from(format!("{{\"event\":\"bench\",\"pad\":\"{}\"}}", "x".repeat(pad)))
+}
+
+/// The same shape of answer as the capture path, from a handler that stores nothing.
+async fn start_bare_axum() -> Result<String, BoxError> {
+    async fn receipt(body: Bytes) -> axum::Json<serde_json::Value> {
+        axum::Json(serde_json::json!({"message": "Request captured", "request_id": uuid::Uuid::now_v7(),
+            "received_at": hookflow_shared::Timestamp::now(), "size": body.len()}))
+    }
+    let router = axum::Router::new().route("/webhook/{id}", axum::routing::post(receipt));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    Ok(base)
+}
+
+fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+pub async fn run(args: Args) -> Result<(), BoxError> {
+    let rig = Rig::start().await?;
+    let outcome = measure(&rig, &args).await;
+    rig.stop().await;
+    outcome
+}
+
+async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
+    let webhook = rig.webhook("throughput").await?;
+    let path = format!("/webhook/{webhook}");
+    let body = json_body(args.body_bytes);
+    let bare = start_bare_axum().await?;
+    let (run, warm) = (Duration::from_secs(args.seconds), Duration::from_secs(1));
+    println!(
+        "hookflow-bench capture: {} connections, {} B JSON bodies, {} s per run, 2 cores shared by server and load",
+        args.connections,
+        body.len(),
+        args.seconds
+    );
+
+    load::closed_loop(&bare, &path, body.clone(), args.connections, warm).await?;
+    let baseline = load::closed_loop(&bare, &path, body.clone(), args.connections, run).await?;
+    load::closed_loop(&rig.base, &path, body.clone(), args.connections, warm).await?;
+    let rss_before = rss_mib();
+    let captures = load::closed_loop(&rig.base, &path, body.clone(), args.connections, run).await?;
+    let rss_after = rss_mib();
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM captures").fetch_one(&rig.pool).await?;
+
+    println!("\n| run | req/s | p50 ms | p99 ms | failed |\n|---|---|---|---|---|");
+    for (name, r) in [("bare axum handler", &baseline), ("durable capture", &captures)] {
+        println!(
+            "| {name} | {:.0} | {:.2} | {:.2} | {} |",
+            r.rate(),
+            r.percentile_ms(50.0),
+            r.percentile_ms(99.0),
+            r.failed
+        );
+    }
+    let ratio = captures.rate() / baseline.rate();
+    println!(
+        "\ncapture / bare ratio: {ratio:.3} (target >= 0.25); capture p99 {:.2} ms (target <= 25 ms)",
+        captures.percentile_ms(99.0)
+    );
+    println!("rows stored: {stored} (every acknowledged capture of warm-up and run: {})", stored as u64 >= captures.ok);
+    println!(
+        "process RSS (server + load generator): {rss_before:.0} MiB before, {rss_after:.0} MiB after the capture run (target server <= 150 MiB)"
+    );
+
+    stream_latency(rig, args).await
+}
+
+/// Subscribers measure, per event, now minus the send time carried in the capture's body.
+async fn stream_latency(rig: &Rig, args: &Args) -> Result<(), BoxError> {
+    let webhook = rig.webhook("stream").await?;
+    let (base, key, org) = (rig.base.clone(), rig.key.clone(), rig.org.to_string());
+    let (subscribers, rate, seconds) = (args.subscribers, args.rate, args.stream_seconds);
+    let (sent, samples) = load::on_load_runtime(move || async move {
+        subscribe_and_send(&base, &key, &org, &webhook, subscribers, rate, seconds).await
+    })
+    .await?;
+    let expected = sent * subscribers as u64;
+    println!(
+        "\ncapture -> SSE subscriber: {subscribers} subscribers, {:.0} captures/s sent for {seconds} s; {} of {expected} deliveries seen; p50 {:.2} ms, p99 {:.2} ms (target p99 <= 50 ms)",
+        sent as f64 / seconds as f64,
+        samples.len(),
+        load::percentile_ms(&samples, 50.0),
+        load::percentile_ms(&samples, 99.0)
+    );
+    Ok(())
+}
+
+/// Opens the subscribers, sends paced captures, and returns how many were sent and every delivery latency.
+async fn subscribe_and_send(
+    base: &str,
+    key: &str,
+    org: &str,
+    webhook: &str,
+    subscriber_count: usize,
+    rate: u32,
+    seconds: u64,
+) -> Result<(u64, Vec<u32>), BoxError> {
+    let samples: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let mut subscribers = Vec::new();
+    for _ in 0..subscriber_count {
+        let mut connection = Connection::open(base).await?;
+        let mut body = connection
+            .open_stream(&format!("/webhooks/{webhook}/stream"), &[("x-api-key", key), ("x-organization-id", org)])
+            .await?;
+        let samples = samples.clone();
+        subscribers.push(tokio::spawn(async move {
+            let _keep = connection;
+            let mut buffer = String::new();
+            while let Some(Ok(frame)) = body.frame().await {
+                let Ok(data) = frame.into_data() else { continue };
+                buffer.push_str(&String::from_utf8_lossy(&data));
+                while let Some(end) = buffer.find('\n') {
+                    let line: String = buffer.drain(..=end).collect();
+                    // The body is `{"t":<micros>}`, escaped inside the event's JSON: find it without parsing.
+                    let Some(at) = line.find(r#"{\"t\":"#) else { continue };
+                    let digits: String = line[at + 7..].chars().take_while(char::is_ascii_digit).collect();
+                    let sent = digits.parse::<u64>().ok();
+                    if let Some(sent) = sent {
+                        let now =
+                            SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0);
+                        samples.lock().expect("lock").push(now.saturating_sub(sent).min(u64::from(u32::MAX)) as u32);
+                    }
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Paced senders: `rate` captures per second in total.
+    // Enough connections that each sends well under its round-trip rate.
+    let senders = 32u32;
+    let per_sender = Duration::from_secs_f64(f64::from(senders) / f64::from(rate.max(1)));
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let path = format!("/webhook/{webhook}");
+    let mut pacers = Vec::new();
+    for _ in 0..senders {
+        let mut connection = Connection::open(base).await?;
+        let path = path.clone();
+        pacers.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(per_sender);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            let mut sent = 0u64;
+            while Instant::now() < deadline {
+                tick.tick().await;
+                let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0);
+                if let Ok((200, _)) = connection
+                    .send("POST", &path, &[("content-type", "application/json")], Bytes::from(format!("{{\"t\":{t}}}")))
+                    .await
+                {
+                    sent += 1;
+                }
+            }
+            sent
+        }));
+    }
+    let mut sent = 0;
+    for pacer in pacers {
+        sent += pacer.await?;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for subscriber in &subscribers {
+        subscriber.abort();
+    }
+    let samples = samples.lock().expect("lock").clone();
+    Ok((sent, samples))
+}

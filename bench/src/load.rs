@@ -1,0 +1,180 @@
+//! A small HTTP/1.1 load generator on hyper's client connections: closed-loop keep-alive connections, each
+//! sending its next request when the previous answer is read, with every latency recorded.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// One keep-alive HTTP/1.1 connection.
+#[derive(Debug)]
+pub struct Connection {
+    sender: SendRequest<Full<Bytes>>,
+    host: String,
+}
+
+impl Connection {
+    pub async fn open(base: &str) -> Result<Self, BoxError> {
+        let host = base.trim_start_matches("http://").to_owned();
+        let stream = tokio::net::TcpStream::connect(&host).await?;
+        stream.set_nodelay(true)?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(connection);
+        Ok(Self { sender, host })
+    }
+
+    /// Sends one request and reads the whole answer.
+    pub async fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> Result<(u16, Bytes), BoxError> {
+        let mut request = hyper::Request::builder().method(method).uri(path).header("host", &self.host);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        self.sender.ready().await?;
+        let response = self.sender.send_request(request.body(Full::new(body))?).await?;
+        let status = response.status().as_u16();
+        Ok((status, response.into_body().collect().await?.to_bytes()))
+    }
+
+    /// Sends a request and hands back the streaming answer (for SSE).
+    pub async fn open_stream(
+        &mut self,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<hyper::body::Incoming, BoxError> {
+        let mut request = hyper::Request::builder().method("GET").uri(path).header("host", &self.host);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = self.sender.send_request(request.body(Full::new(Bytes::new()))?).await?;
+        if response.status() != 200 {
+            return Err(format!("stream answered {}", response.status()).into());
+        }
+        Ok(response.into_body())
+    }
+}
+
+/// One request on a fresh connection.
+pub async fn request(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Result<(u16, Bytes), BoxError> {
+    Connection::open(base).await?.send(method, path, headers, Bytes::from(body)).await
+}
+
+/// What a load run measured.
+#[derive(Debug)]
+pub struct LoadResult {
+    pub ok: u64,
+    pub failed: u64,
+    pub elapsed: Duration,
+    pub latencies_us: Vec<u32>,
+}
+
+impl LoadResult {
+    pub fn rate(&self) -> f64 {
+        self.ok as f64 / self.elapsed.as_secs_f64()
+    }
+
+    pub fn percentile_ms(&self, p: f64) -> f64 {
+        percentile_ms(&self.latencies_us, p)
+    }
+}
+
+/// The `p`-th percentile (0-100) of microsecond samples, in milliseconds; sorts in place.
+pub fn percentile_ms(samples: &[u32], p: f64) -> f64 {
+    if samples.is_empty() {
+        return f64::NAN;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    let index = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    f64::from(sorted[index]) / 1000.0
+}
+
+/// Runs `work` on a runtime of its own threads, so the load generator's tasks never queue ahead of the server's
+/// in one scheduler (the OS shares the cores between the two fairly).
+pub async fn on_load_runtime<F, T>(work: impl FnOnce() -> F + Send + 'static) -> Result<T, BoxError>
+where
+    F: std::future::Future<Output = Result<T, BoxError>>,
+    T: Send + 'static,
+{
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
+        let outcome = match runtime {
+            Ok(runtime) => runtime.block_on(work()),
+            Err(e) => Err(e.into()),
+        };
+        let _ = done.send(outcome);
+    });
+    result.await?
+}
+
+/// `connections` closed-loop connections POSTing `body` to `path` for `duration`, on the load runtime.
+pub async fn closed_loop(
+    base: &str,
+    path: &str,
+    body: Bytes,
+    connections: usize,
+    duration: Duration,
+) -> Result<LoadResult, BoxError> {
+    let (base, path) = (base.to_owned(), path.to_owned());
+    on_load_runtime(move || async move { closed_loop_here(&base, &path, body, connections, duration).await }).await
+}
+
+async fn closed_loop_here(
+    base: &str,
+    path: &str,
+    body: Bytes,
+    connections: usize,
+    duration: Duration,
+) -> Result<LoadResult, BoxError> {
+    let deadline = Instant::now() + duration;
+    let started = Instant::now();
+    let path: Arc<str> = path.into();
+    let mut workers = Vec::new();
+    for _ in 0..connections {
+        let mut connection = Connection::open(base).await?;
+        let (path, body) = (path.clone(), body.clone());
+        workers.push(tokio::spawn(async move {
+            let (mut ok, mut failed, mut latencies) = (0u64, 0u64, Vec::with_capacity(100_000));
+            while Instant::now() < deadline {
+                let sent = Instant::now();
+                match connection.send("POST", &path, &[("content-type", "application/json")], body.clone()).await {
+                    Ok((200, _)) => {
+                        ok += 1;
+                        latencies.push(sent.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+                    }
+                    Ok(_) => failed += 1,
+                    Err(_) => {
+                        failed += 1;
+                        break;
+                    }
+                }
+            }
+            (ok, failed, latencies)
+        }));
+    }
+    let mut result = LoadResult { ok: 0, failed: 0, elapsed: Duration::ZERO, latencies_us: Vec::new() };
+    for worker in workers {
+        let (ok, failed, latencies) = worker.await?;
+        result.ok += ok;
+        result.failed += failed;
+        result.latencies_us.extend(latencies);
+    }
+    result.elapsed = started.elapsed();
+    Ok(result)
+}

@@ -1,0 +1,43 @@
+//! `hookflow-bench`: performance scenarios of DESIGN.md, each printed beside a baseline measured in the same run
+//! on the same machine, as ratios (absolute numbers on a shared machine mean little).
+
+mod capture;
+mod load;
+mod setup;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "hookflow-bench",
+    version,
+    about = "hookflow performance scenarios, measured beside their baselines in one run."
+)]
+struct Cli {
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(Debug, Subcommand)]
+enum Scenario {
+    /// Durable captures/s and latency (1 KiB JSON POSTs) beside a bare axum handler; capture-to-subscriber
+    /// latency at a fixed capture rate with many SSE subscribers.
+    Capture(capture::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let result = runtime.block_on(async {
+        match cli.scenario {
+            Scenario::Capture(args) => capture::run(args).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hookflow-bench: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! A durable PostgreSQL cluster in a fresh /tmp directory and a real control plane on 127.0.0.1:0 over it.
+
+use hookflow_control_plane::admin::{keys, organization};
+use hookflow_control_plane::auth::Actor;
+use hookflow_control_plane::db::{self, embedded};
+use hookflow_control_plane::state::{AppState, Settings};
+use hookflow_shared::ScopeSet;
+use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The server under test with its cluster; `stop` tears both down and removes the directory.
+#[derive(Debug)]
+pub struct Rig {
+    pub base: String,
+    pub pool: sqlx::PgPool,
+    pub org: uuid::Uuid,
+    pub key: String,
+    cluster: embedded::EmbeddedCluster,
+    root: PathBuf,
+    shutdown: CancellationToken,
+}
+
+impl Rig {
+    pub async fn start() -> Result<Self, BoxError> {
+        let root = PathBuf::from(format!("/tmp/hookflow-bench-{}", std::process::id()));
+        // Durable, as the server runs: fsync and synchronous commit on.
+        let options = embedded::ClusterOptions {
+            root: root.clone(),
+            durability: embedded::Durability::Durable,
+            max_connections: 100,
+            bindir: None,
+        };
+        let cluster = tokio::task::spawn_blocking(move || embedded::EmbeddedCluster::start(&options)).await??;
+        db::ensure_database(cluster.connect_options("postgres"), "hookflow").await?;
+        let pool = db::pool(cluster.connect_options("hookflow"), 20);
+        db::migrate(&pool).await?;
+        let mut tx = pool.begin().await?;
+        let org = organization::create(&mut tx, "bench", Actor::Operator).await?;
+        let key = keys::create(
+            &mut tx,
+            keys::NewKey {
+                org_id: org.id,
+                name: "bench".into(),
+                scopes: ScopeSet::all(),
+                expires_at: None,
+                actor: Actor::Operator,
+            },
+        )
+        .await?;
+        sqlx::query("UPDATE organizations SET capture_rate_limit_per_s = 1000000").execute(&mut *tx).await?;
+        tx.commit().await?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let shutdown = CancellationToken::new();
+        let state = AppState::start(pool.clone(), Settings::new(base.clone()), shutdown.clone());
+        tokio::spawn(hookflow_control_plane::app::serve(listener, state));
+        Ok(Self { base, pool, org: org.id, key: key.key, cluster, root, shutdown })
+    }
+
+    /// Creates a webhook endpoint through the API and returns its id.
+    pub async fn webhook(&self, name: &str) -> Result<String, BoxError> {
+        let body = serde_json::json!({"name": name}).to_string();
+        let (status, answer) = crate::load::request(
+            &self.base,
+            "POST",
+            "/webhooks",
+            &[
+                ("X-Api-Key", &self.key),
+                ("X-Organization-Id", &self.org.to_string()),
+                ("Content-Type", "application/json"),
+            ],
+            body.into_bytes(),
+        )
+        .await?;
+        if status != 201 {
+            return Err(format!("creating a webhook answered {status}").into());
+        }
+        let answer: serde_json::Value = serde_json::from_slice(&answer)?;
+        Ok(answer["id"].as_str().ok_or("no id")?.to_owned())
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.pool.close().await;
+        let cluster = self.cluster;
+        let _ = tokio::task::spawn_blocking(move || cluster.stop()).await;
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
