@@ -33,13 +33,18 @@ impl<K> PageRequest<K> {
     }
 }
 
+/// The page size for a requested `limit`: default 50, clamped to 100, below 1 refused.
+pub fn page_size(limit: Option<i64>) -> Result<i64, ApiError> {
+    match limit {
+        None => Ok(DEFAULT_LIMIT),
+        Some(n) if n < 1 => Err(ApiError::invalid("`limit` must be at least 1")),
+        Some(n) => Ok(n.min(MAX_LIMIT)),
+    }
+}
+
 impl ListParams {
     pub fn page<K: DeserializeOwned>(&self) -> Result<PageRequest<K>, ApiError> {
-        let limit = match self.limit {
-            None => DEFAULT_LIMIT,
-            Some(n) if n < 1 => return Err(ApiError::invalid("`limit` must be at least 1")),
-            Some(n) => n.min(MAX_LIMIT),
-        };
+        let limit = page_size(self.limit)?;
         let after = self.cursor.as_deref().filter(|c| !c.is_empty()).map(decode_cursor).transpose()?;
         Ok(PageRequest { limit, after })
     }

@@ -5,7 +5,7 @@
 use crate::auth::{Caller, scope};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
-use crate::pagination::encode_cursor;
+use crate::pagination::{encode_cursor, page_size};
 use crate::state::AppState;
 use crate::webhooks::endpoints::ensure_exists;
 use crate::webhooks::model::{CAPTURE_COLUMNS_INLINE, CaptureRow};
@@ -16,7 +16,6 @@ use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use hookflow_shared::ErrorBody;
 use hookflow_shared::api::Page;
-use hookflow_shared::api::page::{DEFAULT_LIMIT, MAX_LIMIT};
 use hookflow_shared::api::webhooks::{
     CapturedRequest, MatchOp, SearchFilter, SearchRequests, SearchSort, SortField, SortOrder,
 };
@@ -231,11 +230,7 @@ pub struct Search {
 }
 
 pub async fn run(pool: &PgPool, search: Search) -> Result<Page<CapturedRequest>, ApiError> {
-    let limit = match search.limit {
-        None => DEFAULT_LIMIT,
-        Some(n) if n < 1 => return Err(ApiError::invalid("`limit` must be at least 1")),
-        Some(n) => n.min(MAX_LIMIT),
-    };
+    let limit = page_size(search.limit)?;
     let (column, value_of): (&str, fn(&CapturedRequest) -> serde_json::Value) = match search.sort.field {
         SortField::ReceivedAt => ("received_at", |c| serde_json::json!(c.received_at)),
         SortField::BodySize => ("body_size", |c| serde_json::json!(c.body_size)),
