@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod error;
+pub mod flow;
 pub mod scope;
 pub mod time;
 pub mod token;

@@ -186,10 +186,10 @@ async fn a_slow_subscriber_is_told_it_lagged_and_can_resume() {
     let app = TestApp::spawn_with(|s| s.stream_buffer = 8).await;
     let id = app.create_webhook(json!({"name": "flood"})).await["id"].as_str().expect("id").to_owned();
     let mut sse = Sse::open(&app, &id, None).await;
-    // Nobody reads while 200 captures of 60 KB arrive: socket buffers fill, then the subscriber's buffer.
+    // Nobody reads while 400 captures of 60 KB arrive: socket buffers fill, then the subscriber's buffer.
     let body = "z".repeat(60_000);
     let mut sent = Vec::new();
-    for _ in 0..200 {
+    for _ in 0..400 {
         sent.push(capture(&app, &id, &body).await);
     }
     let mut delivered = Vec::new();

@@ -1,0 +1,4 @@
+//! The pure logic of flows that the server (validation, sandboxes) and the runner (execution) share.
+
+pub mod assert;
+pub mod template;

@@ -1,0 +1,99 @@
+//! Templating: `{{name}}` is replaced by a variable's value and `{{secret.NAME}}` by a secret's; an undefined
+//! name is an error that names it. Lookup order (extracted values, flow, launch, environment, organization
+//! variables) is the caller's, given as layers from first to last.
+
+use std::collections::HashMap;
+
+/// Where names are looked up: `layers` in order, then `secrets` for `secret.` names.
+#[derive(Debug, Default)]
+pub struct Scope<'a> {
+    pub layers: Vec<&'a HashMap<String, String>>,
+    pub secrets: Option<&'a HashMap<String, String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("`{{{{{0}}}}}` is not defined")]
+    Undefined(String),
+    #[error("an opening `{{{{` has no closing `}}}}`")]
+    Unclosed,
+}
+
+impl Scope<'_> {
+    fn lookup(&self, name: &str) -> Option<&str> {
+        match name.strip_prefix("secret.") {
+            Some(secret) => self.secrets?.get(secret).map(String::as_str),
+            None => self.layers.iter().find_map(|layer| layer.get(name)).map(String::as_str),
+        }
+    }
+}
+
+/// Replaces every `{{ name }}` (spaces around the name allowed) in `text`.
+pub fn render(text: &str, scope: &Scope<'_>) -> Result<String, TemplateError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find("}}").ok_or(TemplateError::Unclosed)?;
+        let name = after[..end].trim();
+        out.push_str(scope.lookup(name).ok_or_else(|| TemplateError::Undefined(name.to_owned()))?);
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The secret names a text references (`{{secret.NAME}}`), to resolve only those at claim time.
+pub fn secret_names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else { break };
+        if let Some(name) = after[..end].trim().strip_prefix("secret.")
+            && !names.iter().any(|n| n == name)
+        {
+            names.push(name.to_owned());
+        }
+        rest = &after[end + 2..];
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn layers_resolve_in_order_and_secrets_by_prefix() {
+        let extracted = map(&[("token", "t-1")]);
+        let flow = map(&[("token", "shadowed"), ("base_url", "https://api.example.com")]);
+        let secrets = map(&[("API_PASSWORD", "hunter2")]);
+        let scope = Scope { layers: vec![&extracted, &flow], secrets: Some(&secrets) };
+        assert_eq!(
+            render("{{base_url}}/login?t={{ token }}&p={{secret.API_PASSWORD}}", &scope),
+            Ok("https://api.example.com/login?t=t-1&p=hunter2".into())
+        );
+        assert_eq!(render("no templates {here}", &scope), Ok("no templates {here}".into()));
+    }
+
+    #[test]
+    fn undefined_names_and_unclosed_braces_are_errors() {
+        let scope = Scope::default();
+        assert_eq!(render("{{user}}", &scope), Err(TemplateError::Undefined("user".into())));
+        assert_eq!(TemplateError::Undefined("user".into()).to_string(), "`{{user}}` is not defined");
+        assert_eq!(render("{{secret.X}}", &scope), Err(TemplateError::Undefined("secret.X".into())));
+        assert_eq!(render("oops {{user", &scope), Err(TemplateError::Unclosed));
+    }
+
+    #[test]
+    fn referenced_secrets_are_listed_once() {
+        let text = "{{secret.A}} {{ secret.B }} {{secret.A}} {{plain}}";
+        assert_eq!(secret_names(text), ["A", "B"]);
+    }
+}
