@@ -2,7 +2,7 @@
 //! shutdown token so tests run it on 127.0.0.1:0 and every loop stops on one signal.
 
 use crate::state::AppState;
-use crate::{admin, analytics, capture, error, health, openapi, webhooks};
+use crate::{admin, analytics, capture, catalog, error, health, openapi, webhooks};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, HeaderValue, header};
@@ -26,6 +26,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .merge(webhooks::routes())
         .merge(capture::routes())
         .merge(analytics::routes())
+        .merge(catalog::routes())
 }
 
 /// The OpenAPI document as served at `/openapi.json`.

@@ -8,6 +8,7 @@ pub mod audit;
 pub mod auth;
 pub mod bootstrap;
 pub mod capture;
+pub mod catalog;
 pub mod config;
 pub mod data_dir;
 pub mod db;

@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod analytics;
+pub mod catalog;
 pub mod page;
 pub mod webhooks;
 

@@ -1,4 +1,5 @@
 //! The pure logic of flows that the server (validation, sandboxes) and the runner (execution) share.
 
 pub mod assert;
+pub mod extract;
 pub mod template;

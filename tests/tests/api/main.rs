@@ -4,6 +4,7 @@
 mod analytics;
 mod auth;
 mod capture;
+mod catalog;
 mod conventions;
 mod history;
 mod keys;

@@ -38,6 +38,11 @@ const IMPLEMENTED: &[&str] = &[
     "GET /webhooks/{id}/analytics/volume",
     "GET /webhooks/{id}/analytics/methods",
     "GET /analytics/overview",
+    "GET /extractors",
+    "POST /extractors/evaluate",
+    "GET /assertions/operators",
+    "POST /assertions/evaluate",
+    "GET /special-nodes",
 ];
 
 #[tokio::test]

@@ -1,0 +1,337 @@
+//! The five extractor kinds: `jsonPath` (RFC 9535, serde_json_path), `xmlPath` (XPath 1.0, sxd-xpath),
+//! `statusCode`, `header` (case-insensitive; repeated headers give a list) and `body` (whole text, or the first
+//! capture group of `regex`). Nothing matched is `None`, not an error; an invalid expression is an error.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub enum ExtractorKind {
+    #[serde(rename = "jsonPath")]
+    JsonPath,
+    #[serde(rename = "xmlPath")]
+    XmlPath,
+    #[serde(rename = "statusCode")]
+    StatusCode,
+    #[serde(rename = "header")]
+    Header,
+    #[serde(rename = "body")]
+    Body,
+}
+
+/// A field an extractor kind takes, for the catalog.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldSpec {
+    pub name: &'static str,
+    pub kind: &'static str,
+    pub required: bool,
+}
+
+impl ExtractorKind {
+    pub const ALL: [ExtractorKind; 5] = [
+        ExtractorKind::JsonPath,
+        ExtractorKind::XmlPath,
+        ExtractorKind::StatusCode,
+        ExtractorKind::Header,
+        ExtractorKind::Body,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ExtractorKind::JsonPath => "jsonPath",
+            ExtractorKind::XmlPath => "xmlPath",
+            ExtractorKind::StatusCode => "statusCode",
+            ExtractorKind::Header => "header",
+            ExtractorKind::Body => "body",
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            ExtractorKind::JsonPath => "A value from a JSON body by RFC 9535 JSONPath; several matches give a list.",
+            ExtractorKind::XmlPath => "A value from an XML body by XPath 1.0; several nodes give a list of their text.",
+            ExtractorKind::StatusCode => "The response's HTTP status code.",
+            ExtractorKind::Header => "A response header by name (case-insensitive); a repeated header gives a list.",
+            ExtractorKind::Body => "The whole body as text, or the first capture group of `regex`.",
+        }
+    }
+
+    /// The fields besides `name` and `kind`.
+    pub fn fields(self) -> &'static [FieldSpec] {
+        match self {
+            ExtractorKind::JsonPath | ExtractorKind::XmlPath => {
+                &[FieldSpec { name: "expression", kind: "string", required: true }]
+            }
+            ExtractorKind::StatusCode => &[],
+            ExtractorKind::Header => &[FieldSpec { name: "header", kind: "string", required: true }],
+            ExtractorKind::Body => &[FieldSpec { name: "regex", kind: "string", required: false }],
+        }
+    }
+}
+
+/// An extractor of a request node: stores what it finds under `name`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Extractor {
+    pub name: String,
+    pub kind: ExtractorKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+}
+
+/// The parts of a response extractors read.
+#[derive(Debug, Clone, Copy)]
+pub struct ResponseView<'a> {
+    pub status: u16,
+    pub headers: &'a [(String, String)],
+    pub body: &'a str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExtractError {
+    #[error("`{field}` is required for a {kind} extractor")]
+    MissingField { field: &'static str, kind: &'static str },
+    #[error("invalid {kind} expression `{expression}`: {detail}")]
+    InvalidExpression { kind: &'static str, expression: String, detail: String },
+}
+
+impl Extractor {
+    fn required<'a>(&self, value: &'a Option<String>, field: &'static str) -> Result<&'a str, ExtractError> {
+        value.as_deref().ok_or(ExtractError::MissingField { field, kind: self.kind.name() })
+    }
+
+    fn invalid(&self, expression: &str, detail: impl ToString) -> ExtractError {
+        ExtractError::InvalidExpression {
+            kind: self.kind.name(),
+            expression: expression.to_owned(),
+            detail: detail.to_string(),
+        }
+    }
+
+    /// Checks the fields and compiles the expression, without a response (validation on write).
+    pub fn check(&self) -> Result<(), ExtractError> {
+        match self.kind {
+            ExtractorKind::JsonPath => {
+                let expression = self.required(&self.expression, "expression")?;
+                serde_json_path::JsonPath::parse(expression).map(|_| ()).map_err(|e| self.invalid(expression, e))
+            }
+            ExtractorKind::XmlPath => {
+                let expression = self.required(&self.expression, "expression")?;
+                self.compile_xpath(expression).map(|_| ())
+            }
+            ExtractorKind::StatusCode => Ok(()),
+            ExtractorKind::Header => self.required(&self.header, "header").map(|_| ()),
+            ExtractorKind::Body => match &self.regex {
+                Some(pattern) => self.compile_regex(pattern).map(|_| ()),
+                None => Ok(()),
+            },
+        }
+    }
+
+    fn compile_xpath(&self, expression: &str) -> Result<sxd_xpath::XPath, ExtractError> {
+        sxd_xpath::Factory::new()
+            .build(expression)
+            .map_err(|e| self.invalid(expression, e))?
+            .ok_or_else(|| self.invalid(expression, "empty expression"))
+    }
+
+    fn compile_regex(&self, pattern: &str) -> Result<regex::Regex, ExtractError> {
+        let regex = regex::Regex::new(pattern).map_err(|e| self.invalid(pattern, e))?;
+        if regex.captures_len() < 2 {
+            return Err(self.invalid(pattern, "needs one capture group, e.g. id=(\\d+)"));
+        }
+        Ok(regex)
+    }
+
+    /// Extracts from a response; `Ok(None)` when nothing matched.
+    pub fn extract(&self, response: ResponseView<'_>) -> Result<Option<Value>, ExtractError> {
+        match self.kind {
+            ExtractorKind::StatusCode => Ok(Some(Value::from(response.status))),
+            ExtractorKind::Header => {
+                let name = self.required(&self.header, "header")?;
+                let values: Vec<Value> = response
+                    .headers
+                    .iter()
+                    .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| Value::String(v.clone()))
+                    .collect();
+                Ok(match values.len() {
+                    0 => None,
+                    1 => values.into_iter().next(),
+                    _ => Some(Value::Array(values)),
+                })
+            }
+            ExtractorKind::Body => match &self.regex {
+                None => Ok(Some(Value::String(response.body.to_owned()))),
+                Some(pattern) => {
+                    let regex = self.compile_regex(pattern)?;
+                    Ok(regex
+                        .captures(response.body)
+                        .and_then(|c| c.get(1))
+                        .map(|m| Value::String(m.as_str().to_owned())))
+                }
+            },
+            ExtractorKind::JsonPath => {
+                let expression = self.required(&self.expression, "expression")?;
+                let path = serde_json_path::JsonPath::parse(expression).map_err(|e| self.invalid(expression, e))?;
+                let Ok(document) = serde_json::from_str::<Value>(response.body) else { return Ok(None) };
+                let nodes = path.query(&document).all();
+                Ok(match nodes.len() {
+                    0 => None,
+                    1 => Some(nodes[0].clone()),
+                    _ => Some(Value::Array(nodes.into_iter().cloned().collect())),
+                })
+            }
+            ExtractorKind::XmlPath => {
+                let expression = self.required(&self.expression, "expression")?;
+                let xpath = self.compile_xpath(expression)?;
+                let Ok(package) = sxd_document::parser::parse(response.body) else { return Ok(None) };
+                let document = package.as_document();
+                let context = sxd_xpath::Context::new();
+                let value = xpath.evaluate(&context, document.root()).map_err(|e| self.invalid(expression, e))?;
+                Ok(match value {
+                    sxd_xpath::Value::Nodeset(nodes) => {
+                        let texts: Vec<Value> =
+                            nodes.document_order().iter().map(|n| Value::String(n.string_value())).collect();
+                        match texts.len() {
+                            0 => None,
+                            1 => texts.into_iter().next(),
+                            _ => Some(Value::Array(texts)),
+                        }
+                    }
+                    sxd_xpath::Value::String(s) => Some(Value::String(s)),
+                    sxd_xpath::Value::Number(n) => serde_json::Number::from_f64(n).map(Value::Number),
+                    sxd_xpath::Value::Boolean(b) => Some(Value::Bool(b)),
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn extractor(
+        kind: ExtractorKind,
+        expression: Option<&str>,
+        header: Option<&str>,
+        regex: Option<&str>,
+    ) -> Extractor {
+        Extractor {
+            name: "x".into(),
+            kind,
+            expression: expression.map(Into::into),
+            header: header.map(Into::into),
+            regex: regex.map(Into::into),
+        }
+    }
+
+    fn response<'a>(headers: &'a [(String, String)], body: &'a str) -> ResponseView<'a> {
+        ResponseView { status: 201, headers, body }
+    }
+
+    #[test]
+    fn json_path_single_many_and_none() {
+        let body = r#"{"token": "t1", "items": [{"id": 1}, {"id": 2}]}"#;
+        let one = extractor(ExtractorKind::JsonPath, Some("$.token"), None, None);
+        assert_eq!(one.extract(response(&[], body)), Ok(Some(json!("t1"))));
+        let many = extractor(ExtractorKind::JsonPath, Some("$.items[*].id"), None, None);
+        assert_eq!(many.extract(response(&[], body)), Ok(Some(json!([1, 2]))));
+        let filtered = extractor(ExtractorKind::JsonPath, Some("$.items[?@.id > 1].id"), None, None);
+        assert_eq!(filtered.extract(response(&[], body)), Ok(Some(json!(2))));
+        let none = extractor(ExtractorKind::JsonPath, Some("$.missing"), None, None);
+        assert_eq!(none.extract(response(&[], body)), Ok(None));
+        assert_eq!(one.extract(response(&[], "not json")), Ok(None));
+        let bad = extractor(ExtractorKind::JsonPath, Some("$.["), None, None);
+        assert!(matches!(bad.check(), Err(ExtractError::InvalidExpression { .. })));
+        assert!(matches!(
+            extractor(ExtractorKind::JsonPath, None, None, None).check(),
+            Err(ExtractError::MissingField { .. })
+        ));
+    }
+
+    #[test]
+    fn xml_path_nodes_and_scalars() {
+        let body = "<order><id>42</id><item>a</item><item>b</item></order>";
+        let id = extractor(ExtractorKind::XmlPath, Some("/order/id"), None, None);
+        assert_eq!(id.extract(response(&[], body)), Ok(Some(json!("42"))));
+        let items = extractor(ExtractorKind::XmlPath, Some("//item"), None, None);
+        assert_eq!(items.extract(response(&[], body)), Ok(Some(json!(["a", "b"]))));
+        let count = extractor(ExtractorKind::XmlPath, Some("count(//item)"), None, None);
+        assert_eq!(count.extract(response(&[], body)), Ok(Some(json!(2.0))));
+        let none = extractor(ExtractorKind::XmlPath, Some("/order/missing"), None, None);
+        assert_eq!(none.extract(response(&[], body)), Ok(None));
+        assert!(extractor(ExtractorKind::XmlPath, Some("//["), None, None).check().is_err());
+    }
+
+    #[test]
+    fn status_header_and_body() {
+        let headers = vec![
+            ("Set-Cookie".to_owned(), "a=1".to_owned()),
+            ("Content-Type".to_owned(), "text/plain".to_owned()),
+            ("set-cookie".to_owned(), "b=2".to_owned()),
+        ];
+        assert_eq!(
+            extractor(ExtractorKind::StatusCode, None, None, None).extract(response(&headers, "")),
+            Ok(Some(json!(201)))
+        );
+        let cookie = extractor(ExtractorKind::Header, None, Some("SET-COOKIE"), None);
+        assert_eq!(cookie.extract(response(&headers, "")), Ok(Some(json!(["a=1", "b=2"]))));
+        let ct = extractor(ExtractorKind::Header, None, Some("content-type"), None);
+        assert_eq!(ct.extract(response(&headers, "")), Ok(Some(json!("text/plain"))));
+        assert_eq!(
+            extractor(ExtractorKind::Header, None, Some("x-none"), None).extract(response(&headers, "")),
+            Ok(None)
+        );
+        let whole = extractor(ExtractorKind::Body, None, None, None);
+        assert_eq!(whole.extract(response(&headers, "order 77 ok")), Ok(Some(json!("order 77 ok"))));
+        let number = extractor(ExtractorKind::Body, None, None, Some(r"order (\d+)"));
+        assert_eq!(number.extract(response(&headers, "order 77 ok")), Ok(Some(json!("77"))));
+        assert_eq!(number.extract(response(&headers, "nothing")), Ok(None));
+        assert!(
+            extractor(ExtractorKind::Body, None, None, Some(r"\d+")).check().is_err(),
+            "a capture group is required"
+        );
+    }
+
+    /// The public JSONPath Compliance Test Suite (RFC 9535) against the jsonPath extractor's engine.
+    #[test]
+    fn jsonpath_compliance_test_suite() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/jsonpath-cts/cts.json");
+        let suite: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("cts.json")).expect("json");
+        let cases = suite["tests"].as_array().expect("tests");
+        let mut failed = Vec::new();
+        for case in cases {
+            let selector = case["selector"].as_str().expect("selector");
+            let parsed = serde_json_path::JsonPath::parse(selector);
+            let ok = if case["invalid_selector"] == json!(true) {
+                parsed.is_err()
+            } else {
+                match parsed {
+                    Err(_) => false,
+                    Ok(path) => {
+                        let got: Vec<Value> = path.query(&case["document"]).all().into_iter().cloned().collect();
+                        let got = Value::Array(got);
+                        match (&case.get("result"), case.get("results").and_then(Value::as_array)) {
+                            (Some(expected), _) => &got == *expected,
+                            (None, Some(alternatives)) => alternatives.contains(&got),
+                            _ => false,
+                        }
+                    }
+                }
+            };
+            if !ok {
+                failed.push(case["name"].as_str().unwrap_or("?").to_owned());
+            }
+        }
+        let passed = cases.len() - failed.len();
+        eprintln!("JSONPath CTS: {passed} of {} cases pass; failing: {failed:?}", cases.len());
+        assert_eq!(failed, Vec::<String>::new(), "{passed} of {} pass", cases.len());
+    }
+}
