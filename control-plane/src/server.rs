@@ -45,7 +45,7 @@ async fn serve_with(
     local: std::net::SocketAddr,
 ) -> Result<(), BoxError> {
     data_dir::create(&storage_args.data_dir)?;
-    let _master_key = data_dir::master_key(&storage_args.data_dir, args.master_key.as_deref())?;
+    let master_key = data_dir::master_key(&storage_args.data_dir, args.master_key.as_deref())?;
     let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{local}"));
     let public_url = public_url.trim_end_matches('/').to_owned();
     if let Some(done) = bootstrap::first_start(&storage.pool).await? {
@@ -55,6 +55,7 @@ async fn serve_with(
         public_url: public_url.clone(),
         allow_private_targets: args.allow_private_targets,
         retention_interval: std::time::Duration::from_secs(args.retention_interval_s.max(1)),
+        master_key: crate::crypto::MasterKey::new(master_key),
         ..Settings::new(public_url.clone())
     };
     let shutdown = CancellationToken::new();

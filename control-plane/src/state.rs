@@ -36,6 +36,8 @@ pub struct Settings {
     pub stream_keep_alive: Duration,
     /// Events buffered per stream subscriber before it is told it lagged.
     pub stream_buffer: usize,
+    /// Encrypts secrets at rest.
+    pub master_key: crate::crypto::MasterKey,
 }
 
 impl Settings {
@@ -46,6 +48,7 @@ impl Settings {
             retention_interval: Duration::from_secs(60),
             stream_keep_alive: Duration::from_secs(15),
             stream_buffer: 1024,
+            master_key: crate::crypto::MasterKey::random(),
         }
     }
 }

@@ -4,6 +4,7 @@ pub mod admin;
 pub mod analytics;
 pub mod catalog;
 pub mod page;
+pub mod resources;
 pub mod webhooks;
 
 pub use page::Page;

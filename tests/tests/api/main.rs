@@ -10,5 +10,6 @@ mod history;
 mod keys;
 mod openapi;
 mod organization;
+mod resources;
 mod stream;
 mod webhooks;

@@ -43,6 +43,12 @@ const IMPLEMENTED: &[&str] = &[
     "GET /assertions/operators",
     "POST /assertions/evaluate",
     "GET /special-nodes",
+    "GET /secrets",
+    "PUT /secrets/{name}",
+    "DELETE /secrets/{name}",
+    "GET /variables",
+    "PUT /variables/{name}",
+    "DELETE /variables/{name}",
 ];
 
 #[tokio::test]
@@ -74,7 +80,8 @@ async fn the_document_matches_the_contract_and_the_routes() {
         let (method, path) = op.split_once(' ').expect("op");
         let path = path
             .replace("{id}", &uuid::Uuid::now_v7().to_string())
-            .replace("{request_id}", &uuid::Uuid::now_v7().to_string());
+            .replace("{request_id}", &uuid::Uuid::now_v7().to_string())
+            .replace("{name}", "NAME");
         let method = Method::from_bytes(method.as_bytes()).expect("method");
         let reply = app.call(method, &path, None, None).await;
         let expected = if path.starts_with("/webhook/") { 404 } else { 401 };
