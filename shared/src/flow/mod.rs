@@ -1,5 +1,6 @@
 //! The pure logic of flows that the server (validation, sandboxes) and the runner (execution) share.
 
 pub mod assert;
+pub mod definition;
 pub mod extract;
 pub mod template;

@@ -44,6 +44,20 @@ pub fn render(text: &str, scope: &Scope<'_>) -> Result<String, TemplateError> {
     Ok(out)
 }
 
+/// Checks that every `{{` is closed and names something, without resolving names.
+pub fn check(text: &str) -> Result<(), TemplateError> {
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let end = after.find("}}").ok_or(TemplateError::Unclosed)?;
+        if after[..end].trim().is_empty() {
+            return Err(TemplateError::Undefined(String::new()));
+        }
+        rest = &after[end + 2..];
+    }
+    Ok(())
+}
+
 /// The secret names a text references (`{{secret.NAME}}`), to resolve only those at claim time.
 pub fn secret_names(text: &str) -> Vec<String> {
     let mut names = Vec::new();

@@ -1,0 +1,471 @@
+//! The flow definition (API.md section 3) and its validation into precise problems (`node_id`, `field`,
+//! `message`). Definitions are stored as given; these types are how the server checks them and the runner reads
+//! them.
+
+use crate::api::catalog::Assertion;
+use crate::flow::extract::Extractor;
+use crate::flow::template;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashSet};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowDefinition {
+    #[serde(default)]
+    pub variables: BTreeMap<String, String>,
+    #[serde(default)]
+    pub timeout_s: Option<u64>,
+    pub nodes: Vec<Node>,
+    #[serde(default)]
+    pub layout: Value,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Node {
+    Request(Box<RequestNode>),
+    Delay(DelayNode),
+    Module(ModuleNode),
+    SetVariables(SetVariablesNode),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestNode {
+    pub id: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub condition: Option<Assertion>,
+    #[serde(default)]
+    pub continue_on_failure: bool,
+    #[serde(default)]
+    pub request: Option<RequestSpec>,
+    #[serde(default)]
+    pub request_ref: Option<RequestRef>,
+    #[serde(default)]
+    pub extractors: Vec<Extractor>,
+    #[serde(default)]
+    pub assertions: Vec<Assertion>,
+    #[serde(default)]
+    pub retry: Option<Retry>,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestSpec {
+    pub method: String,
+    pub url: String,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub query: BTreeMap<String, String>,
+    #[serde(default)]
+    pub body: Option<String>,
+}
+
+/// A request of a collection used instead of an inline request, with optional overrides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestRef {
+    pub collection_id: Uuid,
+    pub request_id: Uuid,
+    #[serde(default)]
+    pub overrides: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Retry {
+    pub count: u32,
+    #[serde(default)]
+    pub interval_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelayNode {
+    pub id: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub condition: Option<Assertion>,
+    #[serde(default)]
+    pub continue_on_failure: bool,
+    pub delay_ms: u64,
+}
+
+/// Which published version a module node runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum VersionSelector {
+    Number(u32),
+    Latest(Latest),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Latest {
+    Latest,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleNode {
+    pub id: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub condition: Option<Assertion>,
+    #[serde(default)]
+    pub continue_on_failure: bool,
+    pub flow_id: Uuid,
+    #[serde(default)]
+    pub version: Option<VersionSelector>,
+    #[serde(default)]
+    pub inputs: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetVariablesNode {
+    pub id: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub condition: Option<Assertion>,
+    #[serde(default)]
+    pub continue_on_failure: bool,
+    pub variables: BTreeMap<String, String>,
+}
+
+impl Node {
+    pub fn id(&self) -> &str {
+        match self {
+            Node::Request(n) => &n.id,
+            Node::Delay(n) => &n.id,
+            Node::Module(n) => &n.id,
+            Node::SetVariables(n) => &n.id,
+        }
+    }
+
+    fn condition(&self) -> Option<&Assertion> {
+        match self {
+            Node::Request(n) => n.condition.as_ref(),
+            Node::Delay(n) => n.condition.as_ref(),
+            Node::Module(n) => n.condition.as_ref(),
+            Node::SetVariables(n) => n.condition.as_ref(),
+        }
+    }
+}
+
+/// One thing wrong with a definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Problem {
+    /// The node at fault; `null` for the flow as a whole.
+    pub node_id: Option<String>,
+    /// The field, relative to the node (or to the definition).
+    pub field: String,
+    pub message: String,
+}
+
+const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
+pub const MAX_RETRIES: u32 = 10;
+pub const MAX_NODE_TIMEOUT_MS: u64 = 300_000;
+pub const MAX_DELAY_MS: u64 = 3_600_000;
+pub const MAX_FLOW_TIMEOUT_S: u64 = 86_400;
+
+/// A name usable in templates: a letter or `_`, then letters, digits, `_`, `-` or `.`.
+fn is_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.len() <= 128
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// Parses and checks a definition. `Ok` holds the typed definition; `Err` every problem found.
+pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
+    let definition: FlowDefinition = match serde_path_to_error::deserialize(raw) {
+        Ok(definition) => definition,
+        Err(e) => {
+            let path = e.path().to_string();
+            return Err(vec![shape_problem(raw, &path, e.into_inner().to_string())]);
+        }
+    };
+    let mut problems = Vec::new();
+    let mut flow_problem =
+        |field: &str, message: String| problems.push(Problem { node_id: None, field: field.into(), message });
+    if definition.nodes.is_empty() {
+        flow_problem("nodes", "a flow needs at least one node".into());
+    }
+    if definition.timeout_s.is_some_and(|t| t == 0 || t > MAX_FLOW_TIMEOUT_S) {
+        flow_problem("timeout_s", format!("must be between 1 and {MAX_FLOW_TIMEOUT_S}"));
+    }
+    for (name, value) in &definition.variables {
+        if !is_name(name) {
+            flow_problem(&format!("variables.{name}"), "not a valid variable name".into());
+        }
+        if let Err(e) = template::check(value) {
+            flow_problem(&format!("variables.{name}"), e.to_string());
+        }
+    }
+    let mut seen = HashSet::new();
+    for node in &definition.nodes {
+        let id = node.id();
+        let mut problem = |field: &str, message: String| {
+            problems.push(Problem { node_id: Some(id.to_owned()), field: field.into(), message });
+        };
+        if id.is_empty() || id.len() > 64 || !id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
+            problem("id", "use 1 to 64 letters, digits, _ or -".into());
+        }
+        if !seen.insert(id) {
+            problem("id", format!("`{id}` is used by another node"));
+        }
+        if let Some(condition) = node.condition()
+            && condition.operator.takes_expected()
+            && condition.expected.is_none()
+        {
+            problem("condition.expected", format!("{} needs an expected value", condition.operator.name()));
+        }
+        match node {
+            Node::Request(n) => check_request(n, &mut problem),
+            Node::Delay(n) => {
+                if n.delay_ms > MAX_DELAY_MS {
+                    problem("delay_ms", format!("at most {MAX_DELAY_MS} (one hour)"));
+                }
+            }
+            Node::Module(n) => {
+                for (name, value) in &n.inputs {
+                    if let Err(e) = template::check(value) {
+                        problem(&format!("inputs.{name}"), e.to_string());
+                    }
+                }
+            }
+            Node::SetVariables(n) => {
+                for (name, value) in &n.variables {
+                    if !is_name(name) {
+                        problem(&format!("variables.{name}"), "not a valid variable name".into());
+                    }
+                    if let Err(e) = template::check(value) {
+                        problem(&format!("variables.{name}"), e.to_string());
+                    }
+                }
+            }
+        }
+    }
+    if problems.is_empty() { Ok(definition) } else { Err(problems) }
+}
+
+fn check_request(n: &RequestNode, problem: &mut impl FnMut(&str, String)) {
+    match (&n.request, &n.request_ref) {
+        (None, None) => problem("request", "give `request` or `request_ref`".into()),
+        (Some(_), Some(_)) => problem("request_ref", "give `request` or `request_ref`, not both".into()),
+        (Some(request), None) => {
+            if !METHODS.contains(&request.method.as_str()) {
+                problem("request.method", format!("`{}` is not one of {}", request.method, METHODS.join(", ")));
+            }
+            if request.url.trim().is_empty() {
+                problem("request.url", "must not be empty".into());
+            }
+            let mut templated = vec![("request.url".to_owned(), request.url.as_str())];
+            templated.extend(request.headers.iter().map(|(k, v)| (format!("request.headers.{k}"), v.as_str())));
+            templated.extend(request.query.iter().map(|(k, v)| (format!("request.query.{k}"), v.as_str())));
+            templated.extend(request.body.as_deref().map(|b| ("request.body".to_owned(), b)));
+            for (field, text) in templated {
+                if let Err(e) = template::check(text) {
+                    problem(&field, e.to_string());
+                }
+            }
+        }
+        (None, Some(_)) => {}
+    }
+    let mut names = HashSet::new();
+    for (i, extractor) in n.extractors.iter().enumerate() {
+        if !is_name(&extractor.name) {
+            problem(&format!("extractors[{i}].name"), "not a valid variable name".into());
+        }
+        if !names.insert(extractor.name.as_str()) {
+            problem(&format!("extractors[{i}].name"), format!("`{}` is extracted twice", extractor.name));
+        }
+        if let Err(e) = extractor.check() {
+            problem(&format!("extractors[{i}]"), e.to_string());
+        }
+    }
+    for (i, assertion) in n.assertions.iter().enumerate() {
+        if assertion.operator.takes_expected() && assertion.expected.is_none() {
+            problem(
+                &format!("assertions[{i}].expected"),
+                format!("{} needs an expected value", assertion.operator.name()),
+            );
+        }
+    }
+    if let Some(retry) = n.retry
+        && (retry.count > MAX_RETRIES || retry.interval_ms > 60_000)
+    {
+        problem("retry", format!("count at most {MAX_RETRIES}, interval_ms at most 60000"));
+    }
+    if n.timeout_ms.is_some_and(|t| t == 0 || t > MAX_NODE_TIMEOUT_MS) {
+        problem("timeout_ms", format!("must be between 1 and {MAX_NODE_TIMEOUT_MS}"));
+    }
+}
+
+/// A problem from a shape error at `path` (`nodes[2].delay_ms`), naming the node by its id when it has one.
+fn shape_problem(raw: &Value, path: &str, message: String) -> Problem {
+    if let Some(rest) = path.strip_prefix("nodes[")
+        && let Some((index, field)) = rest.split_once(']')
+        && let Ok(index) = index.parse::<usize>()
+    {
+        let node = &raw["nodes"][index];
+        let node_id = node["id"].as_str().map(str::to_owned).or_else(|| Some(format!("#{index}")));
+        let field = field.trim_start_matches('.');
+        if field.is_empty()
+            && let Some((field, message)) = node_problem(node)
+        {
+            return Problem { node_id, field, message };
+        }
+        return Problem { node_id, field: field.to_owned(), message };
+    }
+    let field = if path == "." { missing_field(&message).unwrap_or_default() } else { path.to_owned() };
+    Problem { node_id: None, field, message }
+}
+
+/// The field a "missing field `x`" error names.
+fn missing_field(message: &str) -> Option<String> {
+    message.strip_prefix("missing field `")?.split('`').next().map(str::to_owned)
+}
+
+/// Re-reads one node as its own kind, to name the field at fault (a tagged enum hides it).
+fn node_problem(node: &Value) -> Option<(String, String)> {
+    fn field_error<T: serde::de::DeserializeOwned>(node: &Value) -> Option<(String, String)> {
+        serde_path_to_error::deserialize::<_, T>(node).err().map(|e| {
+            let path = e.path().to_string();
+            (if path == "." { String::new() } else { path }, e.into_inner().to_string())
+        })
+    }
+    let mut node = node.clone();
+    let kind = node.as_object_mut()?.remove("kind")?;
+    let (field, message) = match kind.as_str()? {
+        "request" => field_error::<RequestNode>(&node),
+        "delay" => field_error::<DelayNode>(&node),
+        "module" => field_error::<ModuleNode>(&node),
+        "set_variables" => field_error::<SetVariablesNode>(&node),
+        other => {
+            Some(("kind".into(), format!("unknown node kind `{other}`: use request, delay, module or set_variables")))
+        }
+    }?;
+    let field = if field.is_empty() { missing_field(&message).unwrap_or_default() } else { field };
+    Some((field, message))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The example of API.md section 3.
+    fn example() -> Value {
+        json!({"variables": {"base_url": "https://api.example.com"},
+         "timeout_s": 300,
+         "nodes": [
+          {"id": "login", "kind": "request", "name": "Log in", "enabled": true, "condition": null,
+           "request": {"method": "POST", "url": "{{base_url}}/login", "headers": {"content-type": "application/json"},
+                       "query": {}, "body": "{\"user\": \"{{user}}\", \"password\": \"{{secret.API_PASSWORD}}\"}"},
+           "request_ref": null,
+           "extractors": [{"name": "token", "kind": "jsonPath", "expression": "$.token"},
+                          {"name": "status", "kind": "statusCode"}],
+           "assertions": [{"source": "status", "operator": "equals", "expected": 200},
+                          {"source": "token", "operator": "exists"}],
+           "retry": {"count": 0, "interval_ms": 1000}, "timeout_ms": 30000},
+          {"id": "wait", "kind": "delay", "delay_ms": 500},
+          {"id": "orders", "kind": "module", "flow_id": "0195f2c4-8a8b-7cc1-9a1e-123456789abc", "version": "latest",
+           "inputs": {"token": "{{token}}"}},
+          {"id": "set", "kind": "set_variables", "variables": {"order_count": "{{count}}"}}
+         ],
+         "layout": {}})
+    }
+
+    #[test]
+    fn the_contract_example_is_valid() {
+        let definition = validate(&example()).expect("valid");
+        assert_eq!(definition.nodes.len(), 4);
+        assert!(
+            matches!(&definition.nodes[2], Node::Module(m) if m.version == Some(VersionSelector::Latest(Latest::Latest)))
+        );
+        let mut pinned = example();
+        pinned["nodes"][2]["version"] = json!(3);
+        assert!(
+            matches!(&validate(&pinned).expect("valid").nodes[2], Node::Module(m) if m.version == Some(VersionSelector::Number(3)))
+        );
+    }
+
+    fn problems(change: impl FnOnce(&mut Value)) -> Vec<Problem> {
+        let mut raw = example();
+        change(&mut raw);
+        validate(&raw).expect_err("invalid")
+    }
+
+    fn one(node: Option<&str>, field: &str, problems: &[Problem]) {
+        assert!(
+            problems.iter().any(|p| p.node_id.as_deref() == node && p.field == field),
+            "expected a problem at {node:?} {field}: {problems:?}"
+        );
+    }
+
+    #[test]
+    fn shape_errors_name_the_node_and_field() {
+        one(Some("wait"), "delay_ms", &problems(|r| r["nodes"][1]["delay_ms"] = json!("soon")));
+        one(Some("login"), "colour", &problems(|r| r["nodes"][0]["colour"] = json!("red")));
+        one(Some("#1"), "kind", &problems(|r| r["nodes"][1] = json!({"kind": "teleport"})));
+        one(Some("orders"), "flow_id", &problems(|r| r["nodes"][2]["flow_id"] = json!("not-a-uuid")));
+        one(Some("wait"), "delay_ms", &problems(|r| r["nodes"][1] = json!({"id": "wait", "kind": "delay"})));
+        one(Some("login"), "request.method", &problems(|r| r["nodes"][0]["request"]["method"] = json!(7)));
+        one(None, "nodes", &problems(|r| r.as_object_mut().expect("object").remove("nodes").map(|_| ()).unwrap_or(())));
+    }
+
+    #[test]
+    fn semantic_problems_are_precise() {
+        one(Some("login"), "request.method", &problems(|r| r["nodes"][0]["request"]["method"] = json!("FETCH")));
+        one(Some("login"), "request.url", &problems(|r| r["nodes"][0]["request"]["url"] = json!("{{base_url")));
+        one(Some("login"), "extractors[0]", &problems(|r| r["nodes"][0]["extractors"][0]["expression"] = json!("$.[")));
+        one(
+            Some("login"),
+            "extractors[1].name",
+            &problems(|r| r["nodes"][0]["extractors"][1]["name"] = json!("token")),
+        );
+        one(
+            Some("login"),
+            "assertions[0].expected",
+            &problems(|r| r["nodes"][0]["assertions"][0] = json!({"source": "s", "operator": "equals"})),
+        );
+        one(Some("login"), "retry", &problems(|r| r["nodes"][0]["retry"]["count"] = json!(99)));
+        one(Some("login"), "timeout_ms", &problems(|r| r["nodes"][0]["timeout_ms"] = json!(0)));
+        one(Some("login"), "request", &problems(|r| r["nodes"][0]["request"] = json!(null)));
+        one(Some("login"), "id", &problems(|r| r["nodes"][1]["id"] = json!("login")));
+        one(Some("bad id!"), "id", &problems(|r| r["nodes"][1]["id"] = json!("bad id!")));
+        one(Some("wait"), "delay_ms", &problems(|r| r["nodes"][1]["delay_ms"] = json!(7_200_000)));
+        one(Some("set"), "variables.9lives", &problems(|r| r["nodes"][3]["variables"] = json!({"9lives": "x"})));
+        one(None, "timeout_s", &problems(|r| r["timeout_s"] = json!(0)));
+        one(None, "nodes", &problems(|r| r["nodes"] = json!([])));
+        let many = problems(|r| {
+            r["nodes"][0]["request"]["method"] = json!("FETCH");
+            r["nodes"][1]["delay_ms"] = json!(7_200_000);
+        });
+        assert_eq!(many.len(), 2, "every problem is reported: {many:?}");
+    }
+}
