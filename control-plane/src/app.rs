@@ -2,7 +2,7 @@
 //! shutdown token so tests run it on 127.0.0.1:0 and every loop stops on one signal.
 
 use crate::state::AppState;
-use crate::{admin, analytics, capture, catalog, error, health, openapi, resources, webhooks};
+use crate::{admin, analytics, capture, catalog, error, flows, health, openapi, resources, webhooks};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, HeaderValue, header};
@@ -28,6 +28,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .merge(analytics::routes())
         .merge(catalog::routes())
         .merge(resources::routes())
+        .merge(flows::routes())
 }
 
 /// The OpenAPI document as served at `/openapi.json`.

@@ -15,6 +15,7 @@ pub mod data_dir;
 pub mod db;
 pub mod error;
 pub mod extract;
+pub mod flows;
 pub mod health;
 pub mod http_server;
 pub mod notify;

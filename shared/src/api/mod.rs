@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod analytics;
 pub mod catalog;
+pub mod flows;
 pub mod page;
 pub mod resources;
 pub mod webhooks;

@@ -3,4 +3,5 @@
 pub mod assert;
 pub mod definition;
 pub mod extract;
+pub mod schedule;
 pub mod template;

@@ -6,6 +6,7 @@ mod auth;
 mod capture;
 mod catalog;
 mod conventions;
+mod flows;
 mod history;
 mod keys;
 mod openapi;

@@ -49,6 +49,24 @@ const IMPLEMENTED: &[&str] = &[
     "GET /variables",
     "PUT /variables/{name}",
     "DELETE /variables/{name}",
+    "GET /flows",
+    "POST /flows",
+    "POST /flows/search",
+    "GET /flows/tags",
+    "GET /flows/{id}",
+    "PUT /flows/{id}",
+    "PATCH /flows/{id}",
+    "DELETE /flows/{id}",
+    "POST /flows/{id}/validate",
+    "POST /flows/{id}/publish",
+    "GET /flows/{id}/versions",
+    "GET /flows/{id}/versions/{version_id}",
+    "POST /flows/{id}/versions/{version_id}/restore",
+    "GET /flows/{id}/environments",
+    "PUT /flows/{id}/environments/{key}",
+    "DELETE /flows/{id}/environments/{key}",
+    "GET /flows/{id}/export",
+    "POST /flows/import",
 ];
 
 #[tokio::test]
@@ -81,7 +99,9 @@ async fn the_document_matches_the_contract_and_the_routes() {
         let path = path
             .replace("{id}", &uuid::Uuid::now_v7().to_string())
             .replace("{request_id}", &uuid::Uuid::now_v7().to_string())
-            .replace("{name}", "NAME");
+            .replace("{name}", "NAME")
+            .replace("{version_id}", &uuid::Uuid::now_v7().to_string())
+            .replace("{key}", "dev");
         let method = Method::from_bytes(method.as_bytes()).expect("method");
         let reply = app.call(method, &path, None, None).await;
         let expected = if path.starts_with("/webhook/") { 404 } else { 401 };

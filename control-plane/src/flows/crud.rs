@@ -1,0 +1,320 @@
+//! The draft of a flow: create, list (tag filter, text), search, tags with counts, read, replace, patch,
+//! delete, and validation of the stored draft (including references to other flows).
+
+use crate::admin::display_name;
+use crate::auth::{Caller, scope};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::flows::{FLOW_COLUMNS, FlowRow, check_definition, check_schedule, clean_tags, fetch, name_taken};
+use crate::pagination::{self, ListParams, PageRequest, page_size};
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use hookflow_shared::ErrorBody;
+use hookflow_shared::api::Page;
+use hookflow_shared::api::flows::{Flow, PatchFlow, SearchFlows, TagCount, TagList, Validation, WriteFlow};
+use hookflow_shared::flow::definition::{self, Node, Problem, VersionSelector};
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_flows, create_flow))
+        .routes(routes!(search_flows))
+        .routes(routes!(list_tags))
+        .routes(routes!(get_flow, replace_flow, patch_flow, delete_flow))
+        .routes(routes!(validate_flow))
+}
+
+fn check_description(description: Option<&str>) -> Result<(), ApiError> {
+    if description.is_some_and(|d| d.chars().count() > 2000) {
+        return Err(ApiError::invalid("`description` must be at most 2000 characters"));
+    }
+    Ok(())
+}
+
+/// Create a flow; the definition is validated first.
+#[utoipa::path(post, path = "/flows", tag = "Flows", request_body = WriteFlow,
+    responses((status = 201, body = Flow), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn create_flow(
+    State(app): State<AppState>,
+    caller: Caller<scope::FlowsWrite>,
+    ApiJson(body): ApiJson<WriteFlow>,
+) -> Result<(StatusCode, Json<Flow>), ApiError> {
+    let name = display_name("name", &body.name)?;
+    check_description(body.description.as_deref())?;
+    let tags = clean_tags(&body.tags)?;
+    check_schedule(body.schedule.as_deref())?;
+    check_definition(&body.definition)?;
+    let id = Uuid::now_v7();
+    let mut tx = app.pool.begin().await?;
+    sqlx::query(
+        "INSERT INTO flows (id, organization_id, name, description, tags, definition, schedule)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(id)
+    .bind(caller.org_id)
+    .bind(&name)
+    .bind(&body.description)
+    .bind(&tags)
+    .bind(&body.definition)
+    .bind(body.schedule.as_deref().map(str::trim))
+    .execute(&mut *tx)
+    .await
+    .map_err(name_taken)?;
+    let flow = fetch(&mut tx, caller.org_id, id).await?;
+    tx.commit().await?;
+    Ok((StatusCode::CREATED, Json(flow)))
+}
+
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct FlowListParams {
+    /// Only flows carrying this tag.
+    pub tag: Option<String>,
+    /// Text in the name or description.
+    pub q: Option<String>,
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+}
+
+struct Filter<'a> {
+    tags: &'a [String],
+    q: Option<&'a str>,
+    last_status: Option<&'a str>,
+}
+
+async fn query_flows(
+    app: &AppState,
+    org_id: Uuid,
+    filter: Filter<'_>,
+    page: &PageRequest<Uuid>,
+) -> Result<Page<Flow>, ApiError> {
+    let rows: Vec<FlowRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {FLOW_COLUMNS} FROM flows f
+         WHERE f.organization_id = $1 AND f.tags @> $2
+           AND ($3::text IS NULL OR strpos(lower(f.name || ' ' || COALESCE(f.description, '')), lower($3)) > 0)
+           AND ($4::text IS NULL OR f.last_status = $4)
+           AND ($5::uuid IS NULL OR f.id < $5)
+         ORDER BY f.id DESC LIMIT $6"
+    )))
+    .bind(org_id)
+    .bind(filter.tags)
+    .bind(filter.q)
+    .bind(filter.last_status)
+    .bind(page.after)
+    .bind(page.fetch_limit())
+    .fetch_all(&app.pool)
+    .await?;
+    Ok(pagination::finish(rows.into_iter().map(Flow::from).collect(), page, |f| f.id))
+}
+
+/// List flows, newest first; filter by tag and text.
+#[utoipa::path(get, path = "/flows", tag = "Flows", params(FlowListParams),
+    responses((status = 200, body = Page<Flow>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn list_flows(
+    State(app): State<AppState>,
+    caller: Caller<scope::FlowsRead>,
+    ApiQuery(params): ApiQuery<FlowListParams>,
+) -> Result<Json<Page<Flow>>, ApiError> {
+    let page = ListParams { limit: params.limit, cursor: params.cursor }.page::<Uuid>()?;
+    let tags: Vec<String> = params.tag.into_iter().collect();
+    let filter = Filter { tags: &tags, q: params.q.as_deref(), last_status: None };
+    Ok(Json(query_flows(&app, caller.org_id, filter, &page).await?))
+}
+
+/// Search flows by text, tags (all of them) and last execution status.
+#[utoipa::path(post, path = "/flows/search", tag = "Flows", request_body = SearchFlows,
+    responses((status = 200, body = Page<Flow>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn search_flows(
+    State(app): State<AppState>,
+    caller: Caller<scope::FlowsRead>,
+    ApiJson(body): ApiJson<SearchFlows>,
+) -> Result<Json<Page<Flow>>, ApiError> {
+    page_size(body.limit)?;
+    let page = ListParams { limit: body.limit, cursor: body.cursor.clone() }.page::<Uuid>()?;
+    let filter = Filter { tags: &body.tags, q: body.q.as_deref(), last_status: body.last_status.as_deref() };
+    Ok(Json(query_flows(&app, caller.org_id, filter, &page).await?))
+}
+
+/// Every tag in use with how many flows carry it.
+#[utoipa::path(get, path = "/flows/tags", tag = "Flows",
+    responses((status = 200, body = TagList), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn list_tags(State(app): State<AppState>, caller: Caller<scope::FlowsRead>) -> Result<Json<TagList>, ApiError> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT tag, count(*) FROM flows, unnest(tags) AS tag WHERE organization_id = $1 GROUP BY tag ORDER BY 2 DESC, 1",
+    )
+    .bind(caller.org_id)
+    .fetch_all(&app.pool)
+    .await?;
+    Ok(Json(TagList { items: rows.into_iter().map(|(tag, count)| TagCount { tag, count }).collect() }))
+}
+
+/// Read a flow.
+#[utoipa::path(get, path = "/flows/{id}", tag = "Flows", params(("id" = Uuid, Path)),
+    responses((status = 200, body = Flow), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn get_flow(
+    State(app): State<AppState>,
+    caller: Caller<scope::FlowsRead>,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Flow>, ApiError> {
+    let mut conn = app.pool.acquire().await?;
+    Ok(Json(fetch(&mut conn, caller.org_id, id).await?))
+}
+
+/// Replace name, description, tags, definition and schedule; `draft_revision` increments.
+#[utoipa::path(put, path = "/flows/{id}", tag = "Flows", params(("id" = Uuid, Path)), request_body = WriteFlow,
+    responses((status = 200, body = Flow), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn replace_flow(
+    State(app): State<AppState>,
+    caller: Caller<scope::FlowsWrite>,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(body): ApiJson<WriteFlow>,
+) -> Result<Json<Flow>, ApiError> {
+    let patch = PatchFlow {
+        name: Some(body.name),
+        description: Some(body.description),
+        tags: Some(body.tags),
+        definition: Some(body.definition),
+        schedule: Some(body.schedule),
+    };
+    update(&app, caller.org_id, id, patch).await.map(Json)
+}
+
+/// Change some fields; `draft_revision` increments.
+#[utoipa::path(patch, path = "/flows/{id}", tag = "Flows", params(("id" = Uuid, Path)), request_body = PatchFlow,
+    responses((status = 200, body = Flow), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn patch_flow(
+    State(app): State<AppState>,
+    caller: Caller<scope::FlowsWrite>,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(body): ApiJson<PatchFlow>,
+) -> Result<Json<Flow>, ApiError> {
+    update(&app, caller.org_id, id, body).await.map(Json)
+}
+
+async fn update(app: &AppState, org_id: Uuid, id: Uuid, patch: PatchFlow) -> Result<Flow, ApiError> {
+    let name = patch.name.as_deref().map(|n| display_name("name", n)).transpose()?;
+    check_description(patch.description.as_ref().and_then(|d| d.as_deref()))?;
+    let tags = patch.tags.as_deref().map(clean_tags).transpose()?;
+    check_schedule(patch.schedule.as_ref().and_then(|s| s.as_deref()))?;
+    if let Some(definition) = &patch.definition {
+        check_definition(definition)?;
+    }
+    let mut tx = app.pool.begin().await?;
+    let updated = sqlx::query(
+        "UPDATE flows SET name = COALESCE($3, name),
+            description = CASE WHEN $4 THEN $5 ELSE description END,
+            tags = COALESCE($6, tags), definition = COALESCE($7, definition),
+            schedule = CASE WHEN $8 THEN $9 ELSE schedule END,
+            draft_revision = draft_revision + 1, updated_at = now()
+         WHERE organization_id = $1 AND id = $2",
+    )
+    .bind(org_id)
+    .bind(id)
+    .bind(name)
+    .bind(patch.description.is_some())
+    .bind(patch.description.flatten())
+    .bind(tags)
+    .bind(patch.definition)
+    .bind(patch.schedule.is_some())
+    .bind(patch.schedule.flatten().map(|s| s.trim().to_owned()))
+    .execute(&mut *tx)
+    .await
+    .map_err(crate::flows::name_taken)?;
+    if updated.rows_affected() == 0 {
+        return Err(ApiError::not_found("flow"));
+    }
+    let flow = fetch(&mut tx, org_id, id).await?;
+    tx.commit().await?;
+    Ok(flow)
+}
+
+/// Delete a flow with its versions and environments.
+#[utoipa::path(delete, path = "/flows/{id}", tag = "Flows", params(("id" = Uuid, Path)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn delete_flow(
+    State(app): State<AppState>,
+    caller: Caller<scope::FlowsWrite>,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<StatusCode, ApiError> {
+    let deleted = sqlx::query("DELETE FROM flows WHERE organization_id = $1 AND id = $2")
+        .bind(caller.org_id)
+        .bind(id)
+        .execute(&app.pool)
+        .await?;
+    if deleted.rows_affected() == 0 {
+        return Err(ApiError::not_found("flow"));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Check the stored draft, including that module nodes reference published flows of this organization.
+#[utoipa::path(post, path = "/flows/{id}/validate", tag = "Flows", params(("id" = Uuid, Path)),
+    responses((status = 200, body = Validation), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn validate_flow(
+    State(app): State<AppState>,
+    caller: Caller<scope::FlowsRead>,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<Validation>, ApiError> {
+    let mut conn = app.pool.acquire().await?;
+    let flow = fetch(&mut conn, caller.org_id, id).await?;
+    let problems = match definition::validate(&flow.definition) {
+        Err(problems) => problems,
+        Ok(parsed) => {
+            let mut problems = Vec::new();
+            for node in &parsed.nodes {
+                let Node::Module(module) = node else { continue };
+                let versions: Option<(Option<i32>, bool)> = sqlx::query_as(
+                    "SELECT (SELECT max(version) FROM flow_versions v WHERE v.flow_id = f.id),
+                            EXISTS (SELECT 1 FROM flow_versions v WHERE v.flow_id = f.id AND v.version = $3)
+                     FROM flows f WHERE f.organization_id = $1 AND f.id = $2",
+                )
+                .bind(caller.org_id)
+                .bind(module.flow_id)
+                .bind(match module.version {
+                    Some(VersionSelector::Number(n)) => i32::try_from(n).unwrap_or(i32::MAX),
+                    _ => 0,
+                })
+                .fetch_optional(&mut *conn)
+                .await?;
+                let message = match (versions, module.version) {
+                    (None, _) => Some(format!("flow {} does not exist in this organization", module.flow_id)),
+                    (Some((None, _)), _) => Some(format!("flow {} has no published version", module.flow_id)),
+                    (Some((_, false)), Some(VersionSelector::Number(n))) => {
+                        Some(format!("flow {} has no published version {n}", module.flow_id))
+                    }
+                    _ => None,
+                };
+                if module.flow_id == id {
+                    problems.push(Problem {
+                        node_id: Some(module.id.clone()),
+                        field: "flow_id".into(),
+                        message: "a flow cannot run itself".into(),
+                    });
+                } else if let Some(message) = message {
+                    problems.push(Problem { node_id: Some(module.id.clone()), field: "flow_id".into(), message });
+                }
+            }
+            problems
+        }
+    };
+    Ok(Json(Validation { valid: problems.is_empty(), problems }))
+}

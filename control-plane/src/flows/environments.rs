@@ -1,0 +1,105 @@
+//! Environments of a flow: keyed sets of variables whose values may reference secrets (`{{secret.NAME}}`).
+
+use crate::auth::{Caller, scope};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath};
+use crate::flows::fetch;
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use hookflow_shared::ErrorBody;
+use hookflow_shared::api::flows::{Environment, EnvironmentList, PutEnvironment};
+use hookflow_shared::flow::template;
+use std::collections::BTreeMap;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_environments)).routes(routes!(put_environment, delete_environment))
+}
+
+pub fn environment(key: String, variables: BTreeMap<String, String>, updated_at: DateTime<Utc>) -> Environment {
+    let mut secret_refs: Vec<String> = variables.values().flat_map(|v| template::secret_names(v)).collect();
+    secret_refs.sort();
+    secret_refs.dedup();
+    Environment { key, variables, secret_refs, updated_at: updated_at.into() }
+}
+
+/// Environments of a flow, by key.
+#[utoipa::path(get, path = "/flows/{id}/environments", tag = "Flows", params(("id" = Uuid, Path)),
+    responses((status = 200, body = EnvironmentList), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn list_environments(
+    State(app): State<AppState>,
+    caller: Caller<scope::FlowsRead>,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<EnvironmentList>, ApiError> {
+    let mut conn = app.pool.acquire().await?;
+    fetch(&mut conn, caller.org_id, id).await?;
+    let rows: Vec<(String, sqlx::types::Json<BTreeMap<String, String>>, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT key, variables, updated_at FROM flow_environments WHERE organization_id = $1 AND flow_id = $2 ORDER BY key",
+    )
+    .bind(caller.org_id)
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Json(EnvironmentList { items: rows.into_iter().map(|(k, v, t)| environment(k, v.0, t)).collect() }))
+}
+
+/// Create or replace an environment.
+#[utoipa::path(put, path = "/flows/{id}/environments/{key}", tag = "Flows", params(("id" = Uuid, Path), ("key" = String, Path)),
+    request_body = PutEnvironment,
+    responses((status = 200, body = Environment), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn put_environment(
+    State(app): State<AppState>,
+    caller: Caller<scope::FlowsWrite>,
+    ApiPath((id, key)): ApiPath<(Uuid, String)>,
+    ApiJson(body): ApiJson<PutEnvironment>,
+) -> Result<Json<Environment>, ApiError> {
+    if key.is_empty() || key.len() > 64 || !key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
+        return Err(ApiError::invalid("the environment key must be 1 to 64 letters, digits, _ or -"));
+    }
+    for (name, value) in &body.variables {
+        template::check(value).map_err(|e| ApiError::invalid(format!("invalid field `variables.{name}`: {e}")))?;
+    }
+    let mut conn = app.pool.acquire().await?;
+    fetch(&mut conn, caller.org_id, id).await?;
+    let updated_at: DateTime<Utc> = sqlx::query_scalar(
+        "INSERT INTO flow_environments (flow_id, organization_id, key, variables) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (flow_id, key) DO UPDATE SET variables = EXCLUDED.variables, updated_at = now()
+         RETURNING updated_at",
+    )
+    .bind(id)
+    .bind(caller.org_id)
+    .bind(&key)
+    .bind(sqlx::types::Json(&body.variables))
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(Json(environment(key, body.variables, updated_at)))
+}
+
+/// Delete an environment.
+#[utoipa::path(delete, path = "/flows/{id}/environments/{key}", tag = "Flows", params(("id" = Uuid, Path), ("key" = String, Path)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn delete_environment(
+    State(app): State<AppState>,
+    caller: Caller<scope::FlowsWrite>,
+    ApiPath((id, key)): ApiPath<(Uuid, String)>,
+) -> Result<StatusCode, ApiError> {
+    let deleted = sqlx::query("DELETE FROM flow_environments WHERE organization_id = $1 AND flow_id = $2 AND key = $3")
+        .bind(caller.org_id)
+        .bind(id)
+        .bind(&key)
+        .execute(&app.pool)
+        .await?;
+    if deleted.rows_affected() == 0 {
+        return Err(ApiError::not_found("environment"));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}

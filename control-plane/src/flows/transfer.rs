@@ -1,0 +1,128 @@
+//! The export document (`hookflow.flow/v1`: the flow, its versions and environments, never secret values) and
+//! importing it as a new flow, in this or another organization.
+
+use crate::auth::{Caller, scope};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath};
+use crate::flows::versions::insert_version;
+use crate::flows::{check_definition, check_schedule, clean_tags, fetch, name_taken};
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use hookflow_shared::ErrorBody;
+use hookflow_shared::api::flows::{
+    EXPORT_FORMAT, ExportedEnvironment, ExportedFlow, ExportedVersion, Flow, FlowDocument,
+};
+use std::collections::BTreeMap;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(export_flow)).routes(routes!(import_flow))
+}
+
+/// The flow as a self-contained document.
+#[utoipa::path(get, path = "/flows/{id}/export", tag = "Flows", params(("id" = Uuid, Path)),
+    responses((status = 200, body = FlowDocument), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn export_flow(
+    State(app): State<AppState>,
+    caller: Caller<scope::FlowsRead>,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<FlowDocument>, ApiError> {
+    let mut conn = app.pool.acquire().await?;
+    let flow = fetch(&mut conn, caller.org_id, id).await?;
+    let versions: Vec<(i32, Option<String>, serde_json::Value)> = sqlx::query_as(
+        "SELECT version, note, definition FROM flow_versions WHERE organization_id = $1 AND flow_id = $2 ORDER BY version",
+    )
+    .bind(caller.org_id)
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    let environments: Vec<(String, sqlx::types::Json<BTreeMap<String, String>>)> = sqlx::query_as(
+        "SELECT key, variables FROM flow_environments WHERE organization_id = $1 AND flow_id = $2 ORDER BY key",
+    )
+    .bind(caller.org_id)
+    .bind(id)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Json(FlowDocument {
+        format: EXPORT_FORMAT.into(),
+        flow: ExportedFlow {
+            name: flow.name,
+            description: flow.description,
+            tags: flow.tags,
+            definition: flow.definition,
+            schedule: flow.schedule,
+        },
+        versions: versions
+            .into_iter()
+            .map(|(version, note, definition)| ExportedVersion { version, note, definition })
+            .collect(),
+        environments: environments.into_iter().map(|(key, v)| ExportedEnvironment { key, variables: v.0 }).collect(),
+    }))
+}
+
+/// Import an exported document as a new flow (versions renumbered from 1 in their order).
+#[utoipa::path(post, path = "/flows/import", tag = "Flows", request_body = FlowDocument,
+    responses((status = 201, body = Flow), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn import_flow(
+    State(app): State<AppState>,
+    caller: Caller<scope::FlowsWrite>,
+    ApiJson(document): ApiJson<FlowDocument>,
+) -> Result<(StatusCode, Json<Flow>), ApiError> {
+    if document.format != EXPORT_FORMAT {
+        return Err(ApiError::invalid(format!("invalid field `format`: expected `{EXPORT_FORMAT}`")));
+    }
+    let source = document.flow;
+    let name = crate::admin::display_name("flow.name", &source.name)?;
+    let tags = clean_tags(&source.tags)?;
+    check_schedule(source.schedule.as_deref())?;
+    check_definition(&source.definition)?;
+    let mut versions = document.versions;
+    versions.sort_by_key(|v| v.version);
+    for version in &versions {
+        check_definition(&version.definition)?;
+    }
+    let id = Uuid::now_v7();
+    let mut tx = app.pool.begin().await?;
+    sqlx::query(
+        "INSERT INTO flows (id, organization_id, name, description, tags, definition, schedule)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(id)
+    .bind(caller.org_id)
+    .bind(&name)
+    .bind(&source.description)
+    .bind(&tags)
+    .bind(&source.definition)
+    .bind(&source.schedule)
+    .execute(&mut *tx)
+    .await
+    .map_err(name_taken)?;
+    for version in &versions {
+        insert_version(&mut tx, caller.org_id, id, version.note.as_deref(), &version.definition).await?;
+    }
+    for environment in &document.environments {
+        sqlx::query("INSERT INTO flow_environments (flow_id, organization_id, key, variables) VALUES ($1, $2, $3, $4)")
+            .bind(id)
+            .bind(caller.org_id)
+            .bind(&environment.key)
+            .bind(sqlx::types::Json(&environment.variables))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| match &e {
+                sqlx::Error::Database(db) if db.code().as_deref() == Some("23505") => {
+                    ApiError::invalid(format!("environment `{}` appears twice", environment.key))
+                }
+                _ => e.into(),
+            })?;
+    }
+    let flow = fetch(&mut tx, caller.org_id, id).await?;
+    tx.commit().await?;
+    Ok((StatusCode::CREATED, Json(flow)))
+}

@@ -1,0 +1,177 @@
+//! Flow bodies: flows, versions, environments, validation results, and the export document.
+
+use crate::Timestamp;
+use crate::api::webhooks::double_option;
+use crate::flow::definition::Problem;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// `POST /flows` and `PUT /flows/{id}`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteFlow {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The flow definition (API.md section 3), stored as given once valid.
+    pub definition: Value,
+    /// A cron expression such as `0 * * * *`.
+    #[serde(default)]
+    pub schedule: Option<String>,
+}
+
+/// `PATCH /flows/{id}`: absent fields stay; `null` clears description or schedule.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchFlow {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    pub description: Option<Option<String>>,
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    #[serde(default)]
+    pub definition: Option<Value>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    pub schedule: Option<Option<String>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Flow {
+    pub id: Uuid,
+    pub name: String,
+    pub description: Option<String>,
+    pub tags: Vec<String>,
+    pub definition: Value,
+    pub schedule: Option<String>,
+    pub draft_revision: i32,
+    /// The newest published version number, if any.
+    pub published_version: Option<i32>,
+    pub last_status: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// `POST /flows/search`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchFlows {
+    /// Text in the name or description.
+    #[serde(default)]
+    pub q: Option<String>,
+    /// Flows carrying every one of these tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub last_status: Option<String>,
+    #[serde(default)]
+    pub limit: Option<i64>,
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TagCount {
+    pub tag: String,
+    pub count: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TagList {
+    pub items: Vec<TagCount>,
+}
+
+/// `POST /flows/{id}/validate`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Validation {
+    pub valid: bool,
+    pub problems: Vec<Problem>,
+}
+
+/// `POST /flows/{id}/publish`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Publish {
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct FlowVersion {
+    pub id: Uuid,
+    pub version: i32,
+    pub note: Option<String>,
+    pub definition: Value,
+    pub created_at: Timestamp,
+}
+
+/// `PUT /flows/{id}/environments/{key}`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PutEnvironment {
+    pub variables: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Environment {
+    pub key: String,
+    pub variables: BTreeMap<String, String>,
+    /// Secret names the values reference (`{{secret.NAME}}`); never their values.
+    pub secret_refs: Vec<String>,
+    pub updated_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EnvironmentList {
+    pub items: Vec<Environment>,
+}
+
+/// The format name of the export document.
+pub const EXPORT_FORMAT: &str = "hookflow.flow/v1";
+
+/// `GET /flows/{id}/export` and `POST /flows/import`: self-contained, never with secret values.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FlowDocument {
+    pub format: String,
+    pub flow: ExportedFlow,
+    #[serde(default)]
+    pub versions: Vec<ExportedVersion>,
+    #[serde(default)]
+    pub environments: Vec<ExportedEnvironment>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExportedFlow {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub definition: Value,
+    #[serde(default)]
+    pub schedule: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExportedVersion {
+    pub version: i32,
+    #[serde(default)]
+    pub note: Option<String>,
+    pub definition: Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExportedEnvironment {
+    pub key: String,
+    pub variables: BTreeMap<String, String>,
+}
