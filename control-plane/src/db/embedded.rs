@@ -282,7 +282,9 @@ pub fn find_bindir() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("PATH")
         && let Some(dir) = std::env::split_paths(&path).find(|d| has_all(d))
     {
-        return Some(dir);
+        // PATH may hold symlinks to a few binaries only: use the directory they point into.
+        let real = fs::canonicalize(dir.join("initdb")).ok().and_then(|p| p.parent().map(Path::to_path_buf));
+        return Some(real.filter(|d| has_all(d)).unwrap_or(dir));
     }
     if let Ok(out) = Command::new("pg_config").arg("--bindir").output() {
         let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());

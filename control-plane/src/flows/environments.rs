@@ -39,7 +39,8 @@ async fn list_environments(
 ) -> Result<Json<EnvironmentList>, ApiError> {
     let mut conn = app.pool.acquire().await?;
     fetch(&mut conn, caller.org_id, id).await?;
-    let rows: Vec<(String, sqlx::types::Json<BTreeMap<String, String>>, DateTime<Utc>)> = sqlx::query_as(
+    type EnvironmentRow = (String, sqlx::types::Json<BTreeMap<String, String>>, DateTime<Utc>);
+    let rows: Vec<EnvironmentRow> = sqlx::query_as(
         "SELECT key, variables, updated_at FROM flow_environments WHERE organization_id = $1 AND flow_id = $2 ORDER BY key",
     )
     .bind(caller.org_id)

@@ -113,3 +113,24 @@ async fn names_values_and_scopes_are_checked() {
     let none = app.creds_with(&["flows:read"]).await;
     assert_eq!(app.call(Method::GET, "/variables", Some(&none), None).await.code(), "insufficient_scope");
 }
+
+#[tokio::test]
+async fn a_database_dump_holds_no_plaintext_secret() {
+    let app = TestApp::spawn().await;
+    let value = "plaintext-that-pg_dump-must-not-find-7431";
+    assert_eq!(app.admin(Method::PUT, "/secrets/DUMPED", Some(json!({"value": value}))).await.status, 200);
+    let options = app.pool.connect_options();
+    let bindir = hookflow_control_plane::db::embedded::find_bindir().expect("PostgreSQL binaries");
+    let socket = options.get_socket().expect("the test cluster listens on a socket");
+    let dump = std::process::Command::new(bindir.join("pg_dump"))
+        .arg("--host")
+        .arg(socket)
+        .args(["--port", &options.get_port().to_string(), "--username", options.get_username(), "--no-password"])
+        .arg(options.get_database().expect("database"))
+        .output()
+        .expect("run pg_dump");
+    assert!(dump.status.success(), "pg_dump failed: {}", String::from_utf8_lossy(&dump.stderr));
+    let text = String::from_utf8_lossy(&dump.stdout);
+    assert!(text.contains("DUMPED"), "the dump has the secret's row");
+    assert!(!text.contains(value), "the dump holds the plaintext");
+}
