@@ -5,7 +5,7 @@ use crate::admin::display_name;
 use crate::auth::{Caller, scope};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::flows::{FLOW_COLUMNS, FlowRow, check_definition, check_schedule, clean_tags, fetch, name_taken};
+use crate::flows::{FLOW_COLUMNS, FlowRow, NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow};
 use crate::pagination::{self, ListParams, PageRequest, page_size};
 use crate::state::AppState;
 use axum::Json;
@@ -49,22 +49,16 @@ async fn create_flow(
     let tags = clean_tags(&body.tags)?;
     check_schedule(body.schedule.as_deref())?;
     check_definition(&body.definition)?;
-    let id = Uuid::now_v7();
     let mut tx = app.pool.begin().await?;
-    sqlx::query(
-        "INSERT INTO flows (id, organization_id, name, description, tags, definition, schedule)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-    )
-    .bind(id)
-    .bind(caller.org_id)
-    .bind(&name)
-    .bind(&body.description)
-    .bind(&tags)
-    .bind(&body.definition)
-    .bind(body.schedule.as_deref().map(str::trim))
-    .execute(&mut *tx)
-    .await
-    .map_err(name_taken)?;
+    let new = NewFlow {
+        org_id: caller.org_id,
+        name: &name,
+        description: body.description.as_deref(),
+        tags: &tags,
+        definition: &body.definition,
+        schedule: body.schedule.as_deref(),
+    };
+    let id = insert_flow(&mut tx, new).await?;
     let flow = fetch(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
     Ok((StatusCode::CREATED, Json(flow)))

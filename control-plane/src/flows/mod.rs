@@ -122,6 +122,37 @@ pub fn check_schedule(schedule: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
+/// A flow to insert, already validated.
+#[derive(Debug)]
+pub struct NewFlow<'a> {
+    pub org_id: Uuid,
+    pub name: &'a str,
+    pub description: Option<&'a str>,
+    pub tags: &'a [String],
+    pub definition: &'a serde_json::Value,
+    pub schedule: Option<&'a str>,
+}
+
+/// Inserts a flow and returns its new id; a taken name answers 409.
+pub async fn insert_flow(conn: &mut PgConnection, flow: NewFlow<'_>) -> Result<Uuid, ApiError> {
+    let id = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO flows (id, organization_id, name, description, tags, definition, schedule)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(id)
+    .bind(flow.org_id)
+    .bind(flow.name)
+    .bind(flow.description)
+    .bind(flow.tags)
+    .bind(flow.definition)
+    .bind(flow.schedule.map(str::trim))
+    .execute(conn)
+    .await
+    .map_err(name_taken)?;
+    Ok(id)
+}
+
 /// A unique-name violation answers 409.
 pub fn name_taken(error: sqlx::Error) -> ApiError {
     match &error {

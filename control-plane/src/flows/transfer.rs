@@ -5,7 +5,7 @@ use crate::auth::{Caller, scope};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
 use crate::flows::versions::insert_version;
-use crate::flows::{check_definition, check_schedule, clean_tags, fetch, name_taken};
+use crate::flows::{NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -88,22 +88,16 @@ async fn import_flow(
     for version in &versions {
         check_definition(&version.definition)?;
     }
-    let id = Uuid::now_v7();
     let mut tx = app.pool.begin().await?;
-    sqlx::query(
-        "INSERT INTO flows (id, organization_id, name, description, tags, definition, schedule)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-    )
-    .bind(id)
-    .bind(caller.org_id)
-    .bind(&name)
-    .bind(&source.description)
-    .bind(&tags)
-    .bind(&source.definition)
-    .bind(&source.schedule)
-    .execute(&mut *tx)
-    .await
-    .map_err(name_taken)?;
+    let new = NewFlow {
+        org_id: caller.org_id,
+        name: &name,
+        description: source.description.as_deref(),
+        tags: &tags,
+        definition: &source.definition,
+        schedule: source.schedule.as_deref(),
+    };
+    let id = insert_flow(&mut tx, new).await?;
     for version in &versions {
         insert_version(&mut tx, caller.org_id, id, version.note.as_deref(), &version.definition).await?;
     }
