@@ -69,14 +69,6 @@ pub fn lock(dir: &Path) -> Result<DataDirLock, DataDirError> {
     Ok(DataDirLock { _file: file })
 }
 
-/// Whether a server holds the directory's lock right now.
-pub fn is_locked(dir: &Path) -> bool {
-    match File::open(dir.join("hookflow.lock")) {
-        Ok(file) => file.try_lock_shared().is_err(),
-        Err(_) => false,
-    }
-}
-
 /// The 32-byte master key: the configured one, else the one in `<dir>/master.key`, generated (mode 0600) on first
 /// use.
 pub fn master_key(dir: &Path, configured: Option<&str>) -> Result<[u8; 32], DataDirError> {

@@ -19,3 +19,11 @@ pub fn display_name(field: &str, name: &str) -> Result<String, crate::error::Api
     }
     Ok(name.to_owned())
 }
+
+/// Refuses optional free text longer than `max` characters, naming the field.
+pub fn bounded_text(field: &str, value: Option<&str>, max: usize) -> Result<(), crate::error::ApiError> {
+    if value.is_some_and(|text| text.chars().count() > max) {
+        return Err(crate::error::ApiError::invalid(format!("`{field}` must be at most {max} characters")));
+    }
+    Ok(())
+}

@@ -1,12 +1,12 @@
 //! The draft of a flow: create, list (tag filter, text), search, tags with counts, read, replace, patch,
 //! delete, and validation of the stored draft (including references to other flows).
 
-use crate::admin::display_name;
+use crate::admin::{bounded_text, display_name};
 use crate::auth::{Caller, scope};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::flows::{FLOW_COLUMNS, FlowRow, NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow};
-use crate::pagination::{self, ListParams, PageRequest, page_size};
+use crate::pagination::{self, ListParams, PageRequest};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -27,13 +27,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(validate_flow))
 }
 
-fn check_description(description: Option<&str>) -> Result<(), ApiError> {
-    if description.is_some_and(|d| d.chars().count() > 2000) {
-        return Err(ApiError::invalid("`description` must be at most 2000 characters"));
-    }
-    Ok(())
-}
-
 /// Create a flow; the definition is validated first.
 #[utoipa::path(post, path = "/flows", tag = "Flows", request_body = WriteFlow,
     responses((status = 201, body = Flow), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
@@ -45,7 +38,7 @@ async fn create_flow(
     ApiJson(body): ApiJson<WriteFlow>,
 ) -> Result<(StatusCode, Json<Flow>), ApiError> {
     let name = display_name("name", &body.name)?;
-    check_description(body.description.as_deref())?;
+    bounded_text("description", body.description.as_deref(), 2000)?;
     let tags = clean_tags(&body.tags)?;
     check_schedule(body.schedule.as_deref())?;
     check_definition(&body.definition)?;
@@ -132,7 +125,6 @@ async fn search_flows(
     caller: Caller<scope::FlowsRead>,
     ApiJson(body): ApiJson<SearchFlows>,
 ) -> Result<Json<Page<Flow>>, ApiError> {
-    page_size(body.limit)?;
     let page = ListParams { limit: body.limit, cursor: body.cursor.clone() }.page::<Uuid>()?;
     let filter = Filter { tags: &body.tags, q: body.q.as_deref(), last_status: body.last_status.as_deref() };
     Ok(Json(query_flows(&app, caller.org_id, filter, &page).await?))
@@ -203,7 +195,7 @@ async fn patch_flow(
 
 async fn update(app: &AppState, org_id: Uuid, id: Uuid, patch: PatchFlow) -> Result<Flow, ApiError> {
     let name = patch.name.as_deref().map(|n| display_name("name", n)).transpose()?;
-    check_description(patch.description.as_ref().and_then(|d| d.as_deref()))?;
+    bounded_text("description", patch.description.as_ref().and_then(|d| d.as_deref()), 2000)?;
     let tags = patch.tags.as_deref().map(clean_tags).transpose()?;
     check_schedule(patch.schedule.as_ref().and_then(|s| s.as_deref()))?;
     if let Some(definition) = &patch.definition {

@@ -69,9 +69,7 @@ async fn publish(
 ) -> Result<(StatusCode, Json<FlowVersion>), ApiError> {
     // The body is optional: nothing, or `{"note": ...}`.
     let note = if body.iter().all(u8::is_ascii_whitespace) { None } else { parse_json::<Publish>(&body)?.note };
-    if note.as_deref().is_some_and(|n| n.chars().count() > 2000) {
-        return Err(ApiError::invalid("`note` must be at most 2000 characters"));
-    }
+    crate::admin::bounded_text("note", note.as_deref(), 2000)?;
     let mut tx = app.pool.begin().await?;
     // Lock the flow: concurrent publishes number their versions one after the other.
     let draft: Option<serde_json::Value> =

@@ -1,8 +1,8 @@
 //! Webhook endpoints: create (live at once), list newest first, read, change, delete (with their captures).
 //! Every change NOTIFYs the capture caches of all servers.
 
-use crate::admin::display_name;
 use crate::admin::organization::MAX_BODY_BYTES_LIMIT;
+use crate::admin::{bounded_text, display_name};
 use crate::auth::{Caller, scope};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
@@ -94,13 +94,6 @@ fn check_response(value: Option<&CustomResponse>) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn check_description(value: Option<&str>) -> Result<(), ApiError> {
-    if value.is_some_and(|d| d.chars().count() > 2000) {
-        return Err(ApiError::invalid("`description` must be at most 2000 characters"));
-    }
-    Ok(())
-}
-
 /// Create an endpoint; it captures at `capture_url` at once.
 #[utoipa::path(post, path = "/webhooks", tag = "Webhook", request_body = CreateWebhook,
     responses((status = 201, body = Webhook), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
@@ -112,7 +105,7 @@ async fn create_webhook(
     ApiJson(body): ApiJson<CreateWebhook>,
 ) -> Result<(StatusCode, Json<Webhook>), ApiError> {
     let name = display_name("name", &body.name)?;
-    check_description(body.description.as_deref())?;
+    bounded_text("description", body.description.as_deref(), 2000)?;
     check_body_limit(body.max_body_bytes)?;
     check_retention(body.retention.as_ref())?;
     check_response(body.response.as_ref())?;
@@ -191,7 +184,7 @@ async fn update_webhook(
     ApiJson(body): ApiJson<UpdateWebhook>,
 ) -> Result<Json<Webhook>, ApiError> {
     let name = body.name.as_deref().map(|n| display_name("name", n)).transpose()?;
-    check_description(body.description.as_ref().and_then(|d| d.as_deref()))?;
+    bounded_text("description", body.description.as_ref().and_then(|d| d.as_deref()), 2000)?;
     check_body_limit(body.max_body_bytes.flatten())?;
     check_retention(body.retention.as_ref().and_then(|r| r.as_ref()))?;
     check_response(body.response.as_ref().and_then(|r| r.as_ref()))?;
