@@ -18,7 +18,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 /// Most points one volume answer holds.
-const MAX_POINTS: i64 = 10_000;
+pub const MAX_POINTS: i64 = 10_000;
 /// Execution statuses, reported with zeros included.
 const EXECUTION_STATUSES: [&str; 6] = ["queued", "running", "succeeded", "failed", "cancelled", "error"];
 
@@ -50,7 +50,7 @@ pub struct VolumeParams {
 }
 
 /// The window, widened to whole minutes (the counters' resolution).
-fn window(from: Option<Timestamp>, to: Option<Timestamp>) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> {
+pub fn window(from: Option<Timestamp>, to: Option<Timestamp>) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> {
     let to = to.map_or_else(Utc::now, |t| t.0);
     let from = from.map_or(to - TimeDelta::hours(24), |t| t.0);
     if from >= to {
@@ -63,7 +63,7 @@ fn window(from: Option<Timestamp>, to: Option<Timestamp>) -> Result<(DateTime<Ut
     Ok((from, to))
 }
 
-fn step(bucket: Bucket) -> (TimeDelta, &'static str) {
+pub fn step(bucket: Bucket) -> (TimeDelta, &'static str) {
     match bucket {
         Bucket::Minute => (TimeDelta::minutes(1), "minute"),
         Bucket::Hour => (TimeDelta::hours(1), "hour"),
@@ -174,7 +174,16 @@ async fn overview(
     let endpoints: Vec<EndpointCount> =
         rows.into_iter().map(|(webhook_id, name, count)| EndpointCount { webhook_id, name, count }).collect();
     let total = endpoints.iter().map(|e| e.count).sum();
-    // Flow executions are not stored by this build yet: every status counts zero.
-    let executions: BTreeMap<String, i64> = EXECUTION_STATUSES.iter().map(|s| ((*s).to_owned(), 0)).collect();
+    let counted: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT status, count(*) FROM executions
+         WHERE organization_id = $1 AND created_at >= $2 AND created_at < $3 GROUP BY status",
+    )
+    .bind(caller.org_id)
+    .bind(from)
+    .bind(to)
+    .fetch_all(&app.pool)
+    .await?;
+    let mut executions: BTreeMap<String, i64> = EXECUTION_STATUSES.iter().map(|s| ((*s).to_owned(), 0)).collect();
+    executions.extend(counted);
     Ok(Json(Overview { from: from.into(), to: to.into(), captures: CaptureTotals { total, endpoints }, executions }))
 }

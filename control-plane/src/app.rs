@@ -2,7 +2,9 @@
 //! shutdown token so tests run it on 127.0.0.1:0 and every loop stops on one signal.
 
 use crate::state::AppState;
-use crate::{admin, analytics, capture, catalog, error, flows, health, openapi, resources, webhooks};
+use crate::{
+    admin, analytics, capture, catalog, error, executions, flows, health, openapi, resources, runner_protocol, webhooks,
+};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, HeaderValue, header};
@@ -29,6 +31,8 @@ fn documented() -> OpenApiRouter<AppState> {
         .merge(catalog::routes())
         .merge(resources::routes())
         .merge(flows::routes())
+        .merge(executions::routes())
+        .merge(runner_protocol::routes())
 }
 
 /// The OpenAPI document as served at `/openapi.json`.

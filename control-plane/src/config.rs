@@ -76,6 +76,23 @@ pub struct ServeArgs {
     /// Most connections the server opens to PostgreSQL.
     #[arg(long, env = "HOOKFLOW_DB_MAX_CONNECTIONS", default_value_t = 20)]
     pub db_max_connections: u32,
+    /// Run a runner inside the server, over the same HTTP protocol, serving every organization. `auto` runs it
+    /// with the embedded database and not with an external one (where runners are usually deployed apart).
+    #[arg(long, env = "HOOKFLOW_EMBEDDED_RUNNER", value_enum, default_value_t = EmbeddedRunner::Auto)]
+    pub embedded_runner: EmbeddedRunner,
+    /// Jobs the embedded runner runs at the same time.
+    #[arg(long, env = "HOOKFLOW_EMBEDDED_RUNNER_CONCURRENCY", default_value_t = 4)]
+    pub embedded_runner_concurrency: u32,
+    /// Seconds a claim holds a job without a heartbeat or result before it goes back to the queue.
+    #[arg(long, env = "HOOKFLOW_LEASE_S", default_value_t = 30, value_parser = clap::value_parser!(u64).range(2..=3600))]
+    pub lease_s: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EmbeddedRunner {
+    Auto,
+    On,
+    Off,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -1,6 +1,8 @@
 //! The process's one LISTEN connection: endpoint changes invalidate the capture cache, stored captures wake the
-//! stream topics. When the connection drops, everything that depends on notifications is refreshed.
+//! stream topics, queued executions wake long polls and execution events wake execution streams. When the connection drops, everything that depends on notifications is refreshed.
 
+use crate::executions::events::EXECUTIONS_CHANNEL;
+use crate::runner_protocol::QUEUE_CHANNEL;
 use crate::state::AppState;
 use sqlx::postgres::PgListener;
 use std::time::Duration;
@@ -14,7 +16,7 @@ pub async fn run(app: AppState) {
     loop {
         let listening = async {
             let mut listener = PgListener::connect_with(&app.pool).await?;
-            listener.listen_all([WEBHOOKS_CHANNEL, CAPTURES_CHANNEL]).await?;
+            listener.listen_all([WEBHOOKS_CHANNEL, CAPTURES_CHANNEL, QUEUE_CHANNEL, EXECUTIONS_CHANNEL]).await?;
             Ok::<_, sqlx::Error>(listener)
         };
         let mut listener = tokio::select! {
@@ -36,17 +38,22 @@ pub async fn run(app: AppState) {
         // Whatever happened while we were not listening is unknown.
         app.endpoints.clear();
         app.hub.wake_all();
+        app.queue.wake();
         loop {
             let received = tokio::select! {
                 received = listener.try_recv() => received,
                 () = app.shutdown.cancelled() => return,
             };
             match received {
+                Ok(Some(notification)) if notification.channel() == QUEUE_CHANNEL => app.queue.wake(),
                 Ok(Some(notification)) => {
                     let Ok(id) = Uuid::parse_str(notification.payload()) else { continue };
                     match notification.channel() {
                         WEBHOOKS_CHANNEL => app.endpoints.invalidate(id),
                         CAPTURES_CHANNEL => app.hub.wake(id),
+                        EXECUTIONS_CHANNEL => {
+                            let _ = app.execution_wakes.send(id);
+                        }
                         _ => {}
                     }
                 }
@@ -54,6 +61,7 @@ pub async fn run(app: AppState) {
                     tracing::warn!("the LISTEN connection dropped; reconnecting");
                     app.endpoints.clear();
                     app.hub.wake_all();
+                    app.queue.wake();
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "LISTEN failed; reconnecting");

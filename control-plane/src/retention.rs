@@ -68,5 +68,8 @@ pub async fn run(app: AppState) {
             Ok(n) => tracing::info!(deleted = n, "retention removed old captures"),
             Err(e) => tracing::warn!(error = %e, "retention sweep failed; trying again later"),
         }
+        if let Err(e) = crate::executions::idempotency::expire(&app.pool).await {
+            tracing::warn!(error = %e, "expiring idempotency keys failed; trying again later");
+        }
     }
 }

@@ -1,10 +1,10 @@
 //! What `hookflow-server` does for each subcommand: serve (open storage, migrate, bootstrap, listen until
 //! SIGINT/SIGTERM, then stop the embedded cluster) or run an operator command.
 
-use crate::config::{Cli, Command, LogArgs, LogFormat, ServeArgs, StorageArgs};
+use crate::config::{Cli, Command, EmbeddedRunner, LogArgs, LogFormat, ServeArgs, StorageArgs};
 use crate::state::{AppState, Settings};
 use crate::storage::{BoxError, Opener, Storage};
-use crate::{app, bootstrap, data_dir, operator};
+use crate::{app, bootstrap, data_dir, embedded_runner, operator};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -56,11 +56,23 @@ async fn serve_with(
         allow_private_targets: args.allow_private_targets,
         retention_interval: std::time::Duration::from_secs(args.retention_interval_s.max(1)),
         master_key: crate::crypto::MasterKey::new(master_key),
+        lease: std::time::Duration::from_secs(args.lease_s),
+        heartbeat_interval: std::time::Duration::from_secs((args.lease_s / 3).clamp(1, 10)),
         ..Settings::new(public_url.clone())
     };
+    let run_embedded = match args.embedded_runner {
+        EmbeddedRunner::On => true,
+        EmbeddedRunner::Off => false,
+        EmbeddedRunner::Auto => storage_args.database_url().is_none(),
+    };
+    let embedded_key = run_embedded.then(embedded_runner::new_key);
+    let settings = Settings { embedded_runner_key_hash: embedded_key.as_ref().map(|k| k.hash.clone()), ..settings };
     let shutdown = CancellationToken::new();
     let state = AppState::start(storage.pool.clone(), settings, shutdown.clone());
     tokio::spawn(stop_on_signal(shutdown.clone()));
+    if let Some(key) = embedded_key {
+        embedded_runner::spawn(local, key, args.embedded_runner_concurrency, shutdown.clone());
+    }
     tracing::info!(address = %local, public_url, "hookflow-server listening");
     app::serve(listener, state).await?;
     tracing::info!("shutting down");

@@ -19,6 +19,10 @@ pub struct Inner {
     pub endpoints: EndpointCache,
     pub captures: CaptureWriter,
     pub hub: Arc<StreamHub>,
+    /// Wakes long-polling claims.
+    pub queue: crate::runner_protocol::QueueSignal,
+    /// Ids of executions with new events (execution streams filter their own).
+    pub execution_wakes: tokio::sync::broadcast::Sender<uuid::Uuid>,
     /// Cancelled when the server stops: streams end, background tasks return.
     pub shutdown: CancellationToken,
 }
@@ -38,6 +42,16 @@ pub struct Settings {
     pub stream_buffer: usize,
     /// Encrypts secrets at rest.
     pub master_key: crate::crypto::MasterKey,
+    /// How long a claim (or the last heartbeat or result) holds a job.
+    pub lease: Duration,
+    /// How often runners are asked to send heartbeats; offline after three missed.
+    pub heartbeat_interval: Duration,
+    /// How often expired leases are looked for.
+    pub rescue_interval: Duration,
+    /// How often due schedules are looked for.
+    pub schedule_interval: Duration,
+    /// Hash of the embedded runner's per-process key, which claims for every organization.
+    pub embedded_runner_key_hash: Option<Vec<u8>>,
 }
 
 impl Settings {
@@ -49,6 +63,11 @@ impl Settings {
             stream_keep_alive: Duration::from_secs(15),
             stream_buffer: 1024,
             master_key: crate::crypto::MasterKey::random(),
+            lease: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(10),
+            rescue_interval: Duration::from_secs(1),
+            schedule_interval: Duration::from_secs(1),
+            embedded_runner_key_hash: None,
         }
     }
 }
@@ -61,12 +80,16 @@ impl AppState {
             captures: CaptureWriter::start(pool.clone()),
             hub: StreamHub::new(pool.clone(), shutdown.clone(), settings.stream_buffer),
             endpoints: EndpointCache::default(),
+            queue: crate::runner_protocol::QueueSignal::default(),
+            execution_wakes: tokio::sync::broadcast::channel(4096).0,
             pool,
             settings,
             shutdown,
         }));
         tokio::spawn(crate::notify::run(state.clone()));
         tokio::spawn(crate::retention::run(state.clone()));
+        tokio::spawn(crate::runner_protocol::rescue::run(state.clone()));
+        tokio::spawn(crate::scheduler::run(state.clone()));
         state
     }
 }

@@ -1,5 +1,11 @@
-//! hookflow-runner library: the flow engine and the runner-protocol client. The engine arrives with the
-//! execution work; today this crate holds the daemon's configuration so its command line is stable.
+//! hookflow-runner library: the flow engine (`engine`), the runner-protocol client (`client`), one job's
+//! execution and reporting (`execute`) and the worker loop (`daemon`). The CLI and the server's embedded runner
+//! use the same pieces as the `hookflow-runner` binary.
+
+pub mod client;
+pub mod daemon;
+pub mod engine;
+pub mod execute;
 
 /// The environment variables the runner and the CLI read their credentials from.
 pub mod env {

@@ -1,14 +1,25 @@
 //! `hookflow-runner`: the worker daemon that claims flow executions from a control plane and runs them.
 
 use clap::Parser;
+use hookflow_runner::client::Connection;
+use hookflow_runner::daemon::{self, DaemonConfig, DaemonError};
 use std::process::ExitCode;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "hookflow-runner",
     version,
     about = "hookflow runner: claims flow executions from a hookflow control plane and runs them where your APIs are reachable.",
-    after_help = "The runner protocol and flow engine are not released yet: this build only checks its configuration."
+    long_about = "hookflow runner: claims flow executions from a hookflow control plane and runs them where your APIs \
+        are reachable. It needs only outbound HTTP(S) to the control plane: it registers, long-polls for jobs, \
+        sends heartbeats with host metrics and reports every node's result.",
+    after_help = "Create the key with the `runner` preset (scope runner:complete), for example:\n  \
+        SERVICE_URL=https://hookflow.example.com SERVICE_API_KEY=hf_... SERVICE_ORGANIZATION_ID=<uuid> \\\n    \
+        hookflow-runner --labels linux,staging --concurrency 4\n\n\
+        On SIGTERM or Ctrl-C the runner stops taking jobs, lets running ones finish within --grace-s, then exits."
 )]
 struct Args {
     /// Base URL of the control plane.
@@ -19,16 +30,86 @@ struct Args {
     api_key: String,
     /// Organization id the key belongs to.
     #[arg(long, env = "SERVICE_ORGANIZATION_ID")]
-    organization_id: String,
+    organization_id: Uuid,
+    /// Name shown in the runner list (default: the host name).
+    #[arg(long, env = "RUNNER_NAME")]
+    name: Option<String>,
+    /// Labels this runner carries, comma-separated; it takes jobs whose required labels it all has.
+    #[arg(long, env = "RUNNER_LABELS", value_delimiter = ',')]
+    labels: Vec<String>,
+    /// Jobs run at the same time.
+    #[arg(long, env = "RUNNER_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    concurrency: u32,
+    /// Seconds running jobs may take to finish after SIGTERM.
+    #[arg(long, env = "RUNNER_GRACE_S", default_value_t = 30)]
+    grace_s: u64,
+    /// Seconds each long poll waits for a job (at most 60).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=60))]
+    poll_wait_s: u64,
+    /// Log filter (tracing syntax), e.g. `info` or `hookflow_runner=debug`.
+    #[arg(long, env = "RUST_LOG", default_value = "info")]
+    log: String,
+}
+
+async fn shutdown_signal(token: CancellationToken) {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(_) => {
+                let _ = interrupt.await;
+                token.cancel();
+                return;
+            }
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+    token.cancel();
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    eprintln!(
-        "hookflow-runner: configuration read for {} (organization {}); the runner protocol is not released in this \
-         build, so there is nothing to run yet",
-        args.url, args.organization_id
-    );
-    let _ = args.api_key;
-    ExitCode::from(2)
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|_| "info".into()))
+        .init();
+    let Ok(runtime) = tokio::runtime::Builder::new_multi_thread().enable_all().build() else {
+        eprintln!("hookflow-runner: cannot start the async runtime");
+        return ExitCode::FAILURE;
+    };
+    let config = DaemonConfig {
+        connection: Connection {
+            base_url: args.url.clone(),
+            api_key: args.api_key,
+            organization_id: Some(args.organization_id),
+        },
+        name: args.name.unwrap_or_else(|| daemon::host().hostname),
+        labels: args.labels.into_iter().map(|l| l.trim().to_owned()).filter(|l| !l.is_empty()).collect(),
+        concurrency: args.concurrency,
+        grace: Duration::from_secs(args.grace_s),
+        poll_wait_s: args.poll_wait_s,
+    };
+    runtime.block_on(async {
+        let shutdown = CancellationToken::new();
+        tokio::spawn(shutdown_signal(shutdown.clone()));
+        match daemon::run(config, shutdown).await {
+            Ok(()) => {
+                tracing::info!("stopped");
+                ExitCode::SUCCESS
+            }
+            Err(DaemonError::Client(e)) => {
+                eprintln!("hookflow-runner: {e} (control plane {})", args.url);
+                ExitCode::from(2)
+            }
+            Err(e) => {
+                eprintln!("hookflow-runner: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
 }

@@ -207,6 +207,7 @@ async fn update(app: &AppState, org_id: Uuid, id: Uuid, patch: PatchFlow) -> Res
             description = CASE WHEN $4 THEN $5 ELSE description END,
             tags = COALESCE($6, tags), definition = COALESCE($7, definition),
             schedule = CASE WHEN $8 THEN $9 ELSE schedule END,
+            schedule_next_at = CASE WHEN $8 THEN NULL ELSE schedule_next_at END,
             draft_revision = draft_revision + 1, updated_at = now()
          WHERE organization_id = $1 AND id = $2",
     )

@@ -70,3 +70,24 @@ pub struct Overview {
     /// Executions created in the window, by status (every status present, zeros included).
     pub executions: std::collections::BTreeMap<String, i64>,
 }
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ExecutionPoint {
+    /// Start of the bucket.
+    pub t: Timestamp,
+    pub succeeded: i64,
+    /// Failed, errored and lost executions.
+    pub failed: i64,
+    /// Median duration of the bucket's finished executions; null when none finished.
+    pub p50_ms: Option<f64>,
+    pub p95_ms: Option<f64>,
+}
+
+/// `GET /flows/{id}/analytics/executions`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ExecutionStats {
+    pub bucket: Bucket,
+    pub from: Timestamp,
+    pub to: Timestamp,
+    pub points: Vec<ExecutionPoint>,
+}

@@ -3,9 +3,11 @@
 pub mod admin;
 pub mod analytics;
 pub mod catalog;
+pub mod executions;
 pub mod flows;
 pub mod page;
 pub mod resources;
+pub mod runners;
 pub mod webhooks;
 
 pub use page::Page;

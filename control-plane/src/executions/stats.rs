@@ -1,0 +1,79 @@
+//! `GET /flows/{id}/analytics/executions`: finished executions per bucket (by creation time, UTC) with duration
+//! percentiles, empty buckets included.
+
+use crate::analytics::{MAX_POINTS, VolumeParams, step, window};
+use crate::auth::{Caller, scope};
+use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery};
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use chrono::{DateTime, DurationRound, Utc};
+use hookflow_shared::ErrorBody;
+use hookflow_shared::api::analytics::{ExecutionPoint, ExecutionStats};
+use std::collections::HashMap;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(execution_stats))
+}
+
+type BucketRow = (DateTime<Utc>, i64, i64, Option<f64>, Option<f64>);
+
+/// Succeeded and failed executions over time, with p50 and p95 durations.
+#[utoipa::path(get, path = "/flows/{id}/analytics/executions", tag = "Analytics", params(("id" = Uuid, Path), VolumeParams),
+    responses((status = 200, body = ExecutionStats), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn execution_stats(
+    State(app): State<AppState>,
+    caller: Caller<scope::FlowsRead>,
+    ApiPath(flow_id): ApiPath<Uuid>,
+    ApiQuery(params): ApiQuery<VolumeParams>,
+) -> Result<Json<ExecutionStats>, ApiError> {
+    let mut conn = app.pool.acquire().await?;
+    crate::flows::fetch(&mut conn, caller.org_id, flow_id).await?;
+    let bucket = params.bucket.unwrap_or_default();
+    let (from, to) = window(params.from, params.to)?;
+    let (width, unit) = step(bucket);
+    let first = from.duration_trunc(width).unwrap_or(from);
+    if (to - first).num_seconds() / width.num_seconds() > MAX_POINTS {
+        return Err(ApiError::invalid(format!("that window holds more than {MAX_POINTS} {unit} buckets; use a wider bucket")));
+    }
+    let rows: Vec<BucketRow> = sqlx::query_as(
+        "SELECT date_trunc($3, created_at, 'UTC') AS t,
+                count(*) FILTER (WHERE status = 'succeeded'),
+                count(*) FILTER (WHERE status IN ('failed', 'error')),
+                percentile_cont(0.5) WITHIN GROUP (ORDER BY (extract(epoch FROM finished_at - started_at) * 1000)::float8)
+                    FILTER (WHERE finished_at IS NOT NULL AND started_at IS NOT NULL),
+                percentile_cont(0.95) WITHIN GROUP (ORDER BY (extract(epoch FROM finished_at - started_at) * 1000)::float8)
+                    FILTER (WHERE finished_at IS NOT NULL AND started_at IS NOT NULL)
+         FROM executions
+         WHERE organization_id = $1 AND flow_id = $2 AND created_at >= $4 AND created_at < $5
+           AND status IN ('succeeded', 'failed', 'error')
+         GROUP BY 1",
+    )
+    .bind(caller.org_id)
+    .bind(flow_id)
+    .bind(unit)
+    .bind(from)
+    .bind(to)
+    .fetch_all(&mut *conn)
+    .await?;
+    let by_bucket: HashMap<DateTime<Utc>, BucketRow> = rows.into_iter().map(|r| (r.0, r)).collect();
+    let mut points = Vec::new();
+    let mut t = first;
+    while t < to {
+        let row = by_bucket.get(&t);
+        points.push(ExecutionPoint {
+            t: t.into(),
+            succeeded: row.map_or(0, |r| r.1),
+            failed: row.map_or(0, |r| r.2),
+            p50_ms: row.and_then(|r| r.3),
+            p95_ms: row.and_then(|r| r.4),
+        });
+        t += width;
+    }
+    Ok(Json(ExecutionStats { bucket, from: from.into(), to: to.into(), points }))
+}

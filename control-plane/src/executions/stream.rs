@@ -1,0 +1,108 @@
+//! `GET /flows/{flow_id}/executions/{execution_id}/stream`: the execution's events as server-sent events. Every
+//! event is read from the stored log (so late subscribers get the replay and `Last-Event-ID` resumes exactly);
+//! NOTIFY wakes the reader, with a one-second re-check as a safety net. The stream ends after
+//! `execution.completed`.
+
+use crate::auth::{Caller, scope};
+use crate::error::ApiError;
+use crate::executions::{events, fetch};
+use crate::extract::ApiPath;
+use crate::state::AppState;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures_util::{Stream, StreamExt as _};
+use hookflow_shared::ErrorBody;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+use tokio::sync::broadcast;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(stream_execution))
+}
+
+const PAGE: i64 = 500;
+const RECHECK: Duration = Duration::from_secs(1);
+
+struct Reader {
+    app: AppState,
+    execution_id: Uuid,
+    wakes: broadcast::Receiver<Uuid>,
+    last: i32,
+    pending: VecDeque<(i32, String)>,
+    done: bool,
+}
+
+impl Reader {
+    async fn next(mut self) -> Option<(Result<Event, Infallible>, Self)> {
+        loop {
+            if let Some((seq, data)) = self.pending.pop_front() {
+                if data.contains("\"type\":\"execution.completed\"") {
+                    self.done = true;
+                }
+                return Some((Ok(Event::default().id(seq.to_string()).data(data)), self));
+            }
+            if self.done {
+                return None;
+            }
+            match events::after(&self.app.pool, self.execution_id, self.last, PAGE).await {
+                Ok(rows) if !rows.is_empty() => {
+                    self.last = rows.last().map_or(self.last, |(seq, _)| *seq);
+                    self.pending.extend(rows);
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "execution stream read failed; closing the stream");
+                    return None;
+                }
+            }
+            let (wakes, mine) = (&mut self.wakes, self.execution_id);
+            let wait = async {
+                loop {
+                    match wakes.recv().await {
+                        Ok(id) if id != mine => {}
+                        Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
+                        _ => return,
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(RECHECK, wait).await;
+        }
+    }
+}
+
+/// Live events of an execution (SSE); connecting after the end replays everything and closes.
+#[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}/stream", tag = "Flows",
+    params(("flow_id" = Uuid, Path), ("execution_id" = Uuid, Path),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event id")),
+    responses((status = 200, description = "text/event-stream of `execution.status`, `node.started`, `node.completed` \
+            and a final `execution.completed`", content_type = "text/event-stream"),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn stream_execution(
+    State(app): State<AppState>,
+    caller: Caller<scope::FlowsRead>,
+    ApiPath((flow_id, execution_id)): ApiPath<(Uuid, Uuid)>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let mut conn = app.pool.acquire().await?;
+    fetch(&mut conn, caller.org_id, flow_id, execution_id).await?;
+    drop(conn);
+    let last = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .unwrap_or(0)
+        .max(0);
+    // Subscribe before the first read, so nothing appended in between is missed.
+    let wakes = app.execution_wakes.subscribe();
+    let shutdown = app.shutdown.clone();
+    let keep_alive = app.settings.stream_keep_alive;
+    let reader = Reader { app, execution_id, wakes, last, pending: VecDeque::new(), done: false };
+    let stream = futures_util::stream::unfold(reader, Reader::next).take_until(shutdown.cancelled_owned());
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive")))
+}

@@ -1,0 +1,154 @@
+//! The runner-protocol client: registration, heartbeats, long-poll claims and reports, over reqwest (rustls).
+//! Only outbound HTTP(S) to the control plane is needed.
+
+use hookflow_shared::api::executions::NodeResult;
+use hookflow_shared::api::runners::{
+    Complete, FinalStatus, Heartbeat, HeartbeatReply, Job, Metrics, NextJob, RegisterRunner, Registered, ReportReply,
+};
+use reqwest::StatusCode;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::time::Duration;
+use uuid::Uuid;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The credentials were refused: retrying will not help.
+    #[error("the control plane refused the credentials ({0})")]
+    Refused(StatusCode),
+    /// A job's report was refused because the attempt is no longer current or its token is dead.
+    #[error("the job is no longer ours ({0})")]
+    JobLost(StatusCode),
+    #[error("the control plane answered {status}: {message}")]
+    Status { status: StatusCode, message: String },
+    #[error("cannot reach the control plane: {0}")]
+    Transport(String),
+}
+
+impl ClientError {
+    /// Whether trying again later may succeed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Transport(_) => true,
+            ClientError::Status { status, .. } => status.is_server_error() || *status == StatusCode::TOO_MANY_REQUESTS,
+            _ => false,
+        }
+    }
+}
+
+/// Where and as whom to connect.
+#[derive(Clone)]
+pub struct Connection {
+    pub base_url: String,
+    pub api_key: String,
+    /// `None` only for the server's embedded runner.
+    pub organization_id: Option<Uuid>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("base_url", &self.base_url)
+            .field("organization_id", &self.organization_id)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    connection: Connection,
+}
+
+impl Client {
+    pub fn new(connection: Connection) -> Self {
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("hookflow-runner/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .unwrap_or_default();
+        let base_url = connection.base_url.trim_end_matches('/').to_owned();
+        Self { http, connection: Connection { base_url, ..connection } }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.connection.base_url)
+    }
+
+    fn with_key(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let builder = builder.header("x-api-key", &self.connection.api_key);
+        match self.connection.organization_id {
+            Some(org) => builder.header("x-organization-id", org.to_string()),
+            None => builder,
+        }
+    }
+
+    async fn send<T: DeserializeOwned>(
+        &self,
+        builder: reqwest::RequestBuilder,
+        job_call: bool,
+    ) -> Result<Option<T>, ClientError> {
+        let response = builder.send().await.map_err(|e| ClientError::Transport(e.to_string()))?;
+        let status = response.status();
+        if status == StatusCode::NO_CONTENT {
+            return Ok(None);
+        }
+        if status.is_success() {
+            return response.json().await.map(Some).map_err(|e| ClientError::Transport(e.to_string()));
+        }
+        if job_call && matches!(status, StatusCode::UNAUTHORIZED | StatusCode::CONFLICT) {
+            return Err(ClientError::JobLost(status));
+        }
+        if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+            return Err(ClientError::Refused(status));
+        }
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        let message = body["error"]["message"].as_str().unwrap_or("no details").to_owned();
+        Err(ClientError::Status { status, message })
+    }
+
+    async fn post_key<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<Option<T>, ClientError> {
+        self.send(self.with_key(self.http.post(self.url(path)).json(body)), false).await
+    }
+
+    pub async fn register(&self, registration: &RegisterRunner) -> Result<Registered, ClientError> {
+        self.post_key("/runners", registration).await?.ok_or_else(|| ClientError::Transport("empty answer".into()))
+    }
+
+    pub async fn heartbeat(
+        &self,
+        runner_id: Uuid,
+        running_jobs: Vec<Uuid>,
+        metrics: Option<Metrics>,
+    ) -> Result<HeartbeatReply, ClientError> {
+        let body = Heartbeat { running_jobs, metrics };
+        Ok(self.post_key(&format!("/runners/{runner_id}/heartbeat"), &body).await?.unwrap_or_default())
+    }
+
+    /// Long-polls for a job; `None` when none came within `wait_s`.
+    pub async fn next_job(&self, runner_id: Uuid, wait_s: u64) -> Result<Option<Job>, ClientError> {
+        let request = self
+            .with_key(self.http.post(self.url("/runner/jobs/next")))
+            .json(&NextJob { runner_id, wait_s: Some(wait_s) })
+            .timeout(Duration::from_secs(wait_s + 15));
+        self.send(request, false).await
+    }
+
+    pub async fn report(&self, job: &Job, results: &[NodeResult]) -> Result<ReportReply, ClientError> {
+        let request = self
+            .http
+            .post(self.url(&format!("/runner/jobs/{}/nodes", job.job_id)))
+            .bearer_auth(&job.job_token)
+            .json(&serde_json::json!({ "results": results }));
+        Ok(self.send(request, true).await?.unwrap_or_default())
+    }
+
+    pub async fn complete(&self, job: &Job, status: FinalStatus, error: Option<String>) -> Result<(), ClientError> {
+        let request = self
+            .http
+            .post(self.url(&format!("/runner/jobs/{}/complete", job.job_id)))
+            .bearer_auth(&job.job_token)
+            .json(&Complete { status, error });
+        self.send::<serde_json::Value>(request, true).await.map(|_| ())
+    }
+}

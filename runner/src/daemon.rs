@@ -1,0 +1,223 @@
+//! The worker loop: register, then `concurrency` pollers long-poll for jobs and run them while a heartbeat task
+//! reports host metrics, keeps leases alive and relays cancellations. Connection failures back off exponentially
+//! with jitter. On shutdown the pollers stop taking work; running jobs get a grace period, after which they are
+//! abandoned (their leases expire and the control plane hands them to another runner).
+
+use crate::client::{Client, ClientError, Connection};
+use crate::engine::Engine;
+use crate::execute::execute;
+use backon::{BackoffBuilder as _, ExponentialBuilder};
+use hookflow_shared::api::runners::{Host, Metrics, RegisterRunner, Registered};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub connection: Connection,
+    pub name: String,
+    pub labels: Vec<String>,
+    pub concurrency: u32,
+    /// How long running jobs may finish after shutdown is asked for.
+    pub grace: Duration,
+    /// Long-poll wait per request (at most 60 s).
+    pub poll_wait_s: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{0}")]
+    Client(#[from] ClientError),
+    #[error("this runner was removed from the control plane")]
+    Removed,
+}
+
+type Running = Arc<Mutex<HashMap<Uuid, CancellationToken>>>;
+
+fn backoff() -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(30))
+        .without_max_times()
+        .with_jitter()
+        .build()
+}
+
+/// This machine, as registration reports it.
+pub fn host() -> Host {
+    let memory_bytes = sysinfo::System::new().map_or(0, |mut system| {
+        system.refresh_memory();
+        system.total_memory()
+    });
+    Host {
+        hostname: sysinfo::System::host_name().unwrap_or_else(|_| "unknown".into()),
+        os: sysinfo::System::long_os_version().unwrap_or_else(|_| std::env::consts::OS.into()),
+        arch: std::env::consts::ARCH.into(),
+        cpus: std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(1)),
+        memory_bytes,
+    }
+}
+
+async fn register(client: &Client, config: &DaemonConfig, stop: &CancellationToken) -> Result<Registered, DaemonError> {
+    let registration = RegisterRunner {
+        name: config.name.clone(),
+        labels: config.labels.clone(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        max_concurrency: config.concurrency,
+        host: host(),
+    };
+    let mut delays = backoff();
+    loop {
+        match client.register(&registration).await {
+            Ok(registered) => return Ok(registered),
+            Err(e) if e.is_transient() => {
+                let delay = delays.next().unwrap_or(Duration::from_secs(30));
+                tracing::warn!(error = %e, "registration failed; retrying in {delay:?}");
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = stop.cancelled() => return Err(e.into()),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+async fn heartbeats(client: Client, runner_id: Uuid, interval: Duration, running: Running, stop: CancellationToken) {
+    let mut system = sysinfo::System::new().ok();
+    let mut tick = tokio::time::interval(interval);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        let metrics = system.as_mut().map(|system| {
+            system.refresh_cpu_usage();
+            system.refresh_memory();
+            Metrics {
+                cpu_percent: f64::from(system.global_cpu_usage()),
+                memory_used_bytes: system.used_memory(),
+                load_avg_1m: sysinfo::System::load_average().map_or(0.0, |load| load.one),
+            }
+        });
+        let jobs: Vec<Uuid> = running.lock().map(|r| r.keys().copied().collect()).unwrap_or_default();
+        match client.heartbeat(runner_id, jobs, metrics).await {
+            Ok(reply) => {
+                if let Ok(running) = running.lock() {
+                    for job in reply.cancel {
+                        if let Some(token) = running.get(&job) {
+                            tracing::info!(job_id = %job, "the control plane asked to stop a job");
+                            token.cancel();
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "heartbeat failed"),
+        }
+    }
+}
+
+async fn poll(
+    client: Client,
+    engine: Engine,
+    runner_id: Uuid,
+    wait_s: u64,
+    running: Running,
+    stop: CancellationToken,
+) -> Result<(), DaemonError> {
+    let mut delays = backoff();
+    while !stop.is_cancelled() {
+        let claimed = tokio::select! {
+            claimed = client.next_job(runner_id, wait_s) => claimed,
+            () = stop.cancelled() => return Ok(()),
+        };
+        let job = match claimed {
+            Ok(Some(job)) => job,
+            Ok(None) => continue,
+            Err(ClientError::Status { status, .. }) if status == reqwest::StatusCode::NOT_FOUND => {
+                return Err(DaemonError::Removed);
+            }
+            Err(e) if e.is_transient() => {
+                let delay = delays.next().unwrap_or(Duration::from_secs(30));
+                tracing::warn!(error = %e, "polling failed; retrying in {delay:?}");
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = stop.cancelled() => return Ok(()),
+                }
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        delays = backoff();
+        let cancel = CancellationToken::new();
+        if let Ok(mut running) = running.lock() {
+            running.insert(job.job_id, cancel.clone());
+        }
+        tracing::info!(job_id = %job.job_id, execution_id = %job.execution_id, attempt = job.attempt, flow = %job.flow.name, "running a job");
+        match execute(&client, &engine, &job, &cancel).await {
+            Ok(outcome) => tracing::info!(job_id = %job.job_id, status = outcome.status.as_str(), "job finished"),
+            Err(e) => tracing::warn!(job_id = %job.job_id, error = %e, "job abandoned"),
+        }
+        if let Ok(mut running) = running.lock() {
+            running.remove(&job.job_id);
+        }
+    }
+    Ok(())
+}
+
+/// Runs until `shutdown` (then drains within the grace period) or until the credentials are refused.
+pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<(), DaemonError> {
+    let client = Client::new(config.connection.clone());
+    let registered = register(&client, &config, &shutdown).await?;
+    tracing::info!(runner_id = %registered.id, labels = ?config.labels, concurrency = config.concurrency, "registered");
+    let running: Running = Arc::default();
+    let beat_stop = CancellationToken::new();
+    let beat = tokio::spawn(heartbeats(
+        client.clone(),
+        registered.id,
+        Duration::from_secs(registered.heartbeat_interval_s.max(1)),
+        running.clone(),
+        beat_stop.clone(),
+    ));
+    let engine = Engine::new();
+    let fatal = CancellationToken::new();
+    let stop = CancellationToken::new();
+    let mut pollers = JoinSet::new();
+    for _ in 0..config.concurrency.max(1) {
+        let (client, engine, running, stop, fatal) =
+            (client.clone(), engine.clone(), running.clone(), stop.clone(), fatal.clone());
+        let wait_s = config.poll_wait_s.min(60);
+        pollers.spawn(async move {
+            let result = poll(client, engine, registered.id, wait_s, running, stop).await;
+            if result.is_err() {
+                fatal.cancel();
+            }
+            result
+        });
+    }
+    tokio::select! {
+        () = shutdown.cancelled() => tracing::info!("stopping: no new jobs; waiting for running ones"),
+        () = fatal.cancelled() => {}
+    }
+    stop.cancel();
+    let mut outcome = Ok(());
+    let drained = tokio::time::timeout(config.grace, async {
+        while let Some(joined) = pollers.join_next().await {
+            if let Ok(Err(e)) = joined {
+                outcome = Err(e);
+            }
+        }
+    })
+    .await;
+    if drained.is_err() {
+        let left = running.lock().map(|r| r.len()).unwrap_or(0);
+        tracing::warn!(jobs = left, "grace period over; abandoning running jobs to be retried elsewhere");
+        pollers.abort_all();
+    }
+    beat_stop.cancel();
+    let _ = beat.await;
+    outcome
+}

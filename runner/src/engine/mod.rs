@@ -1,0 +1,282 @@
+//! The flow engine: runs a claimed job's nodes in order (request, delay, module, set_variables), with conditions,
+//! skip-after-failure unless `continue_on_failure`, per-node retries and timeouts, the flow timeout and
+//! cancellation. Every result is masked of secrets before it leaves the engine.
+
+pub mod mask;
+pub mod request;
+pub mod vars;
+
+use crate::engine::mask::Masker;
+use crate::engine::vars::Variables;
+use hookflow_shared::Timestamp;
+use hookflow_shared::api::executions::{NodeResult, NodeStatus};
+use hookflow_shared::api::runners::{FinalStatus, Job, module_key};
+use hookflow_shared::flow::definition::{self, Node, VersionSelector};
+use hookflow_shared::flow::template;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Where finished node results go, in order.
+pub type ResultSink = mpsc::UnboundedSender<NodeResult>;
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub status: FinalStatus,
+    pub error: Option<String>,
+}
+
+/// Executes flows. Cheap to clone; one connection pool for every run.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    client: reqwest::Client,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What a sequence of nodes came to.
+#[derive(Debug, Default)]
+struct Ran {
+    failed: Option<String>,
+    cancelled: bool,
+}
+
+struct RunContext<'a> {
+    job: &'a Job,
+    masker: Masker,
+    cancel: &'a CancellationToken,
+}
+
+fn skipped(node_id: &str, attempt: i32, reason: &str) -> NodeResult {
+    NodeResult {
+        node_id: node_id.to_owned(),
+        attempt,
+        status: NodeStatus::Skipped,
+        started_at: Timestamp::now(),
+        duration_ms: 0,
+        request: None,
+        response: None,
+        extracted: BTreeMap::new(),
+        assertions: Vec::new(),
+        error: Some(reason.to_owned()),
+        retries: 0,
+    }
+}
+
+impl Engine {
+    pub fn new() -> Self {
+        let client = reqwest::Client::builder()
+            .user_agent(concat!("hookflow-runner/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_default();
+        Self { client }
+    }
+
+    pub fn with_client(client: reqwest::Client) -> Self {
+        Self { client }
+    }
+
+    /// Runs a job to its end; results go to `sink` as each node finishes.
+    pub async fn run(&self, job: &Job, sink: &ResultSink, cancel: &CancellationToken) -> Outcome {
+        let parsed = match definition::validate(&job.flow.definition) {
+            Ok(parsed) => parsed,
+            Err(problems) => {
+                let first = problems.first().map(|p| p.message.clone()).unwrap_or_default();
+                return Outcome { status: FinalStatus::Error, error: Some(format!("the definition is not valid: {first}")) };
+            }
+        };
+        let mut vars = Variables::new(&parsed.variables, &job.variables, &job.secrets.0);
+        let context = RunContext { job, masker: Masker::new(vars.secret_values()), cancel };
+        let limit = Duration::from_secs(job.timeout_s.max(1));
+        let ran = tokio::time::timeout(limit, self.run_nodes(&parsed.nodes, &mut vars, &context, Some(sink), 0)).await;
+        match ran {
+            Err(_) => Outcome {
+                status: FinalStatus::Failed,
+                error: Some(format!("the flow did not finish within its timeout of {} s", limit.as_secs())),
+            },
+            Ok(ran) if ran.cancelled => Outcome { status: FinalStatus::Cancelled, error: Some("cancelled".into()) },
+            Ok(Ran { failed: Some(error), .. }) => {
+                Outcome { status: FinalStatus::Failed, error: Some(context.masker.text(&error)) }
+            }
+            Ok(_) => Outcome { status: FinalStatus::Succeeded, error: None },
+        }
+    }
+
+    fn run_nodes<'a>(
+        &'a self,
+        nodes: &'a [Node],
+        vars: &'a mut Variables,
+        context: &'a RunContext<'a>,
+        sink: Option<&'a ResultSink>,
+        depth: usize,
+    ) -> Pin<Box<dyn Future<Output = Ran> + Send + 'a>> {
+        Box::pin(async move {
+            let mut ran = Ran::default();
+            let mut halted = false;
+            for node in nodes {
+                if context.cancel.is_cancelled() {
+                    ran.cancelled = true;
+                    return ran;
+                }
+                let (enabled, condition, continues) = node_flags(node);
+                let mut result = if halted {
+                    skipped(node.id(), context.job.attempt, "skipped after an earlier node failed")
+                } else if !enabled {
+                    skipped(node.id(), context.job.attempt, "disabled")
+                } else if let Some(condition) = condition
+                    && !condition.evaluate(&vars.values_with(&BTreeMap::new())).passed
+                {
+                    skipped(node.id(), context.job.attempt, "its condition was not met")
+                } else {
+                    let started_at = Timestamp::now();
+                    let clock = Instant::now();
+                    let Some(mut result) = self.run_node(node, vars, context, depth).await else {
+                        ran.cancelled = true;
+                        return ran;
+                    };
+                    result.started_at = started_at;
+                    result.duration_ms = u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    result
+                };
+                if matches!(result.status, NodeStatus::Failed | NodeStatus::Error) {
+                    if ran.failed.is_none() {
+                        ran.failed =
+                            Some(format!("node `{}`: {}", node.id(), result.error.as_deref().unwrap_or("failed")));
+                    }
+                    halted = halted || !continues;
+                }
+                context.masker.result(&mut result);
+                if let Some(sink) = sink {
+                    let _ = sink.send(result);
+                }
+            }
+            ran
+        })
+    }
+
+    /// Runs one node; `None` when cancelled.
+    async fn run_node(
+        &self,
+        node: &Node,
+        vars: &mut Variables,
+        context: &RunContext<'_>,
+        depth: usize,
+    ) -> Option<NodeResult> {
+        let mut result = skipped(node.id(), context.job.attempt, "");
+        result.error = None;
+        result.status = NodeStatus::Passed;
+        match node {
+            Node::Request(request) => {
+                let retry = request.retry.unwrap_or(definition::Retry { count: 0, interval_ms: 0 });
+                let mut tries = 0;
+                let exchange = loop {
+                    let exchange = tokio::select! {
+                        exchange = request::exchange(&self.client, request, vars) => exchange,
+                        () = context.cancel.cancelled() => return None,
+                    };
+                    if exchange.status == Some(NodeStatus::Passed) || tries >= retry.count {
+                        break exchange;
+                    }
+                    tries += 1;
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(retry.interval_ms)) => {}
+                        () = context.cancel.cancelled() => return None,
+                    }
+                };
+                for (name, value) in &exchange.extracted {
+                    vars.set(name, value.clone());
+                }
+                result.status = exchange.status.unwrap_or(NodeStatus::Error);
+                result.request = exchange.request;
+                result.response = exchange.response;
+                result.extracted = exchange.extracted;
+                result.assertions = exchange.assertions;
+                result.error = exchange.error;
+                result.retries = tries;
+            }
+            Node::Delay(delay) => {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(delay.delay_ms)) => {}
+                    () = context.cancel.cancelled() => return None,
+                }
+            }
+            Node::SetVariables(set) => {
+                for (name, text) in &set.variables {
+                    match template::render(text, &vars.scope()) {
+                        Ok(value) => {
+                            vars.set(name, Value::String(value.clone()));
+                            result.extracted.insert(name.clone(), Value::String(value));
+                        }
+                        Err(e) => {
+                            result.status = NodeStatus::Error;
+                            result.error = Some(format!("variables.{name}: {e}"));
+                            break;
+                        }
+                    }
+                }
+            }
+            Node::Module(module) => {
+                let number = match module.version {
+                    Some(VersionSelector::Number(n)) => Some(n),
+                    _ => None,
+                };
+                let definition = context
+                    .job
+                    .modules
+                    .get(&module_key(module.flow_id, number))
+                    .and_then(|raw| definition::validate(raw).ok());
+                let Some(definition) = definition else {
+                    result.status = NodeStatus::Error;
+                    result.error = Some(format!("the module's flow {} was not resolved for this run", module.flow_id));
+                    return Some(result);
+                };
+                let mut inputs = BTreeMap::new();
+                for (name, text) in &module.inputs {
+                    match template::render(text, &vars.scope()) {
+                        Ok(value) => {
+                            inputs.insert(name.clone(), value);
+                        }
+                        Err(e) => {
+                            result.status = NodeStatus::Error;
+                            result.error = Some(format!("inputs.{name}: {e}"));
+                            return Some(result);
+                        }
+                    }
+                }
+                let mut inner = vars.for_module(&definition.variables, inputs);
+                let ran = self.run_nodes(&definition.nodes, &mut inner, context, None, depth + 1).await;
+                if ran.cancelled {
+                    return None;
+                }
+                for (name, value) in inner.extracted() {
+                    let name = format!("{}.{name}", module.id);
+                    vars.set(&name, value.clone());
+                    result.extracted.insert(name, value.clone());
+                }
+                if let Some(failure) = ran.failed {
+                    result.status = NodeStatus::Failed;
+                    result.error = Some(format!("in the module: {failure}"));
+                }
+            }
+        }
+        Some(result)
+    }
+}
+
+fn node_flags(node: &Node) -> (bool, Option<&hookflow_shared::api::catalog::Assertion>, bool) {
+    match node {
+        Node::Request(n) => (n.enabled, n.condition.as_ref(), n.continue_on_failure),
+        Node::Delay(n) => (n.enabled, n.condition.as_ref(), n.continue_on_failure),
+        Node::Module(n) => (n.enabled, n.condition.as_ref(), n.continue_on_failure),
+        Node::SetVariables(n) => (n.enabled, n.condition.as_ref(), n.continue_on_failure),
+    }
+}

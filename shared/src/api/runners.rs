@@ -1,0 +1,209 @@
+//! The runner protocol (API.md section 2, Runner): registration, heartbeats, claims and result reports.
+
+use crate::api::executions::NodeResult;
+use crate::time::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    pub hostname: String,
+    pub os: String,
+    pub arch: String,
+    pub cpus: u32,
+    pub memory_bytes: u64,
+}
+
+/// `POST /runners`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterRunner {
+    pub name: String,
+    #[serde(default)]
+    pub labels: Vec<String>,
+    pub version: String,
+    pub max_concurrency: u32,
+    pub host: Host,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Registered {
+    pub id: Uuid,
+    pub heartbeat_interval_s: u64,
+    pub poll_timeout_s: u64,
+    pub lease_s: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Metrics {
+    pub cpu_percent: f64,
+    pub memory_used_bytes: u64,
+    pub load_avg_1m: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Runner {
+    pub id: Uuid,
+    pub name: String,
+    pub labels: Vec<String>,
+    pub version: String,
+    pub max_concurrency: i32,
+    /// `online` when it was seen within three heartbeat intervals, else `offline`.
+    pub status: String,
+    pub last_seen_at: Timestamp,
+    pub running_jobs: i32,
+    pub host: Host,
+    pub metrics: Option<Metrics>,
+    pub registered_at: Timestamp,
+}
+
+/// `POST /runners/{id}/heartbeat`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    #[serde(default)]
+    pub running_jobs: Vec<Uuid>,
+    #[serde(default)]
+    pub metrics: Option<Metrics>,
+}
+
+/// Jobs the runner should stop: cancelled by a user, or no longer its to run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct HeartbeatReply {
+    pub cancel: Vec<Uuid>,
+}
+
+/// `POST /runner/jobs/next`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NextJob {
+    pub runner_id: Uuid,
+    /// Seconds to wait for a job: at most 60, default 30.
+    #[serde(default)]
+    pub wait_s: Option<u64>,
+}
+
+pub const MAX_WAIT_S: u64 = 60;
+pub const DEFAULT_WAIT_S: u64 = 30;
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct JobFlow {
+    pub id: Uuid,
+    pub name: String,
+    /// The published version; null for the draft.
+    pub version: Option<i32>,
+    #[schema(value_type = Object)]
+    pub definition: Value,
+}
+
+/// Secret values by name; `Debug` never prints them.
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SecretValues(pub BTreeMap<String, String>);
+
+impl std::fmt::Debug for SecretValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
+}
+
+/// A claim: everything a runner needs to execute one attempt of an execution.
+#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Job {
+    pub job_id: Uuid,
+    pub execution_id: Uuid,
+    pub attempt: i32,
+    pub flow: JobFlow,
+    /// The environment's key, if one was chosen.
+    pub environment: Option<String>,
+    /// Launch variables over environment variables over organization variables.
+    pub variables: BTreeMap<String, String>,
+    /// Only the secrets the definition, its modules and the variables reference.
+    #[schema(value_type = Object)]
+    pub secrets: SecretValues,
+    /// Definitions of the published versions module nodes run, by `<flow id>@<version or latest>`.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub modules: BTreeMap<String, Value>,
+    pub job_token: String,
+    pub lease_expires_at: Timestamp,
+    pub timeout_s: u64,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("job_id", &self.job_id)
+            .field("execution_id", &self.execution_id)
+            .field("attempt", &self.attempt)
+            .field("flow", &self.flow.id)
+            .field("secrets", &self.secrets)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The key of a module's definition in [`Job::modules`].
+pub fn module_key(flow_id: Uuid, version: Option<u32>) -> String {
+    match version {
+        Some(n) => format!("{flow_id}@{n}"),
+        None => format!("{flow_id}@latest"),
+    }
+}
+
+/// `POST /runner/jobs/{job_id}/nodes`: one node result, or several.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum NodeReport {
+    Many { results: Vec<NodeResult> },
+    One(Box<NodeResult>),
+}
+
+impl NodeReport {
+    pub fn into_results(self) -> Vec<NodeResult> {
+        match self {
+            NodeReport::Many { results } => results,
+            NodeReport::One(result) => vec![*result],
+        }
+    }
+}
+
+/// Answer to a node report: whether the runner should stop the job.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ReportReply {
+    pub accepted: usize,
+    pub cancel: bool,
+}
+
+/// `succeeded`, `failed`, `cancelled` or `error`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FinalStatus {
+    Succeeded,
+    Failed,
+    Cancelled,
+    Error,
+}
+
+impl FinalStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinalStatus::Succeeded => "succeeded",
+            FinalStatus::Failed => "failed",
+            FinalStatus::Cancelled => "cancelled",
+            FinalStatus::Error => "error",
+        }
+    }
+}
+
+/// `POST /runner/jobs/{job_id}/complete`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Complete {
+    pub status: FinalStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
