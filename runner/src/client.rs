@@ -107,7 +107,11 @@ impl Client {
         Err(ClientError::Status { status, message })
     }
 
-    async fn post_key<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<Option<T>, ClientError> {
+    async fn post_key<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<Option<T>, ClientError> {
         self.send(self.with_key(self.http.post(self.url(path)).json(body)), false).await
     }
 

@@ -71,6 +71,12 @@ impl TestApp {
     }
 
     async fn serve(pool: PgPool, configure: impl FnOnce(&mut Settings)) -> Self {
+        // Server logs go to the failing test's output; HOOKFLOW_TEST_LOG sets the filter (default: errors).
+        let filter = std::env::var("HOOKFLOW_TEST_LOG").unwrap_or_else(|_| "error".into());
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
         let base = format!("http://{}", listener.local_addr().expect("local addr"));
         let mut settings = Settings::new(base.clone());

@@ -4,5 +4,9 @@
 
 pub mod app;
 pub mod cluster;
+pub mod exec;
+pub mod runner;
+pub mod sse;
+pub mod target;
 
 pub use app::{Creds, Reply, TestApp};

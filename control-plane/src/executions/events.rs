@@ -8,7 +8,11 @@ pub const EXECUTIONS_CHANNEL: &str = "hookflow_executions";
 
 /// Appends events in order and schedules the wake-up notification. The execution row is updated first, which
 /// also serializes concurrent appenders of one execution.
-pub async fn append(conn: &mut PgConnection, execution_id: Uuid, events: &[serde_json::Value]) -> Result<(), sqlx::Error> {
+pub async fn append(
+    conn: &mut PgConnection,
+    execution_id: Uuid,
+    events: &[serde_json::Value],
+) -> Result<(), sqlx::Error> {
     if events.is_empty() {
         return Ok(());
     }
@@ -39,14 +43,12 @@ pub async fn after(
     after: i32,
     limit: i64,
 ) -> Result<Vec<(i32, String)>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT seq, data FROM execution_events WHERE execution_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-    )
-    .bind(execution_id)
-    .bind(after)
-    .bind(limit)
-    .fetch_all(pool)
-    .await
+    sqlx::query_as("SELECT seq, data FROM execution_events WHERE execution_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
+        .bind(execution_id)
+        .bind(after)
+        .bind(limit)
+        .fetch_all(pool)
+        .await
 }
 
 /// The `execution.status` event.

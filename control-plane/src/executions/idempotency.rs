@@ -72,7 +72,9 @@ pub async fn reserve(conn: &mut PgConnection, org_id: Uuid, claim: &Claim) -> Re
             "this Idempotency-Key was used with a different request; use a new key",
         ));
     }
-    response.map(Reservation::Replay).ok_or_else(|| ApiError::conflict("a launch with this Idempotency-Key is in progress"))
+    response
+        .map(Reservation::Replay)
+        .ok_or_else(|| ApiError::conflict("a launch with this Idempotency-Key is in progress"))
 }
 
 /// Records the answer to replay (never with secrets or job tokens in it).
@@ -82,15 +84,13 @@ pub async fn store(
     claim: &Claim,
     response: &serde_json::Value,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "UPDATE idempotency_keys SET response = $4 WHERE organization_id = $1 AND operation = $2 AND key = $3",
-    )
-    .bind(org_id)
-    .bind(claim.operation)
-    .bind(&claim.key)
-    .bind(response)
-    .execute(conn)
-    .await?;
+    sqlx::query("UPDATE idempotency_keys SET response = $4 WHERE organization_id = $1 AND operation = $2 AND key = $3")
+        .bind(org_id)
+        .bind(claim.operation)
+        .bind(&claim.key)
+        .bind(response)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 

@@ -120,17 +120,18 @@ async fn resolve_modules(
 
 /// Creates a queued execution in the caller's transaction and wakes the claimers when it commits.
 pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> Result<Uuid, ApiError> {
-    let flow: Option<(String, serde_json::Value, i32)> = sqlx::query_as(
-        "SELECT name, definition, draft_revision FROM flows WHERE organization_id = $1 AND id = $2",
-    )
-    .bind(request.org_id)
-    .bind(request.flow_id)
-    .fetch_optional(&mut *conn)
-    .await?;
+    let flow: Option<(String, serde_json::Value, i32)> =
+        sqlx::query_as("SELECT name, definition, draft_revision FROM flows WHERE organization_id = $1 AND id = $2")
+            .bind(request.org_id)
+            .bind(request.flow_id)
+            .fetch_optional(&mut *conn)
+            .await?;
     let Some((flow_name, draft, draft_revision)) = flow else { return Err(ApiError::not_found("flow")) };
     let (flow_version, raw) = match request.version {
         None => (None, draft),
-        Some(selector) => match published(conn, request.org_id, request.flow_id, selector_number(Some(selector))).await? {
+        Some(selector) => match published(conn, request.org_id, request.flow_id, selector_number(Some(selector)))
+            .await?
+        {
             Some((number, raw)) => (Some(number), raw),
             None if matches!(selector, VersionSelector::Number(_)) => {
                 return Err(ApiError::invalid("invalid field `version`: the flow has no such published version"));
@@ -188,7 +189,10 @@ pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'
     .bind(i32::try_from(timeout_s).unwrap_or(i32::MAX))
     .execute(&mut *conn)
     .await?;
-    sqlx::query("UPDATE flows SET last_status = 'queued' WHERE id = $1").bind(request.flow_id).execute(&mut *conn).await?;
+    sqlx::query("UPDATE flows SET last_status = 'queued' WHERE id = $1")
+        .bind(request.flow_id)
+        .execute(&mut *conn)
+        .await?;
     events::append(conn, id, &[events::status_event("queued", 1, None)]).await?;
     sqlx::query("SELECT pg_notify($1, $2)")
         .bind(crate::runner_protocol::QUEUE_CHANNEL)
@@ -295,13 +299,12 @@ async fn launch_by_tag(
     {
         return Ok(replayed(body));
     }
-    let flow_ids: Vec<Uuid> = sqlx::query_scalar(
-        "SELECT id FROM flows WHERE organization_id = $1 AND tags @> $2 ORDER BY name LIMIT 100",
-    )
-    .bind(caller.org_id)
-    .bind(&tags)
-    .fetch_all(&mut *tx)
-    .await?;
+    let flow_ids: Vec<Uuid> =
+        sqlx::query_scalar("SELECT id FROM flows WHERE organization_id = $1 AND tags @> $2 ORDER BY name LIMIT 100")
+            .bind(caller.org_id)
+            .bind(&tags)
+            .fetch_all(&mut *tx)
+            .await?;
     let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
     let mut executions = Vec::with_capacity(flow_ids.len());
     for flow_id in flow_ids {

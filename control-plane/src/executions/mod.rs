@@ -46,10 +46,10 @@ pub struct ExecutionRow {
 
 impl From<ExecutionRow> for Execution {
     fn from(r: ExecutionRow) -> Self {
-        let summary = r.summary.and_then(|s| serde_json::from_value(s).ok()).unwrap_or(Summary {
-            nodes_total: u32::try_from(r.nodes_total).unwrap_or(0),
-            ..Summary::default()
-        });
+        let summary = r
+            .summary
+            .and_then(|s| serde_json::from_value(s).ok())
+            .unwrap_or(Summary { nodes_total: u32::try_from(r.nodes_total).unwrap_or(0), ..Summary::default() });
         let duration_ms = match (r.started_at, r.finished_at) {
             (Some(start), Some(end)) => Some((end - start).num_milliseconds().max(0)),
             _ => None,
@@ -157,7 +157,7 @@ pub async fn finish(
         .await?;
     sqlx::query(
         "UPDATE flows SET last_status = $2
-         WHERE id = $1 AND $3 = (SELECT max(id) FROM executions WHERE flow_id = $1)",
+         WHERE id = $1 AND $3 = (SELECT id FROM executions WHERE flow_id = $1 ORDER BY id DESC LIMIT 1)",
     )
     .bind(flow_id)
     .bind(status)

@@ -114,7 +114,9 @@ async fn cancel_execution(
     .await?;
     let Some((status, attempt)) = current else { return Err(ApiError::not_found("execution")) };
     match status.as_str() {
-        "queued" => finish(&mut tx, execution_id, attempt, "cancelled", Some("cancelled before a runner took it")).await?,
+        "queued" => {
+            finish(&mut tx, execution_id, attempt, "cancelled", Some("cancelled before a runner took it")).await?
+        }
         "running" => {
             sqlx::query("UPDATE executions SET cancel_requested = true WHERE id = $1")
                 .bind(execution_id)

@@ -39,7 +39,9 @@ async fn execution_stats(
     let (width, unit) = step(bucket);
     let first = from.duration_trunc(width).unwrap_or(from);
     if (to - first).num_seconds() / width.num_seconds() > MAX_POINTS {
-        return Err(ApiError::invalid(format!("that window holds more than {MAX_POINTS} {unit} buckets; use a wider bucket")));
+        return Err(ApiError::invalid(format!(
+            "that window holds more than {MAX_POINTS} {unit} buckets; use a wider bucket"
+        )));
     }
     let rows: Vec<BucketRow> = sqlx::query_as(
         "SELECT date_trunc($3, created_at, 'UTC') AS t,

@@ -60,7 +60,9 @@ async fn authorize(conn: &mut PgConnection, headers: &HeaderMap, job_id: Uuid) -
         return Err(ApiError::unauthorized());
     }
     if current_job != Some(id) || status != "running" {
-        return Err(ApiError::conflict("this job's attempt is no longer current (its lease expired or it was removed)"));
+        return Err(ApiError::conflict(
+            "this job's attempt is no longer current (its lease expired or it was removed)",
+        ));
     }
     Ok(JobContext { execution_id, org_id, attempt, node_ids, cancel_requested })
 }
@@ -86,7 +88,10 @@ async fn report_nodes(
     let (mut ids, mut statuses, mut payloads) = (Vec::new(), Vec::new(), Vec::new());
     for result in &mut results {
         if !job.node_ids.contains(&result.node_id) {
-            return Err(ApiError::invalid(format!("invalid field `node_id`: `{}` is not a node of this flow", result.node_id)));
+            return Err(ApiError::invalid(format!(
+                "invalid field `node_id`: `{}` is not a node of this flow",
+                result.node_id
+            )));
         }
         result.attempt = job.attempt;
         ids.push(result.node_id.clone());

@@ -9,12 +9,11 @@ use uuid::Uuid;
 /// Releases a running execution (locked by the caller) that its runner lost: requeued as the next attempt, or
 /// ended when attempts are used up or a cancel was asked for.
 pub async fn release(conn: &mut PgConnection, execution_id: Uuid, reason: &str) -> Result<(), sqlx::Error> {
-    let (attempt, max_attempts, cancel_requested, org_id): (i32, i32, bool, Uuid) = sqlx::query_as(
-        "SELECT attempt, max_attempts, cancel_requested, organization_id FROM executions WHERE id = $1",
-    )
-    .bind(execution_id)
-    .fetch_one(&mut *conn)
-    .await?;
+    let (attempt, max_attempts, cancel_requested, org_id): (i32, i32, bool, Uuid) =
+        sqlx::query_as("SELECT attempt, max_attempts, cancel_requested, organization_id FROM executions WHERE id = $1")
+            .bind(execution_id)
+            .fetch_one(&mut *conn)
+            .await?;
     if cancel_requested {
         return finish(conn, execution_id, attempt, "cancelled", Some(reason)).await;
     }
@@ -34,11 +33,7 @@ pub async fn release(conn: &mut PgConnection, execution_id: Uuid, reason: &str) 
         object.insert("reason".into(), reason.into());
     }
     events::append(conn, execution_id, &[event]).await?;
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(super::QUEUE_CHANNEL)
-        .bind(org_id.to_string())
-        .execute(conn)
-        .await?;
+    sqlx::query("SELECT pg_notify($1, $2)").bind(super::QUEUE_CHANNEL).bind(org_id.to_string()).execute(conn).await?;
     Ok(())
 }
 

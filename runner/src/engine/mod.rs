@@ -91,7 +91,10 @@ impl Engine {
             Ok(parsed) => parsed,
             Err(problems) => {
                 let first = problems.first().map(|p| p.message.clone()).unwrap_or_default();
-                return Outcome { status: FinalStatus::Error, error: Some(format!("the definition is not valid: {first}")) };
+                return Outcome {
+                    status: FinalStatus::Error,
+                    error: Some(format!("the definition is not valid: {first}")),
+                };
             }
         };
         let mut vars = Variables::new(&parsed.variables, &job.variables, &job.secrets.0);

@@ -39,8 +39,11 @@ impl Variables {
         let render_all = |map: &HashMap<String, String>, vars: &Variables| -> HashMap<String, String> {
             map.iter()
                 .map(|(k, v)| {
-                    let rendered =
-                        if v.contains("{{") { template::render(v, &vars.scope()).unwrap_or_else(|_| v.clone()) } else { v.clone() };
+                    let rendered = if v.contains("{{") {
+                        template::render(v, &vars.scope()).unwrap_or_else(|_| v.clone())
+                    } else {
+                        v.clone()
+                    };
                     (k.clone(), rendered)
                 })
                 .collect()

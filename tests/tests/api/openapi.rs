@@ -67,6 +67,22 @@ const IMPLEMENTED: &[&str] = &[
     "DELETE /flows/{id}/environments/{key}",
     "GET /flows/{id}/export",
     "POST /flows/import",
+    "POST /flows/{id}/launch",
+    "POST /flows/launch",
+    "GET /flows/{id}/executions",
+    "GET /flows/{flow_id}/executions/{execution_id}",
+    "GET /flows/{flow_id}/executions/{execution_id}/stream",
+    "GET /flows/{flow_id}/executions/{execution_id}/nodes",
+    "POST /flows/{flow_id}/executions/{execution_id}/cancel",
+    "GET /flows/{id}/analytics/executions",
+    "POST /runners",
+    "GET /runners",
+    "GET /runners/{id}",
+    "DELETE /runners/{id}",
+    "POST /runners/{id}/heartbeat",
+    "POST /runner/jobs/next",
+    "POST /runner/jobs/{job_id}/nodes",
+    "POST /runner/jobs/{job_id}/complete",
 ];
 
 #[tokio::test]
@@ -101,7 +117,10 @@ async fn the_document_matches_the_contract_and_the_routes() {
             .replace("{request_id}", &uuid::Uuid::now_v7().to_string())
             .replace("{name}", "NAME")
             .replace("{version_id}", &uuid::Uuid::now_v7().to_string())
-            .replace("{key}", "dev");
+            .replace("{key}", "dev")
+            .replace("{flow_id}", &uuid::Uuid::now_v7().to_string())
+            .replace("{execution_id}", &uuid::Uuid::now_v7().to_string())
+            .replace("{job_id}", &uuid::Uuid::now_v7().to_string());
         let method = Method::from_bytes(method.as_bytes()).expect("method");
         let reply = app.call(method, &path, None, None).await;
         let expected = if path.starts_with("/webhook/") { 404 } else { 401 };

@@ -1,88 +1,11 @@
 //! The live stream: SSE format, live delivery, Last-Event-ID resume without gaps or duplicates, keep-alives,
 //! delivery across server replicas, and large bodies left out.
 
-use futures_util::StreamExt as _;
 use hookflow_tests::TestApp;
+use hookflow_tests::sse::Sse;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::Duration;
-
-/// An open SSE connection, read line by line.
-struct Sse {
-    lines: std::pin::Pin<Box<dyn futures_util::Stream<Item = String> + Send>>,
-}
-
-/// One event: its `id:` (if any) and parsed `data:`.
-#[derive(Debug)]
-struct Event {
-    id: Option<String>,
-    data: Value,
-}
-
-impl Sse {
-    async fn open(app: &TestApp, webhook: &str, last_event_id: Option<&str>) -> Self {
-        let mut request = app
-            .client
-            .get(app.url(&format!("/webhooks/{webhook}/stream")))
-            .header("X-Api-Key", &app.admin.key)
-            .header("X-Organization-Id", app.admin.org.to_string());
-        if let Some(id) = last_event_id {
-            request = request.header("Last-Event-ID", id);
-        }
-        let response = request.send().await.expect("open stream");
-        assert_eq!(response.status(), 200);
-        assert_eq!(response.headers()["content-type"], "text/event-stream");
-        let mut buffer = String::new();
-        let bytes = response.bytes_stream();
-        let lines = bytes
-            .map(move |chunk| {
-                buffer.push_str(&String::from_utf8_lossy(&chunk.expect("chunk")));
-                let mut lines = Vec::new();
-                while let Some(end) = buffer.find('\n') {
-                    lines.push(buffer[..end].to_owned());
-                    buffer.drain(..=end);
-                }
-                futures_util::stream::iter(lines)
-            })
-            .flatten();
-        Self { lines: Box::pin(lines) }
-    }
-
-    async fn line(&mut self) -> String {
-        tokio::time::timeout(Duration::from_secs(10), self.lines.next())
-            .await
-            .expect("a line within 10 s")
-            .expect("stream open")
-    }
-
-    /// The next event, checking the wire format: `id:` then one `data:` line then a blank line, no `event:`.
-    async fn event(&mut self) -> Event {
-        let mut id = None;
-        loop {
-            let line = self.line().await;
-            if line.starts_with(':') || line.is_empty() {
-                continue;
-            }
-            assert!(!line.starts_with("event:"), "no event: field");
-            if let Some(value) = line.strip_prefix("id:") {
-                id = Some(value.trim().to_owned());
-                continue;
-            }
-            let data =
-                line.strip_prefix("data:").unwrap_or_else(|| panic!("unexpected line {line:?}")).trim().to_owned();
-            assert_eq!(self.line().await, "", "one data line per event");
-            return Event { id, data: serde_json::from_str(&data).expect("one-line JSON") };
-        }
-    }
-
-    /// Asserts nothing arrives for a moment (comments aside).
-    async fn quiet(&mut self) {
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(700);
-        while let Ok(Some(line)) = tokio::time::timeout_at(deadline, self.lines.next()).await {
-            assert!(line.is_empty() || line.starts_with(':'), "unexpected {line:?}");
-        }
-    }
-}
 
 async fn capture(app: &TestApp, id: &str, body: &str) -> String {
     let reply = app.capture(Method::POST, id, body.to_owned()).await;
@@ -94,7 +17,7 @@ async fn captures_arrive_live_in_the_contract_format() {
     let app = TestApp::spawn().await;
     let id = app.create_webhook(json!({"name": "live"})).await["id"].as_str().expect("id").to_owned();
     let before = capture(&app, &id, "old").await;
-    let mut sse = Sse::open(&app, &id, None).await;
+    let mut sse = Sse::open(&app, &format!("/webhooks/{id}/stream"), None).await;
     let mut sent = Vec::new();
     for i in 0..3 {
         sent.push(capture(&app, &id, &format!("{{\"i\":{i}}}")).await);
@@ -116,7 +39,7 @@ async fn captures_arrive_live_in_the_contract_format() {
 async fn last_event_id_resumes_without_gaps_or_duplicates() {
     let app = TestApp::spawn().await;
     let id = app.create_webhook(json!({"name": "resume"})).await["id"].as_str().expect("id").to_owned();
-    let mut sse = Sse::open(&app, &id, None).await;
+    let mut sse = Sse::open(&app, &format!("/webhooks/{id}/stream"), None).await;
     let first = capture(&app, &id, "1").await;
     let second = capture(&app, &id, "2").await;
     assert_eq!(sse.event().await.id.as_deref(), Some(first.as_str()));
@@ -126,7 +49,7 @@ async fn last_event_id_resumes_without_gaps_or_duplicates() {
     for i in 3..8 {
         missed.push(capture(&app, &id, &i.to_string()).await);
     }
-    let mut sse = Sse::open(&app, &id, Some(&second)).await;
+    let mut sse = Sse::open(&app, &format!("/webhooks/{id}/stream"), Some(&second)).await;
     for expected in &missed {
         assert_eq!(sse.event().await.id.as_ref(), Some(expected));
     }
@@ -139,7 +62,7 @@ async fn last_event_id_resumes_without_gaps_or_duplicates() {
 async fn keep_alive_comments_flow_on_an_idle_stream() {
     let app = TestApp::spawn_with(|s| s.stream_keep_alive = Duration::from_millis(200)).await;
     let id = app.create_webhook(json!({"name": "idle"})).await["id"].as_str().expect("id").to_owned();
-    let mut sse = Sse::open(&app, &id, None).await;
+    let mut sse = Sse::open(&app, &format!("/webhooks/{id}/stream"), None).await;
     assert_eq!(sse.line().await, ": keep-alive");
 }
 
@@ -148,8 +71,8 @@ async fn a_capture_on_one_replica_reaches_a_subscriber_on_another() {
     let app = TestApp::spawn().await;
     let replica = app.replica().await;
     let id = app.create_webhook(json!({"name": "fan-out"})).await["id"].as_str().expect("id").to_owned();
-    let mut on_replica = Sse::open(&replica, &id, None).await;
-    let mut on_origin = Sse::open(&app, &id, None).await;
+    let mut on_replica = Sse::open(&replica, &format!("/webhooks/{id}/stream"), None).await;
+    let mut on_origin = Sse::open(&app, &format!("/webhooks/{id}/stream"), None).await;
     let sent = capture(&app, &id, "across").await;
     assert_eq!(on_replica.event().await.id.as_ref(), Some(&sent));
     assert_eq!(on_origin.event().await.id.as_ref(), Some(&sent));
@@ -161,7 +84,7 @@ async fn a_capture_on_one_replica_reaches_a_subscriber_on_another() {
 async fn large_bodies_are_left_out_of_events() {
     let app = TestApp::spawn().await;
     let id = app.create_webhook(json!({"name": "large"})).await["id"].as_str().expect("id").to_owned();
-    let mut sse = Sse::open(&app, &id, None).await;
+    let mut sse = Sse::open(&app, &format!("/webhooks/{id}/stream"), None).await;
     capture(&app, &id, &"y".repeat(65 * 1024)).await;
     let event = sse.event().await;
     assert_eq!(event.data["body_truncated"], true);
@@ -185,7 +108,7 @@ async fn streams_authenticate_like_any_request() {
 async fn a_slow_subscriber_is_told_it_lagged_and_can_resume() {
     let app = TestApp::spawn_with(|s| s.stream_buffer = 8).await;
     let id = app.create_webhook(json!({"name": "flood"})).await["id"].as_str().expect("id").to_owned();
-    let mut sse = Sse::open(&app, &id, None).await;
+    let mut sse = Sse::open(&app, &format!("/webhooks/{id}/stream"), None).await;
     // Nobody reads while 400 captures of 60 KB arrive: socket buffers fill, then the subscriber's buffer.
     let body = "z".repeat(60_000);
     let mut sent = Vec::new();
@@ -205,7 +128,7 @@ async fn a_slow_subscriber_is_told_it_lagged_and_can_resume() {
     assert_eq!(delivered[..], sent[..delivered.len()], "what was delivered came in order");
     // Reconnecting after the last delivered event fills the gap.
     let last = delivered.last().expect("some events arrived before the lag");
-    let mut resumed = Sse::open(&app, &id, Some(last)).await;
+    let mut resumed = Sse::open(&app, &format!("/webhooks/{id}/stream"), Some(last)).await;
     for expected in &sent[delivered.len()..] {
         assert_eq!(resumed.event().await.id.as_ref(), Some(expected));
     }

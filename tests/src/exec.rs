@@ -1,0 +1,103 @@
+//! Helpers for execution tests: a server with short leases, flows, runner keys, protocol calls, and waiting for
+//! an execution to reach a state.
+
+use crate::app::{Creds, Reply, TestApp};
+use hookflow_shared::ScopeSet;
+use hookflow_shared::scope::Preset;
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::time::Duration;
+use uuid::Uuid;
+
+impl TestApp {
+    /// A server whose leases expire after 2 s, with a rescuer and scheduler ticking every 200 ms.
+    pub async fn spawn_for_execution() -> Self {
+        Self::spawn_with(|settings| {
+            settings.lease = Duration::from_secs(2);
+            settings.heartbeat_interval = Duration::from_secs(1);
+            settings.rescue_interval = Duration::from_millis(200);
+            settings.schedule_interval = Duration::from_millis(200);
+        })
+        .await
+    }
+
+    /// Creates a flow as the admin and returns its id.
+    pub async fn create_flow(&self, name: &str, definition: Value) -> String {
+        let reply = self.admin(Method::POST, "/flows", Some(json!({"name": name, "definition": definition}))).await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        reply.body["id"].as_str().expect("flow id").to_owned()
+    }
+
+    /// Launches a flow as the admin; returns the execution.
+    pub async fn launch(&self, flow: &str, body: Value) -> Value {
+        let reply = self.admin(Method::POST, &format!("/flows/{flow}/launch"), Some(body)).await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        reply.body
+    }
+
+    /// A key of `org` with the `runner` preset.
+    pub async fn runner_creds(&self, org: Uuid) -> Creds {
+        Creds { key: self.key(org, Preset::Runner.scopes(), None).await, org }
+    }
+
+    /// Registers a runner; returns its id.
+    pub async fn register_runner(&self, creds: &Creds, labels: &[&str]) -> String {
+        let body = json!({"name": "test runner", "labels": labels, "version": "test", "max_concurrency": 2,
+            "host": {"hostname": "test", "os": "linux", "arch": "x86_64", "cpus": 2, "memory_bytes": 1024}});
+        let reply = self.call(Method::POST, "/runners", Some(creds), Some(body)).await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        reply.body["id"].as_str().expect("runner id").to_owned()
+    }
+
+    /// One long poll.
+    pub async fn next_job(&self, creds: &Creds, runner: &str, wait_s: u64) -> Reply {
+        let body = json!({"runner_id": runner, "wait_s": wait_s});
+        self.call(Method::POST, "/runner/jobs/next", Some(creds), Some(body)).await
+    }
+
+    /// A call authenticated by a job token.
+    pub async fn job_call(&self, job: &Value, action: &str, body: Value) -> Reply {
+        let url = self.url(&format!("/runner/jobs/{}/{action}", job["job_id"].as_str().expect("job id")));
+        let token = job["job_token"].as_str().expect("job token");
+        let response = self.client.post(url).bearer_auth(token).json(&body).send().await.expect("send");
+        crate::app::read(response).await
+    }
+
+    pub async fn execution(&self, flow: &str, execution: &str) -> Value {
+        let reply = self.admin(Method::GET, &format!("/flows/{flow}/executions/{execution}"), None).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        reply.body
+    }
+
+    /// Polls the execution until `done` holds (at most `within`), and returns it.
+    pub async fn wait_execution(
+        &self,
+        flow: &str,
+        execution: &str,
+        within: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let current = self.execution(flow, execution).await;
+            if done(&current) {
+                return current;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "execution never got there; last seen {current}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits for a finished status.
+    pub async fn wait_finished(&self, flow: &str, execution: &str) -> Value {
+        self.wait_execution(flow, execution, Duration::from_secs(30), |e| {
+            !matches!(e["status"].as_str(), Some("queued" | "running"))
+        })
+        .await
+    }
+}
+
+/// A key of `org` with exactly the named scopes.
+pub async fn scoped(app: &TestApp, org: Uuid, scopes: &[&str]) -> Creds {
+    Creds { key: app.key(org, ScopeSet::parse(scopes.iter().copied()).expect("scopes"), None).await, org }
+}

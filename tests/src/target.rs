@@ -1,0 +1,90 @@
+//! A small HTTP service on 127.0.0.1:0 for flows to call: JSON, echo, slow and status routes, and a hit counter
+//! so tests can see retries.
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::routing::{any, get, post};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug)]
+pub struct Target {
+    pub base: String,
+    pub hits: Arc<AtomicUsize>,
+    shutdown: CancellationToken,
+}
+
+async fn login(State(hits): State<Arc<AtomicUsize>>, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
+    hits.fetch_add(1, Ordering::SeqCst);
+    let user = body["user"].as_str().unwrap_or("nobody");
+    (StatusCode::OK, Json(json!({"token": format!("tok-{user}"), "user": user})))
+}
+
+async fn orders(State(hits): State<Arc<AtomicUsize>>, headers: HeaderMap) -> (StatusCode, HeaderMap, Json<Value>) {
+    hits.fetch_add(1, Ordering::SeqCst);
+    let mut out = HeaderMap::new();
+    out.insert("x-total", "2".parse().expect("header"));
+    let authorized = headers.get("authorization").is_some();
+    (StatusCode::OK, out, Json(json!({"count": 2, "authorized": authorized, "orders": [{"id": 1}, {"id": 2}]})))
+}
+
+/// Answers with everything it received, as JSON.
+async fn echo(
+    State(hits): State<Arc<AtomicUsize>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: String,
+) -> Json<Value> {
+    hits.fetch_add(1, Ordering::SeqCst);
+    let headers: BTreeMap<String, String> =
+        headers.iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_owned())).collect();
+    Json(json!({"method": method.as_str(), "uri": uri.to_string(), "headers": headers, "body": body}))
+}
+
+async fn slow(State(hits): State<Arc<AtomicUsize>>, Query(q): Query<BTreeMap<String, u64>>) -> Json<Value> {
+    hits.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(std::time::Duration::from_millis(q.get("ms").copied().unwrap_or(1000))).await;
+    Json(json!({"ok": true}))
+}
+
+async fn status(State(hits): State<Arc<AtomicUsize>>, Path(code): Path<u16>) -> (StatusCode, Json<Value>) {
+    hits.fetch_add(1, Ordering::SeqCst);
+    (StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST), Json(json!({"code": code})))
+}
+
+impl Target {
+    pub async fn spawn() -> Self {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let router = Router::new()
+            .route("/login", post(login))
+            .route("/orders", get(orders))
+            .route("/echo", any(echo))
+            .route("/slow", get(slow))
+            .route("/status/{code}", get(status))
+            .with_state(hits.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind target");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await;
+        });
+        Self { base, hits, shutdown }
+    }
+
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}

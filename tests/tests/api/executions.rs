@@ -1,0 +1,586 @@
+//! Launches and the runner protocol driven by hand: claims, job tokens, reports, completion, the execution API
+//! and stream, leases and rescue, labels, cancellation, idempotency, errors, scopes and isolation.
+
+use hookflow_tests::TestApp;
+use hookflow_tests::exec::scoped;
+use hookflow_tests::sse::Sse;
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+fn two_nodes() -> Value {
+    json!({"nodes": [
+        {"id": "login", "kind": "request",
+         "request": {"method": "POST", "url": "http://127.0.0.1:9/login",
+                     "body": "{\"password\": \"{{secret.API_PASSWORD}}\", \"user\": \"{{user}}\"}"}},
+        {"id": "wait", "kind": "delay", "delay_ms": 1}
+    ]})
+}
+
+fn node_result(node: &str, status: &str) -> Value {
+    json!({"node_id": node, "status": status, "started_at": "2026-11-22T10:20:47.123456Z", "duration_ms": 3,
+           "extracted": {"token": "t-1"}, "assertions": [], "error": null, "retries": 0})
+}
+
+#[tokio::test]
+async fn a_claim_runs_through_reports_and_completion() {
+    let app = TestApp::spawn_for_execution().await;
+    app.admin(Method::PUT, "/secrets/API_PASSWORD", Some(json!({"value": "hunter2-secret"}))).await;
+    app.admin(Method::PUT, "/secrets/UNUSED", Some(json!({"value": "never-sent"}))).await;
+    app.admin(Method::PUT, "/variables/user", Some(json!({"value": "org-user"}))).await;
+    let flow = app.create_flow("protocol", two_nodes()).await;
+    let env = json!({"variables": {"user": "env-user", "region": "eu"}});
+    assert_eq!(app.admin(Method::PUT, &format!("/flows/{flow}/environments/staging"), Some(env)).await.status, 200);
+    let execution = app.launch(&flow, json!({"environment": "staging", "variables": {"region": "us"}})).await;
+    assert_eq!(execution["status"], "queued");
+    assert_eq!(execution["trigger"], "api");
+    assert_eq!(execution["attempt"], 1);
+    assert_eq!(execution["environment"], "staging");
+    assert_eq!(execution["flow_version"], json!(null));
+    assert_eq!(execution["summary"], json!({"nodes_total": 2, "passed": 0, "failed": 0, "skipped": 0}));
+    let id = execution["id"].as_str().expect("id").to_owned();
+
+    let runner_creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&runner_creds, &[]).await;
+    let claim = app.next_job(&runner_creds, &runner, 5).await;
+    assert_eq!(claim.status, 200, "{}", claim.text);
+    let job = claim.body;
+    assert_eq!(job["execution_id"], id.as_str());
+    assert_eq!(job["attempt"], 1);
+    assert!(job["job_token"].as_str().expect("token").starts_with("hfj_"));
+    assert_eq!(job["flow"]["id"], flow.as_str());
+    assert_eq!(job["flow"]["name"], "protocol");
+    assert_eq!(job["flow"]["definition"], two_nodes());
+    assert_eq!(job["secrets"], json!({"API_PASSWORD": "hunter2-secret"}), "only referenced secrets");
+    assert_eq!(job["variables"], json!({"user": "env-user", "region": "us"}), "launch > environment > organization");
+    assert_eq!(job["environment"], "staging");
+    assert_eq!(job["timeout_s"], 300);
+    assert!(job["lease_expires_at"].as_str().is_some());
+
+    let running = app.execution(&flow, &id).await;
+    assert_eq!(running["status"], "running");
+    assert_eq!(running["runner_id"], runner.as_str());
+    assert!(running["started_at"].as_str().is_some());
+
+    let reply = app.job_call(&job, "nodes", node_result("login", "passed")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body, json!({"accepted": 1, "cancel": false}));
+    let again = app.job_call(&job, "nodes", json!({"results": [node_result("login", "failed")]})).await;
+    assert_eq!(again.body["accepted"], 0, "idempotent per (job, attempt, node)");
+    let unknown = app.job_call(&job, "nodes", node_result("nope", "passed")).await;
+    assert_eq!((unknown.status.as_u16(), unknown.code()), (400, "invalid_request"));
+    let bad = app.job_call(&job, "nodes", json!({"node_id": "wait"})).await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(app.job_call(&job, "nodes", json!({"results": [node_result("wait", "passed")]})).await.status, 200);
+
+    let done = app.job_call(&job, "complete", json!({"status": "succeeded"})).await;
+    assert_eq!(done.status, 200, "{}", done.text);
+    assert_eq!(done.body["status"], "succeeded");
+    assert_eq!(done.body["summary"], json!({"nodes_total": 2, "passed": 2, "failed": 0, "skipped": 0}));
+    assert!(done.body["duration_ms"].as_i64().is_some());
+    for action in ["nodes", "complete"] {
+        let late = app.job_call(&job, action, json!({"status": "failed"})).await;
+        assert_eq!((late.status.as_u16(), late.code()), (401, "unauthorized"), "the token died with the job");
+    }
+
+    let nodes = app.admin(Method::GET, &format!("/flows/{flow}/executions/{id}/nodes"), None).await;
+    assert_eq!(nodes.status, 200);
+    let items = nodes.body["items"].as_array().expect("items");
+    assert_eq!(items.iter().map(|n| n["node_id"].as_str()).collect::<Vec<_>>(), [Some("login"), Some("wait")]);
+    assert_eq!(items[0]["status"], "passed", "the first report of a node stands");
+    assert_eq!(items[0]["attempt"], 1);
+    assert_eq!(items[0]["extracted"], json!({"token": "t-1"}));
+
+    let list = app.admin(Method::GET, &format!("/flows/{flow}/executions"), None).await;
+    assert_eq!(list.body["items"][0]["id"], id.as_str());
+    let flow_body = app.admin(Method::GET, &format!("/flows/{flow}"), None).await;
+    assert_eq!(flow_body.body["last_status"], "succeeded");
+
+    // A late subscriber gets the whole story, then the stream closes.
+    let mut sse = Sse::open(&app, &format!("/flows/{flow}/executions/{id}/stream"), None).await;
+    let events = sse.until_closed().await;
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|e| format!("{}:{}", e.data["type"].as_str().unwrap_or(""), e.data["node_id"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "execution.status:",
+            "execution.status:",
+            "node.started:login",
+            "node.completed:login",
+            "node.started:wait",
+            "node.completed:wait",
+            "execution.completed:"
+        ]
+    );
+    let ids: Vec<String> = events.iter().map(|e| e.id.clone().expect("id")).collect();
+    assert_eq!(ids, ["1", "2", "3", "4", "5", "6", "7"]);
+    assert_eq!(events[0].data["status"], "queued");
+    assert_eq!(events[1].data["status"], "running");
+    assert_eq!(events[3].data["extracted"], json!({"token": "t-1"}));
+    assert_eq!(events[6].data["status"], "succeeded");
+    assert_eq!(events[6].data["summary"]["passed"], 2);
+    let mut resumed = Sse::open(&app, &format!("/flows/{flow}/executions/{id}/stream"), Some("5")).await;
+    let rest = resumed.until_closed().await;
+    assert_eq!(rest.iter().map(|e| e.id.clone().expect("id")).collect::<Vec<_>>(), ["6", "7"]);
+}
+
+#[tokio::test]
+async fn the_stream_delivers_events_live_and_ends_with_the_execution() {
+    let app = TestApp::spawn_for_execution().await;
+    let flow = app.create_flow("live", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let mut sse = Sse::open(&app, &format!("/flows/{flow}/executions/{id}/stream"), None).await;
+    assert_eq!(sse.event().await.data["status"], "queued");
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &[]).await;
+    let job = app.next_job(&creds, &runner, 5).await.body;
+    assert_eq!(sse.event().await.data["status"], "running");
+    assert_eq!(sse.event().await.data["type"], "node.started");
+    app.job_call(&job, "nodes", node_result("wait", "passed")).await;
+    let completed = sse.event().await;
+    assert_eq!(completed.data["type"], "node.completed");
+    assert_eq!(completed.data["status"], "passed");
+    app.job_call(&job, "complete", json!({"status": "failed", "error": "boom"})).await;
+    let last = sse.event().await;
+    assert_eq!(last.data["type"], "execution.completed");
+    assert_eq!(last.data["status"], "failed");
+    assert_eq!(sse.next_line().await, None, "the server closes the stream after the final event");
+}
+
+#[tokio::test]
+async fn long_polls_wait_then_answer_204_or_wake_on_launch() {
+    let app = TestApp::spawn_for_execution().await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &[]).await;
+    let empty = app.next_job(&creds, &runner, 1).await;
+    assert_eq!(empty.status, 204);
+    let flow = app.create_flow("wake", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let poll = {
+        let (base, creds, runner) = (app.base.clone(), creds.clone(), runner.clone());
+        tokio::spawn(async move {
+            let response = reqwest::Client::new()
+                .post(format!("{base}/runner/jobs/next"))
+                .header("X-Api-Key", &creds.key)
+                .header("X-Organization-Id", creds.org.to_string())
+                .json(&json!({"runner_id": runner, "wait_s": 30}))
+                .send()
+                .await
+                .expect("poll");
+            (response.status(), std::time::Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let launched = std::time::Instant::now();
+    app.launch(&flow, json!({})).await;
+    let (status, answered) = poll.await.expect("poll task");
+    assert_eq!(status, 200, "the waiting poll got the job");
+    assert!(answered.duration_since(launched) < Duration::from_secs(25), "well before its 30 s wait ran out");
+
+    let too_long = app.next_job(&creds, &runner, 61).await;
+    assert_eq!((too_long.status.as_u16(), too_long.code()), (400, "invalid_request"));
+    assert!(too_long.body["error"]["message"].as_str().expect("message").contains("wait_s"));
+}
+
+#[tokio::test]
+async fn jobs_go_only_to_runners_carrying_every_required_label() {
+    let app = TestApp::spawn_for_execution().await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let plain = app.register_runner(&creds, &["linux"]).await;
+    let gpu = app.register_runner(&creds, &["linux", "gpu", "eu"]).await;
+    let flow = app.create_flow("labels", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let execution = app.launch(&flow, json!({"runner_labels": ["gpu", "eu"]})).await;
+    assert_eq!(app.next_job(&creds, &plain, 1).await.status, 204, "missing a label");
+    let claimed = app.next_job(&creds, &gpu, 1).await;
+    assert_eq!(claimed.status, 200);
+    assert_eq!(claimed.body["execution_id"], execution["id"]);
+    let unlabelled = app.launch(&flow, json!({})).await;
+    assert_eq!(app.next_job(&creds, &plain, 1).await.body["execution_id"], unlabelled["id"], "no labels: anyone");
+    let bad = app.admin(Method::POST, &format!("/flows/{flow}/launch"), Some(json!({"runner_labels": [""]}))).await;
+    assert_eq!((bad.status.as_u16(), bad.code()), (400, "invalid_request"));
+}
+
+#[tokio::test]
+async fn expired_leases_are_retried_as_the_next_attempt_and_stale_reports_get_409() {
+    let app = TestApp::spawn_for_execution().await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &[]).await;
+    let flow = app.create_flow("lease", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let first = app.next_job(&creds, &runner, 5).await.body;
+    // Heartbeats keep the lease alive past its 2 s.
+    for _ in 0..3 {
+        let beat = app
+            .call(Method::POST, &format!("/runners/{runner}/heartbeat"), Some(&creds),
+                Some(json!({"running_jobs": [first["job_id"]], "metrics": {"cpu_percent": 12.5, "memory_used_bytes": 1000, "load_avg_1m": 0.5}})))
+            .await;
+        assert_eq!(beat.status, 200, "{}", beat.text);
+        assert_eq!(beat.body, json!({"cancel": []}));
+        tokio::time::sleep(Duration::from_millis(900)).await;
+    }
+    assert_eq!(app.execution(&flow, &id).await["status"], "running", "heartbeats extended the lease");
+    let shown = app.admin(Method::GET, &format!("/runners/{runner}"), None).await;
+    assert_eq!(shown.body["status"], "online");
+    assert_eq!(shown.body["metrics"]["cpu_percent"], 12.5);
+    assert_eq!(shown.body["running_jobs"], 1);
+
+    // Silence: the rescuer requeues it as attempt 2.
+    let requeued = app.wait_execution(&flow, &id, Duration::from_secs(10), |e| e["attempt"] == 2).await;
+    assert_eq!(requeued["status"], "queued");
+    let stale = app.job_call(&first, "nodes", node_result("wait", "passed")).await;
+    assert_eq!((stale.status.as_u16(), stale.code()), (409, "conflict"));
+    let beat = app
+        .call(
+            Method::POST,
+            &format!("/runners/{runner}/heartbeat"),
+            Some(&creds),
+            Some(json!({"running_jobs": [first["job_id"]]})),
+        )
+        .await;
+    assert_eq!(beat.body["cancel"], json!([first["job_id"]]), "the runner is told to drop the stale job");
+    let second = app.next_job(&creds, &runner, 5).await.body;
+    assert_eq!(second["attempt"], 2);
+    assert_ne!(second["job_token"], first["job_token"]);
+    assert_eq!(app.job_call(&first, "complete", json!({"status": "succeeded"})).await.status, 409);
+    assert_eq!(app.job_call(&second, "nodes", node_result("wait", "passed")).await.status, 200);
+    assert_eq!(app.job_call(&second, "complete", json!({"status": "succeeded"})).await.status, 200);
+    let done = app.execution(&flow, &id).await;
+    assert_eq!((done["status"].as_str(), done["attempt"].as_i64()), (Some("succeeded"), Some(2)));
+
+    // Three silent attempts: failed with runner_lost.
+    let lost = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    for attempt in 1..=3 {
+        let job = app.next_job(&creds, &runner, 10).await;
+        assert_eq!(job.body["attempt"], attempt, "{}", job.text);
+    }
+    let failed = app.wait_finished(&flow, &lost).await;
+    assert_eq!((failed["status"].as_str(), failed["error"].as_str()), (Some("failed"), Some("runner_lost")));
+    assert_eq!(failed["max_attempts"], 3);
+}
+
+#[tokio::test]
+async fn cancelling_stops_queued_runs_at_once_and_tells_runners_of_running_ones() {
+    let app = TestApp::spawn_for_execution().await;
+    let flow = app.create_flow("cancel", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let queued = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let cancel = app.admin(Method::POST, &format!("/flows/{flow}/executions/{queued}/cancel"), None).await;
+    assert_eq!(cancel.status, 202, "{}", cancel.text);
+    assert_eq!(cancel.body["status"], "cancelled");
+    let again = app.admin(Method::POST, &format!("/flows/{flow}/executions/{queued}/cancel"), None).await;
+    assert_eq!((again.status.as_u16(), again.code()), (409, "conflict"));
+
+    let running = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &[]).await;
+    let job = app.next_job(&creds, &runner, 5).await.body;
+    assert_eq!(job["execution_id"], running.as_str(), "the cancelled one was never handed out");
+    let asked = app.admin(Method::POST, &format!("/flows/{flow}/executions/{running}/cancel"), None).await;
+    assert_eq!((asked.status.as_u16(), asked.body["status"].as_str()), (202, Some("running")));
+    let beat = app
+        .call(
+            Method::POST,
+            &format!("/runners/{runner}/heartbeat"),
+            Some(&creds),
+            Some(json!({"running_jobs": [job["job_id"]]})),
+        )
+        .await;
+    assert_eq!(beat.body["cancel"], json!([job["job_id"]]));
+    assert_eq!(app.job_call(&job, "nodes", node_result("wait", "skipped")).await.body["cancel"], true);
+    app.job_call(&job, "complete", json!({"status": "cancelled"})).await;
+    assert_eq!(app.execution(&flow, &running).await["status"], "cancelled");
+}
+
+#[tokio::test]
+async fn idempotent_launches_make_one_execution_even_when_raced() {
+    let app = TestApp::spawn_for_execution().await;
+    let flow = app.create_flow("idem", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let mut tasks = Vec::new();
+    for _ in 0..50 {
+        let (client, url, creds) = (app.client.clone(), app.url(&format!("/flows/{flow}/launch")), app.admin.clone());
+        tasks.push(tokio::spawn(async move {
+            let response = client
+                .post(url)
+                .header("X-Api-Key", &creds.key)
+                .header("X-Organization-Id", creds.org.to_string())
+                .header("Idempotency-Key", "deploy-42")
+                .json(&json!({"variables": {"sha": "abc"}}))
+                .send()
+                .await
+                .expect("launch");
+            let replayed = response.headers().get("idempotent-replayed").map(|v| v.to_str().unwrap_or("").to_owned());
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.expect("json");
+            (status, replayed, body["id"].as_str().unwrap_or("").to_owned())
+        }));
+    }
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.expect("task"));
+    }
+    let created: Vec<_> = answers.iter().filter(|a| a.0 == 201).collect();
+    assert_eq!(created.len(), 1, "{answers:?}");
+    assert!(answers.iter().all(|a| a.2 == created[0].2), "one execution id for all");
+    assert!(answers.iter().filter(|a| a.0 == 200).all(|a| a.1.as_deref() == Some("true")));
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM executions").fetch_one(&app.pool).await.expect("count");
+    assert_eq!(count, 1);
+
+    let send = |key: &'static str, body: Value| {
+        let request = app
+            .client
+            .post(app.url(&format!("/flows/{flow}/launch")))
+            .header("X-Api-Key", &app.admin.key)
+            .header("X-Organization-Id", app.admin.org.to_string())
+            .header("Idempotency-Key", key)
+            .json(&body);
+        async move { hookflow_tests::app::read(request.send().await.expect("send")).await }
+    };
+    let other = send("deploy-42", json!({"variables": {"sha": "def"}})).await;
+    assert_eq!((other.status.as_u16(), other.code()), (422, "idempotency_key_reused"));
+    assert_eq!(send("deploy-43", json!({"variables": {"sha": "def"}})).await.status, 201, "a new key launches");
+    let empty_key = send("", json!({})).await;
+    assert_eq!(empty_key.status, 400);
+}
+
+#[tokio::test]
+async fn launch_resolves_versions_environments_and_refuses_what_is_not_there() {
+    let app = TestApp::spawn_for_execution().await;
+    let flow = app.create_flow("versions", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let path = format!("/flows/{flow}/launch");
+    let none = app.admin(Method::POST, &path, Some(json!({"version": "latest"}))).await;
+    assert_eq!((none.status.as_u16(), none.code()), (400, "invalid_request"));
+    assert!(none.body["error"]["message"].as_str().expect("message").contains("version"));
+    assert_eq!(app.admin(Method::POST, &format!("/flows/{flow}/publish"), None).await.status, 201);
+    let latest = app.launch(&flow, json!({"version": "latest"})).await;
+    assert_eq!(latest["flow_version"], 1);
+    assert_eq!(app.launch(&flow, json!({"version": 1})).await["flow_version"], 1);
+    let missing = app.admin(Method::POST, &path, Some(json!({"version": 7}))).await;
+    assert_eq!(missing.status, 400);
+    let env = app.admin(Method::POST, &path, Some(json!({"environment": "prod"}))).await;
+    assert_eq!(env.status, 400);
+    assert!(env.body["error"]["message"].as_str().expect("message").contains("environment"));
+    let unknown = app.admin(Method::POST, &path, Some(json!({"colour": "red"}))).await;
+    assert_eq!(unknown.status, 400);
+    assert!(unknown.text.contains("colour"));
+    let mode = app.admin(Method::POST, &path, Some(json!({"mode": "sometimes"}))).await;
+    assert_eq!(mode.status, 400);
+    let empty = app
+        .client
+        .post(app.url(&path))
+        .header("X-Api-Key", &app.admin.key)
+        .header("X-Organization-Id", app.admin.org.to_string())
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(empty.status(), 201, "an empty body launches the draft");
+    let absent = app.admin(Method::POST, &format!("/flows/{}/launch", uuid::Uuid::now_v7()), None).await;
+    assert_eq!((absent.status.as_u16(), absent.code()), (404, "not_found"));
+}
+
+#[tokio::test]
+async fn modules_are_resolved_at_launch_and_shipped_with_the_claim() {
+    let app = TestApp::spawn_for_execution().await;
+    let inner = app.create_flow("inner", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let outer_definition = json!({"nodes": [{"id": "sub", "kind": "module", "flow_id": inner, "version": "latest"}]});
+    let outer = app.create_flow("outer", outer_definition).await;
+    let unpublished = app.admin(Method::POST, &format!("/flows/{outer}/launch"), None).await;
+    assert_eq!(unpublished.status, 400, "the module has no published version");
+    assert!(unpublished.body["error"]["message"].as_str().expect("message").contains("sub"));
+    app.admin(Method::POST, &format!("/flows/{inner}/publish"), None).await;
+    app.launch(&outer, json!({})).await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &[]).await;
+    let job = app.next_job(&creds, &runner, 5).await.body;
+    let key = format!("{inner}@latest");
+    assert_eq!(job["modules"][&key]["nodes"][0]["id"], "wait");
+}
+
+#[tokio::test]
+async fn launch_by_tag_starts_every_flow_carrying_the_tags() {
+    let app = TestApp::spawn_for_execution().await;
+    for (name, tags) in [("a", json!(["smoke", "eu"])), ("b", json!(["smoke"])), ("c", json!(["nightly"]))] {
+        let body = json!({"name": name, "tags": tags,
+            "definition": {"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]}});
+        assert_eq!(app.admin(Method::POST, "/flows", Some(body)).await.status, 201);
+    }
+    let reply = app.admin(Method::POST, "/flows/launch", Some(json!({"tags": ["smoke"]}))).await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let executions = reply.body["executions"].as_array().expect("executions");
+    assert_eq!(executions.len(), 2);
+    assert!(executions.iter().all(|e| e["trigger"] == "tag" && e["status"] == "queued"));
+    let both = app.admin(Method::POST, "/flows/launch", Some(json!({"tags": ["smoke", "eu"]}))).await;
+    assert_eq!(both.body["executions"].as_array().map(Vec::len), Some(1), "every tag must match");
+    let none = app.admin(Method::POST, "/flows/launch", Some(json!({"tags": []}))).await;
+    assert_eq!(none.status, 400);
+    let execute_only = scoped(&app, app.admin.org, &["flows:execute"]).await;
+    let denied = app.call(Method::POST, "/flows/launch", Some(&execute_only), Some(json!({"tags": ["smoke"]}))).await;
+    assert_eq!((denied.status.as_u16(), denied.code()), (403, "insufficient_scope"));
+    assert!(denied.body["error"]["message"].as_str().expect("message").contains("flows:read"));
+}
+
+#[tokio::test]
+async fn ephemeral_launches_hand_the_claim_to_the_caller() {
+    let app = TestApp::spawn_for_execution().await;
+    let flow = app.create_flow("local", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let execution = app.launch(&flow, json!({"mode": "ephemeral"})).await;
+    assert_eq!(execution["status"], "running");
+    assert_eq!(execution["max_attempts"], 1);
+    let job = execution["job"].clone();
+    assert_eq!(job["execution_id"], execution["id"]);
+    assert_eq!(app.job_call(&job, "nodes", node_result("wait", "passed")).await.status, 200);
+    assert_eq!(app.job_call(&job, "complete", json!({"status": "succeeded"})).await.body["status"], "succeeded");
+}
+
+#[tokio::test]
+async fn scopes_and_organizations_fence_every_execution_operation() {
+    let app = TestApp::spawn_for_execution().await;
+    let flow = app.create_flow("fenced", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let other = app.new_org("Other").await;
+    for (method, path) in [
+        (Method::POST, format!("/flows/{flow}/launch")),
+        (Method::GET, format!("/flows/{flow}/executions")),
+        (Method::GET, format!("/flows/{flow}/executions/{id}")),
+        (Method::GET, format!("/flows/{flow}/executions/{id}/nodes")),
+        (Method::GET, format!("/flows/{flow}/executions/{id}/stream")),
+        (Method::POST, format!("/flows/{flow}/executions/{id}/cancel")),
+        (Method::GET, format!("/flows/{flow}/analytics/executions")),
+    ] {
+        let reply = app.call(method.clone(), &path, Some(&other), None).await;
+        assert_eq!((reply.status.as_u16(), reply.code()), (404, "not_found"), "{method} {path}");
+    }
+    let reader = scoped(&app, app.admin.org, &["flows:read"]).await;
+    let launch = app.call(Method::POST, &format!("/flows/{flow}/launch"), Some(&reader), None).await;
+    assert_eq!((launch.status.as_u16(), launch.code()), (403, "insufficient_scope"));
+    let cancel = app.call(Method::POST, &format!("/flows/{flow}/executions/{id}/cancel"), Some(&reader), None).await;
+    assert_eq!(cancel.status, 403);
+    let executor = scoped(&app, app.admin.org, &["flows:execute"]).await;
+    let list = app.call(Method::GET, &format!("/flows/{flow}/executions"), Some(&executor), None).await;
+    assert_eq!(list.status, 403);
+    assert_eq!(app.call(Method::GET, &format!("/flows/{flow}/executions"), None, None).await.status, 401);
+
+    // Runner endpoints: the runner:complete scope, and runners of another organization are 404.
+    let no_runner_scope = scoped(&app, app.admin.org, &["flows:read"]).await;
+    let denied = app
+        .call(Method::POST, "/runners", Some(&no_runner_scope), Some(json!({"name": "x", "version": "1",
+            "max_concurrency": 1, "host": {"hostname": "h", "os": "linux", "arch": "x86_64", "cpus": 1, "memory_bytes": 1}})))
+        .await;
+    assert_eq!((denied.status.as_u16(), denied.code()), (403, "insufficient_scope"));
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &[]).await;
+    let other_runner_creds = app.runner_creds(other.org).await;
+    assert_eq!(app.next_job(&other_runner_creds, &runner, 1).await.status, 404);
+    let beat = app
+        .call(Method::POST, &format!("/runners/{runner}/heartbeat"), Some(&other_runner_creds), Some(json!({})))
+        .await;
+    assert_eq!(beat.status, 404);
+    assert_eq!(app.call(Method::GET, &format!("/runners/{runner}"), Some(&other), None).await.status, 404);
+    assert_eq!(app.call(Method::DELETE, &format!("/runners/{runner}"), Some(&other), None).await.status, 404);
+    // Another organization's runner never sees this organization's work.
+    let theirs = app.register_runner(&other_runner_creds, &[]).await;
+    assert_eq!(app.next_job(&other_runner_creds, &theirs, 1).await.status, 204);
+    // A forged job token is 401.
+    let forged = json!({"job_id": uuid::Uuid::now_v7(), "job_token": "hfj_0000000000000000000000000000000000000"});
+    assert_eq!(app.job_call(&forged, "complete", json!({"status": "succeeded"})).await.status, 401);
+}
+
+#[tokio::test]
+async fn runners_are_listed_and_removing_one_requeues_its_jobs() {
+    let app = TestApp::spawn_for_execution().await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &["linux"]).await;
+    let listed = app.admin(Method::GET, "/runners", None).await;
+    assert_eq!(listed.status, 200);
+    let item = &listed.body["items"][0];
+    assert_eq!(item["id"], runner.as_str());
+    assert_eq!(item["labels"], json!(["linux"]));
+    assert_eq!(item["status"], "online");
+    assert_eq!(item["host"]["cpus"], 2);
+    let reader = scoped(&app, app.admin.org, &["runners:read"]).await;
+    assert_eq!(app.call(Method::GET, "/runners", Some(&reader), None).await.status, 200);
+    assert_eq!(app.call(Method::DELETE, &format!("/runners/{runner}"), Some(&reader), None).await.status, 403);
+
+    let flow = app.create_flow("requeue", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let job = app.next_job(&creds, &runner, 5).await.body;
+    assert_eq!(app.admin(Method::DELETE, &format!("/runners/{runner}"), None).await.status, 204);
+    let requeued = app.execution(&flow, &id).await;
+    assert_eq!((requeued["status"].as_str(), requeued["attempt"].as_i64()), (Some("queued"), Some(2)));
+    assert_eq!(app.job_call(&job, "complete", json!({"status": "succeeded"})).await.status, 409);
+    assert_eq!(app.next_job(&creds, &runner, 1).await.status, 404, "a removed runner cannot poll");
+    assert_eq!(app.admin(Method::GET, &format!("/runners/{runner}"), None).await.status, 404);
+    let bad = app
+        .call(
+            Method::POST,
+            "/runners",
+            Some(&creds),
+            Some(json!({"name": "", "version": "1", "max_concurrency": 0,
+            "host": {"hostname": "h", "os": "linux", "arch": "x86_64", "cpus": 1, "memory_bytes": 1}})),
+        )
+        .await;
+    assert_eq!(bad.status, 400);
+}
+
+#[tokio::test]
+async fn schedules_fire_once_per_occurrence_across_replicas() {
+    let app = TestApp::spawn_for_execution().await;
+    let replica = app.replica().await;
+    let body = json!({"name": "every-2s", "schedule": "*/2 * * * * *",
+        "definition": {"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]}});
+    let flow = app.admin(Method::POST, "/flows", Some(body)).await.body["id"].as_str().expect("id").to_owned();
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let created: Vec<(chrono::DateTime<chrono::Utc>, String)> =
+        sqlx::query_as("SELECT created_at, trigger FROM executions WHERE flow_id = $1::uuid ORDER BY created_at")
+            .bind(&flow)
+            .fetch_all(&app.pool)
+            .await
+            .expect("executions");
+    assert!(created.len() >= 2, "fired on schedule: {created:?}");
+    assert!(created.iter().all(|(_, trigger)| trigger == "schedule"));
+    for pair in created.windows(2) {
+        let gap = pair[1].0 - pair[0].0;
+        assert!(
+            gap >= chrono::TimeDelta::milliseconds(1000),
+            "one launch per occurrence, not one per replica: {created:?}"
+        );
+    }
+    // Removing the schedule stops it.
+    app.admin(Method::PATCH, &format!("/flows/{flow}"), Some(json!({"schedule": null}))).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before: i64 = sqlx::query_scalar("SELECT count(*) FROM executions").fetch_one(&app.pool).await.expect("count");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after: i64 = sqlx::query_scalar("SELECT count(*) FROM executions").fetch_one(&app.pool).await.expect("count");
+    assert_eq!(before, after);
+    drop(replica);
+}
+
+#[tokio::test]
+async fn execution_analytics_count_outcomes_and_durations() {
+    let app = TestApp::spawn_for_execution().await;
+    let flow = app.create_flow("stats", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &[]).await;
+    for status in ["succeeded", "succeeded", "failed"] {
+        app.launch(&flow, json!({})).await;
+        let job = app.next_job(&creds, &runner, 5).await.body;
+        app.job_call(&job, "complete", json!({"status": status})).await;
+    }
+    app.launch(&flow, json!({})).await;
+    let stats = app.admin(Method::GET, &format!("/flows/{flow}/analytics/executions?bucket=minute"), None).await;
+    assert_eq!(stats.status, 200, "{}", stats.text);
+    let points = stats.body["points"].as_array().expect("points");
+    assert!(points.len() >= 1440, "every minute of the default 24 h window");
+    let succeeded: i64 = points.iter().map(|p| p["succeeded"].as_i64().unwrap_or(0)).sum();
+    let failed: i64 = points.iter().map(|p| p["failed"].as_i64().unwrap_or(0)).sum();
+    assert_eq!((succeeded, failed), (2, 1));
+    let busy = points.iter().find(|p| p["succeeded"].as_i64() > Some(0)).expect("a busy bucket");
+    assert!(busy["p50_ms"].as_f64().is_some() && busy["p95_ms"].as_f64().is_some());
+    assert_eq!(points[0]["p50_ms"], json!(null), "an empty bucket has no percentiles");
+    let overview = app.admin(Method::GET, "/analytics/overview", None).await;
+    assert_eq!(overview.body["executions"]["succeeded"], 2);
+    assert_eq!(overview.body["executions"]["failed"], 1);
+    assert_eq!(overview.body["executions"]["queued"], 1);
+    let bad = app.admin(Method::GET, &format!("/flows/{flow}/analytics/executions?bucket=week"), None).await;
+    assert_eq!(bad.status, 400);
+}

@@ -1,0 +1,257 @@
+//! Real `hookflow-runner` processes against the real server and a real HTTP target: a flow with extractors and
+//! assertions, secret masking everywhere it could leak, a SIGKILLed runner's job finished by another as attempt
+//! 2, graceful SIGTERM, label routing, cancellation, and the embedded runner.
+
+use hookflow_tests::TestApp;
+use hookflow_tests::runner::RunnerProcess;
+use hookflow_tests::sse::Sse;
+use hookflow_tests::target::Target;
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const RUNNER: &str = env!("CARGO_BIN_EXE_hookflow-runner-under-test");
+const SECRET: &str = "s3cr3t-P@ss/word";
+
+fn checkout(target: &str, module: &str) -> Value {
+    json!({"variables": {"base_url": target}, "timeout_s": 60, "nodes": [
+        {"id": "login", "kind": "request", "name": "Log in",
+         "request": {"method": "POST", "url": "{{base_url}}/login", "headers": {"content-type": "application/json"},
+                     "body": "{\"user\": \"{{user}}\", \"password\": \"{{secret.API_PASSWORD}}\"}"},
+         "extractors": [{"name": "token", "kind": "jsonPath", "expression": "$.token"},
+                        {"name": "status", "kind": "statusCode"}],
+         "assertions": [{"source": "status", "operator": "equals", "expected": 200},
+                        {"source": "token", "operator": "startsWith", "expected": "tok-"}]},
+        {"id": "orders", "kind": "request",
+         "request": {"method": "GET", "url": "{{base_url}}/orders", "headers": {"authorization": "Bearer {{token}}"}},
+         "extractors": [{"name": "count", "kind": "jsonPath", "expression": "$.count"},
+                        {"name": "total", "kind": "header", "header": "X-Total"}],
+         "assertions": [{"source": "count", "operator": "equals", "expected": 2},
+                        {"source": "total", "operator": "equals", "expected": 2}]},
+        {"id": "pause", "kind": "delay", "delay_ms": 20},
+        {"id": "set", "kind": "set_variables", "variables": {"summary": "{{count}} orders for {{user}}"}},
+        {"id": "sub", "kind": "module", "flow_id": module, "version": "latest", "inputs": {"who": "{{summary}}"}},
+        {"id": "never", "kind": "request", "condition": {"source": "count", "operator": "equals", "expected": 3},
+         "request": {"method": "GET", "url": "{{base_url}}/status/500"}}
+    ]})
+}
+
+fn echo_module(target: &str) -> Value {
+    json!({"nodes": [{"id": "echo", "kind": "request",
+        "request": {"method": "POST", "url": format!("{target}/echo"), "body": "{{who}}"},
+        "extractors": [{"name": "said", "kind": "jsonPath", "expression": "$.body"}],
+        "assertions": [{"source": "said", "operator": "contains", "expected": "orders"}]}]})
+}
+
+async fn published_module(app: &TestApp, target: &Target) -> String {
+    let module = app.create_flow("echo module", echo_module(&target.base)).await;
+    assert_eq!(app.admin(Method::POST, &format!("/flows/{module}/publish"), None).await.status, 201);
+    module
+}
+
+#[tokio::test]
+async fn a_runner_process_runs_a_flow_with_extractors_assertions_and_modules() {
+    let app = TestApp::spawn_for_execution().await;
+    let target = Target::spawn().await;
+    app.admin(Method::PUT, "/secrets/API_PASSWORD", Some(json!({"value": SECRET}))).await;
+    let module = published_module(&app, &target).await;
+    let flow = app.create_flow("checkout", checkout(&target.base, &module)).await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let mut runner = RunnerProcess::spawn(RUNNER, &app, &creds, &["linux"], &[]).await;
+    let id = app.launch(&flow, json!({"variables": {"user": "ada"}})).await["id"].as_str().expect("id").to_owned();
+    let mut sse = Sse::open(&app, &format!("/flows/{flow}/executions/{id}/stream"), None).await;
+    let done = app.wait_finished(&flow, &id).await;
+    assert_eq!(done["status"], "succeeded", "{done}\n{}", runner.output());
+    assert_eq!(done["summary"], json!({"nodes_total": 6, "passed": 5, "failed": 0, "skipped": 1}));
+
+    let nodes = app.admin(Method::GET, &format!("/flows/{flow}/executions/{id}/nodes"), None).await.body;
+    let items = nodes["items"].as_array().expect("items");
+    let order: Vec<&str> = items.iter().map(|n| n["node_id"].as_str().unwrap_or("")).collect();
+    assert_eq!(order, ["login", "orders", "pause", "set", "sub", "never"]);
+    let login = &items[0];
+    assert_eq!(login["status"], "passed");
+    assert_eq!(login["extracted"], json!({"token": "tok-ada", "status": 200}));
+    assert_eq!(login["request"]["method"], "POST");
+    assert_eq!(login["request"]["url"], format!("{}/login", target.base));
+    assert_eq!(login["response"]["status"], 200);
+    assert_eq!(login["response"]["truncated"], false);
+    assert!(login["response"]["timings_ms"]["total"].as_f64().is_some());
+    assert_eq!(
+        login["assertions"][1],
+        json!({"source": "token", "operator": "startsWith", "expected": "tok-",
+        "actual": "tok-ada", "passed": true, "reason": null})
+    );
+    assert_eq!(items[1]["extracted"], json!({"count": 2, "total": "2"}));
+    assert_eq!(items[1]["request"]["headers"]["authorization"], "Bearer tok-ada", "no secret: shown as sent");
+    assert_eq!(items[3]["extracted"], json!({"summary": "2 orders for ada"}));
+    assert_eq!(items[4]["status"], "passed");
+    assert_eq!(items[4]["extracted"]["sub.said"], "2 orders for ada", "module values come back prefixed");
+    assert_eq!(items[5]["status"], "skipped", "condition not met");
+
+    let events = sse.until_closed().await;
+    let completed: Vec<&Value> = events.iter().map(|e| &e.data).filter(|d| d["type"] == "node.completed").collect();
+    assert_eq!(completed.len(), 6);
+    assert_eq!(completed[0]["extracted"]["token"], "tok-ada");
+    assert_eq!(events.last().map(|e| e.data["type"].clone()), Some(json!("execution.completed")));
+    assert_eq!(target.hits(), 3, "login, orders, the module's echo; the skipped node sent nothing");
+    assert!(!runner.output().contains(SECRET), "the runner's log never holds the secret");
+    let stopped = runner.terminate().await;
+    assert!(stopped.success(), "SIGTERM on an idle runner exits cleanly: {stopped:?}");
+}
+
+#[tokio::test]
+async fn secrets_never_reach_results_streams_or_logs() {
+    let app = TestApp::spawn_for_execution().await;
+    let target = Target::spawn().await;
+    app.admin(Method::PUT, "/secrets/API_PASSWORD", Some(json!({"value": SECRET}))).await;
+    app.admin(Method::PUT, "/secrets/BASIC", Some(json!({"value": "dXNlcjpwYXNz-basic"}))).await;
+    let definition = json!({"nodes": [
+        {"id": "echo", "kind": "request",
+         "request": {"method": "POST", "url": format!("{}/echo", target.base),
+                     "query": {"key": "{{secret.API_PASSWORD}}"},
+                     "headers": {"authorization": "Basic {{secret.BASIC}}", "x-plain": "{{secret.API_PASSWORD}}"},
+                     "body": "{\"password\": \"{{secret.API_PASSWORD}}\"}"},
+         "extractors": [{"name": "echoed", "kind": "jsonPath", "expression": "$.body"},
+                        {"name": "whole", "kind": "body"}],
+         "assertions": [{"source": "echoed", "operator": "equals", "expected": "nothing like it"}]}
+    ]});
+    let flow = app.create_flow("leaky", definition).await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = RunnerProcess::spawn(RUNNER, &app, &creds, &[], &[]).await;
+    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let done = app.wait_finished(&flow, &id).await;
+    assert_eq!(done["status"], "failed", "the assertion fails: {done}");
+    let nodes = app.admin(Method::GET, &format!("/flows/{flow}/executions/{id}/nodes"), None).await;
+    let mut sse = Sse::open(&app, &format!("/flows/{flow}/executions/{id}/stream"), None).await;
+    let streamed: Vec<String> = sse.until_closed().await.iter().map(|e| e.data.to_string()).collect();
+    let stored: Vec<String> =
+        sqlx::query_scalar("SELECT result::text FROM node_results").fetch_all(&app.pool).await.expect("rows");
+    let events: Vec<String> =
+        sqlx::query_scalar("SELECT data FROM execution_events").fetch_all(&app.pool).await.expect("rows");
+    let execution = app.execution(&flow, &id).await.to_string();
+    use base64::Engine as _;
+    let encodings = [
+        SECRET.to_owned(),
+        "s3cr3t-P%40ss%2Fword".to_owned(),
+        base64::engine::general_purpose::STANDARD.encode(SECRET),
+    ];
+    for place in
+        [nodes.text.clone(), streamed.join("\n"), stored.join("\n"), events.join("\n"), execution, runner.output()]
+    {
+        for form in &encodings {
+            assert!(!place.contains(form.as_str()), "a form of the secret leaked into {place}");
+        }
+        assert!(!place.contains("dXNlcjpwYXNz-basic"));
+    }
+    let node = &nodes.body["items"][0];
+    assert_eq!(node["request"]["headers"]["authorization"], "***");
+    assert!(node["request"]["body"].as_str().expect("body").contains("***"));
+    assert!(node["request"]["url"].as_str().expect("url").contains("key=***"));
+    assert!(node["response"]["body"].as_str().expect("body").contains("***"), "the echo is masked too");
+    assert_eq!(node["assertions"][0]["passed"], false);
+    assert!(node["assertions"][0]["actual"].as_str().expect("actual").contains("***"));
+}
+
+#[tokio::test]
+async fn a_killed_runners_job_is_finished_by_another_as_attempt_two() {
+    let app = TestApp::spawn_for_execution().await;
+    let target = Target::spawn().await;
+    let definition = json!({"nodes": [
+        {"id": "slow", "kind": "request", "request": {"method": "GET", "url": format!("{}/slow?ms=3000", target.base)},
+         "extractors": [{"name": "ok", "kind": "jsonPath", "expression": "$.ok"}],
+         "assertions": [{"source": "ok", "operator": "equals", "expected": true}]}
+    ]});
+    let flow = app.create_flow("slow", definition).await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let mut first = RunnerProcess::spawn(RUNNER, &app, &creds, &[], &[]).await;
+    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let running = app.wait_execution(&flow, &id, Duration::from_secs(20), |e| e["status"] == "running").await;
+    let first_runner = running["runner_id"].clone();
+    first.kill().await;
+    let second = RunnerProcess::spawn(RUNNER, &app, &creds, &[], &[]).await;
+    let done = app.wait_finished(&flow, &id).await;
+    assert_eq!(done["status"], "succeeded", "{done}\n{}", second.output());
+    assert_eq!(done["attempt"], 2);
+    assert_ne!(done["runner_id"], first_runner, "finished by the other runner");
+    let nodes = app.admin(Method::GET, &format!("/flows/{flow}/executions/{id}/nodes"), None).await;
+    assert_eq!(nodes.body["items"][0]["attempt"], 2, "results of the latest attempt");
+}
+
+#[tokio::test]
+async fn sigterm_lets_the_running_job_finish_before_exiting() {
+    let app = TestApp::spawn_for_execution().await;
+    let target = Target::spawn().await;
+    let definition = json!({"nodes": [
+        {"id": "slow", "kind": "request", "request": {"method": "GET", "url": format!("{}/slow?ms=1500", target.base)}}
+    ]});
+    let flow = app.create_flow("drain", definition).await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let mut runner = RunnerProcess::spawn(RUNNER, &app, &creds, &[], &[]).await;
+    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    app.wait_execution(&flow, &id, Duration::from_secs(20), |e| e["status"] == "running").await;
+    let status = runner.terminate().await;
+    assert!(status.success(), "{status:?}\n{}", runner.output());
+    let done = app.execution(&flow, &id).await;
+    assert_eq!((done["status"].as_str(), done["attempt"].as_i64()), (Some("succeeded"), Some(1)), "{done}");
+}
+
+#[tokio::test]
+async fn runner_processes_respect_labels_and_cancellation() {
+    let app = TestApp::spawn_for_execution().await;
+    let target = Target::spawn().await;
+    let definition = json!({"nodes": [
+        {"id": "long", "kind": "delay", "delay_ms": 60000},
+        {"id": "after", "kind": "request", "request": {"method": "GET", "url": format!("{}/orders", target.base)}}
+    ]});
+    let flow = app.create_flow("cancel me", definition).await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let _plain = RunnerProcess::spawn(RUNNER, &app, &creds, &["linux"], &[]).await;
+    let id = app.launch(&flow, json!({"runner_labels": ["gpu"]})).await["id"].as_str().expect("id").to_owned();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(app.execution(&flow, &id).await["status"], "queued", "no runner carries `gpu`");
+    let gpu = RunnerProcess::spawn(RUNNER, &app, &creds, &["gpu", "linux"], &[]).await;
+    let running = app.wait_execution(&flow, &id, Duration::from_secs(20), |e| e["status"] == "running").await;
+    let runners = app.admin(Method::GET, "/runners", None).await.body;
+    let gpu_runner =
+        runners["items"].as_array().expect("items").iter().find(|r| r["labels"] == json!(["gpu", "linux"]));
+    assert_eq!(running["runner_id"], gpu_runner.expect("gpu runner")["id"]);
+    let asked = app.admin(Method::POST, &format!("/flows/{flow}/executions/{id}/cancel"), None).await;
+    assert_eq!(asked.status, 202);
+    let done = app.wait_finished(&flow, &id).await;
+    assert_eq!(done["status"], "cancelled", "{done}\n{}", gpu.output());
+    assert_eq!(target.hits(), 0, "the node after the delay never ran");
+}
+
+#[tokio::test]
+async fn the_embedded_runner_runs_flows_of_every_organization() {
+    let key = hookflow_control_plane::embedded_runner::new_key();
+    let hash = key.hash.clone();
+    let app = TestApp::spawn_with(|settings| settings.embedded_runner_key_hash = Some(hash)).await;
+    let address = app.base.trim_start_matches("http://").parse().expect("address");
+    hookflow_control_plane::embedded_runner::spawn(address, key, 2, tokio_util::sync::CancellationToken::new());
+    let target = Target::spawn().await;
+    let definition = json!({"nodes": [{"id": "orders", "kind": "request",
+        "request": {"method": "GET", "url": format!("{}/orders", target.base)},
+        "extractors": [{"name": "count", "kind": "jsonPath", "expression": "$.count"}],
+        "assertions": [{"source": "count", "operator": "equals", "expected": 2}]}]});
+    let flow = app.create_flow("embedded", definition.clone()).await;
+    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    assert_eq!(app.wait_finished(&flow, &id).await["status"], "succeeded");
+    let other = app.new_org("Other").await;
+    let body = json!({"name": "theirs", "definition": definition});
+    let theirs =
+        app.call(Method::POST, "/flows", Some(&other), Some(body)).await.body["id"].as_str().expect("id").to_owned();
+    let launched = app.call(Method::POST, &format!("/flows/{theirs}/launch"), Some(&other), None).await;
+    let their_id = launched.body["id"].as_str().expect("id").to_owned();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let e = app.call(Method::GET, &format!("/flows/{theirs}/executions/{their_id}"), Some(&other), None).await;
+        if e.body["status"] == "succeeded" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{}", e.text);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let listed = app.admin(Method::GET, "/runners", None).await;
+    assert_eq!(listed.body["items"], json!([]), "the embedded runner belongs to no organization");
+}
