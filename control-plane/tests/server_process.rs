@@ -215,6 +215,8 @@ fn help_documents_every_setting() {
         ("--master-key", "HOOKFLOW_MASTER_KEY"),
         ("--log-format", "HOOKFLOW_LOG_FORMAT"),
         ("--log", "HOOKFLOW_LOG"),
+        ("--embedded-runner", "HOOKFLOW_EMBEDDED_RUNNER"),
+        ("--lease-s", "HOOKFLOW_LEASE_S"),
     ] {
         assert!(help.contains(flag) && help.contains(env), "--help lacks {flag} / {env}:\n{help}");
     }
@@ -505,4 +507,45 @@ async fn acknowledged_captures_survive_sigkill_and_streams_cross_processes() {
     assert!(lost.is_empty(), "{} of {} acknowledged captures were lost: {lost:?}", lost.len(), acknowledged.len());
     restarted.signal("-TERM");
     assert!(restarted.wait_exit(60).success());
+}
+
+#[tokio::test]
+async fn the_server_alone_runs_flows_through_its_embedded_runner() {
+    let dir = DataDir::new("flows");
+    let mut server = Server::start(&dir.0, &[]);
+    let base = server.base_url();
+    let announced = server.stdout();
+    let (org, key) = (field(&announced, "organization id:"), field(&announced, "api key:"));
+    let definition = serde_json::json!({"nodes": [{"id": "health", "kind": "request",
+        "request": {"method": "GET", "url": format!("{base}/healthz")},
+        "extractors": [{"name": "status", "kind": "statusCode"}],
+        "assertions": [{"source": "status", "operator": "equals", "expected": 200}]}]});
+    let flow =
+        post_json(&base, "/flows", &key, &org, serde_json::json!({"name": "health", "definition": definition})).await;
+    let flow = flow["id"].as_str().expect("flow id").to_owned();
+    let execution = post_json(&base, &format!("/flows/{flow}/launch"), &key, &org, serde_json::json!({})).await;
+    let id = execution["id"].as_str().expect("execution id").to_owned();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, current) = get(&base, &format!("/flows/{flow}/executions/{id}"), &key, &org).await;
+        if current["status"] == "succeeded" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{current}\n{}", server.stderr());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(server.stderr().contains("starting the embedded runner"));
+    server.signal("-TERM");
+    assert!(server.wait_exit(60).success(), "{}", server.stderr());
+
+    // With the embedded runner off, launches wait for a runner.
+    let mut quiet = Server::start(&dir.0, &["--embedded-runner", "off"]);
+    let base = quiet.base_url();
+    let execution = post_json(&base, &format!("/flows/{flow}/launch"), &key, &org, serde_json::json!({})).await;
+    let id = execution["id"].as_str().expect("execution id").to_owned();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (_, current) = get(&base, &format!("/flows/{flow}/executions/{id}"), &key, &org).await;
+    assert_eq!(current["status"], "queued");
+    quiet.signal("-TERM");
+    assert!(quiet.wait_exit(60).success());
 }
