@@ -52,10 +52,18 @@ CREATE TABLE executions (
     created_at        timestamptz NOT NULL DEFAULT now(),
     started_at        timestamptz,
     finished_at       timestamptz
+) WITH (
+    -- Room on each page for HOT updates (leases, event counts change often and touch no indexed column), and
+    -- frequent vacuuming so the queue index does not fill with entries of rows that left the queue.
+    fillfactor = 70,
+    autovacuum_vacuum_scale_factor = 0.01,
+    autovacuum_vacuum_threshold = 200,
+    autovacuum_vacuum_cost_delay = 0
 );
 -- The queue: only queued rows are indexed, so claims stay fast however long the history.
 CREATE INDEX executions_queued ON executions (organization_id, id) WHERE status = 'queued';
-CREATE INDEX executions_leases ON executions (lease_expires_at) WHERE status = 'running';
+-- Running executions, for the rescuer; leases are deliberately not indexed so extending one stays a HOT update.
+CREATE INDEX executions_running ON executions (id) WHERE status = 'running';
 CREATE INDEX executions_flow ON executions (flow_id, id DESC);
 CREATE INDEX executions_org_created ON executions (organization_id, created_at);
 
@@ -107,6 +115,10 @@ CREATE TABLE idempotency_keys (
 -- schedule resets it). Claimed with SKIP LOCKED so one process fires each occurrence.
 ALTER TABLE flows ADD COLUMN schedule_next_at timestamptz;
 CREATE INDEX flows_scheduled ON flows (schedule_next_at) WHERE schedule IS NOT NULL;
+
+-- A flow's last status is read from its newest execution: writing it to the flow row would make every launch
+-- and completion of one flow queue on that row's lock.
+ALTER TABLE flows DROP COLUMN last_status;
 
 -- Organizations served least recently come first when a runner serves several (the embedded runner).
 ALTER TABLE organizations ADD COLUMN last_claim_at timestamptz;

@@ -2,7 +2,9 @@
 //! on the same machine, as ratios (absolute numbers on a shared machine mean little).
 
 mod capture;
+mod engine;
 mod load;
+mod queue;
 mod setup;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +25,12 @@ enum Scenario {
     /// Durable captures/s and latency (1 KiB JSON POSTs) beside a bare axum handler; capture-to-subscriber
     /// latency at a fixed capture rate with many SSE subscribers.
     Capture(capture::Args),
+    /// Trivial-flow executions/s through the runner protocol beside raw SQL SKIP LOCKED claim-then-complete
+    /// pairs; launch-to-runner latency with an idle long-polling runner.
+    Queue(queue::Args),
+    /// Sequential request nodes/s for the engine alone and end to end with results stored, beside a bare
+    /// reqwest loop (and Hurl when it is on PATH).
+    Engine(engine::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -31,6 +39,8 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.scenario {
             Scenario::Capture(args) => capture::run(args).await,
+            Scenario::Queue(args) => queue::run(args).await,
+            Scenario::Engine(args) => engine::run(args).await,
         }
     });
     match result {

@@ -81,6 +81,37 @@ impl Rig {
         Ok(answer["id"].as_str().ok_or("no id")?.to_owned())
     }
 
+    async fn post(&self, path: &str, body: serde_json::Value) -> Result<serde_json::Value, BoxError> {
+        let (status, answer) = crate::load::request(
+            &self.base,
+            "POST",
+            path,
+            &[
+                ("X-Api-Key", &self.key),
+                ("X-Organization-Id", &self.org.to_string()),
+                ("Content-Type", "application/json"),
+            ],
+            body.to_string().into_bytes(),
+        )
+        .await?;
+        if !(200..300).contains(&status) {
+            return Err(format!("POST {path} answered {status}: {}", String::from_utf8_lossy(&answer)).into());
+        }
+        Ok(serde_json::from_slice(&answer)?)
+    }
+
+    /// Creates a flow through the API and returns its id.
+    pub async fn flow(&self, name: &str, definition: serde_json::Value) -> Result<String, BoxError> {
+        let answer = self.post("/flows", serde_json::json!({"name": name, "definition": definition})).await?;
+        Ok(answer["id"].as_str().ok_or("no id")?.to_owned())
+    }
+
+    /// Launches a flow's draft and returns the execution id.
+    pub async fn launch(&self, flow: &str) -> Result<String, BoxError> {
+        let answer = self.post(&format!("/flows/{flow}/launch"), serde_json::json!({})).await?;
+        Ok(answer["id"].as_str().ok_or("no id")?.to_owned())
+    }
+
     pub async fn stop(self) {
         self.shutdown.cancel();
         self.pool.close().await;

@@ -1,5 +1,6 @@
 //! The process's one LISTEN connection: endpoint changes invalidate the capture cache, stored captures wake the
-//! stream topics, queued executions wake long polls and execution events wake execution streams. When the connection drops, everything that depends on notifications is refreshed.
+//! stream topics, queued executions wake long polls and execution events wake execution streams. When the
+//! connection drops, everything that depends on notifications is refreshed.
 
 use crate::executions::events::EXECUTIONS_CHANNEL;
 use crate::runner_protocol::QUEUE_CHANNEL;
@@ -38,19 +39,19 @@ pub async fn run(app: AppState) {
         // Whatever happened while we were not listening is unknown.
         app.endpoints.clear();
         app.hub.wake_all();
-        app.queue.wake();
+        app.queue.wake_all();
         loop {
             let received = tokio::select! {
                 received = listener.try_recv() => received,
                 () = app.shutdown.cancelled() => return,
             };
             match received {
-                Ok(Some(notification)) if notification.channel() == QUEUE_CHANNEL => app.queue.wake(),
                 Ok(Some(notification)) => {
                     let Ok(id) = Uuid::parse_str(notification.payload()) else { continue };
                     match notification.channel() {
                         WEBHOOKS_CHANNEL => app.endpoints.invalidate(id),
                         CAPTURES_CHANNEL => app.hub.wake(id),
+                        QUEUE_CHANNEL => app.queue.wake(id),
                         EXECUTIONS_CHANNEL => {
                             let _ = app.execution_wakes.send(id);
                         }
@@ -61,7 +62,7 @@ pub async fn run(app: AppState) {
                     tracing::warn!("the LISTEN connection dropped; reconnecting");
                     app.endpoints.clear();
                     app.hub.wake_all();
-                    app.queue.wake();
+                    app.queue.wake_all();
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "LISTEN failed; reconnecting");

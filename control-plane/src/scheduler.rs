@@ -56,9 +56,6 @@ pub async fn fire_due(app: &AppState) -> Result<usize, sqlx::Error> {
             .await?;
     }
     tx.commit().await?;
-    if launched > 0 {
-        app.queue.wake();
-    }
     Ok(launched)
 }
 

@@ -20,10 +20,10 @@ fn retry_policy() -> ExponentialBuilder {
 }
 
 async fn report_all(
-    client: &Client,
-    job: &Job,
+    client: Client,
+    job: Job,
     mut results: mpsc::UnboundedReceiver<NodeResult>,
-    cancel: &CancellationToken,
+    cancel: CancellationToken,
 ) -> Result<(), ClientError> {
     let mut batch = Vec::new();
     while let Some(first) = results.recv().await {
@@ -32,7 +32,7 @@ async fn report_all(
         while let Ok(more) = results.try_recv() {
             batch.push(more);
         }
-        let reply = (|| client.report(job, &batch)).retry(retry_policy()).when(ClientError::is_transient).await;
+        let reply = (|| client.report(&job, &batch)).retry(retry_policy()).when(ClientError::is_transient).await;
         match reply {
             Ok(reply) if reply.cancel => cancel.cancel(),
             Ok(_) => {}
@@ -53,14 +53,14 @@ pub async fn execute(
     cancel: &CancellationToken,
 ) -> Result<Outcome, ClientError> {
     let (sink, results) = mpsc::unbounded_channel();
-    let reporting = report_all(client, job, results, cancel);
-    let running = async {
-        let outcome = engine.run(job, &sink, cancel).await;
-        drop(sink);
-        outcome
-    };
-    let (reported, outcome) = tokio::join!(reporting, running);
-    reported?;
+    // Its own task, so reports are encoded and sent in parallel with the run.
+    let reporting = tokio::spawn(report_all(client.clone(), job.clone(), results, cancel.clone()));
+    let outcome = engine.run(job, &sink, cancel).await;
+    drop(sink);
+    match reporting.await {
+        Ok(reported) => reported?,
+        Err(e) => return Err(ClientError::Transport(format!("the reporter stopped: {e}"))),
+    }
     let (status, error) = (outcome.status, outcome.error.clone());
     (|| client.complete(job, status, error.clone())).retry(retry_policy()).when(ClientError::is_transient).await?;
     Ok(outcome)

@@ -30,6 +30,9 @@ pub fn pool(options: PgConnectOptions, max_connections: u32) -> PgPool {
         .max_connections(max_connections)
         .min_connections(0)
         .acquire_timeout(ACQUIRE_TIMEOUT)
+        // No ping before every use (a round trip on each request); a connection found broken is dropped on
+        // use and the next acquire opens a fresh one.
+        .test_before_acquire(false)
         .connect_lazy_with(options)
 }
 

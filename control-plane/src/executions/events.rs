@@ -13,26 +13,40 @@ pub async fn append(
     execution_id: Uuid,
     events: &[serde_json::Value],
 ) -> Result<(), sqlx::Error> {
-    if events.is_empty() {
-        return Ok(());
-    }
+    append_extending(conn, execution_id, events, None).await
+}
+
+/// Appends events and, with `lease_s`, extends the execution's lease in the same row update (one new row
+/// version, not two).
+pub async fn append_extending(
+    conn: &mut PgConnection,
+    execution_id: Uuid,
+    events: &[serde_json::Value],
+    lease_s: Option<f64>,
+) -> Result<(), sqlx::Error> {
     let data: Vec<String> = events.iter().map(serde_json::Value::to_string).collect();
     sqlx::query(
         "WITH n AS (
-             UPDATE executions SET event_count = event_count + cardinality($2::text[]) WHERE id = $1
+             UPDATE executions SET event_count = event_count + cardinality($2::text[]),
+                 lease_expires_at = CASE WHEN $3::float8 IS NULL THEN lease_expires_at
+                                         ELSE now() + make_interval(secs => $3) END
+             WHERE id = $1
              RETURNING event_count - cardinality($2::text[]) AS base)
          INSERT INTO execution_events (execution_id, seq, data)
          SELECT $1, n.base + e.ord, e.data FROM n, unnest($2::text[]) WITH ORDINALITY AS e(data, ord)",
     )
     .bind(execution_id)
     .bind(&data)
+    .bind(lease_s)
     .execute(&mut *conn)
     .await?;
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(EXECUTIONS_CHANNEL)
-        .bind(execution_id.to_string())
-        .execute(conn)
-        .await?;
+    if !events.is_empty() {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(EXECUTIONS_CHANNEL)
+            .bind(execution_id.to_string())
+            .execute(conn)
+            .await?;
+    }
     Ok(())
 }
 

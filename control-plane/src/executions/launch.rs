@@ -5,7 +5,7 @@
 use crate::auth::{Caller, scope};
 use crate::error::ApiError;
 use crate::executions::idempotency::{self, Reservation};
-use crate::executions::{events, fetch_by_id};
+use crate::executions::{EXECUTION_COLUMNS, ExecutionRow, events, fetch_by_id};
 use crate::extract::{ApiPath, parse_json};
 use crate::runner_protocol::{check_labels, claim};
 use crate::state::AppState;
@@ -118,8 +118,8 @@ async fn resolve_modules(
     Ok(modules)
 }
 
-/// Creates a queued execution in the caller's transaction and wakes the claimers when it commits.
-pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> Result<Uuid, ApiError> {
+/// Creates a queued execution (in the caller's transaction, if any) and wakes the claimers when it commits.
+pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> Result<Execution, ApiError> {
     let flow: Option<(String, serde_json::Value, i32)> =
         sqlx::query_as("SELECT name, definition, draft_revision FROM flows WHERE organization_id = $1 AND id = $2")
             .bind(request.org_id)
@@ -141,38 +141,31 @@ pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'
     };
     let parsed = definition::validate(&raw).map_err(|p| crate::flows::definition_error(&p))?;
     let modules = resolve_modules(conn, request.org_id, &parsed).await?;
-    let mut variables: BTreeMap<String, String> =
-        sqlx::query_as::<_, (String, String)>("SELECT name, value FROM variables WHERE organization_id = $1")
-            .bind(request.org_id)
-            .fetch_all(&mut *conn)
-            .await?
-            .into_iter()
-            .collect();
-    if let Some(key) = request.environment {
-        let env: Option<serde_json::Value> = sqlx::query_scalar(
-            "SELECT variables FROM flow_environments WHERE organization_id = $1 AND flow_id = $2 AND key = $3",
-        )
-        .bind(request.org_id)
-        .bind(request.flow_id)
-        .bind(key)
-        .fetch_optional(&mut *conn)
-        .await?;
-        let Some(env) = env else {
-            return Err(ApiError::invalid(format!("invalid field `environment`: the flow has no environment `{key}`")));
-        };
-        let env: BTreeMap<String, String> = serde_json::from_value(env).unwrap_or_default();
-        variables.extend(env);
-    }
-    variables.extend(request.variables.iter().map(|(k, v)| (k.clone(), v.clone())));
     let node_ids: Vec<String> = parsed.nodes.iter().map(|n| n.id().to_owned()).collect();
     let timeout_s = parsed.timeout_s.unwrap_or(DEFAULT_FLOW_TIMEOUT_S);
-    let id = Uuid::now_v7();
-    sqlx::query(
-        "INSERT INTO executions (id, organization_id, flow_id, flow_name, flow_version, draft_revision, definition,
-             modules, environment, variables, runner_labels, node_ids, status, trigger, max_attempts, timeout_s)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'queued', $13, $14, $15)",
-    )
-    .bind(id)
+    let queued = events::status_event("queued", 1, None).to_string();
+    // One statement: variables layered (organization < environment < launch), the row, its first event and the
+    // notifications. No row comes back when the named environment does not exist.
+    let row: Option<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "WITH env AS (
+             SELECT variables FROM flow_environments WHERE organization_id = $2 AND flow_id = $3 AND key = $9),
+         inserted AS (
+             INSERT INTO executions (id, organization_id, flow_id, flow_name, flow_version, draft_revision, definition,
+                 modules, environment, variables, runner_labels, node_ids, status, trigger, max_attempts, timeout_s,
+                 event_count)
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9,
+                 COALESCE((SELECT jsonb_object_agg(name, value) FROM variables WHERE organization_id = $2), '{{}}')
+                     || COALESCE((SELECT variables FROM env), '{{}}') || $10::jsonb,
+                 $11, $12, 'queued', $13, $14, $15, 1
+             WHERE $9::text IS NULL OR EXISTS (SELECT 1 FROM env)
+             RETURNING *),
+         announced AS (INSERT INTO execution_events (execution_id, seq, data) SELECT id, 1, $16 FROM inserted)
+         SELECT {EXECUTION_COLUMNS} FROM inserted e, pg_notify('{}', e.id::text) AS streamed,
+             pg_notify('{}', e.organization_id::text) AS queued",
+        events::EXECUTIONS_CHANNEL,
+        crate::runner_protocol::QUEUE_CHANNEL
+    )))
+    .bind(Uuid::now_v7())
     .bind(request.org_id)
     .bind(request.flow_id)
     .bind(&flow_name)
@@ -181,25 +174,22 @@ pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'
     .bind(&raw)
     .bind(serde_json::to_value(&modules).unwrap_or_default())
     .bind(request.environment)
-    .bind(serde_json::to_value(&variables).unwrap_or_default())
+    .bind(serde_json::to_value(request.variables).unwrap_or_default())
     .bind(request.runner_labels)
     .bind(&node_ids)
     .bind(request.trigger)
     .bind(request.max_attempts)
     .bind(i32::try_from(timeout_s).unwrap_or(i32::MAX))
-    .execute(&mut *conn)
+    .bind(queued)
+    .fetch_optional(&mut *conn)
     .await?;
-    sqlx::query("UPDATE flows SET last_status = 'queued' WHERE id = $1")
-        .bind(request.flow_id)
-        .execute(&mut *conn)
-        .await?;
-    events::append(conn, id, &[events::status_event("queued", 1, None)]).await?;
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(crate::runner_protocol::QUEUE_CHANNEL)
-        .bind(request.org_id.to_string())
-        .execute(&mut *conn)
-        .await?;
-    Ok(id)
+    match (row, request.environment) {
+        (Some(row), _) => Ok(row.into()),
+        (None, Some(key)) => {
+            Err(ApiError::invalid(format!("invalid field `environment`: the flow has no environment `{key}`")))
+        }
+        (None, None) => Err(ApiError::internal()),
+    }
 }
 
 /// The launch body, where an empty body means `{}`.
@@ -239,12 +229,6 @@ async fn launch_flow(
     check_labels("runner_labels", &launch.runner_labels)?;
     let fingerprint = serde_json::to_vec(&(flow_id, &launch)).unwrap_or_default();
     let claim = idempotency::from_headers(&headers, "launch", &fingerprint)?;
-    let mut tx = app.pool.begin().await?;
-    if let Some(claim) = &claim
-        && let Reservation::Replay(body) = idempotency::reserve(&mut tx, caller.org_id, claim).await?
-    {
-        return Ok(replayed(body));
-    }
     let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
     let request = LaunchRequest {
         org_id: caller.org_id,
@@ -257,15 +241,30 @@ async fn launch_flow(
         // An ephemeral run belongs to its caller: if the caller vanishes it fails instead of moving to a runner.
         max_attempts: if ephemeral { 1 } else { DEFAULT_MAX_ATTEMPTS },
     };
-    let id = create_execution(&mut tx, &request).await?;
-    let job = if ephemeral { claim::claim_execution(&mut tx, &app, caller.org_id, id).await? } else { None };
-    let mut execution = fetch_by_id(&mut tx, caller.org_id, id).await?;
+    if claim.is_none() && !ephemeral {
+        // The plain launch needs no transaction: the execution is created by one statement.
+        let mut conn = app.pool.acquire().await?;
+        let execution = create_execution(&mut conn, &request).await?;
+        app.queue.wake(caller.org_id);
+        return Ok((StatusCode::CREATED, Json(execution)).into_response());
+    }
+    let mut tx = app.pool.begin().await?;
+    if let Some(claim) = &claim
+        && let Reservation::Replay(body) = idempotency::reserve(&mut tx, caller.org_id, claim).await?
+    {
+        return Ok(replayed(body));
+    }
+    let mut execution = create_execution(&mut tx, &request).await?;
+    let job = if ephemeral { claim::claim_execution(&mut tx, &app, caller.org_id, execution.id).await? } else { None };
+    if job.is_some() {
+        execution = fetch_by_id(&mut tx, caller.org_id, execution.id).await?;
+    }
     if let Some(claim) = &claim {
         idempotency::store(&mut tx, caller.org_id, claim, &serde_json::to_value(&execution).unwrap_or_default())
             .await?;
     }
     tx.commit().await?;
-    app.queue.wake();
+    app.queue.wake(caller.org_id);
     execution.job = job.map(Box::new);
     Ok((StatusCode::CREATED, Json(execution)).into_response())
 }
@@ -318,9 +317,12 @@ async fn launch_by_tag(
             runner_labels: &launch.runner_labels,
             max_attempts: if ephemeral { 1 } else { DEFAULT_MAX_ATTEMPTS },
         };
-        let id = create_execution(&mut tx, &request).await?;
-        let job = if ephemeral { claim::claim_execution(&mut tx, &app, caller.org_id, id).await? } else { None };
-        let execution = fetch_by_id(&mut tx, caller.org_id, id).await?;
+        let mut execution = create_execution(&mut tx, &request).await?;
+        let job =
+            if ephemeral { claim::claim_execution(&mut tx, &app, caller.org_id, execution.id).await? } else { None };
+        if job.is_some() {
+            execution = fetch_by_id(&mut tx, caller.org_id, execution.id).await?;
+        }
         executions.push((execution, job));
     }
     if let Some(claim) = &claim {
@@ -328,7 +330,7 @@ async fn launch_by_tag(
         idempotency::store(&mut tx, caller.org_id, claim, &serde_json::json!({"executions": plain})).await?;
     }
     tx.commit().await?;
-    app.queue.wake();
+    app.queue.wake(caller.org_id);
     let executions = executions
         .into_iter()
         .map(|(mut execution, job)| {

@@ -107,66 +107,53 @@ pub async fn fetch_by_id(conn: &mut PgConnection, org_id: Uuid, execution_id: Uu
     row.map(Into::into).ok_or_else(|| ApiError::not_found("execution"))
 }
 
-/// Counts the node results of an attempt into a summary.
-pub async fn summarize(conn: &mut PgConnection, execution_id: Uuid, attempt: i32) -> Result<Summary, sqlx::Error> {
-    let (total, passed, failed, skipped): (i32, i64, i64, i64) = sqlx::query_as(
-        "SELECT cardinality(e.node_ids),
-                count(*) FILTER (WHERE r.status = 'passed'),
-                count(*) FILTER (WHERE r.status IN ('failed', 'error')),
-                count(*) FILTER (WHERE r.status = 'skipped')
-         FROM executions e LEFT JOIN node_results r ON r.execution_id = e.id AND r.attempt = $2
-         WHERE e.id = $1 GROUP BY e.node_ids",
-    )
-    .bind(execution_id)
-    .bind(attempt)
-    .fetch_one(conn)
-    .await?;
-    let n = |v: i64| u32::try_from(v).unwrap_or(0);
-    let total = u32::try_from(total).unwrap_or(0);
-    let (passed, failed, reported_skipped) = (n(passed), n(failed), n(skipped));
-    // Nodes never reported (the run stopped early) count as skipped.
-    let skipped = total.saturating_sub(passed + failed).max(reported_skipped);
-    Ok(Summary { nodes_total: total, passed, failed, skipped })
+/// How an execution ends.
+#[derive(Debug, Clone, Copy)]
+pub struct Ending<'a> {
+    pub execution_id: Uuid,
+    pub attempt: i32,
+    /// When set, the execution must still be held by this job (a runner's completion).
+    pub job_id: Option<Uuid>,
+    pub status: &'a str,
+    pub error: Option<&'a str>,
 }
 
-/// Ends an execution: final status, summary, event, and the flow's `last_status` when it is the newest.
-pub async fn finish(
-    conn: &mut PgConnection,
-    execution_id: Uuid,
-    attempt: i32,
-    status: &str,
-    error: Option<&str>,
-) -> Result<(), sqlx::Error> {
-    let summary = summarize(conn, execution_id, attempt).await?;
-    let summary_json = serde_json::to_value(summary).unwrap_or_default();
-    let (flow_id, duration_ms): (Uuid, Option<i64>) = sqlx::query_as(
-        "UPDATE executions SET status = $2, error = $3, summary = $4, finished_at = now(),
-             started_at = COALESCE(started_at, now()), lease_expires_at = NULL
-         WHERE id = $1
-         RETURNING flow_id, (extract(epoch FROM finished_at - started_at) * 1000)::bigint",
-    )
-    .bind(execution_id)
-    .bind(status)
-    .bind(error)
-    .bind(&summary_json)
-    .fetch_one(&mut *conn)
+/// Ends an execution in one statement: final status, the summary counted from the attempt's node results
+/// (nodes never reported count as skipped), the dead job token, the final event and its notification. `None`
+/// when the execution had already ended or (with `job_id`) moved on to another attempt.
+pub async fn finish(conn: &mut PgConnection, ending: Ending<'_>) -> Result<Option<Execution>, sqlx::Error> {
+    let row: Option<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "WITH counts AS (
+             SELECT count(*) FILTER (WHERE status = 'passed') AS passed,
+                    count(*) FILTER (WHERE status IN ('failed', 'error')) AS failed,
+                    count(*) FILTER (WHERE status = 'skipped') AS skipped
+             FROM node_results WHERE execution_id = $1 AND attempt = $2),
+         done AS (
+             UPDATE executions e SET status = $3, error = $4, finished_at = now(),
+                 started_at = COALESCE(e.started_at, now()), lease_expires_at = NULL, event_count = e.event_count + 1,
+                 summary = jsonb_build_object('nodes_total', cardinality(e.node_ids), 'passed', c.passed,
+                     'failed', c.failed,
+                     'skipped', GREATEST(cardinality(e.node_ids) - c.passed - c.failed, c.skipped))
+             FROM counts c
+             WHERE e.id = $1 AND e.attempt = $2 AND e.status IN ('queued', 'running')
+               AND ($5::uuid IS NULL OR e.job_id = $5)
+             RETURNING e.*),
+         dead AS (UPDATE jobs SET completed_at = now() WHERE execution_id = $1 AND completed_at IS NULL),
+         event AS (
+             INSERT INTO execution_events (execution_id, seq, data)
+             SELECT id, event_count, jsonb_build_object('type', 'execution.completed', 'status', status,
+                 'summary', summary, 'error', error, 'attempt', attempt,
+                 'duration_ms', (extract(epoch FROM finished_at - started_at) * 1000)::bigint)::text
+             FROM done)
+         SELECT {EXECUTION_COLUMNS} FROM done e, pg_notify('{}', e.id::text) AS notified",
+        events::EXECUTIONS_CHANNEL
+    )))
+    .bind(ending.execution_id)
+    .bind(ending.attempt)
+    .bind(ending.status)
+    .bind(ending.error)
+    .bind(ending.job_id)
+    .fetch_optional(conn)
     .await?;
-    sqlx::query("UPDATE jobs SET completed_at = now() WHERE execution_id = $1 AND completed_at IS NULL")
-        .bind(execution_id)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query(
-        "UPDATE flows SET last_status = $2
-         WHERE id = $1 AND $3 = (SELECT id FROM executions WHERE flow_id = $1 ORDER BY id DESC LIMIT 1)",
-    )
-    .bind(flow_id)
-    .bind(status)
-    .bind(execution_id)
-    .execute(&mut *conn)
-    .await?;
-    let event = serde_json::json!({
-        "type": "execution.completed", "status": status, "summary": summary, "error": error,
-        "duration_ms": duration_ms, "attempt": attempt,
-    });
-    events::append(conn, execution_id, &[event]).await
+    Ok(row.map(Into::into))
 }

@@ -3,7 +3,7 @@
 
 use crate::auth::{Caller, scope};
 use crate::error::ApiError;
-use crate::executions::{EXECUTION_COLUMNS, ExecutionRow, events, fetch, finish};
+use crate::executions::{EXECUTION_COLUMNS, Ending, ExecutionRow, events, fetch, finish};
 use crate::extract::{ApiPath, ApiQuery};
 use crate::pagination::{self, ListParams};
 use crate::state::AppState;
@@ -115,7 +115,14 @@ async fn cancel_execution(
     let Some((status, attempt)) = current else { return Err(ApiError::not_found("execution")) };
     match status.as_str() {
         "queued" => {
-            finish(&mut tx, execution_id, attempt, "cancelled", Some("cancelled before a runner took it")).await?
+            let ending = Ending {
+                execution_id,
+                attempt,
+                job_id: None,
+                status: "cancelled",
+                error: Some("cancelled before a runner took it"),
+            };
+            finish(&mut tx, ending).await?;
         }
         "running" => {
             sqlx::query("UPDATE executions SET cancel_requested = true WHERE id = $1")

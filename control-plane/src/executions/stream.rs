@@ -40,7 +40,7 @@ impl Reader {
     async fn next(mut self) -> Option<(Result<Event, Infallible>, Self)> {
         loop {
             if let Some((seq, data)) = self.pending.pop_front() {
-                if data.contains("\"type\":\"execution.completed\"") {
+                if is_final(&data) {
                     self.done = true;
                 }
                 return Some((Ok(Event::default().id(seq.to_string()).data(data)), self));
@@ -73,6 +73,13 @@ impl Reader {
             let _ = tokio::time::timeout(RECHECK, wait).await;
         }
     }
+}
+
+/// Whether an event is the last one (`execution.completed`); events are written by Rust and by SQL, so the
+/// JSON is parsed rather than matched as text.
+fn is_final(data: &str) -> bool {
+    data.contains("execution.completed")
+        && serde_json::from_str::<serde_json::Value>(data).is_ok_and(|v| v["type"] == "execution.completed")
 }
 
 /// Live events of an execution (SSE); connecting after the end replays everything and closes.

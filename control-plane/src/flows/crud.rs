@@ -84,7 +84,8 @@ async fn query_flows(
         "SELECT {FLOW_COLUMNS} FROM flows f
          WHERE f.organization_id = $1 AND f.tags @> $2
            AND ($3::text IS NULL OR strpos(lower(f.name || ' ' || COALESCE(f.description, '')), lower($3)) > 0)
-           AND ($4::text IS NULL OR f.last_status = $4)
+           AND ($4::text IS NULL
+                OR (SELECT x.status FROM executions x WHERE x.flow_id = f.id ORDER BY x.id DESC LIMIT 1) = $4)
            AND ($5::uuid IS NULL OR f.id < $5)
          ORDER BY f.id DESC LIMIT $6"
     )))

@@ -30,7 +30,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 pub const FLOW_COLUMNS: &str = "f.id, f.name, f.description, f.tags, f.definition, f.schedule, f.draft_revision,
-     (SELECT max(v.version) FROM flow_versions v WHERE v.flow_id = f.id) AS published_version, f.last_status,
+     (SELECT max(v.version) FROM flow_versions v WHERE v.flow_id = f.id) AS published_version,
+     (SELECT x.status FROM executions x WHERE x.flow_id = f.id ORDER BY x.id DESC LIMIT 1) AS last_status,
      f.created_at, f.updated_at";
 
 #[derive(Debug, sqlx::FromRow)]

@@ -4,7 +4,6 @@
 //! serving every organization takes the least recently served organization first.
 
 use crate::error::ApiError;
-use crate::executions::events;
 use crate::extract::ApiJson;
 use crate::runner_protocol::{RunnerCaller, touch_runner};
 use crate::state::AppState;
@@ -31,18 +30,32 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// How often a waiting poll re-checks the queue without a wake-up.
 const RECHECK: Duration = Duration::from_secs(1);
 
-/// Shared by every claim: lease the picked row and record the job. `$1` runner, `$2` job id, `$3` lease
-/// seconds, `$4` token hash; the picking CTE uses `$5` onwards.
+/// Shared by every claim, so a claim is one statement: lease the picked row, record the job, append the
+/// `execution.status` (running) and first `node.started` events. `$1` runner, `$2` job id, `$3` lease seconds,
+/// `$4` token hash; the picking CTE uses `$5` onwards.
 const CLAIM_TAIL: &str = ",
 claimed AS (
     UPDATE executions e SET status = 'running', runner_id = $1, job_id = $2,
-        lease_expires_at = now() + make_interval(secs => $3), started_at = COALESCE(e.started_at, now())
+        lease_expires_at = now() + make_interval(secs => $3), started_at = COALESCE(e.started_at, now()),
+        event_count = e.event_count + CASE WHEN cardinality(e.node_ids) > 0 THEN 2 ELSE 1 END
     FROM picked WHERE e.id = picked.id
     RETURNING e.id, e.organization_id, e.attempt, e.flow_id, e.flow_name, e.flow_version, e.definition, e.modules,
-        e.environment, e.variables, e.lease_expires_at, e.timeout_s, e.node_ids[1] AS first_node),
+        e.environment, e.variables, e.lease_expires_at, e.timeout_s, e.node_ids[1] AS first_node, e.event_count),
 job AS (
     INSERT INTO jobs (id, execution_id, organization_id, attempt, runner_id, token_hash)
-    SELECT $2, id, organization_id, attempt, $1, $4 FROM claimed)";
+    SELECT $2, id, organization_id, attempt, $1, $4 FROM claimed),
+announced AS (
+    INSERT INTO execution_events (execution_id, seq, data)
+    SELECT id, event_count - CASE WHEN first_node IS NULL THEN 0 ELSE 1 END,
+        jsonb_build_object('type', 'execution.status', 'status', 'running', 'attempt', attempt, 'runner_id', $1::uuid)::text
+    FROM claimed
+    UNION ALL
+    SELECT id, event_count, jsonb_build_object('type', 'node.started', 'node_id', first_node, 'attempt', attempt)::text
+    FROM claimed WHERE first_node IS NOT NULL)";
+
+/// The claim's answer, with the wake-up of the execution's stream subscribers.
+const CLAIM_RESULT: &str =
+    " SELECT claimed.* FROM claimed, pg_notify('hookflow_executions', claimed.id::text) AS notified";
 
 const PICK_IN_ORGANIZATION: &str = "WITH picked AS (
     SELECT id FROM executions WHERE organization_id = $5 AND status = 'queued' AND runner_labels <@ $6
@@ -75,7 +88,6 @@ struct Claimed {
     variables: serde_json::Value,
     lease_expires_at: DateTime<Utc>,
     timeout_s: i32,
-    first_node: Option<String>,
 }
 
 /// Which execution to claim.
@@ -97,9 +109,9 @@ async fn claim(
     let job_token = TokenKind::Job.assemble(&random);
     let lease_s = app.settings.lease.as_secs_f64();
     let sql = match target {
-        Target::Organization { .. } => format!("{PICK_IN_ORGANIZATION}{CLAIM_TAIL} SELECT * FROM claimed"),
-        Target::AnyOrganization { .. } => format!("{PICK_FAIRLY}{CLAIM_TAIL}{SERVED} SELECT * FROM claimed"),
-        Target::Execution { .. } => format!("{PICK_ONE}{CLAIM_TAIL} SELECT * FROM claimed"),
+        Target::Organization { .. } => format!("{PICK_IN_ORGANIZATION}{CLAIM_TAIL}{CLAIM_RESULT}"),
+        Target::AnyOrganization { .. } => format!("{PICK_FAIRLY}{CLAIM_TAIL}{SERVED}{CLAIM_RESULT}"),
+        Target::Execution { .. } => format!("{PICK_ONE}{CLAIM_TAIL}{CLAIM_RESULT}"),
     };
     let query = sqlx::query_as::<_, Claimed>(sqlx::AssertSqlSafe(sql))
         .bind(runner_id)
@@ -112,11 +124,6 @@ async fn claim(
         Target::Execution { org_id, execution_id } => query.bind(org_id).bind(execution_id),
     };
     let Some(row) = query.fetch_optional(&mut *conn).await? else { return Ok(None) };
-    let mut announced = vec![events::status_event("running", row.attempt, runner_id)];
-    if let Some(first) = &row.first_node {
-        announced.push(serde_json::json!({"type": "node.started", "node_id": first, "attempt": row.attempt}));
-    }
-    events::append(conn, row.id, &announced).await?;
     let secrets = resolve_secrets(conn, app, &row).await?;
     Ok(Some(Job {
         job_id,
@@ -200,10 +207,9 @@ pub async fn try_claim(
         Some(org_id) => Target::Organization { org_id, labels },
         None => Target::AnyOrganization { labels },
     };
-    let mut tx = app.pool.begin().await?;
-    let job = claim(&mut tx, app, Some(runner_id), target).await?;
-    tx.commit().await?;
-    Ok(job)
+    // One statement: it commits on its own, with no BEGIN/COMMIT round trips.
+    let mut conn = app.pool.acquire().await?;
+    claim(&mut conn, app, Some(runner_id), target).await
 }
 
 /// Long poll for the next job: 200 with the claim, or 204 when none came within `wait_s`.
@@ -223,10 +229,11 @@ async fn next_job(
     }
     let labels = touch_runner(&app, caller, body.runner_id).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
-    let mut wake = app.queue.subscribe();
+    let wake = app.queue.for_runner(caller.org_id);
     loop {
-        wake.borrow_and_update();
         if let Some(job) = try_claim(&app, caller, body.runner_id, &labels).await? {
+            // More may be queued: pass the wake on to another waiter.
+            wake.notify_one();
             return Ok((StatusCode::OK, Json(job)).into_response());
         }
         let now = tokio::time::Instant::now();
@@ -235,7 +242,7 @@ async fn next_job(
         }
         let pause = RECHECK.min(deadline - now);
         tokio::select! {
-            _ = wake.changed() => {}
+            () = wake.notified() => {}
             () = tokio::time::sleep(pause) => {}
             () = app.shutdown.cancelled() => return Ok(StatusCode::NO_CONTENT.into_response()),
         }

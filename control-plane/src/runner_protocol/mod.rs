@@ -14,7 +14,9 @@ use crate::state::AppState;
 use axum::extract::{DefaultBodyLimit, FromRequestParts};
 use axum::http::request::Parts;
 use hookflow_shared::token;
-use tokio::sync::watch;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
 use utoipa_axum::router::OpenApiRouter;
 use uuid::Uuid;
 
@@ -31,23 +33,41 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(report::routes().layer(DefaultBodyLimit::max(REPORT_BODY_LIMIT)))
 }
 
-/// Wakes waiting long polls of this process; fed by NOTIFY and by local launches.
-#[derive(Debug)]
-pub struct QueueSignal(watch::Sender<u64>);
-
-impl Default for QueueSignal {
-    fn default() -> Self {
-        Self(watch::Sender::new(0))
-    }
+/// Wakes waiting long polls of this process, fed by NOTIFY (payload: the organization) and by local launches.
+/// A wake rouses one waiter of that organization (and one of the runners serving every organization), not all
+/// of them; a waiter that claims something passes the wake on, so a burst of work spreads over every waiter
+/// while a single job costs a single claim attempt. Waiters also re-check every second.
+#[derive(Debug, Default)]
+pub struct QueueSignal {
+    by_org: Mutex<HashMap<Uuid, Arc<Notify>>>,
+    every_org: Arc<Notify>,
 }
 
 impl QueueSignal {
-    pub fn wake(&self) {
-        self.0.send_modify(|n| *n = n.wrapping_add(1));
+    /// The signal a runner of `org` (or, with `None`, a runner of every organization) waits on.
+    pub fn for_runner(&self, org: Option<Uuid>) -> Arc<Notify> {
+        match org {
+            None => self.every_org.clone(),
+            Some(org) => self.by_org.lock().map(|mut m| m.entry(org).or_default().clone()).unwrap_or_default(),
+        }
     }
 
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.0.subscribe()
+    /// Work was queued for `org`.
+    pub fn wake(&self, org: Uuid) {
+        if let Ok(map) = self.by_org.lock()
+            && let Some(notify) = map.get(&org)
+        {
+            notify.notify_one();
+        }
+        self.every_org.notify_one();
+    }
+
+    /// Anything may have been queued (the LISTEN connection was lost): every waiter re-checks.
+    pub fn wake_all(&self) {
+        if let Ok(map) = self.by_org.lock() {
+            map.values().for_each(|n| n.notify_waiters());
+        }
+        self.every_org.notify_waiters();
     }
 }
 
@@ -75,9 +95,14 @@ impl FromRequestParts<AppState> for RunnerCaller {
 /// Checks a runner id against the caller and marks the runner seen; returns its labels. Another organization's
 /// runner is 404.
 pub async fn touch_runner(app: &AppState, caller: RunnerCaller, runner_id: Uuid) -> Result<Vec<String>, ApiError> {
+    // The row is written at most once a second, so many pollers of one runner do not queue on its lock.
     let labels: Option<Vec<String>> = sqlx::query_scalar(
-        "UPDATE runners SET last_seen_at = now()
-         WHERE id = $1 AND organization_id IS NOT DISTINCT FROM $2 RETURNING labels",
+        "WITH runner AS (
+             SELECT id, labels, last_seen_at FROM runners WHERE id = $1 AND organization_id IS NOT DISTINCT FROM $2),
+         seen AS (
+             UPDATE runners r SET last_seen_at = now() FROM runner
+             WHERE r.id = runner.id AND runner.last_seen_at < now() - interval '1 second')
+         SELECT labels FROM runner",
     )
     .bind(runner_id)
     .bind(caller.org_id)

@@ -188,7 +188,7 @@ async fn delete_runner(
         rescue::release(&mut tx, execution_id, "runner_removed").await?;
     }
     tx.commit().await?;
-    app.queue.wake();
+    app.queue.wake(caller.org_id);
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -3,7 +3,7 @@
 //! gets 409, so a runner that lost its lease can never overwrite the attempt that replaced it.
 
 use crate::error::ApiError;
-use crate::executions::{events, fetch_by_id, finish};
+use crate::executions::{Ending, events, finish};
 use crate::extract::{ApiPath, parse_json};
 use crate::state::AppState;
 use axum::Json;
@@ -15,6 +15,7 @@ use hookflow_shared::api::executions::Execution;
 use hookflow_shared::api::runners::{Complete, NodeReport, ReportReply};
 use hookflow_shared::token::{self, TokenKind};
 use sqlx::PgConnection;
+use std::collections::{HashMap, HashSet};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
@@ -25,7 +26,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// The job a token names, locked for the report.
 struct JobContext {
     execution_id: Uuid,
-    org_id: Uuid,
     attempt: i32,
     node_ids: Vec<String>,
     cancel_requested: bool,
@@ -40,19 +40,27 @@ fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
 
 type JobRow = (Uuid, Uuid, Uuid, i32, bool, Option<Uuid>, String, Vec<String>, bool);
 
-/// Resolves the token for `job_id` and locks the execution row, fencing the write against rescues.
-async fn authorize(conn: &mut PgConnection, headers: &HeaderMap, job_id: Uuid) -> Result<JobContext, ApiError> {
+/// Resolves the token for `job_id`. With `lock`, the execution row stays locked for the transaction, fencing the
+/// write against rescues; without, the caller's write must re-check the job itself.
+async fn authorize(
+    conn: &mut PgConnection,
+    headers: &HeaderMap,
+    job_id: Uuid,
+    lock: bool,
+) -> Result<JobContext, ApiError> {
     let token = bearer(headers)?;
-    let row: Option<JobRow> = sqlx::query_as(
+    let row: Option<JobRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT j.id, j.execution_id, j.organization_id, j.attempt, j.completed_at IS NOT NULL, e.job_id, e.status,
-                e.node_ids, e.cancel_requested
+                {}, e.cancel_requested
          FROM jobs j JOIN executions e ON e.id = j.execution_id
-         WHERE j.token_hash = $1 FOR UPDATE OF e",
-    )
+         WHERE j.token_hash = $1 {}",
+        if lock { "e.node_ids" } else { "'{}'::text[]" },
+        if lock { "FOR UPDATE OF e" } else { "" }
+    )))
     .bind(token::hash(token))
     .fetch_optional(conn)
     .await?;
-    let Some((id, execution_id, org_id, attempt, completed, current_job, status, node_ids, cancel_requested)) = row
+    let Some((id, execution_id, _org_id, attempt, completed, current_job, status, node_ids, cancel_requested)) = row
     else {
         return Err(ApiError::unauthorized());
     };
@@ -64,7 +72,7 @@ async fn authorize(conn: &mut PgConnection, headers: &HeaderMap, job_id: Uuid) -
             "this job's attempt is no longer current (its lease expired or it was removed)",
         ));
     }
-    Ok(JobContext { execution_id, org_id, attempt, node_ids, cancel_requested })
+    Ok(JobContext { execution_id, attempt, node_ids, cancel_requested })
 }
 
 /// Report one node result, or several (`{"results": [..]}`); repeats of a reported node are ignored.
@@ -80,28 +88,36 @@ async fn report_nodes(
     body: Bytes,
 ) -> Result<Json<ReportReply>, ApiError> {
     let mut tx = app.pool.begin().await?;
-    let job = authorize(&mut tx, &headers, job_id).await?;
+    let job = authorize(&mut tx, &headers, job_id, true).await?;
     let mut results = parse_json::<NodeReport>(&body)?.into_results();
     if results.is_empty() {
         return Err(ApiError::invalid("invalid field `results`: report at least one node result"));
     }
-    let (mut ids, mut statuses, mut payloads) = (Vec::new(), Vec::new(), Vec::new());
+    // Positions are 1-based, as the node's place in the definition.
+    let positions: HashMap<&str, i32> = job
+        .node_ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i32::try_from(i + 1).unwrap_or(i32::MAX)))
+        .collect();
+    let (mut ids, mut places, mut statuses, mut payloads) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for result in &mut results {
-        if !job.node_ids.contains(&result.node_id) {
+        let Some(position) = positions.get(result.node_id.as_str()) else {
             return Err(ApiError::invalid(format!(
                 "invalid field `node_id`: `{}` is not a node of this flow",
                 result.node_id
             )));
-        }
+        };
         result.attempt = job.attempt;
+        places.push(*position);
         ids.push(result.node_id.clone());
         statuses.push(result.status.as_str());
         payloads.push(serde_json::to_value(&*result).unwrap_or_default());
     }
     let inserted: Vec<(String, i32)> = sqlx::query_as(
         "INSERT INTO node_results (execution_id, attempt, node_id, position, status, result)
-         SELECT $1, $2, r.node_id, COALESCE(array_position($6::text[], r.node_id), 0), r.status, r.result
-         FROM unnest($3::text[], $4::text[], $5::jsonb[]) AS r(node_id, status, result)
+         SELECT $1, $2, r.node_id, r.position, r.status, r.result
+         FROM unnest($3::text[], $4::text[], $5::jsonb[], $6::int[]) AS r(node_id, status, result, position)
          ON CONFLICT DO NOTHING RETURNING node_id, position",
     )
     .bind(job.execution_id)
@@ -109,29 +125,26 @@ async fn report_nodes(
     .bind(&ids)
     .bind(&statuses)
     .bind(&payloads)
-    .bind(&job.node_ids)
+    .bind(&places)
     .fetch_all(&mut *tx)
     .await?;
+    let fresh: HashMap<&str, i32> = inserted.iter().map(|(id, position)| (id.as_str(), *position)).collect();
+    let reported: HashSet<&str> = ids.iter().map(String::as_str).collect();
     let mut announced = Vec::new();
     for (result, mut payload) in results.iter().zip(payloads) {
-        let Some((_, position)) = inserted.iter().find(|(id, _)| *id == result.node_id) else { continue };
+        let Some(position) = fresh.get(result.node_id.as_str()) else { continue };
         if let Some(object) = payload.as_object_mut() {
             object.insert("type".into(), "node.completed".into());
         }
         announced.push(payload);
         let next = usize::try_from(*position).ok().and_then(|p| job.node_ids.get(p));
         if let Some(next) = next
-            && !ids.contains(next)
+            && !reported.contains(next.as_str())
         {
             announced.push(serde_json::json!({"type": "node.started", "node_id": next, "attempt": job.attempt}));
         }
     }
-    events::append(&mut tx, job.execution_id, &announced).await?;
-    sqlx::query("UPDATE executions SET lease_expires_at = now() + make_interval(secs => $2) WHERE id = $1")
-        .bind(job.execution_id)
-        .bind(app.settings.lease.as_secs_f64())
-        .execute(&mut *tx)
-        .await?;
+    events::append_extending(&mut tx, job.execution_id, &announced, Some(app.settings.lease.as_secs_f64())).await?;
     tx.commit().await?;
     Ok(Json(ReportReply { accepted: inserted.len(), cancel: job.cancel_requested }))
 }
@@ -148,12 +161,19 @@ async fn complete_job(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Execution>, ApiError> {
-    let mut tx = app.pool.begin().await?;
-    let job = authorize(&mut tx, &headers, job_id).await?;
+    let mut conn = app.pool.acquire().await?;
+    let job = authorize(&mut conn, &headers, job_id, false).await?;
     let complete: Complete = parse_json(&body)?;
     let error: Option<String> = complete.error.map(|e| e.chars().take(2000).collect());
-    finish(&mut tx, job.execution_id, job.attempt, complete.status.as_str(), error.as_deref()).await?;
-    let execution = fetch_by_id(&mut tx, job.org_id, job.execution_id).await?;
-    tx.commit().await?;
-    Ok(Json(execution))
+    let ending = Ending {
+        execution_id: job.execution_id,
+        attempt: job.attempt,
+        job_id: Some(job_id),
+        status: complete.status.as_str(),
+        error: error.as_deref(),
+    };
+    // The statement re-checks that the job still holds the execution, so a rescue in between answers 409.
+    finish(&mut conn, ending).await?.map(Json).ok_or_else(|| {
+        ApiError::conflict("this job's attempt is no longer current (its lease expired or it was removed)")
+    })
 }

@@ -1,7 +1,7 @@
 //! The rescuer: executions whose lease expired go back to the queue as the next attempt, up to `max_attempts`;
 //! after that they fail with `runner_lost`. Every replica runs it; `SKIP LOCKED` keeps them from doubling up.
 
-use crate::executions::{events, finish};
+use crate::executions::{Ending, events, finish};
 use crate::state::AppState;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -14,11 +14,12 @@ pub async fn release(conn: &mut PgConnection, execution_id: Uuid, reason: &str) 
             .bind(execution_id)
             .fetch_one(&mut *conn)
             .await?;
+    let end = |status, error| Ending { execution_id, attempt, job_id: None, status, error: Some(error) };
     if cancel_requested {
-        return finish(conn, execution_id, attempt, "cancelled", Some(reason)).await;
+        return finish(conn, end("cancelled", reason)).await.map(|_| ());
     }
     if attempt >= max_attempts {
-        return finish(conn, execution_id, attempt, "failed", Some("runner_lost")).await;
+        return finish(conn, end("failed", "runner_lost")).await.map(|_| ());
     }
     sqlx::query(
         "UPDATE executions SET status = 'queued', attempt = attempt + 1, runner_id = NULL, job_id = NULL,
@@ -42,7 +43,7 @@ pub async fn rescue_expired(app: &AppState) -> Result<usize, sqlx::Error> {
     let mut tx = app.pool.begin().await?;
     let expired: Vec<Uuid> = sqlx::query_scalar(
         "SELECT id FROM executions WHERE status = 'running' AND lease_expires_at < now()
-         ORDER BY lease_expires_at LIMIT 100 FOR UPDATE SKIP LOCKED",
+         LIMIT 100 FOR UPDATE SKIP LOCKED",
     )
     .fetch_all(&mut *tx)
     .await?;
@@ -51,9 +52,6 @@ pub async fn rescue_expired(app: &AppState) -> Result<usize, sqlx::Error> {
         release(&mut tx, *id, "lease_expired").await?;
     }
     tx.commit().await?;
-    if !expired.is_empty() {
-        app.queue.wake();
-    }
     Ok(expired.len())
 }
 

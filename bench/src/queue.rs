@@ -1,0 +1,223 @@
+//! `hookflow-bench queue`: trivial-flow executions per second through the whole protocol (launch, claim,
+//! complete over HTTP) beside a raw SQL `SKIP LOCKED` claim-then-complete pair rate on the same database in the
+//! same run, and launch-to-runner latency with an idle long-polling runner.
+
+use crate::load::{BoxError, on_load_runtime, percentile_ms};
+use crate::setup::Rig;
+use hookflow_runner::client::{Client, Connection};
+use hookflow_shared::api::runners::{FinalStatus, Host, RegisterRunner};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Executions (and raw jobs) per throughput run.
+    #[arg(long, default_value_t = 3000)]
+    jobs: usize,
+    /// Concurrent claimers (runner pollers, or SQL workers).
+    #[arg(long, default_value_t = 8)]
+    workers: usize,
+    /// Concurrent launchers of the protocol run.
+    #[arg(long, default_value_t = 8)]
+    launchers: usize,
+    /// Launches of the latency run.
+    #[arg(long, default_value_t = 300)]
+    latency_samples: usize,
+}
+
+/// The raw baseline: claim with one `UPDATE .. SKIP LOCKED`, complete with a second statement.
+async fn raw_sql_pairs(rig: &Rig, jobs: usize, workers: usize) -> Result<f64, BoxError> {
+    sqlx::query("CREATE TABLE IF NOT EXISTS bench_jobs (id bigserial PRIMARY KEY, status text NOT NULL)")
+        .execute(&rig.pool)
+        .await?;
+    // The same kind of partial index the executions queue has.
+    sqlx::query("CREATE INDEX IF NOT EXISTS bench_jobs_queued ON bench_jobs (id) WHERE status = 'queued'")
+        .execute(&rig.pool)
+        .await?;
+    sqlx::query("TRUNCATE bench_jobs").execute(&rig.pool).await?;
+    sqlx::query("INSERT INTO bench_jobs (status) SELECT 'queued' FROM generate_series(1, $1)")
+        .bind(i64::try_from(jobs)?)
+        .execute(&rig.pool)
+        .await?;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..workers {
+        let pool = rig.pool.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut done = 0usize;
+            loop {
+                let claimed: Option<i64> = sqlx::query_scalar(
+                    "UPDATE bench_jobs SET status = 'running' WHERE id = (
+                         SELECT id FROM bench_jobs WHERE status = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+                     RETURNING id",
+                )
+                .fetch_optional(&pool)
+                .await?;
+                let Some(id) = claimed else { return Ok::<_, sqlx::Error>(done) };
+                sqlx::query("UPDATE bench_jobs SET status = 'done' WHERE id = $1").bind(id).execute(&pool).await?;
+                done += 1;
+            }
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await??;
+    }
+    let elapsed = started.elapsed();
+    sqlx::query("DROP TABLE bench_jobs").execute(&rig.pool).await?;
+    Ok(total as f64 / elapsed.as_secs_f64())
+}
+
+fn runner_client(rig: &Rig) -> Client {
+    Client::new(Connection { base_url: rig.base.clone(), api_key: rig.key.clone(), organization_id: Some(rig.org) })
+}
+
+async fn register(client: &Client) -> Result<uuid::Uuid, BoxError> {
+    let registration = RegisterRunner {
+        name: "bench".into(),
+        labels: vec![],
+        version: "bench".into(),
+        max_concurrency: 64,
+        host: Host { hostname: "bench".into(), os: "linux".into(), arch: "x86_64".into(), cpus: 2, memory_bytes: 0 },
+    };
+    Ok(client.register(&registration).await?.id)
+}
+
+/// Launches `jobs` executions from `launchers` tasks while `workers` pollers claim and complete them.
+async fn protocol_rate(rig: &Rig, flow: &str, args: &Args) -> Result<(f64, f64), BoxError> {
+    let client = runner_client(rig);
+    let runner = register(&client).await?;
+    let (base, key, org, flow) = (rig.base.clone(), rig.key.clone(), rig.org.to_string(), flow.to_owned());
+    let (jobs, workers, launchers) = (args.jobs, args.workers, args.launchers);
+    on_load_runtime(move || async move {
+        let completed = Arc::new(AtomicUsize::new(0));
+        let started = Instant::now();
+        let mut pollers = Vec::new();
+        for _ in 0..workers {
+            let (client, completed) = (client.clone(), completed.clone());
+            pollers.push(tokio::spawn(async move {
+                while completed.load(Ordering::SeqCst) < jobs {
+                    if let Some(job) = client.next_job(runner, 1).await? {
+                        client.complete(&job, FinalStatus::Succeeded, None).await?;
+                        completed.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                Ok::<_, BoxError>(())
+            }));
+        }
+        let http = reqwest::Client::new();
+        let mut senders = Vec::new();
+        let launched = Arc::new(AtomicUsize::new(0));
+        for _ in 0..launchers {
+            let (http, base, key, org, flow, launched) =
+                (http.clone(), base.clone(), key.clone(), org.clone(), flow.clone(), launched.clone());
+            senders.push(tokio::spawn(async move {
+                while launched.fetch_add(1, Ordering::SeqCst) < jobs {
+                    let response = http
+                        .post(format!("{base}/flows/{flow}/launch"))
+                        .header("X-Api-Key", &key)
+                        .header("X-Organization-Id", &org)
+                        .body("{}")
+                        .send()
+                        .await?;
+                    if response.status() != 201 {
+                        return Err::<(), BoxError>(format!("launch answered {}", response.status()).into());
+                    }
+                }
+                Ok(())
+            }));
+        }
+        for sender in senders {
+            sender.await??;
+        }
+        let launch_elapsed = started.elapsed();
+        for poller in pollers {
+            poller.await??;
+        }
+        let elapsed = started.elapsed();
+        Ok((jobs as f64 / elapsed.as_secs_f64(), jobs as f64 / launch_elapsed.as_secs_f64()))
+    })
+    .await
+}
+
+/// One idle runner long-polls; each launch is timed until the runner holds the job.
+async fn launch_latency(rig: &Rig, flow: &str, samples: usize) -> Result<(Vec<u32>, Vec<u32>), BoxError> {
+    let client = runner_client(rig);
+    let runner = register(&client).await?;
+    let (base, key, org, flow) = (rig.base.clone(), rig.key.clone(), rig.org.to_string(), flow.to_owned());
+    on_load_runtime(move || async move {
+        let (received_tx, mut received) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+        let poller = tokio::spawn(async move {
+            loop {
+                match client.next_job(runner, 30).await {
+                    Ok(Some(job)) => {
+                        let _ = received_tx.send(Instant::now());
+                        let _ = client.complete(&job, FinalStatus::Succeeded, None).await;
+                    }
+                    Ok(None) => {}
+                    Err(_) => return,
+                }
+            }
+        });
+        let http = reqwest::Client::new();
+        let mut latencies = Vec::with_capacity(samples);
+        let mut answers = Vec::with_capacity(samples);
+        for _ in 0..samples {
+            // Let the poller finish the previous job and wait idle again.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let sent = Instant::now();
+            let response = http
+                .post(format!("{base}/flows/{flow}/launch"))
+                .header("X-Api-Key", &key)
+                .header("X-Organization-Id", &org)
+                .body("{}")
+                .send()
+                .await?;
+            if response.status() != 201 {
+                return Err(format!("launch answered {}", response.status()).into());
+            }
+            answers.push(u32::try_from(sent.elapsed().as_micros()).unwrap_or(u32::MAX));
+            let at = tokio::time::timeout(Duration::from_secs(10), received.recv()).await?.ok_or("poller stopped")?;
+            latencies.push(u32::try_from(at.duration_since(sent).as_micros()).unwrap_or(u32::MAX));
+        }
+        poller.abort();
+        Ok((latencies, answers))
+    })
+    .await
+}
+
+pub async fn run(args: Args) -> Result<(), BoxError> {
+    let rig = Rig::start().await?;
+    let flow = rig
+        .flow(
+            "trivial",
+            serde_json::json!({"nodes": [{"id": "set", "kind": "set_variables", "variables": {"a": "1"}}]}),
+        )
+        .await?;
+    println!(
+        "queue: {} jobs, {} workers, {} launchers (server, PostgreSQL and load share this machine)",
+        args.jobs, args.workers, args.launchers
+    );
+    let raw = raw_sql_pairs(&rig, args.jobs, args.workers).await?;
+    println!("  raw SQL claim-then-complete pairs:   {raw:>8.0} /s");
+    let (through, launches) = protocol_rate(&rig, &flow, &args).await?;
+    println!(
+        "  executions through the protocol:    {through:>8.0} /s (launch, claim, complete over HTTP; launches alone {launches:.0} /s)"
+    );
+    println!("  ratio protocol / raw SQL:            {:>8.3} (target >= 0.9)", through / raw);
+    let (latencies, answers) = launch_latency(&rig, &flow, args.latency_samples).await?;
+    println!(
+        "  launch -> idle runner holds the job: p50 {:.2} ms, p99 {:.2} ms over {} launches (targets 3 ms / 25 ms)",
+        percentile_ms(&latencies, 50.0),
+        percentile_ms(&latencies, 99.0),
+        latencies.len()
+    );
+    println!(
+        "  the launch call itself:              p50 {:.2} ms, p99 {:.2} ms",
+        percentile_ms(&answers, 50.0),
+        percentile_ms(&answers, 99.0)
+    );
+    rig.stop().await;
+    Ok(())
+}
