@@ -84,6 +84,21 @@ async fn register(client: &Client) -> Result<uuid::Uuid, BoxError> {
     Ok(client.register(&registration).await?.id)
 }
 
+/// One launch of the flow's draft over HTTP.
+async fn launch_once(http: &reqwest::Client, base: &str, key: &str, org: &str, flow: &str) -> Result<(), BoxError> {
+    let response = http
+        .post(format!("{base}/flows/{flow}/launch"))
+        .header("X-Api-Key", key)
+        .header("X-Organization-Id", org)
+        .body("{}")
+        .send()
+        .await?;
+    if response.status() != 201 {
+        return Err(format!("launch answered {}", response.status()).into());
+    }
+    Ok(())
+}
+
 /// Launches `jobs` executions from `launchers` tasks while `workers` pollers claim and complete them.
 async fn protocol_rate(rig: &Rig, flow: &str, args: &Args) -> Result<(f64, f64), BoxError> {
     let client = runner_client(rig);
@@ -114,18 +129,9 @@ async fn protocol_rate(rig: &Rig, flow: &str, args: &Args) -> Result<(f64, f64),
                 (http.clone(), base.clone(), key.clone(), org.clone(), flow.clone(), launched.clone());
             senders.push(tokio::spawn(async move {
                 while launched.fetch_add(1, Ordering::SeqCst) < jobs {
-                    let response = http
-                        .post(format!("{base}/flows/{flow}/launch"))
-                        .header("X-Api-Key", &key)
-                        .header("X-Organization-Id", &org)
-                        .body("{}")
-                        .send()
-                        .await?;
-                    if response.status() != 201 {
-                        return Err::<(), BoxError>(format!("launch answered {}", response.status()).into());
-                    }
+                    launch_once(&http, &base, &key, &org, &flow).await?;
                 }
-                Ok(())
+                Ok::<(), BoxError>(())
             }));
         }
         for sender in senders {
@@ -167,16 +173,7 @@ async fn launch_latency(rig: &Rig, flow: &str, samples: usize) -> Result<(Vec<u3
             // Let the poller finish the previous job and wait idle again.
             tokio::time::sleep(Duration::from_millis(20)).await;
             let sent = Instant::now();
-            let response = http
-                .post(format!("{base}/flows/{flow}/launch"))
-                .header("X-Api-Key", &key)
-                .header("X-Organization-Id", &org)
-                .body("{}")
-                .send()
-                .await?;
-            if response.status() != 201 {
-                return Err(format!("launch answered {}", response.status()).into());
-            }
+            launch_once(&http, &base, &key, &org, &flow).await?;
             answers.push(u32::try_from(sent.elapsed().as_micros()).unwrap_or(u32::MAX));
             let at = tokio::time::timeout(Duration::from_secs(10), received.recv()).await?.ok_or("poller stopped")?;
             latencies.push(u32::try_from(at.duration_since(sent).as_micros()).unwrap_or(u32::MAX));

@@ -18,7 +18,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 /// Most points one volume answer holds.
-pub const MAX_POINTS: i64 = 10_000;
+const MAX_POINTS: i64 = 10_000;
 /// Execution statuses, reported with zeros included.
 const EXECUTION_STATUSES: [&str; 6] = ["queued", "running", "succeeded", "failed", "cancelled", "error"];
 
@@ -50,7 +50,7 @@ pub struct VolumeParams {
 }
 
 /// The window, widened to whole minutes (the counters' resolution).
-pub fn window(from: Option<Timestamp>, to: Option<Timestamp>) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> {
+fn window(from: Option<Timestamp>, to: Option<Timestamp>) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> {
     let to = to.map_or_else(Utc::now, |t| t.0);
     let from = from.map_or(to - TimeDelta::hours(24), |t| t.0);
     if from >= to {
@@ -63,11 +63,43 @@ pub fn window(from: Option<Timestamp>, to: Option<Timestamp>) -> Result<(DateTim
     Ok((from, to))
 }
 
-pub fn step(bucket: Bucket) -> (TimeDelta, &'static str) {
+fn step(bucket: Bucket) -> (TimeDelta, &'static str) {
     match bucket {
         Bucket::Minute => (TimeDelta::minutes(1), "minute"),
         Bucket::Hour => (TimeDelta::hours(1), "hour"),
         Bucket::Day => (TimeDelta::days(1), "day"),
+    }
+}
+
+/// The buckets of a time series: the window widened to whole minutes, the bucket width and its SQL unit, and
+/// the start of every bucket. Refuses windows of more than `MAX_POINTS` buckets.
+#[derive(Debug)]
+pub struct Series {
+    pub bucket: Bucket,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub unit: &'static str,
+    pub starts: Vec<DateTime<Utc>>,
+}
+
+impl Series {
+    pub fn new(params: &VolumeParams) -> Result<Self, ApiError> {
+        let bucket = params.bucket.unwrap_or_default();
+        let (from, to) = window(params.from, params.to)?;
+        let (width, unit) = step(bucket);
+        let first = from.duration_trunc(width).unwrap_or(from);
+        if (to - first).num_seconds() / width.num_seconds() > MAX_POINTS {
+            return Err(ApiError::invalid(format!(
+                "that window holds more than {MAX_POINTS} {unit} buckets; use a wider bucket"
+            )));
+        }
+        let mut starts = Vec::new();
+        let mut t = first;
+        while t < to {
+            starts.push(t);
+            t += width;
+        }
+        Ok(Self { bucket, from, to, unit, starts })
     }
 }
 
@@ -83,35 +115,26 @@ async fn volume(
     ApiQuery(params): ApiQuery<VolumeParams>,
 ) -> Result<Json<Volume>, ApiError> {
     ensure_exists(&app, caller.org_id, id).await?;
-    let bucket = params.bucket.unwrap_or_default();
-    let (from, to) = window(params.from, params.to)?;
-    let (width, unit) = step(bucket);
-    let first = from.duration_trunc(width).unwrap_or(from);
-    if (to - first).num_seconds() / width.num_seconds() > MAX_POINTS {
-        return Err(ApiError::invalid(format!(
-            "that window holds more than {MAX_POINTS} {unit} buckets; use a wider bucket"
-        )));
-    }
+    let series = Series::new(&params)?;
     let rows: Vec<(DateTime<Utc>, i64)> = sqlx::query_as(
         "SELECT date_trunc($3, minute, 'UTC') AS t, sum(count)::bigint FROM capture_counts
          WHERE webhook_id = $1 AND organization_id = $2 AND minute >= $4 AND minute < $5 GROUP BY 1",
     )
     .bind(id)
     .bind(caller.org_id)
-    .bind(unit)
-    .bind(from)
-    .bind(to)
+    .bind(series.unit)
+    .bind(series.from)
+    .bind(series.to)
     .fetch_all(&app.pool)
     .await?;
     let counts: HashMap<DateTime<Utc>, i64> = rows.into_iter().collect();
-    let mut points = Vec::new();
-    let mut t = first;
-    while t < to {
-        points.push(VolumePoint { t: t.into(), count: counts.get(&t).copied().unwrap_or(0) });
-        t += width;
-    }
+    let points: Vec<VolumePoint> = series
+        .starts
+        .iter()
+        .map(|t| VolumePoint { t: (*t).into(), count: counts.get(t).copied().unwrap_or(0) })
+        .collect();
     let total = points.iter().map(|p| p.count).sum();
-    Ok(Json(Volume { bucket, from: from.into(), to: to.into(), total, points }))
+    Ok(Json(Volume { bucket: series.bucket, from: series.from.into(), to: series.to.into(), total, points }))
 }
 
 /// Captures by HTTP method.

@@ -37,7 +37,7 @@ pub async fn fire_due(app: &AppState) -> Result<usize, sqlx::Error> {
                 version: published.then_some(VersionSelector::Latest(Latest::Latest)),
                 variables: &no_variables,
                 runner_labels: &[],
-                max_attempts: 3,
+                max_attempts: crate::executions::launch::DEFAULT_MAX_ATTEMPTS,
             };
             // A launch that cannot be made (say, a module lost its published version) must not stop the others.
             sqlx::query("SAVEPOINT fire").execute(&mut *tx).await?;
@@ -61,15 +61,6 @@ pub async fn fire_due(app: &AppState) -> Result<usize, sqlx::Error> {
 
 /// Runs the scheduler until shutdown.
 pub async fn run(app: AppState) {
-    let mut tick = tokio::time::interval(app.settings.schedule_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            () = app.shutdown.cancelled() => return,
-        }
-        if let Err(e) = fire_due(&app).await {
-            tracing::warn!(error = %e, "schedule pass failed; retrying");
-        }
-    }
+    let (shutdown, interval) = (app.shutdown.clone(), app.settings.schedule_interval);
+    crate::state::every(shutdown, interval, "schedule pass", || fire_due(&app)).await;
 }

@@ -94,6 +94,25 @@ impl AppState {
     }
 }
 
+/// Runs `pass` every `interval` until shutdown; a failed pass is logged as `what` and tried again next time.
+pub async fn every<F, Fut, T>(shutdown: CancellationToken, interval: Duration, what: &str, mut pass: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+{
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+        if let Err(e) = pass().await {
+            tracing::warn!(error = %e, "{what} failed; retrying");
+        }
+    }
+}
+
 impl std::ops::Deref for AppState {
     type Target = Inner;
     fn deref(&self) -> &Inner {

@@ -29,7 +29,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// Flows run at most this long when their definition sets no `timeout_s`.
 pub const DEFAULT_FLOW_TIMEOUT_S: u64 = 300;
-const DEFAULT_MAX_ATTEMPTS: i32 = 3;
+pub const DEFAULT_MAX_ATTEMPTS: i32 = 3;
 const MAX_MODULE_DEPTH: usize = 5;
 /// A caller marks CLI launches with this header so executions show `trigger: cli`.
 pub const TRIGGER_HEADER: &str = "x-hookflow-trigger";
@@ -45,6 +45,24 @@ pub struct LaunchRequest<'a> {
     pub variables: &'a BTreeMap<String, String>,
     pub runner_labels: &'a [String],
     pub max_attempts: i32,
+}
+
+impl<'a> LaunchRequest<'a> {
+    /// A launch of `flow_id` as a launch body asks; ephemeral runs belong to their caller, so if the caller
+    /// vanishes they fail instead of moving to a runner.
+    pub fn new(org_id: Uuid, flow_id: Uuid, trigger: &'a str, launch: &'a Launch) -> Self {
+        let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
+        Self {
+            org_id,
+            flow_id,
+            trigger,
+            environment: launch.environment.as_deref(),
+            version: launch.version,
+            variables: &launch.variables,
+            runner_labels: &launch.runner_labels,
+            max_attempts: if ephemeral { 1 } else { DEFAULT_MAX_ATTEMPTS },
+        }
+    }
 }
 
 fn selector_number(selector: Option<VersionSelector>) -> Option<i32> {
@@ -230,17 +248,7 @@ async fn launch_flow(
     let fingerprint = serde_json::to_vec(&(flow_id, &launch)).unwrap_or_default();
     let claim = idempotency::from_headers(&headers, "launch", &fingerprint)?;
     let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
-    let request = LaunchRequest {
-        org_id: caller.org_id,
-        flow_id,
-        trigger: trigger(&headers, "api"),
-        environment: launch.environment.as_deref(),
-        version: launch.version,
-        variables: &launch.variables,
-        runner_labels: &launch.runner_labels,
-        // An ephemeral run belongs to its caller: if the caller vanishes it fails instead of moving to a runner.
-        max_attempts: if ephemeral { 1 } else { DEFAULT_MAX_ATTEMPTS },
-    };
+    let request = LaunchRequest::new(caller.org_id, flow_id, trigger(&headers, "api"), &launch);
     if claim.is_none() && !ephemeral {
         // The plain launch needs no transaction: the execution is created by one statement.
         let mut conn = app.pool.acquire().await?;
@@ -304,19 +312,17 @@ async fn launch_by_tag(
             .bind(&tags)
             .fetch_all(&mut *tx)
             .await?;
-    let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
+    let common = Launch {
+        environment: launch.environment,
+        version: launch.version,
+        variables: launch.variables,
+        runner_labels: launch.runner_labels,
+        mode: launch.mode,
+    };
+    let ephemeral = common.mode == Some(LaunchMode::Ephemeral);
     let mut executions = Vec::with_capacity(flow_ids.len());
     for flow_id in flow_ids {
-        let request = LaunchRequest {
-            org_id: caller.org_id,
-            flow_id,
-            trigger: trigger(&headers, "tag"),
-            environment: launch.environment.as_deref(),
-            version: launch.version,
-            variables: &launch.variables,
-            runner_labels: &launch.runner_labels,
-            max_attempts: if ephemeral { 1 } else { DEFAULT_MAX_ATTEMPTS },
-        };
+        let request = LaunchRequest::new(caller.org_id, flow_id, trigger(&headers, "tag"), &common);
         let mut execution = create_execution(&mut tx, &request).await?;
         let job =
             if ephemeral { claim::claim_execution(&mut tx, &app, caller.org_id, execution.id).await? } else { None };

@@ -1,14 +1,14 @@
 //! `GET /flows/{id}/analytics/executions`: finished executions per bucket (by creation time, UTC) with duration
 //! percentiles, empty buckets included.
 
-use crate::analytics::{MAX_POINTS, VolumeParams, step, window};
+use crate::analytics::{Series, VolumeParams};
 use crate::auth::{Caller, scope};
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
-use chrono::{DateTime, DurationRound, Utc};
+use chrono::{DateTime, Utc};
 use hookflow_shared::ErrorBody;
 use hookflow_shared::api::analytics::{ExecutionPoint, ExecutionStats};
 use std::collections::HashMap;
@@ -34,15 +34,7 @@ async fn execution_stats(
 ) -> Result<Json<ExecutionStats>, ApiError> {
     let mut conn = app.pool.acquire().await?;
     crate::flows::fetch(&mut conn, caller.org_id, flow_id).await?;
-    let bucket = params.bucket.unwrap_or_default();
-    let (from, to) = window(params.from, params.to)?;
-    let (width, unit) = step(bucket);
-    let first = from.duration_trunc(width).unwrap_or(from);
-    if (to - first).num_seconds() / width.num_seconds() > MAX_POINTS {
-        return Err(ApiError::invalid(format!(
-            "that window holds more than {MAX_POINTS} {unit} buckets; use a wider bucket"
-        )));
-    }
+    let series = Series::new(&params)?;
     let rows: Vec<BucketRow> = sqlx::query_as(
         "SELECT date_trunc($3, created_at, 'UTC') AS t,
                 count(*) FILTER (WHERE status = 'succeeded'),
@@ -58,24 +50,25 @@ async fn execution_stats(
     )
     .bind(caller.org_id)
     .bind(flow_id)
-    .bind(unit)
-    .bind(from)
-    .bind(to)
+    .bind(series.unit)
+    .bind(series.from)
+    .bind(series.to)
     .fetch_all(&mut *conn)
     .await?;
     let by_bucket: HashMap<DateTime<Utc>, BucketRow> = rows.into_iter().map(|r| (r.0, r)).collect();
-    let mut points = Vec::new();
-    let mut t = first;
-    while t < to {
-        let row = by_bucket.get(&t);
-        points.push(ExecutionPoint {
-            t: t.into(),
-            succeeded: row.map_or(0, |r| r.1),
-            failed: row.map_or(0, |r| r.2),
-            p50_ms: row.and_then(|r| r.3),
-            p95_ms: row.and_then(|r| r.4),
-        });
-        t += width;
-    }
-    Ok(Json(ExecutionStats { bucket, from: from.into(), to: to.into(), points }))
+    let points = series
+        .starts
+        .iter()
+        .map(|t| {
+            let row = by_bucket.get(t);
+            ExecutionPoint {
+                t: (*t).into(),
+                succeeded: row.map_or(0, |r| r.1),
+                failed: row.map_or(0, |r| r.2),
+                p50_ms: row.and_then(|r| r.3),
+                p95_ms: row.and_then(|r| r.4),
+            }
+        })
+        .collect();
+    Ok(Json(ExecutionStats { bucket: series.bucket, from: series.from.into(), to: series.to.into(), points }))
 }

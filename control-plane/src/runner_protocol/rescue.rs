@@ -57,15 +57,6 @@ pub async fn rescue_expired(app: &AppState) -> Result<usize, sqlx::Error> {
 
 /// Runs the rescuer until shutdown.
 pub async fn run(app: AppState) {
-    let mut tick = tokio::time::interval(app.settings.rescue_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            () = app.shutdown.cancelled() => return,
-        }
-        if let Err(e) = rescue_expired(&app).await {
-            tracing::warn!(error = %e, "lease rescue failed; retrying");
-        }
-    }
+    let (shutdown, interval) = (app.shutdown.clone(), app.settings.rescue_interval);
+    crate::state::every(shutdown, interval, "lease rescue", || rescue_expired(&app)).await;
 }
