@@ -23,6 +23,13 @@ impl std::fmt::Debug for EmbeddedKey {
     }
 }
 
+impl EmbeddedKey {
+    /// The key itself, for a runner speaking the protocol with it.
+    pub fn secret(&self) -> &str {
+        &self.key
+    }
+}
+
 pub fn new_key() -> EmbeddedKey {
     let mut random = [0u8; token::BODY_LEN];
     rand::rng().fill_bytes(&mut random);

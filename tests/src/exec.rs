@@ -88,6 +88,19 @@ impl TestApp {
         }
     }
 
+    /// Polls `GET /runners` until some runner satisfies `done` (at most 15 s), and returns it.
+    pub async fn wait_runner(&self, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let listed = self.admin(Method::GET, "/runners", None).await.body;
+            if let Some(found) = listed["items"].as_array().and_then(|items| items.iter().find(|r| done(r))) {
+                return found.clone();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "no runner got there; last seen {listed}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Waits for a finished status.
     pub async fn wait_finished(&self, flow: &str, execution: &str) -> Value {
         self.wait_execution(flow, execution, Duration::from_secs(30), |e| {

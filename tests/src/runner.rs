@@ -1,7 +1,7 @@
 //! Runner processes for the tests: the real `hookflow-runner` binary (built from the runner crate's `main.rs`
 //! as this package's `hookflow-runner-under-test`), its output kept in a file to search for secrets.
 
-use crate::app::{Creds, TestApp};
+use crate::app::Creds;
 use std::path::PathBuf;
 use std::process::Stdio;
 use tokio::process::{Child, Command};
@@ -13,14 +13,14 @@ pub struct RunnerProcess {
 }
 
 impl RunnerProcess {
-    /// Starts a runner for `creds` with `labels`, logging at debug level into a temporary file.
-    pub async fn spawn(binary: &str, app: &TestApp, creds: &Creds, labels: &[&str], extra: &[&str]) -> Self {
+    /// Starts a runner of the server at `base` for `creds` with `labels`, logging at debug level into a temporary file.
+    pub async fn spawn(binary: &str, base: &str, creds: &Creds, labels: &[&str], extra: &[&str]) -> Self {
         let log = std::env::temp_dir().join(format!("hookflow-runner-{}.log", uuid::Uuid::now_v7()));
         let file = std::fs::File::create(&log).expect("runner log file");
         let err = file.try_clone().expect("clone log file");
         let mut command = Command::new(binary);
         command
-            .env("SERVICE_URL", &app.base)
+            .env("SERVICE_URL", base)
             .env("SERVICE_API_KEY", &creds.key)
             .env("SERVICE_ORGANIZATION_ID", creds.org.to_string())
             .env("RUST_LOG", "debug")

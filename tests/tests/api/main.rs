@@ -6,6 +6,7 @@ mod auth;
 mod capture;
 mod catalog;
 mod conventions;
+mod engine;
 mod executions;
 mod flows;
 mod history;

@@ -57,7 +57,7 @@ async fn a_runner_process_runs_a_flow_with_extractors_assertions_and_modules() {
     let module = published_module(&app, &target).await;
     let flow = app.create_flow("checkout", checkout(&target.base, &module)).await;
     let creds = app.runner_creds(app.admin.org).await;
-    let mut runner = RunnerProcess::spawn(RUNNER, &app, &creds, &["linux"], &[]).await;
+    let mut runner = RunnerProcess::spawn(RUNNER, &app.base, &creds, &["linux"], &[]).await;
     let id = app.launch(&flow, json!({"variables": {"user": "ada"}})).await["id"].as_str().expect("id").to_owned();
     let mut sse = Sse::open(&app, &format!("/flows/{flow}/executions/{id}/stream"), None).await;
     let done = app.wait_finished(&flow, &id).await;
@@ -95,6 +95,12 @@ async fn a_runner_process_runs_a_flow_with_extractors_assertions_and_modules() {
     assert_eq!(events.last().map(|e| e.data["type"].clone()), Some(json!("execution.completed")));
     assert_eq!(target.hits(), 3, "login, orders, the module's echo; the skipped node sent nothing");
     assert!(!runner.output().contains(SECRET), "the runner's log never holds the secret");
+    // Heartbeats carry host metrics (one per second with these settings).
+    let shown = app.wait_runner(|r| r["metrics"]["memory_used_bytes"].as_u64().is_some_and(|m| m > 0)).await;
+    assert_eq!(shown["labels"], json!(["linux"]));
+    assert_eq!(shown["status"], "online");
+    assert!(shown["host"]["memory_bytes"].as_u64().is_some_and(|m| m > 0), "{shown}");
+    assert!(shown["host"]["cpus"].as_u64().is_some_and(|n| n >= 1));
     let stopped = runner.terminate().await;
     assert!(stopped.success(), "SIGTERM on an idle runner exits cleanly: {stopped:?}");
 }
@@ -117,7 +123,7 @@ async fn secrets_never_reach_results_streams_or_logs() {
     ]});
     let flow = app.create_flow("leaky", definition).await;
     let creds = app.runner_creds(app.admin.org).await;
-    let runner = RunnerProcess::spawn(RUNNER, &app, &creds, &[], &[]).await;
+    let runner = RunnerProcess::spawn(RUNNER, &app.base, &creds, &[], &[]).await;
     let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
     let done = app.wait_finished(&flow, &id).await;
     assert_eq!(done["status"], "failed", "the assertion fails: {done}");
@@ -163,12 +169,12 @@ async fn a_killed_runners_job_is_finished_by_another_as_attempt_two() {
     ]});
     let flow = app.create_flow("slow", definition).await;
     let creds = app.runner_creds(app.admin.org).await;
-    let mut first = RunnerProcess::spawn(RUNNER, &app, &creds, &[], &[]).await;
+    let mut first = RunnerProcess::spawn(RUNNER, &app.base, &creds, &[], &[]).await;
     let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
     let running = app.wait_execution(&flow, &id, Duration::from_secs(20), |e| e["status"] == "running").await;
     let first_runner = running["runner_id"].clone();
     first.kill().await;
-    let second = RunnerProcess::spawn(RUNNER, &app, &creds, &[], &[]).await;
+    let second = RunnerProcess::spawn(RUNNER, &app.base, &creds, &[], &[]).await;
     let done = app.wait_finished(&flow, &id).await;
     assert_eq!(done["status"], "succeeded", "{done}\n{}", second.output());
     assert_eq!(done["attempt"], 2);
@@ -186,7 +192,7 @@ async fn sigterm_lets_the_running_job_finish_before_exiting() {
     ]});
     let flow = app.create_flow("drain", definition).await;
     let creds = app.runner_creds(app.admin.org).await;
-    let mut runner = RunnerProcess::spawn(RUNNER, &app, &creds, &[], &[]).await;
+    let mut runner = RunnerProcess::spawn(RUNNER, &app.base, &creds, &[], &[]).await;
     let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
     app.wait_execution(&flow, &id, Duration::from_secs(20), |e| e["status"] == "running").await;
     let status = runner.terminate().await;
@@ -205,11 +211,11 @@ async fn runner_processes_respect_labels_and_cancellation() {
     ]});
     let flow = app.create_flow("cancel me", definition).await;
     let creds = app.runner_creds(app.admin.org).await;
-    let _plain = RunnerProcess::spawn(RUNNER, &app, &creds, &["linux"], &[]).await;
+    let _plain = RunnerProcess::spawn(RUNNER, &app.base, &creds, &["linux"], &[]).await;
     let id = app.launch(&flow, json!({"runner_labels": ["gpu"]})).await["id"].as_str().expect("id").to_owned();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(app.execution(&flow, &id).await["status"], "queued", "no runner carries `gpu`");
-    let gpu = RunnerProcess::spawn(RUNNER, &app, &creds, &["gpu", "linux"], &[]).await;
+    let gpu = RunnerProcess::spawn(RUNNER, &app.base, &creds, &["gpu", "linux"], &[]).await;
     let running = app.wait_execution(&flow, &id, Duration::from_secs(20), |e| e["status"] == "running").await;
     let runners = app.admin(Method::GET, "/runners", None).await.body;
     let gpu_runner =
@@ -254,4 +260,35 @@ async fn the_embedded_runner_runs_flows_of_every_organization() {
     }
     let listed = app.admin(Method::GET, "/runners", None).await;
     assert_eq!(listed.body["items"], json!([]), "the embedded runner belongs to no organization");
+}
+
+/// Forwards connections from `listener` to `target` (host:port).
+async fn forward(listener: tokio::net::TcpListener, target: String) {
+    while let Ok((mut inbound, _)) = listener.accept().await {
+        let target = target.clone();
+        tokio::spawn(async move {
+            if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            }
+        });
+    }
+}
+
+#[tokio::test]
+async fn a_runner_started_before_its_server_keeps_retrying_then_works() {
+    let app = TestApp::spawn_for_execution().await;
+    let creds = app.runner_creds(app.admin.org).await;
+    // A port with nothing behind it yet.
+    let reserved = std::net::TcpListener::bind("127.0.0.1:0").expect("reserve a port");
+    let address = reserved.local_addr().expect("address");
+    drop(reserved);
+    let runner = RunnerProcess::spawn(RUNNER, &format!("http://{address}"), &creds, &[], &[]).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(runner.output().contains("retrying"), "{}", runner.output());
+    let listener = tokio::net::TcpListener::bind(address).await.expect("bind the reserved port");
+    tokio::spawn(forward(listener, app.base.trim_start_matches("http://").to_owned()));
+    let flow = app.create_flow("late", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let done = app.wait_finished(&flow, &id).await;
+    assert_eq!(done["status"], "succeeded", "{}", runner.output());
 }
