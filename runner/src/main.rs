@@ -77,6 +77,8 @@ fn main() -> ExitCode {
     let args = Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let Ok(runtime) = tokio::runtime::Builder::new_multi_thread().enable_all().build() else {
         eprintln!("hookflow-runner: cannot start the async runtime");
