@@ -7,8 +7,7 @@ use crate::setup::Rig;
 use hookflow_runner::client::{Client, Connection};
 use hookflow_runner::engine::Engine;
 use hookflow_runner::execute::execute;
-use hookflow_shared::Timestamp;
-use hookflow_shared::api::runners::{Host, Job, JobFlow, RegisterRunner};
+use hookflow_shared::api::runners::{Host, Job, RegisterRunner};
 use serde_json::{Value, json};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -51,19 +50,7 @@ async fn bare_reqwest(target: &str, n: usize) -> Result<f64, BoxError> {
 }
 
 async fn engine_alone(definition: &Value, n: usize) -> Result<f64, BoxError> {
-    let job = Job {
-        job_id: uuid::Uuid::now_v7(),
-        execution_id: uuid::Uuid::now_v7(),
-        attempt: 1,
-        flow: JobFlow { id: uuid::Uuid::now_v7(), name: "bench".into(), version: None, definition: definition.clone() },
-        environment: None,
-        variables: Default::default(),
-        secrets: Default::default(),
-        modules: Default::default(),
-        job_token: String::new(),
-        lease_expires_at: Timestamp::now(),
-        timeout_s: 3600,
-    };
+    let job = Job::standalone("bench", definition.clone(), 3600);
     let (sink, mut results) = tokio::sync::mpsc::unbounded_channel::<hookflow_shared::api::executions::NodeResult>();
     let drain = tokio::spawn(async move {
         let mut passed = 0usize;

@@ -83,24 +83,26 @@ pub async fn fetch(
     flow_id: Uuid,
     execution_id: Uuid,
 ) -> Result<Execution, ApiError> {
+    select(conn, org_id, Some(flow_id), execution_id).await
+}
+
+/// Reads an execution of the organization by id alone.
+pub async fn fetch_by_id(conn: &mut PgConnection, org_id: Uuid, execution_id: Uuid) -> Result<Execution, ApiError> {
+    select(conn, org_id, None, execution_id).await
+}
+
+async fn select(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    flow_id: Option<Uuid>,
+    execution_id: Uuid,
+) -> Result<Execution, ApiError> {
     let row: Option<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {EXECUTION_COLUMNS} FROM executions e
-         WHERE e.organization_id = $1 AND e.flow_id = $2 AND e.id = $3"
+         WHERE e.organization_id = $1 AND ($2::uuid IS NULL OR e.flow_id = $2) AND e.id = $3"
     )))
     .bind(org_id)
     .bind(flow_id)
-    .bind(execution_id)
-    .fetch_optional(conn)
-    .await?;
-    row.map(Into::into).ok_or_else(|| ApiError::not_found("execution"))
-}
-
-/// Reads an execution by id alone (callers have already checked its organization).
-pub async fn fetch_by_id(conn: &mut PgConnection, org_id: Uuid, execution_id: Uuid) -> Result<Execution, ApiError> {
-    let row: Option<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {EXECUTION_COLUMNS} FROM executions e WHERE e.organization_id = $1 AND e.id = $2"
-    )))
-    .bind(org_id)
     .bind(execution_id)
     .fetch_optional(conn)
     .await?;

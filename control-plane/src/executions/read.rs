@@ -37,7 +37,7 @@ async fn list_executions(
 ) -> Result<Json<Page<Execution>>, ApiError> {
     let page = params.page::<Uuid>()?;
     let mut conn = app.pool.acquire().await?;
-    crate::flows::fetch(&mut conn, caller.org_id, flow_id).await?;
+    crate::flows::ensure_exists(&mut conn, caller.org_id, flow_id).await?;
     let rows: Vec<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {EXECUTION_COLUMNS} FROM executions e
          WHERE e.organization_id = $1 AND e.flow_id = $2 AND ($3::uuid IS NULL OR e.id < $3)

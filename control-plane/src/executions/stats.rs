@@ -33,7 +33,7 @@ async fn execution_stats(
     ApiQuery(params): ApiQuery<VolumeParams>,
 ) -> Result<Json<ExecutionStats>, ApiError> {
     let mut conn = app.pool.acquire().await?;
-    crate::flows::fetch(&mut conn, caller.org_id, flow_id).await?;
+    crate::flows::ensure_exists(&mut conn, caller.org_id, flow_id).await?;
     let series = Series::new(&params)?;
     let rows: Vec<BucketRow> = sqlx::query_as(
         "SELECT date_trunc($3, created_at, 'UTC') AS t,

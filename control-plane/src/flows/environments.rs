@@ -3,7 +3,7 @@
 use crate::auth::{Caller, scope};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath};
-use crate::flows::fetch;
+use crate::flows::ensure_exists;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -38,7 +38,7 @@ async fn list_environments(
     ApiPath(id): ApiPath<Uuid>,
 ) -> Result<Json<EnvironmentList>, ApiError> {
     let mut conn = app.pool.acquire().await?;
-    fetch(&mut conn, caller.org_id, id).await?;
+    ensure_exists(&mut conn, caller.org_id, id).await?;
     type EnvironmentRow = (String, sqlx::types::Json<BTreeMap<String, String>>, DateTime<Utc>);
     let rows: Vec<EnvironmentRow> = sqlx::query_as(
         "SELECT key, variables, updated_at FROM flow_environments WHERE organization_id = $1 AND flow_id = $2 ORDER BY key",
@@ -69,7 +69,7 @@ async fn put_environment(
         template::check(value).map_err(|e| ApiError::invalid(format!("invalid field `variables.{name}`: {e}")))?;
     }
     let mut conn = app.pool.acquire().await?;
-    fetch(&mut conn, caller.org_id, id).await?;
+    ensure_exists(&mut conn, caller.org_id, id).await?;
     let updated_at: DateTime<Utc> = sqlx::query_scalar(
         "INSERT INTO flow_environments (flow_id, organization_id, key, variables) VALUES ($1, $2, $3, $4)
          ON CONFLICT (flow_id, key) DO UPDATE SET variables = EXCLUDED.variables, updated_at = now()

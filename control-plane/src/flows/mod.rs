@@ -79,6 +79,16 @@ pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<Fl
     row.map(Into::into).ok_or_else(|| ApiError::not_found("flow"))
 }
 
+/// Checks that a flow of the caller's organization exists, without reading it; another organization's id is 404.
+pub async fn ensure_exists(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<(), ApiError> {
+    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM flows WHERE organization_id = $1 AND id = $2)")
+        .bind(org_id)
+        .bind(id)
+        .fetch_one(conn)
+        .await?;
+    if exists { Ok(()) } else { Err(ApiError::not_found("flow")) }
+}
+
 /// A 400 listing every problem of a definition.
 pub fn definition_error(problems: &[Problem]) -> ApiError {
     let listed: Vec<String> = problems

@@ -5,7 +5,7 @@ use crate::audit::{self, AuditEvent};
 use crate::auth::{Caller, scope};
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery, parse_json};
-use crate::flows::fetch;
+use crate::flows::{ensure_exists, fetch};
 use crate::pagination::{self, ListParams};
 use crate::state::AppState;
 use axum::Json;
@@ -105,7 +105,7 @@ async fn list_versions(
 ) -> Result<Json<Page<FlowVersion>>, ApiError> {
     let page = params.page::<i32>()?;
     let mut conn = app.pool.acquire().await?;
-    fetch(&mut conn, caller.org_id, id).await?;
+    ensure_exists(&mut conn, caller.org_id, id).await?;
     let rows: Vec<VersionRow> = sqlx::query_as(
         "SELECT id, version, note, definition, created_at FROM flow_versions
          WHERE organization_id = $1 AND flow_id = $2 AND ($3::int IS NULL OR version < $3) ORDER BY version DESC LIMIT $4",

@@ -56,20 +56,24 @@ struct RunContext<'a> {
     cancel: &'a CancellationToken,
 }
 
-fn skipped(node_id: &str, attempt: i32, reason: &str) -> NodeResult {
+fn blank_result(node_id: &str, attempt: i32, status: NodeStatus, error: Option<&str>) -> NodeResult {
     NodeResult {
         node_id: node_id.to_owned(),
         attempt,
-        status: NodeStatus::Skipped,
+        status,
         started_at: Timestamp::now(),
         duration_ms: 0,
         request: None,
         response: None,
         extracted: BTreeMap::new(),
         assertions: Vec::new(),
-        error: Some(reason.to_owned()),
+        error: error.map(str::to_owned),
         retries: 0,
     }
+}
+
+fn skipped(node_id: &str, attempt: i32, reason: &str) -> NodeResult {
+    blank_result(node_id, attempt, NodeStatus::Skipped, Some(reason))
 }
 
 impl Engine {
@@ -174,9 +178,7 @@ impl Engine {
         context: &RunContext<'_>,
         depth: usize,
     ) -> Option<NodeResult> {
-        let mut result = skipped(node.id(), context.job.attempt, "");
-        result.error = None;
-        result.status = NodeStatus::Passed;
+        let mut result = blank_result(node.id(), context.job.attempt, NodeStatus::Passed, None);
         match node {
             Node::Request(request) => {
                 let retry = request.retry.unwrap_or(definition::Retry { count: 0, interval_ms: 0 });

@@ -90,12 +90,6 @@ pub struct Execution {
     pub job: Option<Box<Job>>,
 }
 
-impl Execution {
-    pub fn is_finished(&self) -> bool {
-        !matches!(self.status.as_str(), "queued" | "running")
-    }
-}
-
 /// `POST /flows/launch` answer.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LaunchedExecutions {
@@ -178,13 +172,6 @@ pub struct NodeResult {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NodeResultList {
     pub items: Vec<NodeResult>,
-}
-
-/// `POST .../cancel` answer.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct CancelAccepted {
-    pub id: Uuid,
-    pub status: String,
 }
 
 /// Bodies kept in results are cut at this many bytes.

@@ -134,6 +134,25 @@ pub struct Job {
     pub timeout_s: u64,
 }
 
+impl Job {
+    /// A job to run a definition without a control plane (local runs, benchmarks): no token, no secrets.
+    pub fn standalone(name: &str, definition: Value, timeout_s: u64) -> Self {
+        Job {
+            job_id: Uuid::now_v7(),
+            execution_id: Uuid::now_v7(),
+            attempt: 1,
+            flow: JobFlow { id: Uuid::now_v7(), name: name.to_owned(), version: None, definition },
+            environment: None,
+            variables: BTreeMap::new(),
+            secrets: SecretValues::default(),
+            modules: BTreeMap::new(),
+            job_token: String::new(),
+            lease_expires_at: Timestamp::now(),
+            timeout_s,
+        }
+    }
+}
+
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Job")

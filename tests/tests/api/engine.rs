@@ -3,9 +3,8 @@
 //! organization.
 
 use hookflow_runner::engine::{Engine, Outcome};
-use hookflow_shared::Timestamp;
 use hookflow_shared::api::executions::{NodeResult, NodeStatus};
-use hookflow_shared::api::runners::{FinalStatus, Job, JobFlow};
+use hookflow_shared::api::runners::{FinalStatus, Job};
 use hookflow_tests::TestApp;
 use hookflow_tests::target::Target;
 use reqwest::Method;
@@ -13,25 +12,9 @@ use serde_json::{Value, json};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-fn job(definition: Value, timeout_s: u64) -> Job {
-    Job {
-        job_id: uuid::Uuid::now_v7(),
-        execution_id: uuid::Uuid::now_v7(),
-        attempt: 1,
-        flow: JobFlow { id: uuid::Uuid::now_v7(), name: "engine".into(), version: None, definition },
-        environment: None,
-        variables: Default::default(),
-        secrets: Default::default(),
-        modules: Default::default(),
-        job_token: String::new(),
-        lease_expires_at: Timestamp::now(),
-        timeout_s,
-    }
-}
-
 async fn run(definition: Value, timeout_s: u64, cancel: &CancellationToken) -> (Outcome, Vec<NodeResult>) {
     let (sink, mut results) = tokio::sync::mpsc::unbounded_channel();
-    let outcome = Engine::new().run(&job(definition, timeout_s), &sink, cancel).await;
+    let outcome = Engine::new().run(&Job::standalone("engine", definition, timeout_s), &sink, cancel).await;
     drop(sink);
     let mut all = Vec::new();
     while let Some(result) = results.recv().await {
