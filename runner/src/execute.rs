@@ -19,14 +19,44 @@ fn retry_policy() -> ExponentialBuilder {
         .with_jitter()
 }
 
+/// How a job is run beyond the defaults.
+#[derive(Debug, Default)]
+pub struct Options {
+    /// Also receives every (masked) node result as it is reported: for a caller that shows progress.
+    pub observer: Option<mpsc::UnboundedSender<NodeResult>>,
+    /// When nothing was reported for this long, an empty report keeps the lease alive. For callers that send no
+    /// runner heartbeats (the CLI's ephemeral runs).
+    pub keep_alive: Option<Duration>,
+}
+
 async fn report_all(
     client: Client,
     job: Job,
     mut results: mpsc::UnboundedReceiver<NodeResult>,
     cancel: CancellationToken,
+    keep_alive: Option<Duration>,
 ) -> Result<(), ClientError> {
     let mut batch = Vec::new();
-    while let Some(first) = results.recv().await {
+    loop {
+        let next = match keep_alive {
+            None => results.recv().await,
+            Some(period) => tokio::select! {
+                next = results.recv() => next,
+                () = tokio::time::sleep(period) => {
+                    let reply = (|| client.report(&job, &[])).retry(retry_policy()).when(ClientError::is_transient).await;
+                    match reply {
+                        Ok(reply) if reply.cancel => cancel.cancel(),
+                        Ok(_) => {}
+                        Err(e) => {
+                            cancel.cancel();
+                            return Err(e);
+                        }
+                    }
+                    continue;
+                }
+            },
+        };
+        let Some(first) = next else { break };
         batch.clear();
         batch.push(first);
         while let Ok(more) = results.try_recv() {
@@ -52,10 +82,39 @@ pub async fn execute(
     job: &Job,
     cancel: &CancellationToken,
 ) -> Result<Outcome, ClientError> {
+    execute_with(client, engine, job, cancel, Options::default()).await
+}
+
+/// As [`execute`], with `options`.
+pub async fn execute_with(
+    client: &Client,
+    engine: &Engine,
+    job: &Job,
+    cancel: &CancellationToken,
+    options: Options,
+) -> Result<Outcome, ClientError> {
     let (sink, results) = mpsc::unbounded_channel();
     // Its own task, so reports are encoded and sent in parallel with the run.
-    let reporting = tokio::spawn(report_all(client.clone(), job.clone(), results, cancel.clone()));
-    let outcome = engine.run(job, &sink, cancel).await;
+    let reporting = tokio::spawn(report_all(client.clone(), job.clone(), results, cancel.clone(), options.keep_alive));
+    let outcome = match options.observer {
+        None => engine.run(job, &sink, cancel).await,
+        Some(observer) => {
+            let (tap, mut tapped) = mpsc::unbounded_channel::<NodeResult>();
+            let forward = async {
+                while let Some(result) = tapped.recv().await {
+                    let _ = observer.send(result.clone());
+                    let _ = sink.send(result);
+                }
+            };
+            let run = async move {
+                let outcome = engine.run(job, &tap, cancel).await;
+                drop(tap);
+                outcome
+            };
+            let (outcome, ()) = tokio::join!(run, forward);
+            outcome
+        }
+    };
     drop(sink);
     match reporting.await {
         Ok(reported) => reported?,

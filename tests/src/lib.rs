@@ -3,8 +3,10 @@
 //! test, and `TestApp`, the real router served on 127.0.0.1:0.
 
 pub mod app;
+pub mod cli;
 pub mod cluster;
 pub mod exec;
+pub mod proxy;
 pub mod runner;
 pub mod sse;
 pub mod target;

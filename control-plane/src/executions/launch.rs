@@ -222,6 +222,21 @@ fn trigger(headers: &HeaderMap, default: &'static str) -> &'static str {
     }
 }
 
+/// A retried ephemeral launch whose first answer (and so its job token) was lost: the claim is handed out again
+/// while nothing was reported under it.
+async fn reissue(
+    conn: &mut sqlx::PgConnection,
+    app: &AppState,
+    org_id: Uuid,
+    replay: &serde_json::Value,
+) -> Result<Option<Execution>, ApiError> {
+    let Some(execution_id) = replay["id"].as_str().and_then(|id| Uuid::parse_str(id).ok()) else { return Ok(None) };
+    let Some(job) = claim::reissue_execution(conn, app, org_id, execution_id).await? else { return Ok(None) };
+    let mut execution = fetch_by_id(conn, org_id, execution_id).await?;
+    execution.job = Some(Box::new(job));
+    Ok(Some(execution))
+}
+
 fn replayed(body: serde_json::Value) -> Response {
     let mut response = (StatusCode::OK, Json(body)).into_response();
     response.headers_mut().insert(idempotency::REPLAYED_HEADER, HeaderValue::from_static("true"));
@@ -260,6 +275,10 @@ async fn launch_flow(
     if let Some(claim) = &claim
         && let Reservation::Replay(body) = idempotency::reserve(&mut tx, caller.org_id, claim).await?
     {
+        if ephemeral && let Some(execution) = reissue(&mut tx, &app, caller.org_id, &body).await? {
+            tx.commit().await?;
+            return Ok(replayed(serde_json::to_value(execution).unwrap_or_default()));
+        }
         return Ok(replayed(body));
     }
     let mut execution = create_execution(&mut tx, &request).await?;

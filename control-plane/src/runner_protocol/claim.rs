@@ -74,6 +74,14 @@ served AS (UPDATE organizations o SET last_claim_at = now() FROM claimed WHERE o
 const PICK_ONE: &str = "WITH picked AS (
     SELECT id FROM executions WHERE organization_id = $5 AND id = $6 AND status = 'queued' FOR UPDATE)";
 
+/// An ephemeral claim (no runner) whose answer was lost: handed out again with a new job and token while nothing has
+/// been reported under the old one, which then gets 409.
+const PICK_REISSUE: &str = "WITH picked AS (
+    SELECT id FROM executions e
+    WHERE organization_id = $5 AND id = $6 AND status = 'running' AND runner_id IS NULL
+        AND NOT EXISTS (SELECT 1 FROM node_results r WHERE r.execution_id = e.id)
+    FOR UPDATE)";
+
 #[derive(Debug, sqlx::FromRow)]
 struct Claimed {
     id: Uuid,
@@ -95,6 +103,7 @@ enum Target<'a> {
     Organization { org_id: Uuid, labels: &'a [String] },
     AnyOrganization { labels: &'a [String] },
     Execution { org_id: Uuid, execution_id: Uuid },
+    Reissue { org_id: Uuid, execution_id: Uuid },
 }
 
 async fn claim(
@@ -112,6 +121,7 @@ async fn claim(
         Target::Organization { .. } => format!("{PICK_IN_ORGANIZATION}{CLAIM_TAIL}{CLAIM_RESULT}"),
         Target::AnyOrganization { .. } => format!("{PICK_FAIRLY}{CLAIM_TAIL}{SERVED}{CLAIM_RESULT}"),
         Target::Execution { .. } => format!("{PICK_ONE}{CLAIM_TAIL}{CLAIM_RESULT}"),
+        Target::Reissue { .. } => format!("{PICK_REISSUE}{CLAIM_TAIL}{CLAIM_RESULT}"),
     };
     let query = sqlx::query_as::<_, Claimed>(sqlx::AssertSqlSafe(sql))
         .bind(runner_id)
@@ -121,7 +131,9 @@ async fn claim(
     let query = match target {
         Target::Organization { org_id, labels } => query.bind(org_id).bind(labels),
         Target::AnyOrganization { labels } => query.bind(labels),
-        Target::Execution { org_id, execution_id } => query.bind(org_id).bind(execution_id),
+        Target::Execution { org_id, execution_id } | Target::Reissue { org_id, execution_id } => {
+            query.bind(org_id).bind(execution_id)
+        }
     };
     let Some(row) = query.fetch_optional(&mut *conn).await? else { return Ok(None) };
     let secrets = resolve_secrets(conn, app, &row).await?;
@@ -194,6 +206,17 @@ pub async fn claim_execution(
     execution_id: Uuid,
 ) -> Result<Option<Job>, ApiError> {
     claim(conn, app, None, Target::Execution { org_id, execution_id }).await
+}
+
+/// Hands an ephemeral launch's claim out again when its caller retries the launch with the same `Idempotency-Key`
+/// (the first answer was lost on the way); `None` once anything was reported or the execution ended.
+pub async fn reissue_execution(
+    conn: &mut PgConnection,
+    app: &AppState,
+    org_id: Uuid,
+    execution_id: Uuid,
+) -> Result<Option<Job>, ApiError> {
+    claim(conn, app, None, Target::Reissue { org_id, execution_id }).await
 }
 
 /// Tries once to claim a job for a runner.

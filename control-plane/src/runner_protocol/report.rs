@@ -75,7 +75,8 @@ async fn authorize(
     Ok(JobContext { execution_id, attempt, node_ids, cancel_requested })
 }
 
-/// Report one node result, or several (`{"results": [..]}`); repeats of a reported node are ignored.
+/// Report one node result, or several (`{"results": [..]}`); repeats of a reported node are ignored. An empty
+/// list only extends the lease (the keep-alive of callers that send no runner heartbeats).
 #[utoipa::path(post, path = "/runner/jobs/{job_id}/nodes", tag = "Runner", params(("job_id" = Uuid, Path)),
     request_body = NodeReport,
     responses((status = 200, body = ReportReply), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
@@ -91,7 +92,10 @@ async fn report_nodes(
     let job = authorize(&mut tx, &headers, job_id, true).await?;
     let mut results = parse_json::<NodeReport>(&body)?.into_results();
     if results.is_empty() {
-        return Err(ApiError::invalid("invalid field `results`: report at least one node result"));
+        // A keep-alive: callers without runner heartbeats (the CLI's ephemeral runs) extend the lease this way.
+        events::append_extending(&mut tx, job.execution_id, &[], Some(app.settings.lease.as_secs_f64())).await?;
+        tx.commit().await?;
+        return Ok(Json(ReportReply { accepted: 0, cancel: job.cancel_requested }));
     }
     // Positions are 1-based, as the node's place in the definition.
     let positions: HashMap<&str, i32> = job

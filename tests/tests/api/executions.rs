@@ -433,6 +433,51 @@ async fn ephemeral_launches_hand_the_claim_to_the_caller() {
 }
 
 #[tokio::test]
+async fn a_retried_ephemeral_launch_gets_its_claim_again_until_something_is_reported() {
+    let app = TestApp::spawn_for_execution().await;
+    let flow = app.create_flow("local", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let launch = || async {
+        let response = app
+            .client
+            .post(app.url(&format!("/flows/{flow}/launch")))
+            .header("X-Api-Key", &app.admin.key)
+            .header("X-Organization-Id", app.admin.org.to_string())
+            .header("Idempotency-Key", "ci-run-7")
+            .json(&json!({"mode": "ephemeral"}))
+            .send()
+            .await
+            .expect("launch");
+        hookflow_tests::app::read(response).await
+    };
+    let first = launch().await;
+    assert_eq!(first.status, 201);
+    // The first answer was lost: the retry replays the launch and hands the claim out again.
+    let again = launch().await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.body["id"], first.body["id"]);
+    let (old_job, job) = (first.body["job"].clone(), again.body["job"].clone());
+    assert_ne!(job["job_id"], old_job["job_id"]);
+    assert_ne!(job["job_token"], old_job["job_token"]);
+    assert_eq!(
+        app.job_call(&old_job, "nodes", node_result("wait", "passed")).await.status,
+        409,
+        "the old claim is dead"
+    );
+    // An empty report is a keep-alive: it extends the lease past what the 2 s lease would allow.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        let alive = app.job_call(&job, "nodes", json!({"results": []})).await;
+        assert_eq!((alive.status.as_u16(), alive.body["accepted"].as_i64()), (200, Some(0)), "{}", alive.text);
+    }
+    assert_eq!(app.job_call(&job, "nodes", node_result("wait", "passed")).await.status, 200);
+    // Once something was reported, a retry only replays the answer: the claim is not handed out twice.
+    let late = launch().await;
+    assert_eq!(late.status, 200);
+    assert!(late.body.get("job").is_none(), "{}", late.text);
+    assert_eq!(app.job_call(&job, "complete", json!({"status": "succeeded"})).await.body["status"], "succeeded");
+}
+
+#[tokio::test]
 async fn scopes_and_organizations_fence_every_execution_operation() {
     let app = TestApp::spawn_for_execution().await;
     let flow = app.create_flow("fenced", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;

@@ -5,6 +5,8 @@ mod analytics;
 mod auth;
 mod capture;
 mod catalog;
+mod cli_run;
+mod cli_tools;
 mod conventions;
 mod engine;
 mod executions;

@@ -1,0 +1,97 @@
+//! `hookflow`: the command-line client for CI pipelines and scripts. Runs flows (here, or on the organization's
+//! runners), manages flows, API keys and webhooks, and tails or forwards captures. `main` parses the command line and
+//! maps every failure to a documented exit code.
+
+pub mod api;
+pub mod commands;
+pub mod config;
+pub mod error;
+pub mod output;
+pub mod run;
+pub mod sse;
+
+use clap::{Parser, Subcommand};
+use commands::flows::FlowsCommand;
+use commands::keys::KeysCommand;
+use commands::webhooks::WebhooksCommand;
+use config::CredentialArgs;
+use error::CliError;
+use output::Style;
+use std::process::ExitCode;
+
+const AFTER_HELP: &str = "\
+Credentials come from SERVICE_URL (default http://127.0.0.1:8080), SERVICE_API_KEY and SERVICE_ORGANIZATION_ID,
+or from --url, --api-key and --organization-id. The key is never printed.
+
+Exit codes:
+  0  every flow passed (or the command succeeded)
+  1  a flow failed, errored, was cancelled or timed out
+  2  usage or configuration error (bad flags, a missing variable, nothing selected)
+  3  network or runtime error (the server could not be reached, a report could not be written)
+  4  the server refused the request (authentication, scope, not found, invalid input)
+
+Examples:
+  hookflow run --tag smoke --env staging --report junit=reports/hookflow.xml
+  hookflow run --flow 0190a3c2-... --mode remote --label eu-west
+  hookflow webhooks tail 8c0e... --json
+  hookflow webhooks forward 8c0e... --to http://localhost:3000/hooks";
+
+#[derive(Debug, Parser)]
+#[command(name = "hookflow", version, about = "hookflow CLI: run API flows from CI, manage keys, tail and forward webhooks.",
+    after_help = AFTER_HELP)]
+struct Cli {
+    #[command(flatten)]
+    credentials: CredentialArgs,
+    /// No colours (also when NO_COLOR is set or the output is not a terminal).
+    #[arg(long, global = true)]
+    no_color: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run flows by id or tag and wait for them: exit 0 when all pass, 1 when one does not.
+    #[command(after_help = AFTER_HELP)]
+    Run(run::RunArgs),
+    /// Flows: list, get, export, import, publish.
+    #[command(subcommand)]
+    Flows(FlowsCommand),
+    /// API keys: create, list, delete, rotate.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Webhook endpoints: create, list, tail, forward.
+    #[command(subcommand)]
+    Webhooks(WebhooksCommand),
+}
+
+async fn dispatch(cli: Cli, style: Style) -> Result<ExitCode, CliError> {
+    let api = api::Api::new(cli.credentials.resolve()?)?;
+    match cli.command {
+        Command::Run(args) => return run::run(api, args, style).await,
+        Command::Flows(command) => commands::flows::run(&api, command).await?,
+        Command::Keys(command) => commands::keys::run(&api, command).await?,
+        Command::Webhooks(command) => commands::webhooks::run(&api, command, style).await?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The whole program: parse, run, print the error on one line, answer the exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let style = Style::detect(cli.no_color);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("hookflow: cannot start the async runtime: {e}");
+            return ExitCode::from(error::code::RUNTIME);
+        }
+    };
+    match runtime.block_on(dispatch(cli, style)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("hookflow: {}", style.paint(&e.to_string(), output::Tone::Bad));
+            e.exit_code()
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Running one flow: launch it (retrying network failures with the same `Idempotency-Key`, so a retry never starts
+//! a second execution), then either execute it here with the runner library and report under the job token
+//! (ephemeral), or follow its event stream while a runner executes it (remote).
+
+use crate::api::{Api, TRIGGER_HEADER};
+use crate::error::CliError;
+use crate::run::outcome::{FlowRun, RunStatus, summarize};
+use crate::run::progress::FlowProgress;
+use crate::run::select::Target;
+use crate::run::stop::Stop;
+use crate::sse::EventStream;
+use backon::{ExponentialBuilder, Retryable as _};
+use hookflow_runner::client::{Client, ClientError, Connection};
+use hookflow_runner::engine::Engine;
+use hookflow_runner::execute::{Options, execute_with};
+use hookflow_shared::api::executions::{Execution, Launch, LaunchMode, NodeResult, Summary};
+use hookflow_shared::api::flows::Flow;
+use hookflow_shared::api::runners::FinalStatus;
+use reqwest::Method;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// How long a cancelled remote execution may take to end before the CLI stops waiting for it.
+const CANCEL_GRACE: Duration = Duration::from_secs(30);
+
+/// Launches `flow_id`; network failures and 5xx/429 answers are retried with the same idempotency key.
+async fn launch(api: &Api, flow_id: uuid::Uuid, body: &Launch, progress: &FlowProgress) -> Result<Execution, CliError> {
+    let key = uuid::Uuid::new_v4().to_string();
+    let path = format!("/flows/{flow_id}/launch");
+    let send = || async {
+        let request =
+            api.request(Method::POST, &path).header("idempotency-key", &key).header(TRIGGER_HEADER, "cli").json(body);
+        api.send::<Execution>(request).await
+    };
+    let policy = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(5))
+        .with_max_times(5)
+        .with_jitter();
+    send.retry(policy)
+        .when(CliError::is_transient)
+        .notify(|e, delay| progress.notice(&format!("launch failed ({e}); retrying in {} ms", delay.as_millis())))
+        .await
+}
+
+/// Launches and runs one flow to its end.
+pub async fn run_flow(
+    api: &Api,
+    target: &Target,
+    body: &Launch,
+    stop: &Stop,
+    mut progress: FlowProgress,
+) -> Result<FlowRun, CliError> {
+    let ephemeral = body.mode == Some(LaunchMode::Ephemeral);
+    let mut name = target.name.clone();
+    if name.is_none() && !ephemeral {
+        // Remote runs need flows:read for the stream anyway; this also turns an unknown id into a clear 404.
+        let flow: Flow = api.get(&format!("/flows/{}", target.flow_id)).await?;
+        name = Some(flow.name);
+    }
+    let started = Instant::now();
+    let execution = launch(api, target.flow_id, body, &progress).await?;
+    let name =
+        name.or_else(|| execution.job.as_ref().map(|job| job.flow.name.clone())).unwrap_or_else(|| target.label());
+    progress.set_label(&name);
+    progress.launched(&execution.id.to_string(), if ephemeral { "ephemeral" } else { "remote" });
+    let mut run = FlowRun {
+        flow_id: target.flow_id,
+        name,
+        execution_id: Some(execution.id),
+        status: RunStatus::Error,
+        error: None,
+        started_at: Some(execution.created_at.to_string()),
+        duration_ms: 0,
+        summary: Summary::default(),
+        nodes: Vec::new(),
+    };
+    if ephemeral {
+        run_here(api, execution, stop, &progress, &mut run).await?;
+    } else {
+        follow(api, &execution, stop, &progress, &mut run).await?;
+    }
+    if run.duration_ms == 0 {
+        run.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    }
+    progress.finished(&run);
+    Ok(run)
+}
+
+/// Ephemeral: the runner library executes the claim the launch answered with, here.
+async fn run_here(
+    api: &Api,
+    execution: Execution,
+    stop: &Stop,
+    progress: &FlowProgress,
+    run: &mut FlowRun,
+) -> Result<(), CliError> {
+    let job =
+        execution.job.ok_or_else(|| CliError::runtime("the server answered an ephemeral launch without its job"))?;
+    let credentials = api.credentials();
+    let client = Client::new(Connection {
+        base_url: credentials.base_url.clone(),
+        api_key: credentials.api_key.clone(),
+        organization_id: Some(credentials.organization_id),
+    });
+    // Reports extend the lease; when a node runs long, empty reports keep it alive (a third of the lease).
+    let lease = (job.lease_expires_at.0 - chrono::Utc::now()).to_std().unwrap_or(Duration::from_secs(30));
+    let keep_alive = (lease / 3).max(Duration::from_millis(500));
+    let (observer, mut observed) = mpsc::unbounded_channel::<NodeResult>();
+    let cancel = stop.token().child_token();
+    let options = Options { observer: Some(observer), keep_alive: Some(keep_alive) };
+    let started = Instant::now();
+    let engine = Engine::new();
+    let execute = execute_with(&client, &engine, &job, &cancel, options);
+    let collect = async {
+        let mut nodes = Vec::new();
+        while let Some(node) = observed.recv().await {
+            progress.node(&node);
+            nodes.push(node);
+        }
+        nodes
+    };
+    let (outcome, nodes) = tokio::join!(execute, collect);
+    run.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    run.summary = summarize(&nodes);
+    run.nodes = nodes;
+    match outcome {
+        Ok(outcome) => {
+            run.status = match outcome.status {
+                FinalStatus::Succeeded => RunStatus::Succeeded,
+                FinalStatus::Failed => RunStatus::Failed,
+                FinalStatus::Error => RunStatus::Error,
+                FinalStatus::Cancelled if stop.is_stopped() => stop.cancelled_status(),
+                FinalStatus::Cancelled => RunStatus::Cancelled,
+            };
+            run.error = outcome.error;
+            Ok(())
+        }
+        Err(ClientError::JobLost(status)) => {
+            run.status = RunStatus::Error;
+            run.error = Some(format!(
+                "the server took the job back ({status}): it was cancelled, or its lease expired while unreachable"
+            ));
+            Ok(())
+        }
+        Err(ClientError::Transport(reason)) => Err(CliError::Network(format!("reporting results failed: {reason}"))),
+        Err(ClientError::Refused(status)) => Err(CliError::Api {
+            status: status.as_u16(),
+            code: "unauthorized".to_owned(),
+            message: "the server refused the job token".to_owned(),
+        }),
+        Err(ClientError::Status { status, message }) => {
+            Err(CliError::Api { status: status.as_u16(), code: "error".to_owned(), message })
+        }
+    }
+}
+
+/// Remote: follows the execution's stream until `execution.completed`. When the run is stopped, the execution is
+/// cancelled and followed to its end for at most [`CANCEL_GRACE`].
+async fn follow(
+    api: &Api,
+    execution: &Execution,
+    stop: &Stop,
+    progress: &FlowProgress,
+    run: &mut FlowRun,
+) -> Result<(), CliError> {
+    let path = format!("/flows/{}/executions/{}/stream", execution.flow_id, execution.id);
+    let mut events = EventStream::new(api.clone(), path, None, progress.notifier());
+    let mut give_up_at: Option<tokio::time::Instant> = None;
+    let mut nodes: Vec<NodeResult> = Vec::new();
+    loop {
+        let event = tokio::select! {
+            event = events.next() => event?,
+            () = stop.token().cancelled(), if give_up_at.is_none() => {
+                give_up_at = Some(tokio::time::Instant::now() + CANCEL_GRACE);
+                let cancel = format!("/flows/{}/executions/{}/cancel", execution.flow_id, execution.id);
+                match api.send_raw(api.request(Method::POST, &cancel)).await {
+                    Ok(_) | Err(CliError::Api { status: 409, .. }) => {}
+                    Err(e) => progress.notice(&format!("could not cancel the execution: {e}")),
+                }
+                continue;
+            }
+            () = async { tokio::time::sleep_until(give_up_at.unwrap_or_else(tokio::time::Instant::now)).await },
+                if give_up_at.is_some() => {
+                run.status = stop.cancelled_status();
+                run.error = Some("cancelled; it did not end in time".to_owned());
+                run.summary = summarize(&nodes);
+                run.nodes = nodes;
+                return Ok(());
+            }
+        };
+        let data = event.data;
+        match data["type"].as_str() {
+            Some("node.started") => progress.node_started(data["node_id"].as_str().unwrap_or_default()),
+            Some("node.completed") => {
+                if let Ok(node) = serde_json::from_value::<NodeResult>(data) {
+                    progress.node(&node);
+                    nodes.push(node);
+                }
+            }
+            Some("execution.completed") => {
+                let attempt = data["attempt"].as_i64().unwrap_or_default();
+                nodes.retain(|node| i64::from(node.attempt) == attempt);
+                let status = data["status"].as_str().unwrap_or("error");
+                run.status = match RunStatus::from_execution(status) {
+                    RunStatus::Cancelled if stop.is_stopped() => stop.cancelled_status(),
+                    other => other,
+                };
+                run.error = data["error"].as_str().map(str::to_owned);
+                run.summary = serde_json::from_value(data["summary"].clone()).unwrap_or_else(|_| summarize(&nodes));
+                run.duration_ms = data["duration_ms"].as_u64().unwrap_or_default();
+                run.nodes = nodes;
+                return Ok(());
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! What one flow's run came to, as the summary, the reports and the exit code see it.
+
+use hookflow_shared::api::executions::{NodeResult, NodeStatus, Summary};
+use serde::Serialize;
+use uuid::Uuid;
+
+/// How a flow's run ended, from the CLI's side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Succeeded,
+    Failed,
+    Cancelled,
+    Error,
+    /// `--timeout` ran out before it finished; it was cancelled.
+    TimedOut,
+    /// Never launched: the run stopped first (`--fail-fast`, `--timeout`, interrupt).
+    NotRun,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Error => "error",
+            RunStatus::TimedOut => "timed_out",
+            RunStatus::NotRun => "not_run",
+        }
+    }
+
+    /// The execution statuses the server reports.
+    pub fn from_execution(status: &str) -> Self {
+        match status {
+            "succeeded" => RunStatus::Succeeded,
+            "failed" => RunStatus::Failed,
+            "cancelled" => RunStatus::Cancelled,
+            _ => RunStatus::Error,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowRun {
+    pub flow_id: Uuid,
+    pub name: String,
+    pub execution_id: Option<Uuid>,
+    pub status: RunStatus,
+    pub error: Option<String>,
+    /// RFC 3339, when the launch was answered.
+    pub started_at: Option<String>,
+    pub duration_ms: u64,
+    pub summary: Summary,
+    /// The node results of the final attempt, in the order they finished.
+    pub nodes: Vec<NodeResult>,
+}
+
+impl FlowRun {
+    pub fn passed(&self) -> bool {
+        self.status == RunStatus::Succeeded
+    }
+
+    /// A run that was never launched.
+    pub fn not_run(flow_id: Uuid, name: String) -> Self {
+        Self {
+            flow_id,
+            name,
+            execution_id: None,
+            status: RunStatus::NotRun,
+            error: Some("not launched: the run stopped first".to_owned()),
+            started_at: None,
+            duration_ms: 0,
+            summary: Summary::default(),
+            nodes: Vec::new(),
+        }
+    }
+}
+
+/// Counts node results.
+pub fn summarize(nodes: &[NodeResult]) -> Summary {
+    let count = |status| u32::try_from(nodes.iter().filter(|n| n.status == status).count()).unwrap_or(u32::MAX);
+    Summary {
+        nodes_total: u32::try_from(nodes.len()).unwrap_or(u32::MAX),
+        passed: count(NodeStatus::Passed),
+        failed: count(NodeStatus::Failed) + count(NodeStatus::Error),
+        skipped: count(NodeStatus::Skipped),
+    }
+}
+
+/// One line on why a node did not pass: its first failed assertion, else its error.
+pub fn node_failure(node: &NodeResult) -> Option<String> {
+    let Some(failed) = node.assertions.iter().find(|a| !a.passed) else { return node.error.clone() };
+    let show = |v: &Option<serde_json::Value>| v.as_ref().map_or_else(|| "nothing".to_owned(), ToString::to_string);
+    let mut text = format!("assertion `{} {}", failed.source, failed.operator.name());
+    if failed.expected.is_some() {
+        text.push(' ');
+        text.push_str(&show(&failed.expected));
+    }
+    text.push_str(&format!("` failed: got {}", show(&failed.actual)));
+    if let Some(reason) = &failed.reason {
+        text.push_str(&format!(" ({reason})"));
+    }
+    Some(text)
+}
