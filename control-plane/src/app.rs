@@ -3,7 +3,8 @@
 
 use crate::state::AppState;
 use crate::{
-    admin, analytics, capture, catalog, error, executions, flows, health, openapi, resources, runner_protocol, webhooks,
+    admin, analytics, capture, catalog, collections, error, executions, flows, health, openapi, resources,
+    runner_protocol, webhooks,
 };
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
@@ -31,6 +32,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .merge(catalog::routes())
         .merge(resources::routes())
         .merge(flows::routes())
+        .merge(collections::routes())
         .merge(executions::routes())
         .merge(runner_protocol::routes())
 }

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod bootstrap;
 pub mod capture;
 pub mod catalog;
+pub mod collections;
 pub mod config;
 pub mod crypto;
 pub mod data_dir;

@@ -158,12 +158,16 @@ pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'
         },
     };
     let parsed = definition::validate(&raw).map_err(|p| crate::flows::definition_error(&p))?;
-    let modules = resolve_modules(conn, request.org_id, &parsed).await?;
+    let mut modules = resolve_modules(conn, request.org_id, &parsed).await?;
+    let mut raw = raw;
+    // Collection requests are inlined now, so the run uses them as they are at launch.
+    let definitions = std::iter::once(&mut raw).chain(modules.values_mut());
+    let collection_variables = crate::collections::refs::resolve(conn, request.org_id, definitions).await?;
     let node_ids: Vec<String> = parsed.nodes.iter().map(|n| n.id().to_owned()).collect();
     let timeout_s = parsed.timeout_s.unwrap_or(DEFAULT_FLOW_TIMEOUT_S);
     let queued = events::status_event("queued", 1, None).to_string();
-    // One statement: variables layered (organization < environment < launch), the row, its first event and the
-    // notifications. No row comes back when the named environment does not exist.
+    // One statement: variables layered (collections < organization < environment < launch), the row, its first
+    // event and the notifications. No row comes back when the named environment does not exist.
     let row: Option<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "WITH env AS (
              SELECT variables FROM flow_environments WHERE organization_id = $2 AND flow_id = $3 AND key = $9),
@@ -172,7 +176,8 @@ pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'
                  modules, environment, variables, runner_labels, node_ids, status, trigger, max_attempts, timeout_s,
                  event_count)
              SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9,
-                 COALESCE((SELECT jsonb_object_agg(name, value) FROM variables WHERE organization_id = $2), '{{}}')
+                 $17::jsonb
+                     || COALESCE((SELECT jsonb_object_agg(name, value) FROM variables WHERE organization_id = $2), '{{}}')
                      || COALESCE((SELECT variables FROM env), '{{}}') || $10::jsonb,
                  $11, $12, 'queued', $13, $14, $15, 1
              WHERE $9::text IS NULL OR EXISTS (SELECT 1 FROM env)
@@ -199,6 +204,7 @@ pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'
     .bind(request.max_attempts)
     .bind(i32::try_from(timeout_s).unwrap_or(i32::MAX))
     .bind(queued)
+    .bind(serde_json::to_value(&collection_variables).unwrap_or_default())
     .fetch_optional(&mut *conn)
     .await?;
     match (row, request.environment) {

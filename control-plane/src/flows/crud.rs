@@ -43,6 +43,7 @@ async fn create_flow(
     check_schedule(body.schedule.as_deref())?;
     check_definition(&body.definition)?;
     let mut tx = app.pool.begin().await?;
+    crate::collections::refs::check(&mut tx, caller.org_id, &body.definition).await?;
     let new = NewFlow {
         org_id: caller.org_id,
         name: &name,
@@ -203,6 +204,9 @@ async fn update(app: &AppState, org_id: Uuid, id: Uuid, patch: PatchFlow) -> Res
         check_definition(definition)?;
     }
     let mut tx = app.pool.begin().await?;
+    if let Some(definition) = &patch.definition {
+        crate::collections::refs::check(&mut tx, org_id, definition).await?;
+    }
     let updated = sqlx::query(
         "UPDATE flows SET name = COALESCE($3, name),
             description = CASE WHEN $4 THEN $5 ELSE description END,

@@ -89,6 +89,9 @@ async fn import_flow(
         check_definition(&version.definition)?;
     }
     let mut tx = app.pool.begin().await?;
+    for definition in std::iter::once(&source.definition).chain(versions.iter().map(|v| &v.definition)) {
+        crate::collections::refs::check(&mut tx, caller.org_id, definition).await?;
+    }
     let new = NewFlow {
         org_id: caller.org_id,
         name: &name,

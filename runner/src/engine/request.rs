@@ -72,7 +72,10 @@ fn render(spec: &RequestSpec, vars: &Variables) -> Result<(SentRequest, Vec<(Str
 /// One try of a request node.
 pub async fn exchange(client: &reqwest::Client, node: &RequestNode, vars: &Variables) -> Exchange {
     let Some(spec) = &node.request else {
-        return Exchange::error(None, "`request_ref` needs collections, which this build does not run yet".into());
+        return Exchange::error(
+            None,
+            "the node carries an unresolved `request_ref` (the server inlines collection requests at launch)".into(),
+        );
     };
     let (shown, headers) = match render(spec, vars) {
         Ok(rendered) => rendered,

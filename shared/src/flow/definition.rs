@@ -74,14 +74,57 @@ pub struct RequestSpec {
     pub body: Option<String>,
 }
 
-/// A request of a collection used instead of an inline request, with optional overrides.
+/// A request of a collection used instead of an inline request, with optional overrides. The server resolves it
+/// when the flow is launched, so the run uses the request as it is then.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestRef {
     pub collection_id: Uuid,
     pub request_id: Uuid,
     #[serde(default)]
-    pub overrides: Option<Value>,
+    pub overrides: Option<RequestOverrides>,
+}
+
+/// What a flow changes in a referenced request: method, URL and body replace; headers and query merge over the
+/// request's (an empty value removes the entry).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestOverrides {
+    #[serde(default)]
+    pub method: Option<String>,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub query: BTreeMap<String, String>,
+    #[serde(default)]
+    pub body: Option<String>,
+}
+
+impl RequestOverrides {
+    /// The referenced request with these overrides applied.
+    pub fn apply(&self, mut request: RequestSpec) -> RequestSpec {
+        if let Some(method) = &self.method {
+            method.clone_into(&mut request.method);
+        }
+        if let Some(url) = &self.url {
+            url.clone_into(&mut request.url);
+        }
+        if let Some(body) = &self.body {
+            request.body = Some(body.clone());
+        }
+        for (into, from) in [(&mut request.headers, &self.headers), (&mut request.query, &self.query)] {
+            for (name, value) in from {
+                if value.is_empty() {
+                    into.remove(name);
+                } else {
+                    into.insert(name.clone(), value.clone());
+                }
+            }
+        }
+        request
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,7 +228,8 @@ pub struct Problem {
     pub message: String,
 }
 
-const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
+/// The HTTP methods a request node may use.
+pub const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 pub const MAX_RETRIES: u32 = 10;
 pub const MAX_NODE_TIMEOUT_MS: u64 = 300_000;
 pub const MAX_DELAY_MS: u64 = 3_600_000;
@@ -272,28 +316,61 @@ pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
     if problems.is_empty() { Ok(definition) } else { Err(problems) }
 }
 
+/// Checks a request's method and templates; `at` prefixes the field names.
+fn check_request_parts(
+    at: &str,
+    method: Option<&String>,
+    url: Option<&String>,
+    headers: &BTreeMap<String, String>,
+    query: &BTreeMap<String, String>,
+    body: Option<&str>,
+    problem: &mut impl FnMut(&str, String),
+) {
+    if let Some(method) = method.filter(|m| !METHODS.contains(&m.as_str())) {
+        problem(&format!("{at}.method"), format!("`{method}` is not one of {}", METHODS.join(", ")));
+    }
+    let mut templated: Vec<(String, &str)> = url.map(|u| (format!("{at}.url"), u.as_str())).into_iter().collect();
+    templated.extend(headers.iter().map(|(k, v)| (format!("{at}.headers.{k}"), v.as_str())));
+    templated.extend(query.iter().map(|(k, v)| (format!("{at}.query.{k}"), v.as_str())));
+    templated.extend(body.map(|b| (format!("{at}.body"), b)));
+    for (field, text) in templated {
+        if let Err(e) = template::check(text) {
+            problem(&field, e.to_string());
+        }
+    }
+}
+
 fn check_request(n: &RequestNode, problem: &mut impl FnMut(&str, String)) {
     match (&n.request, &n.request_ref) {
         (None, None) => problem("request", "give `request` or `request_ref`".into()),
         (Some(_), Some(_)) => problem("request_ref", "give `request` or `request_ref`, not both".into()),
         (Some(request), None) => {
-            if !METHODS.contains(&request.method.as_str()) {
-                problem("request.method", format!("`{}` is not one of {}", request.method, METHODS.join(", ")));
-            }
             if request.url.trim().is_empty() {
                 problem("request.url", "must not be empty".into());
             }
-            let mut templated = vec![("request.url".to_owned(), request.url.as_str())];
-            templated.extend(request.headers.iter().map(|(k, v)| (format!("request.headers.{k}"), v.as_str())));
-            templated.extend(request.query.iter().map(|(k, v)| (format!("request.query.{k}"), v.as_str())));
-            templated.extend(request.body.as_deref().map(|b| ("request.body".to_owned(), b)));
-            for (field, text) in templated {
-                if let Err(e) = template::check(text) {
-                    problem(&field, e.to_string());
-                }
+            check_request_parts(
+                "request",
+                Some(&request.method),
+                Some(&request.url),
+                &request.headers,
+                &request.query,
+                request.body.as_deref(),
+                problem,
+            );
+        }
+        (None, Some(reference)) => {
+            if let Some(o) = &reference.overrides {
+                check_request_parts(
+                    "request_ref.overrides",
+                    o.method.as_ref(),
+                    o.url.as_ref(),
+                    &o.headers,
+                    &o.query,
+                    o.body.as_deref(),
+                    problem,
+                );
             }
         }
-        (None, Some(_)) => {}
     }
     let mut names = HashSet::new();
     for (i, extractor) in n.extractors.iter().enumerate() {

@@ -7,6 +7,8 @@ mod capture;
 mod catalog;
 mod cli_run;
 mod cli_tools;
+mod collection_sync;
+mod collections;
 mod conventions;
 mod engine;
 mod executions;

@@ -83,6 +83,21 @@ const IMPLEMENTED: &[&str] = &[
     "POST /runner/jobs/next",
     "POST /runner/jobs/{job_id}/nodes",
     "POST /runner/jobs/{job_id}/complete",
+    "GET /collections",
+    "POST /collections",
+    "GET /collections/{id}",
+    "PATCH /collections/{id}",
+    "DELETE /collections/{id}",
+    "GET /collections/{id}/requests",
+    "POST /collections/{id}/requests",
+    "GET /collections/{id}/requests/{request_id}",
+    "PUT /collections/{id}/requests/{request_id}",
+    "DELETE /collections/{id}/requests/{request_id}",
+    "POST /collections/import/openapi",
+    "GET /collections/{id}/openapi-sync",
+    "PUT /collections/{id}/openapi-sync",
+    "POST /collections/{id}/openapi-sync/preview",
+    "POST /collections/{id}/openapi-sync",
 ];
 
 #[tokio::test]

@@ -1,0 +1,403 @@
+//! Collections and their requests: create, list, read (with folders and requests), update, delete. A request or
+//! collection a flow references cannot be deleted (409 naming the flows).
+
+use crate::admin::{bounded_text, display_name};
+use crate::auth::{Caller, scope};
+use crate::collections::{
+    COLLECTION_COLUMNS, CollectionRow, REQUEST_COLUMNS, RequestRow, conflict_on_unique, detail, fetch, refs,
+};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::pagination::{self, ListParams};
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use hookflow_shared::ErrorBody;
+use hookflow_shared::api::Page;
+use hookflow_shared::api::collections::{
+    Collection, CollectionDetail, CollectionRequest, PatchCollection, WriteCollection, WriteRequest,
+};
+use hookflow_shared::flow::definition::METHODS;
+use hookflow_shared::flow::template;
+use sqlx::PgConnection;
+use sqlx::types::Json as SqlJson;
+use std::collections::BTreeMap;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_collections, create_collection))
+        .routes(routes!(get_collection, patch_collection, delete_collection))
+        .routes(routes!(list_requests, create_request))
+        .routes(routes!(get_request, replace_request, delete_request))
+}
+
+fn check_variables(variables: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    if variables.len() > 200 {
+        return Err(ApiError::invalid("invalid field `variables`: at most 200 variables"));
+    }
+    for (name, value) in variables {
+        if name.is_empty()
+            || name.len() > 100
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(ApiError::invalid(format!("invalid field `variables`: `{name}` is not a variable name")));
+        }
+        bounded_text(&format!("variables.{name}"), Some(value), 10_000)?;
+    }
+    Ok(())
+}
+
+/// Validates a request body and answers it with the method upper-cased and names trimmed.
+pub fn check_request(mut request: WriteRequest) -> Result<WriteRequest, ApiError> {
+    request.name = display_name("name", &request.name)?;
+    request.method = request.method.trim().to_ascii_uppercase();
+    if !METHODS.contains(&request.method.as_str()) {
+        return Err(ApiError::invalid(format!("invalid field `method`: use one of {}", METHODS.join(", "))));
+    }
+    if request.url.trim().is_empty() {
+        return Err(ApiError::invalid("invalid field `url`: must not be empty"));
+    }
+    request.folder = match request.folder.as_deref().map(str::trim) {
+        Some("") | None => None,
+        Some(folder) => Some(display_name("folder", folder)?),
+    };
+    bounded_text("description", request.description.as_deref(), 10_000)?;
+    let mut templated = vec![("url".to_owned(), request.url.as_str())];
+    templated.extend(request.headers.iter().map(|(k, v)| (format!("headers.{k}"), v.as_str())));
+    templated.extend(request.query.iter().map(|(k, v)| (format!("query.{k}"), v.as_str())));
+    templated.extend(request.body.as_deref().map(|b| ("body".to_owned(), b)));
+    for (field, text) in templated {
+        template::check(text).map_err(|e| ApiError::invalid(format!("invalid field `{field}`: {e}")))?;
+    }
+    Ok(request)
+}
+
+/// What an import or sync generated for a request, kept with it.
+#[derive(Debug, Default)]
+pub struct Provenance {
+    pub generated: Option<serde_json::Value>,
+    pub fingerprints: Option<serde_json::Value>,
+}
+
+/// Appends a (checked) request to a collection; a repeated operation key answers 409.
+pub async fn insert_request(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    collection_id: Uuid,
+    request: &WriteRequest,
+    provenance: Provenance,
+) -> Result<Uuid, ApiError> {
+    let id = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO collection_requests (id, organization_id, collection_id, name, folder, method, url, headers, query,
+             body, description, operation_key, generated, fingerprints)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+    )
+    .bind(id)
+    .bind(org_id)
+    .bind(collection_id)
+    .bind(&request.name)
+    .bind(&request.folder)
+    .bind(&request.method)
+    .bind(&request.url)
+    .bind(SqlJson(&request.headers))
+    .bind(SqlJson(&request.query))
+    .bind(&request.body)
+    .bind(&request.description)
+    .bind(&request.operation_key)
+    .bind(provenance.generated)
+    .bind(provenance.fingerprints)
+    .execute(conn)
+    .await
+    .map_err(|e| conflict_on_unique(e, "another request of this collection has that operation_key"))?;
+    Ok(id)
+}
+
+/// Inserts a collection; a taken name answers 409.
+pub async fn insert_collection(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    body: &WriteCollection,
+) -> Result<Uuid, ApiError> {
+    let id = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO collections (id, organization_id, name, description, variables) VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(id)
+    .bind(org_id)
+    .bind(&body.name)
+    .bind(&body.description)
+    .bind(SqlJson(&body.variables))
+    .execute(conn)
+    .await
+    .map_err(|e| conflict_on_unique(e, "a collection with that name already exists in this organization"))?;
+    Ok(id)
+}
+
+/// Create an empty collection.
+#[utoipa::path(post, path = "/collections", tag = "Collections", request_body = WriteCollection,
+    responses((status = 201, body = CollectionDetail), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn create_collection(
+    State(app): State<AppState>,
+    caller: Caller<scope::CollectionsWrite>,
+    ApiJson(mut body): ApiJson<WriteCollection>,
+) -> Result<(StatusCode, Json<CollectionDetail>), ApiError> {
+    body.name = display_name("name", &body.name)?;
+    bounded_text("description", body.description.as_deref(), 10_000)?;
+    check_variables(&body.variables)?;
+    let mut conn = app.pool.acquire().await?;
+    let id = insert_collection(&mut conn, caller.org_id, &body).await?;
+    Ok((StatusCode::CREATED, Json(detail(&mut conn, caller.org_id, id).await?)))
+}
+
+/// List collections, newest first.
+#[utoipa::path(get, path = "/collections", tag = "Collections", params(ListParams),
+    responses((status = 200, body = Page<Collection>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn list_collections(
+    State(app): State<AppState>,
+    caller: Caller<scope::CollectionsRead>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<Page<Collection>>, ApiError> {
+    let page = params.page::<Uuid>()?;
+    let rows: Vec<CollectionRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLLECTION_COLUMNS} FROM collections c
+         WHERE c.organization_id = $1 AND ($2::uuid IS NULL OR c.id < $2) ORDER BY c.id DESC LIMIT $3"
+    )))
+    .bind(caller.org_id)
+    .bind(page.after)
+    .bind(page.fetch_limit())
+    .fetch_all(&app.pool)
+    .await?;
+    Ok(Json(pagination::finish(rows.into_iter().map(Collection::from).collect(), &page, |c| c.id)))
+}
+
+/// A collection with its folders and every request.
+#[utoipa::path(get, path = "/collections/{id}", tag = "Collections", params(("id" = Uuid, Path)),
+    responses((status = 200, body = CollectionDetail), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn get_collection(
+    State(app): State<AppState>,
+    caller: Caller<scope::CollectionsRead>,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<Json<CollectionDetail>, ApiError> {
+    let mut conn = app.pool.acquire().await?;
+    Ok(Json(detail(&mut conn, caller.org_id, id).await?))
+}
+
+/// Rename, describe, or replace the variables of a collection.
+#[utoipa::path(patch, path = "/collections/{id}", tag = "Collections", params(("id" = Uuid, Path)),
+    request_body = PatchCollection,
+    responses((status = 200, body = CollectionDetail), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn patch_collection(
+    State(app): State<AppState>,
+    caller: Caller<scope::CollectionsWrite>,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(body): ApiJson<PatchCollection>,
+) -> Result<Json<CollectionDetail>, ApiError> {
+    let name = body.name.as_deref().map(|n| display_name("name", n)).transpose()?;
+    if let Some(description) = &body.description {
+        bounded_text("description", description.as_deref(), 10_000)?;
+    }
+    if let Some(variables) = &body.variables {
+        check_variables(variables)?;
+    }
+    let mut tx = app.pool.begin().await?;
+    fetch(&mut tx, caller.org_id, id).await?;
+    sqlx::query(
+        "UPDATE collections SET name = COALESCE($3, name),
+             description = CASE WHEN $4 THEN $5 ELSE description END,
+             variables = COALESCE($6, variables), updated_at = now()
+         WHERE organization_id = $1 AND id = $2",
+    )
+    .bind(caller.org_id)
+    .bind(id)
+    .bind(name)
+    .bind(body.description.is_some())
+    .bind(body.description.flatten())
+    .bind(body.variables.map(SqlJson))
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| conflict_on_unique(e, "a collection with that name already exists in this organization"))?;
+    let detail = detail(&mut tx, caller.org_id, id).await?;
+    tx.commit().await?;
+    Ok(Json(detail))
+}
+
+/// Delete a collection and its requests; refused (409) while a flow references one of them.
+#[utoipa::path(delete, path = "/collections/{id}", tag = "Collections", params(("id" = Uuid, Path)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn delete_collection(
+    State(app): State<AppState>,
+    caller: Caller<scope::CollectionsWrite>,
+    ApiPath(id): ApiPath<Uuid>,
+) -> Result<StatusCode, ApiError> {
+    let mut tx = app.pool.begin().await?;
+    fetch(&mut tx, caller.org_id, id).await?;
+    refs::refuse_if_referenced(&mut tx, caller.org_id, refs::Referenced::Collection(id)).await?;
+    sqlx::query("DELETE FROM collections WHERE organization_id = $1 AND id = $2")
+        .bind(caller.org_id)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The requests of a collection, in order.
+#[utoipa::path(get, path = "/collections/{id}/requests", tag = "Collections", params(("id" = Uuid, Path), ListParams),
+    responses((status = 200, body = Page<CollectionRequest>), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn list_requests(
+    State(app): State<AppState>,
+    caller: Caller<scope::CollectionsRead>,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> Result<Json<Page<CollectionRequest>>, ApiError> {
+    let page = params.page::<Uuid>()?;
+    let mut conn = app.pool.acquire().await?;
+    fetch(&mut conn, caller.org_id, id).await?;
+    // Requests are appended in id order (time-ordered ids), so id order is the collection's order.
+    let rows: Vec<RequestRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {REQUEST_COLUMNS} FROM collection_requests r
+         WHERE r.organization_id = $1 AND r.collection_id = $2 AND ($3::uuid IS NULL OR r.id > $3)
+         ORDER BY r.id LIMIT $4"
+    )))
+    .bind(caller.org_id)
+    .bind(id)
+    .bind(page.after)
+    .bind(page.fetch_limit())
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Json(pagination::finish(rows.into_iter().map(CollectionRequest::from).collect(), &page, |r| r.id)))
+}
+
+async fn fetch_request(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    collection_id: Uuid,
+    id: Uuid,
+) -> Result<CollectionRequest, ApiError> {
+    let row: Option<RequestRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {REQUEST_COLUMNS} FROM collection_requests r
+         WHERE r.organization_id = $1 AND r.collection_id = $2 AND r.id = $3"
+    )))
+    .bind(org_id)
+    .bind(collection_id)
+    .bind(id)
+    .fetch_optional(conn)
+    .await?;
+    row.map(Into::into).ok_or_else(|| ApiError::not_found("request"))
+}
+
+/// Add a request to a collection.
+#[utoipa::path(post, path = "/collections/{id}/requests", tag = "Collections", params(("id" = Uuid, Path)),
+    request_body = WriteRequest,
+    responses((status = 201, body = CollectionRequest), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn create_request(
+    State(app): State<AppState>,
+    caller: Caller<scope::CollectionsWrite>,
+    ApiPath(id): ApiPath<Uuid>,
+    ApiJson(body): ApiJson<WriteRequest>,
+) -> Result<(StatusCode, Json<CollectionRequest>), ApiError> {
+    let request = check_request(body)?;
+    let mut tx = app.pool.begin().await?;
+    fetch(&mut tx, caller.org_id, id).await?;
+    let request_id = insert_request(&mut tx, caller.org_id, id, &request, Provenance::default()).await?;
+    let created = fetch_request(&mut tx, caller.org_id, id, request_id).await?;
+    tx.commit().await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+/// One request.
+#[utoipa::path(get, path = "/collections/{id}/requests/{request_id}", tag = "Collections",
+    params(("id" = Uuid, Path), ("request_id" = Uuid, Path)),
+    responses((status = 200, body = CollectionRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn get_request(
+    State(app): State<AppState>,
+    caller: Caller<scope::CollectionsRead>,
+    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+) -> Result<Json<CollectionRequest>, ApiError> {
+    let mut conn = app.pool.acquire().await?;
+    Ok(Json(fetch_request(&mut conn, caller.org_id, id, request_id).await?))
+}
+
+/// Replace a request. Values that differ from what the OpenAPI sync generated count as the user's edits and
+/// survive later syncs.
+#[utoipa::path(put, path = "/collections/{id}/requests/{request_id}", tag = "Collections",
+    params(("id" = Uuid, Path), ("request_id" = Uuid, Path)), request_body = WriteRequest,
+    responses((status = 200, body = CollectionRequest), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn replace_request(
+    State(app): State<AppState>,
+    caller: Caller<scope::CollectionsWrite>,
+    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+    ApiJson(body): ApiJson<WriteRequest>,
+) -> Result<Json<CollectionRequest>, ApiError> {
+    let request = check_request(body)?;
+    let mut tx = app.pool.begin().await?;
+    fetch_request(&mut tx, caller.org_id, id, request_id).await?;
+    sqlx::query(
+        "UPDATE collection_requests SET name = $4, folder = $5, method = $6, url = $7, headers = $8, query = $9,
+             body = $10, description = $11, operation_key = $12, updated_at = now()
+         WHERE organization_id = $1 AND collection_id = $2 AND id = $3",
+    )
+    .bind(caller.org_id)
+    .bind(id)
+    .bind(request_id)
+    .bind(&request.name)
+    .bind(&request.folder)
+    .bind(&request.method)
+    .bind(&request.url)
+    .bind(SqlJson(&request.headers))
+    .bind(SqlJson(&request.query))
+    .bind(&request.body)
+    .bind(&request.description)
+    .bind(&request.operation_key)
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| conflict_on_unique(e, "another request of this collection has that operation_key"))?;
+    let updated = fetch_request(&mut tx, caller.org_id, id, request_id).await?;
+    tx.commit().await?;
+    Ok(Json(updated))
+}
+
+/// Delete a request; refused (409, naming the flows) while a flow references it.
+#[utoipa::path(delete, path = "/collections/{id}/requests/{request_id}", tag = "Collections",
+    params(("id" = Uuid, Path), ("request_id" = Uuid, Path)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("api_key" = [], "organization" = [])))]
+async fn delete_request(
+    State(app): State<AppState>,
+    caller: Caller<scope::CollectionsWrite>,
+    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+) -> Result<StatusCode, ApiError> {
+    let mut tx = app.pool.begin().await?;
+    fetch_request(&mut tx, caller.org_id, id, request_id).await?;
+    refs::refuse_if_referenced(&mut tx, caller.org_id, refs::Referenced::Request(request_id)).await?;
+    sqlx::query("DELETE FROM collection_requests WHERE organization_id = $1 AND id = $2")
+        .bind(caller.org_id)
+        .bind(request_id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
