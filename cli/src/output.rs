@@ -81,6 +81,15 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// Prints a list: as JSON with `--json`, else as a table with one row per item.
+pub fn print_list<T: serde::Serialize>(json: bool, items: &[T], header: &[&str], row: impl Fn(&T) -> Vec<String>) {
+    if json {
+        print_json(&items);
+    } else {
+        println!("{}", table(header, &items.iter().map(row).collect::<Vec<_>>()));
+    }
+}
+
 /// Prints a JSON value, pretty.
 pub fn print_json(value: &impl serde::Serialize) {
     match serde_json::to_string_pretty(value) {

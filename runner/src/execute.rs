@@ -29,6 +29,21 @@ pub struct Options {
     pub keep_alive: Option<Duration>,
 }
 
+/// Posts a batch (an empty one keeps the lease alive), retrying transient failures; an answer saying "cancel", or
+/// a failure, cancels the run.
+async fn post(client: &Client, job: &Job, batch: &[NodeResult], cancel: &CancellationToken) -> Result<(), ClientError> {
+    let reply = (|| client.report(job, batch)).retry(retry_policy()).when(ClientError::is_transient).await;
+    match reply {
+        Ok(reply) if reply.cancel => cancel.cancel(),
+        Ok(_) => {}
+        Err(e) => {
+            cancel.cancel();
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 async fn report_all(
     client: Client,
     job: Job,
@@ -43,15 +58,7 @@ async fn report_all(
             Some(period) => tokio::select! {
                 next = results.recv() => next,
                 () = tokio::time::sleep(period) => {
-                    let reply = (|| client.report(&job, &[])).retry(retry_policy()).when(ClientError::is_transient).await;
-                    match reply {
-                        Ok(reply) if reply.cancel => cancel.cancel(),
-                        Ok(_) => {}
-                        Err(e) => {
-                            cancel.cancel();
-                            return Err(e);
-                        }
-                    }
+                    post(&client, &job, &[], &cancel).await?;
                     continue;
                 }
             },
@@ -62,15 +69,7 @@ async fn report_all(
         while let Ok(more) = results.try_recv() {
             batch.push(more);
         }
-        let reply = (|| client.report(&job, &batch)).retry(retry_policy()).when(ClientError::is_transient).await;
-        match reply {
-            Ok(reply) if reply.cancel => cancel.cancel(),
-            Ok(_) => {}
-            Err(e) => {
-                cancel.cancel();
-                return Err(e);
-            }
-        }
+        post(&client, &job, &batch, &cancel).await?;
     }
     Ok(())
 }

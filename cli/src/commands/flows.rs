@@ -2,7 +2,7 @@
 
 use crate::api::Api;
 use crate::error::CliError;
-use crate::output::{print_json, table};
+use crate::output::{print_json, print_list};
 use clap::Subcommand;
 use hookflow_shared::api::flows::{Flow, FlowDocument, FlowVersion, Publish};
 use std::io::Read as _;
@@ -56,23 +56,15 @@ pub async fn run(api: &Api, command: FlowsCommand) -> Result<(), CliError> {
         FlowsCommand::List { tag, json } => {
             let query: Vec<(&str, &str)> = tag.as_deref().map(|t| ("tag", t)).into_iter().collect();
             let flows: Vec<Flow> = api.list_all("/flows", &query).await?;
-            if json {
-                print_json(&flows);
-                return Ok(());
-            }
-            let rows: Vec<Vec<String>> = flows
-                .iter()
-                .map(|f| {
-                    vec![
-                        f.id.to_string(),
-                        f.name.clone(),
-                        f.tags.join(","),
-                        f.published_version.map_or_else(|| "-".to_owned(), |v| v.to_string()),
-                        f.last_status.clone().unwrap_or_else(|| "-".to_owned()),
-                    ]
-                })
-                .collect();
-            println!("{}", table(&["ID", "NAME", "TAGS", "PUBLISHED", "LAST STATUS"], &rows));
+            print_list(json, &flows, &["ID", "NAME", "TAGS", "PUBLISHED", "LAST STATUS"], |f| {
+                vec![
+                    f.id.to_string(),
+                    f.name.clone(),
+                    f.tags.join(","),
+                    f.published_version.map_or_else(|| "-".to_owned(), |v| v.to_string()),
+                    f.last_status.clone().unwrap_or_else(|| "-".to_owned()),
+                ]
+            });
         }
         FlowsCommand::Get { id } => print_json(&api.get::<Flow>(&format!("/flows/{id}")).await?),
         FlowsCommand::Export { id, output } => {

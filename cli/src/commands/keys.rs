@@ -2,7 +2,7 @@
 
 use crate::api::Api;
 use crate::error::CliError;
-use crate::output::{print_json, table};
+use crate::output::{print_json, print_list};
 use chrono::{Duration as Span, Utc};
 use clap::Subcommand;
 use hookflow_shared::api::admin::{ApiKey, CreateApiKey, CreatedApiKey};
@@ -93,15 +93,9 @@ pub async fn run(api: &Api, command: KeysCommand) -> Result<(), CliError> {
         }
         KeysCommand::List { json } => {
             let keys: Vec<ApiKey> = api.list_all("/api-keys", &[]).await?;
-            if json {
-                print_json(&keys);
-                return Ok(());
-            }
-            let rows: Vec<Vec<String>> = keys
-                .iter()
-                .map(|k| vec![k.id.to_string(), k.name.clone(), k.prefix.clone(), scope_list(k), expiry(k)])
-                .collect();
-            println!("{}", table(&["ID", "NAME", "PREFIX", "SCOPES", "EXPIRES"], &rows));
+            print_list(json, &keys, &["ID", "NAME", "PREFIX", "SCOPES", "EXPIRES"], |k| {
+                vec![k.id.to_string(), k.name.clone(), k.prefix.clone(), scope_list(k), expiry(k)]
+            });
         }
         KeysCommand::Delete { id } => {
             api.delete(&format!("/api-keys/{id}")).await?;

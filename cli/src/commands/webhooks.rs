@@ -3,7 +3,7 @@
 use crate::api::Api;
 use crate::commands::forward::{self, Forwarder};
 use crate::error::CliError;
-use crate::output::{Style, Tone, print_json, table};
+use crate::output::{Style, Tone, print_json, print_list};
 use crate::sse::EventStream;
 use clap::Subcommand;
 use hookflow_shared::api::webhooks::{CapturedRequest, CreateWebhook, Webhook};
@@ -121,15 +121,9 @@ pub async fn run(api: &Api, command: WebhooksCommand, style: Style) -> Result<()
         }
         WebhooksCommand::List { json } => {
             let webhooks: Vec<Webhook> = api.list_all("/webhooks", &[]).await?;
-            if json {
-                print_json(&webhooks);
-                return Ok(());
-            }
-            let rows: Vec<Vec<String>> = webhooks
-                .iter()
-                .map(|w| vec![w.id.to_string(), w.name.clone(), w.request_count.to_string(), w.capture_url.clone()])
-                .collect();
-            println!("{}", table(&["ID", "NAME", "REQUESTS", "CAPTURE URL"], &rows));
+            print_list(json, &webhooks, &["ID", "NAME", "REQUESTS", "CAPTURE URL"], |w| {
+                vec![w.id.to_string(), w.name.clone(), w.request_count.to_string(), w.capture_url.clone()]
+            });
         }
         WebhooksCommand::Tail { id, json, count, after } => {
             let doing = format!("listening for requests to webhook {id}");

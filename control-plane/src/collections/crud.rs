@@ -75,30 +75,44 @@ pub fn check_request(mut request: WriteRequest) -> Result<WriteRequest, ApiError
     Ok(request)
 }
 
-/// What an import or sync generated for a request, kept with it.
-#[derive(Debug, Default)]
-pub struct Provenance {
-    pub generated: Option<serde_json::Value>,
-    pub fingerprints: Option<serde_json::Value>,
+/// What an import or sync generated for a request: the base of later merges, and whether the description
+/// deprecates (or dropped) its operation.
+#[derive(Debug)]
+pub struct Provenance<'a> {
+    pub generated: &'a WriteRequest,
+    pub fingerprints: &'a BTreeMap<String, String>,
+    pub deprecated: bool,
 }
 
-/// Appends a (checked) request to a collection; a repeated operation key answers 409.
-pub async fn insert_request(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    collection_id: Uuid,
-    request: &WriteRequest,
-    provenance: Provenance,
-) -> Result<Uuid, ApiError> {
-    let id = Uuid::now_v7();
+/// A request to write: a new one, or the replacement of request `id` (already checked to be in the collection).
+#[derive(Debug)]
+pub struct StoredRequest<'a> {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub collection_id: Uuid,
+    pub request: &'a WriteRequest,
+    /// `None` (a user's write) keeps what the last sync recorded.
+    pub provenance: Option<Provenance<'a>>,
+}
+
+/// Inserts or replaces a (checked) request; a repeated operation key answers 409.
+pub async fn store_request(conn: &mut PgConnection, stored: StoredRequest<'_>) -> Result<(), ApiError> {
+    let request = stored.request;
+    let provenance = stored.provenance.as_ref();
     sqlx::query(
-        "INSERT INTO collection_requests (id, organization_id, collection_id, name, folder, method, url, headers, query,
-             body, description, operation_key, generated, fingerprints)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+        "INSERT INTO collection_requests AS r (id, organization_id, collection_id, name, folder, method, url, headers,
+             query, body, description, operation_key, deprecated, generated, fingerprints)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, COALESCE($13, false), $14, $15)
+         ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, folder = EXCLUDED.folder, method = EXCLUDED.method,
+             url = EXCLUDED.url, headers = EXCLUDED.headers, query = EXCLUDED.query, body = EXCLUDED.body,
+             description = EXCLUDED.description, operation_key = EXCLUDED.operation_key,
+             deprecated = COALESCE($13, r.deprecated), generated = COALESCE($14, r.generated),
+             fingerprints = COALESCE($15, r.fingerprints), updated_at = now()
+         WHERE r.organization_id = EXCLUDED.organization_id AND r.collection_id = EXCLUDED.collection_id",
     )
-    .bind(id)
-    .bind(org_id)
-    .bind(collection_id)
+    .bind(stored.id)
+    .bind(stored.org_id)
+    .bind(stored.collection_id)
     .bind(&request.name)
     .bind(&request.folder)
     .bind(&request.method)
@@ -108,12 +122,13 @@ pub async fn insert_request(
     .bind(&request.body)
     .bind(&request.description)
     .bind(&request.operation_key)
-    .bind(provenance.generated)
-    .bind(provenance.fingerprints)
+    .bind(provenance.map(|p| p.deprecated))
+    .bind(provenance.map(|p| SqlJson(p.generated)))
+    .bind(provenance.map(|p| SqlJson(p.fingerprints)))
     .execute(conn)
     .await
     .map_err(|e| conflict_on_unique(e, "another request of this collection has that operation_key"))?;
-    Ok(id)
+    Ok(())
 }
 
 /// Inserts a collection; a taken name answers 409.
@@ -317,7 +332,10 @@ async fn create_request(
     let request = check_request(body)?;
     let mut tx = app.pool.begin().await?;
     fetch(&mut tx, caller.org_id, id).await?;
-    let request_id = insert_request(&mut tx, caller.org_id, id, &request, Provenance::default()).await?;
+    let request_id = Uuid::now_v7();
+    let stored =
+        StoredRequest { id: request_id, org_id: caller.org_id, collection_id: id, request: &request, provenance: None };
+    store_request(&mut tx, stored).await?;
     let created = fetch_request(&mut tx, caller.org_id, id, request_id).await?;
     tx.commit().await?;
     Ok((StatusCode::CREATED, Json(created)))
@@ -354,26 +372,9 @@ async fn replace_request(
     let request = check_request(body)?;
     let mut tx = app.pool.begin().await?;
     fetch_request(&mut tx, caller.org_id, id, request_id).await?;
-    sqlx::query(
-        "UPDATE collection_requests SET name = $4, folder = $5, method = $6, url = $7, headers = $8, query = $9,
-             body = $10, description = $11, operation_key = $12, updated_at = now()
-         WHERE organization_id = $1 AND collection_id = $2 AND id = $3",
-    )
-    .bind(caller.org_id)
-    .bind(id)
-    .bind(request_id)
-    .bind(&request.name)
-    .bind(&request.folder)
-    .bind(&request.method)
-    .bind(&request.url)
-    .bind(SqlJson(&request.headers))
-    .bind(SqlJson(&request.query))
-    .bind(&request.body)
-    .bind(&request.description)
-    .bind(&request.operation_key)
-    .execute(&mut *tx)
-    .await
-    .map_err(|e| conflict_on_unique(e, "another request of this collection has that operation_key"))?;
+    let stored =
+        StoredRequest { id: request_id, org_id: caller.org_id, collection_id: id, request: &request, provenance: None };
+    store_request(&mut tx, stored).await?;
     let updated = fetch_request(&mut tx, caller.org_id, id, request_id).await?;
     tx.commit().await?;
     Ok(Json(updated))

@@ -4,7 +4,7 @@
 //! deleted with `delete_removed`, unless a flow uses them). Applying the same description twice changes nothing.
 
 use crate::auth::{Caller, scope};
-use crate::collections::crud::check_request;
+use crate::collections::crud::{Provenance, StoredRequest, check_request, store_request};
 use crate::collections::import::{insert_generated, record_sync, store_source};
 use crate::collections::merge::merge;
 use crate::collections::openapi::mapping::{GeneratedRequest, Mapped, map};
@@ -294,32 +294,24 @@ async fn preview_sync(
 
 async fn update_request(
     conn: &mut PgConnection,
+    org_id: Uuid,
+    collection_id: Uuid,
     found: &Existing,
     generated: &GeneratedRequest,
 ) -> Result<(), ApiError> {
     let base = found.generated.as_ref().unwrap_or(&generated.request);
     let merged =
         check_request(merge(base, &found.current, &generated.request)).unwrap_or_else(|_| generated.request.clone());
-    sqlx::query(
-        "UPDATE collection_requests SET name = $2, folder = $3, method = $4, url = $5, headers = $6, query = $7,
-             body = $8, description = $9, deprecated = $10, generated = $11, fingerprints = $12, updated_at = now()
-         WHERE id = $1",
+    let provenance = Provenance {
+        generated: &generated.request,
+        fingerprints: &generated.fingerprints,
+        deprecated: generated.deprecated,
+    };
+    store_request(
+        conn,
+        StoredRequest { id: found.id, org_id, collection_id, request: &merged, provenance: Some(provenance) },
     )
-    .bind(found.id)
-    .bind(&merged.name)
-    .bind(&merged.folder)
-    .bind(&merged.method)
-    .bind(&merged.url)
-    .bind(SqlJson(&merged.headers))
-    .bind(SqlJson(&merged.query))
-    .bind(&merged.body)
-    .bind(&merged.description)
-    .bind(generated.deprecated)
-    .bind(SqlJson(&generated.request))
-    .bind(SqlJson(&generated.fingerprints))
-    .execute(conn)
-    .await?;
-    Ok(())
+    .await
 }
 
 /// Apply the source: add, merge, deprecate (or delete) by operation key, and record the sync.
@@ -344,7 +336,7 @@ async fn apply_sync(
     let plan = plan(&existing, &mapped, &sha256, delete_removed);
     insert_generated(&mut tx, caller.org_id, id, &plan.add).await?;
     for (found, generated) in &plan.update {
-        update_request(&mut tx, found, generated).await?;
+        update_request(&mut tx, caller.org_id, id, found, generated).await?;
     }
     let (mut deleted, mut kept_referenced) = (0, Vec::new());
     for found in &plan.remove {
