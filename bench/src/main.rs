@@ -3,6 +3,7 @@
 
 mod capture;
 mod engine;
+mod import;
 mod load;
 mod queue;
 mod setup;
@@ -31,6 +32,9 @@ enum Scenario {
     /// Sequential request nodes/s for the engine alone and end to end with results stored, beside a bare
     /// reqwest loop (and Hurl when it is on PATH).
     Engine(engine::Args),
+    /// Importing a large OpenAPI description over HTTP beside the same parse and mapping in process and a bare
+    /// YAML parse.
+    Import(import::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -41,6 +45,7 @@ fn main() -> std::process::ExitCode {
             Scenario::Capture(args) => capture::run(args).await,
             Scenario::Queue(args) => queue::run(args).await,
             Scenario::Engine(args) => engine::run(args).await,
+            Scenario::Import(args) => import::run(args).await,
         }
     });
     match result {

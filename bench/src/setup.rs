@@ -81,7 +81,7 @@ impl Rig {
         Ok(answer["id"].as_str().ok_or("no id")?.to_owned())
     }
 
-    async fn post(&self, path: &str, body: serde_json::Value) -> Result<serde_json::Value, BoxError> {
+    pub async fn post(&self, path: &str, body: serde_json::Value) -> Result<serde_json::Value, BoxError> {
         let (status, answer) = crate::load::request(
             &self.base,
             "POST",

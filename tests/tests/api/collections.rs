@@ -174,6 +174,11 @@ async fn the_petstore_imports_with_folders_names_urls_and_parameters() {
         (Some("synced"), Some(1))
     );
     assert_eq!(sync.body["document_sha256"].as_str().map(str::len), Some(64));
+    let id = collection["id"].as_str().expect("id");
+    let resync = app.admin(Method::POST, &format!("/collections/{id}/openapi-sync"), None).await;
+    assert_eq!(resync.status, 200, "{}", resync.text);
+    assert_eq!(resync.body["unchanged"].as_array().map(Vec::len), Some(3), "{}", resync.text);
+    assert_eq!(resync.body["document_sha256"], sync.body["document_sha256"]);
 }
 
 #[tokio::test]
@@ -198,6 +203,22 @@ async fn galaxy_3_1_imports_with_webhooks_cycles_bodies_and_security() {
     assert!(public["headers"].get("authorization").is_none(), "`security: []` means none");
     assert_eq!(public["folder"], "Planets");
     assert_eq!(request(collection, "Get a planet")["url"], "{{base_url}}/planets/{{planetId}}");
+
+    // A new summary in the description: the preview names it, the apply renames the (unedited) request.
+    let id = collection["id"].as_str().expect("id");
+    let edited = data("scalar-galaxy-3.1.yaml").replace("summary: Get all planets", "summary: List every planet");
+    let sync = format!("/collections/{id}/openapi-sync");
+    assert_eq!(app.admin(Method::PUT, &sync, Some(json!({"source": {"document": edited}}))).await.status, 200);
+    let preview = app.admin(Method::POST, &format!("{sync}/preview"), None).await.body;
+    assert_eq!(
+        preview["modified"],
+        json!([{"operation_key": "GET /planets", "name": "Get all planets",
+        "request_id": public["id"], "changes": ["summary"]}])
+    );
+    assert_eq!(preview["unchanged"].as_array().map(Vec::len), Some(9));
+    assert_eq!(app.admin(Method::POST, &sync, None).await.status, 200);
+    let after = app.admin(Method::GET, &format!("/collections/{id}"), None).await.body;
+    assert_eq!(request(&after, "List every planet")["id"], public["id"]);
 }
 
 #[tokio::test]
