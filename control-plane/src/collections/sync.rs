@@ -150,13 +150,15 @@ type ExistingRow = (
     Option<SqlJson<BTreeMap<String, String>>>,
 );
 
-async fn existing(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<Vec<Existing>, sqlx::Error> {
-    let rows: Vec<ExistingRow> = sqlx::query_as(
+/// The collection's requests that came from operations; `lock` holds them until the caller's transaction ends.
+async fn existing(conn: &mut PgConnection, org_id: Uuid, id: Uuid, lock: bool) -> Result<Vec<Existing>, sqlx::Error> {
+    let rows: Vec<ExistingRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT id, name, folder, method, url, headers, query, body, description, operation_key, deprecated, generated,
              fingerprints
          FROM collection_requests WHERE organization_id = $1 AND collection_id = $2 AND operation_key IS NOT NULL
-         ORDER BY id FOR UPDATE",
-    )
+         ORDER BY id {}",
+        if lock { "FOR UPDATE" } else { "" }
+    )))
     .bind(org_id)
     .bind(id)
     .fetch_all(conn)
@@ -285,11 +287,8 @@ async fn preview_sync(
 ) -> Result<Json<SyncDiff>, ApiError> {
     let (source, delete_removed) = config(&mut *app.pool.acquire().await?, caller.org_id, id).await?;
     let (mapped, sha256) = load_mapped(&app, caller.org_id, id, &source).await?;
-    let mut tx = app.pool.begin().await?;
-    let existing = existing(&mut tx, caller.org_id, id).await?;
-    let diff = plan(&existing, &mapped, &sha256, delete_removed).diff;
-    tx.rollback().await?;
-    Ok(Json(diff))
+    let existing = existing(&mut *app.pool.acquire().await?, caller.org_id, id, false).await?;
+    Ok(Json(plan(&existing, &mapped, &sha256, delete_removed).diff))
 }
 
 async fn update_request(
@@ -332,7 +331,7 @@ async fn apply_sync(
         .bind(id)
         .execute(&mut *tx)
         .await?;
-    let existing = existing(&mut tx, caller.org_id, id).await?;
+    let existing = existing(&mut tx, caller.org_id, id, true).await?;
     let plan = plan(&existing, &mapped, &sha256, delete_removed);
     insert_generated(&mut tx, caller.org_id, id, &plan.add).await?;
     for (found, generated) in &plan.update {
