@@ -26,15 +26,18 @@ pub async fn referencing_flows(
         Referenced::Collection(id) => ("collection_id", id),
         Referenced::Request(id) => ("request_id", id),
     };
-    // `@>` finds a node whose request_ref carries the id anywhere in the nodes array.
-    let pattern = serde_json::json!({"nodes": [{"request_ref": {field: id.to_string()}}]});
+    // Ids are compared lower-cased: a definition is stored as written, and a UUID may be written in capitals.
     sqlx::query_scalar(
-        "SELECT f.name FROM flows f WHERE f.organization_id = $1
-             AND (f.definition @> $2 OR EXISTS (SELECT 1 FROM flow_versions v WHERE v.flow_id = f.id AND v.definition @> $2))
+        "SELECT f.name FROM flows f WHERE f.organization_id = $1 AND (
+             EXISTS (SELECT 1 FROM jsonb_array_elements(f.definition->'nodes') n
+                     WHERE lower(n->'request_ref'->>$3) = $2)
+             OR EXISTS (SELECT 1 FROM flow_versions v, jsonb_array_elements(v.definition->'nodes') n
+                        WHERE v.flow_id = f.id AND lower(n->'request_ref'->>$3) = $2))
          ORDER BY f.name",
     )
     .bind(org_id)
-    .bind(&pattern)
+    .bind(id.to_string())
+    .bind(field)
     .fetch_all(conn)
     .await
 }

@@ -182,9 +182,10 @@ async fn flows_run_collection_requests_and_keep_them_from_being_deleted() {
         .await
         .body;
     let request_id = login["id"].as_str().expect("request id").to_owned();
+    // The request id written in capitals: references are found whatever the case.
     let node = |overrides: Value| {
         json!({"nodes": [{"id": "login", "kind": "request",
-        "request_ref": {"collection_id": id, "request_id": request_id, "overrides": overrides},
+        "request_ref": {"collection_id": id, "request_id": request_id.to_uppercase(), "overrides": overrides},
         "extractors": [{"name": "token", "kind": "jsonPath", "expression": "$.token"}]}]})
     };
     let flow = app.create_flow("uses a collection", node(json!({"headers": {"x-from-flow": "yes"}}))).await;

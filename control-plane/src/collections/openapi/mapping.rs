@@ -17,6 +17,8 @@ const OPERATION_METHODS: [&str; 8] = ["get", "put", "post", "delete", "options",
 const IGNORED_HEADERS: [&str; 3] = ["accept", "content-type", "authorization"];
 const MAX_NAME: usize = 200;
 const MAX_DESCRIPTION: usize = 10_000;
+/// Warnings listed in an answer; the rest are counted.
+const MAX_WARNINGS: usize = 100;
 
 /// A request as the description defines it.
 #[derive(Debug, Clone)]
@@ -383,6 +385,11 @@ pub fn map(document: &Value, source: Option<&reqwest::Url>) -> Mapped {
     if !examples.unresolved.is_empty() {
         let shown: Vec<&str> = examples.unresolved.iter().take(10).map(String::as_str).collect();
         mapped.warnings.push(format!("external or broken `$ref`s not followed: {}", shown.join(", ")));
+    }
+    if mapped.warnings.len() > MAX_WARNINGS {
+        let more = mapped.warnings.len() - MAX_WARNINGS;
+        mapped.warnings.truncate(MAX_WARNINGS);
+        mapped.warnings.push(format!("... and {more} more warnings"));
     }
     mapped
 }
