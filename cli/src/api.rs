@@ -18,14 +18,19 @@ pub struct Api {
     credentials: Credentials,
 }
 
-/// Turns a transport failure into a network error naming the server, never the key.
+/// Turns a transport failure into a network error naming the server and the root cause, never the key.
 pub fn network_error(base_url: &str, e: &reqwest::Error) -> CliError {
-    let mut reason = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(inner) = source {
-        reason = format!("{reason}: {inner}");
-        source = inner.source();
+    let mut root: &dyn std::error::Error = e;
+    while let Some(inner) = root.source() {
+        root = inner;
     }
+    let reason = if e.is_timeout() {
+        "timed out".to_owned()
+    } else if e.is_connect() {
+        format!("cannot connect ({root})")
+    } else {
+        root.to_string()
+    };
     CliError::Network(format!("cannot reach {base_url}: {reason}"))
 }
 

@@ -33,6 +33,7 @@ Exit codes:
 Examples:
   hookflow run --tag smoke --env staging --report junit=reports/hookflow.xml
   hookflow run --flow 0190a3c2-... --mode remote --label eu-west
+  hookflow collections sync 0190b1d4-... --file openapi.yaml --preview
   hookflow webhooks tail 8c0e... --json
   hookflow webhooks forward 8c0e... --to http://localhost:3000/hooks";
 
@@ -57,6 +58,9 @@ enum Command {
     /// Flows: list, get, export, import, publish.
     #[command(subcommand)]
     Flows(FlowsCommand),
+    /// Collections: list, import an OpenAPI description, sync with it.
+    #[command(subcommand)]
+    Collections(commands::collections::CollectionsCommand),
     /// API keys: create, list, delete, rotate.
     #[command(subcommand)]
     Keys(KeysCommand),
@@ -70,6 +74,7 @@ async fn dispatch(cli: Cli, style: Style) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Run(args) => return run::run(api, args, style).await,
         Command::Flows(command) => commands::flows::run(&api, command).await?,
+        Command::Collections(command) => commands::collections::run(&api, command, style).await?,
         Command::Keys(command) => commands::keys::run(&api, command).await?,
         Command::Webhooks(command) => commands::webhooks::run(&api, command, style).await?,
     }

@@ -1,5 +1,6 @@
-//! The resource commands: flows, API keys and webhooks.
+//! The resource commands: flows, collections, API keys and webhooks.
 
+pub mod collections;
 pub mod flows;
 pub mod forward;
 pub mod keys;

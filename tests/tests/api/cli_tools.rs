@@ -300,3 +300,45 @@ async fn the_ci_action_masks_the_key_first_and_fails_the_job_when_a_flow_fails()
         assert!(line.trim_start().starts_with("INPUT_"), "inputs only reach the script as env: {line}");
     }
 }
+
+#[tokio::test]
+async fn collections_are_imported_and_synced_from_the_command_line() {
+    let app = TestApp::spawn().await;
+    let cli = cli(&app.base);
+    let dir = std::env::temp_dir().join(format!("hookflow-cli-openapi-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let petstore = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/openapi/petstore-3.0.yaml"))
+        .expect("petstore");
+    let (v1, v2) = (dir.join("v1.yaml"), dir.join("v2.yaml"));
+    std::fs::write(&v1, &petstore).expect("v1");
+    std::fs::write(&v2, petstore.replace("summary: List all pets", "summary: List the pets")).expect("v2");
+
+    let imported = cli
+        .run(Some(&app.admin), &["collections", "import", "--file", &v1.display().to_string(), "--name", "Pets"])
+        .await;
+    assert_eq!(imported.code, 0, "{}", imported.all());
+    assert!(imported.stdout.contains("3 requests in 1 folders"), "{}", imported.stdout);
+    let id = imported.stdout.split_whitespace().nth(2).expect("id").to_owned();
+    let listed = cli.run(Some(&app.admin), &["collections", "list"]).await;
+    assert!(listed.stdout.contains(&id) && listed.stdout.contains("Pets"), "{}", listed.all());
+
+    let preview = cli
+        .run(Some(&app.admin), &["collections", "sync", &id, "--file", &v2.display().to_string(), "--preview"])
+        .await;
+    assert_eq!(preview.code, 0, "{}", preview.all());
+    assert!(preview.stdout.contains("~ GET /pets (List all pets) [summary]"), "{}", preview.stdout);
+    assert!(preview.stdout.contains("0 added, 1 modified, 0 removed, 2 unchanged"), "{}", preview.stdout);
+    let applied = cli.run(Some(&app.admin), &["collections", "sync", &id]).await;
+    assert_eq!(applied.code, 0, "{}", applied.all());
+    assert!(applied.stdout.contains("1 modified") && applied.stdout.contains("0 deleted"), "{}", applied.stdout);
+    let collection = app.admin(Method::GET, &format!("/collections/{id}"), None).await.body;
+    assert!(collection["requests"].as_array().expect("requests").iter().any(|r| r["name"] == "List the pets"));
+
+    let broken = dir.join("broken.yaml");
+    std::fs::write(&broken, "openapi: 3.0.3\ninfo: [").expect("broken");
+    let refused = cli.run(Some(&app.admin), &["collections", "import", "--file", &broken.display().to_string()]).await;
+    assert_eq!(refused.code, 4, "{}", refused.all());
+    assert!(refused.stderr.contains("YAML"), "{}", refused.all());
+    let neither = cli.run(Some(&app.admin), &["collections", "import"]).await;
+    assert_eq!(neither.code, 2, "{}", neither.all());
+}
