@@ -58,11 +58,6 @@ impl Api {
         &self.credentials
     }
 
-    /// The underlying HTTP client (for calls that carry no key, such as job reports and forwarding).
-    pub fn http(&self) -> &reqwest::Client {
-        &self.http
-    }
-
     /// A request to `path` (relative to the base URL) with the key and organization headers.
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
         self.http

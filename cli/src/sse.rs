@@ -49,11 +49,6 @@ impl EventStream {
         Self { api, path, last_id, events: None, notice }
     }
 
-    /// The id of the last event handed out.
-    pub fn last_id(&self) -> Option<&str> {
-        self.last_id.as_deref()
-    }
-
     /// Connects now (rather than on the first `next`), so the caller knows the stream is live.
     pub async fn open(&mut self) -> Result<(), CliError> {
         self.reconnect(false).await

@@ -22,7 +22,7 @@ fn retry_policy() -> ExponentialBuilder {
 /// How a job is run beyond the defaults.
 #[derive(Debug, Default)]
 pub struct Options {
-    /// Also receives every (masked) node result as it is reported: for a caller that shows progress.
+    /// Also receives every (masked) node result as the reporter takes it: for a caller that shows progress.
     pub observer: Option<mpsc::UnboundedSender<NodeResult>>,
     /// When nothing was reported for this long, an empty report keeps the lease alive. For callers that send no
     /// runner heartbeats (the CLI's ephemeral runs).
@@ -49,11 +49,16 @@ async fn report_all(
     job: Job,
     mut results: mpsc::UnboundedReceiver<NodeResult>,
     cancel: CancellationToken,
-    keep_alive: Option<Duration>,
+    options: Options,
 ) -> Result<(), ClientError> {
+    let observe = |result: &NodeResult| {
+        if let Some(observer) = &options.observer {
+            let _ = observer.send(result.clone());
+        }
+    };
     let mut batch = Vec::new();
     loop {
-        let next = match keep_alive {
+        let next = match options.keep_alive {
             None => results.recv().await,
             Some(period) => tokio::select! {
                 next = results.recv() => next,
@@ -64,9 +69,11 @@ async fn report_all(
             },
         };
         let Some(first) = next else { break };
+        observe(&first);
         batch.clear();
         batch.push(first);
         while let Ok(more) = results.try_recv() {
+            observe(&more);
             batch.push(more);
         }
         post(&client, &job, &batch, &cancel).await?;
@@ -94,26 +101,8 @@ pub async fn execute_with(
 ) -> Result<Outcome, ClientError> {
     let (sink, results) = mpsc::unbounded_channel();
     // Its own task, so reports are encoded and sent in parallel with the run.
-    let reporting = tokio::spawn(report_all(client.clone(), job.clone(), results, cancel.clone(), options.keep_alive));
-    let outcome = match options.observer {
-        None => engine.run(job, &sink, cancel).await,
-        Some(observer) => {
-            let (tap, mut tapped) = mpsc::unbounded_channel::<NodeResult>();
-            let forward = async {
-                while let Some(result) = tapped.recv().await {
-                    let _ = observer.send(result.clone());
-                    let _ = sink.send(result);
-                }
-            };
-            let run = async move {
-                let outcome = engine.run(job, &tap, cancel).await;
-                drop(tap);
-                outcome
-            };
-            let (outcome, ()) = tokio::join!(run, forward);
-            outcome
-        }
-    };
+    let reporting = tokio::spawn(report_all(client.clone(), job.clone(), results, cancel.clone(), options));
+    let outcome = engine.run(job, &sink, cancel).await;
     drop(sink);
     match reporting.await {
         Ok(reported) => reported?,

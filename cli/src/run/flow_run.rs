@@ -130,8 +130,7 @@ async fn run_here(
                 FinalStatus::Succeeded => RunStatus::Succeeded,
                 FinalStatus::Failed => RunStatus::Failed,
                 FinalStatus::Error => RunStatus::Error,
-                FinalStatus::Cancelled if stop.is_stopped() => stop.cancelled_status(),
-                FinalStatus::Cancelled => RunStatus::Cancelled,
+                FinalStatus::Cancelled => stop.cancelled_status(),
             };
             run.error = outcome.error;
             Ok(())
@@ -203,7 +202,7 @@ async fn follow(
                 nodes.retain(|node| i64::from(node.attempt) == attempt);
                 let status = data["status"].as_str().unwrap_or("error");
                 run.status = match RunStatus::from_execution(status) {
-                    RunStatus::Cancelled if stop.is_stopped() => stop.cancelled_status(),
+                    RunStatus::Cancelled => stop.cancelled_status(),
                     other => other,
                 };
                 run.error = data["error"].as_str().map(str::to_owned);

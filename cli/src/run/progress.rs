@@ -28,10 +28,6 @@ impl Progress {
         Arc::new(Self { style, bars })
     }
 
-    pub fn style(&self) -> Style {
-        self.style
-    }
-
     /// A line that stays, printed above the bars when there are some.
     pub fn line(&self, text: &str) {
         match &self.bars {

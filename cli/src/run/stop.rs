@@ -37,7 +37,7 @@ impl Stop {
         &self.token
     }
 
-    /// A cancelled run's status, given why the run stopped.
+    /// A cancelled flow's status: `timed_out` when `--timeout` stopped the run, else `cancelled`.
     pub fn cancelled_status(&self) -> crate::run::outcome::RunStatus {
         use crate::run::outcome::RunStatus;
         match self.reason() {

@@ -18,8 +18,7 @@ use hookflow_shared::api::Page;
 use hookflow_shared::api::collections::{
     Collection, CollectionDetail, CollectionRequest, PatchCollection, WriteCollection, WriteRequest,
 };
-use hookflow_shared::flow::definition::METHODS;
-use hookflow_shared::flow::template;
+use hookflow_shared::flow::definition::{RequestParts, request_problems};
 use sqlx::PgConnection;
 use sqlx::types::Json as SqlJson;
 use std::collections::BTreeMap;
@@ -54,9 +53,6 @@ fn check_variables(variables: &BTreeMap<String, String>) -> Result<(), ApiError>
 pub fn check_request(mut request: WriteRequest) -> Result<WriteRequest, ApiError> {
     request.name = display_name("name", &request.name)?;
     request.method = request.method.trim().to_ascii_uppercase();
-    if !METHODS.contains(&request.method.as_str()) {
-        return Err(ApiError::invalid(format!("invalid field `method`: use one of {}", METHODS.join(", "))));
-    }
     if request.url.trim().is_empty() {
         return Err(ApiError::invalid("invalid field `url`: must not be empty"));
     }
@@ -65,12 +61,15 @@ pub fn check_request(mut request: WriteRequest) -> Result<WriteRequest, ApiError
         Some(folder) => Some(display_name("folder", folder)?),
     };
     bounded_text("description", request.description.as_deref(), 10_000)?;
-    let mut templated = vec![("url".to_owned(), request.url.as_str())];
-    templated.extend(request.headers.iter().map(|(k, v)| (format!("headers.{k}"), v.as_str())));
-    templated.extend(request.query.iter().map(|(k, v)| (format!("query.{k}"), v.as_str())));
-    templated.extend(request.body.as_deref().map(|b| ("body".to_owned(), b)));
-    for (field, text) in templated {
-        template::check(text).map_err(|e| ApiError::invalid(format!("invalid field `{field}`: {e}")))?;
+    let parts = RequestParts {
+        method: Some(&request.method),
+        url: Some(&request.url),
+        headers: &request.headers,
+        query: &request.query,
+        body: request.body.as_deref(),
+    };
+    if let Some((field, message)) = request_problems("", parts).into_iter().next() {
+        return Err(ApiError::invalid(format!("invalid field `{field}`: {message}")));
     }
     Ok(request)
 }

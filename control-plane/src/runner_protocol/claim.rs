@@ -53,10 +53,6 @@ announced AS (
     SELECT id, event_count, jsonb_build_object('type', 'node.started', 'node_id', first_node, 'attempt', attempt)::text
     FROM claimed WHERE first_node IS NOT NULL)";
 
-/// The claim's answer, with the wake-up of the execution's stream subscribers.
-const CLAIM_RESULT: &str =
-    " SELECT claimed.* FROM claimed, pg_notify('hookflow_executions', claimed.id::text) AS notified";
-
 const PICK_IN_ORGANIZATION: &str = "WITH picked AS (
     SELECT id FROM executions WHERE organization_id = $5 AND status = 'queued' AND runner_labels <@ $6
     ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)";
@@ -117,12 +113,18 @@ async fn claim(
     rand::rng().fill_bytes(&mut random);
     let job_token = TokenKind::Job.assemble(&random);
     let lease_s = app.settings.lease.as_secs_f64();
-    let sql = match target {
-        Target::Organization { .. } => format!("{PICK_IN_ORGANIZATION}{CLAIM_TAIL}{CLAIM_RESULT}"),
-        Target::AnyOrganization { .. } => format!("{PICK_FAIRLY}{CLAIM_TAIL}{SERVED}{CLAIM_RESULT}"),
-        Target::Execution { .. } => format!("{PICK_ONE}{CLAIM_TAIL}{CLAIM_RESULT}"),
-        Target::Reissue { .. } => format!("{PICK_REISSUE}{CLAIM_TAIL}{CLAIM_RESULT}"),
+    let pick = match target {
+        Target::Organization { .. } => PICK_IN_ORGANIZATION,
+        Target::AnyOrganization { .. } => PICK_FAIRLY,
+        Target::Execution { .. } => PICK_ONE,
+        Target::Reissue { .. } => PICK_REISSUE,
     };
+    let served = if matches!(target, Target::AnyOrganization { .. }) { SERVED } else { "" };
+    // The answer, with the wake-up of the execution's stream subscribers.
+    let sql = format!(
+        "{pick}{CLAIM_TAIL}{served} SELECT claimed.* FROM claimed, pg_notify('{}', claimed.id::text) AS notified",
+        crate::executions::events::EXECUTIONS_CHANNEL
+    );
     let query = sqlx::query_as::<_, Claimed>(sqlx::AssertSqlSafe(sql))
         .bind(runner_id)
         .bind(job_id)

@@ -316,28 +316,58 @@ pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
     if problems.is_empty() { Ok(definition) } else { Err(problems) }
 }
 
-/// Checks a request's method and templates; `at` prefixes the field names.
-fn check_request_parts(
-    at: &str,
-    method: Option<&String>,
-    url: Option<&String>,
-    headers: &BTreeMap<String, String>,
-    query: &BTreeMap<String, String>,
-    body: Option<&str>,
-    problem: &mut impl FnMut(&str, String),
-) {
-    if let Some(method) = method.filter(|m| !METHODS.contains(&m.as_str())) {
-        problem(&format!("{at}.method"), format!("`{method}` is not one of {}", METHODS.join(", ")));
-    }
-    let mut templated: Vec<(String, &str)> = url.map(|u| (format!("{at}.url"), u.as_str())).into_iter().collect();
-    templated.extend(headers.iter().map(|(k, v)| (format!("{at}.headers.{k}"), v.as_str())));
-    templated.extend(query.iter().map(|(k, v)| (format!("{at}.query.{k}"), v.as_str())));
-    templated.extend(body.map(|b| (format!("{at}.body"), b)));
-    for (field, text) in templated {
-        if let Err(e) = template::check(text) {
-            problem(&field, e.to_string());
+/// The parts of a request that are checked, wherever the request comes from (an inline request, a reference's
+/// overrides, a collection request); absent parts are not checked.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestParts<'a> {
+    pub method: Option<&'a str>,
+    pub url: Option<&'a str>,
+    pub headers: &'a BTreeMap<String, String>,
+    pub query: &'a BTreeMap<String, String>,
+    pub body: Option<&'a str>,
+}
+
+impl<'a> From<&'a RequestSpec> for RequestParts<'a> {
+    fn from(r: &'a RequestSpec) -> Self {
+        Self {
+            method: Some(&r.method),
+            url: Some(&r.url),
+            headers: &r.headers,
+            query: &r.query,
+            body: r.body.as_deref(),
         }
     }
+}
+
+impl<'a> From<&'a RequestOverrides> for RequestParts<'a> {
+    fn from(o: &'a RequestOverrides) -> Self {
+        Self {
+            method: o.method.as_deref(),
+            url: o.url.as_deref(),
+            headers: &o.headers,
+            query: &o.query,
+            body: o.body.as_deref(),
+        }
+    }
+}
+
+/// Problems of a request's method and templates as `(field, message)`; `at` (may be empty) prefixes the fields.
+pub fn request_problems(at: &str, parts: RequestParts<'_>) -> Vec<(String, String)> {
+    let field = |name: &str| if at.is_empty() { name.to_owned() } else { format!("{at}.{name}") };
+    let mut problems = Vec::new();
+    if let Some(method) = parts.method.filter(|m| !METHODS.contains(m)) {
+        problems.push((field("method"), format!("`{method}` is not one of {}", METHODS.join(", "))));
+    }
+    let mut templated: Vec<(String, &str)> = parts.url.map(|u| (field("url"), u)).into_iter().collect();
+    templated.extend(parts.headers.iter().map(|(k, v)| (field(&format!("headers.{k}")), v.as_str())));
+    templated.extend(parts.query.iter().map(|(k, v)| (field(&format!("query.{k}")), v.as_str())));
+    templated.extend(parts.body.map(|b| (field("body"), b)));
+    for (name, text) in templated {
+        if let Err(e) = template::check(text) {
+            problems.push((name, e.to_string()));
+        }
+    }
+    problems
 }
 
 fn check_request(n: &RequestNode, problem: &mut impl FnMut(&str, String)) {
@@ -348,27 +378,14 @@ fn check_request(n: &RequestNode, problem: &mut impl FnMut(&str, String)) {
             if request.url.trim().is_empty() {
                 problem("request.url", "must not be empty".into());
             }
-            check_request_parts(
-                "request",
-                Some(&request.method),
-                Some(&request.url),
-                &request.headers,
-                &request.query,
-                request.body.as_deref(),
-                problem,
-            );
+            for (field, message) in request_problems("request", request.into()) {
+                problem(&field, message);
+            }
         }
         (None, Some(reference)) => {
-            if let Some(o) = &reference.overrides {
-                check_request_parts(
-                    "request_ref.overrides",
-                    o.method.as_ref(),
-                    o.url.as_ref(),
-                    &o.headers,
-                    &o.query,
-                    o.body.as_deref(),
-                    problem,
-                );
+            let overrides = reference.overrides.as_ref().map(|o| request_problems("request_ref.overrides", o.into()));
+            for (field, message) in overrides.unwrap_or_default() {
+                problem(&field, message);
             }
         }
     }
