@@ -4,6 +4,7 @@
 use crate::load::{self, BoxError, Connection};
 use crate::setup::Rig;
 use bytes::Bytes;
+use hookflow_shared::wire::header;
 use http_body_util::BodyExt as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -144,7 +145,7 @@ async fn subscribe_and_send(
     for _ in 0..subscriber_count {
         let mut connection = Connection::open(base).await?;
         let mut body = connection
-            .open_stream(&format!("/webhooks/{webhook}/stream"), &[("x-api-key", key), ("x-organization-id", org)])
+            .open_stream(&format!("/webhooks/{webhook}/stream"), &[(header::API_KEY, key), (header::ORGANIZATION, org)])
             .await?;
         let samples = samples.clone();
         subscribers.push(tokio::spawn(async move {

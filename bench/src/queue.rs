@@ -6,6 +6,7 @@ use crate::load::{BoxError, on_load_runtime, percentile_ms};
 use crate::setup::Rig;
 use hookflow_runner::client::{Client, Connection};
 use hookflow_shared::api::runners::{FinalStatus, Host, RegisterRunner};
+use hookflow_shared::wire::header;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -88,8 +89,8 @@ async fn register(client: &Client) -> Result<uuid::Uuid, BoxError> {
 async fn launch_once(http: &reqwest::Client, base: &str, key: &str, org: &str, flow: &str) -> Result<(), BoxError> {
     let response = http
         .post(format!("{base}/flows/{flow}/launch"))
-        .header("X-Api-Key", key)
-        .header("X-Organization-Id", org)
+        .header(header::API_KEY, key)
+        .header(header::ORGANIZATION, org)
         .body("{}")
         .send()
         .await?;

@@ -1,10 +1,11 @@
 //! A durable PostgreSQL cluster in a fresh /tmp directory and a real control plane on 127.0.0.1:0 over it.
 
 use hookflow_control_plane::admin::{keys, organization};
-use hookflow_control_plane::auth::Actor;
 use hookflow_control_plane::db::{self, embedded};
+use hookflow_control_plane::http::auth::Actor;
 use hookflow_control_plane::state::{AppState, Settings};
 use hookflow_shared::ScopeSet;
+use hookflow_shared::wire::header;
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
@@ -54,8 +55,9 @@ impl Rig {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base = format!("http://{}", listener.local_addr()?);
         let shutdown = CancellationToken::new();
-        let state = AppState::start(pool.clone(), Settings::new(base.clone()), shutdown.clone());
-        tokio::spawn(hookflow_control_plane::app::serve(listener, state));
+        let state = AppState::new(pool.clone(), Settings::new(base.clone()), shutdown.clone());
+        hookflow_control_plane::tasks::start(&state);
+        tokio::spawn(hookflow_control_plane::http::serve(listener, state));
         Ok(Self { base, pool, org: org.id, key: key.key, cluster, root, shutdown })
     }
 
@@ -67,8 +69,8 @@ impl Rig {
             "POST",
             "/webhooks",
             &[
-                ("X-Api-Key", &self.key),
-                ("X-Organization-Id", &self.org.to_string()),
+                (header::API_KEY, &self.key),
+                (header::ORGANIZATION, &self.org.to_string()),
                 ("Content-Type", "application/json"),
             ],
             body.into_bytes(),
@@ -87,8 +89,8 @@ impl Rig {
             "POST",
             path,
             &[
-                ("X-Api-Key", &self.key),
-                ("X-Organization-Id", &self.org.to_string()),
+                (header::API_KEY, &self.key),
+                (header::ORGANIZATION, &self.org.to_string()),
                 ("Content-Type", "application/json"),
             ],
             body.to_string().into_bytes(),

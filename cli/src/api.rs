@@ -4,13 +4,11 @@
 use crate::config::Credentials;
 use crate::error::CliError;
 use hookflow_shared::api::page::Page;
+use hookflow_shared::wire::{Refusal, header};
 use reqwest::{Method, RequestBuilder, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::time::Duration;
-
-/// Tells the server an execution was launched from the CLI (`trigger: cli`).
-pub const TRIGGER_HEADER: &str = "x-hookflow-trigger";
 
 #[derive(Debug, Clone)]
 pub struct Api {
@@ -37,11 +35,9 @@ pub fn network_error(base_url: &str, e: &reqwest::Error) -> CliError {
 /// Reads an error answer into `CliError::Api`.
 pub async fn refusal(response: Response) -> CliError {
     let status = response.status().as_u16();
-    let body: serde_json::Value = response.json().await.unwrap_or_default();
-    let code = body["error"]["code"].as_str().unwrap_or("error").to_owned();
-    let message =
-        body["error"]["message"].as_str().map_or_else(|| format!("the server answered {status}"), str::to_owned);
-    CliError::Api { status, code, message }
+    let body = response.bytes().await.unwrap_or_default();
+    let refusal = Refusal::parse(status, &body);
+    CliError::Api { status, code: refusal.code_name().to_owned(), message: refusal.message }
 }
 
 impl Api {
@@ -62,8 +58,8 @@ impl Api {
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
         self.http
             .request(method, format!("{}{path}", self.credentials.base_url))
-            .header("x-api-key", &self.credentials.api_key)
-            .header("x-organization-id", self.credentials.organization_id.to_string())
+            .header(header::API_KEY, &self.credentials.api_key)
+            .header(header::ORGANIZATION, self.credentials.organization_id.to_string())
     }
 
     /// Sends and answers the response if it is a success.

@@ -6,6 +6,7 @@ use crate::api::Api;
 use crate::error::CliError;
 use eventsource_stream::{Event, EventStreamError, Eventsource as _};
 use futures_util::{Stream, StreamExt as _};
+use hookflow_shared::wire::header;
 use reqwest::Method;
 use serde_json::Value;
 use std::pin::Pin;
@@ -62,7 +63,7 @@ impl EventStream {
     async fn connect(&self) -> Result<Events, CliError> {
         let mut request = self.api.request(Method::GET, &self.path).header("accept", "text/event-stream");
         if let Some(id) = &self.last_id {
-            request = request.header("last-event-id", id);
+            request = request.header(header::LAST_EVENT_ID, id);
         }
         let response = self.api.send_raw(request).await?;
         Ok(Box::pin(response.bytes_stream().eventsource()))

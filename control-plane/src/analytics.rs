@@ -1,18 +1,18 @@
 //! Analytics from the per-minute capture counters (never a scan of the captures): volume over time in minute,
 //! hour or day buckets (UTC, empty buckets as 0), method breakdown, and the organization overview.
 
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::extract::{ApiPath, ApiQuery};
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::{ApiPath, ApiQuery};
 use crate::state::AppState;
 use crate::webhooks::endpoints::ensure_exists;
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use hookflow_shared::Timestamp;
 use hookflow_shared::api::analytics::{
     Bucket, CaptureTotals, EndpointCount, MethodBreakdown, MethodCount, Overview, Volume, VolumePoint,
 };
-use hookflow_shared::{ErrorBody, Timestamp};
 use std::collections::{BTreeMap, HashMap};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -105,9 +105,7 @@ impl Series {
 
 /// Capture volume over time.
 #[utoipa::path(get, path = "/webhooks/{id}/analytics/volume", tag = "Analytics", params(("id" = Uuid, Path), VolumeParams),
-    responses((status = 200, body = Volume), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Volume), (status = 400), (status = 404)))]
 async fn volume(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksRead>,
@@ -139,9 +137,7 @@ async fn volume(
 
 /// Captures by HTTP method.
 #[utoipa::path(get, path = "/webhooks/{id}/analytics/methods", tag = "Analytics", params(("id" = Uuid, Path), Window),
-    responses((status = 200, body = MethodBreakdown), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = MethodBreakdown), (status = 400), (status = 404)))]
 async fn methods(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksRead>,
@@ -175,9 +171,7 @@ async fn methods(
 
 /// Organization totals: captures per endpoint and executions by status.
 #[utoipa::path(get, path = "/analytics/overview", tag = "Analytics", params(Window),
-    responses((status = 200, body = Overview), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Overview), (status = 400)))]
 async fn overview(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksRead>,

@@ -1,12 +1,11 @@
 //! Catalog and sandboxes, backed by the same code in `shared` the runner uses: extractor kinds and an evaluator,
 //! the 14 assertion operators and an evaluator, and the special node kinds.
 
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::extract::ApiJson;
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::ApiJson;
 use crate::state::AppState;
 use axum::Json;
-use hookflow_shared::ErrorBody;
 use hookflow_shared::api::catalog::{
     AssertionResults, EvaluateAssertions, EvaluateExtractor, Extracted, Field, KindInfo, KindList, OperatorInfo,
     OperatorList,
@@ -33,8 +32,7 @@ fn field(name: &str, kind: &str, required: bool) -> Field {
 
 /// The five extractor kinds and their fields.
 #[utoipa::path(get, path = "/extractors", tag = "Extractors",
-    responses((status = 200, body = KindList), (status = 401, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = KindList)))]
 async fn list_extractors(_caller: Caller<scope::Any>) -> Json<KindList> {
     let items = ExtractorKind::ALL
         .iter()
@@ -49,8 +47,7 @@ async fn list_extractors(_caller: Caller<scope::Any>) -> Json<KindList> {
 
 /// Run an extractor on a sample response.
 #[utoipa::path(post, path = "/extractors/evaluate", tag = "Extractors", request_body = EvaluateExtractor,
-    responses((status = 200, body = Extracted), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Extracted), (status = 400)))]
 async fn evaluate_extractor(
     _caller: Caller<scope::Any>,
     ApiJson(body): ApiJson<EvaluateExtractor>,
@@ -64,8 +61,7 @@ async fn evaluate_extractor(
 
 /// The 14 assertion operators.
 #[utoipa::path(get, path = "/assertions/operators", tag = "Assertions",
-    responses((status = 200, body = OperatorList), (status = 401, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = OperatorList)))]
 async fn list_operators(_caller: Caller<scope::Any>) -> Json<OperatorList> {
     let items = Operator::ALL
         .iter()
@@ -80,8 +76,7 @@ async fn list_operators(_caller: Caller<scope::Any>) -> Json<OperatorList> {
 
 /// Evaluate assertions against named values, in order.
 #[utoipa::path(post, path = "/assertions/evaluate", tag = "Assertions", request_body = EvaluateAssertions,
-    responses((status = 200, body = AssertionResults), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = AssertionResults), (status = 400)))]
 async fn evaluate_assertions(
     _caller: Caller<scope::Any>,
     ApiJson(body): ApiJson<EvaluateAssertions>,
@@ -102,8 +97,7 @@ async fn evaluate_assertions(
 
 /// The special (non-request) node kinds.
 #[utoipa::path(get, path = "/special-nodes", tag = "SpecialNodes",
-    responses((status = 200, body = KindList), (status = 401, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = KindList)))]
 async fn list_special_nodes(_caller: Caller<scope::Any>) -> Json<KindList> {
     let node = |kind: &str, description: &str, fields: Vec<Field>| KindInfo {
         kind: kind.into(),

@@ -1,37 +1,34 @@
-//! hookflow control plane: the REST + SSE API, capture path, queue, auth and the embedded PostgreSQL manager.
-//! `app::serve` runs it on any listener; `server::run` is the binary's entry point.
+//! hookflow control plane: the REST + SSE API, the capture path, the execution queue, authentication and the
+//! embedded PostgreSQL manager. The folders are the layers, lowest first:
+//!
+//! - `signals`, `crypto`, `state`: wake-ups and NOTIFY channels, encryption at rest, and `AppState` (plain data).
+//! - `db/`: connecting, the embedded cluster, migrations, the data directory, the PATCH statement builder.
+//! - `http/`: the listener and router, errors, extractors, authentication, pagination, field checks, OpenAPI.
+//! - `outbound/`: the one guarded client for requests the server itself makes.
+//! - `queue/`: the execution state machine (create, claim, report, lease, finish, release) and its event log.
+//! - `tasks/`: background loops (LISTEN fan-out, retention, lease rescue, schedules).
+//! - one folder per resource, with its routes and SQL together: `webhooks/`, `capture/`, `analytics`, `flows/`,
+//!   `executions/`, `collections/`, `resources`, `admin/`, `catalog`, `runner_protocol/`.
+//! - `server/`: the binary's commands (serve, operator commands), configuration, first start, embedded runner.
+//!
+//! `http::serve` runs the API on any listener; `server::run` is the binary's entry point.
 
 pub mod admin;
 pub mod analytics;
-pub mod app;
-pub mod audit;
-pub mod auth;
-pub mod bootstrap;
 pub mod capture;
 pub mod catalog;
 pub mod collections;
-pub mod config;
 pub mod crypto;
-pub mod data_dir;
 pub mod db;
-pub mod embedded_runner;
-pub mod error;
 pub mod executions;
-pub mod extract;
 pub mod flows;
-pub mod health;
-pub mod http_server;
-pub mod notify;
-pub mod openapi;
-pub mod operator;
+pub mod http;
 pub mod outbound;
-pub mod pagination;
-pub mod raw_head;
+pub mod queue;
 pub mod resources;
-pub mod retention;
 pub mod runner_protocol;
-pub mod scheduler;
 pub mod server;
+pub mod signals;
 pub mod state;
-pub mod storage;
+pub mod tasks;
 pub mod webhooks;

@@ -1,7 +1,7 @@
 //! `hookflow-server`: parses the command line and runs the control plane or an operator command.
 
 use clap::Parser as _;
-use hookflow_control_plane::{config::Cli, server};
+use hookflow_control_plane::server::{self, config::Cli};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

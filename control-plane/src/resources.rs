@@ -1,17 +1,16 @@
 //! Organization resources: secrets (write-only, encrypted at rest, names and times readable) and variables.
 //! Writing or deleting a secret is recorded in the audit log, never with its value.
 
-use crate::audit::{self, AuditEvent};
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::pagination::{self, ListParams};
+use crate::admin::audit::{self, AuditEvent};
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::pagination::{self, ListParams};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use hookflow_shared::ErrorBody;
 use hookflow_shared::api::Page;
 use hookflow_shared::api::resources::{PutValue, SecretInfo, Variable};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -48,9 +47,7 @@ fn check_value(value: &str) -> Result<(), ApiError> {
 
 /// List secret names, alphabetically (never their values).
 #[utoipa::path(get, path = "/secrets", tag = "Resources", params(ListParams),
-    responses((status = 200, body = Page<SecretInfo>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Page<SecretInfo>), (status = 400)))]
 async fn list_secrets(
     State(app): State<AppState>,
     caller: Caller<scope::ResourcesRead>,
@@ -79,9 +76,7 @@ async fn list_secrets(
 
 /// Write a secret (create or replace). The value cannot be read back.
 #[utoipa::path(put, path = "/secrets/{name}", tag = "Resources", params(("name" = String, Path)), request_body = PutValue,
-    responses((status = 200, body = SecretInfo), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = SecretInfo), (status = 400)))]
 async fn put_secret(
     State(app): State<AppState>,
     caller: Caller<scope::ResourcesWrite>,
@@ -119,8 +114,7 @@ async fn put_secret(
 
 /// Delete a secret.
 #[utoipa::path(delete, path = "/secrets/{name}", tag = "Resources", params(("name" = String, Path)),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 204), (status = 404)))]
 async fn delete_secret(
     State(app): State<AppState>,
     caller: Caller<scope::ResourcesWrite>,
@@ -155,9 +149,7 @@ fn variable((name, value, created_at, updated_at): VariableRow) -> Variable {
 
 /// List organization variables, alphabetically.
 #[utoipa::path(get, path = "/variables", tag = "Resources", params(ListParams),
-    responses((status = 200, body = Page<Variable>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Page<Variable>), (status = 400)))]
 async fn list_variables(
     State(app): State<AppState>,
     caller: Caller<scope::ResourcesRead>,
@@ -178,9 +170,7 @@ async fn list_variables(
 
 /// Write a variable (create or replace).
 #[utoipa::path(put, path = "/variables/{name}", tag = "Resources", params(("name" = String, Path)), request_body = PutValue,
-    responses((status = 200, body = Variable), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Variable), (status = 400)))]
 async fn put_variable(
     State(app): State<AppState>,
     caller: Caller<scope::ResourcesWrite>,
@@ -204,8 +194,7 @@ async fn put_variable(
 
 /// Delete a variable.
 #[utoipa::path(delete, path = "/variables/{name}", tag = "Resources", params(("name" = String, Path)),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 204), (status = 404)))]
 async fn delete_variable(
     State(app): State<AppState>,
     caller: Caller<scope::ResourcesWrite>,

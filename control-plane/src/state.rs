@@ -1,9 +1,11 @@
-//! `AppState`: what every handler can reach — the pool, settings, the capture cache and writer, the stream hub
-//! and the shutdown signal — and `AppState::start`, which also starts the background tasks.
+//! `AppState`: what every handler can reach, as plain data: the pool, settings, the in-process caches, the
+//! capture writer and stream hub, the wake-up signals and the shutdown token. Background loops are `tasks`'.
 
 use crate::capture::cache::EndpointCache;
+use crate::capture::hub::StreamHub;
 use crate::capture::writer::CaptureWriter;
-use crate::webhooks::hub::StreamHub;
+use crate::http::auth::key_cache::KeyCache;
+use crate::signals::{Invalidation, QueueSignal};
 use sqlx::PgPool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,10 +19,11 @@ pub struct Inner {
     pub pool: PgPool,
     pub settings: Settings,
     pub endpoints: EndpointCache,
+    pub keys: KeyCache,
     pub captures: CaptureWriter,
     pub hub: Arc<StreamHub>,
     /// Wakes long-polling claims.
-    pub queue: crate::runner_protocol::QueueSignal,
+    pub queue: QueueSignal,
     /// Ids of executions with new events (execution streams filter their own).
     pub execution_wakes: tokio::sync::broadcast::Sender<uuid::Uuid>,
     /// Cancelled when the server stops: streams end, background tasks return.
@@ -73,43 +76,39 @@ impl Settings {
 }
 
 impl AppState {
-    /// Builds the state and starts the capture writer, the LISTEN task and retention; all stop with `shutdown`
-    /// (the writer once the last request using it is done).
-    pub fn start(pool: PgPool, settings: Settings, shutdown: CancellationToken) -> Self {
-        let state = Self(Arc::new(Inner {
+    /// Builds the state and starts the capture writer, which ends once the last request using it is done.
+    /// `crate::tasks::start` starts the background loops.
+    pub fn new(pool: PgPool, settings: Settings, shutdown: CancellationToken) -> Self {
+        Self(Arc::new(Inner {
             captures: CaptureWriter::start(pool.clone()),
             hub: StreamHub::new(pool.clone(), shutdown.clone(), settings.stream_buffer),
             endpoints: EndpointCache::default(),
-            queue: crate::runner_protocol::QueueSignal::default(),
+            keys: KeyCache::default(),
+            queue: QueueSignal::default(),
             execution_wakes: tokio::sync::broadcast::channel(4096).0,
             pool,
             settings,
             shutdown,
-        }));
-        tokio::spawn(crate::notify::run(state.clone()));
-        tokio::spawn(crate::retention::run(state.clone()));
-        tokio::spawn(crate::runner_protocol::rescue::run(state.clone()));
-        tokio::spawn(crate::scheduler::run(state.clone()));
-        state
+        }))
     }
-}
 
-/// Runs `pass` every `interval` until shutdown; a failed pass is logged as `what` and tried again next time.
-pub async fn every<F, Fut, T>(shutdown: CancellationToken, interval: Duration, what: &str, mut pass: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
-{
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            () = shutdown.cancelled() => return,
+    /// Drops what an invalidation names from this process's caches.
+    pub fn invalidate(&self, invalidation: Invalidation) {
+        match invalidation {
+            Invalidation::Endpoint(id) => self.endpoints.invalidate(id),
+            Invalidation::Organization(id) => {
+                self.endpoints.forget_organization(id);
+                self.keys.forget_organization(id);
+            }
+            Invalidation::Key(id) => self.keys.forget_key(id),
+            Invalidation::Session(_) | Invalidation::User(_) => {}
         }
-        if let Err(e) = pass().await {
-            tracing::warn!(error = %e, "{what} failed; retrying");
-        }
+    }
+
+    /// Drops every cached entry: invalidations may have been missed.
+    pub fn forget_cached(&self) {
+        self.endpoints.clear();
+        self.keys.clear();
     }
 }
 

@@ -3,8 +3,10 @@
 
 use hookflow_shared::api::executions::NodeResult;
 use hookflow_shared::api::runners::{
-    Complete, FinalStatus, Heartbeat, HeartbeatReply, Job, Metrics, NextJob, RegisterRunner, Registered, ReportReply,
+    Complete, FinalStatus, Heartbeat, HeartbeatReply, Job, Metrics, NextJob, NodeReportBatch, RegisterRunner,
+    Registered, ReportReply,
 };
+use hookflow_shared::wire::{Refusal, header, runner_route};
 use reqwest::StatusCode;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -20,7 +22,7 @@ pub enum ClientError {
     #[error("the job is no longer ours ({0})")]
     JobLost(StatusCode),
     #[error("the control plane answered {status}: {message}")]
-    Status { status: StatusCode, message: String },
+    Status { status: StatusCode, code: &'static str, message: String },
     #[error("cannot reach the control plane: {0}")]
     Transport(String),
 }
@@ -76,9 +78,9 @@ impl Client {
     }
 
     fn with_key(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        let builder = builder.header("x-api-key", &self.connection.api_key);
+        let builder = builder.header(header::API_KEY, &self.connection.api_key);
         match self.connection.organization_id {
-            Some(org) => builder.header("x-organization-id", org.to_string()),
+            Some(org) => builder.header(header::ORGANIZATION, org.to_string()),
             None => builder,
         }
     }
@@ -102,9 +104,9 @@ impl Client {
         if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
             return Err(ClientError::Refused(status));
         }
-        let body: serde_json::Value = response.json().await.unwrap_or_default();
-        let message = body["error"]["message"].as_str().unwrap_or("no details").to_owned();
-        Err(ClientError::Status { status, message })
+        let body = response.bytes().await.unwrap_or_default();
+        let refusal = Refusal::parse(status.as_u16(), &body);
+        Err(ClientError::Status { status, code: refusal.code_name(), message: refusal.message })
     }
 
     async fn post_key<B: Serialize, T: DeserializeOwned>(
@@ -116,7 +118,9 @@ impl Client {
     }
 
     pub async fn register(&self, registration: &RegisterRunner) -> Result<Registered, ClientError> {
-        self.post_key("/runners", registration).await?.ok_or_else(|| ClientError::Transport("empty answer".into()))
+        self.post_key(runner_route::RUNNERS, registration)
+            .await?
+            .ok_or_else(|| ClientError::Transport("empty answer".into()))
     }
 
     pub async fn heartbeat(
@@ -126,13 +130,13 @@ impl Client {
         metrics: Option<Metrics>,
     ) -> Result<HeartbeatReply, ClientError> {
         let body = Heartbeat { running_jobs, metrics };
-        Ok(self.post_key(&format!("/runners/{runner_id}/heartbeat"), &body).await?.unwrap_or_default())
+        Ok(self.post_key(&runner_route::heartbeat(runner_id), &body).await?.unwrap_or_default())
     }
 
     /// Long-polls for a job; `None` when none came within `wait_s`.
     pub async fn next_job(&self, runner_id: Uuid, wait_s: u64) -> Result<Option<Job>, ClientError> {
         let request = self
-            .with_key(self.http.post(self.url("/runner/jobs/next")))
+            .with_key(self.http.post(self.url(runner_route::NEXT_JOB)))
             .json(&NextJob { runner_id, wait_s: Some(wait_s) })
             .timeout(Duration::from_secs(wait_s + 15));
         self.send(request, false).await
@@ -141,16 +145,16 @@ impl Client {
     pub async fn report(&self, job: &Job, results: &[NodeResult]) -> Result<ReportReply, ClientError> {
         let request = self
             .http
-            .post(self.url(&format!("/runner/jobs/{}/nodes", job.job_id)))
+            .post(self.url(&runner_route::job_nodes(job.job_id)))
             .bearer_auth(&job.job_token)
-            .json(&serde_json::json!({ "results": results }));
+            .json(&NodeReportBatch { results });
         Ok(self.send(request, true).await?.unwrap_or_default())
     }
 
     pub async fn complete(&self, job: &Job, status: FinalStatus, error: Option<String>) -> Result<(), ClientError> {
         let request = self
             .http
-            .post(self.url(&format!("/runner/jobs/{}/complete", job.job_id)))
+            .post(self.url(&runner_route::job_complete(job.job_id)))
             .bearer_auth(&job.job_token)
             .json(&Complete { status, error });
         self.send::<serde_json::Value>(request, true).await.map(|_| ())

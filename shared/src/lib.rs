@@ -6,6 +6,7 @@ pub mod flow;
 pub mod scope;
 pub mod time;
 pub mod token;
+pub mod wire;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use scope::{Scope, ScopeSet};

@@ -2,11 +2,14 @@
 //! all-scopes key ready, and helpers to call it as any key of any organization.
 
 use hookflow_control_plane::admin::{keys, organization};
-use hookflow_control_plane::auth::Actor;
+use hookflow_control_plane::http::auth::Actor;
 use hookflow_control_plane::state::{AppState, Settings};
-use hookflow_control_plane::{app, db};
+use hookflow_control_plane::{db, http, tasks};
 use hookflow_shared::ScopeSet;
+use hookflow_shared::wire::header;
 use reqwest::{Method, StatusCode, header::HeaderMap};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -82,8 +85,9 @@ impl TestApp {
         let mut settings = Settings::new(base.clone());
         configure(&mut settings);
         let shutdown = CancellationToken::new();
-        let state = AppState::start(pool.clone(), settings, shutdown.clone());
-        tokio::spawn(app::serve(listener, state));
+        let state = AppState::new(pool.clone(), settings, shutdown.clone());
+        tasks::start(&state);
+        tokio::spawn(http::serve(listener, state));
         Self {
             base,
             pool,
@@ -128,7 +132,7 @@ impl TestApp {
     pub async fn call(&self, method: Method, path: &str, creds: Option<&Creds>, body: Option<Value>) -> Reply {
         let mut request = self.client.request(method, self.url(path));
         if let Some(creds) = creds {
-            request = request.header("X-Api-Key", &creds.key).header("X-Organization-Id", creds.org.to_string());
+            request = request.header(header::API_KEY, &creds.key).header(header::ORGANIZATION, creds.org.to_string());
         }
         if let Some(body) = body {
             request = request.json(&body);
@@ -139,6 +143,51 @@ impl TestApp {
     /// Sends a request as the admin key.
     pub async fn admin(&self, method: Method, path: &str, body: Option<Value>) -> Reply {
         self.call(method, path, Some(&self.admin.clone()), body).await
+    }
+}
+
+/// The typed client: each call names the status it expects (a test fails at once, showing the body, when another
+/// comes back) and decodes the answer as `T` (`ErrorBody` for error answers, `Value` where a test pokes at JSON).
+impl TestApp {
+    /// Sends `body` (if any) as `creds`, checks the status, decodes the answer.
+    pub async fn send_as<T: DeserializeOwned>(
+        &self,
+        creds: Option<&Creds>,
+        method: Method,
+        path: &str,
+        body: Option<&(impl Serialize + ?Sized)>,
+        expected: u16,
+    ) -> T {
+        let body = body.map(|b| serde_json::to_value(b).expect("encode the request body"));
+        let reply = self.call(method.clone(), path, creds, body).await;
+        assert_eq!(reply.status.as_u16(), expected, "{method} {path} answered {}: {}", reply.status, reply.text);
+        let text = if reply.text.is_empty() { "null" } else { reply.text.as_str() };
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("{method} {path}: cannot decode the answer ({e}): {text}"))
+    }
+
+    /// `GET` as the admin.
+    pub async fn get<T: DeserializeOwned>(&self, path: &str, expected: u16) -> T {
+        self.send_as(Some(&self.admin), Method::GET, path, None::<&Value>, expected).await
+    }
+
+    /// `POST` as the admin.
+    pub async fn post<T: DeserializeOwned>(&self, path: &str, body: &(impl Serialize + ?Sized), expected: u16) -> T {
+        self.send_as(Some(&self.admin), Method::POST, path, Some(body), expected).await
+    }
+
+    /// `PUT` as the admin.
+    pub async fn put<T: DeserializeOwned>(&self, path: &str, body: &(impl Serialize + ?Sized), expected: u16) -> T {
+        self.send_as(Some(&self.admin), Method::PUT, path, Some(body), expected).await
+    }
+
+    /// `PATCH` as the admin.
+    pub async fn patch<T: DeserializeOwned>(&self, path: &str, body: &(impl Serialize + ?Sized), expected: u16) -> T {
+        self.send_as(Some(&self.admin), Method::PATCH, path, Some(body), expected).await
+    }
+
+    /// `DELETE` as the admin; the answer is checked for its status only.
+    pub async fn delete(&self, path: &str, expected: u16) {
+        self.send_as::<Value>(Some(&self.admin), Method::DELETE, path, None::<&Value>, expected).await;
     }
 }
 

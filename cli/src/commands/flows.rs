@@ -62,14 +62,15 @@ pub async fn run(api: &Api, command: FlowsCommand) -> Result<(), CliError> {
                     f.name.clone(),
                     f.tags.join(","),
                     f.published_version.map_or_else(|| "-".to_owned(), |v| v.to_string()),
-                    f.last_status.clone().unwrap_or_else(|| "-".to_owned()),
+                    f.last_status.map_or_else(|| "-".to_owned(), |s| s.as_str().to_owned()),
                 ]
             });
         }
         FlowsCommand::Get { id } => print_json(&api.get::<Flow>(&format!("/flows/{id}")).await?),
         FlowsCommand::Export { id, output } => {
             let document: FlowDocument = api.get(&format!("/flows/{id}/export")).await?;
-            let text = serde_json::to_string_pretty(&document).unwrap_or_default();
+            let text = serde_json::to_string_pretty(&document)
+                .map_err(|e| CliError::runtime(format!("cannot encode the export: {e}")))?;
             match output {
                 Some(path) => {
                     std::fs::write(&path, text + "\n")

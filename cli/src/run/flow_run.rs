@@ -2,7 +2,7 @@
 //! a second execution), then either execute it here with the runner library and report under the job token
 //! (ephemeral), or follow its event stream while a runner executes it (remote).
 
-use crate::api::{Api, TRIGGER_HEADER};
+use crate::api::Api;
 use crate::error::CliError;
 use crate::run::outcome::{FlowRun, RunStatus, summarize};
 use crate::run::progress::FlowProgress;
@@ -13,9 +13,10 @@ use backon::{ExponentialBuilder, Retryable as _};
 use hookflow_runner::client::{Client, ClientError, Connection};
 use hookflow_runner::engine::Engine;
 use hookflow_runner::execute::{Options, execute_with};
-use hookflow_shared::api::executions::{Execution, Launch, LaunchMode, NodeResult, Summary};
+use hookflow_shared::api::executions::{Execution, ExecutionEvent, Launch, LaunchMode, NodeResult, Summary, Trigger};
 use hookflow_shared::api::flows::Flow;
 use hookflow_shared::api::runners::FinalStatus;
+use hookflow_shared::wire::header;
 use reqwest::Method;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -28,8 +29,11 @@ async fn launch(api: &Api, flow_id: uuid::Uuid, body: &Launch, progress: &FlowPr
     let key = uuid::Uuid::new_v4().to_string();
     let path = format!("/flows/{flow_id}/launch");
     let send = || async {
-        let request =
-            api.request(Method::POST, &path).header("idempotency-key", &key).header(TRIGGER_HEADER, "cli").json(body);
+        let request = api
+            .request(Method::POST, &path)
+            .header(header::IDEMPOTENCY_KEY, &key)
+            .header(header::TRIGGER, Trigger::Cli.as_str());
+        let request = request.json(body);
         api.send::<Execution>(request).await
     };
     let policy = ExponentialBuilder::default()
@@ -148,8 +152,8 @@ async fn run_here(
             code: "unauthorized".to_owned(),
             message: "the server refused the job token".to_owned(),
         }),
-        Err(ClientError::Status { status, message }) => {
-            Err(CliError::Api { status: status.as_u16(), code: "error".to_owned(), message })
+        Err(ClientError::Status { status, code, message }) => {
+            Err(CliError::Api { status: status.as_u16(), code: code.to_owned(), message })
         }
     }
 }
@@ -188,30 +192,27 @@ async fn follow(
                 return Ok(());
             }
         };
-        let data = event.data;
-        match data["type"].as_str() {
-            Some("node.started") => progress.node_started(data["node_id"].as_str().unwrap_or_default()),
-            Some("node.completed") => {
-                if let Ok(node) = serde_json::from_value::<NodeResult>(data) {
-                    progress.node(&node);
-                    nodes.push(node);
-                }
+        // Events of kinds this build does not know are passed over.
+        let Ok(event) = serde_json::from_value::<ExecutionEvent>(event.data) else { continue };
+        match event {
+            ExecutionEvent::NodeStarted { node_id, .. } => progress.node_started(&node_id),
+            ExecutionEvent::NodeCompleted(node) => {
+                progress.node(&node);
+                nodes.push(*node);
             }
-            Some("execution.completed") => {
-                let attempt = data["attempt"].as_i64().unwrap_or_default();
-                nodes.retain(|node| i64::from(node.attempt) == attempt);
-                let status = data["status"].as_str().unwrap_or("error");
+            ExecutionEvent::Completed { status, summary, error, attempt, duration_ms } => {
+                nodes.retain(|node| node.attempt == attempt);
                 run.status = match RunStatus::from_execution(status) {
                     RunStatus::Cancelled => stop.cancelled_status(),
                     other => other,
                 };
-                run.error = data["error"].as_str().map(str::to_owned);
-                run.summary = serde_json::from_value(data["summary"].clone()).unwrap_or_else(|_| summarize(&nodes));
-                run.duration_ms = data["duration_ms"].as_u64().unwrap_or_default();
+                run.error = error;
+                run.summary = summary;
+                run.duration_ms = duration_ms.and_then(|ms| u64::try_from(ms).ok()).unwrap_or_default();
                 run.nodes = nodes;
                 return Ok(());
             }
-            _ => {}
+            ExecutionEvent::Status { .. } => {}
         }
     }
 }

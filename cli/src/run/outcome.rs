@@ -1,6 +1,6 @@
 //! What one flow's run came to, as the summary, the reports and the exit code see it.
 
-use hookflow_shared::api::executions::{NodeResult, NodeStatus, Summary};
+use hookflow_shared::api::executions::{ExecutionStatus, NodeResult, NodeStatus, Summary};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -30,13 +30,13 @@ impl RunStatus {
         }
     }
 
-    /// The execution statuses the server reports.
-    pub fn from_execution(status: &str) -> Self {
+    /// How an execution's final status reads here.
+    pub fn from_execution(status: ExecutionStatus) -> Self {
         match status {
-            "succeeded" => RunStatus::Succeeded,
-            "failed" => RunStatus::Failed,
-            "cancelled" => RunStatus::Cancelled,
-            _ => RunStatus::Error,
+            ExecutionStatus::Succeeded => RunStatus::Succeeded,
+            ExecutionStatus::Failed => RunStatus::Failed,
+            ExecutionStatus::Cancelled => RunStatus::Cancelled,
+            ExecutionStatus::Error | ExecutionStatus::Queued | ExecutionStatus::Running => RunStatus::Error,
         }
     }
 }

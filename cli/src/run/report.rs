@@ -197,12 +197,12 @@ pub fn junit(runs: &[FlowRun]) -> String {
 }
 
 /// The JSON report.
-pub fn json(runs: &[FlowRun]) -> String {
+pub fn json(runs: &[FlowRun]) -> Result<String, CliError> {
     let report = serde_json::json!({
         "passed": runs.iter().all(FlowRun::passed),
         "flows": runs,
     });
-    serde_json::to_string_pretty(&report).unwrap_or_default()
+    serde_json::to_string_pretty(&report).map_err(|e| CliError::runtime(format!("cannot encode the JSON report: {e}")))
 }
 
 /// Writes every requested report.
@@ -210,7 +210,7 @@ pub fn write_all(files: &[ReportFile], runs: &[FlowRun]) -> Result<(), CliError>
     for file in files {
         let (path, text) = match file {
             ReportFile::Junit(path) => (path, junit(runs)),
-            ReportFile::Json(path) => (path, json(runs)),
+            ReportFile::Json(path) => (path, json(runs)?),
         };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)

@@ -1,12 +1,13 @@
 //! API keys: create (secret shown once, never more scopes than the creator holds), list, read, delete. Only the
 //! SHA-256 of a key and a display prefix are stored.
 
-use crate::admin::display_name;
-use crate::audit::{self, AuditEvent};
-use crate::auth::{Actor, Caller, scope};
-use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::pagination::{self, ListParams};
+use crate::admin::audit::{self, AuditEvent};
+use crate::http::auth::{Actor, Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::pagination::{self, ListParams};
+use crate::http::validate::display_name;
+use crate::signals::Invalidation;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -16,7 +17,7 @@ use hookflow_shared::api::Page;
 use hookflow_shared::api::admin::{ApiKey, CreateApiKey, CreatedApiKey};
 use hookflow_shared::scope::Preset;
 use hookflow_shared::token::{self, TokenKind};
-use hookflow_shared::{ErrorBody, ErrorCode, ScopeSet};
+use hookflow_shared::{ErrorCode, ScopeSet};
 use rand::Rng as _;
 use sqlx::PgConnection;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -132,9 +133,7 @@ fn validate(
 
 /// Create an API key; its secret is in this answer only.
 #[utoipa::path(post, path = "/api-keys", tag = "Administration", request_body = CreateApiKey,
-    responses((status = 201, body = CreatedApiKey), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 201, body = CreatedApiKey), (status = 400)))]
 async fn create_api_key(
     State(app): State<AppState>,
     caller: Caller<scope::KeysWrite>,
@@ -150,9 +149,7 @@ async fn create_api_key(
 
 /// List the organization's API keys, newest first (never their secrets).
 #[utoipa::path(get, path = "/api-keys", tag = "Administration", params(ListParams),
-    responses((status = 200, body = Page<ApiKey>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Page<ApiKey>), (status = 400)))]
 async fn list_api_keys(
     State(app): State<AppState>,
     caller: Caller<scope::KeysRead>,
@@ -174,9 +171,7 @@ async fn list_api_keys(
 
 /// Read one API key (never its secret).
 #[utoipa::path(get, path = "/api-keys/{id}", tag = "Administration", params(("id" = Uuid, Path)),
-    responses((status = 200, body = ApiKey), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = ApiKey), (status = 404)))]
 async fn get_api_key(
     State(app): State<AppState>,
     caller: Caller<scope::KeysRead>,
@@ -194,9 +189,7 @@ async fn get_api_key(
 
 /// Delete an API key; it stops working at once.
 #[utoipa::path(delete, path = "/api-keys/{id}", tag = "Administration", params(("id" = Uuid, Path)),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 204), (status = 404)))]
 async fn delete_api_key(
     State(app): State<AppState>,
     caller: Caller<scope::KeysWrite>,
@@ -221,6 +214,8 @@ async fn delete_api_key(
         },
     )
     .await?;
+    Invalidation::Key(id).announce(&mut tx).await?;
     tx.commit().await?;
+    app.invalidate(Invalidation::Key(id));
     Ok(StatusCode::NO_CONTENT)
 }

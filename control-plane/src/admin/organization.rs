@@ -1,18 +1,19 @@
 //! The organization: create (operator and bootstrap), read and change its name and defaults, and its audit log.
 
-use crate::admin::display_name;
-use crate::audit::{self, AuditEvent};
-use crate::auth::{Actor, Caller, scope};
-use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiQuery};
-use crate::pagination::{self, ListParams};
+use crate::admin::audit::{self, AuditEvent};
+use crate::db::update::Update;
+use crate::http::auth::{Actor, Caller, scope};
+use crate::http::error::{ApiError, to_json};
+use crate::http::extract::{ApiJson, ApiQuery};
+use crate::http::pagination::{self, ListParams};
+use crate::http::validate::display_name;
+use crate::signals::Invalidation;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use hookflow_shared::ErrorBody;
-use hookflow_shared::api::Page;
 use hookflow_shared::api::admin::{AuditEntry, Organization, Retention, UpdateOrganization};
+use hookflow_shared::api::{Page, Patch};
 use sqlx::PgConnection;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -98,8 +99,7 @@ async fn fetch(conn: &mut PgConnection, org_id: Uuid) -> Result<Organization, Ap
 
 /// Read the caller's organization.
 #[utoipa::path(get, path = "/organization", tag = "Administration",
-    responses((status = 200, body = Organization), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Organization)))]
 async fn get_organization(
     State(app): State<AppState>,
     caller: Caller<scope::OrganizationRead>,
@@ -128,35 +128,28 @@ fn validate_update(body: &UpdateOrganization) -> Result<Option<String>, ApiError
 
 /// Change the organization's name, default retention or capture limits.
 #[utoipa::path(patch, path = "/organization", tag = "Administration", request_body = UpdateOrganization,
-    responses((status = 200, body = Organization), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Organization), (status = 400)))]
 async fn update_organization(
     State(app): State<AppState>,
     caller: Caller<scope::OrganizationWrite>,
     ApiJson(body): ApiJson<UpdateOrganization>,
 ) -> Result<Json<Organization>, ApiError> {
     let name = validate_update(&body)?;
-    let retention = body.default_retention;
+    let details = to_json(&body)?;
+    // A retention replaces both of its defaults.
+    let (max_age_days, max_requests) = match body.default_retention {
+        Some(r) => (Patch::from_option(r.max_age_days), Patch::from_option(r.max_requests)),
+        None => (Patch::Keep, Patch::Keep),
+    };
     let mut tx = app.pool.begin().await?;
-    sqlx::query(
-        "UPDATE organizations SET
-            name = COALESCE($2, name),
-            default_max_age_days = CASE WHEN $3 THEN $4 ELSE default_max_age_days END,
-            default_max_requests = CASE WHEN $3 THEN $5 ELSE default_max_requests END,
-            default_max_body_bytes = COALESCE($6, default_max_body_bytes),
-            capture_rate_limit_per_s = COALESCE($7, capture_rate_limit_per_s)
-         WHERE id = $1",
-    )
-    .bind(caller.org_id)
-    .bind(name)
-    .bind(retention.is_some())
-    .bind(retention.and_then(|r| r.max_age_days))
-    .bind(retention.and_then(|r| r.max_requests))
-    .bind(body.default_max_body_bytes)
-    .bind(body.capture_rate_limit_per_s)
-    .execute(&mut *tx)
-    .await?;
+    Update::new("organizations")
+        .set_some("name", name)
+        .patch("default_max_age_days", max_age_days)
+        .patch("default_max_requests", max_requests)
+        .set_some("default_max_body_bytes", body.default_max_body_bytes)
+        .set_some("capture_rate_limit_per_s", body.capture_rate_limit_per_s)
+        .execute_organization(&mut tx, caller.org_id)
+        .await?;
     audit::record(
         &mut tx,
         AuditEvent {
@@ -164,20 +157,21 @@ async fn update_organization(
             actor: caller.actor,
             action: "organization.updated",
             target: caller.org_id.to_string(),
-            details: serde_json::to_value(&body).unwrap_or_default(),
+            details,
         },
     )
     .await?;
     let org = fetch(&mut tx, caller.org_id).await?;
+    // Capture limits of every endpoint of the organization change with it.
+    Invalidation::Organization(caller.org_id).announce(&mut tx).await?;
     tx.commit().await?;
+    app.invalidate(Invalidation::Organization(caller.org_id));
     Ok(Json(org))
 }
 
 /// Security-relevant changes, newest first.
 #[utoipa::path(get, path = "/audit-log", tag = "Administration", params(ListParams),
-    responses((status = 200, body = Page<AuditEntry>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Page<AuditEntry>), (status = 400)))]
 async fn list_audit_log(
     State(app): State<AppState>,
     caller: Caller<scope::OrganizationRead>,

@@ -1,11 +1,11 @@
 //! `GET /permissions`: the closed scope catalog and the presets offered when creating keys.
 
-use crate::auth::{Caller, scope};
+use crate::http::auth::{Caller, scope};
 use crate::state::AppState;
 use axum::Json;
+use hookflow_shared::Scope;
 use hookflow_shared::api::admin::{Permissions, PresetInfo, ScopeInfo};
 use hookflow_shared::scope::Preset;
-use hookflow_shared::{ErrorBody, Scope};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -29,8 +29,7 @@ pub fn catalog() -> Permissions {
 
 /// List every scope and the key presets.
 #[utoipa::path(get, path = "/permissions", tag = "Administration",
-    responses((status = 200, body = Permissions), (status = 401, body = ErrorBody), (status = 400, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Permissions), (status = 400)))]
 async fn get_permissions(_caller: Caller<scope::Any>) -> Json<Permissions> {
     Json(catalog())
 }

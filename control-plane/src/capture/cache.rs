@@ -91,6 +91,12 @@ impl EndpointCache {
         Ok(found)
     }
 
+    /// Drops every endpoint of an organization (its limits changed).
+    pub fn forget_organization(&self, org_id: Uuid) {
+        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
+        entries.retain(|_, entry| !matches!(entry, Entry::Known(endpoint) if endpoint.org_id == org_id));
+    }
+
     pub fn invalidate(&self, id: Uuid) {
         self.entries.write().unwrap_or_else(|e| e.into_inner()).remove(&id);
     }

@@ -3,17 +3,18 @@
 //! custom response) only once the capture writer has committed it.
 
 pub mod cache;
+pub mod hub;
 pub mod writer;
 
-use crate::error::ApiError;
-use crate::raw_head::HeadQueue;
+use crate::http::error::ApiError;
+use crate::http::raw_head::HeadQueue;
 use crate::state::AppState;
 use axum::Extension;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hookflow_shared::api::webhooks::{CaptureReceipt, CustomResponse};
-use hookflow_shared::{ErrorBody, ErrorCode, Timestamp};
+use hookflow_shared::{ErrorCode, Timestamp};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -34,8 +35,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[utoipa::path(method(get, post, put, patch, delete), path = "/webhook/{id}", tag = "Webhook",
     params(("id" = Uuid, Path, description = "The endpoint id")),
     responses((status = 200, description = "Stored; the receipt, or the endpoint's custom response", body = CaptureReceipt),
-        (status = 404, body = ErrorBody), (status = 405, body = ErrorBody), (status = 413, body = ErrorBody),
-        (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)),
+        (status = 404), (status = 405), (status = 413),
+        (status = 429), (status = 503)),
     security(()))]
 async fn capture(
     State(app): State<AppState>,
@@ -137,7 +138,7 @@ fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
 fn custom_response(custom: &CustomResponse) -> Response {
     let status = StatusCode::from_u16(custom.status).unwrap_or(StatusCode::OK);
     let mut response = (status, custom.body.clone()).into_response();
-    response.extensions_mut().insert(crate::error::Verbatim);
+    response.extensions_mut().insert(crate::http::error::Verbatim);
     for (name, value) in &custom.headers {
         if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str())) {
             response.headers_mut().insert(name, value);

@@ -1,19 +1,20 @@
 //! Collections and their requests: create, list, read (with folders and requests), update, delete. A request or
 //! collection a flow references cannot be deleted (409 naming the flows).
 
-use crate::admin::{bounded_text, display_name};
-use crate::auth::{Caller, scope};
-use crate::collections::{
-    COLLECTION_COLUMNS, CollectionRow, REQUEST_COLUMNS, RequestRow, conflict_on_unique, detail, fetch, refs,
+use crate::collections::model::{
+    COLLECTION_COLUMNS, CollectionRow, REQUEST_COLUMNS, RequestRow, conflict_on_unique, detail, fetch,
 };
-use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::pagination::{self, ListParams};
+use crate::collections::refs;
+use crate::db::update::Update;
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::pagination::{self, ListParams};
+use crate::http::validate::{bounded_text, display_name};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use hookflow_shared::ErrorBody;
 use hookflow_shared::api::Page;
 use hookflow_shared::api::collections::{
     Collection, CollectionDetail, CollectionRequest, PatchCollection, WriteCollection, WriteRequest,
@@ -153,9 +154,7 @@ pub async fn insert_collection(
 
 /// Create an empty collection.
 #[utoipa::path(post, path = "/collections", tag = "Collections", request_body = WriteCollection,
-    responses((status = 201, body = CollectionDetail), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 201, body = CollectionDetail), (status = 400), (status = 409)))]
 async fn create_collection(
     State(app): State<AppState>,
     caller: Caller<scope::CollectionsWrite>,
@@ -171,9 +170,7 @@ async fn create_collection(
 
 /// List collections, newest first.
 #[utoipa::path(get, path = "/collections", tag = "Collections", params(ListParams),
-    responses((status = 200, body = Page<Collection>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Page<Collection>), (status = 400)))]
 async fn list_collections(
     State(app): State<AppState>,
     caller: Caller<scope::CollectionsRead>,
@@ -194,9 +191,7 @@ async fn list_collections(
 
 /// A collection with its folders and every request.
 #[utoipa::path(get, path = "/collections/{id}", tag = "Collections", params(("id" = Uuid, Path)),
-    responses((status = 200, body = CollectionDetail), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = CollectionDetail), (status = 404)))]
 async fn get_collection(
     State(app): State<AppState>,
     caller: Caller<scope::CollectionsRead>,
@@ -209,9 +204,7 @@ async fn get_collection(
 /// Rename, describe, or replace the variables of a collection.
 #[utoipa::path(patch, path = "/collections/{id}", tag = "Collections", params(("id" = Uuid, Path)),
     request_body = PatchCollection,
-    responses((status = 200, body = CollectionDetail), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = CollectionDetail), (status = 400), (status = 404), (status = 409)))]
 async fn patch_collection(
     State(app): State<AppState>,
     caller: Caller<scope::CollectionsWrite>,
@@ -219,29 +212,20 @@ async fn patch_collection(
     ApiJson(body): ApiJson<PatchCollection>,
 ) -> Result<Json<CollectionDetail>, ApiError> {
     let name = body.name.as_deref().map(|n| display_name("name", n)).transpose()?;
-    if let Some(description) = &body.description {
-        bounded_text("description", description.as_deref(), 10_000)?;
-    }
+    bounded_text("description", body.description.value().map(String::as_str), 10_000)?;
     if let Some(variables) = &body.variables {
         check_variables(variables)?;
     }
     let mut tx = app.pool.begin().await?;
     fetch(&mut tx, caller.org_id, id).await?;
-    sqlx::query(
-        "UPDATE collections SET name = COALESCE($3, name),
-             description = CASE WHEN $4 THEN $5 ELSE description END,
-             variables = COALESCE($6, variables), updated_at = now()
-         WHERE organization_id = $1 AND id = $2",
-    )
-    .bind(caller.org_id)
-    .bind(id)
-    .bind(name)
-    .bind(body.description.is_some())
-    .bind(body.description.flatten())
-    .bind(body.variables.map(SqlJson))
-    .execute(&mut *tx)
-    .await
-    .map_err(|e| conflict_on_unique(e, "a collection with that name already exists in this organization"))?;
+    Update::new("collections")
+        .set_some("name", name)
+        .patch("description", body.description)
+        .set_some("variables", body.variables.map(SqlJson))
+        .sql("updated_at", "now()")
+        .execute(&mut tx, caller.org_id, id)
+        .await
+        .map_err(|e| conflict_on_unique(e, "a collection with that name already exists in this organization"))?;
     let detail = detail(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
     Ok(Json(detail))
@@ -249,9 +233,7 @@ async fn patch_collection(
 
 /// Delete a collection and its requests; refused (409) while a flow references one of them.
 #[utoipa::path(delete, path = "/collections/{id}", tag = "Collections", params(("id" = Uuid, Path)),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 204), (status = 404), (status = 409)))]
 async fn delete_collection(
     State(app): State<AppState>,
     caller: Caller<scope::CollectionsWrite>,
@@ -271,9 +253,8 @@ async fn delete_collection(
 
 /// The requests of a collection, in order.
 #[utoipa::path(get, path = "/collections/{id}/requests", tag = "Collections", params(("id" = Uuid, Path), ListParams),
-    responses((status = 200, body = Page<CollectionRequest>), (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Page<CollectionRequest>), (status = 400),
+        (status = 404)))]
 async fn list_requests(
     State(app): State<AppState>,
     caller: Caller<scope::CollectionsRead>,
@@ -319,9 +300,7 @@ async fn fetch_request(
 /// Add a request to a collection.
 #[utoipa::path(post, path = "/collections/{id}/requests", tag = "Collections", params(("id" = Uuid, Path)),
     request_body = WriteRequest,
-    responses((status = 201, body = CollectionRequest), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 201, body = CollectionRequest), (status = 400), (status = 404), (status = 409)))]
 async fn create_request(
     State(app): State<AppState>,
     caller: Caller<scope::CollectionsWrite>,
@@ -343,9 +322,7 @@ async fn create_request(
 /// One request.
 #[utoipa::path(get, path = "/collections/{id}/requests/{request_id}", tag = "Collections",
     params(("id" = Uuid, Path), ("request_id" = Uuid, Path)),
-    responses((status = 200, body = CollectionRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = CollectionRequest), (status = 404)))]
 async fn get_request(
     State(app): State<AppState>,
     caller: Caller<scope::CollectionsRead>,
@@ -359,9 +336,7 @@ async fn get_request(
 /// survive later syncs.
 #[utoipa::path(put, path = "/collections/{id}/requests/{request_id}", tag = "Collections",
     params(("id" = Uuid, Path), ("request_id" = Uuid, Path)), request_body = WriteRequest,
-    responses((status = 200, body = CollectionRequest), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = CollectionRequest), (status = 400), (status = 404), (status = 409)))]
 async fn replace_request(
     State(app): State<AppState>,
     caller: Caller<scope::CollectionsWrite>,
@@ -382,9 +357,7 @@ async fn replace_request(
 /// Delete a request; refused (409, naming the flows) while a flow references it.
 #[utoipa::path(delete, path = "/collections/{id}/requests/{request_id}", tag = "Collections",
     params(("id" = Uuid, Path), ("request_id" = Uuid, Path)),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 204), (status = 404), (status = 409)))]
 async fn delete_request(
     State(app): State<AppState>,
     caller: Caller<scope::CollectionsWrite>,

@@ -1,19 +1,18 @@
 //! `POST /collections/import/openapi`: a new collection from an OpenAPI description (text or URL), its source
 //! kept for later syncs and the import recorded as the first sync.
 
-use crate::admin::display_name;
-use crate::auth::{Caller, scope};
 use crate::collections::crud::insert_collection;
-use crate::collections::detail;
+use crate::collections::model::detail;
 use crate::collections::openapi::mapping::{GeneratedRequest, map};
 use crate::collections::openapi::{self, Loaded};
-use crate::error::ApiError;
-use crate::extract::ApiJson;
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::ApiJson;
+use crate::http::validate::display_name;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use hookflow_shared::ErrorBody;
 use hookflow_shared::api::collections::{
     ImportOpenApi, ImportSummary, ImportedCollection, OpenApiSource, WriteCollection,
 };
@@ -55,7 +54,7 @@ pub async fn insert_generated(
     .bind(&fingerprints)
     .execute(conn)
     .await
-    .map_err(|e| crate::collections::conflict_on_unique(e, "two requests map to the same operation key"))?;
+    .map_err(|e| crate::collections::model::conflict_on_unique(e, "two requests map to the same operation key"))?;
     Ok(ids)
 }
 
@@ -110,10 +109,9 @@ pub async fn store_source(
 
 /// Import an OpenAPI 3.0 or 3.1 description (JSON or YAML text, or a URL the server fetches) as a new collection.
 #[utoipa::path(post, path = "/collections/import/openapi", tag = "Collections", request_body = ImportOpenApi,
-    responses((status = 201, body = ImportedCollection), (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 409, body = ErrorBody),
-        (status = 413, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 201, body = ImportedCollection), (status = 400),
+        (status = 409),
+        (status = 413)))]
 async fn import_openapi(
     State(app): State<AppState>,
     caller: Caller<scope::CollectionsWrite>,

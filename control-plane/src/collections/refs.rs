@@ -1,7 +1,7 @@
 //! Flows that use collection requests (`request_ref`): checked when a flow is written, resolved into inline requests
 //! when it is launched (so an edit or a sync reaches the next run), and guarding deletes while referenced.
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use hookflow_shared::flow::definition::{RequestRef, RequestSpec};
 use serde_json::Value;
 use sqlx::PgConnection;

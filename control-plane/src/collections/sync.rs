@@ -3,20 +3,20 @@
 //! apply: new operations added, changed ones merged with the user's edits kept, removed ones marked `deprecated` (or
 //! deleted with `delete_removed`, unless a flow uses them). Applying the same description twice changes nothing.
 
-use crate::auth::{Caller, scope};
 use crate::collections::crud::{Provenance, StoredRequest, check_request, store_request};
 use crate::collections::import::{insert_generated, record_sync, store_source};
 use crate::collections::merge::merge;
+use crate::collections::model::fetch;
 use crate::collections::openapi::mapping::{GeneratedRequest, Mapped, map};
 use crate::collections::openapi::{self, check_source};
-use crate::collections::{fetch, refs};
-use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath};
+use crate::collections::refs;
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use hookflow_shared::ErrorBody;
 use hookflow_shared::api::collections::{
     OpenApiSource, OpenApiSync, PutOpenApiSync, SyncApplied, SyncDiff, SyncItem, SyncRecord, WriteRequest,
 };
@@ -92,9 +92,7 @@ async fn describe(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<Ope
 
 /// The OpenAPI source a collection follows, with its recent syncs.
 #[utoipa::path(get, path = "/collections/{id}/openapi-sync", tag = "Collections", params(("id" = Uuid, Path)),
-    responses((status = 200, body = OpenApiSync), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = OpenApiSync), (status = 404)))]
 async fn get_sync(
     State(app): State<AppState>,
     caller: Caller<scope::CollectionsRead>,
@@ -107,9 +105,7 @@ async fn get_sync(
 /// Set the OpenAPI source (a URL or the document) a collection follows.
 #[utoipa::path(put, path = "/collections/{id}/openapi-sync", tag = "Collections", params(("id" = Uuid, Path)),
     request_body = PutOpenApiSync,
-    responses((status = 200, body = OpenApiSync), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = OpenApiSync), (status = 400), (status = 404)))]
 async fn put_sync(
     State(app): State<AppState>,
     caller: Caller<scope::CollectionsWrite>,
@@ -277,9 +273,7 @@ async fn load_mapped(
 
 /// What syncing the source now would change, by operation key.
 #[utoipa::path(post, path = "/collections/{id}/openapi-sync/preview", tag = "Collections", params(("id" = Uuid, Path)),
-    responses((status = 200, body = SyncDiff), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = SyncDiff), (status = 400), (status = 404)))]
 async fn preview_sync(
     State(app): State<AppState>,
     caller: Caller<scope::CollectionsRead>,
@@ -315,9 +309,7 @@ async fn update_request(
 
 /// Apply the source: add, merge, deprecate (or delete) by operation key, and record the sync.
 #[utoipa::path(post, path = "/collections/{id}/openapi-sync", tag = "Collections", params(("id" = Uuid, Path)),
-    responses((status = 200, body = SyncApplied), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = SyncApplied), (status = 400), (status = 404)))]
 async fn apply_sync(
     State(app): State<AppState>,
     caller: Caller<scope::CollectionsWrite>,

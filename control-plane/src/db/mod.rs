@@ -1,6 +1,10 @@
-//! Database access: connecting (to a configured URL or the embedded cluster), the pool, and migrations.
+//! Database access: connecting (to a configured URL or the embedded cluster), the pool, migrations, the data
+//! directory, and the PATCH statement builder.
 
+pub mod data_dir;
 pub mod embedded;
+pub mod storage;
+pub mod update;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};

@@ -2,15 +2,13 @@
 //! wait for the first one and then replay its answer; a different body under the same key is 422. Keys live
 //! 24 hours.
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use axum::http::HeaderMap;
 use hookflow_shared::ErrorCode;
+use hookflow_shared::wire::header;
 use sha2::{Digest as _, Sha256};
 use sqlx::PgConnection;
 use uuid::Uuid;
-
-pub const HEADER: &str = "idempotency-key";
-pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// A key and the fingerprint of the request it came with.
 #[derive(Debug)]
@@ -22,7 +20,7 @@ pub struct Claim {
 
 /// Reads the header; an empty or overlong key is refused.
 pub fn from_headers(headers: &HeaderMap, operation: &'static str, request: &[u8]) -> Result<Option<Claim>, ApiError> {
-    let Some(value) = headers.get(HEADER) else { return Ok(None) };
+    let Some(value) = headers.get(header::IDEMPOTENCY_KEY) else { return Ok(None) };
     let key = value.to_str().map(str::trim).unwrap_or_default();
     if key.is_empty() || key.len() > 255 {
         return Err(ApiError::invalid("`Idempotency-Key` must be 1 to 255 visible characters"));

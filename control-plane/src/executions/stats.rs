@@ -2,14 +2,13 @@
 //! percentiles, empty buckets included.
 
 use crate::analytics::{Series, VolumeParams};
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::extract::{ApiPath, ApiQuery};
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::{ApiPath, ApiQuery};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use hookflow_shared::ErrorBody;
 use hookflow_shared::api::analytics::{ExecutionPoint, ExecutionStats};
 use std::collections::HashMap;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -23,9 +22,7 @@ type BucketRow = (DateTime<Utc>, i64, i64, Option<f64>, Option<f64>);
 
 /// Succeeded and failed executions over time, with p50 and p95 durations.
 #[utoipa::path(get, path = "/flows/{id}/analytics/executions", tag = "Analytics", params(("id" = Uuid, Path), VolumeParams),
-    responses((status = 200, body = ExecutionStats), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = ExecutionStats), (status = 400), (status = 404)))]
 async fn execution_stats(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsRead>,
@@ -33,7 +30,7 @@ async fn execution_stats(
     ApiQuery(params): ApiQuery<VolumeParams>,
 ) -> Result<Json<ExecutionStats>, ApiError> {
     let mut conn = app.pool.acquire().await?;
-    crate::flows::ensure_exists(&mut conn, caller.org_id, flow_id).await?;
+    crate::flows::model::ensure_exists(&mut conn, caller.org_id, flow_id).await?;
     let series = Series::new(&params)?;
     let rows: Vec<BucketRow> = sqlx::query_as(
         "SELECT date_trunc($3, created_at, 'UTC') AS t,

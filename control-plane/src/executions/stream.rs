@@ -3,16 +3,17 @@
 //! NOTIFY wakes the reader, with a one-second re-check as a safety net. The stream ends after
 //! `execution.completed`.
 
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::executions::{events, fetch};
-use crate::extract::ApiPath;
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::ApiPath;
+use crate::queue::events;
+use crate::queue::row::fetch;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::{Stream, StreamExt as _};
-use hookflow_shared::ErrorBody;
+use hookflow_shared::wire::{LastEventIdHeader, header};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
@@ -84,12 +85,10 @@ fn is_final(data: &str) -> bool {
 
 /// Live events of an execution (SSE); connecting after the end replays everything and closes.
 #[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}/stream", tag = "Flows",
-    params(("flow_id" = Uuid, Path), ("execution_id" = Uuid, Path),
-        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event id")),
+    params(("flow_id" = Uuid, Path), ("execution_id" = Uuid, Path), LastEventIdHeader),
     responses((status = 200, description = "text/event-stream of `execution.status`, `node.started`, `node.completed` \
             and a final `execution.completed`", content_type = "text/event-stream"),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+        (status = 404)))]
 async fn stream_execution(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsRead>,
@@ -100,7 +99,7 @@ async fn stream_execution(
     fetch(&mut conn, caller.org_id, flow_id, execution_id).await?;
     drop(conn);
     let last = headers
-        .get("last-event-id")
+        .get(header::LAST_EVENT_ID)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<i32>().ok())
         .unwrap_or(0)

@@ -1,19 +1,21 @@
 //! The draft of a flow: create, list (tag filter, text), search, tags with counts, read, replace, patch,
 //! delete, and validation of the stored draft (including references to other flows).
 
-use crate::admin::{bounded_text, display_name};
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::flows::{FLOW_COLUMNS, FlowRow, NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow};
-use crate::pagination::{self, ListParams, PageRequest};
+use crate::db::update::Update;
+use crate::flows::model::{
+    FLOW_COLUMNS, FlowRow, NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow, name_taken,
+};
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::pagination::{self, ListParams, PageRequest};
+use crate::http::validate::{bounded_text, display_name};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use hookflow_shared::ErrorBody;
-use hookflow_shared::api::Page;
 use hookflow_shared::api::flows::{Flow, PatchFlow, SearchFlows, TagCount, TagList, Validation, WriteFlow};
+use hookflow_shared::api::{Page, Patch};
 use hookflow_shared::flow::definition::{self, Node, Problem, VersionSelector};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -29,9 +31,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// Create a flow; the definition is validated first.
 #[utoipa::path(post, path = "/flows", tag = "Flows", request_body = WriteFlow,
-    responses((status = 201, body = Flow), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 201, body = Flow), (status = 400), (status = 409)))]
 async fn create_flow(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsWrite>,
@@ -98,14 +98,13 @@ async fn query_flows(
     .bind(page.fetch_limit())
     .fetch_all(&app.pool)
     .await?;
-    Ok(pagination::finish(rows.into_iter().map(Flow::from).collect(), page, |f| f.id))
+    let flows = rows.into_iter().map(Flow::try_from).collect::<Result<Vec<_>, _>>()?;
+    Ok(pagination::finish(flows, page, |f| f.id))
 }
 
 /// List flows, newest first; filter by tag and text.
 #[utoipa::path(get, path = "/flows", tag = "Flows", params(FlowListParams),
-    responses((status = 200, body = Page<Flow>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Page<Flow>), (status = 400)))]
 async fn list_flows(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsRead>,
@@ -119,23 +118,20 @@ async fn list_flows(
 
 /// Search flows by text, tags (all of them) and last execution status.
 #[utoipa::path(post, path = "/flows/search", tag = "Flows", request_body = SearchFlows,
-    responses((status = 200, body = Page<Flow>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Page<Flow>), (status = 400)))]
 async fn search_flows(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsRead>,
     ApiJson(body): ApiJson<SearchFlows>,
 ) -> Result<Json<Page<Flow>>, ApiError> {
     let page = ListParams { limit: body.limit, cursor: body.cursor.clone() }.page::<Uuid>()?;
-    let filter = Filter { tags: &body.tags, q: body.q.as_deref(), last_status: body.last_status.as_deref() };
+    let filter = Filter { tags: &body.tags, q: body.q.as_deref(), last_status: body.last_status.map(|s| s.as_str()) };
     Ok(Json(query_flows(&app, caller.org_id, filter, &page).await?))
 }
 
 /// Every tag in use with how many flows carry it.
 #[utoipa::path(get, path = "/flows/tags", tag = "Flows",
-    responses((status = 200, body = TagList), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = TagList)))]
 async fn list_tags(State(app): State<AppState>, caller: Caller<scope::FlowsRead>) -> Result<Json<TagList>, ApiError> {
     let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT tag, count(*) FROM flows, unnest(tags) AS tag WHERE organization_id = $1 GROUP BY tag ORDER BY 2 DESC, 1",
@@ -148,9 +144,7 @@ async fn list_tags(State(app): State<AppState>, caller: Caller<scope::FlowsRead>
 
 /// Read a flow.
 #[utoipa::path(get, path = "/flows/{id}", tag = "Flows", params(("id" = Uuid, Path)),
-    responses((status = 200, body = Flow), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Flow), (status = 404)))]
 async fn get_flow(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsRead>,
@@ -162,9 +156,7 @@ async fn get_flow(
 
 /// Replace name, description, tags, definition and schedule; `draft_revision` increments.
 #[utoipa::path(put, path = "/flows/{id}", tag = "Flows", params(("id" = Uuid, Path)), request_body = WriteFlow,
-    responses((status = 200, body = Flow), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Flow), (status = 400), (status = 404), (status = 409)))]
 async fn replace_flow(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsWrite>,
@@ -173,19 +165,17 @@ async fn replace_flow(
 ) -> Result<Json<Flow>, ApiError> {
     let patch = PatchFlow {
         name: Some(body.name),
-        description: Some(body.description),
+        description: Patch::from_option(body.description),
         tags: Some(body.tags),
         definition: Some(body.definition),
-        schedule: Some(body.schedule),
+        schedule: Patch::from_option(body.schedule),
     };
     update(&app, caller.org_id, id, patch).await.map(Json)
 }
 
 /// Change some fields; `draft_revision` increments.
 #[utoipa::path(patch, path = "/flows/{id}", tag = "Flows", params(("id" = Uuid, Path)), request_body = PatchFlow,
-    responses((status = 200, body = Flow), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Flow), (status = 400), (status = 404), (status = 409)))]
 async fn patch_flow(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsWrite>,
@@ -197,9 +187,9 @@ async fn patch_flow(
 
 async fn update(app: &AppState, org_id: Uuid, id: Uuid, patch: PatchFlow) -> Result<Flow, ApiError> {
     let name = patch.name.as_deref().map(|n| display_name("name", n)).transpose()?;
-    bounded_text("description", patch.description.as_ref().and_then(|d| d.as_deref()), 2000)?;
+    bounded_text("description", patch.description.value().map(String::as_str), 2000)?;
     let tags = patch.tags.as_deref().map(clean_tags).transpose()?;
-    check_schedule(patch.schedule.as_ref().and_then(|s| s.as_deref()))?;
+    check_schedule(patch.schedule.value().map(String::as_str))?;
     if let Some(definition) = &patch.definition {
         check_definition(definition)?;
     }
@@ -207,28 +197,24 @@ async fn update(app: &AppState, org_id: Uuid, id: Uuid, patch: PatchFlow) -> Res
     if let Some(definition) = &patch.definition {
         crate::collections::refs::check(&mut tx, org_id, definition).await?;
     }
-    let updated = sqlx::query(
-        "UPDATE flows SET name = COALESCE($3, name),
-            description = CASE WHEN $4 THEN $5 ELSE description END,
-            tags = COALESCE($6, tags), definition = COALESCE($7, definition),
-            schedule = CASE WHEN $8 THEN $9 ELSE schedule END,
-            schedule_next_at = CASE WHEN $8 THEN NULL ELSE schedule_next_at END,
-            draft_revision = draft_revision + 1, updated_at = now()
-         WHERE organization_id = $1 AND id = $2",
-    )
-    .bind(org_id)
-    .bind(id)
-    .bind(name)
-    .bind(patch.description.is_some())
-    .bind(patch.description.flatten())
-    .bind(tags)
-    .bind(patch.definition)
-    .bind(patch.schedule.is_some())
-    .bind(patch.schedule.flatten().map(|s| s.trim().to_owned()))
-    .execute(&mut *tx)
-    .await
-    .map_err(crate::flows::name_taken)?;
-    if updated.rows_affected() == 0 {
+    // A new schedule (or none) is looked at afresh by the scheduler.
+    let schedule_changed = !patch.schedule.is_keep();
+    let mut update = Update::new("flows")
+        .set_some("name", name)
+        .patch("description", patch.description)
+        .set_some("tags", tags)
+        .set_some("definition", patch.definition)
+        .patch("schedule", patch.schedule.map(|s| s.trim().to_owned()));
+    if schedule_changed {
+        update = update.sql("schedule_next_at", "NULL");
+    }
+    let updated = update
+        .sql("draft_revision", "draft_revision + 1")
+        .sql("updated_at", "now()")
+        .execute(&mut tx, org_id, id)
+        .await
+        .map_err(name_taken)?;
+    if updated == 0 {
         return Err(ApiError::not_found("flow"));
     }
     let flow = fetch(&mut tx, org_id, id).await?;
@@ -238,8 +224,7 @@ async fn update(app: &AppState, org_id: Uuid, id: Uuid, patch: PatchFlow) -> Res
 
 /// Delete a flow with its versions and environments.
 #[utoipa::path(delete, path = "/flows/{id}", tag = "Flows", params(("id" = Uuid, Path)),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 204), (status = 404)))]
 async fn delete_flow(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsWrite>,
@@ -258,9 +243,7 @@ async fn delete_flow(
 
 /// Check the stored draft, including that module nodes reference published flows of this organization.
 #[utoipa::path(post, path = "/flows/{id}/validate", tag = "Flows", params(("id" = Uuid, Path)),
-    responses((status = 200, body = Validation), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Validation), (status = 404)))]
 async fn validate_flow(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsRead>,

@@ -1,15 +1,14 @@
 //! Environments of a flow: keyed sets of variables whose values may reference secrets (`{{secret.NAME}}`).
 
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath};
-use crate::flows::ensure_exists;
+use crate::flows::model::ensure_exists;
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use hookflow_shared::ErrorBody;
 use hookflow_shared::api::flows::{Environment, EnvironmentList, PutEnvironment};
 use hookflow_shared::flow::template;
 use std::collections::BTreeMap;
@@ -29,9 +28,7 @@ pub fn environment(key: String, variables: BTreeMap<String, String>, updated_at:
 
 /// Environments of a flow, by key.
 #[utoipa::path(get, path = "/flows/{id}/environments", tag = "Flows", params(("id" = Uuid, Path)),
-    responses((status = 200, body = EnvironmentList), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = EnvironmentList), (status = 404)))]
 async fn list_environments(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsRead>,
@@ -53,9 +50,7 @@ async fn list_environments(
 /// Create or replace an environment.
 #[utoipa::path(put, path = "/flows/{id}/environments/{key}", tag = "Flows", params(("id" = Uuid, Path), ("key" = String, Path)),
     request_body = PutEnvironment,
-    responses((status = 200, body = Environment), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Environment), (status = 400), (status = 404)))]
 async fn put_environment(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsWrite>,
@@ -86,8 +81,7 @@ async fn put_environment(
 
 /// Delete an environment.
 #[utoipa::path(delete, path = "/flows/{id}/environments/{key}", tag = "Flows", params(("id" = Uuid, Path), ("key" = String, Path)),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 204), (status = 404)))]
 async fn delete_environment(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsWrite>,

@@ -1,16 +1,15 @@
 //! The export document (`hookflow.flow/v1`: the flow, its versions and environments, never secret values) and
 //! importing it as a new flow, in this or another organization.
 
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath};
+use crate::flows::model::{NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow};
 use crate::flows::versions::insert_version;
-use crate::flows::{NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow};
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::{ApiJson, ApiPath};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use hookflow_shared::ErrorBody;
 use hookflow_shared::api::flows::{
     EXPORT_FORMAT, ExportedEnvironment, ExportedFlow, ExportedVersion, Flow, FlowDocument,
 };
@@ -24,9 +23,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// The flow as a self-contained document.
 #[utoipa::path(get, path = "/flows/{id}/export", tag = "Flows", params(("id" = Uuid, Path)),
-    responses((status = 200, body = FlowDocument), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = FlowDocument), (status = 404)))]
 async fn export_flow(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsRead>,
@@ -67,9 +64,7 @@ async fn export_flow(
 
 /// Import an exported document as a new flow (versions renumbered from 1 in their order).
 #[utoipa::path(post, path = "/flows/import", tag = "Flows", request_body = FlowDocument,
-    responses((status = 201, body = Flow), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 201, body = Flow), (status = 400), (status = 409)))]
 async fn import_flow(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsWrite>,
@@ -79,7 +74,7 @@ async fn import_flow(
         return Err(ApiError::invalid(format!("invalid field `format`: expected `{EXPORT_FORMAT}`")));
     }
     let source = document.flow;
-    let name = crate::admin::display_name("flow.name", &source.name)?;
+    let name = crate::http::validate::display_name("flow.name", &source.name)?;
     let tags = clean_tags(&source.tags)?;
     check_schedule(source.schedule.as_deref())?;
     check_definition(&source.definition)?;

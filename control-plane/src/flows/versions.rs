@@ -1,18 +1,17 @@
 //! Published versions: publishing snapshots the draft as the next immutable number; versions list newest first;
 //! restoring makes a version's definition the draft again. Both are recorded in the audit log.
 
-use crate::audit::{self, AuditEvent};
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::extract::{ApiPath, ApiQuery, parse_json};
-use crate::flows::{ensure_exists, fetch};
-use crate::pagination::{self, ListParams};
+use crate::admin::audit::{self, AuditEvent};
+use crate::flows::model::{ensure_exists, fetch};
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::{ApiPath, ApiQuery, parse_json};
+use crate::http::pagination::{self, ListParams};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use hookflow_shared::ErrorBody;
 use hookflow_shared::api::Page;
 use hookflow_shared::api::flows::{Flow, FlowVersion, Publish};
 use sqlx::PgConnection;
@@ -58,9 +57,7 @@ pub async fn insert_version(
 
 /// Publish the current draft as the next version.
 #[utoipa::path(post, path = "/flows/{id}/publish", tag = "Flows", params(("id" = Uuid, Path)), request_body = Publish,
-    responses((status = 201, body = FlowVersion), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 201, body = FlowVersion), (status = 400), (status = 404)))]
 async fn publish(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsWrite>,
@@ -69,7 +66,7 @@ async fn publish(
 ) -> Result<(StatusCode, Json<FlowVersion>), ApiError> {
     // The body is optional: nothing, or `{"note": ...}`.
     let note = if body.iter().all(u8::is_ascii_whitespace) { None } else { parse_json::<Publish>(&body)?.note };
-    crate::admin::bounded_text("note", note.as_deref(), 2000)?;
+    crate::http::validate::bounded_text("note", note.as_deref(), 2000)?;
     let mut tx = app.pool.begin().await?;
     // Lock the flow: concurrent publishes number their versions one after the other.
     let draft: Option<serde_json::Value> =
@@ -94,9 +91,7 @@ async fn publish(
 
 /// Versions of a flow, newest first.
 #[utoipa::path(get, path = "/flows/{id}/versions", tag = "Flows", params(("id" = Uuid, Path), ListParams),
-    responses((status = 200, body = Page<FlowVersion>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Page<FlowVersion>), (status = 400), (status = 404)))]
 async fn list_versions(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsRead>,
@@ -140,9 +135,7 @@ async fn fetch_version(
 /// Read one version.
 #[utoipa::path(get, path = "/flows/{id}/versions/{version_id}", tag = "Flows",
     params(("id" = Uuid, Path), ("version_id" = Uuid, Path)),
-    responses((status = 200, body = FlowVersion), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = FlowVersion), (status = 404)))]
 async fn get_version(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsRead>,
@@ -155,9 +148,7 @@ async fn get_version(
 /// Make a version's definition the draft again.
 #[utoipa::path(post, path = "/flows/{id}/versions/{version_id}/restore", tag = "Flows",
     params(("id" = Uuid, Path), ("version_id" = Uuid, Path)),
-    responses((status = 200, body = Flow), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Flow), (status = 404)))]
 async fn restore_version(
     State(app): State<AppState>,
     caller: Caller<scope::FlowsWrite>,

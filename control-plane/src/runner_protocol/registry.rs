@@ -2,19 +2,24 @@
 //! back to the queue) and heartbeats, which extend the leases of the jobs a runner still holds and tell it which
 //! to stop.
 
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::pagination::{self, ListParams};
-use crate::runner_protocol::{RunnerCaller, check_labels, rescue};
+use crate::http::auth::{Caller, scope};
+use crate::http::error::{ApiError, to_json};
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::pagination::{self, ListParams};
+use crate::http::validate::{bounded_text, check_labels, display_name};
+use crate::queue::{lease, release};
+use crate::runner_protocol::caller::RunnerCaller;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use hookflow_shared::ErrorBody;
 use hookflow_shared::api::Page;
-use hookflow_shared::api::runners::{DEFAULT_WAIT_S, Heartbeat, HeartbeatReply, RegisterRunner, Registered, Runner};
+use hookflow_shared::api::runners::{
+    DEFAULT_WAIT_S, Heartbeat, HeartbeatReply, Host, Metrics, RegisterRunner, Registered, Runner,
+};
+use hookflow_shared::wire::runner_route;
+use sqlx::types::Json as SqlJson;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
@@ -36,8 +41,8 @@ struct RunnerRow {
     version: String,
     max_concurrency: i32,
     running_jobs: i32,
-    host: serde_json::Value,
-    metrics: Option<serde_json::Value>,
+    host: SqlJson<Host>,
+    metrics: Option<SqlJson<Metrics>>,
     last_seen_at: DateTime<Utc>,
     registered_at: DateTime<Utc>,
     online: bool,
@@ -54,8 +59,8 @@ impl From<RunnerRow> for Runner {
             status: if r.online { "online" } else { "offline" }.into(),
             last_seen_at: r.last_seen_at.into(),
             running_jobs: r.running_jobs,
-            host: serde_json::from_value(r.host).unwrap_or_default(),
-            metrics: r.metrics.and_then(|m| serde_json::from_value(m).ok()),
+            host: r.host.0,
+            metrics: r.metrics.map(|m| m.0),
             registered_at: r.registered_at.into(),
         }
     }
@@ -66,18 +71,16 @@ fn offline_after_s(app: &AppState) -> f64 {
 }
 
 /// Register a runner.
-#[utoipa::path(post, path = "/runners", tag = "Runner", request_body = RegisterRunner,
-    responses((status = 201, body = Registered), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+#[utoipa::path(post, path = runner_route::RUNNERS, tag = "Runner", request_body = RegisterRunner,
+    responses((status = 201, body = Registered), (status = 400)))]
 async fn register(
     State(app): State<AppState>,
     caller: RunnerCaller,
     ApiJson(body): ApiJson<RegisterRunner>,
 ) -> Result<(StatusCode, Json<Registered>), ApiError> {
-    let name = crate::admin::display_name("name", &body.name)?;
+    let name = display_name("name", &body.name)?;
     check_labels("labels", &body.labels)?;
-    crate::admin::bounded_text("version", Some(&body.version), 100)?;
+    bounded_text("version", Some(&body.version), 100)?;
     if !(1..=1000).contains(&body.max_concurrency) {
         return Err(ApiError::invalid("invalid field `max_concurrency`: 1 to 1000"));
     }
@@ -98,7 +101,7 @@ async fn register(
     .bind(&body.labels)
     .bind(&body.version)
     .bind(i32::try_from(body.max_concurrency).unwrap_or(1))
-    .bind(serde_json::to_value(&body.host).unwrap_or_default())
+    .bind(to_json(&body.host)?)
     .execute(&app.pool)
     .await?;
     Ok((
@@ -113,10 +116,8 @@ async fn register(
 }
 
 /// The organization's runners.
-#[utoipa::path(get, path = "/runners", tag = "Runner", params(ListParams),
-    responses((status = 200, body = Page<Runner>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+#[utoipa::path(get, path = runner_route::RUNNERS, tag = "Runner", params(ListParams),
+    responses((status = 200, body = Page<Runner>), (status = 400)))]
 async fn list_runners(
     State(app): State<AppState>,
     caller: Caller<scope::RunnersRead>,
@@ -138,10 +139,8 @@ async fn list_runners(
 }
 
 /// One runner.
-#[utoipa::path(get, path = "/runners/{id}", tag = "Runner", params(("id" = Uuid, Path)),
-    responses((status = 200, body = Runner), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+#[utoipa::path(get, path = runner_route::RUNNER, tag = "Runner", params(("id" = Uuid, Path)),
+    responses((status = 200, body = Runner), (status = 404)))]
 async fn get_runner(
     State(app): State<AppState>,
     caller: Caller<scope::RunnersRead>,
@@ -159,10 +158,8 @@ async fn get_runner(
 }
 
 /// Remove a runner; the jobs it was running go back to the queue.
-#[utoipa::path(delete, path = "/runners/{id}", tag = "Runner", params(("id" = Uuid, Path)),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+#[utoipa::path(delete, path = runner_route::RUNNER, tag = "Runner", params(("id" = Uuid, Path)),
+    responses((status = 204), (status = 404)))]
 async fn delete_runner(
     State(app): State<AppState>,
     caller: Caller<scope::RunnersWrite>,
@@ -177,26 +174,15 @@ async fn delete_runner(
     if deleted.rows_affected() == 0 {
         return Err(ApiError::not_found("runner"));
     }
-    let held: Vec<Uuid> = sqlx::query_scalar(
-        "SELECT id FROM executions WHERE organization_id = $1 AND runner_id = $2 AND status = 'running' FOR UPDATE",
-    )
-    .bind(caller.org_id)
-    .bind(id)
-    .fetch_all(&mut *tx)
-    .await?;
-    for execution_id in held {
-        rescue::release(&mut tx, execution_id, "runner_removed").await?;
-    }
+    release::release_runner(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
     app.queue.wake(caller.org_id);
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// Heartbeat: extends the leases of the listed jobs and answers which of them to stop.
-#[utoipa::path(post, path = "/runners/{id}/heartbeat", tag = "Runner", params(("id" = Uuid, Path)), request_body = Heartbeat,
-    responses((status = 200, body = HeartbeatReply), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+#[utoipa::path(post, path = runner_route::HEARTBEAT, tag = "Runner", params(("id" = Uuid, Path)), request_body = Heartbeat,
+    responses((status = 200, body = HeartbeatReply), (status = 400), (status = 404)))]
 async fn heartbeat(
     State(app): State<AppState>,
     caller: RunnerCaller,
@@ -212,26 +198,13 @@ async fn heartbeat(
     )
     .bind(id)
     .bind(caller.org_id)
-    .bind(body.metrics.as_ref().map(|m| serde_json::to_value(m).unwrap_or_default()))
+    .bind(body.metrics.as_ref().map(to_json).transpose()?)
     .bind(i32::try_from(body.running_jobs.len()).unwrap_or(i32::MAX))
     .execute(&app.pool)
     .await?;
     if seen.rows_affected() == 0 {
         return Err(ApiError::not_found("runner"));
     }
-    // Jobs still current for this runner get a longer lease; everything else listed is to be stopped.
-    let keep: Vec<Uuid> = sqlx::query_scalar(
-        "UPDATE executions e SET lease_expires_at = now() + make_interval(secs => $3)
-         FROM jobs j
-         WHERE j.id = ANY($1) AND j.runner_id = $2 AND e.id = j.execution_id AND e.job_id = j.id
-           AND e.status = 'running' AND NOT e.cancel_requested
-         RETURNING j.id",
-    )
-    .bind(&body.running_jobs)
-    .bind(id)
-    .bind(app.settings.lease.as_secs_f64())
-    .fetch_all(&app.pool)
-    .await?;
-    let cancel = body.running_jobs.into_iter().filter(|job| !keep.contains(job)).collect();
+    let cancel = lease::extend(&app.pool, id, body.running_jobs, app.settings.lease.as_secs_f64()).await?;
     Ok(Json(HeartbeatReply { cancel }))
 }

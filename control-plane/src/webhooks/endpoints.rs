@@ -2,21 +2,22 @@
 //! Every change NOTIFYs the capture caches of all servers.
 
 use crate::admin::organization::MAX_BODY_BYTES_LIMIT;
-use crate::admin::{bounded_text, display_name};
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::pagination::{self, ListParams};
+use crate::db::update::Update;
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::pagination::{self, ListParams};
+use crate::http::validate::{bounded_text, display_name};
+use crate::signals::Invalidation;
 use crate::state::AppState;
 use crate::webhooks::model::{WEBHOOK_COLUMNS, WebhookRow};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use hookflow_shared::ErrorBody;
-use hookflow_shared::api::Page;
 use hookflow_shared::api::admin::Retention;
 use hookflow_shared::api::webhooks::{CreateWebhook, CustomResponse, UpdateWebhook, Webhook};
+use hookflow_shared::api::{Page, Patch};
 use sqlx::PgConnection;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -52,9 +53,9 @@ pub async fn ensure_exists(app: &AppState, org_id: Uuid, id: Uuid) -> Result<(),
     found.map(|_| ()).ok_or_else(|| ApiError::not_found("webhook"))
 }
 
+/// Tells every replica's capture cache that the endpoint changed, when the transaction commits.
 async fn announce_change(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_notify('hookflow_webhooks', $1)").bind(id.to_string()).execute(conn).await?;
-    Ok(())
+    Invalidation::Endpoint(id).announce(conn).await
 }
 
 fn check_body_limit(value: Option<i64>) -> Result<(), ApiError> {
@@ -96,9 +97,7 @@ fn check_response(value: Option<&CustomResponse>) -> Result<(), ApiError> {
 
 /// Create an endpoint; it captures at `capture_url` at once.
 #[utoipa::path(post, path = "/webhooks", tag = "Webhook", request_body = CreateWebhook,
-    responses((status = 201, body = Webhook), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 201, body = Webhook), (status = 400)))]
 async fn create_webhook(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksWrite>,
@@ -128,15 +127,13 @@ async fn create_webhook(
     announce_change(&mut tx, id).await?;
     let row = fetch(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
-    app.endpoints.invalidate(id);
+    app.invalidate(Invalidation::Endpoint(id));
     Ok((StatusCode::CREATED, Json(row.into_api(&app.settings.public_url))))
 }
 
 /// List endpoints, newest first.
 #[utoipa::path(get, path = "/webhooks", tag = "Webhook", params(ListParams),
-    responses((status = 200, body = Page<Webhook>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Page<Webhook>), (status = 400)))]
 async fn list_webhooks(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksRead>,
@@ -160,9 +157,7 @@ async fn list_webhooks(
 
 /// Read an endpoint.
 #[utoipa::path(get, path = "/webhooks/{id}", tag = "Webhook", params(("id" = Uuid, Path)),
-    responses((status = 200, body = Webhook), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Webhook), (status = 404)))]
 async fn get_webhook(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksRead>,
@@ -174,9 +169,7 @@ async fn get_webhook(
 
 /// Change any of the create fields; `null` resets description, limits, retention or response to defaults.
 #[utoipa::path(patch, path = "/webhooks/{id}", tag = "Webhook", params(("id" = Uuid, Path)), request_body = UpdateWebhook,
-    responses((status = 200, body = Webhook), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Webhook), (status = 400), (status = 404)))]
 async fn update_webhook(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksWrite>,
@@ -184,52 +177,40 @@ async fn update_webhook(
     ApiJson(body): ApiJson<UpdateWebhook>,
 ) -> Result<Json<Webhook>, ApiError> {
     let name = body.name.as_deref().map(|n| display_name("name", n)).transpose()?;
-    bounded_text("description", body.description.as_ref().and_then(|d| d.as_deref()), 2000)?;
-    check_body_limit(body.max_body_bytes.flatten())?;
-    check_retention(body.retention.as_ref().and_then(|r| r.as_ref()))?;
-    check_response(body.response.as_ref().and_then(|r| r.as_ref()))?;
-    let retention = body.retention.map(|r| r.unwrap_or(Retention { max_age_days: None, max_requests: None }));
+    bounded_text("description", body.description.value().map(String::as_str), 2000)?;
+    check_body_limit(body.max_body_bytes.value().copied())?;
+    check_retention(body.retention.value())?;
+    check_response(body.response.value())?;
+    // A retention replaces both of its limits; `null` clears both.
+    let (max_age_days, max_requests) = match body.retention {
+        Patch::Keep => (Patch::Keep, Patch::Keep),
+        Patch::Clear => (Patch::Clear, Patch::Clear),
+        Patch::Set(r) => (Patch::from_option(r.max_age_days), Patch::from_option(r.max_requests)),
+    };
     let mut tx = app.pool.begin().await?;
-    let updated = sqlx::query(
-        "UPDATE webhooks SET
-            name = COALESCE($3, name),
-            description = CASE WHEN $4 THEN $5 ELSE description END,
-            max_body_bytes = CASE WHEN $6 THEN $7 ELSE max_body_bytes END,
-            max_age_days = CASE WHEN $8 THEN $9 ELSE max_age_days END,
-            max_requests = CASE WHEN $8 THEN $10 ELSE max_requests END,
-            response = CASE WHEN $11 THEN $12 ELSE response END,
-            updated_at = now()
-         WHERE organization_id = $1 AND id = $2",
-    )
-    .bind(caller.org_id)
-    .bind(id)
-    .bind(name)
-    .bind(body.description.is_some())
-    .bind(body.description.flatten())
-    .bind(body.max_body_bytes.is_some())
-    .bind(body.max_body_bytes.flatten())
-    .bind(retention.is_some())
-    .bind(retention.and_then(|r| r.max_age_days))
-    .bind(retention.and_then(|r| r.max_requests))
-    .bind(body.response.is_some())
-    .bind(body.response.flatten().map(sqlx::types::Json))
-    .execute(&mut *tx)
-    .await?;
-    if updated.rows_affected() == 0 {
+    let updated = Update::new("webhooks")
+        .set_some("name", name)
+        .patch("description", body.description)
+        .patch("max_body_bytes", body.max_body_bytes)
+        .patch("max_age_days", max_age_days)
+        .patch("max_requests", max_requests)
+        .patch("response", body.response.map(sqlx::types::Json))
+        .sql("updated_at", "now()")
+        .execute(&mut tx, caller.org_id, id)
+        .await?;
+    if updated == 0 {
         return Err(ApiError::not_found("webhook"));
     }
     announce_change(&mut tx, id).await?;
     let row = fetch(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
-    app.endpoints.invalidate(id);
+    app.invalidate(Invalidation::Endpoint(id));
     Ok(Json(row.into_api(&app.settings.public_url)))
 }
 
 /// Delete an endpoint and all its captures; its capture URL answers 404 from then on.
 #[utoipa::path(delete, path = "/webhooks/{id}", tag = "Webhook", params(("id" = Uuid, Path)),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 204), (status = 404)))]
 async fn delete_webhook(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksWrite>,
@@ -246,6 +227,6 @@ async fn delete_webhook(
     }
     announce_change(&mut tx, id).await?;
     tx.commit().await?;
-    app.endpoints.invalidate(id);
+    app.invalidate(Invalidation::Endpoint(id));
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,9 +1,9 @@
 //! Export of an endpoint's history (all of it, or what `q` selects), oldest first, streamed page by page:
 //! NDJSON (one captured request per line, whole bodies) or a HAR 1.2 document.
 
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::extract::{ApiPath, ApiQuery};
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::{ApiPath, ApiQuery};
 use crate::state::AppState;
 use crate::webhooks::endpoints::ensure_exists;
 use crate::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow};
@@ -12,7 +12,6 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use hookflow_shared::ErrorBody;
 use hookflow_shared::api::webhooks::{BodyEncoding, CapturedRequest};
 use serde_json::json;
 use sqlx::{PgPool, Postgres, QueryBuilder};
@@ -41,9 +40,7 @@ pub struct ExportParams {
 /// Export captured requests as NDJSON or HAR.
 #[utoipa::path(get, path = "/webhooks/{id}/requests/export", tag = "Webhook", params(("id" = Uuid, Path), ExportParams),
     responses((status = 200, description = "NDJSON lines or a HAR 1.2 document", content_type = "application/x-ndjson"),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+        (status = 400), (status = 404)))]
 pub async fn export_requests(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksRead>,

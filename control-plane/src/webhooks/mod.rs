@@ -2,7 +2,6 @@
 
 pub mod endpoints;
 pub mod export;
-pub mod hub;
 pub mod model;
 pub mod query_text;
 pub mod replay;

@@ -1,7 +1,7 @@
 //! The `q` search syntax: AND-ed `field:value` terms, `-` to negate, double quotes for values with spaces.
 //! Fields: method, path, header.<name>, query.<name>, body, content_type, ip; a bare word searches the body.
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// One parsed term of `q`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,16 +1,15 @@
 //! Replay: resend a captured request (method, path, query, headers, raw body) to a target URL and report the
 //! target's answer. Loopback and private targets are refused unless the operator allows them.
 
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath};
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::{ApiJson, ApiPath};
 use crate::outbound;
 use crate::state::AppState;
 use crate::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow, encode_body};
 use axum::Json;
 use axum::extract::State;
 use futures_util::StreamExt as _;
-use hookflow_shared::ErrorBody;
 use hookflow_shared::api::webhooks::{BodyEncoding, ReplayRequest, ReplayResult};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
@@ -25,9 +24,7 @@ const HOP_HEADERS: [&str; 8] =
 /// Resend a captured request to `target_url` (its path and query are appended).
 #[utoipa::path(post, path = "/webhooks/{id}/requests/{request_id}/replay", tag = "Webhook",
     params(("id" = Uuid, Path), ("request_id" = Uuid, Path)), request_body = ReplayRequest,
-    responses((status = 200, body = ReplayResult), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = ReplayResult), (status = 400), (status = 404)))]
 pub async fn replay_request(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksWrite>,

@@ -1,9 +1,9 @@
 //! The history of one endpoint: list (newest first), read one whole, its raw body, delete one, clear all.
 
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::extract::{ApiPath, ApiQuery};
-use crate::pagination::ListParams;
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::{ApiPath, ApiQuery};
+use crate::http::pagination::ListParams;
 use crate::state::AppState;
 use crate::webhooks::endpoints::ensure_exists;
 use crate::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow, subtract_stored};
@@ -12,16 +12,14 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use hookflow_shared::ErrorBody;
 use hookflow_shared::api::Page;
 use hookflow_shared::api::webhooks::{CapturedRequest, SearchSort};
 use uuid::Uuid;
 
 /// List captured requests, newest first (bodies over 64 KiB are left out: `body_truncated`).
 #[utoipa::path(get, path = "/webhooks/{id}/requests", tag = "Webhook", params(("id" = Uuid, Path), ListParams),
-    responses((status = 200, body = Page<CapturedRequest>), (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Page<CapturedRequest>), (status = 400),
+        (status = 404)))]
 pub async fn list_requests(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksRead>,
@@ -55,9 +53,7 @@ async fn fetch_capture(app: &AppState, org_id: Uuid, webhook_id: Uuid, id: Uuid)
 /// Read one captured request, whole.
 #[utoipa::path(get, path = "/webhooks/{id}/requests/{request_id}", tag = "Webhook",
     params(("id" = Uuid, Path), ("request_id" = Uuid, Path)),
-    responses((status = 200, body = CapturedRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = CapturedRequest), (status = 404)))]
 pub async fn get_request(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksRead>,
@@ -70,8 +66,7 @@ pub async fn get_request(
 #[utoipa::path(get, path = "/webhooks/{id}/requests/{request_id}/body", tag = "Webhook",
     params(("id" = Uuid, Path), ("request_id" = Uuid, Path)),
     responses((status = 200, description = "The body exactly as received", content_type = "application/octet-stream"),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+        (status = 404)))]
 pub async fn get_request_body(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksRead>,
@@ -94,8 +89,7 @@ pub async fn get_request_body(
 /// Delete one captured request.
 #[utoipa::path(delete, path = "/webhooks/{id}/requests/{request_id}", tag = "Webhook",
     params(("id" = Uuid, Path), ("request_id" = Uuid, Path)),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 204), (status = 404)))]
 pub async fn delete_request(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksWrite>,
@@ -118,8 +112,7 @@ pub async fn delete_request(
 
 /// Clear the endpoint's whole history (analytics counters keep what was received).
 #[utoipa::path(delete, path = "/webhooks/{id}/requests", tag = "Webhook", params(("id" = Uuid, Path)),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 204), (status = 404)))]
 pub async fn clear_requests(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksWrite>,

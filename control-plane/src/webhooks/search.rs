@@ -2,10 +2,10 @@
 //! one endpoint of the caller's organization), sorted by received_at, body_size or method with keyset
 //! pagination. The history list and the export use the same machinery.
 
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath};
-use crate::pagination::{encode_cursor, page_size};
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::{ApiJson, ApiPath};
+use crate::http::pagination::{encode_cursor, page_size};
 use crate::state::AppState;
 use crate::webhooks::endpoints::ensure_exists;
 use crate::webhooks::model::{CAPTURE_COLUMNS_INLINE, CaptureRow};
@@ -14,7 +14,6 @@ use axum::Json;
 use axum::extract::State;
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
-use hookflow_shared::ErrorBody;
 use hookflow_shared::api::Page;
 use hookflow_shared::api::webhooks::{
     CapturedRequest, MatchOp, SearchFilter, SearchRequests, SearchSort, SortField, SortOrder,
@@ -297,9 +296,8 @@ fn decode(cursor: &str) -> Result<Cursor, ApiError> {
 /// Search captured requests with a filter, `q` terms and a sort.
 #[utoipa::path(post, path = "/webhooks/{id}/requests/search", tag = "Webhook", params(("id" = Uuid, Path)),
     request_body = SearchRequests,
-    responses((status = 200, body = Page<CapturedRequest>), (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+    responses((status = 200, body = Page<CapturedRequest>), (status = 400),
+        (status = 404)))]
 pub async fn search_requests(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksRead>,

@@ -2,17 +2,17 @@
 //! first replays what was stored after that event, then goes live without gap or duplicate. A subscriber that
 //! falls behind gets `{"type": "stream.lagged", "missed": N}` and may reconnect with its last event id.
 
-use crate::auth::{Caller, scope};
-use crate::error::ApiError;
-use crate::extract::ApiPath;
+use crate::capture::hub::{LiveEvent, captures_after};
+use crate::http::auth::{Caller, scope};
+use crate::http::error::ApiError;
+use crate::http::extract::ApiPath;
 use crate::state::AppState;
 use crate::webhooks::endpoints::ensure_exists;
-use crate::webhooks::hub::{LiveEvent, captures_after};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::{Stream, StreamExt as _};
-use hookflow_shared::ErrorBody;
+use hookflow_shared::wire::{LastEventIdHeader, header};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -87,11 +87,10 @@ impl Subscriber {
 
 /// Live stream (SSE) of captures; resumes after `Last-Event-ID`.
 #[utoipa::path(get, path = "/webhooks/{id}/stream", tag = "Webhook", params(("id" = Uuid, Path),
-        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event id")),
+        LastEventIdHeader),
     responses((status = 200, description = "text/event-stream of `request.captured` and `stream.lagged` events",
             content_type = "text/event-stream"),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
-    security(("api_key" = [], "organization" = [])))]
+        (status = 404)))]
 pub async fn stream_requests(
     State(app): State<AppState>,
     caller: Caller<scope::WebhooksRead>,
@@ -100,7 +99,7 @@ pub async fn stream_requests(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     ensure_exists(&app, caller.org_id, id).await?;
     let resume =
-        headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| Uuid::parse_str(v.trim()).ok());
+        headers.get(header::LAST_EVENT_ID).and_then(|v| v.to_str().ok()).and_then(|v| Uuid::parse_str(v.trim()).ok());
     // Subscribe before replaying, so nothing stored during the replay is missed.
     let live = app.hub.subscribe(id).await?;
     let shutdown = app.shutdown.clone();

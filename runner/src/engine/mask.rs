@@ -21,14 +21,14 @@ impl Masker {
             if value.is_empty() {
                 continue;
             }
-            let json = serde_json::to_string(value).unwrap_or_default();
+            let json = json_string(value);
             let forms = [
                 value.to_owned(),
                 STANDARD.encode(value),
                 URL_SAFE_NO_PAD.encode(value),
                 form_urlencoded::byte_serialize(value.as_bytes()).collect::<String>(),
                 form_urlencoded::byte_serialize(value.as_bytes()).collect::<String>().replace('+', "%20"),
-                json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_owned(),
+                json,
             ];
             for form in forms {
                 if !form.is_empty() && !needles.contains(&form) {
@@ -99,6 +99,25 @@ impl Masker {
             self.text_in_place(error);
         }
     }
+}
+
+/// The inside of a JSON string literal holding `text`, as serde_json writes it.
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! the preview diff and the record of each sync).
 
 use crate::Timestamp;
-use crate::api::webhooks::double_option;
+use crate::api::patch::Patch;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -25,9 +25,9 @@ pub struct WriteCollection {
 pub struct PatchCollection {
     #[serde(default)]
     pub name: Option<String>,
-    #[serde(default, deserialize_with = "double_option")]
+    #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<String>)]
-    pub description: Option<Option<String>>,
+    pub description: Patch<String>,
     #[serde(default)]
     pub variables: Option<BTreeMap<String, String>>,
 }

@@ -1,7 +1,7 @@
 //! Launch bodies, executions and node results (API.md section 3), shared by the server, the engine and the CLI.
 
 use crate::api::catalog::AssertionResult;
-use crate::api::runners::Job;
+use crate::api::runners::{FinalStatus, Job};
 use crate::flow::definition::VersionSelector;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -56,6 +56,99 @@ pub struct LaunchByTag {
     pub mode: Option<LaunchMode>,
 }
 
+/// Where an execution is in its life: `queued` -> `running` -> one of the four final states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutionStatus {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+    Error,
+}
+
+impl ExecutionStatus {
+    pub const ALL: [ExecutionStatus; 6] = [
+        ExecutionStatus::Queued,
+        ExecutionStatus::Running,
+        ExecutionStatus::Succeeded,
+        ExecutionStatus::Failed,
+        ExecutionStatus::Cancelled,
+        ExecutionStatus::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutionStatus::Queued => "queued",
+            ExecutionStatus::Running => "running",
+            ExecutionStatus::Succeeded => "succeeded",
+            ExecutionStatus::Failed => "failed",
+            ExecutionStatus::Cancelled => "cancelled",
+            ExecutionStatus::Error => "error",
+        }
+    }
+
+    /// Whether the execution has ended.
+    pub fn is_final(self) -> bool {
+        !matches!(self, ExecutionStatus::Queued | ExecutionStatus::Running)
+    }
+}
+
+impl std::fmt::Display for ExecutionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ExecutionStatus {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text).ok_or_else(|| format!("unknown execution status `{text}`"))
+    }
+}
+
+impl From<FinalStatus> for ExecutionStatus {
+    fn from(status: FinalStatus) -> Self {
+        match status {
+            FinalStatus::Succeeded => ExecutionStatus::Succeeded,
+            FinalStatus::Failed => ExecutionStatus::Failed,
+            FinalStatus::Cancelled => ExecutionStatus::Cancelled,
+            FinalStatus::Error => ExecutionStatus::Error,
+        }
+    }
+}
+
+/// What launched an execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Trigger {
+    Api,
+    Cli,
+    Schedule,
+    Tag,
+}
+
+impl Trigger {
+    pub const ALL: [Trigger; 4] = [Trigger::Api, Trigger::Cli, Trigger::Schedule, Trigger::Tag];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Api => "api",
+            Trigger::Cli => "cli",
+            Trigger::Schedule => "schedule",
+            Trigger::Tag => "tag",
+        }
+    }
+}
+
+impl std::str::FromStr for Trigger {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        Self::ALL.into_iter().find(|t| t.as_str() == text).ok_or_else(|| format!("unknown trigger `{text}`"))
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Summary {
     pub nodes_total: u32,
@@ -72,10 +165,8 @@ pub struct Execution {
     pub flow_version: Option<i32>,
     pub draft_revision: i32,
     pub environment: Option<String>,
-    /// `queued`, `running`, `succeeded`, `failed`, `cancelled` or `error`.
-    pub status: String,
-    /// `api`, `cli`, `schedule` or `tag`.
-    pub trigger: String,
+    pub status: ExecutionStatus,
+    pub trigger: Trigger,
     pub attempt: i32,
     pub max_attempts: i32,
     pub runner_id: Option<Uuid>,
@@ -172,6 +263,39 @@ pub struct NodeResult {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NodeResultList {
     pub items: Vec<NodeResult>,
+}
+
+/// An event of an execution's stream (API.md section 4), told apart by its `type`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum ExecutionEvent {
+    #[serde(rename = "execution.status")]
+    Status {
+        status: ExecutionStatus,
+        attempt: i32,
+        #[serde(default)]
+        runner_id: Option<Uuid>,
+        /// A cancel was asked for while the execution runs.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cancel_requested: bool,
+        /// Why the execution went back to the queue (`lease_expired`, `runner_removed`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    #[serde(rename = "node.started")]
+    NodeStarted { node_id: String, attempt: i32 },
+    #[serde(rename = "node.completed")]
+    NodeCompleted(Box<NodeResult>),
+    #[serde(rename = "execution.completed")]
+    Completed {
+        status: ExecutionStatus,
+        summary: Summary,
+        #[serde(default)]
+        error: Option<String>,
+        attempt: i32,
+        #[serde(default)]
+        duration_ms: Option<i64>,
+    },
 }
 
 /// Bodies kept in results are cut at this many bytes.

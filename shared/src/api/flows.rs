@@ -1,7 +1,8 @@
 //! Flow bodies: flows, versions, environments, validation results, and the export document.
 
 use crate::Timestamp;
-use crate::api::webhooks::double_option;
+use crate::api::executions::ExecutionStatus;
+use crate::api::patch::Patch;
 use crate::flow::definition::Problem;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -30,16 +31,16 @@ pub struct WriteFlow {
 pub struct PatchFlow {
     #[serde(default)]
     pub name: Option<String>,
-    #[serde(default, deserialize_with = "double_option")]
+    #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<String>)]
-    pub description: Option<Option<String>>,
+    pub description: Patch<String>,
     #[serde(default)]
     pub tags: Option<Vec<String>>,
     #[serde(default)]
     pub definition: Option<Value>,
-    #[serde(default, deserialize_with = "double_option")]
+    #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<String>)]
-    pub schedule: Option<Option<String>>,
+    pub schedule: Patch<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -53,7 +54,7 @@ pub struct Flow {
     pub draft_revision: i32,
     /// The newest published version number, if any.
     pub published_version: Option<i32>,
-    pub last_status: Option<String>,
+    pub last_status: Option<ExecutionStatus>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -69,7 +70,7 @@ pub struct SearchFlows {
     #[serde(default)]
     pub tags: Vec<String>,
     #[serde(default)]
-    pub last_status: Option<String>,
+    pub last_status: Option<ExecutionStatus>,
     #[serde(default)]
     pub limit: Option<i64>,
     #[serde(default)]

@@ -7,8 +7,10 @@ pub mod collections;
 pub mod executions;
 pub mod flows;
 pub mod page;
+pub mod patch;
 pub mod resources;
 pub mod runners;
 pub mod webhooks;
 
 pub use page::Page;
+pub use patch::Patch;

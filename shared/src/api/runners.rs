@@ -190,6 +190,12 @@ impl NodeReport {
     }
 }
 
+/// The several-results form of [`NodeReport`], borrowing its results: what runners send.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct NodeReportBatch<'a> {
+    pub results: &'a [NodeResult],
+}
+
 /// Answer to a node report: whether the runner should stop the job.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReportReply {

@@ -2,14 +2,10 @@
 
 use crate::Timestamp;
 use crate::api::admin::Retention;
-use serde::{Deserialize, Deserializer, Serialize};
+use crate::api::patch::Patch;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use uuid::Uuid;
-
-/// Reads a field that may be absent (`None`), `null` (`Some(None)`) or a value (`Some(Some(v))`).
-pub fn double_option<'de, T: Deserialize<'de>, D: Deserializer<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
-    Option::<T>::deserialize(d).map(Some)
-}
 
 /// A custom answer an endpoint gives senders instead of the JSON receipt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -45,18 +41,18 @@ pub struct CreateWebhook {
 pub struct UpdateWebhook {
     #[serde(default)]
     pub name: Option<String>,
-    #[serde(default, deserialize_with = "double_option")]
+    #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<String>)]
-    pub description: Option<Option<String>>,
-    #[serde(default, deserialize_with = "double_option")]
+    pub description: Patch<String>,
+    #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<i64>)]
-    pub max_body_bytes: Option<Option<i64>>,
-    #[serde(default, deserialize_with = "double_option")]
+    pub max_body_bytes: Patch<i64>,
+    #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<Retention>)]
-    pub retention: Option<Option<Retention>>,
-    #[serde(default, deserialize_with = "double_option")]
+    pub retention: Patch<Retention>,
+    #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<CustomResponse>)]
-    pub response: Option<Option<CustomResponse>>,
+    pub response: Patch<CustomResponse>,
 }
 
 /// A webhook endpoint. `max_body_bytes` and `retention` are the effective values (the organization's defaults

@@ -165,7 +165,7 @@ async fn retention_keeps_the_newest_and_drops_the_old() {
     app.capture(Method::POST, &defaulted, "a").await;
     let last = app.capture(Method::POST, &defaulted, "b").await.body["request_id"].as_str().expect("id").to_owned();
 
-    let deleted = hookflow_control_plane::retention::sweep(&app.pool).await.expect("sweep");
+    let deleted = hookflow_control_plane::tasks::retention::sweep(&app.pool).await.expect("sweep");
     assert_eq!(deleted, 2 + 1 + 1);
     let ids = |page: serde_json::Value| -> Vec<String> {
         page["items"].as_array().expect("items").iter().map(|c| c["id"].as_str().expect("id").to_owned()).collect()
@@ -177,7 +177,7 @@ async fn retention_keeps_the_newest_and_drops_the_old() {
     assert_eq!(app.admin(Method::GET, &format!("/webhooks/{capped}"), None).await.body["request_count"], 3);
     let analytics = app.admin(Method::GET, &format!("/webhooks/{capped}/analytics/volume"), None).await;
     assert_eq!(analytics.body["total"], 5, "analytics count what was received");
-    assert_eq!(hookflow_control_plane::retention::sweep(&app.pool).await.expect("sweep"), 0, "idempotent");
+    assert_eq!(hookflow_control_plane::tasks::retention::sweep(&app.pool).await.expect("sweep"), 0, "idempotent");
 }
 
 #[tokio::test]

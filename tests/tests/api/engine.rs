@@ -99,7 +99,7 @@ async fn disabled_nodes_undefined_names_and_cancellation() {
 
 #[tokio::test]
 async fn a_runner_serving_every_organization_takes_turns_between_them() {
-    let key = hookflow_control_plane::embedded_runner::new_key();
+    let key = hookflow_control_plane::server::embedded_runner::new_key();
     let hash = key.hash.clone();
     let app = TestApp::spawn_with(|settings| settings.embedded_runner_key_hash = Some(hash)).await;
     let busy = app.admin.clone();

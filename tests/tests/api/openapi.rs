@@ -110,14 +110,17 @@ async fn the_document_matches_the_contract_and_the_routes() {
     assert!(doc.get("servers").is_none(), "no servers block");
     let tags: Vec<&str> =
         doc["tags"].as_array().expect("tags").iter().map(|t| t["name"].as_str().expect("name")).collect();
-    assert_eq!(tags, hookflow_control_plane::openapi::TAGS);
+    assert_eq!(tags, hookflow_control_plane::http::openapi::TAGS);
 
     let mut documented = BTreeSet::new();
     for (path, item) in doc["paths"].as_object().expect("paths") {
         for (method, op) in item.as_object().expect("item") {
             documented.insert(format!("{} {path}", method.to_uppercase()));
             let tags = op["tags"].as_array().expect("every operation is tagged");
-            assert!(tags.iter().all(|t| { hookflow_control_plane::openapi::TAGS.contains(&t.as_str().unwrap_or("")) }));
+            assert!(
+                tags.iter()
+                    .all(|t| { hookflow_control_plane::http::openapi::TAGS.contains(&t.as_str().unwrap_or("")) })
+            );
         }
     }
     let expected: BTreeSet<String> = IMPLEMENTED.iter().map(|s| (*s).to_owned()).collect();
@@ -143,7 +146,7 @@ async fn the_document_matches_the_contract_and_the_routes() {
         assert!(!reply.text.contains("no route"), "{op}: {}", reply.text);
     }
     // And the routes outside the document are only the probes and the document itself.
-    for path in hookflow_control_plane::app::UNDOCUMENTED_ROUTES {
+    for path in hookflow_control_plane::http::UNDOCUMENTED_ROUTES {
         assert_eq!(app.call(Method::GET, path, None, None).await.status, 200, "{path}");
     }
 }

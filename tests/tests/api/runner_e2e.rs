@@ -230,11 +230,11 @@ async fn runner_processes_respect_labels_and_cancellation() {
 
 #[tokio::test]
 async fn the_embedded_runner_runs_flows_of_every_organization() {
-    let key = hookflow_control_plane::embedded_runner::new_key();
+    let key = hookflow_control_plane::server::embedded_runner::new_key();
     let hash = key.hash.clone();
     let app = TestApp::spawn_with(|settings| settings.embedded_runner_key_hash = Some(hash)).await;
     let address = app.base.trim_start_matches("http://").parse().expect("address");
-    hookflow_control_plane::embedded_runner::spawn(address, key, 2, tokio_util::sync::CancellationToken::new());
+    hookflow_control_plane::server::embedded_runner::spawn(address, key, 2, tokio_util::sync::CancellationToken::new());
     let target = Target::spawn().await;
     let definition = json!({"nodes": [{"id": "orders", "kind": "request",
         "request": {"method": "GET", "url": format!("{}/orders", target.base)},

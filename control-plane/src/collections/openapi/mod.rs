@@ -6,7 +6,7 @@ pub mod fingerprint;
 pub mod mapping;
 pub mod schema;
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::outbound;
 use crate::state::AppState;
 use futures_util::StreamExt as _;

@@ -2,18 +2,19 @@
 //! `X-Organization-Id` (400), that the key belongs to that organization (403 `organization_mismatch`) and that it
 //! carries the scope `S` (403 `insufficient_scope`). Handlers declare their scope in their signature.
 
-use crate::error::ApiError;
+pub mod key_cache;
+
+use crate::http::error::ApiError;
 use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use chrono::{DateTime, Utc};
 use hookflow_shared::token::{self, TokenKind};
+use hookflow_shared::wire::header;
 use hookflow_shared::{ErrorCode, Scope, ScopeSet};
+use key_cache::{Cached, KeyIdentity};
 use std::marker::PhantomData;
 use uuid::Uuid;
-
-pub const API_KEY_HEADER: &str = "x-api-key";
-pub const ORGANIZATION_HEADER: &str = "x-organization-id";
 
 /// Who is acting, as written to the audit log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +90,7 @@ impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let key = parts.headers.get(API_KEY_HEADER).and_then(|v| v.to_str().ok()).map(str::trim);
+        let key = parts.headers.get(header::API_KEY).and_then(|v| v.to_str().ok()).map(str::trim);
         let Some(key) = key else {
             // Browser sessions (Authorization: Bearer) are not accepted yet: the same 401 as any bad credential.
             return Err(ApiError::unauthorized());
@@ -122,7 +123,7 @@ impl<S> Caller<S> {
 pub fn organization_header(parts: &Parts) -> Result<Uuid, ApiError> {
     parts
         .headers
-        .get(ORGANIZATION_HEADER)
+        .get(header::ORGANIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| Uuid::parse_str(v.trim()).ok())
         .ok_or_else(|| {
@@ -130,40 +131,57 @@ pub fn organization_header(parts: &Parts) -> Result<Uuid, ApiError> {
         })
 }
 
-struct KeyIdentity {
-    key_id: Uuid,
-    org_id: Uuid,
-    scopes: ScopeSet,
-}
-
-/// Resolves an API key: the checksum is verified first (a typo never reaches the database), then the hash is
-/// looked up; unknown, deleted and expired keys all answer the same 401.
+/// Resolves an API key: the checksum is verified first (a typo never reaches the database), then the cache or
+/// the database; unknown, deleted and expired keys all answer the same 401.
 async fn authenticate_key(state: &AppState, key: &str) -> Result<KeyIdentity, ApiError> {
     TokenKind::ApiKey.check(key).map_err(|_| ApiError::unauthorized())?;
-    type KeyLookup = (Uuid, Uuid, Vec<String>, Option<DateTime<Utc>>, bool);
-    let row: Option<KeyLookup> = sqlx::query_as(
-        "SELECT id, organization_id, scopes, expires_at,
-                last_used_at IS NULL OR last_used_at < now() - interval '1 minute'
-         FROM api_keys WHERE key_hash = $1",
-    )
-    .bind(token::hash(key))
-    .fetch_optional(&state.pool)
-    .await?;
-    let Some((key_id, org_id, scopes, expires_at, stale_last_use)) = row else {
-        return Err(ApiError::unauthorized());
+    let hash = token::hash(key);
+    let identity = match state.keys.get(&hash) {
+        Cached::Hit { identity, record_use } => {
+            if record_use {
+                record_last_use(state, identity.key_id);
+            }
+            identity
+        }
+        Cached::Miss => {
+            let identity = lookup_key(state, &hash).await?.ok_or_else(ApiError::unauthorized)?;
+            record_last_use(state, identity.key_id);
+            state.keys.insert(hash, identity.clone());
+            identity
+        }
     };
-    if expires_at.is_some_and(|at| at <= Utc::now()) {
+    if identity.is_expired() {
         return Err(ApiError::unauthorized());
     }
-    if stale_last_use {
-        // Recorded at most once a minute per key, off the request's path.
-        let pool = state.pool.clone();
-        tokio::spawn(async move {
-            let _ =
-                sqlx::query("UPDATE api_keys SET last_used_at = now() WHERE id = $1").bind(key_id).execute(&pool).await;
-        });
-    }
+    Ok(identity)
+}
+
+async fn lookup_key(state: &AppState, hash: &[u8]) -> Result<Option<KeyIdentity>, ApiError> {
+    type KeyRow = (Uuid, Uuid, Vec<String>, Option<DateTime<Utc>>);
+    let row: Option<KeyRow> =
+        sqlx::query_as("SELECT id, organization_id, scopes, expires_at FROM api_keys WHERE key_hash = $1")
+            .bind(hash)
+            .fetch_optional(&state.pool)
+            .await?;
     // Scopes were validated when the key was made; a name dropped from the catalog since simply grants nothing.
-    let scopes = scopes.iter().filter_map(|s| s.parse().ok()).collect();
-    Ok(KeyIdentity { key_id, org_id, scopes })
+    Ok(row.map(|(key_id, org_id, scopes, expires_at)| KeyIdentity {
+        key_id,
+        org_id,
+        scopes: scopes.iter().filter_map(|s| s.parse().ok()).collect(),
+        expires_at,
+    }))
+}
+
+/// Writes a key's last use, off the request's path (at most once a minute per key and replica).
+fn record_last_use(state: &AppState, key_id: Uuid) {
+    let pool = state.pool.clone();
+    tokio::spawn(async move {
+        let _ = sqlx::query(
+            "UPDATE api_keys SET last_used_at = now()
+             WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
+        )
+        .bind(key_id)
+        .execute(&pool)
+        .await;
+    });
 }

@@ -1,6 +1,6 @@
 //! Liveness (`/healthz`: the process answers) and readiness (`/readyz`: the database answers too).
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;

@@ -2,7 +2,7 @@
 //! 30-day expiry, exactly once even when several servers start together.
 
 use crate::admin::{keys, organization};
-use crate::auth::Actor;
+use crate::http::auth::Actor;
 use hookflow_shared::ScopeSet;
 use hookflow_shared::api::admin::{CreatedApiKey, Organization};
 use sqlx::PgPool;

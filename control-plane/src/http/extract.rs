@@ -1,7 +1,7 @@
 //! Request extractors that answer the contract's errors: JSON bodies (unknown fields refused, the failing field
 //! named), query strings and path ids.
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use bytes::Bytes;

@@ -1,7 +1,7 @@
 //! Keyset pagination: `limit` (default 50, clamped to 100, below 1 refused) and an opaque `cursor` that encodes
 //! the sort key of the last item served, so pages stay stable while rows are inserted.
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hookflow_shared::api::Page;

@@ -54,6 +54,28 @@ impl ApiError {
     pub fn internal() -> Self {
         Self::new(ErrorCode::Internal, "internal error; the server log has details under this request id")
     }
+
+    /// An internal error whose cause is logged here and never sent.
+    pub fn internal_because(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "internal error");
+        Self::internal()
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code.as_str())
+    }
+}
+
+/// Serializes a value of ours to JSON; a failure is an internal error (logged), never empty data.
+pub fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<serde_json::Value, ApiError> {
+    serde_json::to_value(value).map_err(|e| ApiError::internal_because(format!("serializing failed: {e}")))
+}
+
+/// As [`to_json`], as bytes.
+pub fn to_json_bytes<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(value).map_err(|e| ApiError::internal_because(format!("serializing failed: {e}")))
 }
 
 impl From<sqlx::Error> for ApiError {
@@ -93,7 +115,12 @@ pub struct Verbatim;
 
 /// Writes the error body, with the request id, into every error response that lacks a JSON body.
 pub async fn error_body(request: Request, next: Next) -> Response {
-    let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let request_id = request
+        .headers()
+        .get(hookflow_shared::wire::header::REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let mut response = next.run(request).await;
@@ -124,7 +151,13 @@ pub async fn error_body(request: Request, next: Next) -> Response {
     let (mut parts, _) = response.into_parts();
     parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     parts.headers.remove(header::CONTENT_LENGTH);
-    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    let bytes = match serde_json::to_vec(&body) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            tracing::error!(error = %e, "an error body cannot be serialized");
+            br#"{"error":{"code":"internal","message":"internal error","request_id":""}}"#.to_vec()
+        }
+    };
     Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 

@@ -2,7 +2,7 @@
 //! loopback, private, link-local or other non-public addresses unless the operator allows private targets. The
 //! checked address is the one connected to, so DNS cannot swap it afterwards.
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use reqwest::Url;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;

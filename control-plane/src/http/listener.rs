@@ -1,7 +1,7 @@
 //! The accept loop: HTTP/1 and HTTP/2 on one listener through hyper-util, with each connection's bytes passed
 //! through the raw-head recorder, the peer address attached to every request, and graceful shutdown.
 
-use crate::raw_head::{HeadQueue, Recording};
+use crate::http::raw_head::{HeadQueue, Recording};
 use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;

@@ -1,16 +1,26 @@
-//! The HTTP application: every route, the layers around them, and `serve`, which takes a bound listener and a
-//! shutdown token so tests run it on 127.0.0.1:0 and every loop stops on one signal.
+//! The HTTP layer: the router with every route and the layers around them, and `serve`, which takes a bound
+//! listener and the state's shutdown token so tests run it on 127.0.0.1:0 and every loop stops on one signal.
+//! Below it: the accept loop (`listener`) and raw-head recorder, the error type and its body, extractors,
+//! authentication, pagination, field checks, probes and the OpenAPI document.
+
+pub mod auth;
+pub mod error;
+pub mod extract;
+pub mod health;
+pub mod listener;
+pub mod openapi;
+pub mod pagination;
+pub mod raw_head;
+pub mod validate;
 
 use crate::state::AppState;
-use crate::{
-    admin, analytics, capture, catalog, collections, error, executions, flows, health, openapi, resources,
-    runner_protocol, webhooks,
-};
+use crate::{admin, analytics, capture, catalog, collections, executions, flows, resources, runner_protocol, webhooks};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, HeaderValue, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use hookflow_shared::wire::header as wire_header;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -39,22 +49,33 @@ fn documented() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document as served at `/openapi.json`.
 pub fn openapi_document() -> utoipa::openapi::OpenApi {
-    documented().split_for_parts().1
+    assembled().1
+}
+
+/// The routes and their completed document.
+fn assembled() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
+    let (routes, mut document) = documented().split_for_parts();
+    openapi::complete_operations(&mut document);
+    (routes, document)
 }
 
 /// Routes outside the contract's operations: probes and the document itself.
 pub const UNDOCUMENTED_ROUTES: [&str; 3] = ["/healthz", "/readyz", "/openapi.json"];
 
 pub fn router(state: AppState) -> Router {
-    let (api, document) = documented().split_for_parts();
-    let document: Arc<[u8]> = serde_json::to_vec(&document).unwrap_or_default().into();
+    let (api, document) = assembled();
+    let document: Arc<[u8]> = match serde_json::to_vec(&document) {
+        Ok(bytes) => bytes.into(),
+        // The document is built from types of this crate; a failure here is a bug that every test would see.
+        Err(e) => panic!("the OpenAPI document cannot be serialized: {e}"),
+    };
     let serve_document = move || {
         let document = document.clone();
         async move {
             ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], document.to_vec()).into_response()
         }
     };
-    let x_request_id = HeaderName::from_static("x-request-id");
+    let x_request_id = HeaderName::from_static(wire_header::REQUEST_ID);
     api.route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(serve_document))
@@ -63,7 +84,8 @@ pub fn router(state: AppState) -> Router {
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|request: &Request| {
-                    let request_id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
+                    let request_id =
+                        request.headers().get(wire_header::REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
                     // The path only: query strings may carry values a caller would not want in logs.
                     tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
                 })
@@ -72,7 +94,7 @@ pub fn router(state: AppState) -> Router {
         .layer(SetSensitiveRequestHeadersLayer::new([
             header::AUTHORIZATION,
             header::COOKIE,
-            HeaderName::from_static("x-api-key"),
+            HeaderName::from_static(wire_header::API_KEY),
         ]))
         .layer(PropagateRequestIdLayer::new(x_request_id.clone()))
         .layer(SetRequestIdLayer::new(x_request_id, MakeRequestUuid))
@@ -82,5 +104,5 @@ pub fn router(state: AppState) -> Router {
 /// Serves until the state's shutdown token is cancelled, then finishes in-flight requests.
 pub async fn serve(listener: TcpListener, state: AppState) -> std::io::Result<()> {
     let shutdown = state.shutdown.clone();
-    crate::http_server::serve(listener, router(state), shutdown).await
+    crate::http::listener::serve(listener, router(state), shutdown).await
 }

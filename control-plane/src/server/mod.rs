@@ -1,10 +1,16 @@
 //! What `hookflow-server` does for each subcommand: serve (open storage, migrate, bootstrap, listen until
 //! SIGINT/SIGTERM, then stop the embedded cluster) or run an operator command.
 
-use crate::config::{Cli, Command, EmbeddedRunner, LogArgs, LogFormat, ServeArgs, StorageArgs};
+pub mod bootstrap;
+pub mod config;
+pub mod embedded_runner;
+pub mod operator;
+
+use crate::db::data_dir;
+use crate::db::storage::{BoxError, Opener, Storage};
+use crate::http;
 use crate::state::{AppState, Settings};
-use crate::storage::{BoxError, Opener, Storage};
-use crate::{app, bootstrap, data_dir, embedded_runner, operator};
+use config::{Cli, Command, EmbeddedRunner, LogArgs, LogFormat, ServeArgs, StorageArgs};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -68,13 +74,14 @@ async fn serve_with(
     let embedded_key = run_embedded.then(embedded_runner::new_key);
     let settings = Settings { embedded_runner_key_hash: embedded_key.as_ref().map(|k| k.hash.clone()), ..settings };
     let shutdown = CancellationToken::new();
-    let state = AppState::start(storage.pool.clone(), settings, shutdown.clone());
+    let state = AppState::new(storage.pool.clone(), settings, shutdown.clone());
+    crate::tasks::start(&state);
     tokio::spawn(stop_on_signal(shutdown.clone()));
     if let Some(key) = embedded_key {
         embedded_runner::spawn(local, key, args.embedded_runner_concurrency, shutdown.clone());
     }
     tracing::info!(address = %local, public_url, "hookflow-server listening");
-    app::serve(listener, state).await?;
+    http::serve(listener, state).await?;
     tracing::info!("shutting down");
     Ok(())
 }

@@ -2,10 +2,10 @@
 //! the data directory (started, adopted after a crash, or — for an operator command while a server runs —
 //! simply connected to). Migrations run before anything else touches the schema.
 
-use crate::config::StorageArgs;
-use crate::data_dir::{self, DataDirError, DataDirLock};
+use crate::db::data_dir::{self, DataDirError, DataDirLock};
 use crate::db::embedded::{ClusterOptions, Durability, EmbeddedCluster};
 use crate::db::{self, EMBEDDED_DATABASE};
+use crate::server::config::StorageArgs;
 use sqlx::PgPool;
 use std::error::Error;
 

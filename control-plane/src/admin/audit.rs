@@ -1,7 +1,7 @@
 //! The audit log: security-relevant changes (keys, publishing, secrets, members), written in the same
 //! transaction as the change they record.
 
-use crate::auth::Actor;
+use crate::http::auth::Actor;
 use sqlx::PgConnection;
 use uuid::Uuid;
 

@@ -1,23 +1,19 @@
-//! The process's one LISTEN connection: endpoint changes invalidate the capture cache, stored captures wake the
-//! stream topics, queued executions wake long polls and execution events wake execution streams. When the
-//! connection drops, everything that depends on notifications is refreshed.
+//! The process's one LISTEN connection: queued executions wake long polls, execution events wake execution
+//! streams, stored captures wake capture streams, and invalidations drop cached entries. When the connection
+//! drops, everything that depends on notifications is refreshed.
 
-use crate::executions::events::EXECUTIONS_CHANNEL;
-use crate::runner_protocol::QUEUE_CHANNEL;
+use crate::signals::{CAPTURES_CHANNEL, CHANNELS, EXECUTIONS_CHANNEL, INVALIDATE_CHANNEL, Invalidation, QUEUE_CHANNEL};
 use crate::state::AppState;
-use sqlx::postgres::PgListener;
+use sqlx::postgres::{PgListener, PgNotification};
 use std::time::Duration;
 use uuid::Uuid;
-
-pub const WEBHOOKS_CHANNEL: &str = "hookflow_webhooks";
-pub const CAPTURES_CHANNEL: &str = "hookflow_captures";
 
 pub async fn run(app: AppState) {
     let mut delay = Duration::from_millis(100);
     loop {
         let listening = async {
             let mut listener = PgListener::connect_with(&app.pool).await?;
-            listener.listen_all([WEBHOOKS_CHANNEL, CAPTURES_CHANNEL, QUEUE_CHANNEL, EXECUTIONS_CHANNEL]).await?;
+            listener.listen_all(CHANNELS).await?;
             Ok::<_, sqlx::Error>(listener)
         };
         let mut listener = tokio::select! {
@@ -37,37 +33,50 @@ pub async fn run(app: AppState) {
         };
         delay = Duration::from_millis(100);
         // Whatever happened while we were not listening is unknown.
-        app.endpoints.clear();
-        app.hub.wake_all();
-        app.queue.wake_all();
+        refresh_everything(&app);
         loop {
             let received = tokio::select! {
                 received = listener.try_recv() => received,
                 () = app.shutdown.cancelled() => return,
             };
             match received {
-                Ok(Some(notification)) => {
-                    let Ok(id) = Uuid::parse_str(notification.payload()) else { continue };
-                    match notification.channel() {
-                        WEBHOOKS_CHANNEL => app.endpoints.invalidate(id),
-                        CAPTURES_CHANNEL => app.hub.wake(id),
-                        QUEUE_CHANNEL => app.queue.wake(id),
-                        EXECUTIONS_CHANNEL => {
-                            let _ = app.execution_wakes.send(id);
-                        }
-                        _ => {}
-                    }
-                }
+                Ok(Some(notification)) => dispatch(&app, &notification),
                 Ok(None) => {
                     tracing::warn!("the LISTEN connection dropped; reconnecting");
-                    app.endpoints.clear();
-                    app.hub.wake_all();
-                    app.queue.wake_all();
+                    refresh_everything(&app);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "LISTEN failed; reconnecting");
                     break;
                 }
+            }
+        }
+    }
+}
+
+fn refresh_everything(app: &AppState) {
+    app.forget_cached();
+    app.hub.wake_all();
+    app.queue.wake_all();
+}
+
+fn dispatch(app: &AppState, notification: &PgNotification) {
+    let payload = notification.payload();
+    match notification.channel() {
+        INVALIDATE_CHANNEL => {
+            if let Some(invalidation) = Invalidation::parse(payload) {
+                app.invalidate(invalidation);
+            }
+        }
+        channel => {
+            let Ok(id) = Uuid::parse_str(payload) else { return };
+            match channel {
+                CAPTURES_CHANNEL => app.hub.wake(id),
+                QUEUE_CHANNEL => app.queue.wake(id),
+                EXECUTIONS_CHANNEL => {
+                    let _ = app.execution_wakes.send(id);
+                }
+                _ => {}
             }
         }
     }

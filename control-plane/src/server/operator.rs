@@ -2,9 +2,9 @@
 //! straight against the database, printing each key once.
 
 use crate::admin::{keys, organization};
-use crate::auth::Actor;
-use crate::config::{KeysCommand, OrgsCommand};
-use crate::storage::BoxError;
+use crate::db::storage::BoxError;
+use crate::http::auth::Actor;
+use crate::server::config::{KeysCommand, OrgsCommand};
 use hookflow_shared::ScopeSet;
 use hookflow_shared::scope::Preset;
 use sqlx::PgPool;
@@ -13,7 +13,7 @@ pub async fn orgs(pool: &PgPool, command: OrgsCommand) -> Result<(), BoxError> {
     let mut conn = pool.acquire().await?;
     match command {
         OrgsCommand::Create { name } => {
-            let name = crate::admin::display_name("name", &name).map_err(|e| e.message)?;
+            let name = crate::http::validate::display_name("name", &name).map_err(|e| e.message)?;
             let org = organization::create(&mut conn, &name, Actor::Operator).await?;
             println!("created organization {:?}\n  organization id: {}", org.name, org.id);
             println!("next: hookflow-server keys create --org {} --preset ci --expires-in 30d", org.id);

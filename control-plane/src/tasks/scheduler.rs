@@ -2,9 +2,10 @@
 //! each occurrence and moving `schedule_next_at` forward in the same transaction, so exactly one process fires
 //! it. A scheduled launch runs the newest published version, or the draft when nothing is published.
 
-use crate::executions::launch::{LaunchRequest, create_execution};
+use crate::executions::resolve::{DEFAULT_MAX_ATTEMPTS, LaunchRequest, create_execution};
 use crate::state::AppState;
 use chrono::{DateTime, Utc};
+use hookflow_shared::api::executions::Trigger;
 use hookflow_shared::flow::definition::{Latest, VersionSelector};
 use hookflow_shared::flow::schedule::Schedule;
 use std::collections::BTreeMap;
@@ -32,12 +33,12 @@ pub async fn fire_due(app: &AppState) -> Result<usize, sqlx::Error> {
             let request = LaunchRequest {
                 org_id,
                 flow_id,
-                trigger: "schedule",
+                trigger: Trigger::Schedule,
                 environment: None,
                 version: published.then_some(VersionSelector::Latest(Latest::Latest)),
                 variables: &no_variables,
                 runner_labels: &[],
-                max_attempts: crate::executions::launch::DEFAULT_MAX_ATTEMPTS,
+                max_attempts: DEFAULT_MAX_ATTEMPTS,
             };
             // A launch that cannot be made (say, a module lost its published version) must not stop the others.
             sqlx::query("SAVEPOINT fire").execute(&mut *tx).await?;
@@ -62,5 +63,5 @@ pub async fn fire_due(app: &AppState) -> Result<usize, sqlx::Error> {
 /// Runs the scheduler until shutdown.
 pub async fn run(app: AppState) {
     let (shutdown, interval) = (app.shutdown.clone(), app.settings.schedule_interval);
-    crate::state::every(shutdown, interval, "schedule pass", || fire_due(&app)).await;
+    super::every(shutdown, interval, "schedule pass", || fire_due(&app)).await;
 }

@@ -1,0 +1,175 @@
+//! What a launch runs: the draft or a published version of a flow, the published versions its module nodes run
+//! (to a depth of five), and the collection requests it references, resolved and handed to the queue.
+
+use crate::flows::model::definition_error;
+use crate::http::error::ApiError;
+use crate::queue;
+use crate::queue::create::NewExecution;
+use hookflow_shared::api::executions::{Execution, Launch, LaunchMode, Trigger};
+use hookflow_shared::api::runners::module_key;
+use hookflow_shared::flow::definition::{self, FlowDefinition, Node, VersionSelector};
+use sqlx::PgConnection;
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// Flows run at most this long when their definition sets no `timeout_s`.
+pub const DEFAULT_FLOW_TIMEOUT_S: u64 = 300;
+pub const DEFAULT_MAX_ATTEMPTS: i32 = 3;
+const MAX_MODULE_DEPTH: usize = 5;
+
+/// What to launch.
+#[derive(Debug)]
+pub struct LaunchRequest<'a> {
+    pub org_id: Uuid,
+    pub flow_id: Uuid,
+    pub trigger: Trigger,
+    pub environment: Option<&'a str>,
+    pub version: Option<VersionSelector>,
+    pub variables: &'a BTreeMap<String, String>,
+    pub runner_labels: &'a [String],
+    pub max_attempts: i32,
+}
+
+impl<'a> LaunchRequest<'a> {
+    /// A launch of `flow_id` as a launch body asks; ephemeral runs belong to their caller, so if the caller
+    /// vanishes they fail instead of moving to a runner.
+    pub fn new(org_id: Uuid, flow_id: Uuid, trigger: Trigger, launch: &'a Launch) -> Self {
+        let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
+        Self {
+            org_id,
+            flow_id,
+            trigger,
+            environment: launch.environment.as_deref(),
+            version: launch.version,
+            variables: &launch.variables,
+            runner_labels: &launch.runner_labels,
+            max_attempts: if ephemeral { 1 } else { DEFAULT_MAX_ATTEMPTS },
+        }
+    }
+}
+
+fn selector_number(selector: Option<VersionSelector>) -> Option<i32> {
+    match selector {
+        Some(VersionSelector::Number(n)) => Some(i32::try_from(n).unwrap_or(i32::MAX)),
+        _ => None,
+    }
+}
+
+/// A published version of a flow of the organization: a number, or the newest.
+async fn published(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    flow_id: Uuid,
+    number: Option<i32>,
+) -> Result<Option<(i32, serde_json::Value)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT v.version, v.definition FROM flow_versions v JOIN flows f ON f.id = v.flow_id
+         WHERE f.organization_id = $1 AND v.flow_id = $2 AND ($3::int IS NULL OR v.version = $3)
+         ORDER BY v.version DESC LIMIT 1",
+    )
+    .bind(org_id)
+    .bind(flow_id)
+    .bind(number)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Resolves every module node (and theirs, to a depth of five) to a published definition.
+async fn resolve_modules(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    root: &FlowDefinition,
+) -> Result<BTreeMap<String, serde_json::Value>, ApiError> {
+    let mut modules = BTreeMap::new();
+    let mut level: Vec<FlowDefinition> = vec![root.clone()];
+    for depth in 0..=MAX_MODULE_DEPTH {
+        let mut next = Vec::new();
+        for flow in &level {
+            for node in &flow.nodes {
+                let Node::Module(module) = node else { continue };
+                if depth == MAX_MODULE_DEPTH {
+                    return Err(ApiError::invalid(format!(
+                        "node `{}`: modules nest deeper than {MAX_MODULE_DEPTH} levels (is there a cycle?)",
+                        module.id
+                    )));
+                }
+                let number = selector_number(module.version);
+                let key = module_key(module.flow_id, number.map(|n| n as u32));
+                if modules.contains_key(&key) {
+                    continue;
+                }
+                let Some((_, raw)) = published(conn, org_id, module.flow_id, number).await? else {
+                    return Err(ApiError::invalid(format!(
+                        "node `{}`: flow {} has no such published version",
+                        module.id, module.flow_id
+                    )));
+                };
+                let parsed = definition::validate(&raw).map_err(|_| {
+                    ApiError::invalid(format!("node `{}`: the module's definition is not valid", module.id))
+                })?;
+                modules.insert(key, raw);
+                next.push(parsed);
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        level = next;
+    }
+    Ok(modules)
+}
+
+/// Resolves what runs (the draft or a published version, its modules, collection requests inlined) and queues
+/// it (in the caller's transaction, if any); runners are woken when it commits.
+pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> Result<Execution, ApiError> {
+    let flow: Option<(String, serde_json::Value, i32)> =
+        sqlx::query_as("SELECT name, definition, draft_revision FROM flows WHERE organization_id = $1 AND id = $2")
+            .bind(request.org_id)
+            .bind(request.flow_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+    let Some((flow_name, draft, draft_revision)) = flow else { return Err(ApiError::not_found("flow")) };
+    let (flow_version, mut raw) = match request.version {
+        None => (None, draft),
+        Some(selector) => chosen_version(conn, request, selector).await?,
+    };
+    let parsed = definition::validate(&raw).map_err(|p| definition_error(&p))?;
+    let mut modules = resolve_modules(conn, request.org_id, &parsed).await?;
+    // Collection requests are inlined now, so the run uses them as they are at launch.
+    let definitions = std::iter::once(&mut raw).chain(modules.values_mut());
+    let collection_variables = crate::collections::refs::resolve(conn, request.org_id, definitions).await?;
+    let node_ids: Vec<String> = parsed.nodes.iter().map(|n| n.id().to_owned()).collect();
+    let new = NewExecution {
+        org_id: request.org_id,
+        flow_id: request.flow_id,
+        flow_name: &flow_name,
+        flow_version,
+        draft_revision,
+        definition: &raw,
+        modules: &modules,
+        node_ids: &node_ids,
+        timeout_s: parsed.timeout_s.unwrap_or(DEFAULT_FLOW_TIMEOUT_S),
+        environment: request.environment,
+        collection_variables: &collection_variables,
+        launch_variables: request.variables,
+        runner_labels: request.runner_labels,
+        trigger: request.trigger,
+        max_attempts: request.max_attempts,
+    };
+    queue::create::create(conn, &new).await
+}
+
+/// The published version a launch selects, with its definition.
+async fn chosen_version(
+    conn: &mut PgConnection,
+    request: &LaunchRequest<'_>,
+    selector: VersionSelector,
+) -> Result<(Option<i32>, serde_json::Value), ApiError> {
+    match published(conn, request.org_id, request.flow_id, selector_number(Some(selector))).await? {
+        Some((number, raw)) => Ok((Some(number), raw)),
+        None if matches!(selector, VersionSelector::Number(_)) => {
+            Err(ApiError::invalid("invalid field `version`: the flow has no such published version"))
+        }
+        None => Err(ApiError::invalid("invalid field `version`: the flow has no published version yet")),
+    }
+}

@@ -1,0 +1,211 @@
+//! Claim: one statement picks a queued execution (`FOR UPDATE SKIP LOCKED`), leases it, records the job with its
+//! hashed token, and logs the `running` status and the first `node.started` event; then the secrets the run
+//! references are decrypted for the claim. A runner serving every organization takes the least recently served
+//! organization first.
+
+use crate::http::error::ApiError;
+use crate::queue::events::{LOG, bump};
+use crate::state::Settings;
+use chrono::{DateTime, Utc};
+use hookflow_shared::api::runners::{Job, JobFlow, SecretValues};
+use hookflow_shared::flow::template;
+use hookflow_shared::token::{self, TokenKind};
+use rand::Rng as _;
+use sqlx::PgConnection;
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// Which execution to claim.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// The oldest queued execution of one organization whose labels the runner carries.
+    Organization { org_id: Uuid, labels: &'a [String] },
+    /// The same across organizations, least recently served organization first (the embedded runner).
+    AnyOrganization { labels: &'a [String] },
+    /// One queued execution, for an ephemeral launch.
+    Execution { org_id: Uuid, execution_id: Uuid },
+    /// An ephemeral claim whose answer was lost: handed out again with a new job and token while nothing has
+    /// been reported under the old one, which then gets 409.
+    Reissue { org_id: Uuid, execution_id: Uuid },
+}
+
+impl Target<'_> {
+    /// The `picked` CTE: `id`, `attempt`, `first_node` of the row to claim, locked. Its parameters start at `$5`.
+    fn pick(&self) -> &'static str {
+        match self {
+            Target::Organization { .. } => {
+                "WITH picked AS (
+                    SELECT id, attempt, node_ids[1] AS first_node FROM executions
+                    WHERE organization_id = $5 AND status = 'queued' AND runner_labels <@ $6
+                    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+            }
+            Target::AnyOrganization { .. } => {
+                "WITH picked AS (
+                    SELECT q.* FROM (SELECT id FROM organizations ORDER BY last_claim_at NULLS FIRST, id) o
+                    CROSS JOIN LATERAL (
+                        SELECT id, attempt, node_ids[1] AS first_node FROM executions
+                        WHERE organization_id = o.id AND status = 'queued' AND runner_labels <@ $5
+                        ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) q
+                    LIMIT 1)"
+            }
+            Target::Execution { .. } => {
+                "WITH picked AS (
+                    SELECT id, attempt, node_ids[1] AS first_node FROM executions
+                    WHERE organization_id = $5 AND id = $6 AND status = 'queued' FOR UPDATE)"
+            }
+            Target::Reissue { .. } => {
+                "WITH picked AS (
+                    SELECT id, attempt, node_ids[1] AS first_node FROM executions e
+                    WHERE organization_id = $5 AND id = $6 AND status = 'running' AND runner_id IS NULL
+                        AND NOT EXISTS (SELECT 1 FROM node_results r WHERE r.execution_id = e.id)
+                    FOR UPDATE)"
+            }
+        }
+    }
+
+    /// The organization's turn is recorded only when runners serve several.
+    fn served(&self) -> &'static str {
+        match self {
+            Target::AnyOrganization { .. } => {
+                ",
+served AS (UPDATE organizations o SET last_claim_at = now() FROM transition t WHERE o.id = t.organization_id)"
+            }
+            _ => "",
+        }
+    }
+}
+
+/// The claim after the pick: `$1` runner, `$2` job id, `$3` lease seconds, `$4` token hash.
+fn statement(target: &Target<'_>) -> String {
+    format!(
+        "{},
+events AS (
+    SELECT id, array_remove(ARRAY[
+        jsonb_build_object('type', 'execution.status', 'status', 'running', 'attempt', attempt,
+            'runner_id', $1::uuid)::text,
+        CASE WHEN first_node IS NOT NULL THEN
+            jsonb_build_object('type', 'node.started', 'node_id', first_node, 'attempt', attempt)::text END
+    ], NULL) AS events
+    FROM picked),
+transition AS (
+    UPDATE executions e SET status = 'running', runner_id = $1, job_id = $2,
+        lease_expires_at = now() + make_interval(secs => $3), started_at = COALESCE(e.started_at, now()),
+        {}
+    FROM events ev WHERE e.id = ev.id
+    RETURNING e.id, e.event_count, ev.events, e.organization_id, e.attempt, e.flow_id, e.flow_name,
+        e.flow_version, e.definition, e.modules, e.environment, e.variables, e.lease_expires_at, e.timeout_s),
+job AS (
+    INSERT INTO jobs (id, execution_id, organization_id, attempt, runner_id, token_hash)
+    SELECT $2, id, organization_id, attempt, $1, $4 FROM transition){}{}",
+        target.pick(),
+        bump("ev.events"),
+        target.served(),
+        *LOG
+    )
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct Claimed {
+    id: Uuid,
+    organization_id: Uuid,
+    attempt: i32,
+    flow_id: Uuid,
+    flow_name: String,
+    flow_version: Option<i32>,
+    definition: serde_json::Value,
+    modules: serde_json::Value,
+    environment: Option<String>,
+    variables: serde_json::Value,
+    lease_expires_at: DateTime<Utc>,
+    timeout_s: i32,
+}
+
+/// Claims an execution for `runner_id` (`None`: the caller of an ephemeral launch); `None` when nothing matched.
+pub async fn claim(
+    conn: &mut PgConnection,
+    settings: &Settings,
+    runner_id: Option<Uuid>,
+    target: Target<'_>,
+) -> Result<Option<Job>, ApiError> {
+    let job_id = Uuid::now_v7();
+    let mut random = [0u8; token::BODY_LEN];
+    rand::rng().fill_bytes(&mut random);
+    let job_token = TokenKind::Job.assemble(&random);
+    let query = sqlx::query_as::<_, Claimed>(sqlx::AssertSqlSafe(statement(&target)))
+        .bind(runner_id)
+        .bind(job_id)
+        .bind(settings.lease.as_secs_f64())
+        .bind(token::hash(&job_token));
+    let query = match target {
+        Target::Organization { org_id, labels } => query.bind(org_id).bind(labels),
+        Target::AnyOrganization { labels } => query.bind(labels),
+        Target::Execution { org_id, execution_id } | Target::Reissue { org_id, execution_id } => {
+            query.bind(org_id).bind(execution_id)
+        }
+    };
+    let Some(row) = query.fetch_optional(&mut *conn).await? else { return Ok(None) };
+    let secrets = resolve_secrets(conn, settings, &row).await?;
+    Ok(Some(Job {
+        job_id,
+        execution_id: row.id,
+        attempt: row.attempt,
+        flow: JobFlow { id: row.flow_id, name: row.flow_name, version: row.flow_version, definition: row.definition },
+        environment: row.environment,
+        variables: serde_json::from_value(row.variables).map_err(ApiError::internal_because)?,
+        secrets,
+        modules: serde_json::from_value(row.modules).map_err(ApiError::internal_because)?,
+        job_token,
+        lease_expires_at: row.lease_expires_at.into(),
+        timeout_s: u64::try_from(row.timeout_s).unwrap_or(0),
+    }))
+}
+
+/// Every `{{secret.NAME}}` in any string of a JSON value.
+fn collect_secret_names(value: &serde_json::Value, names: &mut Vec<String>) {
+    match value {
+        serde_json::Value::String(text) => {
+            for name in template::secret_names(text) {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_secret_names(v, names)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| collect_secret_names(v, names)),
+        _ => {}
+    }
+}
+
+/// Decrypts only the secrets the definition, its modules and its variables reference. A name with no secret is
+/// left out: the node that uses it fails with "not defined".
+async fn resolve_secrets(
+    conn: &mut PgConnection,
+    settings: &Settings,
+    row: &Claimed,
+) -> Result<SecretValues, ApiError> {
+    let mut names = Vec::new();
+    for part in [&row.definition, &row.modules, &row.variables] {
+        collect_secret_names(part, &mut names);
+    }
+    if names.is_empty() {
+        return Ok(SecretValues::default());
+    }
+    let sealed: Vec<(String, Vec<u8>, Vec<u8>, i32)> = sqlx::query_as(
+        "SELECT name, ciphertext, nonce, key_version FROM secrets WHERE organization_id = $1 AND name = ANY($2)",
+    )
+    .bind(row.organization_id)
+    .bind(&names)
+    .fetch_all(conn)
+    .await?;
+    let mut values = BTreeMap::new();
+    for (name, ciphertext, nonce, key_version) in sealed {
+        let sealed = crate::crypto::Sealed { ciphertext, nonce, key_version };
+        match settings.master_key.open(row.organization_id, &name, &sealed) {
+            Ok(plain) => {
+                values.insert(name, String::from_utf8_lossy(&plain).into_owned());
+            }
+            Err(_) => tracing::error!(secret = %name, "a secret cannot be decrypted with the configured master key"),
+        }
+    }
+    Ok(SecretValues(values))
+}

@@ -1,0 +1,84 @@
+//! The execution event log, numbered 1, 2, ... per execution. Its one rule, written here once: a statement that
+//! appends events adds their number to `executions.event_count` in the same row update (which also orders
+//! appenders of one execution) and numbers them `event_count - n + 1 ..= event_count`. Transitions that append in
+//! the same statement as their row change use [`bump`] in their `SET` and end with [`LOG`]; everything else calls
+//! [`append`]. A NOTIFY, delivered at commit, wakes the execution's stream subscribers on every replica.
+
+use crate::http::error::ApiError;
+use crate::signals::EXECUTIONS_CHANNEL;
+use hookflow_shared::api::executions::{ExecutionEvent, ExecutionStatus};
+use sqlx::PgConnection;
+use std::sync::LazyLock;
+use uuid::Uuid;
+
+/// The `SET` item that reserves event numbers for `events` (a SQL `text[]` expression) on the row aliased `e`.
+pub fn bump(events: &str) -> String {
+    format!("event_count = e.event_count + cardinality({events})")
+}
+
+/// The end of a transition's statement: writes its events and wakes their subscribers, and answers the
+/// transition's rows. The statement must have a CTE named `transition` returning `id`, the row's `event_count`
+/// after [`bump`] and `events` (`text[]`), plus whatever the caller reads.
+pub static LOG: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        ",
+logged AS (
+    INSERT INTO execution_events (execution_id, seq, data)
+    SELECT t.id, t.event_count - cardinality(t.events) + e.ord, e.data
+    FROM transition t, unnest(t.events) WITH ORDINALITY AS e(data, ord))
+SELECT t.* FROM transition t CROSS JOIN LATERAL (
+    SELECT count(*) FROM (SELECT pg_notify('{EXECUTIONS_CHANNEL}', t.id::text) WHERE cardinality(t.events) > 0) n
+) woken"
+    )
+});
+
+/// Appends events (one JSON line each) in order and, with `lease_s`, extends the execution's lease in the same
+/// row update (one new row version, not two). Returns whether the execution exists.
+pub async fn append(
+    conn: &mut PgConnection,
+    execution_id: Uuid,
+    data: &[String],
+    lease_s: Option<f64>,
+) -> Result<bool, sqlx::Error> {
+    let found: Option<Uuid> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "WITH transition AS (
+             UPDATE executions e SET {},
+                 lease_expires_at = CASE WHEN $3::float8 IS NULL THEN e.lease_expires_at
+                                         ELSE now() + make_interval(secs => $3) END
+             WHERE e.id = $1
+             RETURNING e.id, e.event_count, $2::text[] AS events){}",
+        bump("$2::text[]"),
+        *LOG
+    )))
+    .bind(execution_id)
+    .bind(data)
+    .bind(lease_s)
+    .fetch_optional(conn)
+    .await?;
+    Ok(found.is_some())
+}
+
+/// Events after `after`, in order, at most `limit`.
+pub async fn after(
+    pool: &sqlx::PgPool,
+    execution_id: Uuid,
+    after: i32,
+    limit: i64,
+) -> Result<Vec<(i32, String)>, sqlx::Error> {
+    sqlx::query_as("SELECT seq, data FROM execution_events WHERE execution_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
+        .bind(execution_id)
+        .bind(after)
+        .bind(limit)
+        .fetch_all(pool)
+        .await
+}
+
+/// An event as its stored line.
+pub fn encode(event: &ExecutionEvent) -> Result<String, ApiError> {
+    serde_json::to_string(event).map_err(|e| ApiError::internal_because(format!("an event cannot be encoded: {e}")))
+}
+
+/// The `execution.status` event of a plain change.
+pub fn status_event(status: ExecutionStatus, attempt: i32, runner_id: Option<Uuid>) -> ExecutionEvent {
+    ExecutionEvent::Status { status, attempt, runner_id, cancel_requested: false, reason: None }
+}

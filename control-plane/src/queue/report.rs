@@ -1,0 +1,142 @@
+//! Reports under a job token: the token names its job (dead once the job completed: 401; an attempt that is no
+//! longer current: 409, so a runner that lost its lease never overwrites the attempt that replaced it), and node
+//! results are stored idempotently per (execution, attempt, node), logged as `node.completed` plus the next
+//! `node.started`, and extend the lease.
+
+use crate::http::error::{ApiError, to_json};
+use crate::queue::events;
+use hookflow_shared::api::executions::{ExecutionEvent, NodeResult};
+use hookflow_shared::token;
+use sqlx::PgConnection;
+use std::collections::{HashMap, HashSet};
+use uuid::Uuid;
+
+/// The job a token names.
+#[derive(Debug)]
+pub struct JobContext {
+    pub job_id: Uuid,
+    pub execution_id: Uuid,
+    pub attempt: i32,
+    /// Top-level node ids in order (read only when the row was locked).
+    pub node_ids: Vec<String>,
+    pub cancel_requested: bool,
+}
+
+/// The answer when a job's attempt is no longer the execution's.
+pub fn stale_attempt() -> ApiError {
+    ApiError::conflict("this job's attempt is no longer current (its lease expired or it was removed)")
+}
+
+type JobRow = (Uuid, Uuid, i32, bool, Option<Uuid>, String, Vec<String>, bool);
+
+/// Resolves a job token (already checked for its form) for `job_id`. With `lock`, the execution row stays locked
+/// for the transaction, fencing the write against rescues; without, the caller's write must re-check the job.
+pub async fn authorize(
+    conn: &mut PgConnection,
+    job_token: &str,
+    job_id: Uuid,
+    lock: bool,
+) -> Result<JobContext, ApiError> {
+    let row: Option<JobRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT j.id, j.execution_id, j.attempt, j.completed_at IS NOT NULL, e.job_id, e.status, {}, e.cancel_requested
+         FROM jobs j JOIN executions e ON e.id = j.execution_id
+         WHERE j.token_hash = $1 {}",
+        if lock { "e.node_ids" } else { "'{}'::text[]" },
+        if lock { "FOR UPDATE OF e" } else { "" }
+    )))
+    .bind(token::hash(job_token))
+    .fetch_optional(conn)
+    .await?;
+    let Some((id, execution_id, attempt, completed, current_job, status, node_ids, cancel_requested)) = row else {
+        return Err(ApiError::unauthorized());
+    };
+    if id != job_id || completed {
+        return Err(ApiError::unauthorized());
+    }
+    if current_job != Some(id) || status != "running" {
+        return Err(stale_attempt());
+    }
+    Ok(JobContext { job_id, execution_id, attempt, node_ids, cancel_requested })
+}
+
+/// Extends the lease of a locked job without reporting anything (callers that send no runner heartbeats).
+pub async fn keep_alive(conn: &mut PgConnection, job: &JobContext, lease_s: f64) -> Result<(), ApiError> {
+    events::append(conn, job.execution_id, &[], Some(lease_s)).await?;
+    Ok(())
+}
+
+/// Stores node results of a locked job; repeats of a reported node are ignored. Returns how many were new.
+pub async fn record(
+    conn: &mut PgConnection,
+    job: &JobContext,
+    mut results: Vec<NodeResult>,
+    lease_s: f64,
+) -> Result<usize, ApiError> {
+    // Positions are 1-based, as the node's place in the definition.
+    let positions: HashMap<&str, i32> = job
+        .node_ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i32::try_from(i + 1).unwrap_or(i32::MAX)))
+        .collect();
+    let (mut ids, mut places, mut statuses, mut payloads) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for result in &mut results {
+        let Some(position) = positions.get(result.node_id.as_str()) else {
+            return Err(ApiError::invalid(format!(
+                "invalid field `node_id`: `{}` is not a node of this flow",
+                result.node_id
+            )));
+        };
+        result.attempt = job.attempt;
+        places.push(*position);
+        ids.push(result.node_id.clone());
+        statuses.push(result.status.as_str());
+        payloads.push(to_json(&*result)?);
+    }
+    let inserted: Vec<(String, i32)> = sqlx::query_as(
+        "INSERT INTO node_results (execution_id, attempt, node_id, position, status, result)
+         SELECT $1, $2, r.node_id, r.position, r.status, r.result
+         FROM unnest($3::text[], $4::text[], $5::jsonb[], $6::int[]) AS r(node_id, status, result, position)
+         ON CONFLICT DO NOTHING RETURNING node_id, position",
+    )
+    .bind(job.execution_id)
+    .bind(job.attempt)
+    .bind(&ids)
+    .bind(&statuses)
+    .bind(&payloads)
+    .bind(&places)
+    .fetch_all(&mut *conn)
+    .await?;
+    let announced = announcements(job, &ids, payloads, &inserted)?;
+    events::append(conn, job.execution_id, &announced, Some(lease_s)).await?;
+    Ok(inserted.len())
+}
+
+/// The events of newly stored results: each `node.completed` (the stored result with its `type`, as
+/// `ExecutionEvent::NodeCompleted` encodes it), then `node.started` for the node after it unless that one was
+/// reported in the same batch.
+fn announcements(
+    job: &JobContext,
+    ids: &[String],
+    payloads: Vec<serde_json::Value>,
+    inserted: &[(String, i32)],
+) -> Result<Vec<String>, ApiError> {
+    let fresh: HashMap<&str, i32> = inserted.iter().map(|(id, position)| (id.as_str(), *position)).collect();
+    let reported: HashSet<&str> = ids.iter().map(String::as_str).collect();
+    let mut announced = Vec::new();
+    for (id, mut payload) in ids.iter().zip(payloads) {
+        let Some(position) = fresh.get(id.as_str()) else { continue };
+        if let Some(object) = payload.as_object_mut() {
+            object.insert("type".into(), "node.completed".into());
+        }
+        announced.push(payload.to_string());
+        let next = usize::try_from(*position).ok().and_then(|p| job.node_ids.get(p));
+        if let Some(next) = next
+            && !reported.contains(next.as_str())
+        {
+            let started = ExecutionEvent::NodeStarted { node_id: next.clone(), attempt: job.attempt };
+            announced.push(events::encode(&started)?);
+        }
+    }
+    Ok(announced)
+}

@@ -1,0 +1,134 @@
+//! In-process wake-ups and the PostgreSQL NOTIFY channels that carry them across replicas: queued work for
+//! long polls, new execution events for execution streams, stored captures for capture streams, and the
+//! invalidation of in-process caches (keys, endpoints, sessions). Not wire contract: only servers speak it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+/// NOTIFY channel announcing queued executions (payload: the organization id).
+pub const QUEUE_CHANNEL: &str = "hookflow_queue";
+/// NOTIFY channel announcing new events of an execution (payload: the execution id).
+pub const EXECUTIONS_CHANNEL: &str = "hookflow_executions";
+/// NOTIFY channel announcing stored captures (payload: the endpoint id).
+pub const CAPTURES_CHANNEL: &str = "hookflow_captures";
+/// NOTIFY channel telling every replica to drop a cached entry (payload: `<kind>:<id>`, see [`Invalidation`]).
+pub const INVALIDATE_CHANNEL: &str = "hookflow_invalidate";
+
+/// Every channel the process listens on.
+pub const CHANNELS: [&str; 4] = [QUEUE_CHANNEL, EXECUTIONS_CHANNEL, CAPTURES_CHANNEL, INVALIDATE_CHANNEL];
+
+/// What an invalidation names. Sent in the transaction that made the change (`pg_notify` is delivered at commit)
+/// and applied locally at once by the replica that made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Invalidation {
+    /// A webhook endpoint changed or was deleted.
+    Endpoint(Uuid),
+    /// An organization's settings changed (capture limits of all its endpoints).
+    Organization(Uuid),
+    /// An API key was deleted.
+    Key(Uuid),
+    /// A browser session was revoked.
+    Session(Uuid),
+    /// A user's memberships changed (keys they made, sessions they hold).
+    User(Uuid),
+}
+
+impl Invalidation {
+    /// The NOTIFY payload.
+    pub fn payload(self) -> String {
+        let (kind, id) = match self {
+            Invalidation::Endpoint(id) => ("endpoint", id),
+            Invalidation::Organization(id) => ("organization", id),
+            Invalidation::Key(id) => ("key", id),
+            Invalidation::Session(id) => ("session", id),
+            Invalidation::User(id) => ("user", id),
+        };
+        format!("{kind}:{id}")
+    }
+
+    /// Reads a NOTIFY payload; anything else is ignored.
+    pub fn parse(payload: &str) -> Option<Self> {
+        let (kind, id) = payload.split_once(':')?;
+        let id = Uuid::parse_str(id).ok()?;
+        Some(match kind {
+            "endpoint" => Invalidation::Endpoint(id),
+            "organization" => Invalidation::Organization(id),
+            "key" => Invalidation::Key(id),
+            "session" => Invalidation::Session(id),
+            "user" => Invalidation::User(id),
+            _ => return None,
+        })
+    }
+
+    /// Sends the invalidation to every replica when `conn`'s transaction commits.
+    pub async fn announce(self, conn: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(INVALIDATE_CHANNEL)
+            .bind(self.payload())
+            .execute(conn)
+            .await
+            .map(|_| ())
+    }
+}
+
+/// Wakes waiting long polls of this process, fed by NOTIFY (payload: the organization) and by local launches.
+/// A wake rouses one waiter of that organization (and one of the runners serving every organization), not all
+/// of them; a waiter that claims something passes the wake on, so a burst of work spreads over every waiter
+/// while a single job costs a single claim attempt. Waiters also re-check on a timer.
+#[derive(Debug, Default)]
+pub struct QueueSignal {
+    by_org: Mutex<HashMap<Uuid, Arc<Notify>>>,
+    every_org: Arc<Notify>,
+}
+
+impl QueueSignal {
+    /// The signal a runner of `org` (or, with `None`, a runner of every organization) waits on.
+    pub fn for_runner(&self, org: Option<Uuid>) -> Arc<Notify> {
+        match org {
+            None => self.every_org.clone(),
+            Some(org) => self.by_org.lock().map(|mut m| m.entry(org).or_default().clone()).unwrap_or_default(),
+        }
+    }
+
+    /// Work was queued for `org`.
+    pub fn wake(&self, org: Uuid) {
+        if let Ok(map) = self.by_org.lock()
+            && let Some(notify) = map.get(&org)
+        {
+            notify.notify_one();
+        }
+        self.every_org.notify_one();
+    }
+
+    /// Anything may have been queued (the LISTEN connection was lost): every waiter re-checks.
+    pub fn wake_all(&self) {
+        if let Ok(map) = self.by_org.lock() {
+            map.values().for_each(|n| n.notify_waiters());
+        }
+        self.every_org.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalidations_round_trip_through_their_payload() {
+        let id = Uuid::now_v7();
+        for sent in [
+            Invalidation::Endpoint(id),
+            Invalidation::Organization(id),
+            Invalidation::Key(id),
+            Invalidation::Session(id),
+            Invalidation::User(id),
+        ] {
+            assert_eq!(Invalidation::parse(&sent.payload()), Some(sent));
+        }
+        assert_eq!(Invalidation::parse("endpoint"), None);
+        assert_eq!(Invalidation::parse("bogus:00000000-0000-0000-0000-000000000000"), None);
+        assert_eq!(Invalidation::parse(&id.to_string()), None);
+    }
+}
