@@ -130,7 +130,8 @@ async fn stream_latency(rig: &Rig, args: &Args) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Opens the subscribers, sends paced captures, and returns how many were sent and every delivery latency.
+/// Opens the subscribers, sends paced captures, and returns how many were sent and every delivery latency. One
+/// function on purpose: the subscribers, the pacing and the clock share one timeline.
 async fn subscribe_and_send(
     base: &str,
     key: &str,

@@ -1,13 +1,12 @@
 //! Analytics from the per-minute capture counters (never a scan of the captures): volume over time in minute,
 //! hour or day buckets (UTC, empty buckets as 0), method breakdown, and the organization overview.
 
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiPath, ApiQuery};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{ApiQuery, Id};
 use crate::state::AppState;
 use crate::webhooks::endpoints::ensure_exists;
 use axum::Json;
-use axum::extract::State;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use hookflow_shared::Timestamp;
 use hookflow_shared::api::analytics::{
@@ -50,7 +49,7 @@ pub struct VolumeParams {
 }
 
 /// The window, widened to whole minutes (the counters' resolution).
-fn window(from: Option<Timestamp>, to: Option<Timestamp>) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> {
+fn window(from: Option<Timestamp>, to: Option<Timestamp>) -> ApiResult<(DateTime<Utc>, DateTime<Utc>)> {
     let to = to.map_or_else(Utc::now, |t| t.0);
     let from = from.map_or(to - TimeDelta::hours(24), |t| t.0);
     if from >= to {
@@ -83,7 +82,7 @@ pub struct Series {
 }
 
 impl Series {
-    pub fn new(params: &VolumeParams) -> Result<Self, ApiError> {
+    pub fn new(params: &VolumeParams) -> ApiResult<Self> {
         let bucket = params.bucket.unwrap_or_default();
         let (from, to) = window(params.from, params.to)?;
         let (width, unit) = step(bucket);
@@ -104,14 +103,13 @@ impl Series {
 }
 
 /// Capture volume over time.
-#[utoipa::path(get, path = "/webhooks/{id}/analytics/volume", tag = "Analytics", params(("id" = Uuid, Path), VolumeParams),
-    responses((status = 200, body = Volume), (status = 400), (status = 404)))]
+#[utoipa::path(get, path = "/webhooks/{id}/analytics/volume", tag = "Analytics", params(Id, VolumeParams),
+    responses((status = 200, body = Volume)))]
 async fn volume(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksRead>,
-    ApiPath(id): ApiPath<Uuid>,
+    Ctx { app, caller }: Ctx<scope::WebhooksRead>,
+    Id(id): Id,
     ApiQuery(params): ApiQuery<VolumeParams>,
-) -> Result<Json<Volume>, ApiError> {
+) -> ApiResult<Json<Volume>> {
     ensure_exists(&app, caller.org_id, id).await?;
     let series = Series::new(&params)?;
     let rows: Vec<(DateTime<Utc>, i64)> = sqlx::query_as(
@@ -136,14 +134,13 @@ async fn volume(
 }
 
 /// Captures by HTTP method.
-#[utoipa::path(get, path = "/webhooks/{id}/analytics/methods", tag = "Analytics", params(("id" = Uuid, Path), Window),
-    responses((status = 200, body = MethodBreakdown), (status = 400), (status = 404)))]
+#[utoipa::path(get, path = "/webhooks/{id}/analytics/methods", tag = "Analytics", params(Id, Window),
+    responses((status = 200, body = MethodBreakdown)))]
 async fn methods(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksRead>,
-    ApiPath(id): ApiPath<Uuid>,
+    Ctx { app, caller }: Ctx<scope::WebhooksRead>,
+    Id(id): Id,
     ApiQuery(params): ApiQuery<Window>,
-) -> Result<Json<MethodBreakdown>, ApiError> {
+) -> ApiResult<Json<MethodBreakdown>> {
     ensure_exists(&app, caller.org_id, id).await?;
     let (from, to) = window(params.from, params.to)?;
     let rows: Vec<(String, i64)> = sqlx::query_as(
@@ -171,12 +168,11 @@ async fn methods(
 
 /// Organization totals: captures per endpoint and executions by status.
 #[utoipa::path(get, path = "/analytics/overview", tag = "Analytics", params(Window),
-    responses((status = 200, body = Overview), (status = 400)))]
+    responses((status = 200, body = Overview)))]
 async fn overview(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksRead>,
+    Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiQuery(params): ApiQuery<Window>,
-) -> Result<Json<Overview>, ApiError> {
+) -> ApiResult<Json<Overview>> {
     let (from, to) = window(params.from, params.to)?;
     let rows: Vec<(Uuid, String, i64)> = sqlx::query_as(
         "SELECT w.id, w.name, COALESCE(sum(c.count), 0)::bigint FROM webhooks w

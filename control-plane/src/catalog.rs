@@ -2,7 +2,7 @@
 //! the 14 assertion operators and an evaluator, and the special node kinds.
 
 use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
 use crate::state::AppState;
 use axum::Json;
@@ -31,8 +31,7 @@ fn field(name: &str, kind: &str, required: bool) -> Field {
 }
 
 /// The five extractor kinds and their fields.
-#[utoipa::path(get, path = "/extractors", tag = "Extractors",
-    responses((status = 200, body = KindList)))]
+#[utoipa::path(get, path = "/extractors", tag = "Extractors", responses((status = 200, body = KindList)))]
 async fn list_extractors(_caller: Caller<scope::Any>) -> Json<KindList> {
     let items = ExtractorKind::ALL
         .iter()
@@ -47,11 +46,11 @@ async fn list_extractors(_caller: Caller<scope::Any>) -> Json<KindList> {
 
 /// Run an extractor on a sample response.
 #[utoipa::path(post, path = "/extractors/evaluate", tag = "Extractors", request_body = EvaluateExtractor,
-    responses((status = 200, body = Extracted), (status = 400)))]
+    responses((status = 200, body = Extracted)))]
 async fn evaluate_extractor(
     _caller: Caller<scope::Any>,
     ApiJson(body): ApiJson<EvaluateExtractor>,
-) -> Result<Json<Extracted>, ApiError> {
+) -> ApiResult<Json<Extracted>> {
     body.extractor.check().map_err(|e| ApiError::invalid(e.to_string()))?;
     let headers: Vec<(String, String)> = body.response.headers.into_iter().collect();
     let response = ResponseView { status: body.response.status, headers: &headers, body: &body.response.body };
@@ -60,8 +59,7 @@ async fn evaluate_extractor(
 }
 
 /// The 14 assertion operators.
-#[utoipa::path(get, path = "/assertions/operators", tag = "Assertions",
-    responses((status = 200, body = OperatorList)))]
+#[utoipa::path(get, path = "/assertions/operators", tag = "Assertions", responses((status = 200, body = OperatorList)))]
 async fn list_operators(_caller: Caller<scope::Any>) -> Json<OperatorList> {
     let items = Operator::ALL
         .iter()
@@ -76,11 +74,11 @@ async fn list_operators(_caller: Caller<scope::Any>) -> Json<OperatorList> {
 
 /// Evaluate assertions against named values, in order.
 #[utoipa::path(post, path = "/assertions/evaluate", tag = "Assertions", request_body = EvaluateAssertions,
-    responses((status = 200, body = AssertionResults), (status = 400)))]
+    responses((status = 200, body = AssertionResults)))]
 async fn evaluate_assertions(
     _caller: Caller<scope::Any>,
     ApiJson(body): ApiJson<EvaluateAssertions>,
-) -> Result<Json<AssertionResults>, ApiError> {
+) -> ApiResult<Json<AssertionResults>> {
     if body.assertions.len() > MAX_ASSERTIONS {
         return Err(ApiError::invalid(format!("`assertions`: at most {MAX_ASSERTIONS} per call")));
     }
@@ -96,8 +94,7 @@ async fn evaluate_assertions(
 }
 
 /// The special (non-request) node kinds.
-#[utoipa::path(get, path = "/special-nodes", tag = "SpecialNodes",
-    responses((status = 200, body = KindList)))]
+#[utoipa::path(get, path = "/special-nodes", tag = "SpecialNodes", responses((status = 200, body = KindList)))]
 async fn list_special_nodes(_caller: Caller<scope::Any>) -> Json<KindList> {
     let node = |kind: &str, description: &str, fields: Vec<Field>| KindInfo {
         kind: kind.into(),

@@ -2,13 +2,12 @@
 //! Writing or deleting a secret is recorded in the audit log, never with its value.
 
 use crate::admin::audit::{self, AuditEvent};
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::http::pagination::{self, ListParams};
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::Page;
@@ -27,7 +26,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// Names usable in templates (`{{secret.NAME}}`, `{{NAME}}`): a letter or `_`, then letters, digits, `_`.
-fn check_name(name: &str) -> Result<(), ApiError> {
+fn check_name(name: &str) -> ApiResult<()> {
     let mut chars = name.chars();
     let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
     if !first_ok || name.len() > 128 || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
@@ -38,7 +37,7 @@ fn check_name(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn check_value(value: &str) -> Result<(), ApiError> {
+fn check_value(value: &str) -> ApiResult<()> {
     if value.len() > MAX_VALUE {
         return Err(ApiError::invalid("`value` must be at most 64 KiB"));
     }
@@ -47,12 +46,11 @@ fn check_value(value: &str) -> Result<(), ApiError> {
 
 /// List secret names, alphabetically (never their values).
 #[utoipa::path(get, path = "/secrets", tag = "Resources", params(ListParams),
-    responses((status = 200, body = Page<SecretInfo>), (status = 400)))]
+    responses((status = 200, body = Page<SecretInfo>)))]
 async fn list_secrets(
-    State(app): State<AppState>,
-    caller: Caller<scope::ResourcesRead>,
+    Ctx { app, caller }: Ctx<scope::ResourcesRead>,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Page<SecretInfo>>, ApiError> {
+) -> ApiResult<Json<Page<SecretInfo>>> {
     let page = params.page::<String>()?;
     let rows: Vec<(String, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
         "SELECT name, created_at, updated_at FROM secrets WHERE organization_id = $1 AND ($2::text IS NULL OR name > $2)
@@ -71,18 +69,17 @@ async fn list_secrets(
             updated_at: updated_at.into(),
         })
         .collect();
-    Ok(Json(pagination::finish(items, &page, |s| s.name.clone())))
+    Ok(Json(pagination::finish(items, &page, |s| s.name.clone())?))
 }
 
 /// Write a secret (create or replace). The value cannot be read back.
 #[utoipa::path(put, path = "/secrets/{name}", tag = "Resources", params(("name" = String, Path)), request_body = PutValue,
-    responses((status = 200, body = SecretInfo), (status = 400)))]
+    responses((status = 200, body = SecretInfo)))]
 async fn put_secret(
-    State(app): State<AppState>,
-    caller: Caller<scope::ResourcesWrite>,
+    Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
     ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<PutValue>,
-) -> Result<Json<SecretInfo>, ApiError> {
+) -> ApiResult<Json<SecretInfo>> {
     check_name(&name)?;
     check_value(&body.value)?;
     let sealed = app.settings.master_key.seal(caller.org_id, &name, body.value.as_bytes());
@@ -114,12 +111,11 @@ async fn put_secret(
 
 /// Delete a secret.
 #[utoipa::path(delete, path = "/secrets/{name}", tag = "Resources", params(("name" = String, Path)),
-    responses((status = 204), (status = 404)))]
+    responses((status = 204)))]
 async fn delete_secret(
-    State(app): State<AppState>,
-    caller: Caller<scope::ResourcesWrite>,
+    Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
     ApiPath(name): ApiPath<String>,
-) -> Result<StatusCode, ApiError> {
+) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     let deleted = sqlx::query("DELETE FROM secrets WHERE organization_id = $1 AND name = $2")
         .bind(caller.org_id)
@@ -149,12 +145,11 @@ fn variable((name, value, created_at, updated_at): VariableRow) -> Variable {
 
 /// List organization variables, alphabetically.
 #[utoipa::path(get, path = "/variables", tag = "Resources", params(ListParams),
-    responses((status = 200, body = Page<Variable>), (status = 400)))]
+    responses((status = 200, body = Page<Variable>)))]
 async fn list_variables(
-    State(app): State<AppState>,
-    caller: Caller<scope::ResourcesRead>,
+    Ctx { app, caller }: Ctx<scope::ResourcesRead>,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Page<Variable>>, ApiError> {
+) -> ApiResult<Json<Page<Variable>>> {
     let page = params.page::<String>()?;
     let rows: Vec<VariableRow> = sqlx::query_as(
         "SELECT name, value, created_at, updated_at FROM variables
@@ -165,18 +160,17 @@ async fn list_variables(
     .bind(page.fetch_limit())
     .fetch_all(&app.pool)
     .await?;
-    Ok(Json(pagination::finish(rows.into_iter().map(variable).collect(), &page, |v| v.name.clone())))
+    Ok(Json(pagination::finish(rows.into_iter().map(variable).collect(), &page, |v| v.name.clone())?))
 }
 
 /// Write a variable (create or replace).
 #[utoipa::path(put, path = "/variables/{name}", tag = "Resources", params(("name" = String, Path)), request_body = PutValue,
-    responses((status = 200, body = Variable), (status = 400)))]
+    responses((status = 200, body = Variable)))]
 async fn put_variable(
-    State(app): State<AppState>,
-    caller: Caller<scope::ResourcesWrite>,
+    Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
     ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<PutValue>,
-) -> Result<Json<Variable>, ApiError> {
+) -> ApiResult<Json<Variable>> {
     check_name(&name)?;
     check_value(&body.value)?;
     let row: VariableRow = sqlx::query_as(
@@ -194,12 +188,11 @@ async fn put_variable(
 
 /// Delete a variable.
 #[utoipa::path(delete, path = "/variables/{name}", tag = "Resources", params(("name" = String, Path)),
-    responses((status = 204), (status = 404)))]
+    responses((status = 204)))]
 async fn delete_variable(
-    State(app): State<AppState>,
-    caller: Caller<scope::ResourcesWrite>,
+    Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
     ApiPath(name): ApiPath<String>,
-) -> Result<StatusCode, ApiError> {
+) -> ApiResult<StatusCode> {
     let deleted = sqlx::query("DELETE FROM variables WHERE organization_id = $1 AND name = $2")
         .bind(caller.org_id)
         .bind(&name)

@@ -77,7 +77,7 @@ impl Settings {
 
 impl AppState {
     /// Builds the state and starts the capture writer, which ends once the last request using it is done.
-    /// `crate::tasks::start` starts the background loops.
+    /// The background loops are started separately (`tasks::start`).
     pub fn new(pool: PgPool, settings: Settings, shutdown: CancellationToken) -> Self {
         Self(Arc::new(Inner {
             captures: CaptureWriter::start(pool.clone()),

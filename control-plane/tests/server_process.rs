@@ -2,6 +2,7 @@
 //! graceful SIGTERM (PostgreSQL stops too), recovery after SIGKILL, operator commands, an external database URL,
 //! readiness while PostgreSQL is down, and keys kept out of the logs.
 
+use hookflow_shared::wire::header;
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -153,8 +154,8 @@ fn field(text: &str, label: &str) -> String {
 async fn get(base: &str, path: &str, key: &str, org: &str) -> (u16, serde_json::Value) {
     let response = reqwest::Client::new()
         .get(format!("{base}{path}"))
-        .header("X-Api-Key", key)
-        .header("X-Organization-Id", org)
+        .header(header::API_KEY, key)
+        .header(header::ORGANIZATION, org)
         .send()
         .await
         .expect("request");
@@ -288,6 +289,7 @@ async fn an_ordinary_user_runs_the_cluster_itself() {
     assert!(!dir.0.join("data/postgres/data/postmaster.pid").exists());
 }
 
+/// One scenario told in order, each step depending on the one before: it reads best whole.
 #[tokio::test(flavor = "multi_thread")]
 async fn embedded_lifecycle_bootstrap_lock_signals_and_recovery() {
     let dir = DataDir::new("life");
@@ -296,9 +298,11 @@ async fn embedded_lifecycle_bootstrap_lock_signals_and_recovery() {
     let announced = first.stdout();
     let org = field(&announced, "organization id:");
     let key = field(&announced, "api key:");
-    assert!(
-        announced.contains(&format!("curl -H \"X-Api-Key: {key}\" -H \"X-Organization-Id: {org}\" {base}/permissions"))
-    );
+    assert!(announced.contains(&format!(
+        "curl -H \"{}: {key}\" -H \"{}: {org}\" {base}/permissions",
+        header::API_KEY,
+        header::ORGANIZATION
+    )));
     let (status, catalog) = get(&base, "/permissions", &key, &org).await;
     assert_eq!(status, 200);
     assert_eq!(catalog["scopes"].as_array().map(Vec::len), Some(16));
@@ -388,8 +392,8 @@ async fn embedded_lifecycle_bootstrap_lock_signals_and_recovery() {
 async fn post_json(base: &str, path: &str, key: &str, org: &str, body: serde_json::Value) -> serde_json::Value {
     let response = reqwest::Client::new()
         .post(format!("{base}{path}"))
-        .header("X-Api-Key", key)
-        .header("X-Organization-Id", org)
+        .header(header::API_KEY, key)
+        .header(header::ORGANIZATION, org)
         .json(&body)
         .send()
         .await
@@ -402,8 +406,8 @@ async fn post_json(base: &str, path: &str, key: &str, org: &str, body: serde_jso
 async fn stored_ids(base: &str, webhook: &str, key: &str, org: &str) -> std::collections::HashSet<String> {
     let text = reqwest::Client::new()
         .get(format!("{base}/webhooks/{webhook}/requests/export"))
-        .header("X-Api-Key", key)
-        .header("X-Organization-Id", org)
+        .header(header::API_KEY, key)
+        .header(header::ORGANIZATION, org)
         .send()
         .await
         .expect("export")
@@ -415,6 +419,7 @@ async fn stored_ids(base: &str, webhook: &str, key: &str, org: &str) -> std::col
         .collect()
 }
 
+/// One scenario told in order, each step depending on the one before: it reads best whole.
 #[tokio::test(flavor = "multi_thread")]
 async fn acknowledged_captures_survive_sigkill_and_streams_cross_processes() {
     let dir = DataDir::new("durable");
@@ -433,8 +438,8 @@ async fn acknowledged_captures_survive_sigkill_and_streams_cross_processes() {
     let replica_base = replica.base_url();
     let stream = reqwest::Client::new()
         .get(format!("{replica_base}/webhooks/{webhook}/stream"))
-        .header("X-Api-Key", &key)
-        .header("X-Organization-Id", &org)
+        .header(header::API_KEY, &key)
+        .header(header::ORGANIZATION, &org)
         .send()
         .await
         .expect("stream");

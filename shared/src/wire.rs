@@ -40,6 +40,11 @@ pub mod runner_route {
     /// `POST` under the job token: completion (OpenAPI form).
     pub const JOB_COMPLETE: &str = "/runner/jobs/{job_id}/complete";
 
+    /// [`RUNNER`] for one runner.
+    pub fn runner(runner_id: Uuid) -> String {
+        RUNNER.replace("{id}", &runner_id.to_string())
+    }
+
     /// [`HEARTBEAT`] for one runner.
     pub fn heartbeat(runner_id: Uuid) -> String {
         HEARTBEAT.replace("{id}", &runner_id.to_string())

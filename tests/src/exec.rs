@@ -4,6 +4,7 @@
 use crate::app::{Creds, Reply, TestApp};
 use hookflow_shared::ScopeSet;
 use hookflow_shared::scope::Preset;
+use hookflow_shared::wire::runner_route;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -44,7 +45,7 @@ impl TestApp {
     pub async fn register_runner(&self, creds: &Creds, labels: &[&str]) -> String {
         let body = json!({"name": "test runner", "labels": labels, "version": "test", "max_concurrency": 2,
             "host": {"hostname": "test", "os": "linux", "arch": "x86_64", "cpus": 2, "memory_bytes": 1024}});
-        let reply = self.call(Method::POST, "/runners", Some(creds), Some(body)).await;
+        let reply = self.call(Method::POST, runner_route::RUNNERS, Some(creds), Some(body)).await;
         assert_eq!(reply.status, 201, "{}", reply.text);
         reply.body["id"].as_str().expect("runner id").to_owned()
     }
@@ -52,12 +53,18 @@ impl TestApp {
     /// One long poll.
     pub async fn next_job(&self, creds: &Creds, runner: &str, wait_s: u64) -> Reply {
         let body = json!({"runner_id": runner, "wait_s": wait_s});
-        self.call(Method::POST, "/runner/jobs/next", Some(creds), Some(body)).await
+        self.call(Method::POST, runner_route::NEXT_JOB, Some(creds), Some(body)).await
     }
 
-    /// A call authenticated by a job token.
+    /// A call authenticated by a job token; `action` is `nodes` or `complete`.
     pub async fn job_call(&self, job: &Value, action: &str, body: Value) -> Reply {
-        let url = self.url(&format!("/runner/jobs/{}/{action}", job["job_id"].as_str().expect("job id")));
+        let job_id: uuid::Uuid = job["job_id"].as_str().and_then(|id| id.parse().ok()).expect("job id");
+        let path = match action {
+            "nodes" => runner_route::job_nodes(job_id),
+            "complete" => runner_route::job_complete(job_id),
+            other => panic!("no job route `{other}`"),
+        };
+        let url = self.url(&path);
         let token = job["job_token"].as_str().expect("job token");
         let response = self.client.post(url).bearer_auth(token).json(&body).send().await.expect("send");
         crate::app::read(response).await
@@ -92,7 +99,7 @@ impl TestApp {
     pub async fn wait_runner(&self, done: impl Fn(&Value) -> bool) -> Value {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
         loop {
-            let listed = self.admin(Method::GET, "/runners", None).await.body;
+            let listed = self.admin(Method::GET, runner_route::RUNNERS, None).await.body;
             if let Some(found) = listed["items"].as_array().and_then(|items| items.iter().find(|r| done(r))) {
                 return found.clone();
             }

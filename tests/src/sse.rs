@@ -3,6 +3,7 @@
 
 use crate::TestApp;
 use futures_util::StreamExt as _;
+use hookflow_shared::wire::header;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -30,10 +31,10 @@ impl Sse {
         let mut request = app
             .client
             .get(app.url(path))
-            .header("X-Api-Key", &app.admin.key)
-            .header("X-Organization-Id", app.admin.org.to_string());
+            .header(header::API_KEY, &app.admin.key)
+            .header(header::ORGANIZATION, app.admin.org.to_string());
         if let Some(id) = last_event_id {
-            request = request.header("Last-Event-ID", id);
+            request = request.header(header::LAST_EVENT_ID, id);
         }
         let response = request.send().await.expect("open stream");
         assert_eq!(response.status(), 200);

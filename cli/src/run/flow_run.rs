@@ -11,7 +11,7 @@ use crate::run::stop::Stop;
 use crate::sse::EventStream;
 use backon::{ExponentialBuilder, Retryable as _};
 use hookflow_runner::client::{Client, ClientError, Connection};
-use hookflow_runner::engine::Engine;
+use hookflow_runner::engine::{Engine, Outcome};
 use hookflow_runner::execute::{Options, execute_with};
 use hookflow_shared::api::executions::{Execution, ExecutionEvent, Launch, LaunchMode, NodeResult, Summary, Trigger};
 use hookflow_shared::api::flows::Flow;
@@ -128,6 +128,11 @@ async fn run_here(
     run.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     run.summary = summarize(&nodes);
     run.nodes = nodes;
+    record_outcome(run, outcome, stop)
+}
+
+/// What an ephemeral run's end means for its summary; refusals other than a lost job are errors of the command.
+fn record_outcome(run: &mut FlowRun, outcome: Result<Outcome, ClientError>, stop: &Stop) -> Result<(), CliError> {
     match outcome {
         Ok(outcome) => {
             run.status = match outcome.status {

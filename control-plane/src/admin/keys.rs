@@ -2,15 +2,14 @@
 //! SHA-256 of a key and a display prefix are stored.
 
 use crate::admin::audit::{self, AuditEvent};
-use crate::http::auth::{Actor, Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::auth::{Actor, Ctx, scope};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{ApiJson, ApiQuery, Id};
 use crate::http::pagination::{self, ListParams};
 use crate::http::validate::display_name;
 use crate::signals::Invalidation;
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::Page;
@@ -99,10 +98,7 @@ pub async fn create(conn: &mut PgConnection, new: NewKey) -> Result<CreatedApiKe
 }
 
 /// Validates a creation request against the creator's own scopes.
-fn validate(
-    caller_scopes: &ScopeSet,
-    body: CreateApiKey,
-) -> Result<(String, ScopeSet, Option<DateTime<Utc>>), ApiError> {
+fn validate(caller_scopes: &ScopeSet, body: CreateApiKey) -> ApiResult<(String, ScopeSet, Option<DateTime<Utc>>)> {
     let name = display_name("name", &body.name)?;
     let scopes = match (body.scopes, body.preset) {
         (Some(_), Some(_)) => {
@@ -133,12 +129,11 @@ fn validate(
 
 /// Create an API key; its secret is in this answer only.
 #[utoipa::path(post, path = "/api-keys", tag = "Administration", request_body = CreateApiKey,
-    responses((status = 201, body = CreatedApiKey), (status = 400)))]
+    responses((status = 201, body = CreatedApiKey)))]
 async fn create_api_key(
-    State(app): State<AppState>,
-    caller: Caller<scope::KeysWrite>,
+    Ctx { app, caller }: Ctx<scope::KeysWrite>,
     ApiJson(body): ApiJson<CreateApiKey>,
-) -> Result<(StatusCode, Json<CreatedApiKey>), ApiError> {
+) -> ApiResult<(StatusCode, Json<CreatedApiKey>)> {
     let (name, scopes, expires_at) = validate(&caller.scopes, body)?;
     let mut tx = app.pool.begin().await?;
     let created =
@@ -149,12 +144,11 @@ async fn create_api_key(
 
 /// List the organization's API keys, newest first (never their secrets).
 #[utoipa::path(get, path = "/api-keys", tag = "Administration", params(ListParams),
-    responses((status = 200, body = Page<ApiKey>), (status = 400)))]
+    responses((status = 200, body = Page<ApiKey>)))]
 async fn list_api_keys(
-    State(app): State<AppState>,
-    caller: Caller<scope::KeysRead>,
+    Ctx { app, caller }: Ctx<scope::KeysRead>,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Page<ApiKey>>, ApiError> {
+) -> ApiResult<Json<Page<ApiKey>>> {
     let page = params.page::<Uuid>()?;
     let rows: Vec<KeyRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {KEY_COLUMNS} FROM api_keys
@@ -166,17 +160,13 @@ async fn list_api_keys(
     .fetch_all(&app.pool)
     .await?;
     let rows: Vec<ApiKey> = rows.into_iter().map(Into::into).collect();
-    Ok(Json(pagination::finish(rows, &page, |k| k.id)))
+    Ok(Json(pagination::finish(rows, &page, |k| k.id)?))
 }
 
 /// Read one API key (never its secret).
-#[utoipa::path(get, path = "/api-keys/{id}", tag = "Administration", params(("id" = Uuid, Path)),
-    responses((status = 200, body = ApiKey), (status = 404)))]
-async fn get_api_key(
-    State(app): State<AppState>,
-    caller: Caller<scope::KeysRead>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<ApiKey>, ApiError> {
+#[utoipa::path(get, path = "/api-keys/{id}", tag = "Administration", params(Id),
+    responses((status = 200, body = ApiKey)))]
+async fn get_api_key(Ctx { app, caller }: Ctx<scope::KeysRead>, Id(id): Id) -> ApiResult<Json<ApiKey>> {
     let row: Option<KeyRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {KEY_COLUMNS} FROM api_keys WHERE organization_id = $1 AND id = $2"
     )))
@@ -188,13 +178,8 @@ async fn get_api_key(
 }
 
 /// Delete an API key; it stops working at once.
-#[utoipa::path(delete, path = "/api-keys/{id}", tag = "Administration", params(("id" = Uuid, Path)),
-    responses((status = 204), (status = 404)))]
-async fn delete_api_key(
-    State(app): State<AppState>,
-    caller: Caller<scope::KeysWrite>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<StatusCode, ApiError> {
+#[utoipa::path(delete, path = "/api-keys/{id}", tag = "Administration", params(Id), responses((status = 204)))]
+async fn delete_api_key(Ctx { app, caller }: Ctx<scope::KeysWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     let name: Option<String> =
         sqlx::query_scalar("DELETE FROM api_keys WHERE organization_id = $1 AND id = $2 RETURNING name")

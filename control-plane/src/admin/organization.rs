@@ -2,15 +2,14 @@
 
 use crate::admin::audit::{self, AuditEvent};
 use crate::db::update::Update;
-use crate::http::auth::{Actor, Caller, scope};
-use crate::http::error::{ApiError, to_json};
+use crate::http::auth::{Actor, Ctx, scope};
+use crate::http::error::{ApiError, ApiResult, to_json};
 use crate::http::extract::{ApiJson, ApiQuery};
 use crate::http::pagination::{self, ListParams};
 use crate::http::validate::display_name;
 use crate::signals::Invalidation;
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::admin::{AuditEntry, Organization, Retention, UpdateOrganization};
 use hookflow_shared::api::{Page, Patch};
@@ -88,7 +87,7 @@ pub async fn list_all(conn: &mut PgConnection) -> Result<Vec<Organization>, sqlx
     Ok(rows.into_iter().map(Into::into).collect())
 }
 
-async fn fetch(conn: &mut PgConnection, org_id: Uuid) -> Result<Organization, ApiError> {
+async fn fetch(conn: &mut PgConnection, org_id: Uuid) -> ApiResult<Organization> {
     let row: Option<OrgRow> =
         sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {ORG_COLUMNS} FROM organizations WHERE id = $1")))
             .bind(org_id)
@@ -98,17 +97,13 @@ async fn fetch(conn: &mut PgConnection, org_id: Uuid) -> Result<Organization, Ap
 }
 
 /// Read the caller's organization.
-#[utoipa::path(get, path = "/organization", tag = "Administration",
-    responses((status = 200, body = Organization)))]
-async fn get_organization(
-    State(app): State<AppState>,
-    caller: Caller<scope::OrganizationRead>,
-) -> Result<Json<Organization>, ApiError> {
+#[utoipa::path(get, path = "/organization", tag = "Administration", responses((status = 200, body = Organization)))]
+async fn get_organization(Ctx { app, caller }: Ctx<scope::OrganizationRead>) -> ApiResult<Json<Organization>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(fetch(&mut conn, caller.org_id).await?))
 }
 
-fn validate_update(body: &UpdateOrganization) -> Result<Option<String>, ApiError> {
+fn validate_update(body: &UpdateOrganization) -> ApiResult<Option<String>> {
     if let Some(retention) = body.default_retention {
         if retention.max_age_days.is_some_and(|d| d < 1) {
             return Err(ApiError::invalid("`default_retention.max_age_days` must be at least 1 (or null)"));
@@ -128,12 +123,11 @@ fn validate_update(body: &UpdateOrganization) -> Result<Option<String>, ApiError
 
 /// Change the organization's name, default retention or capture limits.
 #[utoipa::path(patch, path = "/organization", tag = "Administration", request_body = UpdateOrganization,
-    responses((status = 200, body = Organization), (status = 400)))]
+    responses((status = 200, body = Organization)))]
 async fn update_organization(
-    State(app): State<AppState>,
-    caller: Caller<scope::OrganizationWrite>,
+    Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
     ApiJson(body): ApiJson<UpdateOrganization>,
-) -> Result<Json<Organization>, ApiError> {
+) -> ApiResult<Json<Organization>> {
     let name = validate_update(&body)?;
     let details = to_json(&body)?;
     // A retention replaces both of its defaults.
@@ -171,12 +165,11 @@ async fn update_organization(
 
 /// Security-relevant changes, newest first.
 #[utoipa::path(get, path = "/audit-log", tag = "Administration", params(ListParams),
-    responses((status = 200, body = Page<AuditEntry>), (status = 400)))]
+    responses((status = 200, body = Page<AuditEntry>)))]
 async fn list_audit_log(
-    State(app): State<AppState>,
-    caller: Caller<scope::OrganizationRead>,
+    Ctx { app, caller }: Ctx<scope::OrganizationRead>,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Page<AuditEntry>>, ApiError> {
+) -> ApiResult<Json<Page<AuditEntry>>> {
     let page = params.page::<Uuid>()?;
     let rows: Vec<(Uuid, String, String, String, serde_json::Value, DateTime<Utc>)> = sqlx::query_as(
         "SELECT id, action, actor, target, details, created_at FROM audit_log
@@ -198,5 +191,5 @@ async fn list_audit_log(
             created_at: created_at.into(),
         })
         .collect();
-    Ok(Json(pagination::finish(entries, &page, |e| e.id)))
+    Ok(Json(pagination::finish(entries, &page, |e| e.id)?))
 }

@@ -2,6 +2,7 @@
 //! NOTIFY (sent by whichever server stored the capture) wakes the topic, which reads the new rows once and
 //! broadcasts them to every local subscriber. A topic with no subscribers left retires.
 
+use crate::http::error::{ApiResult, to_json};
 use crate::webhooks::model::{CAPTURE_COLUMNS_INLINE, CaptureRow};
 use hookflow_shared::api::webhooks::CapturedRequest;
 use sqlx::PgPool;
@@ -37,12 +38,12 @@ pub struct StreamHub {
 }
 
 /// The stream payload of a capture: `{"type": "request.captured", ...the captured request}`.
-pub fn event_json(capture: CapturedRequest) -> String {
-    let mut value = serde_json::to_value(capture).unwrap_or_default();
+pub fn event_json(capture: CapturedRequest) -> ApiResult<String> {
+    let mut value = to_json(&capture)?;
     if let Some(object) = value.as_object_mut() {
         object.insert("type".into(), "request.captured".into());
     }
-    value.to_string()
+    Ok(value.to_string())
 }
 
 /// Captures of an endpoint after `after` (all when `None`), oldest first, bodies over 64 KiB left out.
@@ -51,7 +52,7 @@ pub async fn captures_after(
     webhook_id: Uuid,
     after: Option<Uuid>,
     limit: i64,
-) -> Result<Vec<LiveEvent>, sqlx::Error> {
+) -> ApiResult<Vec<LiveEvent>> {
     let rows: Vec<CaptureRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {CAPTURE_COLUMNS_INLINE} FROM captures WHERE webhook_id = $1 AND ($2::uuid IS NULL OR id > $2)
          ORDER BY id LIMIT $3"
@@ -61,7 +62,7 @@ pub async fn captures_after(
     .bind(limit)
     .fetch_all(pool)
     .await?;
-    Ok(rows.into_iter().map(|row| LiveEvent { id: row.id, data: event_json(row.into()) }).collect())
+    rows.into_iter().map(|row| Ok(LiveEvent { id: row.id, data: event_json(row.into())? })).collect()
 }
 
 impl StreamHub {

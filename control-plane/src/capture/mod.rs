@@ -6,13 +6,14 @@ pub mod cache;
 pub mod hub;
 pub mod writer;
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult, to_json_string};
 use crate::http::raw_head::HeadQueue;
 use crate::state::AppState;
 use axum::Extension;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use cache::Endpoint;
 use hookflow_shared::api::webhooks::{CaptureReceipt, CustomResponse};
 use hookflow_shared::{ErrorCode, Timestamp};
 use sha2::{Digest, Sha256};
@@ -55,7 +56,7 @@ async fn capture_inner(
     peer: SocketAddr,
     heads: Option<HeadQueue>,
     request: Request,
-) -> Result<Response, ApiError> {
+) -> ApiResult<Response> {
     let received_at = chrono::Utc::now();
     let (parts, body) = request.into_parts();
     if parts.method == Method::HEAD {
@@ -73,60 +74,87 @@ async fn capture_inner(
         error.retry_after_s = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
         return Err(error);
     }
-    let too_large = || {
-        ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("the body is larger than this endpoint's limit of {} bytes", endpoint.max_body_bytes),
-        )
-    };
-    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > endpoint.max_body_bytes) {
-        return Err(too_large());
-    }
-    let body = axum::body::to_bytes(body, endpoint.max_body_bytes).await.map_err(|e| {
-        if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
-            too_large()
-        } else {
-            ApiError::invalid("the request body could not be read")
-        }
-    })?;
+    let body = read_body(&parts.headers, body, endpoint.max_body_bytes).await?;
     let target = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let headers = heads
         .and_then(|queue| queue.take(parts.method.as_str(), target))
         .map(|head| head.headers)
         .unwrap_or_else(|| header_pairs(&parts.headers));
-    let query_string = parts.uri.query().unwrap_or_default().to_owned();
-    let mut query: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (name, value) in form_urlencoded::parse(query_string.as_bytes()) {
-        query.entry(name.into_owned()).or_default().push(value.into_owned());
-    }
-    let record = CaptureRecord {
-        org_id: endpoint.org_id,
-        webhook_id: endpoint.id,
-        method: parts.method.as_str().to_owned(),
-        path: path.to_owned(),
-        query_string,
-        query,
-        content_type: parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned),
-        headers,
-        body_sha256: Sha256::digest(&body).to_vec(),
-        body_utf8: std::str::from_utf8(&body).is_ok(),
-        body,
-        source_ip: peer.ip().to_string(),
-        received_at,
-    };
-    match app.captures.store(record).await {
-        Outcome::Stored(request_id) => Ok(match &endpoint.response {
-            Some(custom) => custom_response(custom),
-            None => axum::Json(CaptureReceipt {
-                message: "Request captured".into(),
-                request_id,
-                received_at: Timestamp(received_at),
-            })
-            .into_response(),
-        }),
+    let request = Captured { parts: &parts, path, headers: &headers, body, peer, received_at };
+    match app.captures.store(request.record(&endpoint)?).await {
+        Outcome::Stored(request_id) => Ok(receipt(&endpoint, request_id, received_at)),
         Outcome::EndpointGone => Err(ApiError::not_found("webhook")),
         Outcome::Failed => Err(ApiError::unavailable()),
+    }
+}
+
+/// Reads the body within the endpoint's limit (a declared length over it is refused before reading).
+async fn read_body(headers: &HeaderMap, body: axum::body::Body, limit: usize) -> ApiResult<bytes::Bytes> {
+    let too_large = || {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the body is larger than this endpoint's limit of {limit} bytes"),
+        )
+    };
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
+            too_large()
+        } else {
+            ApiError::invalid("the request body could not be read")
+        }
+    })
+}
+
+/// A request as it arrived, before it becomes a record.
+struct Captured<'a> {
+    parts: &'a axum::http::request::Parts,
+    path: &'a str,
+    headers: &'a [(String, String)],
+    body: bytes::Bytes,
+    peer: SocketAddr,
+    received_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Captured<'_> {
+    fn record(self, endpoint: &Endpoint) -> ApiResult<CaptureRecord> {
+        let query_string = self.parts.uri.query().unwrap_or_default().to_owned();
+        let mut query: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (name, value) in form_urlencoded::parse(query_string.as_bytes()) {
+            query.entry(name.into_owned()).or_default().push(value.into_owned());
+        }
+        let content_type = self.parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+        Ok(CaptureRecord {
+            org_id: endpoint.org_id,
+            webhook_id: endpoint.id,
+            method: self.parts.method.as_str().to_owned(),
+            path: self.path.to_owned(),
+            query_json: to_json_string(&query)?,
+            query_string,
+            headers_json: to_json_string(self.headers)?,
+            content_type: content_type.map(str::to_owned),
+            body_sha256: Sha256::digest(&self.body).to_vec(),
+            body_utf8: std::str::from_utf8(&self.body).is_ok(),
+            body: self.body,
+            source_ip: self.peer.ip().to_string(),
+            received_at: self.received_at,
+        })
+    }
+}
+
+/// The answer to a stored capture: the endpoint's custom response, or the receipt.
+fn receipt(endpoint: &Endpoint, request_id: Uuid, received_at: chrono::DateTime<chrono::Utc>) -> Response {
+    match &endpoint.response {
+        Some(custom) => custom_response(custom),
+        None => axum::Json(CaptureReceipt {
+            message: "Request captured".into(),
+            request_id,
+            received_at: Timestamp(received_at),
+        })
+        .into_response(),
     }
 }
 

@@ -6,7 +6,6 @@
 //! "captures after id X" is gap-free for live streams and resumption.
 
 use chrono::{DateTime, Utc};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use uuid::Uuid;
@@ -26,8 +25,10 @@ pub struct CaptureRecord {
     pub method: String,
     pub path: String,
     pub query_string: String,
-    pub query: BTreeMap<String, Vec<String>>,
-    pub headers: Vec<(String, String)>,
+    /// The query as JSON (`{name: [values]}`), encoded by the request's handler.
+    pub query_json: String,
+    /// The headers as JSON (`[[name, value], ...]`), encoded by the request's handler.
+    pub headers_json: String,
     pub content_type: Option<String>,
     pub body: bytes::Bytes,
     pub body_sha256: Vec<u8>,
@@ -46,18 +47,19 @@ pub enum Outcome {
     Failed,
 }
 
-type Job = (CaptureRecord, oneshot::Sender<Outcome>);
+/// A capture waiting for its batch, with where its outcome goes.
+type Pending = (CaptureRecord, oneshot::Sender<Outcome>);
 
 #[derive(Debug, Clone)]
 pub struct CaptureWriter {
-    queue: mpsc::Sender<Job>,
+    queue: mpsc::Sender<Pending>,
 }
 
 impl CaptureWriter {
     /// Starts the writer task; it ends when every `CaptureWriter` clone is dropped and the queue is drained.
     pub fn start(pool: sqlx::PgPool) -> Self {
-        let (queue, jobs) = mpsc::channel(QUEUE);
-        tokio::spawn(run(pool, jobs));
+        let (queue, pending) = mpsc::channel(QUEUE);
+        tokio::spawn(run(pool, pending));
         Self { queue }
     }
 
@@ -71,15 +73,15 @@ impl CaptureWriter {
     }
 }
 
-async fn run(pool: sqlx::PgPool, mut jobs: mpsc::Receiver<Job>) {
+async fn run(pool: sqlx::PgPool, mut pending: mpsc::Receiver<Pending>) {
     let permits = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut previous: Option<oneshot::Receiver<()>> = None;
     let mut sequence: usize = 0;
     loop {
         // Take a slot first, so the batch keeps filling while every slot is busy.
         let Ok(permit) = permits.clone().acquire_owned().await else { return };
-        let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
-        if jobs.recv_many(&mut batch, MAX_BATCH).await == 0 {
+        let mut batch: Vec<Pending> = Vec::with_capacity(MAX_BATCH);
+        if pending.recv_many(&mut batch, MAX_BATCH).await == 0 {
             break;
         }
         // Ids are taken here, in batch order; commits happen in the same order.
@@ -178,8 +180,8 @@ fn bind<'q>(
         .bind(records.iter().map(|r| r.method.as_str()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.path.as_str()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.query_string.as_str()).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| serde_json::to_string(&r.query).unwrap_or_default()).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| serde_json::to_string(&r.headers).unwrap_or_default()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.query_json.as_str()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.headers_json.as_str()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.content_type.as_deref()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.body.as_ref()).collect::<Vec<&[u8]>>())
         .bind(records.iter().map(|r| r.body_sha256.as_slice()).collect::<Vec<&[u8]>>())

@@ -6,14 +6,13 @@ use crate::collections::model::{
 };
 use crate::collections::refs;
 use crate::db::update::Update;
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery, Id};
 use crate::http::pagination::{self, ListParams};
 use crate::http::validate::{bounded_text, display_name};
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use axum::http::StatusCode;
 use hookflow_shared::api::Page;
 use hookflow_shared::api::collections::{
@@ -34,7 +33,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_request, replace_request, delete_request))
 }
 
-fn check_variables(variables: &BTreeMap<String, String>) -> Result<(), ApiError> {
+fn check_variables(variables: &BTreeMap<String, String>) -> ApiResult<()> {
     if variables.len() > 200 {
         return Err(ApiError::invalid("invalid field `variables`: at most 200 variables"));
     }
@@ -51,7 +50,7 @@ fn check_variables(variables: &BTreeMap<String, String>) -> Result<(), ApiError>
 }
 
 /// Validates a request body and answers it with the method upper-cased and names trimmed.
-pub fn check_request(mut request: WriteRequest) -> Result<WriteRequest, ApiError> {
+pub fn check_request(mut request: WriteRequest) -> ApiResult<WriteRequest> {
     request.name = display_name("name", &request.name)?;
     request.method = request.method.trim().to_ascii_uppercase();
     if request.url.trim().is_empty() {
@@ -96,7 +95,7 @@ pub struct StoredRequest<'a> {
 }
 
 /// Inserts or replaces a (checked) request; a repeated operation key answers 409.
-pub async fn store_request(conn: &mut PgConnection, stored: StoredRequest<'_>) -> Result<(), ApiError> {
+pub async fn store_request(conn: &mut PgConnection, stored: StoredRequest<'_>) -> ApiResult<()> {
     let request = stored.request;
     let provenance = stored.provenance.as_ref();
     sqlx::query(
@@ -132,11 +131,7 @@ pub async fn store_request(conn: &mut PgConnection, stored: StoredRequest<'_>) -
 }
 
 /// Inserts a collection; a taken name answers 409.
-pub async fn insert_collection(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    body: &WriteCollection,
-) -> Result<Uuid, ApiError> {
+pub async fn insert_collection(conn: &mut PgConnection, org_id: Uuid, body: &WriteCollection) -> ApiResult<Uuid> {
     let id = Uuid::now_v7();
     sqlx::query(
         "INSERT INTO collections (id, organization_id, name, description, variables) VALUES ($1, $2, $3, $4, $5)",
@@ -154,12 +149,11 @@ pub async fn insert_collection(
 
 /// Create an empty collection.
 #[utoipa::path(post, path = "/collections", tag = "Collections", request_body = WriteCollection,
-    responses((status = 201, body = CollectionDetail), (status = 400), (status = 409)))]
+    responses((status = 201, body = CollectionDetail), (status = 409)))]
 async fn create_collection(
-    State(app): State<AppState>,
-    caller: Caller<scope::CollectionsWrite>,
+    Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
     ApiJson(mut body): ApiJson<WriteCollection>,
-) -> Result<(StatusCode, Json<CollectionDetail>), ApiError> {
+) -> ApiResult<(StatusCode, Json<CollectionDetail>)> {
     body.name = display_name("name", &body.name)?;
     bounded_text("description", body.description.as_deref(), 10_000)?;
     check_variables(&body.variables)?;
@@ -170,12 +164,11 @@ async fn create_collection(
 
 /// List collections, newest first.
 #[utoipa::path(get, path = "/collections", tag = "Collections", params(ListParams),
-    responses((status = 200, body = Page<Collection>), (status = 400)))]
+    responses((status = 200, body = Page<Collection>)))]
 async fn list_collections(
-    State(app): State<AppState>,
-    caller: Caller<scope::CollectionsRead>,
+    Ctx { app, caller }: Ctx<scope::CollectionsRead>,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Page<Collection>>, ApiError> {
+) -> ApiResult<Json<Page<Collection>>> {
     let page = params.page::<Uuid>()?;
     let rows: Vec<CollectionRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {COLLECTION_COLUMNS} FROM collections c
@@ -186,31 +179,29 @@ async fn list_collections(
     .bind(page.fetch_limit())
     .fetch_all(&app.pool)
     .await?;
-    Ok(Json(pagination::finish(rows.into_iter().map(Collection::from).collect(), &page, |c| c.id)))
+    Ok(Json(pagination::finish(rows.into_iter().map(Collection::from).collect(), &page, |c| c.id)?))
 }
 
 /// A collection with its folders and every request.
-#[utoipa::path(get, path = "/collections/{id}", tag = "Collections", params(("id" = Uuid, Path)),
-    responses((status = 200, body = CollectionDetail), (status = 404)))]
+#[utoipa::path(get, path = "/collections/{id}", tag = "Collections", params(Id),
+    responses((status = 200, body = CollectionDetail)))]
 async fn get_collection(
-    State(app): State<AppState>,
-    caller: Caller<scope::CollectionsRead>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<CollectionDetail>, ApiError> {
+    Ctx { app, caller }: Ctx<scope::CollectionsRead>,
+    Id(id): Id,
+) -> ApiResult<Json<CollectionDetail>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(detail(&mut conn, caller.org_id, id).await?))
 }
 
 /// Rename, describe, or replace the variables of a collection.
-#[utoipa::path(patch, path = "/collections/{id}", tag = "Collections", params(("id" = Uuid, Path)),
+#[utoipa::path(patch, path = "/collections/{id}", tag = "Collections", params(Id),
     request_body = PatchCollection,
-    responses((status = 200, body = CollectionDetail), (status = 400), (status = 404), (status = 409)))]
+    responses((status = 200, body = CollectionDetail), (status = 409)))]
 async fn patch_collection(
-    State(app): State<AppState>,
-    caller: Caller<scope::CollectionsWrite>,
-    ApiPath(id): ApiPath<Uuid>,
+    Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
+    Id(id): Id,
     ApiJson(body): ApiJson<PatchCollection>,
-) -> Result<Json<CollectionDetail>, ApiError> {
+) -> ApiResult<Json<CollectionDetail>> {
     let name = body.name.as_deref().map(|n| display_name("name", n)).transpose()?;
     bounded_text("description", body.description.value().map(String::as_str), 10_000)?;
     if let Some(variables) = &body.variables {
@@ -232,13 +223,9 @@ async fn patch_collection(
 }
 
 /// Delete a collection and its requests; refused (409) while a flow references one of them.
-#[utoipa::path(delete, path = "/collections/{id}", tag = "Collections", params(("id" = Uuid, Path)),
-    responses((status = 204), (status = 404), (status = 409)))]
-async fn delete_collection(
-    State(app): State<AppState>,
-    caller: Caller<scope::CollectionsWrite>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<StatusCode, ApiError> {
+#[utoipa::path(delete, path = "/collections/{id}", tag = "Collections", params(Id),
+    responses((status = 204), (status = 409)))]
+async fn delete_collection(Ctx { app, caller }: Ctx<scope::CollectionsWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     fetch(&mut tx, caller.org_id, id).await?;
     refs::refuse_if_referenced(&mut tx, caller.org_id, refs::Referenced::Collection(id)).await?;
@@ -252,15 +239,13 @@ async fn delete_collection(
 }
 
 /// The requests of a collection, in order.
-#[utoipa::path(get, path = "/collections/{id}/requests", tag = "Collections", params(("id" = Uuid, Path), ListParams),
-    responses((status = 200, body = Page<CollectionRequest>), (status = 400),
-        (status = 404)))]
+#[utoipa::path(get, path = "/collections/{id}/requests", tag = "Collections", params(Id, ListParams),
+    responses((status = 200, body = Page<CollectionRequest>)))]
 async fn list_requests(
-    State(app): State<AppState>,
-    caller: Caller<scope::CollectionsRead>,
-    ApiPath(id): ApiPath<Uuid>,
+    Ctx { app, caller }: Ctx<scope::CollectionsRead>,
+    Id(id): Id,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Page<CollectionRequest>>, ApiError> {
+) -> ApiResult<Json<Page<CollectionRequest>>> {
     let page = params.page::<Uuid>()?;
     let mut conn = app.pool.acquire().await?;
     fetch(&mut conn, caller.org_id, id).await?;
@@ -276,7 +261,7 @@ async fn list_requests(
     .bind(page.fetch_limit())
     .fetch_all(&mut *conn)
     .await?;
-    Ok(Json(pagination::finish(rows.into_iter().map(CollectionRequest::from).collect(), &page, |r| r.id)))
+    Ok(Json(pagination::finish(rows.into_iter().map(CollectionRequest::from).collect(), &page, |r| r.id)?))
 }
 
 async fn fetch_request(
@@ -284,7 +269,7 @@ async fn fetch_request(
     org_id: Uuid,
     collection_id: Uuid,
     id: Uuid,
-) -> Result<CollectionRequest, ApiError> {
+) -> ApiResult<CollectionRequest> {
     let row: Option<RequestRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {REQUEST_COLUMNS} FROM collection_requests r
          WHERE r.organization_id = $1 AND r.collection_id = $2 AND r.id = $3"
@@ -298,15 +283,14 @@ async fn fetch_request(
 }
 
 /// Add a request to a collection.
-#[utoipa::path(post, path = "/collections/{id}/requests", tag = "Collections", params(("id" = Uuid, Path)),
+#[utoipa::path(post, path = "/collections/{id}/requests", tag = "Collections", params(Id),
     request_body = WriteRequest,
-    responses((status = 201, body = CollectionRequest), (status = 400), (status = 404), (status = 409)))]
+    responses((status = 201, body = CollectionRequest), (status = 409)))]
 async fn create_request(
-    State(app): State<AppState>,
-    caller: Caller<scope::CollectionsWrite>,
-    ApiPath(id): ApiPath<Uuid>,
+    Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
+    Id(id): Id,
     ApiJson(body): ApiJson<WriteRequest>,
-) -> Result<(StatusCode, Json<CollectionRequest>), ApiError> {
+) -> ApiResult<(StatusCode, Json<CollectionRequest>)> {
     let request = check_request(body)?;
     let mut tx = app.pool.begin().await?;
     fetch(&mut tx, caller.org_id, id).await?;
@@ -321,13 +305,12 @@ async fn create_request(
 
 /// One request.
 #[utoipa::path(get, path = "/collections/{id}/requests/{request_id}", tag = "Collections",
-    params(("id" = Uuid, Path), ("request_id" = Uuid, Path)),
-    responses((status = 200, body = CollectionRequest), (status = 404)))]
+    params(Id, ("request_id" = Uuid, Path)),
+    responses((status = 200, body = CollectionRequest)))]
 async fn get_request(
-    State(app): State<AppState>,
-    caller: Caller<scope::CollectionsRead>,
+    Ctx { app, caller }: Ctx<scope::CollectionsRead>,
     ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
-) -> Result<Json<CollectionRequest>, ApiError> {
+) -> ApiResult<Json<CollectionRequest>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(fetch_request(&mut conn, caller.org_id, id, request_id).await?))
 }
@@ -335,14 +318,13 @@ async fn get_request(
 /// Replace a request. Values that differ from what the OpenAPI sync generated count as the user's edits and
 /// survive later syncs.
 #[utoipa::path(put, path = "/collections/{id}/requests/{request_id}", tag = "Collections",
-    params(("id" = Uuid, Path), ("request_id" = Uuid, Path)), request_body = WriteRequest,
-    responses((status = 200, body = CollectionRequest), (status = 400), (status = 404), (status = 409)))]
+    params(Id, ("request_id" = Uuid, Path)), request_body = WriteRequest,
+    responses((status = 200, body = CollectionRequest), (status = 409)))]
 async fn replace_request(
-    State(app): State<AppState>,
-    caller: Caller<scope::CollectionsWrite>,
+    Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
     ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
     ApiJson(body): ApiJson<WriteRequest>,
-) -> Result<Json<CollectionRequest>, ApiError> {
+) -> ApiResult<Json<CollectionRequest>> {
     let request = check_request(body)?;
     let mut tx = app.pool.begin().await?;
     fetch_request(&mut tx, caller.org_id, id, request_id).await?;
@@ -356,13 +338,12 @@ async fn replace_request(
 
 /// Delete a request; refused (409, naming the flows) while a flow references it.
 #[utoipa::path(delete, path = "/collections/{id}/requests/{request_id}", tag = "Collections",
-    params(("id" = Uuid, Path), ("request_id" = Uuid, Path)),
-    responses((status = 204), (status = 404), (status = 409)))]
+    params(Id, ("request_id" = Uuid, Path)),
+    responses((status = 204), (status = 409)))]
 async fn delete_request(
-    State(app): State<AppState>,
-    caller: Caller<scope::CollectionsWrite>,
+    Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
     ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
-) -> Result<StatusCode, ApiError> {
+) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     fetch_request(&mut tx, caller.org_id, id, request_id).await?;
     refs::refuse_if_referenced(&mut tx, caller.org_id, refs::Referenced::Request(request_id)).await?;

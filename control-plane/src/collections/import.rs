@@ -5,13 +5,12 @@ use crate::collections::crud::insert_collection;
 use crate::collections::model::detail;
 use crate::collections::openapi::mapping::{GeneratedRequest, map};
 use crate::collections::openapi::{self, Loaded};
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult, to_json};
 use crate::http::extract::ApiJson;
 use crate::http::validate::display_name;
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use axum::http::StatusCode;
 use hookflow_shared::api::collections::{
     ImportOpenApi, ImportSummary, ImportedCollection, OpenApiSource, WriteCollection,
@@ -31,11 +30,10 @@ pub async fn insert_generated(
     org_id: Uuid,
     collection_id: Uuid,
     generated: &[GeneratedRequest],
-) -> Result<Vec<Uuid>, ApiError> {
+) -> ApiResult<Vec<Uuid>> {
     let ids: Vec<Uuid> = generated.iter().map(|_| Uuid::now_v7()).collect();
-    let column = |f: &dyn Fn(&GeneratedRequest) -> serde_json::Value| generated.iter().map(f).collect::<Vec<_>>();
-    let requests: Vec<serde_json::Value> = column(&|g| serde_json::to_value(&g.request).unwrap_or_default());
-    let fingerprints: Vec<serde_json::Value> = column(&|g| serde_json::to_value(&g.fingerprints).unwrap_or_default());
+    let requests = generated.iter().map(|g| to_json(&g.request)).collect::<Result<Vec<_>, _>>()?;
+    let fingerprints = generated.iter().map(|g| to_json(&g.fingerprints)).collect::<Result<Vec<_>, _>>()?;
     let deprecated: Vec<bool> = generated.iter().map(|g| g.deprecated).collect();
     sqlx::query(
         "INSERT INTO collection_requests (id, organization_id, collection_id, name, folder, method, url, headers, query,
@@ -109,14 +107,13 @@ pub async fn store_source(
 
 /// Import an OpenAPI 3.0 or 3.1 description (JSON or YAML text, or a URL the server fetches) as a new collection.
 #[utoipa::path(post, path = "/collections/import/openapi", tag = "Collections", request_body = ImportOpenApi,
-    responses((status = 201, body = ImportedCollection), (status = 400),
+    responses((status = 201, body = ImportedCollection),
         (status = 409),
         (status = 413)))]
 async fn import_openapi(
-    State(app): State<AppState>,
-    caller: Caller<scope::CollectionsWrite>,
+    Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
     ApiJson(body): ApiJson<ImportOpenApi>,
-) -> Result<(StatusCode, Json<ImportedCollection>), ApiError> {
+) -> ApiResult<(StatusCode, Json<ImportedCollection>)> {
     let started = Instant::now();
     let Loaded { document, sha256, url } = openapi::load(&app, &body.source).await?;
     let mapped =

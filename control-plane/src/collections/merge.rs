@@ -47,7 +47,7 @@ fn merge_body(base: Option<&str>, current: Option<&str>, new: Option<&str>) -> O
                     merged.insert(key.clone(), value.clone());
                 }
             }
-            Some(serde_json::to_string_pretty(&Value::Object(merged)).unwrap_or_default())
+            Some(format!("{:#}", Value::Object(merged)))
         }
         _ => pick(&base.map(str::to_owned), &current.map(str::to_owned), &new.map(str::to_owned)),
     }

@@ -1,7 +1,7 @@
 //! Stored collections and their requests: columns, rows, reads by id within the organization (with folders
 //! and requests), and the conflict answer of a taken name.
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::collections::{Collection, CollectionDetail, CollectionRequest, Folder};
 use sqlx::PgConnection;
@@ -82,7 +82,7 @@ impl From<RequestRow> for CollectionRequest {
 }
 
 /// A collection of the caller's organization; another organization's id is 404.
-pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<Collection, ApiError> {
+pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<Collection> {
     let row: Option<CollectionRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {COLLECTION_COLUMNS} FROM collections c WHERE c.organization_id = $1 AND c.id = $2"
     )))
@@ -94,7 +94,7 @@ pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<Co
 }
 
 /// Every request of a collection, in order.
-pub async fn requests(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<Vec<CollectionRequest>, ApiError> {
+pub async fn requests(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<Vec<CollectionRequest>> {
     let rows: Vec<RequestRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {REQUEST_COLUMNS} FROM collection_requests r
          WHERE r.organization_id = $1 AND r.collection_id = $2 ORDER BY r.id"
@@ -107,7 +107,7 @@ pub async fn requests(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result
 }
 
 /// The collection with its folders (in order of first appearance) and requests.
-pub async fn detail(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<CollectionDetail, ApiError> {
+pub async fn detail(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<CollectionDetail> {
     let collection = fetch(conn, org_id, id).await?;
     let requests = requests(conn, org_id, id).await?;
     let mut folders: Vec<Folder> = Vec::new();

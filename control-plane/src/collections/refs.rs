@@ -1,7 +1,7 @@
 //! Flows that use collection requests (`request_ref`): checked when a flow is written, resolved into inline requests
 //! when it is launched (so an edit or a sync reaches the next run), and guarding deletes while referenced.
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult, to_json};
 use hookflow_shared::flow::definition::{RequestRef, RequestSpec};
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -43,7 +43,7 @@ pub async fn referencing_flows(
 }
 
 /// 409 naming the flows that reference `what`.
-pub async fn refuse_if_referenced(conn: &mut PgConnection, org_id: Uuid, what: Referenced) -> Result<(), ApiError> {
+pub async fn refuse_if_referenced(conn: &mut PgConnection, org_id: Uuid, what: Referenced) -> ApiResult<()> {
     let flows = referencing_flows(conn, org_id, what).await?;
     if flows.is_empty() {
         return Ok(());
@@ -98,7 +98,7 @@ async fn load(conn: &mut PgConnection, org_id: Uuid, ids: &[Uuid]) -> Result<Fou
 }
 
 /// Checks that every `request_ref` of a definition names a request of the organization, in that collection.
-pub async fn check(conn: &mut PgConnection, org_id: Uuid, definition: &Value) -> Result<(), ApiError> {
+pub async fn check(conn: &mut PgConnection, org_id: Uuid, definition: &Value) -> ApiResult<()> {
     let refs = references(definition);
     if refs.is_empty() {
         return Ok(());
@@ -125,7 +125,7 @@ pub async fn resolve<'a>(
     conn: &mut PgConnection,
     org_id: Uuid,
     definitions: impl IntoIterator<Item = &'a mut Value>,
-) -> Result<BTreeMap<String, String>, ApiError> {
+) -> ApiResult<BTreeMap<String, String>> {
     let definitions: Vec<&mut Value> = definitions.into_iter().collect();
     let ids: Vec<Uuid> = definitions.iter().flat_map(|d| references(d)).map(|r| r.request_id).collect();
     let mut variables = BTreeMap::new();
@@ -152,7 +152,7 @@ pub async fn resolve<'a>(
             let spec = reference.overrides.as_ref().map_or_else(|| spec.clone(), |o| o.apply(spec.clone()));
             if let Some(object) = node.as_object_mut() {
                 object.remove("request_ref");
-                object.insert("request".into(), serde_json::to_value(&spec).unwrap_or_default());
+                object.insert("request".into(), to_json(&spec)?);
             }
             tracing::debug!(node = %node_id, collection = %collection, "request_ref resolved");
             for (name, value) in collection_variables {

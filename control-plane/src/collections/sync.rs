@@ -10,12 +10,11 @@ use crate::collections::model::fetch;
 use crate::collections::openapi::mapping::{GeneratedRequest, Mapped, map};
 use crate::collections::openapi::{self, check_source};
 use crate::collections::refs;
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiJson, ApiPath};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{ApiJson, Id};
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::collections::{
     OpenApiSource, OpenApiSync, PutOpenApiSync, SyncApplied, SyncDiff, SyncItem, SyncRecord, WriteRequest,
@@ -35,7 +34,7 @@ const ASPECTS: [&str; 4] = ["parameters", "body", "responses", "summary"];
 
 type ConfigRow = (SqlJson<OpenApiSource>, bool, String, Option<String>, Option<DateTime<Utc>>, Option<String>);
 
-async fn config(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<(OpenApiSource, bool), ApiError> {
+async fn config(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<(OpenApiSource, bool)> {
     fetch(conn, org_id, id).await?;
     let row: Option<(SqlJson<OpenApiSource>, bool)> = sqlx::query_as(
         "SELECT source, delete_removed FROM collection_syncs WHERE organization_id = $1 AND collection_id = $2",
@@ -48,7 +47,7 @@ async fn config(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<(Open
         .ok_or_else(|| ApiError::not_found("OpenAPI sync of this collection (PUT a source first)"))
 }
 
-async fn describe(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<OpenApiSync, ApiError> {
+async fn describe(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<OpenApiSync> {
     fetch(conn, org_id, id).await?;
     let row: Option<ConfigRow> = sqlx::query_as(
         "SELECT source, delete_removed, status, last_error, last_synced_at, document_sha256
@@ -91,27 +90,22 @@ async fn describe(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<Ope
 }
 
 /// The OpenAPI source a collection follows, with its recent syncs.
-#[utoipa::path(get, path = "/collections/{id}/openapi-sync", tag = "Collections", params(("id" = Uuid, Path)),
-    responses((status = 200, body = OpenApiSync), (status = 404)))]
-async fn get_sync(
-    State(app): State<AppState>,
-    caller: Caller<scope::CollectionsRead>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<OpenApiSync>, ApiError> {
+#[utoipa::path(get, path = "/collections/{id}/openapi-sync", tag = "Collections", params(Id),
+    responses((status = 200, body = OpenApiSync)))]
+async fn get_sync(Ctx { app, caller }: Ctx<scope::CollectionsRead>, Id(id): Id) -> ApiResult<Json<OpenApiSync>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(describe(&mut conn, caller.org_id, id).await?))
 }
 
 /// Set the OpenAPI source (a URL or the document) a collection follows.
-#[utoipa::path(put, path = "/collections/{id}/openapi-sync", tag = "Collections", params(("id" = Uuid, Path)),
+#[utoipa::path(put, path = "/collections/{id}/openapi-sync", tag = "Collections", params(Id),
     request_body = PutOpenApiSync,
-    responses((status = 200, body = OpenApiSync), (status = 400), (status = 404)))]
+    responses((status = 200, body = OpenApiSync)))]
 async fn put_sync(
-    State(app): State<AppState>,
-    caller: Caller<scope::CollectionsWrite>,
-    ApiPath(id): ApiPath<Uuid>,
+    Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
+    Id(id): Id,
     ApiJson(body): ApiJson<PutOpenApiSync>,
-) -> Result<Json<OpenApiSync>, ApiError> {
+) -> ApiResult<Json<OpenApiSync>> {
     check_source(&body.source)?;
     let mut tx = app.pool.begin().await?;
     fetch(&mut tx, caller.org_id, id).await?;
@@ -247,12 +241,7 @@ fn plan<'a>(existing: &'a [Existing], mapped: &'a Mapped, sha256: &str, delete_r
 }
 
 /// Loads and maps the collection's source; a failure is recorded on the sync before it is answered.
-async fn load_mapped(
-    app: &AppState,
-    org_id: Uuid,
-    id: Uuid,
-    source: &OpenApiSource,
-) -> Result<(Mapped, String), ApiError> {
+async fn load_mapped(app: &AppState, org_id: Uuid, id: Uuid, source: &OpenApiSource) -> ApiResult<(Mapped, String)> {
     let loaded = match openapi::load(app, source).await {
         Ok(loaded) => loaded,
         Err(e) => {
@@ -272,13 +261,9 @@ async fn load_mapped(
 }
 
 /// What syncing the source now would change, by operation key.
-#[utoipa::path(post, path = "/collections/{id}/openapi-sync/preview", tag = "Collections", params(("id" = Uuid, Path)),
-    responses((status = 200, body = SyncDiff), (status = 400), (status = 404)))]
-async fn preview_sync(
-    State(app): State<AppState>,
-    caller: Caller<scope::CollectionsRead>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<SyncDiff>, ApiError> {
+#[utoipa::path(post, path = "/collections/{id}/openapi-sync/preview", tag = "Collections", params(Id),
+    responses((status = 200, body = SyncDiff)))]
+async fn preview_sync(Ctx { app, caller }: Ctx<scope::CollectionsRead>, Id(id): Id) -> ApiResult<Json<SyncDiff>> {
     let (source, delete_removed) = config(&mut *app.pool.acquire().await?, caller.org_id, id).await?;
     let (mapped, sha256) = load_mapped(&app, caller.org_id, id, &source).await?;
     let existing = existing(&mut *app.pool.acquire().await?, caller.org_id, id, false).await?;
@@ -291,7 +276,7 @@ async fn update_request(
     collection_id: Uuid,
     found: &Existing,
     generated: &GeneratedRequest,
-) -> Result<(), ApiError> {
+) -> ApiResult<()> {
     let base = found.generated.as_ref().unwrap_or(&generated.request);
     let merged =
         check_request(merge(base, &found.current, &generated.request)).unwrap_or_else(|_| generated.request.clone());
@@ -308,13 +293,9 @@ async fn update_request(
 }
 
 /// Apply the source: add, merge, deprecate (or delete) by operation key, and record the sync.
-#[utoipa::path(post, path = "/collections/{id}/openapi-sync", tag = "Collections", params(("id" = Uuid, Path)),
-    responses((status = 200, body = SyncApplied), (status = 400), (status = 404)))]
-async fn apply_sync(
-    State(app): State<AppState>,
-    caller: Caller<scope::CollectionsWrite>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<SyncApplied>, ApiError> {
+#[utoipa::path(post, path = "/collections/{id}/openapi-sync", tag = "Collections", params(Id),
+    responses((status = 200, body = SyncApplied)))]
+async fn apply_sync(Ctx { app, caller }: Ctx<scope::CollectionsWrite>, Id(id): Id) -> ApiResult<Json<SyncApplied>> {
     let (source, delete_removed) = config(&mut *app.pool.acquire().await?, caller.org_id, id).await?;
     let (mapped, sha256) = load_mapped(&app, caller.org_id, id, &source).await?;
     let mut tx = app.pool.begin().await?;

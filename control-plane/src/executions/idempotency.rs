@@ -2,7 +2,7 @@
 //! wait for the first one and then replay its answer; a different body under the same key is 422. Keys live
 //! 24 hours.
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use axum::http::HeaderMap;
 use hookflow_shared::ErrorCode;
 use hookflow_shared::wire::header;
@@ -19,7 +19,7 @@ pub struct Claim {
 }
 
 /// Reads the header; an empty or overlong key is refused.
-pub fn from_headers(headers: &HeaderMap, operation: &'static str, request: &[u8]) -> Result<Option<Claim>, ApiError> {
+pub fn from_headers(headers: &HeaderMap, operation: &'static str, request: &[u8]) -> ApiResult<Option<Claim>> {
     let Some(value) = headers.get(header::IDEMPOTENCY_KEY) else { return Ok(None) };
     let key = value.to_str().map(str::trim).unwrap_or_default();
     if key.is_empty() || key.len() > 255 {
@@ -37,7 +37,7 @@ pub enum Reservation {
     Replay(serde_json::Value),
 }
 
-pub async fn reserve(conn: &mut PgConnection, org_id: Uuid, claim: &Claim) -> Result<Reservation, ApiError> {
+pub async fn reserve(conn: &mut PgConnection, org_id: Uuid, claim: &Claim) -> ApiResult<Reservation> {
     // A concurrent holder of the key makes this INSERT wait for its commit; an expired key is taken over.
     let fresh: Option<bool> = sqlx::query_scalar(
         "INSERT INTO idempotency_keys (organization_id, operation, key, request_hash) VALUES ($1, $2, $3, $4)

@@ -4,17 +4,17 @@
 
 use crate::executions::idempotency::{self, Reservation};
 use crate::executions::resolve::{LaunchRequest, create_execution};
-use crate::http::auth::{Caller, scope};
-use crate::http::error::{ApiError, to_json, to_json_bytes};
-use crate::http::extract::{ApiPath, parse_json};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult, to_json, to_json_bytes};
+use crate::http::extract::{ApiPath, Id, parse_json};
 use crate::http::validate::check_labels;
 use crate::queue::claim::{Target, claim};
 use crate::queue::row::fetch_by_id;
 use crate::state::AppState;
+use axum::Json;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::{Json, extract::State};
 use hookflow_shared::Scope;
 use hookflow_shared::api::executions::{Execution, Launch, LaunchByTag, LaunchMode, LaunchedExecutions, Trigger};
 use hookflow_shared::api::runners::Job;
@@ -29,7 +29,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// The launch body, where an empty body means `{}`.
-fn body_or_default<T: DeserializeOwned + Default>(bytes: &Bytes) -> Result<T, ApiError> {
+fn body_or_default<T: DeserializeOwned + Default>(bytes: &Bytes) -> ApiResult<T> {
     if bytes.iter().all(u8::is_ascii_whitespace) { Ok(T::default()) } else { parse_json(bytes) }
 }
 
@@ -53,7 +53,7 @@ async fn claim_for_caller(
     app: &AppState,
     org_id: Uuid,
     execution: Execution,
-) -> Result<(Execution, Option<Job>), ApiError> {
+) -> ApiResult<(Execution, Option<Job>)> {
     let target = Target::Execution { org_id, execution_id: execution.id };
     match claim(conn, &app.settings, None, target).await? {
         Some(job) => Ok((fetch_by_id(conn, org_id, execution.id).await?, Some(job))),
@@ -68,7 +68,7 @@ async fn reissue(
     app: &AppState,
     org_id: Uuid,
     replay: &serde_json::Value,
-) -> Result<Option<Execution>, ApiError> {
+) -> ApiResult<Option<Execution>> {
     let Some(execution_id) = replay["id"].as_str().and_then(|id| Uuid::parse_str(id).ok()) else { return Ok(None) };
     let target = Target::Reissue { org_id, execution_id };
     let Some(job) = claim(conn, &app.settings, None, target).await? else { return Ok(None) };
@@ -78,17 +78,15 @@ async fn reissue(
 }
 
 /// Launch a flow: queued for a runner, or claimed at once for the caller (`mode: ephemeral`).
-#[utoipa::path(post, path = "/flows/{id}/launch", tag = "Flows", params(("id" = Uuid, Path), IdempotencyHeader),
+#[utoipa::path(post, path = "/flows/{id}/launch", tag = "Flows", params(Id, IdempotencyHeader),
     request_body = Launch,
-    responses((status = 201, body = Execution), (status = 200, body = Execution, description = "Idempotent replay"),
-        (status = 400), (status = 404), (status = 409), (status = 422)))]
+    responses((status = 201, body = Execution), (status = 200, body = Execution, description = "Idempotent replay"), (status = 409), (status = 422)))]
 async fn launch_flow(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsExecute>,
+    Ctx { app, caller }: Ctx<scope::FlowsExecute>,
     ApiPath(flow_id): ApiPath<Uuid>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<Response, ApiError> {
+) -> ApiResult<Response> {
     let launch: Launch = body_or_default(&body)?;
     check_labels("runner_labels", &launch.runner_labels)?;
     let key = idempotency::from_headers(&headers, "launch", &to_json_bytes(&(flow_id, &launch))?)?;
@@ -126,7 +124,7 @@ async fn launch_flow(
 }
 
 /// The flows of the organization carrying every one of `tags`, by name, at most 100.
-async fn flows_tagged(conn: &mut PgConnection, org_id: Uuid, tags: &[String]) -> Result<Vec<Uuid>, ApiError> {
+async fn flows_tagged(conn: &mut PgConnection, org_id: Uuid, tags: &[String]) -> ApiResult<Vec<Uuid>> {
     Ok(sqlx::query_scalar("SELECT id FROM flows WHERE organization_id = $1 AND tags @> $2 ORDER BY name LIMIT 100")
         .bind(org_id)
         .bind(tags)
@@ -137,14 +135,12 @@ async fn flows_tagged(conn: &mut PgConnection, org_id: Uuid, tags: &[String]) ->
 /// Launch every flow carrying all of `tags` (at most 100 flows).
 #[utoipa::path(post, path = "/flows/launch", tag = "Flows", params(IdempotencyHeader), request_body = LaunchByTag,
     responses((status = 201, body = LaunchedExecutions),
-        (status = 200, body = LaunchedExecutions, description = "Idempotent replay"),
-        (status = 400), (status = 409), (status = 422)))]
+        (status = 200, body = LaunchedExecutions, description = "Idempotent replay"), (status = 409), (status = 422)))]
 async fn launch_by_tag(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsExecute>,
+    Ctx { app, caller }: Ctx<scope::FlowsExecute>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<Response, ApiError> {
+) -> ApiResult<Response> {
     caller.require(Scope::FlowsRead)?;
     let launch: LaunchByTag = parse_json(&body)?;
     let tags = crate::flows::model::clean_tags(&launch.tags)?;

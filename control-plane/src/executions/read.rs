@@ -2,15 +2,14 @@
 //! running one is flagged and its runner is told at its next heartbeat or result.
 
 use crate::flows::model::ensure_exists;
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiPath, ApiQuery};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::ApiResult;
+use crate::http::extract::{ApiPath, ApiQuery, Id};
 use crate::http::pagination::{self, ListParams};
 use crate::queue::finish::{CancelTarget, cancel};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow, fetch, into_executions};
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use axum::http::StatusCode;
 use hookflow_shared::api::Page;
 use hookflow_shared::api::executions::{Execution, NodeResult, NodeResultList};
@@ -26,14 +25,13 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// A flow's executions, newest first.
-#[utoipa::path(get, path = "/flows/{id}/executions", tag = "Flows", params(("id" = Uuid, Path), ListParams),
-    responses((status = 200, body = Page<Execution>), (status = 400), (status = 404)))]
+#[utoipa::path(get, path = "/flows/{id}/executions", tag = "Flows", params(Id, ListParams),
+    responses((status = 200, body = Page<Execution>)))]
 async fn list_executions(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsRead>,
+    Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ApiPath(flow_id): ApiPath<Uuid>,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Page<Execution>>, ApiError> {
+) -> ApiResult<Json<Page<Execution>>> {
     let page = params.page::<Uuid>()?;
     let mut conn = app.pool.acquire().await?;
     ensure_exists(&mut conn, caller.org_id, flow_id).await?;
@@ -48,18 +46,17 @@ async fn list_executions(
     .bind(page.fetch_limit())
     .fetch_all(&mut *conn)
     .await?;
-    Ok(Json(pagination::finish(into_executions(rows)?, &page, |e| e.id)))
+    Ok(Json(pagination::finish(into_executions(rows)?, &page, |e| e.id)?))
 }
 
 /// One execution.
 #[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}", tag = "Flows",
     params(("flow_id" = Uuid, Path), ("execution_id" = Uuid, Path)),
-    responses((status = 200, body = Execution), (status = 404)))]
+    responses((status = 200, body = Execution)))]
 async fn get_execution(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsRead>,
+    Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ApiPath((flow_id, execution_id)): ApiPath<(Uuid, Uuid)>,
-) -> Result<Json<Execution>, ApiError> {
+) -> ApiResult<Json<Execution>> {
     let mut conn = app.pool.acquire().await?;
     fetch(&mut conn, caller.org_id, flow_id, execution_id).await.map(Json)
 }
@@ -67,12 +64,11 @@ async fn get_execution(
 /// Node results of the latest attempt, in node order.
 #[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}/nodes", tag = "Flows",
     params(("flow_id" = Uuid, Path), ("execution_id" = Uuid, Path)),
-    responses((status = 200, body = NodeResultList), (status = 404)))]
+    responses((status = 200, body = NodeResultList)))]
 async fn node_results(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsRead>,
+    Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ApiPath((flow_id, execution_id)): ApiPath<(Uuid, Uuid)>,
-) -> Result<Json<NodeResultList>, ApiError> {
+) -> ApiResult<Json<NodeResultList>> {
     let mut conn = app.pool.acquire().await?;
     let execution = fetch(&mut conn, caller.org_id, flow_id, execution_id).await?;
     let rows: Vec<sqlx::types::Json<NodeResult>> = sqlx::query_scalar(
@@ -88,12 +84,11 @@ async fn node_results(
 /// Cancel: queued executions end at once; running ones are stopped by their runner.
 #[utoipa::path(post, path = "/flows/{flow_id}/executions/{execution_id}/cancel", tag = "Flows",
     params(("flow_id" = Uuid, Path), ("execution_id" = Uuid, Path)),
-    responses((status = 202, body = Execution), (status = 404), (status = 409)))]
+    responses((status = 202, body = Execution), (status = 409)))]
 async fn cancel_execution(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsExecute>,
+    Ctx { app, caller }: Ctx<scope::FlowsExecute>,
     ApiPath((flow_id, execution_id)): ApiPath<(Uuid, Uuid)>,
-) -> Result<(StatusCode, Json<Execution>), ApiError> {
+) -> ApiResult<(StatusCode, Json<Execution>)> {
     let mut tx = app.pool.begin().await?;
     let execution = cancel(&mut tx, CancelTarget { org_id: caller.org_id, flow_id, execution_id }).await?;
     tx.commit().await?;

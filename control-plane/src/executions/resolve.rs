@@ -2,7 +2,7 @@
 //! (to a depth of five), and the collection requests it references, resolved and handed to the queue.
 
 use crate::flows::model::definition_error;
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use crate::queue;
 use crate::queue::create::NewExecution;
 use hookflow_shared::api::executions::{Execution, Launch, LaunchMode, Trigger};
@@ -79,7 +79,7 @@ async fn resolve_modules(
     conn: &mut PgConnection,
     org_id: Uuid,
     root: &FlowDefinition,
-) -> Result<BTreeMap<String, serde_json::Value>, ApiError> {
+) -> ApiResult<BTreeMap<String, serde_json::Value>> {
     let mut modules = BTreeMap::new();
     let mut level: Vec<FlowDefinition> = vec![root.clone()];
     for depth in 0..=MAX_MODULE_DEPTH {
@@ -121,7 +121,7 @@ async fn resolve_modules(
 
 /// Resolves what runs (the draft or a published version, its modules, collection requests inlined) and queues
 /// it (in the caller's transaction, if any); runners are woken when it commits.
-pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> Result<Execution, ApiError> {
+pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> ApiResult<Execution> {
     let flow: Option<(String, serde_json::Value, i32)> =
         sqlx::query_as("SELECT name, definition, draft_revision FROM flows WHERE organization_id = $1 AND id = $2")
             .bind(request.org_id)
@@ -164,7 +164,7 @@ async fn chosen_version(
     conn: &mut PgConnection,
     request: &LaunchRequest<'_>,
     selector: VersionSelector,
-) -> Result<(Option<i32>, serde_json::Value), ApiError> {
+) -> ApiResult<(Option<i32>, serde_json::Value)> {
     match published(conn, request.org_id, request.flow_id, selector_number(Some(selector))).await? {
         Some((number, raw)) => Ok((Some(number), raw)),
         None if matches!(selector, VersionSelector::Number(_)) => {

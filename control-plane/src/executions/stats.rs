@@ -2,12 +2,11 @@
 //! percentiles, empty buckets included.
 
 use crate::analytics::{Series, VolumeParams};
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiPath, ApiQuery};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::ApiResult;
+use crate::http::extract::{ApiPath, ApiQuery, Id};
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::analytics::{ExecutionPoint, ExecutionStats};
 use std::collections::HashMap;
@@ -21,14 +20,13 @@ pub fn routes() -> OpenApiRouter<AppState> {
 type BucketRow = (DateTime<Utc>, i64, i64, Option<f64>, Option<f64>);
 
 /// Succeeded and failed executions over time, with p50 and p95 durations.
-#[utoipa::path(get, path = "/flows/{id}/analytics/executions", tag = "Analytics", params(("id" = Uuid, Path), VolumeParams),
-    responses((status = 200, body = ExecutionStats), (status = 400), (status = 404)))]
+#[utoipa::path(get, path = "/flows/{id}/analytics/executions", tag = "Analytics", params(Id, VolumeParams),
+    responses((status = 200, body = ExecutionStats)))]
 async fn execution_stats(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsRead>,
+    Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ApiPath(flow_id): ApiPath<Uuid>,
     ApiQuery(params): ApiQuery<VolumeParams>,
-) -> Result<Json<ExecutionStats>, ApiError> {
+) -> ApiResult<Json<ExecutionStats>> {
     let mut conn = app.pool.acquire().await?;
     crate::flows::model::ensure_exists(&mut conn, caller.org_id, flow_id).await?;
     let series = Series::new(&params)?;

@@ -3,13 +3,12 @@
 //! NOTIFY wakes the reader, with a one-second re-check as a safety net. The stream ends after
 //! `execution.completed`.
 
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::ApiResult;
 use crate::http::extract::ApiPath;
 use crate::queue::events;
 use crate::queue::row::fetch;
 use crate::state::AppState;
-use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::{Stream, StreamExt as _};
@@ -87,14 +86,12 @@ fn is_final(data: &str) -> bool {
 #[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}/stream", tag = "Flows",
     params(("flow_id" = Uuid, Path), ("execution_id" = Uuid, Path), LastEventIdHeader),
     responses((status = 200, description = "text/event-stream of `execution.status`, `node.started`, `node.completed` \
-            and a final `execution.completed`", content_type = "text/event-stream"),
-        (status = 404)))]
+            and a final `execution.completed`", content_type = "text/event-stream")))]
 async fn stream_execution(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsRead>,
+    Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ApiPath((flow_id, execution_id)): ApiPath<(Uuid, Uuid)>,
     headers: HeaderMap,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let mut conn = app.pool.acquire().await?;
     fetch(&mut conn, caller.org_id, flow_id, execution_id).await?;
     drop(conn);

@@ -5,14 +5,13 @@ use crate::db::update::Update;
 use crate::flows::model::{
     FLOW_COLUMNS, FlowRow, NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow, name_taken,
 };
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{ApiJson, ApiQuery, Id};
 use crate::http::pagination::{self, ListParams, PageRequest};
 use crate::http::validate::{bounded_text, display_name};
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use axum::http::StatusCode;
 use hookflow_shared::api::flows::{Flow, PatchFlow, SearchFlows, TagCount, TagList, Validation, WriteFlow};
 use hookflow_shared::api::{Page, Patch};
@@ -31,12 +30,11 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// Create a flow; the definition is validated first.
 #[utoipa::path(post, path = "/flows", tag = "Flows", request_body = WriteFlow,
-    responses((status = 201, body = Flow), (status = 400), (status = 409)))]
+    responses((status = 201, body = Flow), (status = 409)))]
 async fn create_flow(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsWrite>,
+    Ctx { app, caller }: Ctx<scope::FlowsWrite>,
     ApiJson(body): ApiJson<WriteFlow>,
-) -> Result<(StatusCode, Json<Flow>), ApiError> {
+) -> ApiResult<(StatusCode, Json<Flow>)> {
     let name = display_name("name", &body.name)?;
     bounded_text("description", body.description.as_deref(), 2000)?;
     let tags = clean_tags(&body.tags)?;
@@ -80,7 +78,7 @@ async fn query_flows(
     org_id: Uuid,
     filter: Filter<'_>,
     page: &PageRequest<Uuid>,
-) -> Result<Page<Flow>, ApiError> {
+) -> ApiResult<Page<Flow>> {
     let rows: Vec<FlowRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {FLOW_COLUMNS} FROM flows f
          WHERE f.organization_id = $1 AND f.tags @> $2
@@ -99,17 +97,16 @@ async fn query_flows(
     .fetch_all(&app.pool)
     .await?;
     let flows = rows.into_iter().map(Flow::try_from).collect::<Result<Vec<_>, _>>()?;
-    Ok(pagination::finish(flows, page, |f| f.id))
+    pagination::finish(flows, page, |f| f.id)
 }
 
 /// List flows, newest first; filter by tag and text.
 #[utoipa::path(get, path = "/flows", tag = "Flows", params(FlowListParams),
-    responses((status = 200, body = Page<Flow>), (status = 400)))]
+    responses((status = 200, body = Page<Flow>)))]
 async fn list_flows(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsRead>,
+    Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ApiQuery(params): ApiQuery<FlowListParams>,
-) -> Result<Json<Page<Flow>>, ApiError> {
+) -> ApiResult<Json<Page<Flow>>> {
     let page = ListParams { limit: params.limit, cursor: params.cursor }.page::<Uuid>()?;
     let tags: Vec<String> = params.tag.into_iter().collect();
     let filter = Filter { tags: &tags, q: params.q.as_deref(), last_status: None };
@@ -118,21 +115,19 @@ async fn list_flows(
 
 /// Search flows by text, tags (all of them) and last execution status.
 #[utoipa::path(post, path = "/flows/search", tag = "Flows", request_body = SearchFlows,
-    responses((status = 200, body = Page<Flow>), (status = 400)))]
+    responses((status = 200, body = Page<Flow>)))]
 async fn search_flows(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsRead>,
+    Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ApiJson(body): ApiJson<SearchFlows>,
-) -> Result<Json<Page<Flow>>, ApiError> {
+) -> ApiResult<Json<Page<Flow>>> {
     let page = ListParams { limit: body.limit, cursor: body.cursor.clone() }.page::<Uuid>()?;
     let filter = Filter { tags: &body.tags, q: body.q.as_deref(), last_status: body.last_status.map(|s| s.as_str()) };
     Ok(Json(query_flows(&app, caller.org_id, filter, &page).await?))
 }
 
 /// Every tag in use with how many flows carry it.
-#[utoipa::path(get, path = "/flows/tags", tag = "Flows",
-    responses((status = 200, body = TagList)))]
-async fn list_tags(State(app): State<AppState>, caller: Caller<scope::FlowsRead>) -> Result<Json<TagList>, ApiError> {
+#[utoipa::path(get, path = "/flows/tags", tag = "Flows", responses((status = 200, body = TagList)))]
+async fn list_tags(Ctx { app, caller }: Ctx<scope::FlowsRead>) -> ApiResult<Json<TagList>> {
     let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT tag, count(*) FROM flows, unnest(tags) AS tag WHERE organization_id = $1 GROUP BY tag ORDER BY 2 DESC, 1",
     )
@@ -143,26 +138,20 @@ async fn list_tags(State(app): State<AppState>, caller: Caller<scope::FlowsRead>
 }
 
 /// Read a flow.
-#[utoipa::path(get, path = "/flows/{id}", tag = "Flows", params(("id" = Uuid, Path)),
-    responses((status = 200, body = Flow), (status = 404)))]
-async fn get_flow(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsRead>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<Flow>, ApiError> {
+#[utoipa::path(get, path = "/flows/{id}", tag = "Flows", params(Id), responses((status = 200, body = Flow)))]
+async fn get_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> ApiResult<Json<Flow>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(fetch(&mut conn, caller.org_id, id).await?))
 }
 
 /// Replace name, description, tags, definition and schedule; `draft_revision` increments.
-#[utoipa::path(put, path = "/flows/{id}", tag = "Flows", params(("id" = Uuid, Path)), request_body = WriteFlow,
-    responses((status = 200, body = Flow), (status = 400), (status = 404), (status = 409)))]
+#[utoipa::path(put, path = "/flows/{id}", tag = "Flows", params(Id), request_body = WriteFlow,
+    responses((status = 200, body = Flow), (status = 409)))]
 async fn replace_flow(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsWrite>,
-    ApiPath(id): ApiPath<Uuid>,
+    Ctx { app, caller }: Ctx<scope::FlowsWrite>,
+    Id(id): Id,
     ApiJson(body): ApiJson<WriteFlow>,
-) -> Result<Json<Flow>, ApiError> {
+) -> ApiResult<Json<Flow>> {
     let patch = PatchFlow {
         name: Some(body.name),
         description: Patch::from_option(body.description),
@@ -174,18 +163,17 @@ async fn replace_flow(
 }
 
 /// Change some fields; `draft_revision` increments.
-#[utoipa::path(patch, path = "/flows/{id}", tag = "Flows", params(("id" = Uuid, Path)), request_body = PatchFlow,
-    responses((status = 200, body = Flow), (status = 400), (status = 404), (status = 409)))]
+#[utoipa::path(patch, path = "/flows/{id}", tag = "Flows", params(Id), request_body = PatchFlow,
+    responses((status = 200, body = Flow), (status = 409)))]
 async fn patch_flow(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsWrite>,
-    ApiPath(id): ApiPath<Uuid>,
+    Ctx { app, caller }: Ctx<scope::FlowsWrite>,
+    Id(id): Id,
     ApiJson(body): ApiJson<PatchFlow>,
-) -> Result<Json<Flow>, ApiError> {
+) -> ApiResult<Json<Flow>> {
     update(&app, caller.org_id, id, body).await.map(Json)
 }
 
-async fn update(app: &AppState, org_id: Uuid, id: Uuid, patch: PatchFlow) -> Result<Flow, ApiError> {
+async fn update(app: &AppState, org_id: Uuid, id: Uuid, patch: PatchFlow) -> ApiResult<Flow> {
     let name = patch.name.as_deref().map(|n| display_name("name", n)).transpose()?;
     bounded_text("description", patch.description.value().map(String::as_str), 2000)?;
     let tags = patch.tags.as_deref().map(clean_tags).transpose()?;
@@ -223,13 +211,8 @@ async fn update(app: &AppState, org_id: Uuid, id: Uuid, patch: PatchFlow) -> Res
 }
 
 /// Delete a flow with its versions and environments.
-#[utoipa::path(delete, path = "/flows/{id}", tag = "Flows", params(("id" = Uuid, Path)),
-    responses((status = 204), (status = 404)))]
-async fn delete_flow(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsWrite>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<StatusCode, ApiError> {
+#[utoipa::path(delete, path = "/flows/{id}", tag = "Flows", params(Id), responses((status = 204)))]
+async fn delete_flow(Ctx { app, caller }: Ctx<scope::FlowsWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     let deleted = sqlx::query("DELETE FROM flows WHERE organization_id = $1 AND id = $2")
         .bind(caller.org_id)
         .bind(id)
@@ -242,13 +225,9 @@ async fn delete_flow(
 }
 
 /// Check the stored draft, including that module nodes reference published flows of this organization.
-#[utoipa::path(post, path = "/flows/{id}/validate", tag = "Flows", params(("id" = Uuid, Path)),
-    responses((status = 200, body = Validation), (status = 404)))]
-async fn validate_flow(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsRead>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<Validation>, ApiError> {
+#[utoipa::path(post, path = "/flows/{id}/validate", tag = "Flows", params(Id),
+    responses((status = 200, body = Validation)))]
+async fn validate_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> ApiResult<Json<Validation>> {
     let mut conn = app.pool.acquire().await?;
     let flow = fetch(&mut conn, caller.org_id, id).await?;
     let problems = match definition::validate(&flow.definition) {

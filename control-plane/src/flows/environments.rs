@@ -1,12 +1,11 @@
 //! Environments of a flow: keyed sets of variables whose values may reference secrets (`{{secret.NAME}}`).
 
 use crate::flows::model::ensure_exists;
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiJson, ApiPath};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{ApiJson, ApiPath, Id};
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::flows::{Environment, EnvironmentList, PutEnvironment};
@@ -27,13 +26,9 @@ pub fn environment(key: String, variables: BTreeMap<String, String>, updated_at:
 }
 
 /// Environments of a flow, by key.
-#[utoipa::path(get, path = "/flows/{id}/environments", tag = "Flows", params(("id" = Uuid, Path)),
-    responses((status = 200, body = EnvironmentList), (status = 404)))]
-async fn list_environments(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsRead>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<EnvironmentList>, ApiError> {
+#[utoipa::path(get, path = "/flows/{id}/environments", tag = "Flows", params(Id),
+    responses((status = 200, body = EnvironmentList)))]
+async fn list_environments(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> ApiResult<Json<EnvironmentList>> {
     let mut conn = app.pool.acquire().await?;
     ensure_exists(&mut conn, caller.org_id, id).await?;
     type EnvironmentRow = (String, sqlx::types::Json<BTreeMap<String, String>>, DateTime<Utc>);
@@ -48,15 +43,14 @@ async fn list_environments(
 }
 
 /// Create or replace an environment.
-#[utoipa::path(put, path = "/flows/{id}/environments/{key}", tag = "Flows", params(("id" = Uuid, Path), ("key" = String, Path)),
+#[utoipa::path(put, path = "/flows/{id}/environments/{key}", tag = "Flows", params(Id, ("key" = String, Path)),
     request_body = PutEnvironment,
-    responses((status = 200, body = Environment), (status = 400), (status = 404)))]
+    responses((status = 200, body = Environment)))]
 async fn put_environment(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsWrite>,
+    Ctx { app, caller }: Ctx<scope::FlowsWrite>,
     ApiPath((id, key)): ApiPath<(Uuid, String)>,
     ApiJson(body): ApiJson<PutEnvironment>,
-) -> Result<Json<Environment>, ApiError> {
+) -> ApiResult<Json<Environment>> {
     if key.is_empty() || key.len() > 64 || !key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
         return Err(ApiError::invalid("the environment key must be 1 to 64 letters, digits, _ or -"));
     }
@@ -80,13 +74,12 @@ async fn put_environment(
 }
 
 /// Delete an environment.
-#[utoipa::path(delete, path = "/flows/{id}/environments/{key}", tag = "Flows", params(("id" = Uuid, Path), ("key" = String, Path)),
-    responses((status = 204), (status = 404)))]
+#[utoipa::path(delete, path = "/flows/{id}/environments/{key}", tag = "Flows", params(Id, ("key" = String, Path)),
+    responses((status = 204)))]
 async fn delete_environment(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsWrite>,
+    Ctx { app, caller }: Ctx<scope::FlowsWrite>,
     ApiPath((id, key)): ApiPath<(Uuid, String)>,
-) -> Result<StatusCode, ApiError> {
+) -> ApiResult<StatusCode> {
     let deleted = sqlx::query("DELETE FROM flow_environments WHERE organization_id = $1 AND flow_id = $2 AND key = $3")
         .bind(caller.org_id)
         .bind(id)

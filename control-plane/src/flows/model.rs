@@ -1,7 +1,7 @@
 //! The stored flow: its columns and row, reads by id within the organization, and the checks every write
 //! of a flow makes (definition, tags, schedule, unique name).
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::flows::Flow;
 use hookflow_shared::flow::definition::{self, Problem};
@@ -32,7 +32,7 @@ pub struct FlowRow {
 impl TryFrom<FlowRow> for Flow {
     type Error = ApiError;
 
-    fn try_from(r: FlowRow) -> Result<Self, ApiError> {
+    fn try_from(r: FlowRow) -> ApiResult<Self> {
         Ok(Flow {
             id: r.id,
             name: r.name,
@@ -50,7 +50,7 @@ impl TryFrom<FlowRow> for Flow {
 }
 
 /// Reads a flow of the caller's organization; another organization's id is 404.
-pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<Flow, ApiError> {
+pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<Flow> {
     let row: Option<FlowRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {FLOW_COLUMNS} FROM flows f WHERE f.organization_id = $1 AND f.id = $2"
     )))
@@ -62,7 +62,7 @@ pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<Fl
 }
 
 /// Checks that a flow of the caller's organization exists, without reading it; another organization's id is 404.
-pub async fn ensure_exists(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<(), ApiError> {
+pub async fn ensure_exists(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<()> {
     let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM flows WHERE organization_id = $1 AND id = $2)")
         .bind(org_id)
         .bind(id)
@@ -84,12 +84,12 @@ pub fn definition_error(problems: &[Problem]) -> ApiError {
 }
 
 /// Validates a definition for storing.
-pub fn check_definition(raw: &serde_json::Value) -> Result<(), ApiError> {
+pub fn check_definition(raw: &serde_json::Value) -> ApiResult<()> {
     definition::validate(raw).map(|_| ()).map_err(|problems| definition_error(&problems))
 }
 
 /// Trims, deduplicates and checks tags.
-pub fn clean_tags(tags: &[String]) -> Result<Vec<String>, ApiError> {
+pub fn clean_tags(tags: &[String]) -> ApiResult<Vec<String>> {
     let mut clean: Vec<String> = Vec::new();
     for tag in tags {
         let tag = tag.trim();
@@ -106,7 +106,7 @@ pub fn clean_tags(tags: &[String]) -> Result<Vec<String>, ApiError> {
     Ok(clean)
 }
 
-pub fn check_schedule(schedule: Option<&str>) -> Result<(), ApiError> {
+pub fn check_schedule(schedule: Option<&str>) -> ApiResult<()> {
     match schedule {
         Some(text) => {
             Schedule::parse(text).map(|_| ()).map_err(|e| ApiError::invalid(format!("invalid field `schedule`: {e}")))
@@ -127,7 +127,7 @@ pub struct NewFlow<'a> {
 }
 
 /// Inserts a flow and returns its new id; a taken name answers 409.
-pub async fn insert_flow(conn: &mut PgConnection, flow: NewFlow<'_>) -> Result<Uuid, ApiError> {
+pub async fn insert_flow(conn: &mut PgConnection, flow: NewFlow<'_>) -> ApiResult<Uuid> {
     let id = Uuid::now_v7();
     sqlx::query(
         "INSERT INTO flows (id, organization_id, name, description, tags, definition, schedule)

@@ -3,32 +3,26 @@
 
 use crate::flows::model::{NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow};
 use crate::flows::versions::insert_version;
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiJson, ApiPath};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{ApiJson, Id};
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use axum::http::StatusCode;
 use hookflow_shared::api::flows::{
     EXPORT_FORMAT, ExportedEnvironment, ExportedFlow, ExportedVersion, Flow, FlowDocument,
 };
 use std::collections::BTreeMap;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(export_flow)).routes(routes!(import_flow))
 }
 
 /// The flow as a self-contained document.
-#[utoipa::path(get, path = "/flows/{id}/export", tag = "Flows", params(("id" = Uuid, Path)),
-    responses((status = 200, body = FlowDocument), (status = 404)))]
-async fn export_flow(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsRead>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<FlowDocument>, ApiError> {
+#[utoipa::path(get, path = "/flows/{id}/export", tag = "Flows", params(Id),
+    responses((status = 200, body = FlowDocument)))]
+async fn export_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> ApiResult<Json<FlowDocument>> {
     let mut conn = app.pool.acquire().await?;
     let flow = fetch(&mut conn, caller.org_id, id).await?;
     let versions: Vec<(i32, Option<String>, serde_json::Value)> = sqlx::query_as(
@@ -64,12 +58,11 @@ async fn export_flow(
 
 /// Import an exported document as a new flow (versions renumbered from 1 in their order).
 #[utoipa::path(post, path = "/flows/import", tag = "Flows", request_body = FlowDocument,
-    responses((status = 201, body = Flow), (status = 400), (status = 409)))]
+    responses((status = 201, body = Flow), (status = 409)))]
 async fn import_flow(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsWrite>,
+    Ctx { app, caller }: Ctx<scope::FlowsWrite>,
     ApiJson(document): ApiJson<FlowDocument>,
-) -> Result<(StatusCode, Json<Flow>), ApiError> {
+) -> ApiResult<(StatusCode, Json<Flow>)> {
     if document.format != EXPORT_FORMAT {
         return Err(ApiError::invalid(format!("invalid field `format`: expected `{EXPORT_FORMAT}`")));
     }

@@ -3,13 +3,12 @@
 
 use crate::admin::audit::{self, AuditEvent};
 use crate::flows::model::{ensure_exists, fetch};
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiPath, ApiQuery, parse_json};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{ApiPath, ApiQuery, Id, parse_json};
 use crate::http::pagination::{self, ListParams};
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::Page;
@@ -56,14 +55,13 @@ pub async fn insert_version(
 }
 
 /// Publish the current draft as the next version.
-#[utoipa::path(post, path = "/flows/{id}/publish", tag = "Flows", params(("id" = Uuid, Path)), request_body = Publish,
-    responses((status = 201, body = FlowVersion), (status = 400), (status = 404)))]
+#[utoipa::path(post, path = "/flows/{id}/publish", tag = "Flows", params(Id), request_body = Publish,
+    responses((status = 201, body = FlowVersion)))]
 async fn publish(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsWrite>,
-    ApiPath(id): ApiPath<Uuid>,
+    Ctx { app, caller }: Ctx<scope::FlowsWrite>,
+    Id(id): Id,
     body: axum::body::Bytes,
-) -> Result<(StatusCode, Json<FlowVersion>), ApiError> {
+) -> ApiResult<(StatusCode, Json<FlowVersion>)> {
     // The body is optional: nothing, or `{"note": ...}`.
     let note = if body.iter().all(u8::is_ascii_whitespace) { None } else { parse_json::<Publish>(&body)?.note };
     crate::http::validate::bounded_text("note", note.as_deref(), 2000)?;
@@ -90,14 +88,13 @@ async fn publish(
 }
 
 /// Versions of a flow, newest first.
-#[utoipa::path(get, path = "/flows/{id}/versions", tag = "Flows", params(("id" = Uuid, Path), ListParams),
-    responses((status = 200, body = Page<FlowVersion>), (status = 400), (status = 404)))]
+#[utoipa::path(get, path = "/flows/{id}/versions", tag = "Flows", params(Id, ListParams),
+    responses((status = 200, body = Page<FlowVersion>)))]
 async fn list_versions(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsRead>,
-    ApiPath(id): ApiPath<Uuid>,
+    Ctx { app, caller }: Ctx<scope::FlowsRead>,
+    Id(id): Id,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Page<FlowVersion>>, ApiError> {
+) -> ApiResult<Json<Page<FlowVersion>>> {
     let page = params.page::<i32>()?;
     let mut conn = app.pool.acquire().await?;
     ensure_exists(&mut conn, caller.org_id, id).await?;
@@ -111,7 +108,7 @@ async fn list_versions(
     .bind(page.fetch_limit())
     .fetch_all(&mut *conn)
     .await?;
-    Ok(Json(pagination::finish(rows.into_iter().map(version).collect(), &page, |v| v.version)))
+    Ok(Json(pagination::finish(rows.into_iter().map(version).collect(), &page, |v| v.version)?))
 }
 
 async fn fetch_version(
@@ -119,7 +116,7 @@ async fn fetch_version(
     org_id: Uuid,
     flow_id: Uuid,
     version_id: Uuid,
-) -> Result<FlowVersion, ApiError> {
+) -> ApiResult<FlowVersion> {
     let row: Option<VersionRow> = sqlx::query_as(
         "SELECT id, version, note, definition, created_at FROM flow_versions
          WHERE organization_id = $1 AND flow_id = $2 AND id = $3",
@@ -134,26 +131,24 @@ async fn fetch_version(
 
 /// Read one version.
 #[utoipa::path(get, path = "/flows/{id}/versions/{version_id}", tag = "Flows",
-    params(("id" = Uuid, Path), ("version_id" = Uuid, Path)),
-    responses((status = 200, body = FlowVersion), (status = 404)))]
+    params(Id, ("version_id" = Uuid, Path)),
+    responses((status = 200, body = FlowVersion)))]
 async fn get_version(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsRead>,
+    Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ApiPath((id, version_id)): ApiPath<(Uuid, Uuid)>,
-) -> Result<Json<FlowVersion>, ApiError> {
+) -> ApiResult<Json<FlowVersion>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(fetch_version(&mut conn, caller.org_id, id, version_id).await?))
 }
 
 /// Make a version's definition the draft again.
 #[utoipa::path(post, path = "/flows/{id}/versions/{version_id}/restore", tag = "Flows",
-    params(("id" = Uuid, Path), ("version_id" = Uuid, Path)),
-    responses((status = 200, body = Flow), (status = 404)))]
+    params(Id, ("version_id" = Uuid, Path)),
+    responses((status = 200, body = Flow)))]
 async fn restore_version(
-    State(app): State<AppState>,
-    caller: Caller<scope::FlowsWrite>,
+    Ctx { app, caller }: Ctx<scope::FlowsWrite>,
     ApiPath((id, version_id)): ApiPath<(Uuid, Uuid)>,
-) -> Result<Json<Flow>, ApiError> {
+) -> ApiResult<Json<Flow>> {
     let mut tx = app.pool.begin().await?;
     let restored = fetch_version(&mut tx, caller.org_id, id, version_id).await?;
     sqlx::query(

@@ -15,6 +15,9 @@ pub struct ApiError {
     pub retry_after_s: Option<u64>,
 }
 
+/// What handlers answer.
+pub type ApiResult<T> = Result<T, ApiError>;
+
 /// Seconds a client should wait when the database is unreachable.
 const UNAVAILABLE_RETRY_S: u64 = 5;
 
@@ -69,12 +72,17 @@ impl std::fmt::Display for ApiError {
 }
 
 /// Serializes a value of ours to JSON; a failure is an internal error (logged), never empty data.
-pub fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<serde_json::Value, ApiError> {
+pub fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> ApiResult<serde_json::Value> {
     serde_json::to_value(value).map_err(|e| ApiError::internal_because(format!("serializing failed: {e}")))
 }
 
+/// As [`to_json`], as text.
+pub fn to_json_string<T: serde::Serialize + ?Sized>(value: &T) -> ApiResult<String> {
+    serde_json::to_string(value).map_err(|e| ApiError::internal_because(format!("serializing failed: {e}")))
+}
+
 /// As [`to_json`], as bytes.
-pub fn to_json_bytes<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, ApiError> {
+pub fn to_json_bytes<T: serde::Serialize + ?Sized>(value: &T) -> ApiResult<Vec<u8>> {
     serde_json::to_vec(value).map_err(|e| ApiError::internal_because(format!("serializing failed: {e}")))
 }
 

@@ -1,7 +1,7 @@
 //! Request extractors that answer the contract's errors: JSON bodies (unknown fields refused, the failing field
 //! named), query strings and path ids.
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use bytes::Bytes;
@@ -28,7 +28,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 }
 
 /// Parses a JSON body, naming the field at fault (`scopes[1]: unknown scope ...`).
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
     if bytes.is_empty() {
         return Err(ApiError::invalid("the request body is empty; send a JSON object"));
     }
@@ -72,5 +72,21 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
             .await
             .map(|p| ApiPath(p.0))
             .map_err(|_| ApiError::not_found("resource"))
+    }
+}
+
+/// The `{id}` of a route that names one resource: `Id(id): Id`. Anything that is not a UUID answers 404.
+#[derive(Debug, Clone, Copy, utoipa::IntoParams)]
+#[into_params(names("id"), parameter_in = Path)]
+pub struct Id(
+    /// The resource's id.
+    pub uuid::Uuid,
+);
+
+impl<S: Send + Sync> FromRequestParts<S> for Id {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        ApiPath::<uuid::Uuid>::from_request_parts(parts, state).await.map(|ApiPath(id)| Id(id))
     }
 }

@@ -1,6 +1,6 @@
 //! Liveness (`/healthz`: the process answers) and readiness (`/readyz`: the database answers too).
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -10,7 +10,7 @@ pub async fn healthz() -> Json<serde_json::Value> {
     Json(serde_json::json!({"status": "ok"}))
 }
 
-pub async fn readyz(State(app): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
+pub async fn readyz(State(app): State<AppState>) -> ApiResult<Json<serde_json::Value>> {
     let probe = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&app.pool);
     match tokio::time::timeout(Duration::from_secs(2), probe).await {
         Ok(Ok(_)) => Ok(Json(serde_json::json!({"status": "ready"}))),

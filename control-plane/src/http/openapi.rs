@@ -80,8 +80,9 @@ impl Modify for SecuritySchemes {
 
 /// Completes every operation of the assembled document, so handlers list only what is theirs: an operation with
 /// no `security` gets the default (`X-Api-Key` with `X-Organization-Id`); every authenticated operation can
-/// answer 401, and those acting in an organization 400 (`organization_required`) and 403; every operation can
-/// answer 429 and 503; every error response carries the error body; every response has a description.
+/// answer 401, and those acting in an organization 400 (`organization_required`) and 403; an operation with a
+/// path parameter can answer 404 (no such resource, or another organization's); every operation can answer 429
+/// and 503; every error response carries the error body; every response has a description.
 pub fn complete_operations(document: &mut utoipa::openapi::OpenApi) {
     for item in document.paths.paths.values_mut() {
         let operations = [
@@ -123,6 +124,10 @@ fn complete(operation: &mut Operation) {
     }
     if schemes.iter().any(|s| s == "organization") {
         statuses.extend([StatusCode::BAD_REQUEST, StatusCode::FORBIDDEN]);
+    }
+    let in_path = |p: &RefOr<utoipa::openapi::path::Parameter>| matches!(p, RefOr::T(p) if p.parameter_in == utoipa::openapi::path::ParameterIn::Path);
+    if operation.parameters.iter().flatten().any(in_path) {
+        statuses.push(StatusCode::NOT_FOUND);
     }
     let responses = &mut operation.responses.responses;
     for status in statuses {

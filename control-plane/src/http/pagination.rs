@@ -1,7 +1,7 @@
 //! Keyset pagination: `limit` (default 50, clamped to 100, below 1 refused) and an opaque `cursor` that encodes
 //! the sort key of the last item served, so pages stay stable while rows are inserted.
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hookflow_shared::api::Page;
@@ -34,7 +34,7 @@ impl<K> PageRequest<K> {
 }
 
 /// The page size for a requested `limit`: default 50, clamped to 100, below 1 refused.
-pub fn page_size(limit: Option<i64>) -> Result<i64, ApiError> {
+pub fn page_size(limit: Option<i64>) -> ApiResult<i64> {
     match limit {
         None => Ok(DEFAULT_LIMIT),
         Some(n) if n < 1 => Err(ApiError::invalid("`limit` must be at least 1")),
@@ -43,18 +43,18 @@ pub fn page_size(limit: Option<i64>) -> Result<i64, ApiError> {
 }
 
 impl ListParams {
-    pub fn page<K: DeserializeOwned>(&self) -> Result<PageRequest<K>, ApiError> {
+    pub fn page<K: DeserializeOwned>(&self) -> ApiResult<PageRequest<K>> {
         let limit = page_size(self.limit)?;
         let after = self.cursor.as_deref().filter(|c| !c.is_empty()).map(decode_cursor).transpose()?;
         Ok(PageRequest { limit, after })
     }
 }
 
-pub fn encode_cursor<K: Serialize>(key: &K) -> String {
-    URL_SAFE_NO_PAD.encode(serde_json::to_vec(key).unwrap_or_default())
+pub fn encode_cursor<K: Serialize>(key: &K) -> ApiResult<String> {
+    Ok(URL_SAFE_NO_PAD.encode(crate::http::error::to_json_bytes(key)?))
 }
 
-fn decode_cursor<K: DeserializeOwned>(cursor: &str) -> Result<K, ApiError> {
+fn decode_cursor<K: DeserializeOwned>(cursor: &str) -> ApiResult<K> {
     URL_SAFE_NO_PAD
         .decode(cursor)
         .ok()
@@ -63,15 +63,19 @@ fn decode_cursor<K: DeserializeOwned>(cursor: &str) -> Result<K, ApiError> {
 }
 
 /// Turns `limit + 1` fetched rows into a page, with a cursor when more rows follow.
-pub fn finish<T, K: Serialize>(mut rows: Vec<T>, request: &PageRequest<K>, key_of: impl Fn(&T) -> K) -> Page<T> {
+pub fn finish<T, K: Serialize>(
+    mut rows: Vec<T>,
+    request: &PageRequest<K>,
+    key_of: impl Fn(&T) -> K,
+) -> ApiResult<Page<T>> {
     let limit = usize::try_from(request.limit).unwrap_or(usize::MAX);
     let next_cursor = if rows.len() > limit {
         rows.truncate(limit);
-        rows.last().map(|last| encode_cursor(&key_of(last)))
+        rows.last().map(|last| encode_cursor(&key_of(last))).transpose()?
     } else {
         None
     };
-    Page { items: rows, next_cursor }
+    Ok(Page { items: rows, next_cursor })
 }
 
 #[cfg(test)]
@@ -93,12 +97,12 @@ mod tests {
     fn cursor_round_trip_and_finish() {
         let ids: Vec<u32> = (0..5).collect();
         let request = PageRequest::<u32> { limit: 3, after: None };
-        let page = finish(ids.clone(), &request, |n| *n);
+        let page = finish(ids.clone(), &request, |n| *n).expect("page");
         assert_eq!(page.items, vec![0, 1, 2]);
         let cursor = page.next_cursor.expect("more follow");
         let next = ListParams { limit: Some(3), cursor: Some(cursor) }.page::<u32>().expect("cursor");
         assert_eq!(next.after, Some(2));
-        let last = finish(vec![3, 4], &next, |n| *n);
+        let last = finish(vec![3, 4], &next, |n| *n).expect("page");
         assert_eq!(last.next_cursor, None);
     }
 }

@@ -80,6 +80,8 @@ impl<IO> Recording<IO> {
         Self { inner, queue, framing: Framing::Head, head: Vec::with_capacity(1024) }
     }
 
+    /// Advances the framing over `data`. One function on purpose: the states hand bytes to each other within a
+    /// read, and the whole machine reads best in one place.
     fn feed(&mut self, mut data: &[u8]) {
         while !data.is_empty() {
             match &mut self.framing {

@@ -2,7 +2,7 @@
 //! loopback, private, link-local or other non-public addresses unless the operator allows private targets. The
 //! checked address is the one connected to, so DNS cannot swap it afterwards.
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use reqwest::Url;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -40,7 +40,7 @@ pub fn is_public(ip: IpAddr) -> bool {
 }
 
 /// A client for one request to `url`, pinned to an address that passed the check.
-pub async fn client_for(url: &Url, allow_private: bool, timeout: Duration) -> Result<reqwest::Client, ApiError> {
+pub async fn client_for(url: &Url, allow_private: bool, timeout: Duration) -> ApiResult<reqwest::Client> {
     if !matches!(url.scheme(), "http" | "https") {
         return Err(ApiError::invalid("only http and https targets are allowed"));
     }

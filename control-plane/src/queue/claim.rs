@@ -3,7 +3,7 @@
 //! references are decrypted for the claim. A runner serving every organization takes the least recently served
 //! organization first.
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use crate::queue::events::{LOG, bump};
 use crate::state::Settings;
 use chrono::{DateTime, Utc};
@@ -126,7 +126,7 @@ pub async fn claim(
     settings: &Settings,
     runner_id: Option<Uuid>,
     target: Target<'_>,
-) -> Result<Option<Job>, ApiError> {
+) -> ApiResult<Option<Job>> {
     let job_id = Uuid::now_v7();
     let mut random = [0u8; token::BODY_LEN];
     rand::rng().fill_bytes(&mut random);
@@ -178,11 +178,7 @@ fn collect_secret_names(value: &serde_json::Value, names: &mut Vec<String>) {
 
 /// Decrypts only the secrets the definition, its modules and its variables reference. A name with no secret is
 /// left out: the node that uses it fails with "not defined".
-async fn resolve_secrets(
-    conn: &mut PgConnection,
-    settings: &Settings,
-    row: &Claimed,
-) -> Result<SecretValues, ApiError> {
+async fn resolve_secrets(conn: &mut PgConnection, settings: &Settings, row: &Claimed) -> ApiResult<SecretValues> {
     let mut names = Vec::new();
     for part in [&row.definition, &row.modules, &row.variables] {
         collect_secret_names(part, &mut names);

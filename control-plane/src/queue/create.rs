@@ -1,7 +1,7 @@
 //! Create: a resolved launch becomes a queued execution in one statement (variables layered, the row, its first
 //! event and the notifications that wake stream subscribers and waiting runners).
 
-use crate::http::error::{ApiError, to_json};
+use crate::http::error::{ApiError, ApiResult, to_json};
 use crate::queue::events::{LOG, encode, status_event};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow};
 use crate::signals::QUEUE_CHANNEL;
@@ -60,7 +60,7 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// Creates a queued execution (in the caller's transaction, if any); runners are woken when it commits.
-pub async fn create(conn: &mut PgConnection, new: &NewExecution<'_>) -> Result<Execution, ApiError> {
+pub async fn create(conn: &mut PgConnection, new: &NewExecution<'_>) -> ApiResult<Execution> {
     let queued = vec![encode(&status_event(ExecutionStatus::Queued, 1, None))?];
     let row: Option<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(INSERT.as_str()))
         .bind(Uuid::now_v7())

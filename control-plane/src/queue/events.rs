@@ -4,7 +4,7 @@
 //! the same statement as their row change use [`bump`] in their `SET` and end with [`LOG`]; everything else calls
 //! [`append`]. A NOTIFY, delivered at commit, wakes the execution's stream subscribers on every replica.
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use crate::signals::EXECUTIONS_CHANNEL;
 use hookflow_shared::api::executions::{ExecutionEvent, ExecutionStatus};
 use sqlx::PgConnection;
@@ -74,7 +74,7 @@ pub async fn after(
 }
 
 /// An event as its stored line.
-pub fn encode(event: &ExecutionEvent) -> Result<String, ApiError> {
+pub fn encode(event: &ExecutionEvent) -> ApiResult<String> {
     serde_json::to_string(event).map_err(|e| ApiError::internal_because(format!("an event cannot be encoded: {e}")))
 }
 

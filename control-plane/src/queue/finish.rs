@@ -2,7 +2,7 @@
 //! node results, the dead job token, the final event); a cancel ends a queued execution at once and flags a
 //! running one, whose runner is told at its next heartbeat or report.
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use crate::queue::events::{self, LOG, bump};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow, fetch};
 use hookflow_shared::api::executions::{Execution, ExecutionEvent, ExecutionStatus};
@@ -57,7 +57,7 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// Ends an execution. `None` when it had already ended or (with `job_id`) moved on to another attempt.
-pub async fn finish(conn: &mut PgConnection, ending: Ending<'_>) -> Result<Option<Execution>, ApiError> {
+pub async fn finish(conn: &mut PgConnection, ending: Ending<'_>) -> ApiResult<Option<Execution>> {
     debug_assert!(ending.status.is_final(), "an execution ends in a final status");
     let row: Option<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(FINISH.as_str()))
         .bind(ending.execution_id)
@@ -79,7 +79,7 @@ pub struct CancelTarget {
 }
 
 /// Cancels: a queued execution ends at once; a running one is flagged for its runner. 409 once it has ended.
-pub async fn cancel(conn: &mut PgConnection, target: CancelTarget) -> Result<Execution, ApiError> {
+pub async fn cancel(conn: &mut PgConnection, target: CancelTarget) -> ApiResult<Execution> {
     let current: Option<(String, i32)> = sqlx::query_as(
         "SELECT status, attempt FROM executions WHERE organization_id = $1 AND flow_id = $2 AND id = $3 FOR UPDATE",
     )

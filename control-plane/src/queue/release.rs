@@ -2,7 +2,7 @@
 //! next attempt, or ends when its attempts are used up (`runner_lost`) or a cancel was asked for. The rescuer
 //! looks for expired leases on every replica; `SKIP LOCKED` keeps replicas from doubling up.
 
-use crate::http::error::ApiError;
+use crate::http::error::ApiResult;
 use crate::queue::events::{LOG, bump, encode};
 use crate::queue::finish::{Ending, finish};
 use crate::signals::QUEUE_CHANNEL;
@@ -26,7 +26,7 @@ static REQUEUE: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// Releases a running execution (locked by the caller).
-pub async fn release(conn: &mut PgConnection, execution_id: Uuid, reason: &str) -> Result<(), ApiError> {
+pub async fn release(conn: &mut PgConnection, execution_id: Uuid, reason: &str) -> ApiResult<()> {
     let (attempt, max_attempts, cancel_requested): (i32, i32, bool) =
         sqlx::query_as("SELECT attempt, max_attempts, cancel_requested FROM executions WHERE id = $1")
             .bind(execution_id)
@@ -55,7 +55,7 @@ pub async fn release(conn: &mut PgConnection, execution_id: Uuid, reason: &str) 
 }
 
 /// Releases every execution a removed runner held (in the caller's transaction).
-pub async fn release_runner(conn: &mut PgConnection, org_id: Uuid, runner_id: Uuid) -> Result<(), ApiError> {
+pub async fn release_runner(conn: &mut PgConnection, org_id: Uuid, runner_id: Uuid) -> ApiResult<()> {
     let held: Vec<Uuid> = sqlx::query_scalar(
         "SELECT id FROM executions WHERE organization_id = $1 AND runner_id = $2 AND status = 'running' FOR UPDATE",
     )
@@ -70,7 +70,7 @@ pub async fn release_runner(conn: &mut PgConnection, org_id: Uuid, runner_id: Uu
 }
 
 /// One pass: releases up to 100 executions whose lease expired. Returns how many.
-pub async fn rescue_expired(pool: &sqlx::PgPool) -> Result<usize, ApiError> {
+pub async fn rescue_expired(pool: &sqlx::PgPool) -> ApiResult<usize> {
     let mut tx = pool.begin().await?;
     let expired: Vec<Uuid> = sqlx::query_scalar(
         "SELECT id FROM executions WHERE status = 'running' AND lease_expires_at < now()

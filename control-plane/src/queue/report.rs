@@ -3,7 +3,7 @@
 //! results are stored idempotently per (execution, attempt, node), logged as `node.completed` plus the next
 //! `node.started`, and extend the lease.
 
-use crate::http::error::{ApiError, to_json};
+use crate::http::error::{ApiError, ApiResult, to_json};
 use crate::queue::events;
 use hookflow_shared::api::executions::{ExecutionEvent, NodeResult};
 use hookflow_shared::token;
@@ -31,12 +31,7 @@ type JobRow = (Uuid, Uuid, i32, bool, Option<Uuid>, String, Vec<String>, bool);
 
 /// Resolves a job token (already checked for its form) for `job_id`. With `lock`, the execution row stays locked
 /// for the transaction, fencing the write against rescues; without, the caller's write must re-check the job.
-pub async fn authorize(
-    conn: &mut PgConnection,
-    job_token: &str,
-    job_id: Uuid,
-    lock: bool,
-) -> Result<JobContext, ApiError> {
+pub async fn authorize(conn: &mut PgConnection, job_token: &str, job_id: Uuid, lock: bool) -> ApiResult<JobContext> {
     let row: Option<JobRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT j.id, j.execution_id, j.attempt, j.completed_at IS NOT NULL, e.job_id, e.status, {}, e.cancel_requested
          FROM jobs j JOIN executions e ON e.id = j.execution_id
@@ -60,7 +55,7 @@ pub async fn authorize(
 }
 
 /// Extends the lease of a locked job without reporting anything (callers that send no runner heartbeats).
-pub async fn keep_alive(conn: &mut PgConnection, job: &JobContext, lease_s: f64) -> Result<(), ApiError> {
+pub async fn keep_alive(conn: &mut PgConnection, job: &JobContext, lease_s: f64) -> ApiResult<()> {
     events::append(conn, job.execution_id, &[], Some(lease_s)).await?;
     Ok(())
 }
@@ -71,7 +66,7 @@ pub async fn record(
     job: &JobContext,
     mut results: Vec<NodeResult>,
     lease_s: f64,
-) -> Result<usize, ApiError> {
+) -> ApiResult<usize> {
     // Positions are 1-based, as the node's place in the definition.
     let positions: HashMap<&str, i32> = job
         .node_ids
@@ -120,7 +115,7 @@ fn announcements(
     ids: &[String],
     payloads: Vec<serde_json::Value>,
     inserted: &[(String, i32)],
-) -> Result<Vec<String>, ApiError> {
+) -> ApiResult<Vec<String>> {
     let fresh: HashMap<&str, i32> = inserted.iter().map(|(id, position)| (id.as_str(), *position)).collect();
     let reported: HashSet<&str> = ids.iter().map(String::as_str).collect();
     let mut announced = Vec::new();

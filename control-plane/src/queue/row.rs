@@ -1,7 +1,7 @@
 //! An execution as stored and as the API shows it: the columns every read selects, the row type, and the reads
 //! by id (always within the caller's organization).
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::executions::{Execution, ExecutionStatus, Summary, Trigger};
 use sqlx::PgConnection;
@@ -36,7 +36,7 @@ impl TryFrom<ExecutionRow> for Execution {
     type Error = ApiError;
 
     /// A status or trigger the schema's CHECK constraints allow but this build does not know is an internal error.
-    fn try_from(r: ExecutionRow) -> Result<Self, ApiError> {
+    fn try_from(r: ExecutionRow) -> ApiResult<Self> {
         let status: ExecutionStatus = r.status.parse().map_err(ApiError::internal_because)?;
         let trigger: Trigger = r.trigger.parse().map_err(ApiError::internal_because)?;
         let summary = match r.summary {
@@ -70,22 +70,17 @@ impl TryFrom<ExecutionRow> for Execution {
 }
 
 /// Turns rows into executions; one unreadable row fails the answer rather than vanishing from it.
-pub fn into_executions(rows: Vec<ExecutionRow>) -> Result<Vec<Execution>, ApiError> {
+pub fn into_executions(rows: Vec<ExecutionRow>) -> ApiResult<Vec<Execution>> {
     rows.into_iter().map(Execution::try_from).collect()
 }
 
 /// Reads an execution of a flow of the caller's organization; anything else is 404.
-pub async fn fetch(
-    conn: &mut PgConnection,
-    org_id: Uuid,
-    flow_id: Uuid,
-    execution_id: Uuid,
-) -> Result<Execution, ApiError> {
+pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, flow_id: Uuid, execution_id: Uuid) -> ApiResult<Execution> {
     select(conn, org_id, Some(flow_id), execution_id).await
 }
 
 /// Reads an execution of the organization by id alone.
-pub async fn fetch_by_id(conn: &mut PgConnection, org_id: Uuid, execution_id: Uuid) -> Result<Execution, ApiError> {
+pub async fn fetch_by_id(conn: &mut PgConnection, org_id: Uuid, execution_id: Uuid) -> ApiResult<Execution> {
     select(conn, org_id, None, execution_id).await
 }
 
@@ -94,7 +89,7 @@ async fn select(
     org_id: Uuid,
     flow_id: Option<Uuid>,
     execution_id: Uuid,
-) -> Result<Execution, ApiError> {
+) -> ApiResult<Execution> {
     let row: Option<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {EXECUTION_COLUMNS} FROM executions e
          WHERE e.organization_id = $1 AND ($2::uuid IS NULL OR e.flow_id = $2) AND e.id = $3"

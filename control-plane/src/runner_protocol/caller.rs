@@ -2,7 +2,7 @@
 //! per-process key that serves every organization; and the check that a runner id belongs to the caller.
 
 use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -33,7 +33,7 @@ impl FromRequestParts<AppState> for RunnerCaller {
 
 /// Checks a runner id against the caller and marks the runner seen; returns its labels. Another organization's
 /// runner is 404.
-pub async fn touch_runner(app: &AppState, caller: RunnerCaller, runner_id: Uuid) -> Result<Vec<String>, ApiError> {
+pub async fn touch_runner(app: &AppState, caller: RunnerCaller, runner_id: Uuid) -> ApiResult<Vec<String>> {
     // The row is written at most once a second, so many pollers of one runner do not queue on its lock.
     let labels: Option<Vec<String>> = sqlx::query_scalar(
         "WITH runner AS (

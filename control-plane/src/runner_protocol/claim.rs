@@ -1,7 +1,7 @@
 //! `POST /runner/jobs/next`: the long poll. A waiting poll is woken by NOTIFY (or a local launch) and re-checks
 //! every second regardless; each try is one claim statement (`crate::queue::claim`).
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
 use crate::queue::claim::{Target, claim};
 use crate::runner_protocol::caller::{RunnerCaller, touch_runner};
@@ -29,7 +29,7 @@ pub async fn try_claim(
     caller: RunnerCaller,
     runner_id: Uuid,
     labels: &[String],
-) -> Result<Option<Job>, ApiError> {
+) -> ApiResult<Option<Job>> {
     let target = match caller.org_id {
         Some(org_id) => Target::Organization { org_id, labels },
         None => Target::AnyOrganization { labels },
@@ -40,13 +40,12 @@ pub async fn try_claim(
 
 /// Long poll for the next job: 200 with the claim, or 204 when none came within `wait_s`.
 #[utoipa::path(post, path = runner_route::NEXT_JOB, tag = "Runner", request_body = NextJob,
-    responses((status = 200, body = Job), (status = 204, description = "No job within wait_s"), (status = 400),
-        (status = 404)))]
+    responses((status = 200, body = Job), (status = 204, description = "No job within wait_s")))]
 async fn next_job(
     State(app): State<AppState>,
     caller: RunnerCaller,
     ApiJson(body): ApiJson<NextJob>,
-) -> Result<Response, ApiError> {
+) -> ApiResult<Response> {
     let wait_s = body.wait_s.unwrap_or(DEFAULT_WAIT_S);
     if wait_s > MAX_WAIT_S {
         return Err(ApiError::invalid(format!("invalid field `wait_s`: at most {MAX_WAIT_S}")));

@@ -2,9 +2,9 @@
 //! back to the queue) and heartbeats, which extend the leases of the jobs a runner still holds and tell it which
 //! to stop.
 
-use crate::http::auth::{Caller, scope};
-use crate::http::error::{ApiError, to_json};
-use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult, to_json};
+use crate::http::extract::{ApiJson, ApiQuery, Id};
 use crate::http::pagination::{self, ListParams};
 use crate::http::validate::{bounded_text, check_labels, display_name};
 use crate::queue::{lease, release};
@@ -72,12 +72,12 @@ fn offline_after_s(app: &AppState) -> f64 {
 
 /// Register a runner.
 #[utoipa::path(post, path = runner_route::RUNNERS, tag = "Runner", request_body = RegisterRunner,
-    responses((status = 201, body = Registered), (status = 400)))]
+    responses((status = 201, body = Registered)))]
 async fn register(
     State(app): State<AppState>,
     caller: RunnerCaller,
     ApiJson(body): ApiJson<RegisterRunner>,
-) -> Result<(StatusCode, Json<Registered>), ApiError> {
+) -> ApiResult<(StatusCode, Json<Registered>)> {
     let name = display_name("name", &body.name)?;
     check_labels("labels", &body.labels)?;
     bounded_text("version", Some(&body.version), 100)?;
@@ -117,12 +117,11 @@ async fn register(
 
 /// The organization's runners.
 #[utoipa::path(get, path = runner_route::RUNNERS, tag = "Runner", params(ListParams),
-    responses((status = 200, body = Page<Runner>), (status = 400)))]
+    responses((status = 200, body = Page<Runner>)))]
 async fn list_runners(
-    State(app): State<AppState>,
-    caller: Caller<scope::RunnersRead>,
+    Ctx { app, caller }: Ctx<scope::RunnersRead>,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Page<Runner>>, ApiError> {
+) -> ApiResult<Json<Page<Runner>>> {
     let page = params.page::<Uuid>()?;
     let rows: Vec<RunnerRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {RUNNER_COLUMNS} FROM runners WHERE organization_id = $1 AND ($3::uuid IS NULL OR id > $3)
@@ -135,17 +134,12 @@ async fn list_runners(
     .fetch_all(&app.pool)
     .await?;
     let items: Vec<Runner> = rows.into_iter().map(Into::into).collect();
-    Ok(Json(pagination::finish(items, &page, |r| r.id)))
+    Ok(Json(pagination::finish(items, &page, |r| r.id)?))
 }
 
 /// One runner.
-#[utoipa::path(get, path = runner_route::RUNNER, tag = "Runner", params(("id" = Uuid, Path)),
-    responses((status = 200, body = Runner), (status = 404)))]
-async fn get_runner(
-    State(app): State<AppState>,
-    caller: Caller<scope::RunnersRead>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<Runner>, ApiError> {
+#[utoipa::path(get, path = runner_route::RUNNER, tag = "Runner", params(Id), responses((status = 200, body = Runner)))]
+async fn get_runner(Ctx { app, caller }: Ctx<scope::RunnersRead>, Id(id): Id) -> ApiResult<Json<Runner>> {
     let row: Option<RunnerRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {RUNNER_COLUMNS} FROM runners WHERE organization_id = $1 AND id = $3"
     )))
@@ -158,13 +152,8 @@ async fn get_runner(
 }
 
 /// Remove a runner; the jobs it was running go back to the queue.
-#[utoipa::path(delete, path = runner_route::RUNNER, tag = "Runner", params(("id" = Uuid, Path)),
-    responses((status = 204), (status = 404)))]
-async fn delete_runner(
-    State(app): State<AppState>,
-    caller: Caller<scope::RunnersWrite>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<StatusCode, ApiError> {
+#[utoipa::path(delete, path = runner_route::RUNNER, tag = "Runner", params(Id), responses((status = 204)))]
+async fn delete_runner(Ctx { app, caller }: Ctx<scope::RunnersWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     let deleted = sqlx::query("DELETE FROM runners WHERE organization_id = $1 AND id = $2")
         .bind(caller.org_id)
@@ -181,14 +170,14 @@ async fn delete_runner(
 }
 
 /// Heartbeat: extends the leases of the listed jobs and answers which of them to stop.
-#[utoipa::path(post, path = runner_route::HEARTBEAT, tag = "Runner", params(("id" = Uuid, Path)), request_body = Heartbeat,
-    responses((status = 200, body = HeartbeatReply), (status = 400), (status = 404)))]
+#[utoipa::path(post, path = runner_route::HEARTBEAT, tag = "Runner", params(Id), request_body = Heartbeat,
+    responses((status = 200, body = HeartbeatReply)))]
 async fn heartbeat(
     State(app): State<AppState>,
     caller: RunnerCaller,
-    ApiPath(id): ApiPath<Uuid>,
+    Id(id): Id,
     ApiJson(body): ApiJson<Heartbeat>,
-) -> Result<Json<HeartbeatReply>, ApiError> {
+) -> ApiResult<Json<HeartbeatReply>> {
     if body.running_jobs.len() > 10_000 {
         return Err(ApiError::invalid("invalid field `running_jobs`: too many"));
     }

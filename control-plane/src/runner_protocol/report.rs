@@ -1,7 +1,7 @@
 //! Reports under a job token: node results and completion. The token is read from the `Authorization` header
 //! and checked (`crate::queue::report::authorize`) before the body is parsed.
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiPath, parse_json};
 use crate::queue::finish::{Ending, finish};
 use crate::queue::report::{authorize, keep_alive, record, stale_attempt};
@@ -22,7 +22,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// The job token of `Authorization: Bearer hfj_...`, checked for its form (a typo never reaches the database).
-fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
+fn bearer(headers: &HeaderMap) -> ApiResult<&str> {
     let value = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     let token = value.and_then(|v| v.strip_prefix("Bearer ")).map(str::trim).ok_or_else(ApiError::unauthorized)?;
     TokenKind::Job.check(token).map_err(|_| ApiError::unauthorized())?;
@@ -40,7 +40,7 @@ async fn report_nodes(
     ApiPath(job_id): ApiPath<Uuid>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<Json<ReportReply>, ApiError> {
+) -> ApiResult<Json<ReportReply>> {
     let lease_s = app.settings.lease.as_secs_f64();
     let mut tx = app.pool.begin().await?;
     let job = authorize(&mut tx, bearer(&headers)?, job_id, true).await?;
@@ -65,7 +65,7 @@ async fn complete_job(
     ApiPath(job_id): ApiPath<Uuid>,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<Json<Execution>, ApiError> {
+) -> ApiResult<Json<Execution>> {
     let mut conn = app.pool.acquire().await?;
     let job = authorize(&mut conn, bearer(&headers)?, job_id, false).await?;
     let complete: Complete = parse_json(&body)?;

@@ -46,9 +46,11 @@ pub fn announcement(done: &Bootstrapped, public_url: &str) -> String {
         "\nhookflow: first start. Created an organization and an admin API key with every scope.\n\
          The key is shown this once; store it now (it expires {expires}).\n\n  \
          organization id: {org}\n  api key:         {key}\n\nTry it:\n  \
-         curl -H \"X-Api-Key: {key}\" -H \"X-Organization-Id: {org}\" {public_url}/permissions\n\n\
+         curl -H \"{key_header}: {key}\" -H \"{org_header}: {org}\" {public_url}/permissions\n\n\
          Create narrower keys with POST /api-keys (or `hookflow-server keys create`), then delete this one.\n",
         org = done.organization.id,
         key = done.key.key,
+        key_header = hookflow_shared::wire::header::API_KEY,
+        org_header = hookflow_shared::wire::header::ORGANIZATION,
     )
 }

@@ -3,16 +3,15 @@
 
 use crate::admin::organization::MAX_BODY_BYTES_LIMIT;
 use crate::db::update::Update;
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{ApiJson, ApiQuery, Id};
 use crate::http::pagination::{self, ListParams};
 use crate::http::validate::{bounded_text, display_name};
 use crate::signals::Invalidation;
 use crate::state::AppState;
 use crate::webhooks::model::{WEBHOOK_COLUMNS, WebhookRow};
 use axum::Json;
-use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::admin::Retention;
@@ -31,7 +30,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// Reads an endpoint of the caller's organization; another organization's id is 404.
-pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<WebhookRow, ApiError> {
+pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<WebhookRow> {
     let row: Option<WebhookRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {WEBHOOK_COLUMNS} FROM webhooks w JOIN organizations o ON o.id = w.organization_id
          WHERE w.organization_id = $1 AND w.id = $2"
@@ -44,7 +43,7 @@ pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<We
 }
 
 /// Checks that an endpoint of this organization exists (for the nested resources).
-pub async fn ensure_exists(app: &AppState, org_id: Uuid, id: Uuid) -> Result<(), ApiError> {
+pub async fn ensure_exists(app: &AppState, org_id: Uuid, id: Uuid) -> ApiResult<()> {
     let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM webhooks WHERE organization_id = $1 AND id = $2")
         .bind(org_id)
         .bind(id)
@@ -58,14 +57,14 @@ async fn announce_change(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::
     Invalidation::Endpoint(id).announce(conn).await
 }
 
-fn check_body_limit(value: Option<i64>) -> Result<(), ApiError> {
+fn check_body_limit(value: Option<i64>) -> ApiResult<()> {
     if value.is_some_and(|n| !(1..=MAX_BODY_BYTES_LIMIT).contains(&n)) {
         return Err(ApiError::invalid("`max_body_bytes` must be between 1 and 10485760 (10 MiB)"));
     }
     Ok(())
 }
 
-fn check_retention(value: Option<&Retention>) -> Result<(), ApiError> {
+fn check_retention(value: Option<&Retention>) -> ApiResult<()> {
     if let Some(r) = value {
         if r.max_age_days.is_some_and(|d| d < 1) {
             return Err(ApiError::invalid("`retention.max_age_days` must be at least 1 (or null)"));
@@ -77,7 +76,7 @@ fn check_retention(value: Option<&Retention>) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn check_response(value: Option<&CustomResponse>) -> Result<(), ApiError> {
+fn check_response(value: Option<&CustomResponse>) -> ApiResult<()> {
     let Some(response) = value else { return Ok(()) };
     if !(100..=599).contains(&response.status) {
         return Err(ApiError::invalid("`response.status` must be an HTTP status between 100 and 599"));
@@ -97,12 +96,11 @@ fn check_response(value: Option<&CustomResponse>) -> Result<(), ApiError> {
 
 /// Create an endpoint; it captures at `capture_url` at once.
 #[utoipa::path(post, path = "/webhooks", tag = "Webhook", request_body = CreateWebhook,
-    responses((status = 201, body = Webhook), (status = 400)))]
+    responses((status = 201, body = Webhook)))]
 async fn create_webhook(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksWrite>,
+    Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiJson(body): ApiJson<CreateWebhook>,
-) -> Result<(StatusCode, Json<Webhook>), ApiError> {
+) -> ApiResult<(StatusCode, Json<Webhook>)> {
     let name = display_name("name", &body.name)?;
     bounded_text("description", body.description.as_deref(), 2000)?;
     check_body_limit(body.max_body_bytes)?;
@@ -133,12 +131,11 @@ async fn create_webhook(
 
 /// List endpoints, newest first.
 #[utoipa::path(get, path = "/webhooks", tag = "Webhook", params(ListParams),
-    responses((status = 200, body = Page<Webhook>), (status = 400)))]
+    responses((status = 200, body = Page<Webhook>)))]
 async fn list_webhooks(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksRead>,
+    Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Page<Webhook>>, ApiError> {
+) -> ApiResult<Json<Page<Webhook>>> {
     let page = params.page::<(DateTime<Utc>, Uuid)>()?;
     let rows: Vec<WebhookRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {WEBHOOK_COLUMNS} FROM webhooks w JOIN organizations o ON o.id = w.organization_id
@@ -152,30 +149,24 @@ async fn list_webhooks(
     .fetch_all(&app.pool)
     .await?;
     let items: Vec<Webhook> = rows.into_iter().map(|r| r.into_api(&app.settings.public_url)).collect();
-    Ok(Json(pagination::finish(items, &page, |w| (w.created_at.0, w.id))))
+    Ok(Json(pagination::finish(items, &page, |w| (w.created_at.0, w.id))?))
 }
 
 /// Read an endpoint.
-#[utoipa::path(get, path = "/webhooks/{id}", tag = "Webhook", params(("id" = Uuid, Path)),
-    responses((status = 200, body = Webhook), (status = 404)))]
-async fn get_webhook(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksRead>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<Json<Webhook>, ApiError> {
+#[utoipa::path(get, path = "/webhooks/{id}", tag = "Webhook", params(Id), responses((status = 200, body = Webhook)))]
+async fn get_webhook(Ctx { app, caller }: Ctx<scope::WebhooksRead>, Id(id): Id) -> ApiResult<Json<Webhook>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(fetch(&mut conn, caller.org_id, id).await?.into_api(&app.settings.public_url)))
 }
 
 /// Change any of the create fields; `null` resets description, limits, retention or response to defaults.
-#[utoipa::path(patch, path = "/webhooks/{id}", tag = "Webhook", params(("id" = Uuid, Path)), request_body = UpdateWebhook,
-    responses((status = 200, body = Webhook), (status = 400), (status = 404)))]
+#[utoipa::path(patch, path = "/webhooks/{id}", tag = "Webhook", params(Id), request_body = UpdateWebhook,
+    responses((status = 200, body = Webhook)))]
 async fn update_webhook(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksWrite>,
-    ApiPath(id): ApiPath<Uuid>,
+    Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
+    Id(id): Id,
     ApiJson(body): ApiJson<UpdateWebhook>,
-) -> Result<Json<Webhook>, ApiError> {
+) -> ApiResult<Json<Webhook>> {
     let name = body.name.as_deref().map(|n| display_name("name", n)).transpose()?;
     bounded_text("description", body.description.value().map(String::as_str), 2000)?;
     check_body_limit(body.max_body_bytes.value().copied())?;
@@ -209,13 +200,8 @@ async fn update_webhook(
 }
 
 /// Delete an endpoint and all its captures; its capture URL answers 404 from then on.
-#[utoipa::path(delete, path = "/webhooks/{id}", tag = "Webhook", params(("id" = Uuid, Path)),
-    responses((status = 204), (status = 404)))]
-async fn delete_webhook(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksWrite>,
-    ApiPath(id): ApiPath<Uuid>,
-) -> Result<StatusCode, ApiError> {
+#[utoipa::path(delete, path = "/webhooks/{id}", tag = "Webhook", params(Id), responses((status = 204)))]
+async fn delete_webhook(Ctx { app, caller }: Ctx<scope::WebhooksWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     let deleted = sqlx::query("DELETE FROM webhooks WHERE organization_id = $1 AND id = $2")
         .bind(caller.org_id)

@@ -1,15 +1,13 @@
 //! Export of an endpoint's history (all of it, or what `q` selects), oldest first, streamed page by page:
 //! NDJSON (one captured request per line, whole bodies) or a HAR 1.2 document.
 
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiPath, ApiQuery};
-use crate::state::AppState;
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::ApiResult;
+use crate::http::extract::{ApiPath, ApiQuery, Id};
 use crate::webhooks::endpoints::ensure_exists;
 use crate::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow};
 use crate::webhooks::search::{self, Cond};
 use axum::body::Body;
-use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use hookflow_shared::api::webhooks::{BodyEncoding, CapturedRequest};
@@ -38,15 +36,13 @@ pub struct ExportParams {
 }
 
 /// Export captured requests as NDJSON or HAR.
-#[utoipa::path(get, path = "/webhooks/{id}/requests/export", tag = "Webhook", params(("id" = Uuid, Path), ExportParams),
-    responses((status = 200, description = "NDJSON lines or a HAR 1.2 document", content_type = "application/x-ndjson"),
-        (status = 400), (status = 404)))]
+#[utoipa::path(get, path = "/webhooks/{id}/requests/export", tag = "Webhook", params(Id, ExportParams),
+    responses((status = 200, description = "NDJSON lines or a HAR 1.2 document", content_type = "application/x-ndjson")))]
 pub async fn export_requests(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksRead>,
+    Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(params): ApiQuery<ExportParams>,
-) -> Result<Response, ApiError> {
+) -> ApiResult<Response> {
     ensure_exists(&app, caller.org_id, id).await?;
     let conds = match &params.q {
         Some(q) => search::from_text(q)?,
@@ -75,7 +71,13 @@ pub async fn export_requests(
             match format {
                 ExportFormat::Ndjson => {
                     for row in rows {
-                        chunk.push_str(&serde_json::to_string(&CapturedRequest::from(row)).unwrap_or_default());
+                        match serde_json::to_string(&CapturedRequest::from(row)) {
+                            Ok(line) => chunk.push_str(&line),
+                            Err(e) => {
+                                tracing::error!(error = %e, "export stopped: a capture cannot be encoded");
+                                return Some((Err(std::io::Error::other("export interrupted")), (pages, first, true)));
+                            }
+                        }
                         chunk.push('\n');
                     }
                 }

@@ -1,7 +1,7 @@
 //! The `q` search syntax: AND-ed `field:value` terms, `-` to negate, double quotes for values with spaces.
 //! Fields: method, path, header.<name>, query.<name>, body, content_type, ip; a bare word searches the body.
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 
 /// One parsed term of `q`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,7 +22,7 @@ pub enum Field {
     Ip,
 }
 
-pub fn parse(q: &str) -> Result<Vec<Term>, ApiError> {
+pub fn parse(q: &str) -> ApiResult<Vec<Term>> {
     let mut terms = Vec::new();
     let mut chars = q.chars().peekable();
     loop {
@@ -59,7 +59,7 @@ pub fn parse(q: &str) -> Result<Vec<Term>, ApiError> {
     }
 }
 
-fn field_of(name: &str) -> Result<Field, ApiError> {
+fn field_of(name: &str) -> ApiResult<Field> {
     let lower = name.to_ascii_lowercase();
     Ok(match lower.as_str() {
         "method" => Field::Method,

@@ -1,14 +1,12 @@
 //! Replay: resend a captured request (method, path, query, headers, raw body) to a target URL and report the
 //! target's answer. Loopback and private targets are refused unless the operator allows them.
 
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiJson, ApiPath};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{ApiJson, ApiPath, Id};
 use crate::outbound;
-use crate::state::AppState;
 use crate::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow, encode_body};
 use axum::Json;
-use axum::extract::State;
 use futures_util::StreamExt as _;
 use hookflow_shared::api::webhooks::{BodyEncoding, ReplayRequest, ReplayResult};
 use std::time::{Duration, Instant};
@@ -23,14 +21,13 @@ const HOP_HEADERS: [&str; 8] =
 
 /// Resend a captured request to `target_url` (its path and query are appended).
 #[utoipa::path(post, path = "/webhooks/{id}/requests/{request_id}/replay", tag = "Webhook",
-    params(("id" = Uuid, Path), ("request_id" = Uuid, Path)), request_body = ReplayRequest,
-    responses((status = 200, body = ReplayResult), (status = 400), (status = 404)))]
+    params(Id, ("request_id" = Uuid, Path)), request_body = ReplayRequest,
+    responses((status = 200, body = ReplayResult)))]
 pub async fn replay_request(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksWrite>,
+    Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
     ApiJson(body): ApiJson<ReplayRequest>,
-) -> Result<Json<ReplayResult>, ApiError> {
+) -> ApiResult<Json<ReplayResult>> {
     let row: Option<CaptureRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {CAPTURE_COLUMNS_FULL} FROM captures WHERE organization_id = $1 AND webhook_id = $2 AND id = $3"
     )))

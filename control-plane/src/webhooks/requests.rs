@@ -1,15 +1,14 @@
 //! The history of one endpoint: list (newest first), read one whole, its raw body, delete one, clear all.
 
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiPath, ApiQuery};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{ApiPath, ApiQuery, Id};
 use crate::http::pagination::ListParams;
 use crate::state::AppState;
 use crate::webhooks::endpoints::ensure_exists;
 use crate::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow, subtract_stored};
 use crate::webhooks::search::{self, Search};
 use axum::Json;
-use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hookflow_shared::api::Page;
@@ -17,15 +16,13 @@ use hookflow_shared::api::webhooks::{CapturedRequest, SearchSort};
 use uuid::Uuid;
 
 /// List captured requests, newest first (bodies over 64 KiB are left out: `body_truncated`).
-#[utoipa::path(get, path = "/webhooks/{id}/requests", tag = "Webhook", params(("id" = Uuid, Path), ListParams),
-    responses((status = 200, body = Page<CapturedRequest>), (status = 400),
-        (status = 404)))]
+#[utoipa::path(get, path = "/webhooks/{id}/requests", tag = "Webhook", params(Id, ListParams),
+    responses((status = 200, body = Page<CapturedRequest>)))]
 pub async fn list_requests(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksRead>,
+    Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath(id): ApiPath<Uuid>,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> Result<Json<Page<CapturedRequest>>, ApiError> {
+) -> ApiResult<Json<Page<CapturedRequest>>> {
     ensure_exists(&app, caller.org_id, id).await?;
     let search = Search {
         org_id: caller.org_id,
@@ -38,7 +35,7 @@ pub async fn list_requests(
     Ok(Json(search::run(&app.pool, search).await?))
 }
 
-async fn fetch_capture(app: &AppState, org_id: Uuid, webhook_id: Uuid, id: Uuid) -> Result<CaptureRow, ApiError> {
+async fn fetch_capture(app: &AppState, org_id: Uuid, webhook_id: Uuid, id: Uuid) -> ApiResult<CaptureRow> {
     let row: Option<CaptureRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {CAPTURE_COLUMNS_FULL} FROM captures WHERE organization_id = $1 AND webhook_id = $2 AND id = $3"
     )))
@@ -52,26 +49,23 @@ async fn fetch_capture(app: &AppState, org_id: Uuid, webhook_id: Uuid, id: Uuid)
 
 /// Read one captured request, whole.
 #[utoipa::path(get, path = "/webhooks/{id}/requests/{request_id}", tag = "Webhook",
-    params(("id" = Uuid, Path), ("request_id" = Uuid, Path)),
-    responses((status = 200, body = CapturedRequest), (status = 404)))]
+    params(Id, ("request_id" = Uuid, Path)),
+    responses((status = 200, body = CapturedRequest)))]
 pub async fn get_request(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksRead>,
+    Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
-) -> Result<Json<CapturedRequest>, ApiError> {
+) -> ApiResult<Json<CapturedRequest>> {
     Ok(Json(fetch_capture(&app, caller.org_id, id, request_id).await?.into()))
 }
 
 /// The raw body bytes, with the original Content-Type.
 #[utoipa::path(get, path = "/webhooks/{id}/requests/{request_id}/body", tag = "Webhook",
-    params(("id" = Uuid, Path), ("request_id" = Uuid, Path)),
-    responses((status = 200, description = "The body exactly as received", content_type = "application/octet-stream"),
-        (status = 404)))]
+    params(Id, ("request_id" = Uuid, Path)),
+    responses((status = 200, description = "The body exactly as received", content_type = "application/octet-stream")))]
 pub async fn get_request_body(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksRead>,
+    Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
-) -> Result<Response, ApiError> {
+) -> ApiResult<Response> {
     let row = fetch_capture(&app, caller.org_id, id, request_id).await?;
     let content_type = row
         .content_type
@@ -88,13 +82,12 @@ pub async fn get_request_body(
 
 /// Delete one captured request.
 #[utoipa::path(delete, path = "/webhooks/{id}/requests/{request_id}", tag = "Webhook",
-    params(("id" = Uuid, Path), ("request_id" = Uuid, Path)),
-    responses((status = 204), (status = 404)))]
+    params(Id, ("request_id" = Uuid, Path)),
+    responses((status = 204)))]
 pub async fn delete_request(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksWrite>,
+    Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
-) -> Result<StatusCode, ApiError> {
+) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     let deleted = sqlx::query("DELETE FROM captures WHERE organization_id = $1 AND webhook_id = $2 AND id = $3")
         .bind(caller.org_id)
@@ -111,13 +104,11 @@ pub async fn delete_request(
 }
 
 /// Clear the endpoint's whole history (analytics counters keep what was received).
-#[utoipa::path(delete, path = "/webhooks/{id}/requests", tag = "Webhook", params(("id" = Uuid, Path)),
-    responses((status = 204), (status = 404)))]
+#[utoipa::path(delete, path = "/webhooks/{id}/requests", tag = "Webhook", params(Id), responses((status = 204)))]
 pub async fn clear_requests(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksWrite>,
+    Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiPath(id): ApiPath<Uuid>,
-) -> Result<StatusCode, ApiError> {
+) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM webhooks WHERE organization_id = $1 AND id = $2")
         .bind(caller.org_id)

@@ -2,16 +2,14 @@
 //! one endpoint of the caller's organization), sorted by received_at, body_size or method with keyset
 //! pagination. The history list and the export use the same machinery.
 
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::{ApiJson, ApiPath};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{ApiJson, ApiPath, Id};
 use crate::http::pagination::{encode_cursor, page_size};
-use crate::state::AppState;
 use crate::webhooks::endpoints::ensure_exists;
 use crate::webhooks::model::{CAPTURE_COLUMNS_INLINE, CaptureRow};
 use crate::webhooks::query_text::{self, Field};
 use axum::Json;
-use axum::extract::State;
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::Page;
@@ -40,15 +38,12 @@ pub enum Cond {
     Not(Box<Cond>),
 }
 
-fn needs_value(op: MatchOp, what: &str) -> Result<(), ApiError> {
-    Err(ApiError::invalid(format!(
-        "`{what}`: op `{}` needs a `value`",
-        serde_json::to_value(op).unwrap_or_default().as_str().unwrap_or("")
-    )))
+fn needs_value(op: MatchOp, what: &str) -> ApiResult<()> {
+    Err(ApiError::invalid(format!("`{what}`: op `{}` needs a `value`", op.as_str())))
 }
 
 /// The conditions of a structured filter.
-pub fn from_filter(filter: &SearchFilter) -> Result<Vec<Cond>, ApiError> {
+pub fn from_filter(filter: &SearchFilter) -> ApiResult<Vec<Cond>> {
     let mut conds = Vec::new();
     if let Some(methods) = &filter.methods {
         conds.push(Cond::Methods(methods.iter().map(|m| m.to_ascii_uppercase()).collect()));
@@ -82,7 +77,7 @@ pub fn from_filter(filter: &SearchFilter) -> Result<Vec<Cond>, ApiError> {
 }
 
 /// The conditions of a `q` text.
-pub fn from_text(q: &str) -> Result<Vec<Cond>, ApiError> {
+pub fn from_text(q: &str) -> ApiResult<Vec<Cond>> {
     Ok(query_text::parse(q)?
         .into_iter()
         .map(|term| {
@@ -109,7 +104,7 @@ pub fn from_text(q: &str) -> Result<Vec<Cond>, ApiError> {
 }
 
 /// JSONPaths are checked by PostgreSQL before use, so a bad one is a 400 naming it rather than a failed query.
-pub async fn check_json_paths(pool: &PgPool, conds: &[Cond]) -> Result<(), ApiError> {
+pub async fn check_json_paths(pool: &PgPool, conds: &[Cond]) -> ApiResult<()> {
     for cond in conds {
         if let Cond::BodyJson { path, .. } = cond {
             let valid: Result<String, sqlx::Error> =
@@ -135,6 +130,8 @@ fn push_text_op(b: &mut QueryBuilder<Postgres>, expr: &str, op: MatchOp, value: 
     };
 }
 
+/// Writes one condition as SQL with bound values. One match over the condition kinds on purpose: each arm is
+/// the whole SQL of its kind, side by side with the others.
 pub fn push_cond(b: &mut QueryBuilder<Postgres>, cond: &Cond) {
     b.push(" AND ");
     match cond {
@@ -228,7 +225,7 @@ pub struct Search {
     pub cursor: Option<String>,
 }
 
-pub async fn run(pool: &PgPool, search: Search) -> Result<Page<CapturedRequest>, ApiError> {
+pub async fn run(pool: &PgPool, search: Search) -> ApiResult<Page<CapturedRequest>> {
     let limit = page_size(search.limit)?;
     let (column, value_of): (&str, fn(&CapturedRequest) -> serde_json::Value) = match search.sort.field {
         SortField::ReceivedAt => ("received_at", |c| serde_json::json!(c.received_at)),
@@ -272,9 +269,10 @@ pub async fn run(pool: &PgPool, search: Search) -> Result<Page<CapturedRequest>,
     let mut items: Vec<CapturedRequest> = rows.into_iter().map(Into::into).collect();
     let next_cursor = if items.len() as i64 > limit {
         items.truncate(limit as usize);
-        items.last().map(|last| {
+        let cursor_of = |last: &CapturedRequest| {
             encode_cursor(&Cursor { f: search.sort.field, o: search.sort.order, v: value_of(last), id: last.id })
-        })
+        };
+        items.last().map(cursor_of).transpose()?
     } else {
         None
     };
@@ -285,7 +283,7 @@ fn bad_cursor() -> ApiError {
     ApiError::invalid("`cursor` is not a cursor this search gave out")
 }
 
-fn decode(cursor: &str) -> Result<Cursor, ApiError> {
+fn decode(cursor: &str) -> ApiResult<Cursor> {
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(cursor)
         .ok()
@@ -294,16 +292,14 @@ fn decode(cursor: &str) -> Result<Cursor, ApiError> {
 }
 
 /// Search captured requests with a filter, `q` terms and a sort.
-#[utoipa::path(post, path = "/webhooks/{id}/requests/search", tag = "Webhook", params(("id" = Uuid, Path)),
+#[utoipa::path(post, path = "/webhooks/{id}/requests/search", tag = "Webhook", params(Id),
     request_body = SearchRequests,
-    responses((status = 200, body = Page<CapturedRequest>), (status = 400),
-        (status = 404)))]
+    responses((status = 200, body = Page<CapturedRequest>)))]
 pub async fn search_requests(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksRead>,
+    Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(body): ApiJson<SearchRequests>,
-) -> Result<Json<Page<CapturedRequest>>, ApiError> {
+) -> ApiResult<Json<Page<CapturedRequest>>> {
     ensure_exists(&app, caller.org_id, id).await?;
     let mut conds = from_filter(&body.filter)?;
     if let Some(q) = &body.q {

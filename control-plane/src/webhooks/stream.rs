@@ -3,12 +3,11 @@
 //! falls behind gets `{"type": "stream.lagged", "missed": N}` and may reconnect with its last event id.
 
 use crate::capture::hub::{LiveEvent, captures_after};
-use crate::http::auth::{Caller, scope};
-use crate::http::error::ApiError;
-use crate::http::extract::ApiPath;
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::ApiResult;
+use crate::http::extract::{ApiPath, Id};
 use crate::state::AppState;
 use crate::webhooks::endpoints::ensure_exists;
-use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::{Stream, StreamExt as _};
@@ -86,17 +85,14 @@ impl Subscriber {
 }
 
 /// Live stream (SSE) of captures; resumes after `Last-Event-ID`.
-#[utoipa::path(get, path = "/webhooks/{id}/stream", tag = "Webhook", params(("id" = Uuid, Path),
-        LastEventIdHeader),
+#[utoipa::path(get, path = "/webhooks/{id}/stream", tag = "Webhook", params(Id, LastEventIdHeader),
     responses((status = 200, description = "text/event-stream of `request.captured` and `stream.lagged` events",
-            content_type = "text/event-stream"),
-        (status = 404)))]
+            content_type = "text/event-stream")))]
 pub async fn stream_requests(
-    State(app): State<AppState>,
-    caller: Caller<scope::WebhooksRead>,
+    Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath(id): ApiPath<Uuid>,
     headers: HeaderMap,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     ensure_exists(&app, caller.org_id, id).await?;
     let resume =
         headers.get(header::LAST_EVENT_ID).and_then(|v| v.to_str().ok()).and_then(|v| Uuid::parse_str(v.trim()).ok());

@@ -180,100 +180,122 @@ impl Engine {
     ) -> Option<NodeResult> {
         let mut result = blank_result(node.id(), context.job.attempt, NodeStatus::Passed, None);
         match node {
-            Node::Request(request) => {
-                let retry = request.retry.unwrap_or(definition::Retry { count: 0, interval_ms: 0 });
-                let mut tries = 0;
-                let exchange = loop {
-                    let exchange = tokio::select! {
-                        exchange = request::exchange(&self.client, request, vars) => exchange,
-                        () = context.cancel.cancelled() => return None,
-                    };
-                    if exchange.status == Some(NodeStatus::Passed) || tries >= retry.count {
-                        break exchange;
-                    }
-                    tries += 1;
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_millis(retry.interval_ms)) => {}
-                        () = context.cancel.cancelled() => return None,
-                    }
-                };
-                for (name, value) in &exchange.extracted {
-                    vars.set(name, value.clone());
-                }
-                result.status = exchange.status.unwrap_or(NodeStatus::Error);
-                result.request = exchange.request;
-                result.response = exchange.response;
-                result.extracted = exchange.extracted;
-                result.assertions = exchange.assertions;
-                result.error = exchange.error;
-                result.retries = tries;
-            }
+            Node::Request(request) => self.run_request(request, vars, context, &mut result).await?,
             Node::Delay(delay) => {
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_millis(delay.delay_ms)) => {}
                     () = context.cancel.cancelled() => return None,
                 }
             }
-            Node::SetVariables(set) => {
-                for (name, text) in &set.variables {
-                    match template::render(text, &vars.scope()) {
-                        Ok(value) => {
-                            vars.set(name, Value::String(value.clone()));
-                            result.extracted.insert(name.clone(), Value::String(value));
-                        }
-                        Err(e) => {
-                            result.status = NodeStatus::Error;
-                            result.error = Some(format!("variables.{name}: {e}"));
-                            break;
-                        }
-                    }
-                }
+            Node::SetVariables(set) => set_variables(set, vars, &mut result),
+            Node::Module(module) => self.run_module(module, vars, context, depth, &mut result).await?,
+        }
+        Some(result)
+    }
+
+    /// A request node: tries it (with its retries), keeps what it extracted. `None` when cancelled.
+    async fn run_request(
+        &self,
+        request: &definition::RequestNode,
+        vars: &mut Variables,
+        context: &RunContext<'_>,
+        result: &mut NodeResult,
+    ) -> Option<()> {
+        let retry = request.retry.unwrap_or(definition::Retry { count: 0, interval_ms: 0 });
+        let mut tries = 0;
+        let exchange = loop {
+            let exchange = tokio::select! {
+                exchange = request::exchange(&self.client, request, vars) => exchange,
+                () = context.cancel.cancelled() => return None,
+            };
+            if exchange.status == Some(NodeStatus::Passed) || tries >= retry.count {
+                break exchange;
             }
-            Node::Module(module) => {
-                let number = match module.version {
-                    Some(VersionSelector::Number(n)) => Some(n),
-                    _ => None,
-                };
-                let definition = context
-                    .job
-                    .modules
-                    .get(&module_key(module.flow_id, number))
-                    .and_then(|raw| definition::validate(raw).ok());
-                let Some(definition) = definition else {
+            tries += 1;
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(retry.interval_ms)) => {}
+                () = context.cancel.cancelled() => return None,
+            }
+        };
+        for (name, value) in &exchange.extracted {
+            vars.set(name, value.clone());
+        }
+        result.status = exchange.status.unwrap_or(NodeStatus::Error);
+        result.request = exchange.request;
+        result.response = exchange.response;
+        result.extracted = exchange.extracted;
+        result.assertions = exchange.assertions;
+        result.error = exchange.error;
+        result.retries = tries;
+        Some(())
+    }
+
+    /// A module node: runs the module's published definition with its inputs; its extracted values come back as
+    /// `<node id>.<name>`. `None` when cancelled.
+    async fn run_module(
+        &self,
+        module: &definition::ModuleNode,
+        vars: &mut Variables,
+        context: &RunContext<'_>,
+        depth: usize,
+        result: &mut NodeResult,
+    ) -> Option<()> {
+        let number = match module.version {
+            Some(VersionSelector::Number(n)) => Some(n),
+            _ => None,
+        };
+        let definition =
+            context.job.modules.get(&module_key(module.flow_id, number)).and_then(|raw| definition::validate(raw).ok());
+        let Some(definition) = definition else {
+            result.status = NodeStatus::Error;
+            result.error = Some(format!("the module's flow {} was not resolved for this run", module.flow_id));
+            return Some(());
+        };
+        let mut inputs = BTreeMap::new();
+        for (name, text) in &module.inputs {
+            match template::render(text, &vars.scope()) {
+                Ok(value) => {
+                    inputs.insert(name.clone(), value);
+                }
+                Err(e) => {
                     result.status = NodeStatus::Error;
-                    result.error = Some(format!("the module's flow {} was not resolved for this run", module.flow_id));
-                    return Some(result);
-                };
-                let mut inputs = BTreeMap::new();
-                for (name, text) in &module.inputs {
-                    match template::render(text, &vars.scope()) {
-                        Ok(value) => {
-                            inputs.insert(name.clone(), value);
-                        }
-                        Err(e) => {
-                            result.status = NodeStatus::Error;
-                            result.error = Some(format!("inputs.{name}: {e}"));
-                            return Some(result);
-                        }
-                    }
-                }
-                let mut inner = vars.for_module(&definition.variables, inputs);
-                let ran = self.run_nodes(&definition.nodes, &mut inner, context, None, depth + 1).await;
-                if ran.cancelled {
-                    return None;
-                }
-                for (name, value) in inner.extracted() {
-                    let name = format!("{}.{name}", module.id);
-                    vars.set(&name, value.clone());
-                    result.extracted.insert(name, value.clone());
-                }
-                if let Some(failure) = ran.failed {
-                    result.status = NodeStatus::Failed;
-                    result.error = Some(format!("in the module: {failure}"));
+                    result.error = Some(format!("inputs.{name}: {e}"));
+                    return Some(());
                 }
             }
         }
-        Some(result)
+        let mut inner = vars.for_module(&definition.variables, inputs);
+        let ran = self.run_nodes(&definition.nodes, &mut inner, context, None, depth + 1).await;
+        if ran.cancelled {
+            return None;
+        }
+        for (name, value) in inner.extracted() {
+            let name = format!("{}.{name}", module.id);
+            vars.set(&name, value.clone());
+            result.extracted.insert(name, value.clone());
+        }
+        if let Some(failure) = ran.failed {
+            result.status = NodeStatus::Failed;
+            result.error = Some(format!("in the module: {failure}"));
+        }
+        Some(())
+    }
+}
+
+/// A set_variables node: renders each value and sets it.
+fn set_variables(set: &definition::SetVariablesNode, vars: &mut Variables, result: &mut NodeResult) {
+    for (name, text) in &set.variables {
+        match template::render(text, &vars.scope()) {
+            Ok(value) => {
+                vars.set(name, Value::String(value.clone()));
+                result.extracted.insert(name.clone(), Value::String(value));
+            }
+            Err(e) => {
+                result.status = NodeStatus::Error;
+                result.error = Some(format!("variables.{name}: {e}"));
+                break;
+            }
+        }
     }
 }
 

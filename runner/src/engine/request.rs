@@ -69,6 +69,15 @@ fn render(spec: &RequestSpec, vars: &Variables) -> Result<(SentRequest, Vec<(Str
     Ok((SentRequest { method, url, headers: shown, body }, headers))
 }
 
+/// A response as received.
+struct Received {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: bytes::Bytes,
+    ttfb: Duration,
+    total: Duration,
+}
+
 /// One try of a request node.
 pub async fn exchange(client: &reqwest::Client, node: &RequestNode, vars: &Variables) -> Exchange {
     let Some(spec) = &node.request else {
@@ -93,6 +102,14 @@ pub async fn exchange(client: &reqwest::Client, node: &RequestNode, vars: &Varia
         builder = builder.body(body.clone());
     }
     let timeout = Duration::from_millis(node.timeout_ms.unwrap_or(DEFAULT_NODE_TIMEOUT_MS));
+    match send(builder, timeout).await {
+        Ok(received) => evaluate(node, vars, shown, &received),
+        Err(message) => Exchange::error(Some(shown), message),
+    }
+}
+
+/// Sends the request and reads the whole response within `timeout`.
+async fn send(builder: reqwest::RequestBuilder, timeout: Duration) -> Result<Received, String> {
     let started = Instant::now();
     let sent = async {
         let response = builder.send().await?;
@@ -104,16 +121,19 @@ pub async fn exchange(client: &reqwest::Client, node: &RequestNode, vars: &Varia
             .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
             .collect();
         let body = response.bytes().await?;
-        Ok::<_, reqwest::Error>((status, headers, body, ttfb))
+        Ok::<_, reqwest::Error>(Received { status, headers, body, ttfb, total: Duration::ZERO })
     };
-    let (status, header_list, body, ttfb) = match tokio::time::timeout(timeout, sent).await {
-        Ok(Ok(received)) => received,
-        Ok(Err(e)) => return Exchange::error(Some(shown), describe(&e)),
-        Err(_) => return Exchange::error(Some(shown), format!("no response within {} ms", timeout.as_millis())),
-    };
-    let total = started.elapsed();
-    let text = String::from_utf8_lossy(&body);
-    let view = ResponseView { status, headers: &header_list, body: &text };
+    match tokio::time::timeout(timeout, sent).await {
+        Ok(Ok(received)) => Ok(Received { total: started.elapsed(), ..received }),
+        Ok(Err(e)) => Err(describe(&e)),
+        Err(_) => Err(format!("no response within {} ms", timeout.as_millis())),
+    }
+}
+
+/// Runs the extractors and then (when they all worked) the assertions over a received response.
+fn evaluate(node: &RequestNode, vars: &Variables, shown: SentRequest, received: &Received) -> Exchange {
+    let text = String::from_utf8_lossy(&received.body);
+    let view = ResponseView { status: received.status, headers: &received.headers, body: &text };
     let mut exchange = Exchange { request: Some(shown), ..Exchange::default() };
     for extractor in &node.extractors {
         match extractor.extract(view) {
@@ -128,17 +148,20 @@ pub async fn exchange(client: &reqwest::Client, node: &RequestNode, vars: &Varia
         }
     }
     let mut joined: BTreeMap<String, String> = BTreeMap::new();
-    for (name, value) in &header_list {
+    for (name, value) in &received.headers {
         joined.entry(name.clone()).and_modify(|v| *v = format!("{v}, {value}")).or_insert_with(|| value.clone());
     }
     let (kept, truncated) = keep(&text);
     exchange.response = Some(ReceivedResponse {
-        status,
+        status: received.status,
         headers: joined,
         body: kept,
-        body_size: body.len() as u64,
+        body_size: received.body.len() as u64,
         truncated,
-        timings_ms: Timings { ttfb: ttfb.as_secs_f64() * 1000.0, total: total.as_secs_f64() * 1000.0 },
+        timings_ms: Timings {
+            ttfb: received.ttfb.as_secs_f64() * 1000.0,
+            total: received.total.as_secs_f64() * 1000.0,
+        },
     });
     if exchange.status.is_none() {
         let values = vars.values_with(&exchange.extracted);

@@ -29,11 +29,8 @@ pub struct PresetInfo {
 #[serde(deny_unknown_fields)]
 pub struct CreateApiKey {
     pub name: String,
-    #[serde(default)]
     pub scopes: Option<Vec<String>>,
-    #[serde(default)]
     pub preset: Option<String>,
-    #[serde(default)]
     pub expires_at: Option<Timestamp>,
 }
 

@@ -12,7 +12,6 @@ use uuid::Uuid;
 #[serde(deny_unknown_fields)]
 pub struct WriteCollection {
     pub name: String,
-    #[serde(default)]
     pub description: Option<String>,
     /// Values the collection's requests use (`{{base_url}}`); the lowest layer when a flow runs one.
     #[serde(default)]
@@ -23,12 +22,10 @@ pub struct WriteCollection {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchCollection {
-    #[serde(default)]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<String>)]
     pub description: Patch<String>,
-    #[serde(default)]
     pub variables: Option<BTreeMap<String, String>>,
 }
 
@@ -64,7 +61,6 @@ pub struct CollectionDetail {
 #[serde(deny_unknown_fields)]
 pub struct WriteRequest {
     pub name: String,
-    #[serde(default)]
     pub folder: Option<String>,
     pub method: String,
     /// May use templates: `{{base_url}}/pets/{{petId}}`.
@@ -73,12 +69,9 @@ pub struct WriteRequest {
     pub headers: BTreeMap<String, String>,
     #[serde(default)]
     pub query: BTreeMap<String, String>,
-    #[serde(default)]
     pub body: Option<String>,
-    #[serde(default)]
     pub description: Option<String>,
     /// `METHOD /normalized/{}/path` of the OpenAPI operation it came from.
-    #[serde(default)]
     pub operation_key: Option<String>,
 }
 
@@ -117,7 +110,6 @@ pub struct OpenApiSource {
 #[serde(deny_unknown_fields)]
 pub struct ImportOpenApi {
     /// The collection's name; the description's `info.title` without it.
-    #[serde(default)]
     pub name: Option<String>,
     pub source: OpenApiSource,
 }

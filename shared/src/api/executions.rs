@@ -245,16 +245,13 @@ pub struct NodeResult {
     pub status: NodeStatus,
     pub started_at: Timestamp,
     pub duration_ms: u64,
-    #[serde(default)]
     pub request: Option<SentRequest>,
-    #[serde(default)]
     pub response: Option<ReceivedResponse>,
     #[serde(default)]
     #[schema(value_type = Object)]
     pub extracted: BTreeMap<String, Value>,
     #[serde(default)]
     pub assertions: Vec<AssertionResult>,
-    #[serde(default)]
     pub error: Option<String>,
     #[serde(default)]
     pub retries: u32,
@@ -273,7 +270,6 @@ pub enum ExecutionEvent {
     Status {
         status: ExecutionStatus,
         attempt: i32,
-        #[serde(default)]
         runner_id: Option<Uuid>,
         /// A cancel was asked for while the execution runs.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -290,10 +286,8 @@ pub enum ExecutionEvent {
     Completed {
         status: ExecutionStatus,
         summary: Summary,
-        #[serde(default)]
         error: Option<String>,
         attempt: i32,
-        #[serde(default)]
         duration_ms: Option<i64>,
     },
 }

@@ -14,14 +14,12 @@ use uuid::Uuid;
 #[serde(deny_unknown_fields)]
 pub struct WriteFlow {
     pub name: String,
-    #[serde(default)]
     pub description: Option<String>,
     #[serde(default)]
     pub tags: Vec<String>,
     /// The flow definition (API.md section 3), stored as given once valid.
     pub definition: Value,
     /// A cron expression such as `0 * * * *`.
-    #[serde(default)]
     pub schedule: Option<String>,
 }
 
@@ -29,14 +27,11 @@ pub struct WriteFlow {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchFlow {
-    #[serde(default)]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<String>)]
     pub description: Patch<String>,
-    #[serde(default)]
     pub tags: Option<Vec<String>>,
-    #[serde(default)]
     pub definition: Option<Value>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<String>)]
@@ -64,16 +59,12 @@ pub struct Flow {
 #[serde(deny_unknown_fields)]
 pub struct SearchFlows {
     /// Text in the name or description.
-    #[serde(default)]
     pub q: Option<String>,
     /// Flows carrying every one of these tags.
     #[serde(default)]
     pub tags: Vec<String>,
-    #[serde(default)]
     pub last_status: Option<ExecutionStatus>,
-    #[serde(default)]
     pub limit: Option<i64>,
-    #[serde(default)]
     pub cursor: Option<String>,
 }
 
@@ -99,7 +90,6 @@ pub struct Validation {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Publish {
-    #[serde(default)]
     pub note: Option<String>,
 }
 
@@ -152,12 +142,10 @@ pub struct FlowDocument {
 #[serde(deny_unknown_fields)]
 pub struct ExportedFlow {
     pub name: String,
-    #[serde(default)]
     pub description: Option<String>,
     #[serde(default)]
     pub tags: Vec<String>,
     pub definition: Value,
-    #[serde(default)]
     pub schedule: Option<String>,
 }
 
@@ -165,7 +153,6 @@ pub struct ExportedFlow {
 #[serde(deny_unknown_fields)]
 pub struct ExportedVersion {
     pub version: i32,
-    #[serde(default)]
     pub note: Option<String>,
     pub definition: Value,
 }

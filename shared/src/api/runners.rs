@@ -67,7 +67,6 @@ pub struct Runner {
 pub struct Heartbeat {
     #[serde(default)]
     pub running_jobs: Vec<Uuid>,
-    #[serde(default)]
     pub metrics: Option<Metrics>,
 }
 
@@ -83,7 +82,6 @@ pub struct HeartbeatReply {
 pub struct NextJob {
     pub runner_id: Uuid,
     /// Seconds to wait for a job: at most 60, default 30.
-    #[serde(default)]
     pub wait_s: Option<u64>,
 }
 

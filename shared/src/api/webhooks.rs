@@ -24,14 +24,10 @@ pub struct CustomResponse {
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhook {
     pub name: String,
-    #[serde(default)]
     pub description: Option<String>,
     /// Largest accepted body in bytes (default: the organization's, 1 MiB; at most 10 MiB).
-    #[serde(default)]
     pub max_body_bytes: Option<i64>,
-    #[serde(default)]
     pub retention: Option<Retention>,
-    #[serde(default)]
     pub response: Option<CustomResponse>,
 }
 
@@ -39,7 +35,6 @@ pub struct CreateWebhook {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateWebhook {
-    #[serde(default)]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<String>)]
@@ -127,13 +122,24 @@ pub enum MatchOp {
     Exists,
 }
 
+impl MatchOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MatchOp::Eq => "eq",
+            MatchOp::Ne => "ne",
+            MatchOp::Contains => "contains",
+            MatchOp::Prefix => "prefix",
+            MatchOp::Exists => "exists",
+        }
+    }
+}
+
 /// A header or query-parameter condition (names of headers match case-insensitively).
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FieldMatch {
     pub name: String,
     pub op: MatchOp,
-    #[serde(default)]
     pub value: Option<String>,
 }
 
@@ -143,34 +149,25 @@ pub struct FieldMatch {
 pub struct JsonMatch {
     pub path: String,
     pub op: MatchOp,
-    #[serde(default)]
     pub value: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchFilter {
-    #[serde(default)]
     pub methods: Option<Vec<String>>,
-    #[serde(default)]
     pub received_after: Option<Timestamp>,
-    #[serde(default)]
     pub received_before: Option<Timestamp>,
     #[serde(default)]
     pub headers: Vec<FieldMatch>,
     #[serde(default)]
     pub query: Vec<FieldMatch>,
-    #[serde(default)]
     pub body_contains: Option<String>,
     #[serde(default)]
     pub body_json: Vec<JsonMatch>,
-    #[serde(default)]
     pub content_type: Option<String>,
-    #[serde(default)]
     pub min_size: Option<i64>,
-    #[serde(default)]
     pub max_size: Option<i64>,
-    #[serde(default)]
     pub source_ip: Option<String>,
 }
 
@@ -206,15 +203,12 @@ pub struct SearchSort {
 pub struct SearchRequests {
     /// AND-ed `field:value` terms over method, path, header.<name>, query.<name>, body, content_type, ip;
     /// `-` negates a term, quotes allow spaces: `method:POST header.x-github-event:push -body:"dry run"`.
-    #[serde(default)]
     pub q: Option<String>,
     #[serde(default)]
     pub filter: SearchFilter,
     #[serde(default)]
     pub sort: SearchSort,
-    #[serde(default)]
     pub limit: Option<i64>,
-    #[serde(default)]
     pub cursor: Option<String>,
 }
 

@@ -15,7 +15,6 @@ use uuid::Uuid;
 pub struct FlowDefinition {
     #[serde(default)]
     pub variables: BTreeMap<String, String>,
-    #[serde(default)]
     pub timeout_s: Option<u64>,
     pub nodes: Vec<Node>,
     #[serde(default)]
@@ -39,25 +38,19 @@ pub enum Node {
 #[serde(deny_unknown_fields)]
 pub struct RequestNode {
     pub id: String,
-    #[serde(default)]
     pub name: Option<String>,
     #[serde(default = "yes")]
     pub enabled: bool,
-    #[serde(default)]
     pub condition: Option<Assertion>,
     #[serde(default)]
     pub continue_on_failure: bool,
-    #[serde(default)]
     pub request: Option<RequestSpec>,
-    #[serde(default)]
     pub request_ref: Option<RequestRef>,
     #[serde(default)]
     pub extractors: Vec<Extractor>,
     #[serde(default)]
     pub assertions: Vec<Assertion>,
-    #[serde(default)]
     pub retry: Option<Retry>,
-    #[serde(default)]
     pub timeout_ms: Option<u64>,
 }
 
@@ -70,7 +63,6 @@ pub struct RequestSpec {
     pub headers: BTreeMap<String, String>,
     #[serde(default)]
     pub query: BTreeMap<String, String>,
-    #[serde(default)]
     pub body: Option<String>,
 }
 
@@ -81,7 +73,6 @@ pub struct RequestSpec {
 pub struct RequestRef {
     pub collection_id: Uuid,
     pub request_id: Uuid,
-    #[serde(default)]
     pub overrides: Option<RequestOverrides>,
 }
 
@@ -90,15 +81,12 @@ pub struct RequestRef {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestOverrides {
-    #[serde(default)]
     pub method: Option<String>,
-    #[serde(default)]
     pub url: Option<String>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     #[serde(default)]
     pub query: BTreeMap<String, String>,
-    #[serde(default)]
     pub body: Option<String>,
 }
 
@@ -139,11 +127,9 @@ pub struct Retry {
 #[serde(deny_unknown_fields)]
 pub struct DelayNode {
     pub id: String,
-    #[serde(default)]
     pub name: Option<String>,
     #[serde(default = "yes")]
     pub enabled: bool,
-    #[serde(default)]
     pub condition: Option<Assertion>,
     #[serde(default)]
     pub continue_on_failure: bool,
@@ -168,16 +154,13 @@ pub enum Latest {
 #[serde(deny_unknown_fields)]
 pub struct ModuleNode {
     pub id: String,
-    #[serde(default)]
     pub name: Option<String>,
     #[serde(default = "yes")]
     pub enabled: bool,
-    #[serde(default)]
     pub condition: Option<Assertion>,
     #[serde(default)]
     pub continue_on_failure: bool,
     pub flow_id: Uuid,
-    #[serde(default)]
     pub version: Option<VersionSelector>,
     #[serde(default)]
     pub inputs: BTreeMap<String, String>,
@@ -187,11 +170,9 @@ pub struct ModuleNode {
 #[serde(deny_unknown_fields)]
 pub struct SetVariablesNode {
     pub id: String,
-    #[serde(default)]
     pub name: Option<String>,
     #[serde(default = "yes")]
     pub enabled: bool,
-    #[serde(default)]
     pub condition: Option<Assertion>,
     #[serde(default)]
     pub continue_on_failure: bool,
@@ -271,49 +252,54 @@ pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
     }
     let mut seen = HashSet::new();
     for node in &definition.nodes {
-        let id = node.id();
-        let mut problem = |field: &str, message: String| {
-            problems.push(Problem { node_id: Some(id.to_owned()), field: field.into(), message });
-        };
-        if id.is_empty() || id.len() > 64 || !id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
-            problem("id", "use 1 to 64 letters, digits, _ or -".into());
+        check_node(node, &mut seen, &mut problems);
+    }
+    if problems.is_empty() { Ok(definition) } else { Err(problems) }
+}
+
+/// The problems of one node: its id (well formed, not taken by an earlier node), its condition, its kind's fields.
+fn check_node<'n>(node: &'n Node, seen: &mut HashSet<&'n str>, problems: &mut Vec<Problem>) {
+    let id = node.id();
+    let mut problem = |field: &str, message: String| {
+        problems.push(Problem { node_id: Some(id.to_owned()), field: field.into(), message });
+    };
+    if id.is_empty() || id.len() > 64 || !id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
+        problem("id", "use 1 to 64 letters, digits, _ or -".into());
+    }
+    if !seen.insert(id) {
+        problem("id", format!("`{id}` is used by another node"));
+    }
+    if let Some(condition) = node.condition()
+        && condition.operator.takes_expected()
+        && condition.expected.is_none()
+    {
+        problem("condition.expected", format!("{} needs an expected value", condition.operator.name()));
+    }
+    match node {
+        Node::Request(n) => check_request(n, &mut problem),
+        Node::Delay(n) => {
+            if n.delay_ms > MAX_DELAY_MS {
+                problem("delay_ms", format!("at most {MAX_DELAY_MS} (one hour)"));
+            }
         }
-        if !seen.insert(id) {
-            problem("id", format!("`{id}` is used by another node"));
-        }
-        if let Some(condition) = node.condition()
-            && condition.operator.takes_expected()
-            && condition.expected.is_none()
-        {
-            problem("condition.expected", format!("{} needs an expected value", condition.operator.name()));
-        }
-        match node {
-            Node::Request(n) => check_request(n, &mut problem),
-            Node::Delay(n) => {
-                if n.delay_ms > MAX_DELAY_MS {
-                    problem("delay_ms", format!("at most {MAX_DELAY_MS} (one hour)"));
+        Node::Module(n) => {
+            for (name, value) in &n.inputs {
+                if let Err(e) = template::check(value) {
+                    problem(&format!("inputs.{name}"), e.to_string());
                 }
             }
-            Node::Module(n) => {
-                for (name, value) in &n.inputs {
-                    if let Err(e) = template::check(value) {
-                        problem(&format!("inputs.{name}"), e.to_string());
-                    }
+        }
+        Node::SetVariables(n) => {
+            for (name, value) in &n.variables {
+                if !is_name(name) {
+                    problem(&format!("variables.{name}"), "not a valid variable name".into());
                 }
-            }
-            Node::SetVariables(n) => {
-                for (name, value) in &n.variables {
-                    if !is_name(name) {
-                        problem(&format!("variables.{name}"), "not a valid variable name".into());
-                    }
-                    if let Err(e) = template::check(value) {
-                        problem(&format!("variables.{name}"), e.to_string());
-                    }
+                if let Err(e) = template::check(value) {
+                    problem(&format!("variables.{name}"), e.to_string());
                 }
             }
         }
     }
-    if problems.is_empty() { Ok(definition) } else { Err(problems) }
 }
 
 /// The parts of a request that are checked, wherever the request comes from (an inline request, a reference's

@@ -147,7 +147,8 @@ impl Extractor {
         Ok(regex)
     }
 
-    /// Extracts from a response; `Ok(None)` when nothing matched.
+    /// Extracts from a response; `Ok(None)` when nothing matched. One match over the five kinds on purpose: each
+    /// arm is the whole of its kind.
     pub fn extract(&self, response: ResponseView<'_>) -> Result<Option<Value>, ExtractError> {
         match self.kind {
             ExtractorKind::StatusCode => Ok(Some(Value::from(response.status))),

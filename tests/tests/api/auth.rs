@@ -1,6 +1,7 @@
 //! The authentication table of API.md section 0, row by row and in its order.
 
 use hookflow_shared::ScopeSet;
+use hookflow_shared::wire::header;
 use hookflow_tests::{Creds, TestApp};
 use reqwest::Method;
 use serde_json::json;
@@ -33,7 +34,7 @@ async fn missing_or_bad_credentials_answer_the_same_401() {
         .client
         .get(app.url("/permissions"))
         .bearer_auth("eyJhbGciOiJIUzI1NiJ9.e30.x")
-        .header("X-Organization-Id", org.to_string())
+        .header(header::ORGANIZATION, org.to_string())
         .send()
         .await
         .expect("send");
@@ -44,7 +45,7 @@ async fn missing_or_bad_credentials_answer_the_same_401() {
 async fn organization_header_is_required_and_must_match_the_key() {
     let app = TestApp::spawn().await;
     let missing =
-        app.client.get(app.url("/permissions")).header("X-Api-Key", &app.admin.key).send().await.expect("send");
+        app.client.get(app.url("/permissions")).header(header::API_KEY, &app.admin.key).send().await.expect("send");
     let missing = hookflow_tests::app::read(missing).await;
     assert_eq!((missing.status.as_u16(), missing.code()), (400, "organization_required"));
 
@@ -52,8 +53,8 @@ async fn organization_header_is_required_and_must_match_the_key() {
     let reply = app
         .client
         .get(app.url("/permissions"))
-        .header("X-Api-Key", &garbage.key)
-        .header("X-Organization-Id", "not-a-uuid")
+        .header(header::API_KEY, &garbage.key)
+        .header(header::ORGANIZATION, "not-a-uuid")
         .send()
         .await
         .expect("send");
@@ -64,7 +65,7 @@ async fn organization_header_is_required_and_must_match_the_key() {
     let reply = app.call(Method::GET, "/permissions", Some(&crossed), None).await;
     assert_eq!((reply.status.as_u16(), reply.code()), (403, "organization_mismatch"));
     // A bad key with a missing organization is still 401 first: checks run in the table's order.
-    let reply = app.client.get(app.url("/permissions")).header("X-Api-Key", "hf_nope").send().await.expect("send");
+    let reply = app.client.get(app.url("/permissions")).header(header::API_KEY, "hf_nope").send().await.expect("send");
     assert_eq!(reply.status(), 401);
 }
 

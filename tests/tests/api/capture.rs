@@ -1,6 +1,7 @@
 //! The capture URL: what is stored (exactly as sent), limits, rate limits, custom answers, methods, errors.
 
 use base64::Engine as _;
+use hookflow_shared::wire::header;
 use hookflow_tests::TestApp;
 use reqwest::Method;
 use serde_json::json;
@@ -104,8 +105,8 @@ async fn binary_bodies_round_trip_byte_exact() {
     let raw = app
         .client
         .get(app.url(&format!("/webhooks/{id}/requests/{capture_id}/body")))
-        .header("X-Api-Key", &app.admin.key)
-        .header("X-Organization-Id", app.admin.org.to_string())
+        .header(header::API_KEY, &app.admin.key)
+        .header(header::ORGANIZATION, app.admin.org.to_string())
         .send()
         .await
         .expect("send");

@@ -14,13 +14,13 @@ async fn extractor_kinds_and_evaluation() {
     assert_eq!(names, ["jsonPath", "xmlPath", "statusCode", "header", "body"]);
     assert_eq!(kinds.body["items"][3]["fields"][1], json!({"name": "header", "type": "string", "required": true}));
 
-    let response = json!({"status": 201, "headers": {"X-Request-Id": "r-1", "Content-Type": "application/json"},
+    let response = json!({"status": 201, "headers": {"X-Trace": "r-1", "Content-Type": "application/json"},
         "body": "{\"token\": \"abc\", \"items\": [{\"id\": 1}, {\"id\": 2}]}"});
     for (extractor, value) in [
         (json!({"name": "t", "kind": "jsonPath", "expression": "$.token"}), json!("abc")),
         (json!({"name": "ids", "kind": "jsonPath", "expression": "$.items[*].id"}), json!([1, 2])),
         (json!({"name": "s", "kind": "statusCode"}), json!(201)),
-        (json!({"name": "h", "kind": "header", "header": "x-request-id"}), json!("r-1")),
+        (json!({"name": "h", "kind": "header", "header": "x-trace"}), json!("r-1")),
         (json!({"name": "b", "kind": "body", "regex": "\"token\": \"(\\w+)\""}), json!("abc")),
     ] {
         let reply = app

@@ -236,6 +236,7 @@ async fn action(app: &TestApp, inputs: &[(&str, &str)]) -> (i32, String, String,
     )
 }
 
+/// One scenario told in order, each step depending on the one before: it reads best whole.
 #[tokio::test]
 async fn the_ci_action_masks_the_key_first_and_fails_the_job_when_a_flow_fails() {
     let app = TestApp::spawn_for_execution().await;

@@ -69,6 +69,7 @@ fn by_key<'a>(collection: &'a Value, key: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {key}"))
 }
 
+/// One scenario told in order, each step depending on the one before: it reads best whole.
 #[tokio::test]
 async fn a_sync_previews_then_applies_changes_keeping_user_edits() {
     let app = TestApp::spawn().await;
@@ -163,6 +164,7 @@ async fn a_sync_previews_then_applies_changes_keeping_user_edits() {
     assert_eq!(missing.status, 404);
 }
 
+/// One scenario told in order, each step depending on the one before: it reads best whole.
 #[tokio::test]
 async fn flows_run_collection_requests_and_keep_them_from_being_deleted() {
     let app = TestApp::spawn_for_execution().await;

@@ -26,6 +26,7 @@ fn request<'a>(collection: &'a Value, name: &str) -> &'a Value {
     requests.iter().find(|r| r["name"] == name).unwrap_or_else(|| panic!("no request {name} in {requests:?}"))
 }
 
+/// One scenario told in order, each step depending on the one before: it reads best whole.
 #[tokio::test]
 async fn collections_and_requests_have_crud_scopes_and_isolation() {
     let app = TestApp::spawn().await;

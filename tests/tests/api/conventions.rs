@@ -2,6 +2,7 @@
 //! 503 when the database is down.
 
 use hookflow_control_plane::db;
+use hookflow_shared::wire::header;
 use hookflow_tests::TestApp;
 use reqwest::Method;
 
@@ -9,14 +10,15 @@ use reqwest::Method;
 async fn every_response_carries_a_request_id_that_errors_repeat() {
     let app = TestApp::spawn().await;
     let ok = app.admin(Method::GET, "/permissions", None).await;
-    assert!(ok.headers.contains_key("x-request-id"));
+    assert!(ok.headers.contains_key(header::REQUEST_ID));
     let reply = app.call(Method::GET, "/permissions", None, None).await;
-    let header = reply.headers["x-request-id"].to_str().expect("ascii");
+    let header = reply.headers[header::REQUEST_ID].to_str().expect("ascii");
     assert_eq!(reply.body["error"]["request_id"], header);
     assert_eq!(reply.headers["content-type"], "application/json");
     // A caller's own request id is kept, so logs on both sides line up.
-    let mine = app.client.get(app.url("/healthz")).header("X-Request-Id", "trace-me-42").send().await.expect("send");
-    assert_eq!(mine.headers()["x-request-id"], "trace-me-42");
+    let mine =
+        app.client.get(app.url("/healthz")).header(header::REQUEST_ID, "trace-me-42").send().await.expect("send");
+    assert_eq!(mine.headers()[header::REQUEST_ID], "trace-me-42");
 }
 
 #[tokio::test]

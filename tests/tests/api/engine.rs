@@ -5,6 +5,7 @@
 use hookflow_runner::engine::{Engine, Outcome};
 use hookflow_shared::api::executions::{NodeResult, NodeStatus};
 use hookflow_shared::api::runners::{FinalStatus, Job};
+use hookflow_shared::wire::{header, runner_route};
 use hookflow_tests::TestApp;
 use hookflow_tests::target::Target;
 use reqwest::Method;
@@ -124,8 +125,8 @@ async fn a_runner_serving_every_organization_takes_turns_between_them() {
         "host": {"hostname": "h", "os": "linux", "arch": "x86_64", "cpus": 1, "memory_bytes": 1}});
     let response = app
         .client
-        .post(app.url("/runners"))
-        .header("X-Api-Key", &shared.key)
+        .post(app.url(runner_route::RUNNERS))
+        .header(header::API_KEY, &shared.key)
         .json(&register)
         .send()
         .await
@@ -136,8 +137,8 @@ async fn a_runner_serving_every_organization_takes_turns_between_them() {
     for _ in 0..3 {
         let job: Value = app
             .client
-            .post(app.url("/runner/jobs/next"))
-            .header("X-Api-Key", &shared.key)
+            .post(app.url(runner_route::NEXT_JOB))
+            .header(header::API_KEY, &shared.key)
             .json(&json!({"runner_id": runner["id"], "wait_s": 2}))
             .send()
             .await

@@ -1,6 +1,7 @@
 //! Launches and the runner protocol driven by hand: claims, job tokens, reports, completion, the execution API
 //! and stream, leases and rescue, labels, cancellation, idempotency, errors, scopes and isolation.
 
+use hookflow_shared::wire::{header, runner_route};
 use hookflow_tests::TestApp;
 use hookflow_tests::exec::scoped;
 use hookflow_tests::sse::Sse;
@@ -22,6 +23,7 @@ fn node_result(node: &str, status: &str) -> Value {
            "extracted": {"token": "t-1"}, "assertions": [], "error": null, "retries": 0})
 }
 
+/// One scenario told in order, each step depending on the one before: it reads best whole.
 #[tokio::test]
 async fn a_claim_runs_through_reports_and_completion() {
     let app = TestApp::spawn_for_execution().await;
@@ -163,8 +165,8 @@ async fn long_polls_wait_then_answer_204_or_wake_on_launch() {
         tokio::spawn(async move {
             let response = reqwest::Client::new()
                 .post(format!("{base}/runner/jobs/next"))
-                .header("X-Api-Key", &creds.key)
-                .header("X-Organization-Id", creds.org.to_string())
+                .header(header::API_KEY, &creds.key)
+                .header(header::ORGANIZATION, creds.org.to_string())
                 .json(&json!({"runner_id": runner, "wait_s": 30}))
                 .send()
                 .await
@@ -213,7 +215,7 @@ async fn expired_leases_are_retried_as_the_next_attempt_and_stale_reports_get_40
     // Heartbeats keep the lease alive past its 2 s.
     for _ in 0..3 {
         let beat = app
-            .call(Method::POST, &format!("/runners/{runner}/heartbeat"), Some(&creds),
+            .call(Method::POST, &runner_route::heartbeat(runner.parse().expect("runner id")), Some(&creds),
                 Some(json!({"running_jobs": [first["job_id"]], "metrics": {"cpu_percent": 12.5, "memory_used_bytes": 1000, "load_avg_1m": 0.5}})))
             .await;
         assert_eq!(beat.status, 200, "{}", beat.text);
@@ -221,7 +223,7 @@ async fn expired_leases_are_retried_as_the_next_attempt_and_stale_reports_get_40
         tokio::time::sleep(Duration::from_millis(900)).await;
     }
     assert_eq!(app.execution(&flow, &id).await["status"], "running", "heartbeats extended the lease");
-    let shown = app.admin(Method::GET, &format!("/runners/{runner}"), None).await;
+    let shown = app.admin(Method::GET, &runner_route::runner(runner.parse().expect("runner id")), None).await;
     assert_eq!(shown.body["status"], "online");
     assert_eq!(shown.body["metrics"]["cpu_percent"], 12.5);
     assert_eq!(shown.body["running_jobs"], 1);
@@ -234,7 +236,7 @@ async fn expired_leases_are_retried_as_the_next_attempt_and_stale_reports_get_40
     let beat = app
         .call(
             Method::POST,
-            &format!("/runners/{runner}/heartbeat"),
+            &runner_route::heartbeat(runner.parse().expect("runner id")),
             Some(&creds),
             Some(json!({"running_jobs": [first["job_id"]]})),
         )
@@ -281,7 +283,7 @@ async fn cancelling_stops_queued_runs_at_once_and_tells_runners_of_running_ones(
     let beat = app
         .call(
             Method::POST,
-            &format!("/runners/{runner}/heartbeat"),
+            &runner_route::heartbeat(runner.parse().expect("runner id")),
             Some(&creds),
             Some(json!({"running_jobs": [job["job_id"]]})),
         )
@@ -302,14 +304,15 @@ async fn idempotent_launches_make_one_execution_even_when_raced() {
         tasks.push(tokio::spawn(async move {
             let response = client
                 .post(url)
-                .header("X-Api-Key", &creds.key)
-                .header("X-Organization-Id", creds.org.to_string())
-                .header("Idempotency-Key", "deploy-42")
+                .header(header::API_KEY, &creds.key)
+                .header(header::ORGANIZATION, creds.org.to_string())
+                .header(header::IDEMPOTENCY_KEY, "deploy-42")
                 .json(&json!({"variables": {"sha": "abc"}}))
                 .send()
                 .await
                 .expect("launch");
-            let replayed = response.headers().get("idempotent-replayed").map(|v| v.to_str().unwrap_or("").to_owned());
+            let replayed =
+                response.headers().get(header::IDEMPOTENT_REPLAYED).map(|v| v.to_str().unwrap_or("").to_owned());
             let status = response.status().as_u16();
             let body: Value = response.json().await.expect("json");
             (status, replayed, body["id"].as_str().unwrap_or("").to_owned())
@@ -330,9 +333,9 @@ async fn idempotent_launches_make_one_execution_even_when_raced() {
         let request = app
             .client
             .post(app.url(&format!("/flows/{flow}/launch")))
-            .header("X-Api-Key", &app.admin.key)
-            .header("X-Organization-Id", app.admin.org.to_string())
-            .header("Idempotency-Key", key)
+            .header(header::API_KEY, &app.admin.key)
+            .header(header::ORGANIZATION, app.admin.org.to_string())
+            .header(header::IDEMPOTENCY_KEY, key)
             .json(&body);
         async move { hookflow_tests::app::read(request.send().await.expect("send")).await }
     };
@@ -368,8 +371,8 @@ async fn launch_resolves_versions_environments_and_refuses_what_is_not_there() {
     let empty = app
         .client
         .post(app.url(&path))
-        .header("X-Api-Key", &app.admin.key)
-        .header("X-Organization-Id", app.admin.org.to_string())
+        .header(header::API_KEY, &app.admin.key)
+        .header(header::ORGANIZATION, app.admin.org.to_string())
         .send()
         .await
         .expect("send");
@@ -440,9 +443,9 @@ async fn a_retried_ephemeral_launch_gets_its_claim_again_until_something_is_repo
         let response = app
             .client
             .post(app.url(&format!("/flows/{flow}/launch")))
-            .header("X-Api-Key", &app.admin.key)
-            .header("X-Organization-Id", app.admin.org.to_string())
-            .header("Idempotency-Key", "ci-run-7")
+            .header(header::API_KEY, &app.admin.key)
+            .header(header::ORGANIZATION, app.admin.org.to_string())
+            .header(header::IDEMPOTENCY_KEY, "ci-run-7")
             .json(&json!({"mode": "ephemeral"}))
             .send()
             .await
@@ -508,7 +511,7 @@ async fn scopes_and_organizations_fence_every_execution_operation() {
     // Runner endpoints: the runner:complete scope, and runners of another organization are 404.
     let no_runner_scope = scoped(&app, app.admin.org, &["flows:read"]).await;
     let denied = app
-        .call(Method::POST, "/runners", Some(&no_runner_scope), Some(json!({"name": "x", "version": "1",
+        .call(Method::POST, runner_route::RUNNERS, Some(&no_runner_scope), Some(json!({"name": "x", "version": "1",
             "max_concurrency": 1, "host": {"hostname": "h", "os": "linux", "arch": "x86_64", "cpus": 1, "memory_bytes": 1}})))
         .await;
     assert_eq!((denied.status.as_u16(), denied.code()), (403, "insufficient_scope"));
@@ -517,11 +520,26 @@ async fn scopes_and_organizations_fence_every_execution_operation() {
     let other_runner_creds = app.runner_creds(other.org).await;
     assert_eq!(app.next_job(&other_runner_creds, &runner, 1).await.status, 404);
     let beat = app
-        .call(Method::POST, &format!("/runners/{runner}/heartbeat"), Some(&other_runner_creds), Some(json!({})))
+        .call(
+            Method::POST,
+            &runner_route::heartbeat(runner.parse().expect("runner id")),
+            Some(&other_runner_creds),
+            Some(json!({})),
+        )
         .await;
     assert_eq!(beat.status, 404);
-    assert_eq!(app.call(Method::GET, &format!("/runners/{runner}"), Some(&other), None).await.status, 404);
-    assert_eq!(app.call(Method::DELETE, &format!("/runners/{runner}"), Some(&other), None).await.status, 404);
+    assert_eq!(
+        app.call(Method::GET, &runner_route::runner(runner.parse().expect("runner id")), Some(&other), None)
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        app.call(Method::DELETE, &runner_route::runner(runner.parse().expect("runner id")), Some(&other), None)
+            .await
+            .status,
+        404
+    );
     // Another organization's runner never sees this organization's work.
     let theirs = app.register_runner(&other_runner_creds, &[]).await;
     assert_eq!(app.next_job(&other_runner_creds, &theirs, 1).await.status, 204);
@@ -535,7 +553,7 @@ async fn runners_are_listed_and_removing_one_requeues_its_jobs() {
     let app = TestApp::spawn_for_execution().await;
     let creds = app.runner_creds(app.admin.org).await;
     let runner = app.register_runner(&creds, &["linux"]).await;
-    let listed = app.admin(Method::GET, "/runners", None).await;
+    let listed = app.admin(Method::GET, runner_route::RUNNERS, None).await;
     assert_eq!(listed.status, 200);
     let item = &listed.body["items"][0];
     assert_eq!(item["id"], runner.as_str());
@@ -543,22 +561,33 @@ async fn runners_are_listed_and_removing_one_requeues_its_jobs() {
     assert_eq!(item["status"], "online");
     assert_eq!(item["host"]["cpus"], 2);
     let reader = scoped(&app, app.admin.org, &["runners:read"]).await;
-    assert_eq!(app.call(Method::GET, "/runners", Some(&reader), None).await.status, 200);
-    assert_eq!(app.call(Method::DELETE, &format!("/runners/{runner}"), Some(&reader), None).await.status, 403);
+    assert_eq!(app.call(Method::GET, runner_route::RUNNERS, Some(&reader), None).await.status, 200);
+    assert_eq!(
+        app.call(Method::DELETE, &runner_route::runner(runner.parse().expect("runner id")), Some(&reader), None)
+            .await
+            .status,
+        403
+    );
 
     let flow = app.create_flow("requeue", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
     let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
     let job = app.next_job(&creds, &runner, 5).await.body;
-    assert_eq!(app.admin(Method::DELETE, &format!("/runners/{runner}"), None).await.status, 204);
+    assert_eq!(
+        app.admin(Method::DELETE, &runner_route::runner(runner.parse().expect("runner id")), None).await.status,
+        204
+    );
     let requeued = app.execution(&flow, &id).await;
     assert_eq!((requeued["status"].as_str(), requeued["attempt"].as_i64()), (Some("queued"), Some(2)));
     assert_eq!(app.job_call(&job, "complete", json!({"status": "succeeded"})).await.status, 409);
     assert_eq!(app.next_job(&creds, &runner, 1).await.status, 404, "a removed runner cannot poll");
-    assert_eq!(app.admin(Method::GET, &format!("/runners/{runner}"), None).await.status, 404);
+    assert_eq!(
+        app.admin(Method::GET, &runner_route::runner(runner.parse().expect("runner id")), None).await.status,
+        404
+    );
     let bad = app
         .call(
             Method::POST,
-            "/runners",
+            runner_route::RUNNERS,
             Some(&creds),
             Some(json!({"name": "", "version": "1", "max_concurrency": 0,
             "host": {"hostname": "h", "os": "linux", "arch": "x86_64", "cpus": 1, "memory_bytes": 1}})),

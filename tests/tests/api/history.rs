@@ -1,5 +1,6 @@
 //! History of an endpoint: list, read, delete, clear, search (filter, q, sort, pages), export, replay.
 
+use hookflow_shared::wire::header;
 use hookflow_tests::TestApp;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -72,6 +73,7 @@ async fn lists_leave_out_bodies_over_64_kib() {
     assert_eq!(whole.body["body"].as_str().map(str::len), Some(70_000));
 }
 
+/// One scenario told in order, each step depending on the one before: it reads best whole.
 #[tokio::test]
 async fn search_by_filter_text_and_sort() {
     let app = TestApp::spawn().await;
@@ -194,8 +196,8 @@ async fn export_as_ndjson_and_har() {
         let url = app.url(&format!("/webhooks/{id}/requests/export?{query}"));
         app.client
             .get(url)
-            .header("X-Api-Key", &app.admin.key)
-            .header("X-Organization-Id", app.admin.org.to_string())
+            .header(header::API_KEY, &app.admin.key)
+            .header(header::ORGANIZATION, app.admin.org.to_string())
             .send()
     };
     let ndjson = export("format=ndjson").await.expect("send");
@@ -222,6 +224,7 @@ async fn export_as_ndjson_and_har() {
     assert_eq!(bad.status(), 400);
 }
 
+/// One scenario told in order, each step depending on the one before: it reads best whole.
 #[tokio::test]
 async fn replay_resends_the_request_byte_exact() {
     let app = TestApp::spawn_with(|s| s.allow_private_targets = true).await;
@@ -262,8 +265,8 @@ async fn replay_resends_the_request_byte_exact() {
     let raw = app
         .client
         .get(app.url(&format!("/webhooks/{target}/requests/{}/body", replayed["id"].as_str().expect("id"))))
-        .header("X-Api-Key", &app.admin.key)
-        .header("X-Organization-Id", app.admin.org.to_string())
+        .header(header::API_KEY, &app.admin.key)
+        .header(header::ORGANIZATION, app.admin.org.to_string())
         .send()
         .await
         .expect("send");

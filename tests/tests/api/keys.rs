@@ -1,6 +1,7 @@
 //! API keys: creation shown once, validation, escalation refused, listing with keyset pagination, and
 //! cross-organization isolation.
 
+use hookflow_shared::wire::header;
 use hookflow_tests::{Creds, TestApp};
 use reqwest::Method;
 use serde_json::json;
@@ -130,8 +131,8 @@ async fn invalid_bodies_are_400_naming_the_problem() {
     let raw = app
         .client
         .post(app.url("/api-keys"))
-        .header("X-Api-Key", &app.admin.key)
-        .header("X-Organization-Id", app.admin.org.to_string())
+        .header(header::API_KEY, &app.admin.key)
+        .header(header::ORGANIZATION, app.admin.org.to_string())
         .body("{\"name\": ")
         .send()
         .await

@@ -2,6 +2,7 @@
 //! assertions, secret masking everywhere it could leak, a SIGKILLed runner's job finished by another as attempt
 //! 2, graceful SIGTERM, label routing, cancellation, and the embedded runner.
 
+use hookflow_shared::wire::runner_route;
 use hookflow_tests::TestApp;
 use hookflow_tests::runner::RunnerProcess;
 use hookflow_tests::sse::Sse;
@@ -217,7 +218,7 @@ async fn runner_processes_respect_labels_and_cancellation() {
     assert_eq!(app.execution(&flow, &id).await["status"], "queued", "no runner carries `gpu`");
     let gpu = RunnerProcess::spawn(RUNNER, &app.base, &creds, &["gpu", "linux"], &[]).await;
     let running = app.wait_execution(&flow, &id, Duration::from_secs(20), |e| e["status"] == "running").await;
-    let runners = app.admin(Method::GET, "/runners", None).await.body;
+    let runners = app.admin(Method::GET, runner_route::RUNNERS, None).await.body;
     let gpu_runner =
         runners["items"].as_array().expect("items").iter().find(|r| r["labels"] == json!(["gpu", "linux"]));
     assert_eq!(running["runner_id"], gpu_runner.expect("gpu runner")["id"]);
@@ -258,7 +259,7 @@ async fn the_embedded_runner_runs_flows_of_every_organization() {
         assert!(tokio::time::Instant::now() < deadline, "{}", e.text);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let listed = app.admin(Method::GET, "/runners", None).await;
+    let listed = app.admin(Method::GET, runner_route::RUNNERS, None).await;
     assert_eq!(listed.body["items"], json!([]), "the embedded runner belongs to no organization");
 }
 

@@ -177,7 +177,7 @@ impl<'d> Mapper<'d> {
             })
             .or_else(|| spec.get("schema").map(|schema| self.examples.of(schema)));
         let text = if is_json(media) {
-            example.map(|e| serde_json::to_string_pretty(&e).unwrap_or_default())
+            example.map(|e| format!("{e:#}"))
         } else if media == "application/x-www-form-urlencoded" {
             example.map(|e| {
                 let mut fields = Vec::new();
@@ -244,29 +244,9 @@ impl<'d> Mapper<'d> {
         }
     }
 
-    fn operation(&mut self, operation: &Operation<'d>) -> Option<GeneratedRequest> {
-        let (op, method) = (operation.op, operation.method.to_ascii_uppercase());
-        let summary = op["summary"].as_str().map(str::trim).filter(|s| !s.is_empty());
-        let operation_id = op["operationId"].as_str().map(str::trim).filter(|s| !s.is_empty());
-        let name = summary
-            .and_then(|s| s.lines().next())
-            .or(operation_id)
-            .map_or_else(|| format!("{method} {}", operation.path), str::to_owned);
-        let mut url = String::from("{{base_url}}");
-        url.push_str(&operation.path.replace('{', "{{").replace('}', "}}"));
-        let mut request = WriteRequest {
-            name: truncate(&name, MAX_NAME),
-            folder: op["tags"]
-                .as_array()
-                .and_then(|t| t.first())
-                .and_then(Value::as_str)
-                .map(|t| truncate(t.trim(), MAX_NAME)),
-            method: method.clone(),
-            url,
-            description: op["description"].as_str().map(|d| truncate(d, MAX_DESCRIPTION)),
-            operation_key: Some(operation_key(&method, operation.path)),
-            ..WriteRequest::default()
-        };
+    /// Path parameters become collection variables; query and header parameters carry their example or default
+    /// (required ones without either become `{{name}}`); required cookies are reported.
+    fn parameters(&mut self, operation: &Operation<'d>, method: &str, request: &mut WriteRequest) {
         for parameter in &operation.parameters {
             let name = parameter["name"].as_str().unwrap_or_default();
             let value = parameter_value(self.document, parameter);
@@ -295,6 +275,32 @@ impl<'d> Mapper<'d> {
                 _ => {}
             }
         }
+    }
+
+    fn operation(&mut self, operation: &Operation<'d>) -> Option<GeneratedRequest> {
+        let (op, method) = (operation.op, operation.method.to_ascii_uppercase());
+        let summary = op["summary"].as_str().map(str::trim).filter(|s| !s.is_empty());
+        let operation_id = op["operationId"].as_str().map(str::trim).filter(|s| !s.is_empty());
+        let name = summary
+            .and_then(|s| s.lines().next())
+            .or(operation_id)
+            .map_or_else(|| format!("{method} {}", operation.path), str::to_owned);
+        let mut url = String::from("{{base_url}}");
+        url.push_str(&operation.path.replace('{', "{{").replace('}', "}}"));
+        let mut request = WriteRequest {
+            name: truncate(&name, MAX_NAME),
+            folder: op["tags"]
+                .as_array()
+                .and_then(|t| t.first())
+                .and_then(Value::as_str)
+                .map(|t| truncate(t.trim(), MAX_NAME)),
+            method: method.clone(),
+            url,
+            description: op["description"].as_str().map(|d| truncate(d, MAX_DESCRIPTION)),
+            operation_key: Some(operation_key(&method, operation.path)),
+            ..WriteRequest::default()
+        };
+        self.parameters(operation, &method, &mut request);
         self.body(operation, &mut request);
         self.security(operation, &mut request);
         let request = match check_request(request) {

@@ -6,7 +6,7 @@ pub mod fingerprint;
 pub mod mapping;
 pub mod schema;
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use crate::outbound;
 use crate::state::AppState;
 use futures_util::StreamExt as _;
@@ -30,7 +30,7 @@ pub struct Loaded {
 }
 
 /// Checks that exactly one of `url` and `document` is given.
-pub fn check_source(source: &OpenApiSource) -> Result<(), ApiError> {
+pub fn check_source(source: &OpenApiSource) -> ApiResult<()> {
     match (&source.url, &source.document) {
         (Some(_), Some(_)) | (None, None) => {
             Err(ApiError::invalid("invalid field `source`: give exactly one of `url` and `document`"))
@@ -46,7 +46,7 @@ pub fn check_source(source: &OpenApiSource) -> Result<(), ApiError> {
 }
 
 /// Fetches a description: public addresses only (unless the operator allows private ones), 2xx, at most 10 MiB.
-async fn fetch(app: &AppState, url: &reqwest::Url) -> Result<String, ApiError> {
+async fn fetch(app: &AppState, url: &reqwest::Url) -> ApiResult<String> {
     let client = outbound::client_for(url, app.settings.allow_private_targets, FETCH_TIMEOUT).await?;
     let response = client
         .get(url.clone())
@@ -82,7 +82,7 @@ fn short(e: &reqwest::Error) -> String {
 }
 
 /// Loads and checks the description a source names.
-pub async fn load(app: &AppState, source: &OpenApiSource) -> Result<Loaded, ApiError> {
+pub async fn load(app: &AppState, source: &OpenApiSource) -> ApiResult<Loaded> {
     check_source(source)?;
     let (text, url) = match (&source.url, &source.document) {
         (Some(url), _) => {
@@ -100,7 +100,7 @@ pub async fn load(app: &AppState, source: &OpenApiSource) -> Result<Loaded, ApiE
 }
 
 /// Parses JSON or YAML text and checks it with the parser for its OpenAPI version.
-pub fn parse(text: &str) -> Result<Value, ApiError> {
+pub fn parse(text: &str) -> ApiResult<Value> {
     let document = if text.trim_start().starts_with('{') {
         serde_json::from_str::<Value>(text)
             .map_err(|e| ApiError::invalid(format!("the description is not valid JSON: {e}")))?
@@ -151,7 +151,7 @@ fn yaml_to_json(value: yaml_serde::Value) -> Value {
 }
 
 /// Reads `openapi` and checks the whole description with the parser for that version; the error names the place.
-fn check_version(document: &Value) -> Result<(), ApiError> {
+fn check_version(document: &Value) -> ApiResult<()> {
     if document.get("swagger").is_some() {
         return Err(ApiError::invalid("this is a Swagger 2.0 description; convert it to OpenAPI 3 first"));
     }

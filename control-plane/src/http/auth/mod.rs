@@ -4,7 +4,7 @@
 
 pub mod key_cache;
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -112,15 +112,32 @@ impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
     }
 }
 
+/// A handler's context: the application state and the caller, who holds scope `S`. Handlers take it as
+/// `Ctx { app, caller }: Ctx<scope::WebhooksRead>`, declaring their scope in their signature.
+#[derive(Debug)]
+pub struct Ctx<S = scope::Any> {
+    pub app: AppState,
+    pub caller: Caller<S>,
+}
+
+impl<S: scope::Required + Send> FromRequestParts<AppState> for Ctx<S> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        Ok(Self { app: state.clone(), caller })
+    }
+}
+
 impl<S> Caller<S> {
     /// Checks a second scope some operations need in addition to the one in the signature.
-    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
+    pub fn require(&self, scope: Scope) -> ApiResult<()> {
         if self.scopes.grants(scope) { Ok(()) } else { Err(ApiError::insufficient_scope(scope)) }
     }
 }
 
 /// Reads `X-Organization-Id`; missing or not a UUID answers 400 `organization_required`.
-pub fn organization_header(parts: &Parts) -> Result<Uuid, ApiError> {
+pub fn organization_header(parts: &Parts) -> ApiResult<Uuid> {
     parts
         .headers
         .get(header::ORGANIZATION)
@@ -133,7 +150,7 @@ pub fn organization_header(parts: &Parts) -> Result<Uuid, ApiError> {
 
 /// Resolves an API key: the checksum is verified first (a typo never reaches the database), then the cache or
 /// the database; unknown, deleted and expired keys all answer the same 401.
-async fn authenticate_key(state: &AppState, key: &str) -> Result<KeyIdentity, ApiError> {
+async fn authenticate_key(state: &AppState, key: &str) -> ApiResult<KeyIdentity> {
     TokenKind::ApiKey.check(key).map_err(|_| ApiError::unauthorized())?;
     let hash = token::hash(key);
     let identity = match state.keys.get(&hash) {
@@ -156,7 +173,7 @@ async fn authenticate_key(state: &AppState, key: &str) -> Result<KeyIdentity, Ap
     Ok(identity)
 }
 
-async fn lookup_key(state: &AppState, hash: &[u8]) -> Result<Option<KeyIdentity>, ApiError> {
+async fn lookup_key(state: &AppState, hash: &[u8]) -> ApiResult<Option<KeyIdentity>> {
     type KeyRow = (Uuid, Uuid, Vec<String>, Option<DateTime<Utc>>);
     let row: Option<KeyRow> =
         sqlx::query_as("SELECT id, organization_id, scopes, expires_at FROM api_keys WHERE key_hash = $1")
