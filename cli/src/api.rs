@@ -8,7 +8,6 @@ use hookflow_shared::wire::{Refusal, header};
 use reqwest::{Method, RequestBuilder, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::time::Duration;
 
 #[derive(Debug, Clone)]
 pub struct Api {
@@ -42,11 +41,7 @@ pub async fn refusal(response: Response) -> CliError {
 
 impl Api {
     pub fn new(credentials: Credentials) -> Result<Self, CliError> {
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("hookflow-cli/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| CliError::runtime(format!("cannot set up the HTTP client: {e}")))?;
+        let http = hookflow_runner::client::api_http_client(concat!("hookflow-cli/", env!("CARGO_PKG_VERSION")));
         Ok(Self { http, credentials })
     }
 

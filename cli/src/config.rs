@@ -20,6 +20,9 @@ pub struct CredentialArgs {
     /// Organization the key belongs to.
     #[arg(long = "organization-id", env = SERVICE_ORGANIZATION_ID, global = true, value_name = "UUID")]
     pub organization_id: Option<String>,
+    /// Allow a plain-http server on another machine (the key then crosses the network in clear text).
+    #[arg(long = "insecure-http", env = "SERVICE_INSECURE_HTTP", global = true)]
+    pub insecure_http: bool,
 }
 
 impl std::fmt::Debug for CredentialArgs {
@@ -63,11 +66,8 @@ impl CredentialArgs {
             CliError::usage(format!("{SERVICE_ORGANIZATION_ID} (--organization-id) is not a UUID: {organization:?}"))
         })?;
         let base_url = self.url.as_deref().map(str::trim).filter(|u| !u.is_empty()).unwrap_or(DEFAULT_URL);
-        let parsed = reqwest::Url::parse(base_url)
-            .map_err(|e| CliError::usage(format!("{SERVICE_URL} (--url) is not a URL ({e}): {base_url:?}")))?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(CliError::usage(format!("{SERVICE_URL} (--url) must be an http or https URL: {base_url:?}")));
-        }
-        Ok(Credentials { base_url: base_url.trim_end_matches('/').to_owned(), api_key, organization_id })
+        let base_url = hookflow_runner::client::check_base_url(base_url, self.insecure_http)
+            .map_err(|e| CliError::usage(format!("{SERVICE_URL} (--url): {e}")))?;
+        Ok(Credentials { base_url, api_key, organization_id })
     }
 }

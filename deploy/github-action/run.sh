@@ -47,6 +47,10 @@ if [[ ${#flow_ids[@]} -eq 0 && ${#tags[@]} -eq 0 ]]; then
 fi
 if [[ -n "${INPUT_ENVIRONMENT:-}" ]]; then args+=(--env "${INPUT_ENVIRONMENT}"); fi
 if [[ -n "${INPUT_REPORT_PATH:-}" ]]; then
+  # A new line would let the input write other outputs into $GITHUB_OUTPUT.
+  case "${INPUT_REPORT_PATH}" in
+    *$'\n'* | *$'\r'*) fail "the report-path input holds a line break" ;;
+  esac
   args+=(--report "junit=${INPUT_REPORT_PATH}")
   output report-path "${INPUT_REPORT_PATH}"
 fi

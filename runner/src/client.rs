@@ -62,13 +62,46 @@ pub struct Client {
     connection: Connection,
 }
 
+/// Checks a control plane's base URL: http or https, and plain http only to a loopback host unless
+/// `insecure_http` (the key would cross the network in clear text). Answers it without a trailing slash.
+pub fn check_base_url(url: &str, insecure_http: bool) -> Result<String, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a URL ({e})"))?;
+    let loopback = match parsed.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => return Err(format!("`{url}` has no host")),
+    };
+    match parsed.scheme() {
+        "https" => {}
+        "http" if loopback || insecure_http => {}
+        "http" => {
+            return Err(format!(
+                "`{url}` is plain http to another machine: the API key would cross the network in clear text; use \
+                 https, or allow it with --insecure-http (SERVICE_INSECURE_HTTP=1)"
+            ));
+        }
+        _ => return Err(format!("`{url}` must be an http or https URL")),
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+/// The HTTP client for a control plane: redirects are never followed (the key must not go to another host).
+pub fn api_http_client(user_agent: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .user_agent(user_agent)
+        .connect_timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "the HTTP client could not be built with its settings");
+            reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap_or_default()
+        })
+}
+
 impl Client {
     pub fn new(connection: Connection) -> Self {
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("hookflow-runner/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .unwrap_or_default();
+        let http = api_http_client(concat!("hookflow-runner/", env!("CARGO_PKG_VERSION")));
         let base_url = connection.base_url.trim_end_matches('/').to_owned();
         Self { http, connection: Connection { base_url, ..connection } }
     }

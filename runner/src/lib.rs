@@ -6,6 +6,7 @@ pub mod client;
 pub mod daemon;
 pub mod engine;
 pub mod execute;
+pub mod outbound;
 
 /// The environment variables the runner and the CLI read their credentials from.
 pub mod env {

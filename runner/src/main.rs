@@ -46,6 +46,9 @@ struct Args {
     /// Seconds each long poll waits for a job (at most 60).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=60))]
     poll_wait_s: u64,
+    /// Allow a plain-http control plane on another machine (the key then crosses the network in clear text).
+    #[arg(long, env = "SERVICE_INSECURE_HTTP")]
+    insecure_http: bool,
     /// Log filter (tracing syntax), e.g. `info` or `hookflow_runner=debug`.
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     log: String,
@@ -84,12 +87,15 @@ fn main() -> ExitCode {
         eprintln!("hookflow-runner: cannot start the async runtime");
         return ExitCode::FAILURE;
     };
+    let base_url = match hookflow_runner::client::check_base_url(&args.url, args.insecure_http) {
+        Ok(url) => url,
+        Err(e) => {
+            eprintln!("hookflow-runner: SERVICE_URL (--url): {e}");
+            return ExitCode::from(2);
+        }
+    };
     let config = DaemonConfig {
-        connection: Connection {
-            base_url: args.url.clone(),
-            api_key: args.api_key,
-            organization_id: Some(args.organization_id),
-        },
+        connection: Connection { base_url, api_key: args.api_key, organization_id: Some(args.organization_id) },
         name: args.name.unwrap_or_else(|| daemon::host().hostname),
         labels: args.labels.into_iter().map(|l| l.trim().to_owned()).filter(|l| !l.is_empty()).collect(),
         concurrency: args.concurrency,

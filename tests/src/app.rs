@@ -58,6 +58,9 @@ impl TestApp {
         let options = crate::cluster::fresh_database().await;
         let mut app = Self::serve(db::pool(options, 10), configure).await;
         app.admin = app.new_org("Acme").await;
+        // As the first start's organization is: its flows run by the embedded runner may reach this machine.
+        let mut conn = app.pool.acquire().await.expect("connection");
+        organization::set_private_network(&mut conn, app.admin.org, true).await.expect("allow private network");
         app
     }
 
@@ -122,6 +125,11 @@ impl TestApp {
     pub async fn creds_with(&self, scopes: &[&str]) -> Creds {
         let scopes = ScopeSet::parse(scopes.iter().copied()).expect("valid scopes");
         Creds { key: self.key(self.admin.org, scopes, None).await, org: self.admin.org }
+    }
+
+    /// The token that stops this app's server (and what was started with it).
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
     }
 
     pub fn url(&self, path: &str) -> String {

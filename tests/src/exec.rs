@@ -108,6 +108,42 @@ impl TestApp {
         }
     }
 
+    /// A server running its embedded runner (every organization's flows), stopped with the app.
+    pub async fn spawn_with_embedded_runner() -> Self {
+        let key = hookflow_control_plane::server::embedded_runner::new_key();
+        let hash = key.hash.clone();
+        let app = Self::spawn_with(|settings| settings.embedded_runner_key_hash = Some(hash)).await;
+        let address = app.base.trim_start_matches("http://").parse().expect("address");
+        hookflow_control_plane::server::embedded_runner::spawn(address, key, 2, app.shutdown_token());
+        app
+    }
+
+    /// Creates a flow as `creds`, launches it with `launch` and waits for it to finish; answers the execution and
+    /// its node results.
+    pub async fn run_as(&self, creds: &Creds, definition: Value, launch: Value) -> (Value, Value) {
+        let name = format!("flow-{}", Uuid::now_v7());
+        let created =
+            self.call(Method::POST, "/flows", Some(creds), Some(json!({"name": name, "definition": definition})));
+        let created = created.await;
+        assert_eq!(created.status, 201, "{}", created.text);
+        let flow = created.body["id"].as_str().expect("flow id").to_owned();
+        let launched = self.call(Method::POST, &format!("/flows/{flow}/launch"), Some(creds), Some(launch)).await;
+        assert_eq!(launched.status, 201, "{}", launched.text);
+        let id = launched.body["id"].as_str().expect("execution id").to_owned();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let path = format!("/flows/{flow}/executions/{id}");
+        let execution = loop {
+            let current = self.call(Method::GET, &path, Some(creds), None).await.body;
+            if !matches!(current["status"].as_str(), Some("queued" | "running")) {
+                break current;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "execution never finished; last seen {current}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let nodes = self.call(Method::GET, &format!("{path}/nodes"), Some(creds), None).await.body;
+        (execution, nodes)
+    }
+
     /// Waits for a finished status.
     pub async fn wait_finished(&self, flow: &str, execution: &str) -> Value {
         self.wait_execution(flow, execution, Duration::from_secs(30), |e| {

@@ -6,6 +6,7 @@ pub mod app;
 pub mod cli;
 pub mod cluster;
 pub mod exec;
+pub mod netns;
 pub mod proxy;
 pub mod runner;
 pub mod sse;

@@ -15,6 +15,18 @@ pub struct RunnerProcess {
 impl RunnerProcess {
     /// Starts a runner of the server at `base` for `creds` with `labels`, logging at debug level into a temporary file.
     pub async fn spawn(binary: &str, base: &str, creds: &Creds, labels: &[&str], extra: &[&str]) -> Self {
+        Self::spawn_with_env(binary, base, creds, labels, extra, &[]).await
+    }
+
+    /// As [`RunnerProcess::spawn`], with more environment variables.
+    pub async fn spawn_with_env(
+        binary: &str,
+        base: &str,
+        creds: &Creds,
+        labels: &[&str],
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let log = std::env::temp_dir().join(format!("hookflow-runner-{}.log", uuid::Uuid::now_v7()));
         let file = std::fs::File::create(&log).expect("runner log file");
         let err = file.try_clone().expect("clone log file");
@@ -26,6 +38,7 @@ impl RunnerProcess {
             .env("RUST_LOG", "debug")
             .args(["--poll-wait-s", "5", "--grace-s", "5"])
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::from(file))
             .stderr(Stdio::from(err))
             .kill_on_drop(true);

@@ -5,6 +5,7 @@ use axum::Json;
 use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::IntoResponse;
 use axum::routing::{any, get, post};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -58,8 +59,60 @@ async fn status(State(hits): State<Arc<AtomicUsize>>, Path(code): Path<u16>) -> 
     (StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST), Json(json!({"code": code})))
 }
 
+/// Redirects (307, so method, headers and body may follow) to `to`.
+async fn redirect(
+    State(hits): State<Arc<AtomicUsize>>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> impl IntoResponse {
+    hits.fetch_add(1, Ordering::SeqCst);
+    let to = q.get("to").cloned().unwrap_or_default();
+    (StatusCode::TEMPORARY_REDIRECT, [(axum::http::header::LOCATION, to)])
+}
+
+/// A body of `bytes` bytes of `x`, then `tail`.
+async fn large(State(hits): State<Arc<AtomicUsize>>, Query(q): Query<BTreeMap<String, String>>) -> String {
+    hits.fetch_add(1, Ordering::SeqCst);
+    let bytes: usize = q.get("bytes").and_then(|k| k.parse().ok()).unwrap_or(65536);
+    let mut body = "x".repeat(bytes);
+    body.push_str(q.get("tail").map_or("", String::as_str));
+    body
+}
+
+/// `v` in the renderings an API might answer with: lower-case percent-encoding, hex, a JSON string with every
+/// character `\u`-escaped, one with `\/` escapes, base64 of `user:v` (Basic credentials), and a header named
+/// after it.
+async fn encodings(
+    State(hits): State<Arc<AtomicUsize>>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> impl IntoResponse {
+    use base64::Engine as _;
+    hits.fetch_add(1, Ordering::SeqCst);
+    let v = q.get("v").cloned().unwrap_or_default();
+    let percent: String = v.bytes().map(|b| format!("%{b:02x}")).collect();
+    let escaped: String = v.chars().map(|c| format!("\\u{:04x}", u32::from(c))).collect();
+    let slashed = v.replace('/', "\\/");
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("user:{v}"));
+    let body = format!(
+        "{{\"percent\": \"{percent}\", \"hex\": \"{}\", \"escaped\": \"{escaped}\", \"slashed\": \"{slashed}\", \
+         \"basic\": \"Basic {basic}\", \"number\": {}}}",
+        hex::encode(&v),
+        v.parse::<u64>().map_or_else(|_| "0".to_owned(), |n| n.to_string())
+    );
+    let name = format!("x-echo-{}", v.to_ascii_lowercase());
+    let mut headers = axum::http::HeaderMap::new();
+    if let Ok(name) = axum::http::HeaderName::try_from(name) {
+        headers.insert(name, axum::http::HeaderValue::from_static("1"));
+    }
+    (headers, body)
+}
+
 impl Target {
     pub async fn spawn() -> Self {
+        Self::spawn_on("127.0.0.1:0").await
+    }
+
+    /// A target listening on `address` (an address of this machine, such as one a test's network namespace made).
+    pub async fn spawn_on(address: &str) -> Self {
         let hits = Arc::new(AtomicUsize::new(0));
         let router = Router::new()
             .route("/login", post(login))
@@ -67,8 +120,11 @@ impl Target {
             .route("/echo", any(echo))
             .route("/slow", get(slow))
             .route("/status/{code}", get(status))
+            .route("/redirect", any(redirect))
+            .route("/large", get(large))
+            .route("/encodings", get(encodings))
             .with_state(hits.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind target");
+        let listener = tokio::net::TcpListener::bind(address).await.expect("bind target");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let shutdown = CancellationToken::new();
         let stop = shutdown.clone();

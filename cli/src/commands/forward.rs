@@ -48,18 +48,27 @@ impl Forwarder {
     }
 
     /// The target URL for a capture: the target's path, then the capture's path; the target's query, then the
-    /// capture's.
-    pub fn url_for(&self, capture: &CapturedRequest) -> reqwest::Url {
+    /// capture's. A capture path with dot segments (`/../`, `%2e%2e` in any case) would leave `--to`'s path: the
+    /// sender chose it, so it is refused.
+    pub fn url_for(&self, capture: &CapturedRequest) -> Result<reqwest::Url, String> {
+        let dot_segment = capture.path.split('/').any(|segment| {
+            let segment = segment.to_ascii_lowercase().replace("%2e", ".");
+            segment == "." || segment == ".."
+        });
+        let base = self.target.path().trim_end_matches('/');
         let mut url = self.target.clone();
-        let path = format!("{}{}", self.target.path().trim_end_matches('/'), capture.path);
+        let path = format!("{base}{}", capture.path);
         url.set_path(if path.is_empty() { "/" } else { &path });
+        if dot_segment || !url.path().starts_with(base) {
+            return Err(format!("its path {:?} would leave the --to path; not forwarded", capture.path));
+        }
         let query: Vec<&str> = [self.target.query(), Some(capture.query_string.as_str())]
             .into_iter()
             .flatten()
             .filter(|q| !q.is_empty())
             .collect();
         url.set_query((!query.is_empty()).then(|| query.join("&")).as_deref());
-        url
+        Ok(url)
     }
 
     /// The capture's exact body bytes.
@@ -84,7 +93,7 @@ impl Forwarder {
 
     /// Sends the capture to the target. A target that does not answer is reported, not fatal.
     pub async fn forward(&self, capture: &CapturedRequest) -> Result<Delivered, String> {
-        let url = self.url_for(capture);
+        let url = self.url_for(capture)?;
         let body = self.body(capture).await.map_err(|e| e.to_string())?;
         let method =
             Method::from_bytes(capture.method.as_bytes()).map_err(|_| format!("bad method {}", capture.method))?;
@@ -124,6 +133,47 @@ pub fn describe(capture: &CapturedRequest, result: Result<Delivered, String>, st
         }
         Err(reason) => {
             format!("{} {path} -> {}", capture.method, style.paint(&format!("not delivered: {reason}"), Tone::Bad))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Credentials;
+    use hookflow_shared::Timestamp;
+    use hookflow_shared::api::webhooks::BodyEncoding;
+
+    fn capture(path: &str) -> CapturedRequest {
+        CapturedRequest {
+            id: Uuid::nil(),
+            webhook_id: Uuid::nil(),
+            method: "POST".into(),
+            path: path.into(),
+            query_string: "a=1".into(),
+            query: Default::default(),
+            headers: Vec::new(),
+            content_type: None,
+            body: None,
+            body_encoding: BodyEncoding::Utf8,
+            body_size: 0,
+            body_sha256: String::new(),
+            source_ip: "127.0.0.1".into(),
+            received_at: Timestamp::now(),
+            body_truncated: false,
+        }
+    }
+
+    #[test]
+    fn a_sender_cannot_leave_the_to_path() {
+        let credentials =
+            Credentials { base_url: "http://127.0.0.1:1".into(), api_key: "k".into(), organization_id: Uuid::nil() };
+        let api = Api::new(credentials).expect("api");
+        let forwarder = Forwarder::new(api, Uuid::nil(), "http://127.0.0.1:3000/hooks/in").expect("forwarder");
+        let fine = forwarder.url_for(&capture("/github/push")).expect("a path under --to");
+        assert_eq!(fine.as_str(), "http://127.0.0.1:3000/hooks/in/github/push?a=1");
+        for escape in ["/../admin", "/a/../../admin", "/%2e%2e/admin", "/%2E%2e/x", "/./../x"] {
+            assert!(forwarder.url_for(&capture(escape)).is_err(), "{escape}");
         }
     }
 }

@@ -2,7 +2,7 @@
 //! SHA-256 of a key and a display prefix are stored.
 
 use crate::admin::audit::{self, AuditEvent};
-use crate::http::auth::{Actor, Ctx, scope};
+use crate::http::auth::{Actor, Caller, Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiQuery, Id};
 use crate::http::pagination::{self, ListParams};
@@ -16,7 +16,7 @@ use hookflow_shared::api::Page;
 use hookflow_shared::api::admin::{ApiKey, CreateApiKey, CreatedApiKey};
 use hookflow_shared::scope::Preset;
 use hookflow_shared::token::{self, TokenKind};
-use hookflow_shared::{ErrorCode, ScopeSet};
+use hookflow_shared::{ErrorCode, ScopeSet, Timestamp};
 use rand::Rng as _;
 use sqlx::PgConnection;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -97,8 +97,10 @@ pub async fn create(conn: &mut PgConnection, new: NewKey) -> Result<CreatedApiKe
     Ok(CreatedApiKey { record: row.into(), key: secret })
 }
 
-/// Validates a creation request against the creator's own scopes.
-fn validate(caller_scopes: &ScopeSet, body: CreateApiKey) -> ApiResult<(String, ScopeSet, Option<DateTime<Utc>>)> {
+/// Validates a creation request against the creator's own scopes and expiry: a key never grants more than its
+/// maker holds nor outlives it (without an `expires_at` it expires with its maker).
+fn validate<S>(caller: &Caller<S>, body: CreateApiKey) -> ApiResult<(String, ScopeSet, Option<DateTime<Utc>>)> {
+    let caller_scopes = &caller.scopes;
     let name = display_name("name", &body.name)?;
     let scopes = match (body.scopes, body.preset) {
         (Some(_), Some(_)) => {
@@ -124,6 +126,16 @@ fn validate(caller_scopes: &ScopeSet, body: CreateApiKey) -> ApiResult<(String, 
     if expires_at.is_some_and(|at| at <= Utc::now()) {
         return Err(ApiError::invalid("`expires_at` must be in the future"));
     }
+    let expires_at = match (expires_at, caller.expires_at) {
+        (Some(at), Some(limit)) if at > limit => {
+            return Err(ApiError::invalid(format!(
+                "`expires_at` must not be later than the calling key's own expiry ({})",
+                Timestamp(limit)
+            )));
+        }
+        (None, limit) => limit,
+        (at, _) => at,
+    };
     Ok((name, scopes, expires_at))
 }
 
@@ -134,7 +146,7 @@ async fn create_api_key(
     Ctx { app, caller }: Ctx<scope::KeysWrite>,
     ApiJson(body): ApiJson<CreateApiKey>,
 ) -> ApiResult<(StatusCode, Json<CreatedApiKey>)> {
-    let (name, scopes, expires_at) = validate(&caller.scopes, body)?;
+    let (name, scopes, expires_at) = validate(&caller, body)?;
     let mut tx = app.pool.begin().await?;
     let created =
         create(&mut tx, NewKey { org_id: caller.org_id, name, scopes, expires_at, actor: caller.actor }).await?;

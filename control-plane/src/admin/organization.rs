@@ -32,6 +32,7 @@ struct OrgRow {
     default_max_requests: Option<i64>,
     default_max_body_bytes: i64,
     capture_rate_limit_per_s: i32,
+    private_network: bool,
     created_at: DateTime<Utc>,
 }
 
@@ -46,13 +47,14 @@ impl From<OrgRow> for Organization {
             },
             default_max_body_bytes: row.default_max_body_bytes,
             capture_rate_limit_per_s: row.capture_rate_limit_per_s,
+            private_network: row.private_network,
             created_at: row.created_at.into(),
         }
     }
 }
 
 const ORG_COLUMNS: &str = "id, name, default_max_age_days, default_max_requests, default_max_body_bytes, \
-                           capture_rate_limit_per_s, created_at";
+                           capture_rate_limit_per_s, private_network, created_at";
 
 /// Creates an organization with default settings.
 pub async fn create(conn: &mut PgConnection, name: &str, actor: Actor) -> Result<Organization, sqlx::Error> {
@@ -76,6 +78,27 @@ pub async fn create(conn: &mut PgConnection, name: &str, actor: Actor) -> Result
     )
     .await?;
     Ok(row.into())
+}
+
+/// Puts an organization on the private-network allow-list, or takes it off (operator).
+pub async fn set_private_network(conn: &mut PgConnection, org_id: Uuid, allowed: bool) -> Result<bool, sqlx::Error> {
+    let found = sqlx::query("UPDATE organizations SET private_network = $2 WHERE id = $1")
+        .bind(org_id)
+        .bind(allowed)
+        .execute(&mut *conn)
+        .await?;
+    if found.rows_affected() == 0 {
+        return Ok(false);
+    }
+    let event = AuditEvent {
+        org_id,
+        actor: Actor::Operator,
+        action: "organization.private_network",
+        target: org_id.to_string(),
+        details: serde_json::json!({"allowed": allowed}),
+    };
+    audit::record(conn, event).await?;
+    Ok(true)
 }
 
 /// All organizations, oldest first (operator listing).

@@ -2,12 +2,13 @@
 //! rate limit and body limit, records the request exactly as sent, and answers the receipt (or the endpoint's
 //! custom response) only once the capture writer has committed it.
 
+pub mod batch;
 pub mod cache;
 pub mod hub;
 pub mod writer;
 
 use crate::http::error::{ApiError, ApiResult, to_json_string};
-use crate::http::raw_head::HeadQueue;
+use crate::http::raw_head::{HeadQueue, RequestNumber};
 use crate::state::AppState;
 use axum::Extension;
 use axum::extract::{ConnectInfo, Request, State};
@@ -43,9 +44,11 @@ async fn capture(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     heads: Option<Extension<HeadQueue>>,
+    number: Option<Extension<RequestNumber>>,
     request: Request,
 ) -> Response {
-    match capture_inner(&app, peer, heads.map(|h| h.0), request).await {
+    let recorded = heads.zip(number).map(|(heads, number)| (heads.0, number.0));
+    match capture_inner(&app, peer, recorded, request).await {
         Ok(response) => response,
         Err(error) => error.into_response(),
     }
@@ -54,7 +57,7 @@ async fn capture(
 async fn capture_inner(
     app: &AppState,
     peer: SocketAddr,
-    heads: Option<HeadQueue>,
+    recorded: Option<(HeadQueue, RequestNumber)>,
     request: Request,
 ) -> ApiResult<Response> {
     let received_at = chrono::Utc::now();
@@ -76,14 +79,17 @@ async fn capture_inner(
     }
     let body = read_body(&parts.headers, body, endpoint.max_body_bytes).await?;
     let target = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let headers = heads
-        .and_then(|queue| queue.take(parts.method.as_str(), target))
+    let headers = recorded
+        .and_then(|(queue, number)| queue.take(number, parts.method.as_str(), target))
         .map(|head| head.headers)
         .unwrap_or_else(|| header_pairs(&parts.headers));
     let request = Captured { parts: &parts, path, headers: &headers, body, peer, received_at };
     match app.captures.store(request.record(&endpoint)?).await {
         Outcome::Stored(request_id) => Ok(receipt(&endpoint, request_id, received_at)),
         Outcome::EndpointGone => Err(ApiError::not_found("webhook")),
+        Outcome::Rejected => {
+            Err(ApiError::invalid("this capture holds a value the database cannot store; nothing was kept"))
+        }
         Outcome::Failed => Err(ApiError::unavailable()),
     }
 }
@@ -123,8 +129,12 @@ impl Captured<'_> {
     fn record(self, endpoint: &Endpoint) -> ApiResult<CaptureRecord> {
         let query_string = self.parts.uri.query().unwrap_or_default().to_owned();
         let mut query: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        // The decoded view cannot hold U+0000 (PostgreSQL refuses it): it reads U+FFFD there, while
+        // `query_string` keeps the exact bytes.
+        let text =
+            |s: std::borrow::Cow<'_, str>| if s.contains('\0') { s.replace('\0', "\u{FFFD}") } else { s.into_owned() };
         for (name, value) in form_urlencoded::parse(query_string.as_bytes()) {
-            query.entry(name.into_owned()).or_default().push(value.into_owned());
+            query.entry(text(name)).or_default().push(text(value));
         }
         let content_type = self.parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
         Ok(CaptureRecord {
@@ -163,14 +173,23 @@ fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
     headers.iter().map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect()
 }
 
+/// An endpoint's own answer. It is served on the API's origin, so it is sandboxed whatever it says: no content
+/// sniffing, a `sandbox` CSP (no script, a unique origin), and never a cookie (refused when the endpoint is
+/// written; dropped here as well for endpoints stored before that rule).
 fn custom_response(custom: &CustomResponse) -> Response {
     let status = StatusCode::from_u16(custom.status).unwrap_or(StatusCode::OK);
     let mut response = (status, custom.body.clone()).into_response();
     response.extensions_mut().insert(crate::http::error::Verbatim);
+    let headers = response.headers_mut();
     for (name, value) in &custom.headers {
         if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str())) {
-            response.headers_mut().insert(name, value);
+            headers.insert(name, value);
         }
     }
+    for refused in ["set-cookie", "set-cookie2", "location", "refresh"] {
+        headers.remove(refused);
+    }
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox; default-src 'none'"));
     response
 }

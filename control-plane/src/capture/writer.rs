@@ -5,6 +5,7 @@
 //! transaction commits. Ids (UUIDv7) are assigned here in batch order and batches commit in that order, so
 //! "captures after id X" is gap-free for live streams and resumption.
 
+use crate::capture::batch;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -43,6 +44,8 @@ pub enum Outcome {
     Stored(Uuid),
     /// The endpoint was deleted while the capture waited.
     EndpointGone,
+    /// This row cannot be stored (a value the database refuses); its neighbours were.
+    Rejected,
     /// The transaction failed (database down): nothing was stored.
     Failed,
 }
@@ -94,7 +97,7 @@ async fn run(pool: sqlx::PgPool, mut pending: mpsc::Receiver<Pending>) {
         let pool = pool.clone();
         tokio::spawn(async move {
             let records: Vec<&CaptureRecord> = batch.iter().map(|(r, _)| r).collect();
-            let outcomes = match write(&pool, &records, &ids, slot, after).await {
+            let outcomes = match batch::write(&pool, &records, &ids, slot, after).await {
                 Ok(outcomes) => outcomes,
                 Err(e) => {
                     tracing::error!(error = %e, rows = records.len(), "storing captures failed; answering 503");
@@ -110,83 +113,4 @@ async fn run(pool: sqlx::PgPool, mut pending: mpsc::Receiver<Pending>) {
     }
     // Queue closed: wait until every batch in flight has answered.
     let _ = permits.acquire_many(IN_FLIGHT as u32).await;
-}
-
-/// Stores one batch with one statement (atomic on its own, one round trip): the rows, the endpoints' counts, the
-/// per-minute counters and the NOTIFYs. Rows whose endpoint vanished are skipped.
-const WRITE_BATCH: &str = "
-WITH input AS (
-    SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
-                         $8::text[], $9::text[], $10::bytea[], $11::bytea[], $12::bool[], $13::text[], $14::timestamptz[])
-        AS u(id, org, webhook, method, path, qs, query, headers, ct, body, sha, utf8, ip, at)
-), stored AS (
-    INSERT INTO captures (id, organization_id, webhook_id, method, path, query_string, query, headers, content_type,
-                          body, body_size, body_sha256, body_utf8, source_ip, received_at)
-    SELECT u.id, u.org, u.webhook, u.method, u.path, u.qs, u.query::jsonb, u.headers::jsonb, u.ct, u.body,
-           length(u.body), u.sha, u.utf8, u.ip, u.at
-    FROM input u JOIN webhooks w ON w.id = u.webhook
-    RETURNING id, organization_id, webhook_id, method, received_at
-), endpoints AS (
-    INSERT INTO webhook_counters AS c (webhook_id, slot, stored, last_request_at)
-    SELECT webhook_id, $15, count(*), max(received_at) FROM stored GROUP BY webhook_id
-    ON CONFLICT (webhook_id, slot) DO UPDATE SET stored = c.stored + EXCLUDED.stored,
-        last_request_at = GREATEST(c.last_request_at, EXCLUDED.last_request_at)
-    RETURNING c.webhook_id
-), counters AS (
-    INSERT INTO capture_counts AS c (webhook_id, organization_id, minute, method, slot, count)
-    SELECT webhook_id, organization_id, date_trunc('minute', received_at, 'UTC'), method, $15, count(*)
-    FROM stored GROUP BY 1, 2, 3, 4
-    ON CONFLICT (webhook_id, minute, method, slot) DO UPDATE SET count = c.count + EXCLUDED.count
-), notified AS (
-    SELECT pg_notify('hookflow_captures', webhook_id::text) FROM endpoints
-)
-SELECT id FROM stored WHERE (SELECT count(*) FROM notified) >= 0";
-
-async fn write(
-    pool: &sqlx::PgPool,
-    records: &[&CaptureRecord],
-    ids: &[Uuid],
-    slot: i16,
-    after: Option<oneshot::Receiver<()>>,
-) -> Result<Vec<Outcome>, sqlx::Error> {
-    let Some(after) = after else {
-        // Nothing earlier in flight: the statement commits on its own, in one round trip.
-        return finish(ids, bind(ids, records, slot).fetch_all(pool).await?);
-    };
-    let mut tx = pool.begin().await?;
-    let stored = bind(ids, records, slot).fetch_all(&mut *tx).await?;
-    // Commit after the previous batch did: ids become visible in order, so "after id X" never skips a row.
-    let _ = after.await;
-    tx.commit().await?;
-    finish(ids, stored)
-}
-
-fn finish(ids: &[Uuid], stored: Vec<Uuid>) -> Result<Vec<Outcome>, sqlx::Error> {
-    let stored: std::collections::HashSet<Uuid> = stored.into_iter().collect();
-    Ok(ids.iter().map(|id| if stored.contains(id) { Outcome::Stored(*id) } else { Outcome::EndpointGone }).collect())
-}
-
-type Arguments = <sqlx::Postgres as sqlx::Database>::Arguments;
-
-fn bind<'q>(
-    ids: &'q [Uuid],
-    records: &'q [&'q CaptureRecord],
-    slot: i16,
-) -> sqlx::query::QueryScalar<'q, sqlx::Postgres, Uuid, Arguments> {
-    sqlx::query_scalar(WRITE_BATCH)
-        .bind(ids)
-        .bind(records.iter().map(|r| r.org_id).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| r.webhook_id).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| r.method.as_str()).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| r.path.as_str()).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| r.query_string.as_str()).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| r.query_json.as_str()).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| r.headers_json.as_str()).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| r.content_type.as_deref()).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| r.body.as_ref()).collect::<Vec<&[u8]>>())
-        .bind(records.iter().map(|r| r.body_sha256.as_slice()).collect::<Vec<&[u8]>>())
-        .bind(records.iter().map(|r| r.body_utf8).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| r.source_ip.as_str()).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| r.received_at).collect::<Vec<_>>())
-        .bind(slot)
 }

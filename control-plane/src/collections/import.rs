@@ -115,7 +115,7 @@ async fn import_openapi(
     ApiJson(body): ApiJson<ImportOpenApi>,
 ) -> ApiResult<(StatusCode, Json<ImportedCollection>)> {
     let started = Instant::now();
-    let Loaded { document, sha256, url } = openapi::load(&app, &body.source).await?;
+    let Loaded { document, sha256, url } = openapi::load(&app, caller.org_id, &body.source).await?;
     let mapped =
         tokio::task::spawn_blocking(move || map(&document, url.as_ref())).await.map_err(|_| ApiError::internal())?;
     let name = display_name("name", body.name.as_deref().unwrap_or(&mapped.title))?;

@@ -242,7 +242,7 @@ fn plan<'a>(existing: &'a [Existing], mapped: &'a Mapped, sha256: &str, delete_r
 
 /// Loads and maps the collection's source; a failure is recorded on the sync before it is answered.
 async fn load_mapped(app: &AppState, org_id: Uuid, id: Uuid, source: &OpenApiSource) -> ApiResult<(Mapped, String)> {
-    let loaded = match openapi::load(app, source).await {
+    let loaded = match openapi::load(app, org_id, source).await {
         Ok(loaded) => loaded,
         Err(e) => {
             sqlx::query("UPDATE collection_syncs SET status = 'failed', last_error = $3 WHERE organization_id = $1 AND collection_id = $2")

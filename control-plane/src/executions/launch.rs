@@ -8,7 +8,7 @@ use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult, to_json, to_json_bytes};
 use crate::http::extract::{ApiPath, Id, parse_json};
 use crate::http::validate::check_labels;
-use crate::queue::claim::{Target, claim};
+use crate::queue::claim::{Claimer, Target, claim};
 use crate::queue::row::fetch_by_id;
 use crate::state::AppState;
 use axum::Json;
@@ -55,7 +55,7 @@ async fn claim_for_caller(
     execution: Execution,
 ) -> ApiResult<(Execution, Option<Job>)> {
     let target = Target::Execution { org_id, execution_id: execution.id };
-    match claim(conn, &app.settings, None, target).await? {
+    match claim(conn, &app.settings, Claimer::Caller, target).await? {
         Some(job) => Ok((fetch_by_id(conn, org_id, execution.id).await?, Some(job))),
         None => Ok((execution, None)),
     }
@@ -71,7 +71,7 @@ async fn reissue(
 ) -> ApiResult<Option<Execution>> {
     let Some(execution_id) = replay["id"].as_str().and_then(|id| Uuid::parse_str(id).ok()) else { return Ok(None) };
     let target = Target::Reissue { org_id, execution_id };
-    let Some(job) = claim(conn, &app.settings, None, target).await? else { return Ok(None) };
+    let Some(job) = claim(conn, &app.settings, Claimer::Caller, target).await? else { return Ok(None) };
     let mut execution = fetch_by_id(conn, org_id, execution_id).await?;
     execution.job = Some(Box::new(job));
     Ok(Some(execution))

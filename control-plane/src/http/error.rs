@@ -88,6 +88,12 @@ pub fn to_json_bytes<T: serde::Serialize + ?Sized>(value: &T) -> ApiResult<Vec<u
 
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> Self {
+        // Text PostgreSQL cannot hold (U+0000 in text or jsonb): the client's input, not the server's fault.
+        if let sqlx::Error::Database(db) = &error
+            && matches!(db.code().as_deref(), Some("22021" | "22P05"))
+        {
+            return Self::invalid("the request holds a NUL character (U+0000), which cannot be stored");
+        }
         if crate::db::is_unavailable(&error) {
             tracing::warn!(error = %error, "database unavailable");
             Self::unavailable()

@@ -53,6 +53,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or_default();
+        if let Some((name, _)) =
+            form_urlencoded::parse(query.as_bytes()).find(|(n, v)| n.contains('\0') || v.contains('\0'))
+        {
+            return Err(ApiError::invalid(format!("invalid query parameter `{name}`: it holds a NUL character")));
+        }
         let deserializer = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
         serde_path_to_error::deserialize(deserializer)
             .map(ApiQuery)

@@ -1,13 +1,15 @@
 //! The accept loop: HTTP/1 and HTTP/2 on one listener through hyper-util, with each connection's bytes passed
 //! through the raw-head recorder, the peer address attached to every request, and graceful shutdown.
 
-use crate::http::raw_head::{HeadQueue, Recording};
+use crate::http::raw_head::{HeadQueue, Recording, RequestNumber};
 use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulShutdown;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -36,9 +38,11 @@ pub async fn serve(listener: TcpListener, router: Router, shutdown: Cancellation
         let heads = HeadQueue::default();
         let io = TokioIo::new(Recording::new(stream, heads.clone()));
         let router = router.clone();
+        let served = Arc::new(AtomicU64::new(0));
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
             request.extensions_mut().insert(heads.clone());
+            request.extensions_mut().insert(RequestNumber(served.fetch_add(1, Ordering::Relaxed)));
             router.clone().oneshot(request.map(axum::body::Body::new))
         });
         let connection = graceful.watch(builder.serve_connection_with_upgrades(io, service).into_owned());

@@ -2,6 +2,9 @@
 //! as sent: in order, original case, repeated names interleaved. (hyper's `HeaderMap` lowercases names and
 //! groups repeats.) The recorder follows request framing (Content-Length, chunked) to find each next head; when
 //! anything is unusual (upgrade, oversize head) it stops recording and captures fall back to the `HeaderMap`.
+//! Every head is numbered in the order it arrived, and so is every request the connection hands to the router
+//! (HTTP/1 serves a connection's requests one after another), so a request takes exactly its own head, whatever
+//! became of the requests before it (a refused request's head is never taken by the next one).
 
 use std::collections::VecDeque;
 use std::io;
@@ -25,26 +28,36 @@ pub struct RawHead {
     pub headers: Vec<(String, String)>,
 }
 
-/// The heads recorded on one connection, oldest first; handlers take theirs in request order.
+/// The heads recorded on one connection by arrival number, oldest first (`None` for requests that are not
+/// captures); handlers take their own by their request's number.
 #[derive(Debug, Clone, Default)]
-pub struct HeadQueue(Arc<Mutex<VecDeque<RawHead>>>);
+pub struct HeadQueue(Arc<Mutex<VecDeque<(u64, Option<RawHead>)>>>);
+
+/// A request's arrival number on its connection: the n-th request served takes the n-th head recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestNumber(pub u64);
 
 impl HeadQueue {
-    fn push(&self, head: RawHead) {
+    fn push(&self, number: u64, head: Option<RawHead>) {
         let mut queue = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if queue.len() == MAX_QUEUED {
             queue.pop_front();
         }
-        queue.push_back(head);
+        queue.push_back((number, head));
     }
 
-    /// Takes the head of the request `method target`, dropping older heads that no handler claimed.
-    pub fn take(&self, method: &str, target: &str) -> Option<RawHead> {
+    /// Takes the head of request `number`, which must be `method target`; heads of earlier requests are dropped.
+    pub fn take(&self, number: RequestNumber, method: &str, target: &str) -> Option<RawHead> {
         let mut queue = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some(head) = queue.pop_front() {
-            if head.method == method && head.target == target {
-                return Some(head);
+        while let Some((n, head)) = queue.pop_front() {
+            if n < number.0 {
+                continue;
             }
+            if n > number.0 {
+                queue.push_front((n, head));
+                return None;
+            }
+            return head.filter(|h| h.method == method && h.target == target);
         }
         None
     }
@@ -73,11 +86,13 @@ pub struct Recording<IO> {
     queue: HeadQueue,
     framing: Framing,
     head: Vec<u8>,
+    /// The number the next head gets.
+    next: u64,
 }
 
 impl<IO> Recording<IO> {
     pub fn new(inner: IO, queue: HeadQueue) -> Self {
-        Self { inner, queue, framing: Framing::Head, head: Vec::with_capacity(1024) }
+        Self { inner, queue, framing: Framing::Head, head: Vec::with_capacity(1024), next: 0 }
     }
 
     /// Advances the framing over `data`. One function on purpose: the states hand bytes to each other within a
@@ -174,14 +189,18 @@ impl<IO> Recording<IO> {
                 return Framing::Off;
             }
         }
-        if target.as_bytes().starts_with(CAPTURE_PREFIX) {
-            let headers = request
+        let number = self.next;
+        self.next += 1;
+        let head = target.as_bytes().starts_with(CAPTURE_PREFIX).then(|| RawHead {
+            method: method.to_owned(),
+            target: target.to_owned(),
+            headers: request
                 .headers
                 .iter()
                 .map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned()))
-                .collect();
-            self.queue.push(RawHead { method: method.to_owned(), target: target.to_owned(), headers });
-        }
+                .collect(),
+        });
+        self.queue.push(number, head);
         if chunked {
             Framing::ChunkSize { size: 0, in_extension: false }
         } else if content_length > 0 {
@@ -256,14 +275,14 @@ DELETE /webhook/abc HTTP/1.1\r\nHOST: h\r\n\r\n";
         for piece in [1, 3, 7, 64, wire.len()] {
             let mut r = recorder();
             feed_in_pieces(&mut r, wire, piece);
-            let first = r.queue.take("POST", "/webhook/abc/x?y=1").expect("first");
+            let first = r.queue.take(RequestNumber(0), "POST", "/webhook/abc/x?y=1").expect("first");
             let names: Vec<_> = first.headers.iter().map(|(n, v)| format!("{n}={v}")).collect();
             assert_eq!(names, ["Host=h", "X-Sig=a", "Content-Length=5", "x-sig=b"], "piece {piece}");
-            let third = r.queue.take("PUT", "/webhook/abc").expect("chunked body skipped");
+            assert!(r.queue.take(RequestNumber(1), "GET", "/api-keys").is_none(), "only captures are recorded");
+            let third = r.queue.take(RequestNumber(2), "PUT", "/webhook/abc").expect("chunked body skipped");
             assert_eq!(third.headers[1], ("X-Test".into(), "1".into()));
-            let fourth = r.queue.take("DELETE", "/webhook/abc").expect("after trailers");
+            let fourth = r.queue.take(RequestNumber(3), "DELETE", "/webhook/abc").expect("after trailers");
             assert_eq!(fourth.headers, [("HOST".to_owned(), "h".to_owned())]);
-            assert!(r.queue.take("GET", "/api-keys").is_none(), "only capture targets are recorded");
         }
     }
 
@@ -274,15 +293,27 @@ DELETE /webhook/abc HTTP/1.1\r\nHOST: h\r\n\r\n";
         wire.extend_from_slice(body);
         let mut r = recorder();
         r.feed(&wire);
-        assert!(r.queue.take("POST", "/webhook/real").is_some());
-        assert!(r.queue.take("GET", "/webhook/fake").is_none());
+        assert!(r.queue.take(RequestNumber(0), "POST", "/webhook/real").is_some());
+        assert!(r.queue.take(RequestNumber(1), "GET", "/webhook/fake").is_none());
+    }
+
+    #[test]
+    fn a_request_takes_its_own_head_never_an_earlier_ones() {
+        let wire = b"POST /webhook/a HTTP/1.1\r\nX-Forged-Sig: evil\r\nContent-Length: 0\r\n\r\n\
+POST /webhook/a HTTP/1.1\r\nX-Sig: good\r\n\r\n";
+        let mut r = recorder();
+        r.feed(wire);
+        // The first request was refused before taking its head; the second takes only its own.
+        let second = r.queue.take(RequestNumber(1), "POST", "/webhook/a").expect("second");
+        assert_eq!(second.headers, [("X-Sig".to_owned(), "good".to_owned())]);
+        assert!(r.queue.take(RequestNumber(0), "POST", "/webhook/a").is_none(), "gone with its request");
     }
 
     #[test]
     fn upgrades_and_garbage_turn_recording_off() {
         let mut r = recorder();
         r.feed(b"GET /webhook/a HTTP/1.1\r\nUpgrade: websocket\r\n\r\nGET /webhook/b HTTP/1.1\r\n\r\n");
-        assert!(r.queue.take("GET", "/webhook/b").is_none());
+        assert!(r.queue.take(RequestNumber(1), "GET", "/webhook/b").is_none());
         let mut r = recorder();
         r.feed(b"POST /webhook/a HTTP/1.1\r\nContent-Length: nope\r\n\r\n");
         assert!(matches!(r.framing, Framing::Off));

@@ -1,97 +1,53 @@
-//! Requests the server itself makes (webhook replay; later OpenAPI import and JWKS): only http(s), and never to
-//! loopback, private, link-local or other non-public addresses unless the operator allows private targets. The
-//! checked address is the one connected to, so DNS cannot swap it afterwards.
+//! Requests the server itself makes for an organization (webhook replay, OpenAPI import by URL): the runner
+//! library's guarded client under the organization's policy. Public addresses only, unless the operator put the
+//! organization on the private-network allow-list (or allowed every organization); link-local and cloud
+//! metadata addresses never. No redirects are followed, no proxy is used, answers are read within a limit.
 
 use crate::http::error::{ApiError, ApiResult};
+use crate::state::Settings;
+use hookflow_runner::outbound::{self as guard, ClientOptions, Guard, ReadError};
+use hookflow_shared::api::runners::NetworkPolicy;
 use reqwest::Url;
-use std::net::{IpAddr, SocketAddr};
+use sqlx::PgPool;
 use std::time::Duration;
+use uuid::Uuid;
 
-/// Whether an address is reachable on the public internet.
-pub fn is_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            !(v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || a == 0
-                || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT)
-                || (a == 198 && (b == 18 || b == 19)) // benchmarking
-                || a >= 240)
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_public(IpAddr::V4(v4));
-            }
-            let first = v6.segments()[0];
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00 // unique local
-                || (first & 0xffc0) == 0xfe80 // link-local
-                || first == 0x2001 && v6.segments()[1] == 0x0db8) // documentation
-        }
+/// Where the server may send requests for `org_id`.
+pub async fn policy_for(pool: &PgPool, settings: &Settings, org_id: Uuid) -> ApiResult<NetworkPolicy> {
+    if settings.allow_private_targets {
+        return Ok(NetworkPolicy::Private);
     }
+    let private: Option<bool> = sqlx::query_scalar("SELECT private_network FROM organizations WHERE id = $1")
+        .bind(org_id)
+        .fetch_optional(pool)
+        .await?;
+    Ok(if private == Some(true) { NetworkPolicy::Private } else { NetworkPolicy::Public })
 }
 
-/// A client for one request to `url`, pinned to an address that passed the check.
-pub async fn client_for(url: &Url, allow_private: bool, timeout: Duration) -> ApiResult<reqwest::Client> {
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(ApiError::invalid("only http and https targets are allowed"));
-    }
-    let host = url.host_str().ok_or_else(|| ApiError::invalid("the target URL has no host"))?.to_owned();
-    let port = url.port_or_known_default().unwrap_or(80);
-    let lookup = host.trim_start_matches('[').trim_end_matches(']').to_owned();
-    let addresses: Vec<SocketAddr> = tokio::net::lookup_host((lookup.as_str(), port))
-        .await
-        .map_err(|_| ApiError::invalid(format!("cannot resolve `{host}`")))?
-        .collect();
-    let chosen = addresses.iter().copied().find(|a| allow_private || is_public(a.ip())).ok_or_else(|| {
-        ApiError::invalid(format!(
-            "`{host}` resolves to a loopback, private or link-local address; the server does not send requests \
-                 there (an operator can allow it with --allow-private-targets)"
-        ))
-    })?;
-    reqwest::Client::builder()
-        .resolve(&lookup, chosen)
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(timeout)
-        .build()
-        .map_err(|e| {
-            tracing::error!(error = %e, "building an outbound client failed");
-            ApiError::internal()
-        })
+/// A guarded client for one request to `url` under `policy`; the URL is checked first (`field` names it in the
+/// 400 that refuses it).
+pub fn client_for(url: &Url, policy: NetworkPolicy, timeout: Duration, field: &str) -> ApiResult<reqwest::Client> {
+    let guard = Guard::new(policy);
+    guard.check_url(url).map_err(|e| ApiError::invalid(format!("invalid field `{field}`: {e}")))?;
+    let options = ClientOptions { timeout: Some(timeout), ..ClientOptions::default() };
+    Ok(guard.client(&options))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// A failed request as the 400 that reports it: the guard's refusal, or what went wrong, without the URL.
+pub fn failed(field: &str, error: &reqwest::Error) -> ApiError {
+    let reason = match guard::refusal(error) {
+        Some(refused) => refused.to_string(),
+        None if error.is_timeout() => "it timed out".to_owned(),
+        None if error.is_connect() => "it cannot be connected to".to_owned(),
+        None => "the request failed".to_owned(),
+    };
+    ApiError::invalid(format!("invalid field `{field}`: {reason}"))
+}
 
-    #[test]
-    fn private_and_special_addresses_are_not_public() {
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "0.0.0.0",
-            "100.64.0.1",
-            "::1",
-            "fe80::1",
-            "fd00::1",
-            "::ffff:127.0.0.1",
-            "224.0.0.1",
-        ] {
-            assert!(!is_public(ip.parse().expect("ip")), "{ip}");
-        }
-        for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1111"] {
-            assert!(is_public(ip.parse().expect("ip")), "{ip}");
-        }
-    }
+/// Reads an answer within `max` bytes.
+pub async fn read(field: &str, response: reqwest::Response, max: usize) -> ApiResult<bytes::Bytes> {
+    guard::read_limited(response, max).await.map_err(|e| match e {
+        ReadError::Guard(refused) => ApiError::invalid(format!("invalid field `{field}`: {refused}")),
+        ReadError::Transport(e) => failed(field, &e),
+    })
 }

@@ -7,13 +7,41 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::queue::events::{LOG, bump};
 use crate::state::Settings;
 use chrono::{DateTime, Utc};
-use hookflow_shared::api::runners::{Job, JobFlow, SecretValues};
+use hookflow_shared::api::runners::{Job, JobFlow, NetworkPolicy, SecretValues, VariableLayers};
 use hookflow_shared::flow::template;
 use hookflow_shared::token::{self, TokenKind};
 use rand::Rng as _;
 use sqlx::PgConnection;
 use std::collections::BTreeMap;
 use uuid::Uuid;
+
+/// Who claims, which decides where the run's requests may go.
+#[derive(Debug, Clone, Copy)]
+pub enum Claimer {
+    /// A registered runner; `embedded` for the server's own, which runs every organization's flows.
+    Runner { id: Uuid, embedded: bool },
+    /// The caller of an ephemeral launch (the CLI), who runs the flow on its own machine.
+    Caller,
+}
+
+impl Claimer {
+    fn runner_id(self) -> Option<Uuid> {
+        match self {
+            Claimer::Runner { id, .. } => Some(id),
+            Claimer::Caller => None,
+        }
+    }
+
+    /// Installed runners and callers reach the networks they were placed in; the embedded runner reaches private
+    /// networks only for organizations the operator allowed.
+    fn network(self, private_allowed: bool) -> NetworkPolicy {
+        match self {
+            Claimer::Runner { embedded: true, .. } if private_allowed => NetworkPolicy::Private,
+            Claimer::Runner { embedded: true, .. } => NetworkPolicy::Public,
+            Claimer::Runner { .. } | Claimer::Caller => NetworkPolicy::Any,
+        }
+    }
+}
 
 /// Which execution to claim.
 #[derive(Debug, Clone, Copy)]
@@ -93,7 +121,8 @@ transition AS (
         {}
     FROM events ev WHERE e.id = ev.id
     RETURNING e.id, e.event_count, ev.events, e.organization_id, e.attempt, e.flow_id, e.flow_name,
-        e.flow_version, e.definition, e.modules, e.environment, e.variables, e.lease_expires_at, e.timeout_s),
+        e.flow_version, e.definition, e.modules, e.environment, e.variables, e.variable_layers, e.lease_expires_at,
+        e.timeout_s, (SELECT o.private_network FROM organizations o WHERE o.id = e.organization_id) AS private_network),
 job AS (
     INSERT INTO jobs (id, execution_id, organization_id, attempt, runner_id, token_hash)
     SELECT $2, id, organization_id, attempt, $1, $4 FROM transition){}{}",
@@ -116,15 +145,17 @@ struct Claimed {
     modules: serde_json::Value,
     environment: Option<String>,
     variables: serde_json::Value,
+    variable_layers: Option<sqlx::types::Json<VariableLayers>>,
     lease_expires_at: DateTime<Utc>,
     timeout_s: i32,
+    private_network: bool,
 }
 
-/// Claims an execution for `runner_id` (`None`: the caller of an ephemeral launch); `None` when nothing matched.
+/// Claims an execution for `claimer`; `None` when nothing matched.
 pub async fn claim(
     conn: &mut PgConnection,
     settings: &Settings,
-    runner_id: Option<Uuid>,
+    claimer: Claimer,
     target: Target<'_>,
 ) -> ApiResult<Option<Job>> {
     let job_id = Uuid::now_v7();
@@ -132,7 +163,7 @@ pub async fn claim(
     rand::rng().fill_bytes(&mut random);
     let job_token = TokenKind::Job.assemble(&random);
     let query = sqlx::query_as::<_, Claimed>(sqlx::AssertSqlSafe(statement(&target)))
-        .bind(runner_id)
+        .bind(claimer.runner_id())
         .bind(job_id)
         .bind(settings.lease.as_secs_f64())
         .bind(token::hash(&job_token));
@@ -144,7 +175,9 @@ pub async fn claim(
         }
     };
     let Some(row) = query.fetch_optional(&mut *conn).await? else { return Ok(None) };
-    let secrets = resolve_secrets(conn, settings, &row).await?;
+    let layers = row.variable_layers.as_ref().map(|l| l.0.clone());
+    let secrets = resolve_secrets(conn, settings, &row, layers.as_ref(), claimer).await?;
+    let network = claimer.network(row.private_network || settings.allow_private_targets);
     Ok(Some(Job {
         job_id,
         execution_id: row.id,
@@ -152,11 +185,15 @@ pub async fn claim(
         flow: JobFlow { id: row.flow_id, name: row.flow_name, version: row.flow_version, definition: row.definition },
         environment: row.environment,
         variables: serde_json::from_value(row.variables).map_err(ApiError::internal_because)?,
-        secrets,
+        secrets: secrets.values,
         modules: serde_json::from_value(row.modules).map_err(ApiError::internal_because)?,
         job_token,
         lease_expires_at: row.lease_expires_at.into(),
         timeout_s: u64::try_from(row.timeout_s).unwrap_or(0),
+        network,
+        layers,
+        secret_hosts: secrets.hosts,
+        withheld_secrets: secrets.withheld,
     }))
 }
 
@@ -176,32 +213,61 @@ fn collect_secret_names(value: &serde_json::Value, names: &mut Vec<String>) {
     }
 }
 
-/// Decrypts only the secrets the definition, its modules and its variables reference. A name with no secret is
-/// left out: the node that uses it fails with "not defined".
-async fn resolve_secrets(conn: &mut PgConnection, settings: &Settings, row: &Claimed) -> ApiResult<SecretValues> {
+/// The secrets of a claim.
+#[derive(Debug, Default)]
+struct ClaimSecrets {
+    values: SecretValues,
+    hosts: BTreeMap<String, Vec<String>>,
+    withheld: Vec<String>,
+}
+
+type SealedRow = (String, Vec<u8>, Vec<u8>, i32, Vec<String>, bool);
+
+/// Decrypts only the secrets the definition, its modules and the environment's values reference (launch values
+/// and organization variables are plain values: they never name a secret). A name with no secret is left out:
+/// the node that uses it fails with "not defined". Secrets kept for registered runners are withheld from the
+/// callers of ephemeral launches.
+async fn resolve_secrets(
+    conn: &mut PgConnection,
+    settings: &Settings,
+    row: &Claimed,
+    layers: Option<&VariableLayers>,
+    claimer: Claimer,
+) -> ApiResult<ClaimSecrets> {
     let mut names = Vec::new();
-    for part in [&row.definition, &row.modules, &row.variables] {
+    for part in [&row.definition, &row.modules] {
         collect_secret_names(part, &mut names);
     }
-    if names.is_empty() {
-        return Ok(SecretValues::default());
+    for value in layers.iter().flat_map(|l| l.environment.values()) {
+        collect_secret_names(&serde_json::Value::String(value.clone()), &mut names);
     }
-    let sealed: Vec<(String, Vec<u8>, Vec<u8>, i32)> = sqlx::query_as(
-        "SELECT name, ciphertext, nonce, key_version FROM secrets WHERE organization_id = $1 AND name = ANY($2)",
+    if names.is_empty() {
+        return Ok(ClaimSecrets::default());
+    }
+    let sealed: Vec<SealedRow> = sqlx::query_as(
+        "SELECT name, ciphertext, nonce, key_version, allowed_hosts, runners_only
+         FROM secrets WHERE organization_id = $1 AND name = ANY($2)",
     )
     .bind(row.organization_id)
     .bind(&names)
     .fetch_all(conn)
     .await?;
-    let mut values = BTreeMap::new();
-    for (name, ciphertext, nonce, key_version) in sealed {
+    let mut secrets = ClaimSecrets::default();
+    for (name, ciphertext, nonce, key_version, allowed_hosts, runners_only) in sealed {
+        if runners_only && matches!(claimer, Claimer::Caller) {
+            secrets.withheld.push(name);
+            continue;
+        }
         let sealed = crate::crypto::Sealed { ciphertext, nonce, key_version };
         match settings.master_key.open(row.organization_id, &name, &sealed) {
             Ok(plain) => {
-                values.insert(name, String::from_utf8_lossy(&plain).into_owned());
+                if !allowed_hosts.is_empty() {
+                    secrets.hosts.insert(name.clone(), allowed_hosts);
+                }
+                secrets.values.0.insert(name, String::from_utf8_lossy(&plain).into_owned());
             }
             Err(_) => tracing::error!(secret = %name, "a secret cannot be decrypted with the configured master key"),
         }
     }
-    Ok(SecretValues(values))
+    Ok(secrets)
 }

@@ -36,22 +36,27 @@ pub struct NewExecution<'a> {
     pub max_attempts: i32,
 }
 
-/// Layers variables (collections < organization < environment < launch), inserts the row with its `queued`
+/// Layers variables (collections < organization < environment < launch; merged, and kept by layer for claims),
+/// inserts the row with its `queued`
 /// event already counted (the log's rule, for a row that starts with events), and notifies. No row comes back
 /// when the named environment does not exist.
 static INSERT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH env AS (
              SELECT variables FROM flow_environments WHERE organization_id = $2 AND flow_id = $3 AND key = $9),
+         layers AS (
+             SELECT $17::jsonb
+                     || COALESCE((SELECT jsonb_object_agg(name, value) FROM variables WHERE organization_id = $2), '{{}}')
+                     AS base,
+                 COALESCE((SELECT variables FROM env), '{{}}') AS environment, $10::jsonb AS launch),
          transition AS (
              INSERT INTO executions AS e (id, organization_id, flow_id, flow_name, flow_version, draft_revision,
-                 definition, modules, environment, variables, runner_labels, node_ids, status, trigger, max_attempts,
-                 timeout_s, event_count)
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9,
-                 $17::jsonb
-                     || COALESCE((SELECT jsonb_object_agg(name, value) FROM variables WHERE organization_id = $2), '{{}}')
-                     || COALESCE((SELECT variables FROM env), '{{}}') || $10::jsonb,
+                 definition, modules, environment, variables, variable_layers, runner_labels, node_ids, status,
+                 trigger, max_attempts, timeout_s, event_count)
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, l.base || l.environment || l.launch,
+                 jsonb_build_object('base', l.base, 'environment', l.environment, 'launch', l.launch),
                  $11, $12, 'queued', $13, $14, $15, cardinality($16::text[])
+             FROM layers l
              WHERE $9::text IS NULL OR EXISTS (SELECT 1 FROM env)
              RETURNING {EXECUTION_COLUMNS}, e.event_count, $16::text[] AS events, e.organization_id,
                  pg_notify('{QUEUE_CHANNEL}', e.organization_id::text)::text AS queue_notice){}",

@@ -3,7 +3,7 @@
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
-use crate::queue::claim::{Target, claim};
+use crate::queue::claim::{Claimer, Target, claim};
 use crate::runner_protocol::caller::{RunnerCaller, touch_runner};
 use crate::state::AppState;
 use axum::Json;
@@ -35,7 +35,8 @@ pub async fn try_claim(
         None => Target::AnyOrganization { labels },
     };
     let mut conn = app.pool.acquire().await?;
-    claim(&mut conn, &app.settings, Some(runner_id), target).await
+    let claimer = Claimer::Runner { id: runner_id, embedded: caller.org_id.is_none() };
+    claim(&mut conn, &app.settings, claimer, target).await
 }
 
 /// Long poll for the next job: 200 with the claim, or 204 when none came within `wait_s`.

@@ -23,7 +23,10 @@ pub async fn first_start(pool: &PgPool) -> Result<Option<Bootstrapped>, sqlx::Er
     if any {
         return Ok(None);
     }
-    let organization = organization::create(&mut tx, "Default organization", Actor::Operator).await?;
+    let mut organization = organization::create(&mut tx, "Default organization", Actor::Operator).await?;
+    // The first start's organization may test APIs on this machine and its networks through the embedded runner.
+    organization::set_private_network(&mut tx, organization.id, true).await?;
+    organization.private_network = true;
     let key = keys::create(
         &mut tx,
         keys::NewKey {

@@ -66,8 +66,10 @@ pub struct ServeArgs {
     /// 0600; back it up).
     #[arg(long, env = "HOOKFLOW_MASTER_KEY", hide_env_values = true)]
     pub master_key: Option<String>,
-    /// Let server-side requests (webhook replay) reach loopback, private and link-local addresses. Off by default:
-    /// such targets are refused.
+    /// Let the server's own requests for every organization (embedded runner flows, webhook replay, OpenAPI import
+    /// by URL) reach loopback and private addresses, as if every organization were on the private-network
+    /// allow-list (`hookflow-server orgs private-network`). For single-team installations; link-local and cloud
+    /// metadata addresses stay refused.
     #[arg(long, env = "HOOKFLOW_ALLOW_PRIVATE_TARGETS")]
     pub allow_private_targets: bool,
     /// Seconds between retention sweeps (captures past their endpoint's max_age_days or max_requests).
@@ -133,6 +135,19 @@ pub enum OrgsCommand {
     },
     /// List organizations with their ids.
     List,
+    /// Put an organization on the private-network allow-list (`--allow`) or take it off (`--deny`): its flows run
+    /// by the embedded runner, its replays and imports may then reach loopback and private addresses.
+    PrivateNetwork {
+        /// Organization id.
+        #[arg(long)]
+        org: uuid::Uuid,
+        /// Allow private addresses.
+        #[arg(long, conflicts_with = "deny", required_unless_present = "deny")]
+        allow: bool,
+        /// Refuse private addresses again (the default for new organizations).
+        #[arg(long)]
+        deny: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

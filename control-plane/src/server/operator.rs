@@ -20,8 +20,18 @@ pub async fn orgs(pool: &PgPool, command: OrgsCommand) -> Result<(), BoxError> {
         }
         OrgsCommand::List => {
             for org in organization::list_all(&mut conn).await? {
-                println!("{}  {}", org.id, org.name);
+                let private = if org.private_network { "  (private network allowed)" } else { "" };
+                println!("{}  {}{private}", org.id, org.name);
             }
+        }
+        OrgsCommand::PrivateNetwork { org, allow, .. } => {
+            let mut tx = pool.begin().await?;
+            if !organization::set_private_network(&mut tx, org, allow).await? {
+                return Err(format!("no organization {org}; `hookflow-server orgs list` shows them").into());
+            }
+            tx.commit().await?;
+            let what = if allow { "may now reach" } else { "may no longer reach" };
+            println!("organization {org} {what} loopback and private addresses from the server");
         }
     }
     Ok(())

@@ -76,16 +76,35 @@ fn check_retention(value: Option<&Retention>) -> ApiResult<()> {
     Ok(())
 }
 
+/// Headers a custom answer may not set: it is served on the API's (and the app's) origin, so it may not set
+/// cookies, redirect or refresh a browser, or loosen what the server itself sets on it.
+const REFUSED_RESPONSE_HEADERS: [&str; 9] = [
+    "set-cookie",
+    "set-cookie2",
+    "location",
+    "refresh",
+    "content-security-policy",
+    "x-content-type-options",
+    "strict-transport-security",
+    "access-control-allow-origin",
+    "access-control-allow-credentials",
+];
+
 fn check_response(value: Option<&CustomResponse>) -> ApiResult<()> {
     let Some(response) = value else { return Ok(()) };
-    if !(100..=599).contains(&response.status) {
-        return Err(ApiError::invalid("`response.status` must be an HTTP status between 100 and 599"));
+    if !(200..=599).contains(&response.status) || (300..400).contains(&response.status) {
+        return Err(ApiError::invalid("`response.status` must be an HTTP status from 200 to 599, not a redirect"));
     }
     for (name, value) in &response.headers {
         if axum::http::HeaderName::try_from(name.as_str()).is_err()
             || axum::http::HeaderValue::try_from(value.as_str()).is_err()
         {
             return Err(ApiError::invalid(format!("`response.headers`: `{name}` is not a valid header")));
+        }
+        if REFUSED_RESPONSE_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            return Err(ApiError::invalid(format!(
+                "`response.headers`: `{name}` cannot be set on a capture answer (it is served on the API's origin)"
+            )));
         }
     }
     if response.body.len() > 64 * 1024 {

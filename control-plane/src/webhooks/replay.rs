@@ -1,5 +1,5 @@
 //! Replay: resend a captured request (method, path, query, headers, raw body) to a target URL and report the
-//! target's answer. Loopback and private targets are refused unless the operator allows them.
+//! target's answer, through the guarded client under the organization's network policy.
 
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
@@ -7,7 +7,6 @@ use crate::http::extract::{ApiJson, ApiPath, Id};
 use crate::outbound;
 use crate::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow, encode_body};
 use axum::Json;
-use futures_util::StreamExt as _;
 use hookflow_shared::api::webhooks::{BodyEncoding, ReplayRequest, ReplayResult};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
@@ -45,8 +44,9 @@ pub async fn replay_request(
         url.push_str(&capture.query_string);
     }
     let url = reqwest::Url::parse(&url).map_err(|e| ApiError::invalid(format!("the replay URL is not valid: {e}")))?;
-    let client = outbound::client_for(&url, app.settings.allow_private_targets, TIMEOUT).await?;
-    let method = reqwest::Method::from_bytes(capture.method.as_bytes()).map_err(|_| ApiError::internal())?;
+    let policy = outbound::policy_for(&app.pool, &app.settings, caller.org_id).await?;
+    let client = outbound::client_for(&url, policy, TIMEOUT, "target_url")?;
+    let method = reqwest::Method::from_bytes(capture.method.as_bytes()).map_err(ApiError::internal_because)?;
     let mut request = client.request(method, url);
     for (name, value) in
         capture.headers.0.iter().filter(|(n, _)| !HOP_HEADERS.contains(&n.to_ascii_lowercase().as_str()))
@@ -54,28 +54,15 @@ pub async fn replay_request(
         request = request.header(name.as_str(), value.as_str());
     }
     let started = Instant::now();
-    let response = request
-        .body(capture.body.unwrap_or_default())
-        .send()
-        .await
-        .map_err(|e| ApiError::invalid(format!("the target did not answer: {}", short_reason(&e))))?;
+    let response =
+        request.body(capture.body.unwrap_or_default()).send().await.map_err(|e| outbound::failed("target_url", &e))?;
     let status = response.status().as_u16();
     let headers = response
         .headers()
         .iter()
         .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
         .collect();
-    let mut answer = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk
-            .map_err(|e| ApiError::invalid(format!("reading the target's answer failed: {}", short_reason(&e))))?;
-        let room = MAX_ANSWER.saturating_sub(answer.len());
-        answer.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        if room <= chunk.len() {
-            break;
-        }
-    }
+    let answer = outbound::read("target_url", response, MAX_ANSWER).await?.to_vec();
     let duration_ms = started.elapsed().as_millis() as u64;
     let encoding = if std::str::from_utf8(&answer).is_ok() { BodyEncoding::Utf8 } else { BodyEncoding::Base64 };
     Ok(Json(ReplayResult {
@@ -85,14 +72,4 @@ pub async fn replay_request(
         body_encoding: encoding,
         duration_ms,
     }))
-}
-
-fn short_reason(error: &reqwest::Error) -> &'static str {
-    if error.is_timeout() {
-        "timed out"
-    } else if error.is_connect() {
-        "connection failed"
-    } else {
-        "request failed"
-    }
 }

@@ -4,13 +4,18 @@
 
 pub mod mask;
 pub mod request;
+pub mod send;
 pub mod vars;
 
 use crate::engine::mask::Masker;
-use crate::engine::vars::Variables;
+use crate::engine::vars::{Variables, as_text};
+use crate::outbound::{ClientOptions, Guard};
 use hookflow_shared::Timestamp;
+use hookflow_shared::api::catalog::{Assertion, AssertionResult};
 use hookflow_shared::api::executions::{NodeResult, NodeStatus};
+use hookflow_shared::api::runners::NetworkPolicy;
 use hookflow_shared::api::runners::{FinalStatus, Job, module_key};
+use hookflow_shared::flow::assert::Operator;
 use hookflow_shared::flow::definition::{self, Node, VersionSelector};
 use hookflow_shared::flow::template;
 use serde_json::Value;
@@ -31,10 +36,12 @@ pub struct Outcome {
     pub error: Option<String>,
 }
 
-/// Executes flows. Cheap to clone; one connection pool for every run.
+/// Executes flows. Cheap to clone; one connection pool per network policy, shared by every run.
 #[derive(Debug, Clone)]
 pub struct Engine {
-    client: reqwest::Client,
+    public: reqwest::Client,
+    private: reqwest::Client,
+    any: reqwest::Client,
 }
 
 impl Default for Engine {
@@ -78,15 +85,25 @@ fn skipped(node_id: &str, attempt: i32, reason: &str) -> NodeResult {
 
 impl Engine {
     pub fn new() -> Self {
-        let client = reqwest::Client::builder()
-            .user_agent(concat!("hookflow-runner/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_default();
-        Self { client }
+        let options = ClientOptions {
+            user_agent: concat!("hookflow-runner/", env!("CARGO_PKG_VERSION")).to_owned(),
+            ..ClientOptions::default()
+        };
+        let client = |policy| Guard::new(policy).client(&options);
+        Self {
+            public: client(NetworkPolicy::Public),
+            private: client(NetworkPolicy::Private),
+            any: client(NetworkPolicy::Any),
+        }
     }
 
-    pub fn with_client(client: reqwest::Client) -> Self {
-        Self { client }
+    /// The client whose resolver enforces `policy`.
+    fn client(&self, policy: NetworkPolicy) -> &reqwest::Client {
+        match policy {
+            NetworkPolicy::Public => &self.public,
+            NetworkPolicy::Private => &self.private,
+            NetworkPolicy::Any => &self.any,
+        }
     }
 
     /// Runs a job to its end; results go to `sink` as each node finishes.
@@ -101,8 +118,8 @@ impl Engine {
                 };
             }
         };
-        let mut vars = Variables::new(&parsed.variables, &job.variables, &job.secrets.0);
-        let context = RunContext { job, masker: Masker::new(vars.secret_values()), cancel };
+        let mut vars = Variables::for_job(job, &parsed.variables);
+        let context = RunContext { job, masker: Masker::new(vars.secrets()), cancel };
         let limit = Duration::from_secs(job.timeout_s.max(1));
         let ran = tokio::time::timeout(limit, self.run_nodes(&parsed.nodes, &mut vars, &context, Some(sink), 0)).await;
         match ran {
@@ -140,7 +157,7 @@ impl Engine {
                 } else if !enabled {
                     skipped(node.id(), context.job.attempt, "disabled")
                 } else if let Some(condition) = condition
-                    && !condition.evaluate(&vars.values_with(&BTreeMap::new())).passed
+                    && !guarded_assert(condition, &vars.values_with(&BTreeMap::new()), &context.masker).passed
                 {
                     skipped(node.id(), context.job.attempt, "its condition was not met")
                 } else {
@@ -204,8 +221,13 @@ impl Engine {
         let retry = request.retry.unwrap_or(definition::Retry { count: 0, interval_ms: 0 });
         let mut tries = 0;
         let exchange = loop {
+            let exchange_context = request::Context {
+                client: self.client(context.job.network),
+                job: context.job,
+                masker: &context.masker,
+            };
             let exchange = tokio::select! {
-                exchange = request::exchange(&self.client, request, vars) => exchange,
+                exchange = request::exchange(exchange_context, request, vars) => exchange,
                 () = context.cancel.cancelled() => return None,
             };
             if exchange.status == Some(NodeStatus::Passed) || tries >= retry.count {
@@ -251,12 +273,10 @@ impl Engine {
             result.error = Some(format!("the module's flow {} was not resolved for this run", module.flow_id));
             return Some(());
         };
-        let mut inputs = BTreeMap::new();
+        let mut inputs = Vec::new();
         for (name, text) in &module.inputs {
             match template::render(text, &vars.scope()) {
-                Ok(value) => {
-                    inputs.insert(name.clone(), value);
-                }
+                Ok(value) => inputs.push((name.clone(), value, vars.is_tainted_template(text))),
                 Err(e) => {
                     result.status = NodeStatus::Error;
                     result.error = Some(format!("inputs.{name}: {e}"));
@@ -287,7 +307,7 @@ fn set_variables(set: &definition::SetVariablesNode, vars: &mut Variables, resul
     for (name, text) in &set.variables {
         match template::render(text, &vars.scope()) {
             Ok(value) => {
-                vars.set(name, Value::String(value.clone()));
+                vars.set_rendered(name, text, value.clone());
                 result.extracted.insert(name.clone(), Value::String(value));
             }
             Err(e) => {
@@ -297,6 +317,27 @@ fn set_variables(set: &definition::SetVariablesNode, vars: &mut Variables, resul
             }
         }
     }
+}
+
+/// Evaluates an assertion or condition. One that would look inside a value holding a secret (with any operator
+/// but exists, notExists and isType) fails instead: an assertion must never be an oracle for a secret.
+pub(crate) fn guarded_assert(
+    assertion: &Assertion,
+    values: &BTreeMap<String, Value>,
+    masker: &Masker,
+) -> AssertionResult {
+    let holds_secret = values.get(&assertion.source).is_some_and(|v| !masker.carried(&as_text(v)).is_empty());
+    if holds_secret && !matches!(assertion.operator, Operator::Exists | Operator::NotExists | Operator::IsType) {
+        return AssertionResult {
+            source: assertion.source.clone(),
+            operator: assertion.operator,
+            expected: None,
+            actual: None,
+            passed: false,
+            reason: Some("the value holds a secret: only exists, notExists and isType may look at it".into()),
+        };
+    }
+    assertion.evaluate(values)
 }
 
 fn node_flags(node: &Node) -> (bool, Option<&hookflow_shared::api::catalog::Assertion>, bool) {

@@ -1,15 +1,19 @@
-//! Request nodes: render the request from templates, send it (per-node timeout), read the response, run the
-//! extractors and assertions. Retries are the caller's.
+//! Request nodes: render the request from templates, check where its secrets may go, send it (per-node timeout,
+//! redirects followed here so every hop is checked), read the response, run the extractors and assertions.
+//! Retries are the caller's. Everything kept from the exchange is masked before it is cut to size.
 
+use crate::engine::mask::Masker;
+use crate::engine::send::{self, Outgoing, Received};
 use crate::engine::vars::Variables;
 use hookflow_shared::api::catalog::AssertionResult;
 use hookflow_shared::api::executions::{MAX_RESULT_BODY, NodeStatus, ReceivedResponse, SentRequest, Timings};
+use hookflow_shared::api::runners::Job;
 use hookflow_shared::flow::definition::{RequestNode, RequestSpec};
 use hookflow_shared::flow::extract::ResponseView;
 use hookflow_shared::flow::template;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const DEFAULT_NODE_TIMEOUT_MS: u64 = 30_000;
 
@@ -30,6 +34,14 @@ impl Exchange {
     }
 }
 
+/// What a request node's exchange needs from the run.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    pub client: &'a reqwest::Client,
+    pub job: &'a Job,
+    pub masker: &'a Masker,
+}
+
 /// Cuts a body to the kept size at a character boundary.
 pub fn keep(text: &str) -> (String, bool) {
     if text.len() <= MAX_RESULT_BODY {
@@ -42,96 +54,74 @@ pub fn keep(text: &str) -> (String, bool) {
     (text[..end].to_owned(), true)
 }
 
-/// The request as sent; a header whose template names a secret is shown as `***` whole (it may hold the secret
-/// in an encoding the masker cannot see, such as Basic credentials).
-fn render(spec: &RequestSpec, vars: &Variables) -> Result<(SentRequest, Vec<(String, String)>), String> {
-    let scope = vars.scope();
-    let fail = |field: &str, e: template::TemplateError| format!("{field}: {e}");
+/// The request as it will be sent, and as it is shown: a header whose value carries a secret is shown as `***`
+/// whole (it may hold the secret in an encoding the masker cannot see).
+fn render(spec: &RequestSpec, vars: &Variables, context: Context<'_>) -> Result<(SentRequest, Outgoing), String> {
+    let (scope, masker) = (vars.scope(), context.masker);
+    let fail = |field: &str, e: template::TemplateError| match &e {
+        template::TemplateError::Undefined(name)
+            if name.strip_prefix("secret.").is_some_and(|s| context.job.withheld_secrets.iter().any(|w| w == s)) =>
+        {
+            format!("{field}: `{{{{{name}}}}}` is given only to registered runners, not to ephemeral runs")
+        }
+        _ => format!("{field}: {e}"),
+    };
     let method = template::render(&spec.method, &scope).map_err(|e| fail("method", e))?.to_ascii_uppercase();
     let mut url = template::render(&spec.url, &scope).map_err(|e| fail("url", e))?;
+    let mut untainted_url = vars.render_untainted(&spec.url);
     if !spec.query.is_empty() {
         let mut query = form_urlencoded::Serializer::new(String::new());
         for (name, value) in &spec.query {
             query.append_pair(name, &template::render(value, &scope).map_err(|e| fail(&format!("query.{name}"), e))?);
         }
-        url.push(if url.contains('?') { '&' } else { '?' });
-        url.push_str(&query.finish());
+        let query = query.finish();
+        for url in std::iter::once(&mut url).chain(untainted_url.as_mut()) {
+            url.push(if url.contains('?') { '&' } else { '?' });
+            url.push_str(&query);
+        }
     }
     let mut headers = Vec::new();
     let mut shown = BTreeMap::new();
     for (name, value) in &spec.headers {
         let rendered = template::render(value, &scope).map_err(|e| fail(&format!("headers.{name}"), e))?;
-        let display = if template::secret_names(value).is_empty() { rendered.clone() } else { "***".into() };
-        shown.insert(name.clone(), display);
+        let secret = !template::secret_names(value).is_empty() || !masker.carried(&rendered).is_empty();
+        shown.insert(name.clone(), if secret { "***".to_owned() } else { rendered.clone() });
         headers.push((name.clone(), rendered));
     }
     let body = spec.body.as_deref().map(|b| template::render(b, &scope)).transpose().map_err(|e| fail("body", e))?;
-    Ok((SentRequest { method, url, headers: shown, body }, headers))
-}
-
-/// A response as received.
-struct Received {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: bytes::Bytes,
-    ttfb: Duration,
-    total: Duration,
+    let outgoing = Outgoing { method: method.clone(), url: url.clone(), untainted_url, headers, body: body.clone() };
+    Ok((SentRequest { method, url, headers: shown, body }, outgoing))
 }
 
 /// One try of a request node.
-pub async fn exchange(client: &reqwest::Client, node: &RequestNode, vars: &Variables) -> Exchange {
+pub async fn exchange(context: Context<'_>, node: &RequestNode, vars: &Variables) -> Exchange {
     let Some(spec) = &node.request else {
         return Exchange::error(
             None,
             "the node carries an unresolved `request_ref` (the server inlines collection requests at launch)".into(),
         );
     };
-    let (shown, headers) = match render(spec, vars) {
+    let (shown, outgoing) = match render(spec, vars, context) {
         Ok(rendered) => rendered,
         Err(message) => return Exchange::error(None, message),
     };
-    let method = match reqwest::Method::from_bytes(shown.method.as_bytes()) {
-        Ok(method) => method,
-        Err(_) => return Exchange::error(Some(shown), "the method is not valid".into()),
-    };
-    let mut builder = client.request(method, &shown.url);
-    for (name, value) in &headers {
-        builder = builder.header(name.as_str(), value.as_str());
-    }
-    if let Some(body) = &shown.body {
-        builder = builder.body(body.clone());
-    }
     let timeout = Duration::from_millis(node.timeout_ms.unwrap_or(DEFAULT_NODE_TIMEOUT_MS));
-    match send(builder, timeout).await {
-        Ok(received) => evaluate(node, vars, shown, &received),
+    let rules = send::Rules { guard_policy: context.job.network, secret_hosts: &context.job.secret_hosts };
+    match send::send(context.client, &outgoing, &rules, context.masker, timeout).await {
+        Ok(received) => evaluate(node, vars, shown, &received, context.masker),
         Err(message) => Exchange::error(Some(shown), message),
     }
 }
 
-/// Sends the request and reads the whole response within `timeout`.
-async fn send(builder: reqwest::RequestBuilder, timeout: Duration) -> Result<Received, String> {
-    let started = Instant::now();
-    let sent = async {
-        let response = builder.send().await?;
-        let ttfb = started.elapsed();
-        let status = response.status().as_u16();
-        let headers: Vec<(String, String)> = response
-            .headers()
-            .iter()
-            .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-            .collect();
-        let body = response.bytes().await?;
-        Ok::<_, reqwest::Error>(Received { status, headers, body, ttfb, total: Duration::ZERO })
-    };
-    match tokio::time::timeout(timeout, sent).await {
-        Ok(Ok(received)) => Ok(Received { total: started.elapsed(), ..received }),
-        Ok(Err(e)) => Err(describe(&e)),
-        Err(_) => Err(format!("no response within {} ms", timeout.as_millis())),
-    }
-}
-
-/// Runs the extractors and then (when they all worked) the assertions over a received response.
-fn evaluate(node: &RequestNode, vars: &Variables, shown: SentRequest, received: &Received) -> Exchange {
+/// Runs the extractors and then (when they all worked) the assertions over a received response; the kept body
+/// and headers are masked whole before the body is cut to size.
+fn evaluate(
+    node: &RequestNode,
+    vars: &Variables,
+    shown: SentRequest,
+    received: &Received,
+    masker: &Masker,
+) -> Exchange {
     let text = String::from_utf8_lossy(&received.body);
     let view = ResponseView { status: received.status, headers: &received.headers, body: &text };
     let mut exchange = Exchange { request: Some(shown), ..Exchange::default() };
@@ -151,7 +141,7 @@ fn evaluate(node: &RequestNode, vars: &Variables, shown: SentRequest, received: 
     for (name, value) in &received.headers {
         joined.entry(name.clone()).and_modify(|v| *v = format!("{v}, {value}")).or_insert_with(|| value.clone());
     }
-    let (kept, truncated) = keep(&text);
+    let (kept, truncated) = keep(&masker.text(&text));
     exchange.response = Some(ReceivedResponse {
         status: received.status,
         headers: joined,
@@ -165,7 +155,8 @@ fn evaluate(node: &RequestNode, vars: &Variables, shown: SentRequest, received: 
     });
     if exchange.status.is_none() {
         let values = vars.values_with(&exchange.extracted);
-        exchange.assertions = node.assertions.iter().map(|a| a.evaluate(&values)).collect();
+        exchange.assertions =
+            node.assertions.iter().map(|a| crate::engine::guarded_assert(a, &values, masker)).collect();
         let passed = exchange.assertions.iter().all(|a| a.passed);
         exchange.status = Some(if passed { NodeStatus::Passed } else { NodeStatus::Failed });
         if !passed {
@@ -174,24 +165,4 @@ fn evaluate(node: &RequestNode, vars: &Variables, shown: SentRequest, received: 
         }
     }
     exchange
-}
-
-/// A transport error in a sentence, without the URL (which may hold a secret the masker hides anyway).
-fn describe(error: &reqwest::Error) -> String {
-    let kind = if error.is_connect() {
-        "could not connect"
-    } else if error.is_timeout() {
-        "timed out"
-    } else if error.is_body() || error.is_decode() {
-        "the response body could not be read"
-    } else {
-        "the request failed"
-    };
-    let mut source = std::error::Error::source(error);
-    let mut detail = String::new();
-    while let Some(cause) = source {
-        detail = cause.to_string();
-        source = cause.source();
-    }
-    if detail.is_empty() { kind.to_owned() } else { format!("{kind}: {detail}") }
 }

@@ -74,6 +74,9 @@ pub struct Organization {
     pub default_max_body_bytes: i64,
     /// Captures per second accepted by each endpoint before answering 429.
     pub capture_rate_limit_per_s: i32,
+    /// Whether the operator lets the server's own requests for this organization (embedded runner, replay,
+    /// import) reach loopback and private addresses. Set by the operator only.
+    pub private_network: bool,
     pub created_at: Timestamp,
 }
 

@@ -3,17 +3,33 @@
 use crate::Timestamp;
 use serde::{Deserialize, Serialize};
 
-/// `PUT /secrets/{name}` and `PUT /variables/{name}`.
+/// `PUT /variables/{name}`.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutValue {
     pub value: String,
 }
 
-/// A secret's metadata; its value is never returned.
+/// `PUT /secrets/{name}`: the value and the secret's rules.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PutSecret {
+    pub value: String,
+    /// Hosts the secret may be sent to (`api.example.com`, `*.example.com`); empty: only hosts the stored flow
+    /// and its environment name (a launch variable can never choose where a secret goes).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Only registered runners get it; ephemeral runs (the CLI) do not.
+    #[serde(default)]
+    pub runners_only: bool,
+}
+
+/// A secret's metadata and rules; its value is never returned.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SecretInfo {
     pub name: String,
+    pub allowed_hosts: Vec<String>,
+    pub runners_only: bool,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }

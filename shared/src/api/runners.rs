@@ -98,6 +98,17 @@ pub struct JobFlow {
     pub definition: Value,
 }
 
+/// Where a run's requests may go, as the claim tells the engine: public addresses only, `private` (anything but
+/// link-local and cloud metadata addresses), or `any` (installed runners: the networks they were placed in).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkPolicy {
+    Public,
+    Private,
+    #[default]
+    Any,
+}
+
 /// Secret values by name; `Debug` never prints them.
 #[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -130,6 +141,30 @@ pub struct Job {
     pub job_token: String,
     pub lease_expires_at: Timestamp,
     pub timeout_s: u64,
+    /// Where the run's requests may go; absent (older servers) means `any`.
+    #[serde(default)]
+    pub network: NetworkPolicy,
+    /// `variables` layer by layer; absent in claims of older servers, which send `variables` alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<VariableLayers>,
+    /// Hosts each secret may be sent to, for the secrets that name them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secret_hosts: BTreeMap<String, Vec<String>>,
+    /// Secrets the run references that this claim does not carry (kept for registered runners).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld_secrets: Vec<String>,
+}
+
+/// The variables of a claim by where they came from, lowest first. Only environment values are templates (they
+/// may name secrets); launch values, organization and collection values are plain values.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct VariableLayers {
+    /// Collection variables under organization variables.
+    pub base: BTreeMap<String, String>,
+    /// The environment's variables.
+    pub environment: BTreeMap<String, String>,
+    /// The launch's variables.
+    pub launch: BTreeMap<String, String>,
 }
 
 impl Job {
@@ -147,6 +182,10 @@ impl Job {
             job_token: String::new(),
             lease_expires_at: Timestamp::now(),
             timeout_s,
+            network: NetworkPolicy::Any,
+            layers: None,
+            secret_hosts: BTreeMap::new(),
+            withheld_secrets: Vec::new(),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! them.
 
 use crate::api::catalog::Assertion;
+use crate::flow::assert::Operator;
 use crate::flow::extract::Extractor;
 use crate::flow::template;
 use serde::{Deserialize, Serialize};
@@ -254,7 +255,49 @@ pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
     for node in &definition.nodes {
         check_node(node, &mut seen, &mut problems);
     }
+    check_secret_oracles(&definition, &mut problems);
     if problems.is_empty() { Ok(definition) } else { Err(problems) }
+}
+
+/// Conditions and assertions may not look inside a variable the flow fills from a secret (beyond exists,
+/// notExists and isType): a comparison that passes or fails would reveal the secret a guess at a time. The runner
+/// refuses the same at run time for values that hold a secret whatever their origin.
+fn check_secret_oracles(definition: &FlowDefinition, problems: &mut Vec<Problem>) {
+    let mut secret_bearing: HashSet<&str> = definition
+        .variables
+        .iter()
+        .filter(|(_, value)| !template::secret_names(value).is_empty())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let looks_inside = |a: &Assertion| !matches!(a.operator, Operator::Exists | Operator::NotExists | Operator::IsType);
+    for node in &definition.nodes {
+        let mut checked: Vec<(&str, &Assertion)> = node.condition().map(|c| ("condition", c)).into_iter().collect();
+        if let Node::Request(request) = node {
+            checked.extend(request.assertions.iter().map(|a| ("assertions", a)));
+        }
+        for (field, assertion) in checked {
+            if secret_bearing.contains(assertion.source.as_str()) && looks_inside(assertion) {
+                problems.push(Problem {
+                    node_id: Some(node.id().to_owned()),
+                    field: format!("{field}.source"),
+                    message: format!(
+                        "`{}` holds a secret: conditions and assertions may only check it with exists, notExists or \
+                         isType",
+                        assertion.source
+                    ),
+                });
+            }
+        }
+        if let Node::SetVariables(set) = node {
+            for (name, value) in &set.variables {
+                let uses_secret = !template::secret_names(value).is_empty()
+                    || template::names(value).iter().any(|n| secret_bearing.contains(n.as_str()));
+                if uses_secret {
+                    secret_bearing.insert(name.as_str());
+                }
+            }
+        }
+    }
 }
 
 /// The problems of one node: its id (well formed, not taken by an earlier node), its condition, its kind's fields.

@@ -58,6 +58,22 @@ pub fn check(text: &str) -> Result<(), TemplateError> {
     Ok(())
 }
 
+/// The variable names a text references (not secrets), each once.
+pub fn names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else { break };
+        let name = after[..end].trim();
+        if !name.starts_with("secret.") && !names.iter().any(|n| n == name) {
+            names.push(name.to_owned());
+        }
+        rest = &after[end + 2..];
+    }
+    names
+}
+
 /// The secret names a text references (`{{secret.NAME}}`), to resolve only those at claim time.
 pub fn secret_names(text: &str) -> Vec<String> {
     let mut names = Vec::new();

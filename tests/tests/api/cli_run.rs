@@ -3,6 +3,7 @@
 //! answer was lost retried once under the same Idempotency-Key, --fail-fast and --timeout, and no secret or key
 //! in anything it prints or writes.
 
+use crate::RUNNER;
 use hookflow_tests::TestApp;
 use hookflow_tests::cli::{Cli, CliOutput};
 use hookflow_tests::exec::scoped;
@@ -14,7 +15,6 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 
 const HOOKFLOW: &str = env!("CARGO_BIN_EXE_hookflow-under-test");
-const RUNNER: &str = env!("CARGO_BIN_EXE_hookflow-runner-under-test");
 const SECRET: &str = "cli-s3cret/p@ss";
 
 fn cli(base: &str) -> Cli {

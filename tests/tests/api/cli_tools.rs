@@ -343,3 +343,37 @@ async fn collections_are_imported_and_synced_from_the_command_line() {
     let neither = cli.run(Some(&app.admin), &["collections", "import"]).await;
     assert_eq!(neither.code, 2, "{}", neither.all());
 }
+
+#[tokio::test]
+async fn the_action_refuses_a_report_path_that_would_write_other_outputs() {
+    let app = TestApp::spawn().await;
+    let inputs = [
+        ("INPUT_API_KEY", app.admin.key.as_str()),
+        ("INPUT_ORGANIZATION_ID", &app.admin.org.to_string()),
+        ("INPUT_TAGS", "smoke"),
+        ("INPUT_REPORT_PATH", "report.xml\nexit-code=0"),
+    ];
+    let inputs: Vec<(&str, &str)> = inputs.iter().map(|(k, v)| (*k, *v)).collect();
+    let (code, stdout, _, outputs) = action(&app, &inputs).await;
+    assert_eq!(code, 2, "{stdout}");
+    assert!(stdout.contains("line break"), "{stdout}");
+    assert!(!outputs.contains("exit-code=0"), "nothing was injected: {outputs:?}");
+}
+
+#[tokio::test]
+async fn the_cli_never_follows_a_redirect_with_its_key_nor_sends_it_in_clear_text() {
+    let app = TestApp::spawn().await;
+    let elsewhere = hookflow_tests::target::Target::spawn_on("127.0.0.2:0").await;
+    let redirecting = hookflow_tests::target::Target::spawn().await;
+    // A server whose every answer is a redirect to another host.
+    let to = format!("{}/echo", elsewhere.base);
+    let base = format!("{}/redirect?to={to}&", redirecting.base);
+    let hooks = Cli { binary: HOOKFLOW, base: base.trim_end_matches('&').to_owned() };
+    let followed = hooks.run(Some(&app.admin), &["flows", "list"]).await;
+    assert_ne!(followed.code, 0, "{}", followed.all());
+    assert_eq!(elsewhere.hits(), 0, "the key never went to the other host");
+    let remote = Cli { binary: HOOKFLOW, base: "http://hookflow.invalid:8080".to_owned() };
+    let clear = remote.run(Some(&app.admin), &["flows", "list"]).await;
+    assert_eq!(clear.code, 2, "{}", clear.all());
+    assert!(clear.stderr.contains("clear text"), "{}", clear.all());
+}

@@ -2,14 +2,13 @@
 //! removed operations, idempotence, the sync record), and flows running collection requests on a real runner, with
 //! deletes of referenced requests refused.
 
+use crate::RUNNER;
 use crate::collections::import;
 use hookflow_tests::TestApp;
 use hookflow_tests::runner::RunnerProcess;
 use hookflow_tests::target::Target;
 use reqwest::Method;
 use serde_json::{Value, json};
-
-const RUNNER: &str = env!("CARGO_BIN_EXE_hookflow-runner-under-test");
 
 const V1: &str = r#"openapi: 3.0.3
 info: {title: Pets, version: '1'}

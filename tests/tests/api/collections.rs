@@ -288,6 +288,11 @@ async fn descriptions_import_from_urls_and_relative_servers_resolve_against_them
 #[tokio::test]
 async fn bad_documents_and_forbidden_urls_get_clear_400s() {
     let app = TestApp::spawn().await;
+    // As any organization the operator did not allow private networks.
+    let mut conn = app.pool.acquire().await.expect("connection");
+    hookflow_control_plane::admin::organization::set_private_network(&mut conn, app.admin.org, false)
+        .await
+        .expect("deny");
     let path = "/collections/import/openapi";
     let cases = [
         (json!({"source": {"document": "openapi: 3.0.3\ninfo: [unclosed"}}), "line"),

@@ -1,6 +1,9 @@
 //! End-to-end API tests: the real router on 127.0.0.1:0 over a real, freshly cloned PostgreSQL database.
 //! One binary with modules, so the suite links once.
 
+/// The runner daemon built from the runner crate's `main.rs` (this package's `hookflow-runner-under-test`).
+pub const RUNNER: &str = env!("CARGO_BIN_EXE_hookflow-runner-under-test");
+
 mod analytics;
 mod auth;
 mod capture;
@@ -14,6 +17,9 @@ mod engine;
 mod executions;
 mod flows;
 mod history;
+mod isolation_captures;
+mod isolation_network;
+mod isolation_secrets;
 mod keys;
 mod openapi;
 mod organization;

@@ -9,7 +9,6 @@ pub mod schema;
 use crate::http::error::{ApiError, ApiResult};
 use crate::outbound;
 use crate::state::AppState;
-use futures_util::StreamExt as _;
 use hookflow_shared::api::collections::OpenApiSource;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
@@ -45,50 +44,32 @@ pub fn check_source(source: &OpenApiSource) -> ApiResult<()> {
     }
 }
 
-/// Fetches a description: public addresses only (unless the operator allows private ones), 2xx, at most 10 MiB.
-async fn fetch(app: &AppState, url: &reqwest::Url) -> ApiResult<String> {
-    let client = outbound::client_for(url, app.settings.allow_private_targets, FETCH_TIMEOUT).await?;
+/// Fetches a description through the guarded client under the organization's policy: 2xx, at most 10 MiB.
+async fn fetch(app: &AppState, org_id: uuid::Uuid, url: &reqwest::Url) -> ApiResult<String> {
+    let policy = outbound::policy_for(&app.pool, &app.settings, org_id).await?;
+    let client = outbound::client_for(url, policy, FETCH_TIMEOUT, "source.url")?;
     let response = client
         .get(url.clone())
         .header("accept", "application/json, application/yaml, text/yaml, */*")
         .send()
         .await
-        .map_err(|e| ApiError::invalid(format!("invalid field `source.url`: fetching it failed ({})", short(&e))))?;
+        .map_err(|e| outbound::failed("source.url", &e))?;
     if !response.status().is_success() {
         return Err(ApiError::invalid(format!("invalid field `source.url`: it answered {}", response.status())));
     }
-    let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk
-            .map_err(|e| ApiError::invalid(format!("invalid field `source.url`: reading it failed ({})", short(&e))))?;
-        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
-            return Err(ApiError::invalid("invalid field `source.url`: the description is larger than 10 MiB"));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    String::from_utf8(body)
+    let body = outbound::read("source.url", response, MAX_DOCUMENT_BYTES).await?;
+    String::from_utf8(body.to_vec())
         .map_err(|_| ApiError::invalid("invalid field `source.url`: the description is not UTF-8 text"))
 }
 
-fn short(e: &reqwest::Error) -> String {
-    if e.is_timeout() {
-        "timed out".to_owned()
-    } else if e.is_connect() {
-        "cannot connect".to_owned()
-    } else {
-        e.to_string()
-    }
-}
-
 /// Loads and checks the description a source names.
-pub async fn load(app: &AppState, source: &OpenApiSource) -> ApiResult<Loaded> {
+pub async fn load(app: &AppState, org_id: uuid::Uuid, source: &OpenApiSource) -> ApiResult<Loaded> {
     check_source(source)?;
     let (text, url) = match (&source.url, &source.document) {
         (Some(url), _) => {
             let url =
                 reqwest::Url::parse(url).map_err(|e| ApiError::invalid(format!("invalid field `source.url`: {e}")))?;
-            (fetch(app, &url).await?, Some(url))
+            (fetch(app, org_id, &url).await?, Some(url))
         }
         (None, Some(document)) => (document.clone(), None),
         (None, None) => return Err(ApiError::invalid("invalid field `source`: give `url` or `document`")),

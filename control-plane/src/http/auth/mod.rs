@@ -38,6 +38,8 @@ pub struct Caller<S = scope::Any> {
     pub org_id: Uuid,
     pub scopes: ScopeSet,
     pub actor: Actor,
+    /// When the caller's credential stops working: what it makes never outlives it.
+    pub expires_at: Option<DateTime<Utc>>,
     _scope: PhantomData<S>,
 }
 
@@ -108,7 +110,13 @@ impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
         {
             return Err(ApiError::insufficient_scope(required));
         }
-        Ok(Caller { org_id, scopes: identity.scopes, actor: Actor::Key(identity.key_id), _scope: PhantomData })
+        Ok(Caller {
+            org_id,
+            scopes: identity.scopes,
+            actor: Actor::Key(identity.key_id),
+            expires_at: identity.expires_at,
+            _scope: PhantomData,
+        })
     }
 }
 

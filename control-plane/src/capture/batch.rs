@@ -1,0 +1,152 @@
+//! One batch of captures in one statement: the rows, the endpoints' counts, the per-minute counters and the
+//! NOTIFYs. A row the database refuses never fails its neighbours: the batch is stored again in halves under
+//! savepoints until the refused rows stand alone, and only they are answered `Rejected`.
+
+use crate::capture::writer::{CaptureRecord, Outcome};
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+/// Stores one batch with one statement (atomic on its own, one round trip): the rows, the endpoints' counts, the
+/// per-minute counters and the NOTIFYs. Rows whose endpoint vanished are skipped.
+const WRITE_BATCH: &str = "
+WITH input AS (
+    SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
+                         $8::text[], $9::text[], $10::bytea[], $11::bytea[], $12::bool[], $13::text[], $14::timestamptz[])
+        AS u(id, org, webhook, method, path, qs, query, headers, ct, body, sha, utf8, ip, at)
+), stored AS (
+    INSERT INTO captures (id, organization_id, webhook_id, method, path, query_string, query, headers, content_type,
+                          body, body_size, body_sha256, body_utf8, source_ip, received_at)
+    SELECT u.id, u.org, u.webhook, u.method, u.path, u.qs, u.query::jsonb, u.headers::jsonb, u.ct, u.body,
+           length(u.body), u.sha, u.utf8, u.ip, u.at
+    FROM input u JOIN webhooks w ON w.id = u.webhook
+    RETURNING id, organization_id, webhook_id, method, received_at
+), endpoints AS (
+    INSERT INTO webhook_counters AS c (webhook_id, slot, stored, last_request_at)
+    SELECT webhook_id, $15, count(*), max(received_at) FROM stored GROUP BY webhook_id
+    ON CONFLICT (webhook_id, slot) DO UPDATE SET stored = c.stored + EXCLUDED.stored,
+        last_request_at = GREATEST(c.last_request_at, EXCLUDED.last_request_at)
+    RETURNING c.webhook_id
+), counters AS (
+    INSERT INTO capture_counts AS c (webhook_id, organization_id, minute, method, slot, count)
+    SELECT webhook_id, organization_id, date_trunc('minute', received_at, 'UTC'), method, $15, count(*)
+    FROM stored GROUP BY 1, 2, 3, 4
+    ON CONFLICT (webhook_id, minute, method, slot) DO UPDATE SET count = c.count + EXCLUDED.count
+), notified AS (
+    SELECT pg_notify('hookflow_captures', webhook_id::text) FROM endpoints
+)
+SELECT id FROM stored WHERE (SELECT count(*) FROM notified) >= 0";
+
+pub async fn write(
+    pool: &sqlx::PgPool,
+    records: &[&CaptureRecord],
+    ids: &[Uuid],
+    slot: i16,
+    after: Option<oneshot::Receiver<()>>,
+) -> Result<Vec<Outcome>, sqlx::Error> {
+    let Some(after) = after else {
+        // Nothing earlier in flight: the statement commits on its own, in one round trip.
+        match bind(ids, records, slot).fetch_all(pool).await {
+            Ok(stored) => return Ok(finish(ids, stored)),
+            Err(e) if is_row_error(&e) => return write_isolated(pool, records, ids, slot, None).await,
+            Err(e) => return Err(e),
+        }
+    };
+    let mut tx = pool.begin().await?;
+    let stored = match bind(ids, records, slot).fetch_all(&mut *tx).await {
+        Ok(stored) => stored,
+        Err(e) if is_row_error(&e) => {
+            // The failed statement aborted the transaction: start again, one part at a time.
+            drop(tx);
+            return write_isolated(pool, records, ids, slot, Some(after)).await;
+        }
+        Err(e) => return Err(e),
+    };
+    // Commit after the previous batch did: ids become visible in order, so "after id X" never skips a row.
+    let _ = after.await;
+    tx.commit().await?;
+    Ok(finish(ids, stored))
+}
+
+/// A batch that holds a row the database refuses: stored in halves under savepoints until the refused rows are
+/// alone, so every other row is stored.
+async fn write_isolated(
+    pool: &sqlx::PgPool,
+    records: &[&CaptureRecord],
+    ids: &[Uuid],
+    slot: i16,
+    after: Option<oneshot::Receiver<()>>,
+) -> Result<Vec<Outcome>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let outcomes = isolate(&mut tx, records, ids, slot).await?;
+    if let Some(after) = after {
+        let _ = after.await;
+    }
+    tx.commit().await?;
+    Ok(outcomes)
+}
+
+fn isolate<'a>(
+    conn: &'a mut sqlx::PgConnection,
+    records: &'a [&'a CaptureRecord],
+    ids: &'a [Uuid],
+    slot: i16,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Outcome>, sqlx::Error>> + Send + 'a>> {
+    Box::pin(async move {
+        sqlx::query("SAVEPOINT part").execute(&mut *conn).await?;
+        match bind(ids, records, slot).fetch_all(&mut *conn).await {
+            Ok(stored) => {
+                sqlx::query("RELEASE SAVEPOINT part").execute(&mut *conn).await?;
+                Ok(finish(ids, stored))
+            }
+            Err(e) if is_row_error(&e) => {
+                sqlx::query("ROLLBACK TO SAVEPOINT part").execute(&mut *conn).await?;
+                sqlx::query("RELEASE SAVEPOINT part").execute(&mut *conn).await?;
+                if records.len() == 1 {
+                    tracing::warn!(error = %e, webhook_id = %records[0].webhook_id, "a capture cannot be stored");
+                    let gone = matches!(&e, sqlx::Error::Database(db) if db.code().as_deref() == Some("23503"));
+                    return Ok(vec![if gone { Outcome::EndpointGone } else { Outcome::Rejected }]);
+                }
+                let middle = records.len() / 2;
+                let mut outcomes = isolate(conn, &records[..middle], &ids[..middle], slot).await?;
+                outcomes.extend(isolate(conn, &records[middle..], &ids[middle..], slot).await?);
+                Ok(outcomes)
+            }
+            Err(e) => Err(e),
+        }
+    })
+}
+
+/// An error of the rows, not of the database: a value it refuses (class 22) or a constraint (class 23).
+fn is_row_error(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.code().is_some_and(|c| c.starts_with("22") || c.starts_with("23")))
+}
+
+fn finish(ids: &[Uuid], stored: Vec<Uuid>) -> Vec<Outcome> {
+    let stored: std::collections::HashSet<Uuid> = stored.into_iter().collect();
+    ids.iter().map(|id| if stored.contains(id) { Outcome::Stored(*id) } else { Outcome::EndpointGone }).collect()
+}
+
+type Arguments = <sqlx::Postgres as sqlx::Database>::Arguments;
+
+fn bind<'q>(
+    ids: &'q [Uuid],
+    records: &'q [&'q CaptureRecord],
+    slot: i16,
+) -> sqlx::query::QueryScalar<'q, sqlx::Postgres, Uuid, Arguments> {
+    sqlx::query_scalar(WRITE_BATCH)
+        .bind(ids)
+        .bind(records.iter().map(|r| r.org_id).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.webhook_id).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.method.as_str()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.path.as_str()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.query_string.as_str()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.query_json.as_str()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.headers_json.as_str()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.content_type.as_deref()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.body.as_ref()).collect::<Vec<&[u8]>>())
+        .bind(records.iter().map(|r| r.body_sha256.as_slice()).collect::<Vec<&[u8]>>())
+        .bind(records.iter().map(|r| r.body_utf8).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.source_ip.as_str()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.received_at).collect::<Vec<_>>())
+        .bind(slot)
+}

@@ -1,0 +1,137 @@
+//! Organization secrets: write-only (names, times and rules readable, never values), encrypted at rest; each may
+//! name the hosts it may be sent to and be kept for registered runners. Writes and deletes are audited, never with
+//! the value.
+
+use crate::admin::audit::{self, AuditEvent};
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::pagination::{self, ListParams};
+use crate::resources::{check_name, check_value};
+use axum::Json;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use hookflow_shared::api::Page;
+use hookflow_shared::api::resources::{PutSecret, SecretInfo};
+
+/// The columns of a secret's metadata.
+const SECRET_COLUMNS: &str = "name, allowed_hosts, runners_only, created_at, updated_at";
+
+type SecretRow = (String, Vec<String>, bool, DateTime<Utc>, DateTime<Utc>);
+
+fn info((name, allowed_hosts, runners_only, created_at, updated_at): SecretRow) -> SecretInfo {
+    SecretInfo { name, allowed_hosts, runners_only, created_at: created_at.into(), updated_at: updated_at.into() }
+}
+
+/// Host patterns: at most 20, each a host name (letters, digits, `-`, `.`) or `*.` and one, at most 253 long.
+fn check_hosts(hosts: &[String]) -> ApiResult<Vec<String>> {
+    if hosts.len() > 20 {
+        return Err(ApiError::invalid("invalid field `allowed_hosts`: at most 20 hosts"));
+    }
+    hosts
+        .iter()
+        .map(|host| {
+            let host = host.trim().to_ascii_lowercase();
+            let name = host.strip_prefix("*.").unwrap_or(&host);
+            let valid = !name.is_empty()
+                && host.len() <= 253
+                && name
+                    .split('.')
+                    .all(|label| !label.is_empty() && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+            if valid {
+                Ok(host)
+            } else {
+                Err(ApiError::invalid(format!(
+                    "invalid field `allowed_hosts`: `{host}` is not a host name or `*.` and a domain"
+                )))
+            }
+        })
+        .collect()
+}
+
+/// List secrets, alphabetically: names and rules, never values.
+#[utoipa::path(get, path = "/secrets", tag = "Resources", params(ListParams),
+    responses((status = 200, body = Page<SecretInfo>)))]
+pub async fn list_secrets(
+    Ctx { app, caller }: Ctx<scope::ResourcesRead>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> ApiResult<Json<Page<SecretInfo>>> {
+    let page = params.page::<String>()?;
+    let rows: Vec<SecretRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {SECRET_COLUMNS} FROM secrets WHERE organization_id = $1 AND ($2::text IS NULL OR name > $2)
+         ORDER BY name LIMIT $3"
+    )))
+    .bind(caller.org_id)
+    .bind(&page.after)
+    .bind(page.fetch_limit())
+    .fetch_all(&app.pool)
+    .await?;
+    Ok(Json(pagination::finish(rows.into_iter().map(info).collect(), &page, |s| s.name.clone())?))
+}
+
+/// Write a secret (create or replace) with its rules: the hosts it may be sent to (none: only hosts the stored
+/// flow and its environment name) and whether only registered runners get it. The value cannot be read back.
+#[utoipa::path(put, path = "/secrets/{name}", tag = "Resources", params(("name" = String, Path)),
+    request_body = PutSecret, responses((status = 200, body = SecretInfo)))]
+pub async fn put_secret(
+    Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(body): ApiJson<PutSecret>,
+) -> ApiResult<Json<SecretInfo>> {
+    check_name(&name)?;
+    check_value(&body.value)?;
+    let hosts = check_hosts(&body.allowed_hosts)?;
+    let sealed = app.settings.master_key.seal(caller.org_id, &name, body.value.as_bytes());
+    let mut tx = app.pool.begin().await?;
+    let row: SecretRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO secrets (organization_id, name, ciphertext, nonce, key_version, allowed_hosts, runners_only)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (organization_id, name) DO UPDATE SET ciphertext = EXCLUDED.ciphertext, nonce = EXCLUDED.nonce,
+             key_version = EXCLUDED.key_version, allowed_hosts = EXCLUDED.allowed_hosts,
+             runners_only = EXCLUDED.runners_only, updated_at = now()
+         RETURNING {SECRET_COLUMNS}"
+    )))
+    .bind(caller.org_id)
+    .bind(&name)
+    .bind(&sealed.ciphertext)
+    .bind(&sealed.nonce)
+    .bind(sealed.key_version)
+    .bind(&hosts)
+    .bind(body.runners_only)
+    .fetch_one(&mut *tx)
+    .await?;
+    let details = serde_json::json!({"allowed_hosts": hosts, "runners_only": body.runners_only});
+    let event =
+        AuditEvent { org_id: caller.org_id, actor: caller.actor, action: "secret.written", target: name, details };
+    audit::record(&mut tx, event).await?;
+    tx.commit().await?;
+    Ok(Json(info(row)))
+}
+
+/// Delete a secret.
+#[utoipa::path(delete, path = "/secrets/{name}", tag = "Resources", params(("name" = String, Path)),
+    responses((status = 204)))]
+pub async fn delete_secret(
+    Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<StatusCode> {
+    let mut tx = app.pool.begin().await?;
+    let deleted = sqlx::query("DELETE FROM secrets WHERE organization_id = $1 AND name = $2")
+        .bind(caller.org_id)
+        .bind(&name)
+        .execute(&mut *tx)
+        .await?;
+    if deleted.rows_affected() == 0 {
+        return Err(ApiError::not_found("secret"));
+    }
+    let event = AuditEvent {
+        org_id: caller.org_id,
+        actor: caller.actor,
+        action: "secret.deleted",
+        target: name,
+        details: serde_json::json!({}),
+    };
+    audit::record(&mut tx, event).await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}

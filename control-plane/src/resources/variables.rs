@@ -1,0 +1,79 @@
+//! Organization variables: plain values flows read as `{{NAME}}` (never templates), listed with their values.
+
+use crate::http::auth::{Ctx, scope};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::pagination::{self, ListParams};
+use crate::resources::{check_name, check_value};
+use axum::Json;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use hookflow_shared::api::Page;
+use hookflow_shared::api::resources::{PutValue, Variable};
+
+type VariableRow = (String, String, DateTime<Utc>, DateTime<Utc>);
+
+fn variable((name, value, created_at, updated_at): VariableRow) -> Variable {
+    Variable { name, value, created_at: created_at.into(), updated_at: updated_at.into() }
+}
+
+/// List organization variables, alphabetically.
+#[utoipa::path(get, path = "/variables", tag = "Resources", params(ListParams),
+    responses((status = 200, body = Page<Variable>)))]
+pub async fn list_variables(
+    Ctx { app, caller }: Ctx<scope::ResourcesRead>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> ApiResult<Json<Page<Variable>>> {
+    let page = params.page::<String>()?;
+    let rows: Vec<VariableRow> = sqlx::query_as(
+        "SELECT name, value, created_at, updated_at FROM variables
+         WHERE organization_id = $1 AND ($2::text IS NULL OR name > $2) ORDER BY name LIMIT $3",
+    )
+    .bind(caller.org_id)
+    .bind(&page.after)
+    .bind(page.fetch_limit())
+    .fetch_all(&app.pool)
+    .await?;
+    Ok(Json(pagination::finish(rows.into_iter().map(variable).collect(), &page, |v| v.name.clone())?))
+}
+
+/// Write a variable (create or replace).
+#[utoipa::path(put, path = "/variables/{name}", tag = "Resources", params(("name" = String, Path)), request_body = PutValue,
+    responses((status = 200, body = Variable)))]
+pub async fn put_variable(
+    Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(body): ApiJson<PutValue>,
+) -> ApiResult<Json<Variable>> {
+    check_name(&name)?;
+    check_value(&body.value)?;
+    let row: VariableRow = sqlx::query_as(
+        "INSERT INTO variables (organization_id, name, value) VALUES ($1, $2, $3)
+         ON CONFLICT (organization_id, name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()
+         RETURNING name, value, created_at, updated_at",
+    )
+    .bind(caller.org_id)
+    .bind(&name)
+    .bind(&body.value)
+    .fetch_one(&app.pool)
+    .await?;
+    Ok(Json(variable(row)))
+}
+
+/// Delete a variable.
+#[utoipa::path(delete, path = "/variables/{name}", tag = "Resources", params(("name" = String, Path)),
+    responses((status = 204)))]
+pub async fn delete_variable(
+    Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<StatusCode> {
+    let deleted = sqlx::query("DELETE FROM variables WHERE organization_id = $1 AND name = $2")
+        .bind(caller.org_id)
+        .bind(&name)
+        .execute(&app.pool)
+        .await?;
+    if deleted.rows_affected() == 0 {
+        return Err(ApiError::not_found("variable"));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}

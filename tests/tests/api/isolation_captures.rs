@@ -1,0 +1,136 @@
+//! Regression tests of capture integrity across tenants: a NUL byte from one sender never fails another tenant's
+//! captures, a row the database refuses never fails its batch, a request refused early never lends its head to
+//! the next request on the connection, a custom answer is sandboxed, and NUL bytes in API input answer 400.
+
+use bytes::Bytes;
+use chrono::Utc;
+use hookflow_control_plane::capture::writer::{CaptureRecord, CaptureWriter, Outcome};
+use hookflow_shared::ErrorBody;
+use hookflow_tests::TestApp;
+use reqwest::Method;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+#[tokio::test]
+async fn a_senders_nul_byte_never_fails_another_tenants_captures() {
+    let app = TestApp::spawn().await;
+    let other = app.new_org("Other").await;
+    let mine = app.create_webhook(json!({"name": "mine"})).await["id"].as_str().expect("id").to_owned();
+    let created = app.call(Method::POST, "/webhooks", Some(&other), Some(json!({"name": "theirs"}))).await;
+    let theirs = created.body["id"].as_str().expect("id").to_owned();
+    let mut sent = Vec::new();
+    for round in 0..5 {
+        for i in 0..63 {
+            let (endpoint, query) = match i % 21 {
+                0 => (&mine, "?evil=%00&x=1".to_owned()),
+                n if n % 2 == 0 => (&mine, format!("?round={round}&i={i}")),
+                _ => (&theirs, format!("?round={round}&i={i}")),
+            };
+            let url = app.url(&format!("/webhook/{endpoint}{query}"));
+            sent.push(tokio::spawn(app.client.post(url).body(format!("{{\"i\": {i}}}")).send()));
+        }
+    }
+    let mut statuses = Vec::new();
+    for handle in sent {
+        statuses.push(handle.await.expect("task").expect("send").status().as_u16());
+    }
+    assert!(statuses.iter().all(|s| *s == 200), "every capture was stored: {statuses:?}");
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM captures").fetch_one(&app.pool).await.expect("count");
+    assert_eq!(stored, 315);
+    // The decoded view of a NUL byte reads U+FFFD; the query string keeps the exact bytes.
+    let evil = app.get::<Value>(&format!("/webhooks/{mine}/requests?limit=100"), 200).await;
+    let one = evil["items"].as_array().expect("items").iter().find(|c| c["query_string"] == "evil=%00&x=1");
+    assert_eq!(one.expect("a NUL capture")["query"]["evil"], json!(["\u{FFFD}"]));
+}
+
+fn record(org_id: Uuid, webhook_id: Uuid, query_json: &str) -> CaptureRecord {
+    CaptureRecord {
+        org_id,
+        webhook_id,
+        method: "POST".into(),
+        path: String::new(),
+        query_string: String::new(),
+        query_json: query_json.into(),
+        headers_json: "[]".into(),
+        content_type: None,
+        body: Bytes::from_static(b"{}"),
+        body_sha256: vec![0; 32],
+        body_utf8: true,
+        source_ip: "127.0.0.1".into(),
+        received_at: Utc::now(),
+    }
+}
+
+#[tokio::test]
+async fn a_row_the_database_refuses_never_fails_its_batch() {
+    let app = TestApp::spawn().await;
+    let id: Uuid = app.create_webhook(json!({"name": "batch"})).await["id"].as_str().expect("id").parse().expect("id");
+    let writer = CaptureWriter::start(app.pool.clone());
+    let mut pending = Vec::new();
+    for i in 0..40 {
+        // jsonb refuses \u0000: this row cannot be stored whatever the statement.
+        let query = if i % 10 == 3 { r#"{"x": ["\u0000"]}"# } else { "{}" };
+        let writer = writer.clone();
+        let record = record(app.admin.org, id, query);
+        pending.push(tokio::spawn(async move { writer.store(record).await }));
+    }
+    let mut outcomes = Vec::new();
+    for handle in pending {
+        outcomes.push(handle.await.expect("task"));
+    }
+    let rejected = outcomes.iter().filter(|o| **o == Outcome::Rejected).count();
+    let stored = outcomes.iter().filter(|o| matches!(o, Outcome::Stored(_))).count();
+    assert_eq!((stored, rejected), (36, 4), "{outcomes:?}");
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM captures").fetch_one(&app.pool).await.expect("count");
+    assert_eq!(rows, 36);
+}
+
+#[tokio::test]
+async fn a_request_refused_early_never_lends_its_headers_to_the_next() {
+    let app = TestApp::spawn().await;
+    let small = app.create_webhook(json!({"name": "small", "max_body_bytes": 8})).await;
+    let id = small["id"].as_str().expect("id").to_owned();
+    let unknown = Uuid::new_v4();
+    let request = format!(
+        "POST /webhook/{unknown} HTTP/1.1\r\nHost: h\r\nX-Forged-Sig: evil-404\r\nContent-Length: 0\r\n\r\n\
+         POST /webhook/{id} HTTP/1.1\r\nHost: h\r\nX-Forged-Sig: evil-413\r\nContent-Length: 12\r\n\r\n123456789012\
+         POST /webhook/{id} HTTP/1.1\r\nHost: h\r\nX-Sig: good\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+    );
+    let answer = app.raw_http(request.as_bytes()).await;
+    assert!(answer.contains("HTTP/1.1 404") && answer.contains("HTTP/1.1 413"), "{answer}");
+    let stored = app.get::<Value>(&format!("/webhooks/{id}/requests"), 200).await;
+    let items = stored["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "{stored}");
+    assert_eq!(
+        items[0]["headers"],
+        json!([["Host", "h"], ["X-Sig", "good"], ["Content-Length", "2"], ["Connection", "close"]])
+    );
+}
+
+#[tokio::test]
+async fn a_custom_answer_is_sandboxed_and_sets_no_cookie() {
+    let app = TestApp::spawn().await;
+    for refused in ["Set-Cookie", "location", "Content-Security-Policy"] {
+        let body = json!({"name": "x", "response": {"status": 200, "headers": {refused: "v"}}});
+        let error: ErrorBody = app.post("/webhooks", &body, 400).await;
+        assert!(error.error.message.contains(refused), "{}", error.error.message);
+    }
+    let body = json!({"name": "html", "response": {"status": 200, "headers": {"Content-Type": "text/html"},
+        "body": "<script>alert(document.cookie)</script>"}});
+    let id = app.create_webhook(body).await["id"].as_str().expect("id").to_owned();
+    let answer = app.capture(Method::POST, &id, "x").await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.headers["x-content-type-options"], "nosniff");
+    assert!(answer.headers["content-security-policy"].to_str().expect("csp").starts_with("sandbox"));
+    assert!(answer.headers.get("set-cookie").is_none());
+}
+
+#[tokio::test]
+async fn nul_bytes_in_api_input_answer_400() {
+    let app = TestApp::spawn().await;
+    let error: ErrorBody = app.get("/flows?tag=a%00b", 400).await;
+    assert!(error.error.message.contains("NUL"), "{}", error.error.message);
+    let body = json!({"name": "nul\u{0}name"});
+    let error: ErrorBody = app.post("/webhooks", &body, 400).await;
+    assert!(error.error.message.contains("NUL"), "{}", error.error.message);
+}
