@@ -52,9 +52,15 @@ async fn evaluate_extractor(
     ApiJson(body): ApiJson<EvaluateExtractor>,
 ) -> ApiResult<Json<Extracted>> {
     body.extractor.check().map_err(|e| ApiError::invalid(e.to_string()))?;
-    let headers: Vec<(String, String)> = body.response.headers.into_iter().collect();
-    let response = ResponseView { status: body.response.status, headers: &headers, body: &body.response.body };
-    let value = body.extractor.extract(response).map_err(|e| ApiError::invalid(e.to_string()))?;
+    // Parsing is CPU work bounded by budgets: off the async workers all the same.
+    let extracted = tokio::task::spawn_blocking(move || {
+        let headers: Vec<(String, String)> = body.response.headers.into_iter().collect();
+        let response = ResponseView { status: body.response.status, headers: &headers, body: &body.response.body };
+        body.extractor.extract(response)
+    })
+    .await
+    .map_err(ApiError::internal_because)?;
+    let value = extracted.map_err(|e| ApiError::invalid(e.to_string()))?;
     Ok(Json(Extracted { value }))
 }
 

@@ -5,6 +5,7 @@ use crate::capture::cache::EndpointCache;
 use crate::capture::hub::StreamHub;
 use crate::capture::writer::CaptureWriter;
 use crate::http::auth::key_cache::KeyCache;
+use crate::http::limits::Allowances;
 use crate::signals::{Invalidation, QueueSignal};
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -20,6 +21,8 @@ pub struct Inner {
     pub settings: Settings,
     pub endpoints: EndpointCache,
     pub keys: KeyCache,
+    /// What each client may still spend: requests per key, unknown capture lookups per address, streams per key.
+    pub allowances: Arc<Allowances>,
     pub captures: CaptureWriter,
     pub hub: Arc<StreamHub>,
     /// Wakes long-polling claims.
@@ -55,6 +58,14 @@ pub struct Settings {
     pub schedule_interval: Duration,
     /// Hash of the embedded runner's per-process key, which claims for every organization.
     pub embedded_runner_key_hash: Option<Vec<u8>>,
+    /// Connection caps and timeouts of the listener.
+    pub limits: crate::http::listener::Limits,
+    /// Requests per second one API key may make (bursts of twice that).
+    pub key_rate_per_s: u32,
+    /// The highest capture rate limit an organization may set for its endpoints.
+    pub max_capture_rate_per_s: i32,
+    /// Live streams (capture and execution) one API key may hold open at once.
+    pub streams_per_key: usize,
 }
 
 impl Settings {
@@ -64,13 +75,17 @@ impl Settings {
             allow_private_targets: false,
             retention_interval: Duration::from_secs(60),
             stream_keep_alive: Duration::from_secs(15),
-            stream_buffer: 1024,
+            stream_buffer: 128,
             master_key: crate::crypto::MasterKey::random(),
             lease: Duration::from_secs(30),
             heartbeat_interval: Duration::from_secs(10),
             rescue_interval: Duration::from_secs(1),
             schedule_interval: Duration::from_secs(1),
             embedded_runner_key_hash: None,
+            limits: crate::http::listener::Limits::default(),
+            key_rate_per_s: 2000,
+            max_capture_rate_per_s: 10_000,
+            streams_per_key: 64,
         }
     }
 }
@@ -84,6 +99,7 @@ impl AppState {
             hub: StreamHub::new(pool.clone(), shutdown.clone(), settings.stream_buffer),
             endpoints: EndpointCache::default(),
             keys: KeyCache::default(),
+            allowances: Allowances::new(settings.key_rate_per_s, settings.streams_per_key),
             queue: QueueSignal::default(),
             execution_wakes: tokio::sync::broadcast::channel(4096).0,
             pool,

@@ -24,6 +24,13 @@ impl DataDir {
     fn postmaster_pid(&self) -> PathBuf {
         self.0.join("postgres/data/postmaster.pid")
     }
+
+    /// A URL to the embedded cluster, with its password (the cluster trusts nobody).
+    fn database_url(&self) -> String {
+        let password = std::fs::read_to_string(self.0.join("postgres/password")).expect("the cluster's password");
+        let socket = self.0.join("postgres/run");
+        format!("postgres://hookflow:{}@localhost/hookflow?host={}", password.trim(), socket.display())
+    }
 }
 
 impl Drop for DataDir {
@@ -336,7 +343,7 @@ async fn embedded_lifecycle_bootstrap_lock_signals_and_recovery() {
 
     // An external database URL (here: this cluster's socket, through DATABASE_URL) starts no cluster of its own.
     let other_dir = DataDir::new("external");
-    let url = format!("postgres://hookflow@localhost/hookflow?host={}", dir.0.join("postgres/run").display());
+    let url = dir.database_url();
     let mut external =
         Server::spawn(server_command(&other_dir.0, &["--listen", "127.0.0.1:0"]).env("DATABASE_URL", &url));
     let external_base = external.base_url();
@@ -432,7 +439,7 @@ async fn acknowledged_captures_survive_sigkill_and_streams_cross_processes() {
 
     // A second server process on the same database; a subscriber there sees captures taken by the first.
     let replica_dir = DataDir::new("replica");
-    let url = format!("postgres://hookflow@localhost/hookflow?host={}", dir.0.join("postgres/run").display());
+    let url = dir.database_url();
     let mut replica =
         Server::spawn(server_command(&replica_dir.0, &["--listen", "127.0.0.1:0"]).env("HOOKFLOW_DATABASE_URL", &url));
     let replica_base = replica.base_url();

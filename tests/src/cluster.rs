@@ -69,6 +69,11 @@ rm -rf "$2""#;
     }
 }
 
+/// The test cluster's superuser password (for tools such as pg_dump).
+pub fn password() -> String {
+    CLUSTER.get_or_init(start).cluster.password().to_owned()
+}
+
 /// A new, empty, fully migrated database for one test.
 pub async fn fresh_database() -> PgConnectOptions {
     let cluster = &CLUSTER.get_or_init(start).cluster;

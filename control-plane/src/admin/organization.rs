@@ -126,7 +126,7 @@ async fn get_organization(Ctx { app, caller }: Ctx<scope::OrganizationRead>) -> 
     Ok(Json(fetch(&mut conn, caller.org_id).await?))
 }
 
-fn validate_update(body: &UpdateOrganization) -> ApiResult<Option<String>> {
+fn validate_update(body: &UpdateOrganization, max_capture_rate: i32) -> ApiResult<Option<String>> {
     if let Some(retention) = body.default_retention {
         if retention.max_age_days.is_some_and(|d| d < 1) {
             return Err(ApiError::invalid("`default_retention.max_age_days` must be at least 1 (or null)"));
@@ -138,8 +138,10 @@ fn validate_update(body: &UpdateOrganization) -> ApiResult<Option<String>> {
     if body.default_max_body_bytes.is_some_and(|n| !(1..=MAX_BODY_BYTES_LIMIT).contains(&n)) {
         return Err(ApiError::invalid("`default_max_body_bytes` must be between 1 and 10485760"));
     }
-    if body.capture_rate_limit_per_s.is_some_and(|n| n < 1) {
-        return Err(ApiError::invalid("`capture_rate_limit_per_s` must be at least 1"));
+    if body.capture_rate_limit_per_s.is_some_and(|n| !(1..=max_capture_rate).contains(&n)) {
+        return Err(ApiError::invalid(format!(
+            "`capture_rate_limit_per_s` must be between 1 and {max_capture_rate} (this server's ceiling)"
+        )));
     }
     body.name.as_deref().map(|n| display_name("name", n)).transpose()
 }
@@ -151,7 +153,7 @@ async fn update_organization(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
     ApiJson(body): ApiJson<UpdateOrganization>,
 ) -> ApiResult<Json<Organization>> {
-    let name = validate_update(&body)?;
+    let name = validate_update(&body, app.settings.max_capture_rate_per_s)?;
     let details = to_json(&body)?;
     // A retention replaces both of its defaults.
     let (max_age_days, max_requests) = match body.default_retention {

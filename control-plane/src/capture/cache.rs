@@ -1,6 +1,8 @@
 //! Endpoint lookups for the capture path: an in-memory map from endpoint id to what capturing needs (tenant,
-//! body limit, custom response, rate limiter), invalidated by NOTIFY when an endpoint changes on any server.
-//! Unknown ids are remembered for a second only, so a brand-new endpoint is live at once everywhere.
+//! body limit, custom response, rate limiter), invalidated through the invalidation channel when an endpoint or
+//! its organization changes on any server. Unknown ids are remembered apart, for a while (a new endpoint is
+//! announced, so it is live at once everywhere): a flood of random ids fills only that map, never evicting a
+//! known endpoint (and with it its rate limiter).
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hookflow_shared::api::webhooks::CustomResponse;
@@ -12,9 +14,9 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 /// How long an unknown id is answered 404 from memory.
-const NEGATIVE_TTL: Duration = Duration::from_secs(1);
-/// Entries kept before the map is emptied (bounds memory under floods of random ids).
-const MAX_ENTRIES: usize = 100_000;
+const NEGATIVE_TTL: Duration = Duration::from_secs(30);
+/// Unknown ids remembered before that map is emptied (bounds memory under floods of random ids).
+const MAX_UNKNOWN: usize = 100_000;
 
 /// What the capture path needs to know about an endpoint.
 #[derive(Debug)]
@@ -35,29 +37,38 @@ impl Endpoint {
     }
 }
 
+/// What the cache knows of an id.
 #[derive(Debug)]
-enum Entry {
+pub enum Lookup {
     Known(Arc<Endpoint>),
-    Unknown(Instant),
+    /// Recently found not to exist.
+    Unknown,
+    /// Not in memory: the database must say.
+    Miss,
 }
 
 #[derive(Debug, Default)]
 pub struct EndpointCache {
-    entries: RwLock<HashMap<Uuid, Entry>>,
+    known: RwLock<HashMap<Uuid, Arc<Endpoint>>>,
+    unknown: RwLock<HashMap<Uuid, Instant>>,
 }
 
 type EndpointRow = (Uuid, i64, Option<sqlx::types::Json<CustomResponse>>, i32);
 
 impl EndpointCache {
-    pub async fn get(&self, pool: &PgPool, id: Uuid) -> Result<Option<Arc<Endpoint>>, sqlx::Error> {
-        {
-            let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
-            match entries.get(&id) {
-                Some(Entry::Known(endpoint)) => return Ok(Some(endpoint.clone())),
-                Some(Entry::Unknown(at)) if at.elapsed() < NEGATIVE_TTL => return Ok(None),
-                _ => {}
-            }
+    /// What memory knows of `id`.
+    pub fn lookup(&self, id: Uuid) -> Lookup {
+        if let Some(endpoint) = self.known.read().unwrap_or_else(|e| e.into_inner()).get(&id) {
+            return Lookup::Known(endpoint.clone());
         }
+        match self.unknown.read().unwrap_or_else(|e| e.into_inner()).get(&id) {
+            Some(at) if at.elapsed() < NEGATIVE_TTL => Lookup::Unknown,
+            _ => Lookup::Miss,
+        }
+    }
+
+    /// Reads `id` from the database into memory; capture rates above `max_rate` are held to it.
+    pub async fn load(&self, pool: &PgPool, id: Uuid, max_rate: i32) -> Result<Option<Arc<Endpoint>>, sqlx::Error> {
         let row: Option<EndpointRow> = sqlx::query_as(
             "SELECT w.organization_id, COALESCE(w.max_body_bytes, o.default_max_body_bytes), w.response,
                     o.capture_rate_limit_per_s
@@ -66,43 +77,41 @@ impl EndpointCache {
         .bind(id)
         .fetch_optional(pool)
         .await?;
-        let entry = match row {
-            Some((org_id, max_body_bytes, response, rate)) => {
-                let rate = NonZeroU32::new(u32::try_from(rate).unwrap_or(1)).unwrap_or(NonZeroU32::MIN);
-                Entry::Known(Arc::new(Endpoint {
-                    id,
-                    org_id,
-                    max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(0),
-                    response: response.map(|r| r.0),
-                    limiter: RateLimiter::direct(Quota::per_second(rate)),
-                }))
+        let Some((org_id, max_body_bytes, response, rate)) = row else {
+            let mut unknown = self.unknown.write().unwrap_or_else(|e| e.into_inner());
+            if unknown.len() >= MAX_UNKNOWN {
+                unknown.clear();
             }
-            None => Entry::Unknown(Instant::now()),
+            unknown.insert(id, Instant::now());
+            return Ok(None);
         };
-        let found = match &entry {
-            Entry::Known(endpoint) => Some(endpoint.clone()),
-            Entry::Unknown(_) => None,
-        };
-        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= MAX_ENTRIES {
-            entries.clear();
-        }
-        entries.insert(id, entry);
-        Ok(found)
+        let rate = u32::try_from(rate.min(max_rate)).ok().and_then(NonZeroU32::new).unwrap_or(NonZeroU32::MIN);
+        let endpoint = Arc::new(Endpoint {
+            id,
+            org_id,
+            max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(0),
+            response: response.map(|r| r.0),
+            limiter: RateLimiter::direct(Quota::per_second(rate)),
+        });
+        self.unknown.write().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        self.known.write().unwrap_or_else(|e| e.into_inner()).insert(id, endpoint.clone());
+        Ok(Some(endpoint))
     }
 
     /// Drops every endpoint of an organization (its limits changed).
     pub fn forget_organization(&self, org_id: Uuid) {
-        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
-        entries.retain(|_, entry| !matches!(entry, Entry::Known(endpoint) if endpoint.org_id == org_id));
+        self.known.write().unwrap_or_else(|e| e.into_inner()).retain(|_, endpoint| endpoint.org_id != org_id);
     }
 
+    /// Forgets what memory knows of `id` (it changed, was created or was deleted).
     pub fn invalidate(&self, id: Uuid) {
-        self.entries.write().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        self.known.write().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        self.unknown.write().unwrap_or_else(|e| e.into_inner()).remove(&id);
     }
 
     /// Forgets everything: after the NOTIFY connection was lost, changes may have been missed.
     pub fn clear(&self) {
-        self.entries.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.known.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.unknown.write().unwrap_or_else(|e| e.into_inner()).clear();
     }
 }

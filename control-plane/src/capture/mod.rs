@@ -14,7 +14,7 @@ use axum::Extension;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use cache::Endpoint;
+use cache::{Endpoint, Lookup};
 use hookflow_shared::api::webhooks::{CaptureReceipt, CustomResponse};
 use hookflow_shared::{ErrorCode, Timestamp};
 use sha2::{Digest, Sha256};
@@ -71,7 +71,16 @@ async fn capture_inner(
     let rest = parts.uri.path().strip_prefix("/webhook/").unwrap_or_default();
     let (id, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let id = Uuid::parse_str(id).map_err(|_| ApiError::not_found("webhook"))?;
-    let endpoint = app.endpoints.get(&app.pool, id).await?.ok_or_else(|| ApiError::not_found("webhook"))?;
+    let endpoint = match app.endpoints.lookup(id) {
+        Lookup::Known(endpoint) => endpoint,
+        Lookup::Unknown => return Err(ApiError::not_found("webhook")),
+        Lookup::Miss => {
+            // Every id memory does not know costs a query: a budget per address keeps floods off the database.
+            app.allowances.unknown_capture(peer.ip())?;
+            let max_rate = app.settings.max_capture_rate_per_s;
+            app.endpoints.load(&app.pool, id, max_rate).await?.ok_or_else(|| ApiError::not_found("webhook"))?
+        }
+    };
     if let Err(wait) = endpoint.check_rate() {
         let mut error = ApiError::new(ErrorCode::RateLimited, "this endpoint receives too many requests; retry later");
         error.retry_after_s = Some(wait.as_secs_f64().ceil().max(1.0) as u64);

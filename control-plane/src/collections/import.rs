@@ -3,10 +3,10 @@
 
 use crate::collections::crud::insert_collection;
 use crate::collections::model::detail;
-use crate::collections::openapi::mapping::{GeneratedRequest, map};
+use crate::collections::openapi::mapping::GeneratedRequest;
 use crate::collections::openapi::{self, Loaded};
 use crate::http::auth::{Ctx, scope};
-use crate::http::error::{ApiError, ApiResult, to_json};
+use crate::http::error::{ApiResult, to_json};
 use crate::http::extract::ApiJson;
 use crate::http::validate::display_name;
 use crate::state::AppState;
@@ -116,8 +116,7 @@ async fn import_openapi(
 ) -> ApiResult<(StatusCode, Json<ImportedCollection>)> {
     let started = Instant::now();
     let Loaded { document, sha256, url } = openapi::load(&app, caller.org_id, &body.source).await?;
-    let mapped =
-        tokio::task::spawn_blocking(move || map(&document, url.as_ref())).await.map_err(|_| ApiError::internal())?;
+    let mapped = openapi::map_loaded(document, url).await?;
     let name = display_name("name", body.name.as_deref().unwrap_or(&mapped.title))?;
     let collection = WriteCollection { name, description: None, variables: mapped.variables.clone() };
     let mut tx = app.pool.begin().await?;

@@ -7,7 +7,7 @@ use crate::collections::crud::{Provenance, StoredRequest, check_request, store_r
 use crate::collections::import::{insert_generated, record_sync, store_source};
 use crate::collections::merge::merge;
 use crate::collections::model::fetch;
-use crate::collections::openapi::mapping::{GeneratedRequest, Mapped, map};
+use crate::collections::openapi::mapping::{GeneratedRequest, Mapped};
 use crate::collections::openapi::{self, check_source};
 use crate::collections::refs;
 use crate::http::auth::{Ctx, scope};
@@ -255,8 +255,7 @@ async fn load_mapped(app: &AppState, org_id: Uuid, id: Uuid, source: &OpenApiSou
         }
     };
     let openapi::Loaded { document, sha256, url } = loaded;
-    let mapped =
-        tokio::task::spawn_blocking(move || map(&document, url.as_ref())).await.map_err(|_| ApiError::internal())?;
+    let mapped = openapi::map_loaded(document, url).await?;
     Ok((mapped, sha256))
 }
 

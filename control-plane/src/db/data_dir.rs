@@ -35,14 +35,21 @@ fn io(context: String) -> impl FnOnce(std::io::Error) -> DataDirError {
     move |source| DataDirError::Io { context, source }
 }
 
-/// Creates the directory (mode 0700) when missing.
+/// Creates the directory when missing (mode 0700), and (new or not) keeps it private: nobody else may list or
+/// write it. Search permission is left as it is (a cluster run by another user may need to pass through).
 pub fn create(dir: &Path) -> Result<(), DataDirError> {
-    use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(io(format!("creating the data directory {}", dir.display())))
+        .map_err(io(format!("creating the data directory {}", dir.display())))?;
+    let mode = fs::metadata(dir).map_err(io(format!("reading {}", dir.display())))?.permissions().mode();
+    if mode & 0o066 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode((mode & 0o711) | 0o700))
+            .map_err(io(format!("making the data directory {} private", dir.display())))?;
+    }
+    Ok(())
 }
 
 /// Takes the directory's lock without waiting; `Busy` names the pid holding it.

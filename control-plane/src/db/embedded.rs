@@ -78,15 +78,32 @@ struct SystemUser {
 }
 
 /// A running private cluster. Dropping it does not stop it: call [`EmbeddedCluster::stop`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EmbeddedCluster {
     bindir: PathBuf,
     data: PathBuf,
     socket_dir: PathBuf,
     run_as: Option<SystemUser>,
+    /// The superuser's password (the cluster takes passwords only, never trust).
+    password: String,
     /// Whether the cluster was already running (left behind by a killed server) and was adopted.
     pub adopted: bool,
 }
+
+impl std::fmt::Debug for EmbeddedCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedCluster")
+            .field("data", &self.data)
+            .field("socket_dir", &self.socket_dir)
+            .field("adopted", &self.adopted)
+            .finish_non_exhaustive()
+    }
+}
+
+/// File (under the cluster root, mode 0600) holding the superuser's password.
+const PASSWORD_FILE: &str = "password";
+/// File (under the cluster root) naming the socket directory, when it is not `<root>/run`.
+const SOCKET_POINTER: &str = "socket_dir";
 
 impl EmbeddedCluster {
     /// Initialises (first time) and starts the cluster, or adopts it when it is already running. Blocking.
@@ -105,11 +122,12 @@ impl EmbeddedCluster {
             None
         };
         let root = absolute(&options.root)?;
+        check_path(&root)?;
         let data = root.join("data");
-        let socket_dir = socket_dir_for(&root);
-        let mut cluster = Self { bindir, data, socket_dir, run_as, adopted: false };
+        let mut cluster =
+            Self { bindir, data, socket_dir: root.join("run"), run_as, password: String::new(), adopted: false };
         cluster.private_dir(&root)?;
-        cluster.private_dir(&cluster.socket_dir.clone())?;
+        cluster.socket_dir = cluster.socket_dir_at(&root)?;
         if run_as.is_some() {
             let probe = Command::new("runuser")
                 .args(["-u", "postgres", "--", "test", "-x"])
@@ -121,10 +139,12 @@ impl EmbeddedCluster {
                 return Err(EmbeddedError::Unreachable(root));
             }
         }
+        cluster.password = password(&root, run_as)?;
         if !cluster.data.join("PG_VERSION").is_file() {
             cluster.initdb(&root, options.durability)?;
         }
         cluster.write_settings(options)?;
+        cluster.write_hba()?;
         if cluster.pg_ctl(&["status"])?.status.success() {
             tracing::warn!(data = %cluster.data.display(), "adopting a PostgreSQL cluster left running by an earlier server");
             cluster.adopted = true;
@@ -151,21 +171,30 @@ impl EmbeddedCluster {
     /// The cluster at `options.root` without starting it: to connect to one that a running server owns.
     pub fn paths(options: &ClusterOptions) -> Result<Self, EmbeddedError> {
         let root = absolute(&options.root)?;
+        let pointer = fs::read_to_string(root.join(SOCKET_POINTER)).ok().map(|p| PathBuf::from(p.trim()));
+        let password = fs::read_to_string(root.join(PASSWORD_FILE)).map_err(io("reading the cluster's password"))?;
         Ok(Self {
             bindir: options.bindir.clone().unwrap_or_default(),
             data: root.join("data"),
-            socket_dir: socket_dir_for(&root),
+            socket_dir: pointer.unwrap_or_else(|| root.join("run")),
             run_as: None,
+            password: password.trim().to_owned(),
             adopted: true,
         })
     }
 
     /// Connection options for `database` over the cluster's Unix socket.
+    /// The superuser's password (for tools such as pg_dump: `PGPASSWORD`).
+    pub fn password(&self) -> &str {
+        &self.password
+    }
+
     pub fn connect_options(&self, database: &str) -> sqlx::postgres::PgConnectOptions {
         sqlx::postgres::PgConnectOptions::new()
             .socket(&self.socket_dir)
             .port(PORT)
             .username(SUPERUSER)
+            .password(&self.password)
             .database(database)
     }
 
@@ -201,6 +230,89 @@ impl EmbeddedCluster {
         command
     }
 
+    /// `<root>/run`, or, when that path is too long for a Unix socket address, a fresh private directory under the
+    /// temporary directory with an unpredictable name (kept in `<root>/socket_dir` for the next start).
+    fn socket_dir_at(&self, root: &Path) -> Result<PathBuf, EmbeddedError> {
+        let preferred = root.join("run");
+        if preferred.as_os_str().len() + ".s.PGSQL.5432".len() < MAX_SOCKET_PATH {
+            self.private_dir(&preferred)?;
+            return Ok(preferred);
+        }
+        let pointer = root.join(SOCKET_POINTER);
+        if let Ok(known) = fs::read_to_string(&pointer).map(|p| PathBuf::from(p.trim()))
+            && self.is_ours(&known)
+        {
+            return Ok(known);
+        }
+        let mut random = [0u8; 8];
+        rand::Rng::fill_bytes(&mut rand::rng(), &mut random);
+        let dir = std::env::temp_dir().join(format!("hookflow-pg-{}", hex::encode(random)));
+        // Created anew (never an existing directory someone else prepared), private from the start.
+        fs::DirBuilder::new().mode(0o700).create(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        self.private_dir(&dir)?;
+        fs::write(&pointer, dir.to_string_lossy().as_bytes()).map_err(io("recording the socket directory"))?;
+        Ok(dir)
+    }
+
+    /// Whether `dir` is a directory only the cluster's user can enter (mode 0700, owned by that user).
+    fn is_ours(&self, dir: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let uid = self.run_as.map_or_else(|| nix::unistd::geteuid().as_raw(), |u| u.uid);
+        fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o777 == 0o700)
+    }
+
+    /// Local connections authenticate with the superuser's password (`scram-sha-256`); nothing is trusted. A
+    /// cluster made before this (with trust) gets its password set first, over the trusted socket, once.
+    fn write_hba(&self) -> Result<(), EmbeddedError> {
+        let path = self.data.join("pg_hba.conf");
+        let hba = "# Managed by hookflow-server: local connections only, by password.\n\
+                   local all all scram-sha-256\n";
+        let current = fs::read_to_string(&path).map_err(io("reading pg_hba.conf"))?;
+        if current == hba {
+            return Ok(());
+        }
+        if current.lines().any(|l| !l.trim_start().starts_with('#') && l.contains("trust")) {
+            self.set_password_over_trust()?;
+        }
+        fs::write(&path, hba).map_err(io("writing pg_hba.conf"))?;
+        if self.pg_ctl(&["status"])?.status.success() {
+            self.pg_ctl(&["reload"])?;
+        }
+        Ok(())
+    }
+
+    /// Sets the superuser's password on a cluster that still trusts local connections (made by an older server).
+    fn set_password_over_trust(&self) -> Result<(), EmbeddedError> {
+        let running = self.pg_ctl(&["status"])?.status.success();
+        if !running {
+            let started = self.pg_ctl(&["start", "-w", "-t", "120"])?;
+            if !started.status.success() {
+                return Err(EmbeddedError::Command {
+                    what: "starting PostgreSQL to set its password".into(),
+                    detail: String::from_utf8_lossy(&started.stderr).trim().to_owned(),
+                });
+            }
+        }
+        let socket = self.socket_dir.to_string_lossy().into_owned();
+        let quoted = self.password.replace('\'', "''");
+        let out = self
+            .command("psql")
+            .args(["-h", &socket, "-p", &PORT.to_string(), "-U", SUPERUSER, "-d", "postgres", "-v", "ON_ERROR_STOP=1"])
+            .args(["-c", &format!("ALTER ROLE {SUPERUSER} PASSWORD '{quoted}'")])
+            .output()
+            .map_err(io("running psql"))?;
+        if !running {
+            self.pg_ctl(&["stop", "-m", "fast", "-w"])?;
+        }
+        if !out.status.success() {
+            return Err(EmbeddedError::Command {
+                what: "setting the cluster's password".into(),
+                detail: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     fn pg_ctl(&self, args: &[&str]) -> Result<Output, EmbeddedError> {
         self.command("pg_ctl").args(args).arg("-D").arg(&self.data).output().map_err(io("running pg_ctl"))
     }
@@ -226,12 +338,22 @@ impl EmbeddedCluster {
         if scratch.exists() {
             fs::remove_dir_all(&scratch).map_err(io(format!("removing {}", scratch.display())))?;
         }
+        // The password reaches initdb in a file only the cluster's user can read, removed right after.
+        let pwfile = root.join("initdb.pw");
+        fs::write(&pwfile, &self.password).map_err(io("writing the initdb password file"))?;
+        fs::set_permissions(&pwfile, fs::Permissions::from_mode(0o600)).map_err(io("chmod the password file"))?;
+        if let Some(user) = self.run_as {
+            std::os::unix::fs::chown(&pwfile, Some(user.uid), Some(user.gid)).map_err(io("chown the password file"))?;
+        }
         let mut command = self.command("initdb");
-        command.arg("-D").arg(&scratch).args(["-U", SUPERUSER, "--auth=trust", "--encoding=UTF8", "--locale=C"]);
+        command.arg("-D").arg(&scratch).args(["-U", SUPERUSER, "--auth=scram-sha-256", "--encoding=UTF8"]);
+        command.arg("--locale=C").arg(format!("--pwfile={}", pwfile.display()));
         if durability == Durability::Throwaway {
             command.arg("--no-sync");
         }
-        let out = command.output().map_err(io("running initdb"))?;
+        let out = command.output().map_err(io("running initdb"));
+        let _ = fs::remove_file(&pwfile);
+        let out = out?;
         if !out.status.success() {
             return Err(EmbeddedError::Command {
                 what: "initdb".into(),
@@ -264,15 +386,37 @@ fn absolute(path: &Path) -> Result<PathBuf, EmbeddedError> {
     std::path::absolute(path).map_err(io(format!("resolving {}", path.display())))
 }
 
-/// `<root>/run`, or a short directory in /tmp when that path would not fit a Unix socket address.
-fn socket_dir_for(root: &Path) -> PathBuf {
-    let preferred = root.join("run");
-    if preferred.as_os_str().len() + ".s.PGSQL.5432".len() < MAX_SOCKET_PATH {
-        return preferred;
+/// pg_ctl starts the server through a shell command line holding the data directory's path: a path with a
+/// quote, `$`, a backquote, a backslash or a control character is refused rather than quoted.
+fn check_path(path: &Path) -> Result<(), EmbeddedError> {
+    let text = path.to_string_lossy();
+    if text.chars().any(|c| matches!(c, '\'' | '"' | '$' | '`' | '\\') || c.is_control()) {
+        return Err(EmbeddedError::Command {
+            what: "choosing the cluster directory".into(),
+            detail: format!("{text:?} holds a quote, $, `, \\ or a control character; choose another --data-dir"),
+        });
     }
-    let digest = hookflow_shared::token::hash(&root.to_string_lossy());
-    let short: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
-    std::env::temp_dir().join(format!("hookflow-pg-{short}"))
+    Ok(())
+}
+
+/// The superuser's password: read from `<root>/password`, or made (32 random characters) and written there
+/// (mode 0600, the cluster's user's).
+fn password(root: &Path, run_as: Option<SystemUser>) -> Result<String, EmbeddedError> {
+    let path = root.join(PASSWORD_FILE);
+    if let Ok(known) = fs::read_to_string(&path)
+        && !known.trim().is_empty()
+    {
+        return Ok(known.trim().to_owned());
+    }
+    let mut random = [0u8; 24];
+    rand::Rng::fill_bytes(&mut rand::rng(), &mut random);
+    let password = hex::encode(random);
+    fs::write(&path, &password).map_err(io("writing the cluster's password"))?;
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).map_err(io("chmod the password file"))?;
+    if let Some(user) = run_as {
+        std::os::unix::fs::chown(&path, Some(user.uid), Some(user.gid)).map_err(io("chown the password file"))?;
+    }
+    Ok(password)
 }
 
 /// Looks for the server binaries on PATH, then through pg_config, then under /usr/lib/postgresql/*/bin
@@ -310,12 +454,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn long_roots_get_a_short_socket_dir() {
-        let short = socket_dir_for(Path::new("/var/lib/hookflow/postgres"));
-        assert_eq!(short, Path::new("/var/lib/hookflow/postgres/run"));
-        let long_root = PathBuf::from(format!("/{}", "x".repeat(120)));
-        let dir = socket_dir_for(&long_root);
-        assert!(dir.as_os_str().len() < 60, "{dir:?}");
-        assert_eq!(dir, socket_dir_for(&long_root), "stable for the same root");
+    fn paths_pg_ctl_would_mishandle_are_refused() {
+        assert!(check_path(Path::new("/var/lib/hookflow/postgres")).is_ok());
+        for bad in ["/tmp/a'b", "/tmp/$(touch x)", "/tmp/`id`", "/tmp/a\nb", "/tmp/a\\b"] {
+            assert!(check_path(Path::new(bad)).is_err(), "{bad}");
+        }
     }
 }

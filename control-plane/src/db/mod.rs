@@ -25,9 +25,20 @@ pub fn parse_url(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
     PgConnectOptions::from_str(url)
 }
 
-/// A pool whose connections log slow statements only, so query text never floods the logs.
+/// How long a statement may run unless the server is told otherwise.
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A pool whose connections log slow statements only (so query text never floods the logs) and cancel statements
+/// that run longer than [`STATEMENT_TIMEOUT`].
 pub fn pool(options: PgConnectOptions, max_connections: u32) -> PgPool {
+    pool_with_timeout(options, max_connections, STATEMENT_TIMEOUT)
+}
+
+/// As [`pool`], with another statement timeout.
+pub fn pool_with_timeout(options: PgConnectOptions, max_connections: u32, statement_timeout: Duration) -> PgPool {
+    let timeout = format!("{}ms", statement_timeout.as_millis().max(1));
     let options = options
+        .options([("statement_timeout", timeout.as_str())])
         .log_statements(tracing::log::LevelFilter::Trace)
         .log_slow_statements(tracing::log::LevelFilter::Warn, Duration::from_secs(1));
     PgPoolOptions::new()
@@ -54,9 +65,14 @@ pub async fn ensure_database(admin: PgConnectOptions, name: &str) -> Result<(), 
     Ok(())
 }
 
-/// Brings the schema up to date. Safe with several servers starting at once (sqlx takes an advisory lock).
+/// Brings the schema up to date. Safe with several servers starting at once (sqlx takes an advisory lock). A
+/// migration may rewrite a large table: it runs on a connection without the statement timeout.
 pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
-    MIGRATOR.run(pool).await
+    let mut conn = pool.acquire().await?;
+    sqlx::query("SET statement_timeout = 0").execute(&mut *conn).await?;
+    let result = MIGRATOR.run(&mut *conn).await;
+    let _ = sqlx::query("RESET statement_timeout").execute(&mut *conn).await;
+    result
 }
 
 /// Whether an error means the database cannot be reached (answered 503), rather than a failed statement.
@@ -64,7 +80,10 @@ pub fn is_unavailable(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
         sqlx::Error::Database(db) => {
-            db.code().is_some_and(|code| code.starts_with("08") || code.starts_with("57P") || code == "53300")
+            // Connection trouble, shutdown, too many connections, or a statement over its time limit.
+            db.code().is_some_and(|code| {
+                code.starts_with("08") || code.starts_with("57P") || code == "53300" || code == "57014"
+            })
         }
         _ => false,
     }

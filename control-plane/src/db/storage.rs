@@ -29,9 +29,19 @@ pub type BoxError = Box<dyn Error + Send + Sync>;
 
 impl Storage {
     pub async fn open(args: &StorageArgs, opener: Opener, max_connections: u32) -> Result<Self, BoxError> {
+        Self::open_with(args, opener, max_connections, db::STATEMENT_TIMEOUT).await
+    }
+
+    /// As [`Storage::open`], with the statement timeout of the pool's connections.
+    pub async fn open_with(
+        args: &StorageArgs,
+        opener: Opener,
+        max_connections: u32,
+        statement_timeout: std::time::Duration,
+    ) -> Result<Self, BoxError> {
         if let Some(url) = args.database_url() {
             let options = db::parse_url(&url).map_err(|e| format!("the database URL is not valid: {e}"))?;
-            let pool = db::pool(options, max_connections);
+            let pool = db::pool_with_timeout(options, max_connections, statement_timeout);
             migrate(&pool).await?;
             return Ok(Self { pool, owned_cluster: None, _lock: None });
         }
@@ -63,7 +73,8 @@ impl Storage {
         };
         let connect = EmbeddedCluster::paths(&options)?;
         db::ensure_database(connect.connect_options("postgres"), EMBEDDED_DATABASE).await?;
-        let pool = db::pool(connect.connect_options(EMBEDDED_DATABASE), max_connections);
+        let pool =
+            db::pool_with_timeout(connect.connect_options(EMBEDDED_DATABASE), max_connections, statement_timeout);
         migrate(&pool).await?;
         Ok(Self { pool, owned_cluster: cluster, _lock: lock })
     }

@@ -6,6 +6,7 @@
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::ApiResult;
 use crate::http::extract::ApiPath;
+use crate::http::limits::StreamSlot;
 use crate::queue::events;
 use crate::queue::row::fetch;
 use crate::state::AppState;
@@ -25,7 +26,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 const PAGE: i64 = 500;
-const RECHECK: Duration = Duration::from_secs(1);
+/// A safety net under the wake-ups (NOTIFY reaches every replica): a quiet execution costs a query per interval.
+const RECHECK: Duration = Duration::from_secs(15);
 
 struct Reader {
     app: AppState,
@@ -34,6 +36,8 @@ struct Reader {
     last: i32,
     pending: VecDeque<(i32, String)>,
     done: bool,
+    /// This stream's place in its key's allowance, given back when the stream ends.
+    _slot: StreamSlot,
 }
 
 impl Reader {
@@ -95,6 +99,7 @@ async fn stream_execution(
     let mut conn = app.pool.acquire().await?;
     fetch(&mut conn, caller.org_id, flow_id, execution_id).await?;
     drop(conn);
+    let slot = app.allowances.open_stream(caller.credential_id())?;
     let last = headers
         .get(header::LAST_EVENT_ID)
         .and_then(|v| v.to_str().ok())
@@ -105,7 +110,7 @@ async fn stream_execution(
     let wakes = app.execution_wakes.subscribe();
     let shutdown = app.shutdown.clone();
     let keep_alive = app.settings.stream_keep_alive;
-    let reader = Reader { app, execution_id, wakes, last, pending: VecDeque::new(), done: false };
+    let reader = Reader { app, execution_id, wakes, last, pending: VecDeque::new(), done: false, _slot: slot };
     let stream = futures_util::stream::unfold(reader, Reader::next).take_until(shutdown.cancelled_owned());
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive")))
 }

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod limits;
 pub mod listener;
 pub mod openapi;
 pub mod pagination;
@@ -104,5 +105,6 @@ pub fn router(state: AppState) -> Router {
 /// Serves until the state's shutdown token is cancelled, then finishes in-flight requests.
 pub async fn serve(listener: TcpListener, state: AppState) -> std::io::Result<()> {
     let shutdown = state.shutdown.clone();
-    crate::http::listener::serve(listener, router(state), shutdown).await
+    let limits = state.settings.limits;
+    crate::http::listener::serve(listener, router(state), shutdown, limits).await
 }

@@ -8,15 +8,8 @@ pub mod registry;
 pub mod report;
 
 use crate::state::AppState;
-use axum::extract::DefaultBodyLimit;
 use utoipa_axum::router::OpenApiRouter;
 
-/// Node reports may carry many results with bodies of up to 64 KiB each.
-const REPORT_BODY_LIMIT: usize = 16 * 1024 * 1024;
-
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .merge(registry::routes())
-        .merge(claim::routes())
-        .merge(report::routes().layer(DefaultBodyLimit::max(REPORT_BODY_LIMIT)))
+    OpenApiRouter::new().merge(registry::routes()).merge(claim::routes()).merge(report::routes())
 }

@@ -1,5 +1,5 @@
 //! Reports under a job token: node results and completion. The token is read from the `Authorization` header
-//! and checked (`crate::queue::report::authorize`) before the body is parsed.
+//! and checked (`crate::queue::report::authorize`) before a byte of the body is read.
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiPath, parse_json};
@@ -7,7 +7,7 @@ use crate::queue::finish::{Ending, finish};
 use crate::queue::report::{authorize, keep_alive, record, stale_attempt};
 use crate::state::AppState;
 use axum::Json;
-use axum::body::Bytes;
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use hookflow_shared::api::executions::Execution;
@@ -19,6 +19,22 @@ use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(report_nodes)).routes(routes!(complete_job))
+}
+
+/// Node reports may carry many results with bodies of up to 64 KiB each.
+const REPORT_BODY_LIMIT: usize = 16 * 1024 * 1024;
+/// A completion is a status and a short error.
+const COMPLETE_BODY_LIMIT: usize = 64 * 1024;
+
+/// Reads a body within `limit` (413 beyond), once the caller is known.
+async fn read_body(body: Body, limit: usize) -> ApiResult<bytes::Bytes> {
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
+            ApiError::new(hookflow_shared::ErrorCode::PayloadTooLarge, format!("the body is larger than {limit} bytes"))
+        } else {
+            ApiError::invalid("the request body could not be read")
+        }
+    })
 }
 
 /// The job token of `Authorization: Bearer hfj_...`, checked for its form (a typo never reaches the database).
@@ -39,12 +55,13 @@ async fn report_nodes(
     State(app): State<AppState>,
     ApiPath(job_id): ApiPath<Uuid>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> ApiResult<Json<ReportReply>> {
+    let token = bearer(&headers)?;
     let lease_s = app.settings.lease.as_secs_f64();
     let mut tx = app.pool.begin().await?;
-    let job = authorize(&mut tx, bearer(&headers)?, job_id, true).await?;
-    let results = parse_json::<NodeReport>(&body)?.into_results();
+    let job = authorize(&mut tx, token, job_id, true).await?;
+    let results = parse_json::<NodeReport>(&read_body(body, REPORT_BODY_LIMIT).await?)?.into_results();
     let accepted = if results.is_empty() {
         keep_alive(&mut tx, &job, lease_s).await?;
         0
@@ -64,11 +81,12 @@ async fn complete_job(
     State(app): State<AppState>,
     ApiPath(job_id): ApiPath<Uuid>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> ApiResult<Json<Execution>> {
+    let token = bearer(&headers)?;
     let mut conn = app.pool.acquire().await?;
-    let job = authorize(&mut conn, bearer(&headers)?, job_id, false).await?;
-    let complete: Complete = parse_json(&body)?;
+    let job = authorize(&mut conn, token, job_id, false).await?;
+    let complete: Complete = parse_json(&read_body(body, COMPLETE_BODY_LIMIT).await?)?;
     let error: Option<String> = complete.error.map(|e| e.chars().take(2000).collect());
     let ending = Ending {
         execution_id: job.execution_id,

@@ -88,6 +88,41 @@ pub struct ServeArgs {
     /// Seconds a claim holds a job without a heartbeat or result before it goes back to the queue.
     #[arg(long, env = "HOOKFLOW_LEASE_S", default_value_t = 30, value_parser = clap::value_parser!(u64).range(2..=3600))]
     pub lease_s: u64,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// What one client may hold or spend: connections, time, requests, streams.
+#[derive(Debug, Clone, Args)]
+pub struct LimitArgs {
+    /// Connections held at most. At the cap, a newcomer from an address under its share takes the place of the
+    /// longest-idle connection of the busiest address.
+    #[arg(long, env = "HOOKFLOW_MAX_CONNECTIONS", default_value_t = 8192)]
+    pub max_connections: usize,
+    /// Connections one client address may hold (a reverse proxy in front counts as one address).
+    #[arg(long, env = "HOOKFLOW_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 1024)]
+    pub max_connections_per_address: usize,
+    /// Seconds a request's headers may take to arrive (and an idle HTTP/1 connection may wait for the next).
+    #[arg(long, env = "HOOKFLOW_HEADER_TIMEOUT_S", default_value_t = 30)]
+    pub header_timeout_s: u64,
+    /// Seconds a connection with no request in flight stays open.
+    #[arg(long, env = "HOOKFLOW_IDLE_TIMEOUT_S", default_value_t = 75)]
+    pub idle_timeout_s: u64,
+    /// Seconds a request's body may take to arrive.
+    #[arg(long, env = "HOOKFLOW_BODY_TIMEOUT_S", default_value_t = 60)]
+    pub body_timeout_s: u64,
+    /// Requests per second one API key may make (bursts of twice that); 429 with Retry-After beyond.
+    #[arg(long, env = "HOOKFLOW_KEY_RATE_LIMIT", default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub key_rate_limit: u32,
+    /// The highest `capture_rate_limit_per_s` an organization may set for its endpoints.
+    #[arg(long, env = "HOOKFLOW_MAX_CAPTURE_RATE", default_value_t = 10_000, value_parser = clap::value_parser!(i32).range(1..))]
+    pub max_capture_rate: i32,
+    /// Live streams (capture and execution) one API key may hold open at once.
+    #[arg(long, env = "HOOKFLOW_STREAMS_PER_KEY", default_value_t = 64)]
+    pub streams_per_key: usize,
+    /// Seconds a database statement may run before it is cancelled.
+    #[arg(long, env = "HOOKFLOW_STATEMENT_TIMEOUT_S", default_value_t = 30)]
+    pub statement_timeout_s: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

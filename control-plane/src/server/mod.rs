@@ -37,7 +37,8 @@ async fn serve(storage_args: StorageArgs, args: ServeArgs) -> Result<(), BoxErro
     let listener =
         TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let local = listener.local_addr()?;
-    let storage = Storage::open(&storage_args, Opener::Server, args.db_max_connections).await?;
+    let statement_timeout = std::time::Duration::from_secs(args.limits.statement_timeout_s.max(1));
+    let storage = Storage::open_with(&storage_args, Opener::Server, args.db_max_connections, statement_timeout).await?;
     let result = serve_with(&storage, &storage_args, &args, listener, local).await;
     let closed = storage.close().await;
     result.and(closed)
@@ -64,6 +65,10 @@ async fn serve_with(
         master_key: crate::crypto::MasterKey::new(master_key),
         lease: std::time::Duration::from_secs(args.lease_s),
         heartbeat_interval: std::time::Duration::from_secs((args.lease_s / 3).clamp(1, 10)),
+        limits: listener_limits(&args.limits),
+        key_rate_per_s: args.limits.key_rate_limit,
+        max_capture_rate_per_s: args.limits.max_capture_rate,
+        streams_per_key: args.limits.streams_per_key.max(1),
         ..Settings::new(public_url.clone())
     };
     let run_embedded = match args.embedded_runner {
@@ -84,6 +89,19 @@ async fn serve_with(
     http::serve(listener, state).await?;
     tracing::info!("shutting down");
     Ok(())
+}
+
+fn listener_limits(args: &config::LimitArgs) -> crate::http::listener::Limits {
+    use std::time::Duration;
+    crate::http::listener::Limits {
+        connections: crate::http::listener::connections::ConnectionLimits {
+            max: args.max_connections.max(1),
+            per_address: args.max_connections_per_address.max(1),
+            idle_timeout: Duration::from_secs(args.idle_timeout_s.max(1)),
+        },
+        header_timeout: Duration::from_secs(args.header_timeout_s.max(1)),
+        body_timeout: Duration::from_secs(args.body_timeout_s.max(1)),
+    }
 }
 
 /// Cancels `shutdown` on SIGINT or SIGTERM.

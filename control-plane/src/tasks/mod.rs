@@ -17,6 +17,12 @@ pub fn start(app: &AppState) {
     tokio::spawn(retention::run(app.clone()));
     tokio::spawn(rescuer::run(app.clone()));
     tokio::spawn(scheduler::run(app.clone()));
+    let allowances = app.allowances.clone();
+    let shrink = move || {
+        allowances.shrink();
+        std::future::ready(Ok::<(), std::convert::Infallible>(()))
+    };
+    tokio::spawn(every(app.shutdown.clone(), std::time::Duration::from_secs(60), "shrinking rate state", shrink));
 }
 
 /// Runs `pass` every `interval` until shutdown; a failed pass is logged as `what` and tried again next time.

@@ -1,5 +1,6 @@
 //! Export of an endpoint's history (all of it, or what `q` selects), oldest first, streamed page by page:
-//! NDJSON (one captured request per line, whole bodies) or a HAR 1.2 document.
+//! NDJSON (one captured request per line, whole bodies) or a HAR 1.2 document. A page holds at most 200 captures
+//! and, past its first, 8 MiB of bodies, so an export holds a bounded amount in memory however large the bodies.
 
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::ApiResult;
@@ -15,7 +16,10 @@ use serde_json::json;
 use sqlx::{PgPool, Postgres, QueryBuilder};
 use uuid::Uuid;
 
+/// Captures per page at most.
 const PAGE: i64 = 200;
+/// Bytes of bodies per page at most (a single larger capture still makes a page of its own).
+const PAGE_BYTES: i64 = 8 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, Default, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -30,6 +34,7 @@ pub enum ExportFormat {
 pub struct ExportParams {
     /// `ndjson` (default) or `har`.
     #[serde(default)]
+    #[param(inline)]
     pub format: ExportFormat,
     /// Optional `q` search terms selecting what to export.
     pub q: Option<String>,
@@ -45,7 +50,11 @@ pub async fn export_requests(
 ) -> ApiResult<Response> {
     ensure_exists(&app, caller.org_id, id).await?;
     let conds = match &params.q {
-        Some(q) => search::from_text(q)?,
+        Some(q) => {
+            let conds = search::from_text(q)?;
+            search::check_conditions(&conds)?;
+            conds
+        }
         None => Vec::new(),
     };
     let pages =
@@ -128,9 +137,8 @@ impl Pages {
         if self.done {
             return Ok(Vec::new());
         }
-        let mut b = QueryBuilder::<Postgres>::new(format!(
-            "SELECT {CAPTURE_COLUMNS_FULL} FROM captures WHERE organization_id = "
-        ));
+        // The next page's ids and sizes first, then the rows of the prefix that fits the byte budget.
+        let mut b = QueryBuilder::<Postgres>::new("SELECT id, body_size::int8 FROM captures WHERE organization_id = ");
         b.push_bind(self.org_id).push(" AND webhook_id = ").push_bind(self.webhook_id);
         for cond in &self.conds {
             search::push_cond(&mut b, cond);
@@ -139,10 +147,28 @@ impl Pages {
             b.push(" AND id > ").push_bind(after);
         }
         b.push(" ORDER BY id LIMIT ").push_bind(PAGE);
-        let rows: Vec<CaptureRow> = b.build_query_as().fetch_all(&self.pool).await?;
-        self.done = (rows.len() as i64) < PAGE;
-        self.after = rows.last().map(|r| r.id);
-        Ok(rows)
+        let sizes: Vec<(Uuid, i64)> = b.build_query_as().fetch_all(&self.pool).await?;
+        let mut total = 0;
+        let ids: Vec<Uuid> = sizes
+            .iter()
+            .take_while(|(_, size)| {
+                total += size;
+                total - size == 0 || total <= PAGE_BYTES
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        self.done = (sizes.len() as i64) < PAGE && ids.len() == sizes.len();
+        self.after = ids.last().copied();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT {CAPTURE_COLUMNS_FULL} FROM captures WHERE organization_id = $1 AND id = ANY($2) ORDER BY id"
+        )))
+        .bind(self.org_id)
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await
     }
 }
 

@@ -225,7 +225,22 @@ pub struct Search {
     pub cursor: Option<String>,
 }
 
+/// Conditions one search may combine (structured filter and `q` terms together).
+pub const MAX_CONDITIONS: usize = 32;
+
+/// Refuses searches of more conditions than [`MAX_CONDITIONS`].
+pub fn check_conditions(conds: &[Cond]) -> ApiResult<()> {
+    if conds.len() > MAX_CONDITIONS {
+        return Err(ApiError::invalid(format!(
+            "the search has {} conditions; at most {MAX_CONDITIONS} (filter and `q` terms together)",
+            conds.len()
+        )));
+    }
+    Ok(())
+}
+
 pub async fn run(pool: &PgPool, search: Search) -> ApiResult<Page<CapturedRequest>> {
+    check_conditions(&search.conds)?;
     let limit = page_size(search.limit)?;
     let (column, value_of): (&str, fn(&CapturedRequest) -> serde_json::Value) = match search.sort.field {
         SortField::ReceivedAt => ("received_at", |c| serde_json::json!(c.received_at)),

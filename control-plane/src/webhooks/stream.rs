@@ -6,6 +6,7 @@ use crate::capture::hub::{LiveEvent, captures_after};
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::ApiResult;
 use crate::http::extract::{ApiPath, Id};
+use crate::http::limits::StreamSlot;
 use crate::state::AppState;
 use crate::webhooks::endpoints::ensure_exists;
 use axum::http::HeaderMap;
@@ -34,6 +35,8 @@ struct Subscriber {
     pending: VecDeque<Event>,
     /// The newest capture sent: live events at or before it are duplicates of the replay.
     sent: Option<Uuid>,
+    /// This stream's place in its key's allowance, given back when the stream ends.
+    _slot: StreamSlot,
 }
 
 fn capture_event(event: &LiveEvent) -> Event {
@@ -94,6 +97,7 @@ pub async fn stream_requests(
     headers: HeaderMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     ensure_exists(&app, caller.org_id, id).await?;
+    let slot = app.allowances.open_stream(caller.credential_id())?;
     let resume =
         headers.get(header::LAST_EVENT_ID).and_then(|v| v.to_str().ok()).and_then(|v| Uuid::parse_str(v.trim()).ok());
     // Subscribe before replaying, so nothing stored during the replay is missed.
@@ -107,6 +111,7 @@ pub async fn stream_requests(
         phase: resume.map_or(Phase::Live, Phase::Replay),
         pending: VecDeque::new(),
         sent: resume,
+        _slot: slot,
     };
     let stream = futures_util::stream::unfold(subscriber, Subscriber::next).take_until(shutdown.cancelled_owned());
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive")))

@@ -9,7 +9,7 @@ use hookflow_shared::api::catalog::AssertionResult;
 use hookflow_shared::api::executions::{MAX_RESULT_BODY, NodeStatus, ReceivedResponse, SentRequest, Timings};
 use hookflow_shared::api::runners::Job;
 use hookflow_shared::flow::definition::{RequestNode, RequestSpec};
-use hookflow_shared::flow::extract::ResponseView;
+use hookflow_shared::flow::extract::{ExtractorKind, ResponseView};
 use hookflow_shared::flow::template;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -107,11 +107,23 @@ pub async fn exchange(context: Context<'_>, node: &RequestNode, vars: &Variables
     };
     let timeout = Duration::from_millis(node.timeout_ms.unwrap_or(DEFAULT_NODE_TIMEOUT_MS));
     let rules = send::Rules { guard_policy: context.job.network, secret_hosts: &context.job.secret_hosts };
-    match send::send(context.client, &outgoing, &rules, context.masker, timeout).await {
-        Ok(received) => evaluate(node, vars, shown, &received, context.masker),
-        Err(message) => Exchange::error(Some(shown), message),
+    let received = match send::send(context.client, &outgoing, &rules, context.masker, timeout).await {
+        Ok(received) => received,
+        Err(message) => return Exchange::error(Some(shown), message),
+    };
+    let heavy = received.body.len() > HEAVY_BODY || node.extractors.iter().any(|e| e.kind == ExtractorKind::XmlPath);
+    if !heavy {
+        return evaluate(node, vars, shown, &received, context.masker);
     }
+    // Parsing a large or XML body is CPU work: off the async workers.
+    let (node, vars, masker) = (node.clone(), vars.clone(), context.masker.clone());
+    tokio::task::spawn_blocking(move || evaluate(&node, &vars, shown, &received, &masker))
+        .await
+        .unwrap_or_else(|_| Exchange::error(None, "evaluating the response failed".into()))
 }
+
+/// Bodies larger than this are evaluated off the async workers.
+const HEAVY_BODY: usize = 256 * 1024;
 
 /// Runs the extractors and then (when they all worked) the assertions over a received response; the kept body
 /// and headers are masked whole before the body is cut to size.

@@ -2,6 +2,7 @@
 //! `statusCode`, `header` (case-insensitive; repeated headers give a list) and `body` (whole text, or the first
 //! capture group of `regex`). Nothing matched is `None`, not an error; an invalid expression is an error.
 
+use crate::flow::budget;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -97,6 +98,8 @@ pub enum ExtractError {
     MissingField { field: &'static str, kind: &'static str },
     #[error("invalid {kind} expression `{expression}`: {detail}")]
     InvalidExpression { kind: &'static str, expression: String, detail: String },
+    #[error("{detail}")]
+    Budget { detail: String },
 }
 
 impl Extractor {
@@ -117,7 +120,7 @@ impl Extractor {
         match self.kind {
             ExtractorKind::JsonPath => {
                 let expression = self.required(&self.expression, "expression")?;
-                serde_json_path::JsonPath::parse(expression).map(|_| ()).map_err(|e| self.invalid(expression, e))
+                self.compile_json_path(expression).map(|_| ())
             }
             ExtractorKind::XmlPath => {
                 let expression = self.required(&self.expression, "expression")?;
@@ -133,13 +136,20 @@ impl Extractor {
     }
 
     fn compile_xpath(&self, expression: &str) -> Result<sxd_xpath::XPath, ExtractError> {
+        budget::check_expression(expression).map_err(|e| self.invalid(expression, e))?;
         sxd_xpath::Factory::new()
             .build(expression)
             .map_err(|e| self.invalid(expression, e))?
             .ok_or_else(|| self.invalid(expression, "empty expression"))
     }
 
+    fn compile_json_path(&self, expression: &str) -> Result<serde_json_path::JsonPath, ExtractError> {
+        budget::check_expression(expression).map_err(|e| self.invalid(expression, e))?;
+        serde_json_path::JsonPath::parse(expression).map_err(|e| self.invalid(expression, e))
+    }
+
     fn compile_regex(&self, pattern: &str) -> Result<regex::Regex, ExtractError> {
+        budget::check_expression(pattern).map_err(|e| self.invalid(pattern, e))?;
         let regex = regex::Regex::new(pattern).map_err(|e| self.invalid(pattern, e))?;
         if regex.captures_len() < 2 {
             return Err(self.invalid(pattern, "needs one capture group, e.g. id=(\\d+)"));
@@ -178,7 +188,7 @@ impl Extractor {
             },
             ExtractorKind::JsonPath => {
                 let expression = self.required(&self.expression, "expression")?;
-                let path = serde_json_path::JsonPath::parse(expression).map_err(|e| self.invalid(expression, e))?;
+                let path = self.compile_json_path(expression)?;
                 let Ok(document) = serde_json::from_str::<Value>(response.body) else { return Ok(None) };
                 let nodes = path.query(&document).all();
                 Ok(match nodes.len() {
@@ -190,6 +200,7 @@ impl Extractor {
             ExtractorKind::XmlPath => {
                 let expression = self.required(&self.expression, "expression")?;
                 let xpath = self.compile_xpath(expression)?;
+                budget::check_xml(response.body).map_err(|detail| ExtractError::Budget { detail })?;
                 let Ok(package) = sxd_document::parser::parse(response.body) else { return Ok(None) };
                 let document = package.as_document();
                 let context = sxd_xpath::Context::new();

@@ -1,6 +1,7 @@
 //! The pure logic of flows that the server (validation, sandboxes) and the runner (execution) share.
 
 pub mod assert;
+pub mod budget;
 pub mod definition;
 pub mod extract;
 pub mod schedule;

@@ -127,6 +127,7 @@ async fn a_database_dump_holds_no_plaintext_secret() {
         .arg(socket)
         .args(["--port", &options.get_port().to_string(), "--username", options.get_username(), "--no-password"])
         .arg(options.get_database().expect("database"))
+        .env("PGPASSWORD", hookflow_tests::cluster::password())
         .output()
         .expect("run pg_dump");
     assert!(dump.status.success(), "pg_dump failed: {}", String::from_utf8_lossy(&dump.stderr));

@@ -35,6 +35,8 @@ pub struct Mapped {
     pub variables: BTreeMap<String, String>,
     pub requests: Vec<GeneratedRequest>,
     pub warnings: Vec<String>,
+    /// Generating example bodies spent the document's whole budget: the description is refused.
+    pub budget_exhausted: bool,
 }
 
 impl Mapped {
@@ -384,6 +386,15 @@ pub fn map(document: &Value, source: Option<&reqwest::Url>) -> Mapped {
             names.len(),
             names.join(", ")
         ));
+    }
+    if examples.truncated > 0 {
+        mapped.warnings.push(format!(
+            "{} example bod(ies) cut short: their schemas reference each other too widely",
+            examples.truncated
+        ));
+    }
+    if examples.exhausted() {
+        mapped.budget_exhausted = true;
     }
     if examples.cycles_cut > 0 {
         mapped.warnings.push(format!("{} `$ref` cycle(s) cut while generating example bodies", examples.cycles_cut));

@@ -5,6 +5,7 @@
 pub mod fingerprint;
 pub mod mapping;
 pub mod schema;
+pub mod yaml;
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::outbound;
@@ -80,55 +81,32 @@ pub async fn load(app: &AppState, org_id: uuid::Uuid, source: &OpenApiSource) ->
     Ok(Loaded { document, sha256, url })
 }
 
+/// Maps a loaded description to requests, off the async workers; a description whose example generation spent
+/// its whole budget is refused with 400 naming the limit.
+pub async fn map_loaded(document: Value, url: Option<reqwest::Url>) -> ApiResult<mapping::Mapped> {
+    let mapped = tokio::task::spawn_blocking(move || mapping::map(&document, url.as_ref()))
+        .await
+        .map_err(ApiError::internal_because)?;
+    if mapped.budget_exhausted {
+        return Err(ApiError::invalid(format!(
+            "the description's schemas reference each other too widely: generating example bodies needed more than \
+             {} steps",
+            schema::DOCUMENT_STEPS
+        )));
+    }
+    Ok(mapped)
+}
+
 /// Parses JSON or YAML text and checks it with the parser for its OpenAPI version.
 pub fn parse(text: &str) -> ApiResult<Value> {
     let document = if text.trim_start().starts_with('{') {
         serde_json::from_str::<Value>(text)
             .map_err(|e| ApiError::invalid(format!("the description is not valid JSON: {e}")))?
     } else {
-        let mut yaml: yaml_serde::Value = yaml_serde::from_str(text)
-            .map_err(|e| ApiError::invalid(format!("the description is not valid YAML or JSON: {e}")))?;
-        yaml.apply_merge()
-            .map_err(|e| ApiError::invalid(format!("the description's YAML merge keys are invalid: {e}")))?;
-        yaml_to_json(yaml)
+        yaml::to_json(text).map_err(|e| ApiError::invalid(format!("the description is not valid YAML or JSON: {e}")))?
     };
     check_version(&document)?;
     Ok(document)
-}
-
-/// YAML allows non-string keys (`200:` for a response); JSON objects take them as text.
-fn yaml_to_json(value: yaml_serde::Value) -> Value {
-    use yaml_serde::Value as Y;
-    match value {
-        Y::Null => Value::Null,
-        Y::Bool(b) => Value::Bool(b),
-        Y::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Value::from(i)
-            } else if let Some(u) = n.as_u64() {
-                Value::from(u)
-            } else {
-                n.as_f64().and_then(serde_json::Number::from_f64).map_or(Value::Null, Value::Number)
-            }
-        }
-        Y::String(s) => Value::String(s),
-        Y::Sequence(items) => Value::Array(items.into_iter().map(yaml_to_json).collect()),
-        Y::Mapping(map) => Value::Object(
-            map.into_iter()
-                .map(|(k, v)| {
-                    let key = match k {
-                        Y::String(s) => s,
-                        other => match yaml_to_json(other) {
-                            Value::String(s) => s,
-                            key => key.to_string(),
-                        },
-                    };
-                    (key, yaml_to_json(v))
-                })
-                .collect(),
-        ),
-        Y::Tagged(tagged) => yaml_to_json(tagged.value),
-    }
 }
 
 /// Reads `openapi` and checks the whole description with the parser for that version; the error names the place.

@@ -8,6 +8,10 @@ use serde_json::{Map, Value, json};
 const MAX_DEPTH: usize = 12;
 /// At most this many properties of one object are generated.
 const MAX_PROPERTIES: usize = 60;
+/// Schema nodes visited for one example: beyond it, the rest of that example is left out.
+pub const EXAMPLE_STEPS: usize = 20_000;
+/// Schema nodes visited for a whole document: beyond it, the document is refused.
+pub const DOCUMENT_STEPS: usize = 2_000_000;
 
 /// Follows a local `$ref` (`#/components/...`) in `document`; `None` for external or broken references.
 pub fn pointer<'a>(document: &'a Value, reference: &str) -> Option<&'a Value> {
@@ -38,22 +42,47 @@ pub struct Examples<'a> {
     stack: Vec<String>,
     pub cycles_cut: usize,
     pub unresolved: Vec<String>,
+    /// Examples cut short by [`EXAMPLE_STEPS`].
+    pub truncated: usize,
+    /// Steps left for this example and for the document.
+    example_steps: usize,
+    document_steps: usize,
 }
 
 impl<'a> Examples<'a> {
     pub fn new(document: &'a Value) -> Self {
-        Self { document, stack: Vec::new(), cycles_cut: 0, unresolved: Vec::new() }
+        Self {
+            document,
+            stack: Vec::new(),
+            cycles_cut: 0,
+            unresolved: Vec::new(),
+            truncated: 0,
+            example_steps: 0,
+            document_steps: DOCUMENT_STEPS,
+        }
+    }
+
+    /// Whether the document's budget ran out (the description is refused).
+    pub fn exhausted(&self) -> bool {
+        self.document_steps == 0
     }
 
     /// An example value for `schema`.
     pub fn of(&mut self, schema: &Value) -> Value {
-        self.example(schema, 0)
+        self.example_steps = EXAMPLE_STEPS;
+        let value = self.example(schema, 0);
+        if self.example_steps == 0 {
+            self.truncated += 1;
+        }
+        value
     }
 
     fn example(&mut self, schema: &Value, depth: usize) -> Value {
-        if depth > MAX_DEPTH {
+        if depth > MAX_DEPTH || self.example_steps == 0 || self.document_steps == 0 {
             return Value::Null;
         }
+        self.example_steps -= 1;
+        self.document_steps -= 1;
         if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
             return self.follow(reference, depth);
         }

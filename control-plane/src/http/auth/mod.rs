@@ -98,6 +98,7 @@ impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
             return Err(ApiError::unauthorized());
         };
         let identity = authenticate_key(state, key).await?;
+        state.allowances.key_request(identity.key_id)?;
         let org_id = organization_header(parts)?;
         if org_id != identity.org_id {
             return Err(ApiError::new(
@@ -138,6 +139,14 @@ impl<S: scope::Required + Send> FromRequestParts<AppState> for Ctx<S> {
 }
 
 impl<S> Caller<S> {
+    /// The credential allowances are counted against (streams held open, requests per second).
+    pub fn credential_id(&self) -> Uuid {
+        match self.actor {
+            Actor::Key(id) => id,
+            Actor::Operator => Uuid::nil(),
+        }
+    }
+
     /// Checks a second scope some operations need in addition to the one in the signature.
     pub fn require(&self, scope: Scope) -> ApiResult<()> {
         if self.scopes.grants(scope) { Ok(()) } else { Err(ApiError::insufficient_scope(scope)) }

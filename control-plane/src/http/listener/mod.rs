@@ -1,0 +1,204 @@
+//! The accept loop: HTTP/1 and HTTP/2 on one listener through hyper-util, with each connection's bytes passed
+//! through the raw-head recorder, the peer address and the request's number attached to every request, and
+//! graceful shutdown. Connections are admitted by the connection table (`connections`), headers must arrive
+//! within the header timeout (which is also how long an HTTP/1 connection may wait idle for its next request),
+//! request bodies must arrive within the body timeout, and idle connections are closed.
+
+pub mod connections;
+
+use crate::http::raw_head::{HeadQueue, Recording, RequestNumber};
+use axum::Router;
+use axum::body::{Body, HttpBody};
+use axum::extract::ConnectInfo;
+use bytes::Bytes;
+use connections::{ConnectionLimits, Connections, InFlight};
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::server::graceful::GracefulShutdown;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
+
+/// How long shutdown waits for open connections to finish.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// What the listener enforces.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub connections: ConnectionLimits,
+    /// A request's headers must arrive within this (and an idle HTTP/1 connection waits at most this long).
+    pub header_timeout: Duration,
+    /// A request's body must arrive within this, counted from its start.
+    pub body_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            connections: ConnectionLimits { max: 8192, per_address: 1024, idle_timeout: Duration::from_secs(75) },
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: CancellationToken,
+    limits: Limits,
+) -> std::io::Result<()> {
+    let graceful = GracefulShutdown::new();
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(20))
+        .max_concurrent_streams(256);
+    let table = Connections::new(limits.connections);
+    tokio::spawn(close_idle(table.clone(), shutdown.clone()));
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off briefly instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => break,
+        };
+        let Some(connection) = table.admit(peer.ip()) else {
+            tracing::debug!(%peer, "connection refused: the server holds as many as it may");
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let heads = HeadQueue::default();
+        let io = TokioIo::new(Recording::new(stream, heads.clone()));
+        let router = router.clone();
+        let served = Arc::new(AtomicU64::new(0));
+        let held = connection.clone();
+        let body_timeout = limits.body_timeout;
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+            let in_flight = InFlight::start(&held);
+            request.extensions_mut().insert(ConnectInfo(peer));
+            request.extensions_mut().insert(heads.clone());
+            request.extensions_mut().insert(RequestNumber(served.fetch_add(1, Ordering::Relaxed)));
+            let request = request.map(|body| Body::new(Deadline::new(body, body_timeout)));
+            let answer = router.clone().oneshot(request);
+            async move {
+                let response = answer.await?;
+                Ok::<_, std::convert::Infallible>(
+                    response.map(|body| Body::new(Tracked { body, _in_flight: in_flight })),
+                )
+            }
+        });
+        let connection_future = graceful.watch(builder.serve_connection_with_upgrades(io, service).into_owned());
+        let table = table.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                ended = connection_future => {
+                    if let Err(e) = ended {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                }
+                () = connection.close.cancelled() => tracing::debug!("connection closed: idle, or its place was taken"),
+            }
+            table.release(&connection);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN, graceful.shutdown()).await.is_err() {
+        tracing::warn!("some connections were still open after {DRAIN:?}; closing them");
+    }
+    Ok(())
+}
+
+/// Closes idle connections every second until shutdown.
+async fn close_idle(table: Arc<Connections>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+        let closed = table.close_idle();
+        if closed > 0 {
+            tracing::debug!(closed, "idle connections closed");
+        }
+    }
+}
+
+/// A response body that keeps its request counted as in flight until it is done.
+struct Tracked {
+    body: Body,
+    _in_flight: InFlight,
+}
+
+impl HttpBody for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A request body that must arrive whole within its deadline.
+struct Deadline {
+    body: Incoming,
+    timeout: Duration,
+    expires: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Deadline {
+    fn new(body: Incoming, timeout: Duration) -> Self {
+        Self { body, timeout, expires: None }
+    }
+}
+
+/// The error of a body that did not arrive in time.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive within {0:?}")]
+pub struct BodyTimeout(Duration);
+
+impl HttpBody for Deadline {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        let timeout = this.timeout;
+        let expires = this.expires.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        if expires.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Some(Err(Box::new(BodyTimeout(timeout)))));
+        }
+        Pin::new(&mut this.body).poll_frame(cx).map_err(Into::into)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}

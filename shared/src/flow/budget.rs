@@ -1,0 +1,112 @@
+//! Budgets for what users feed the parsers: an expression is at most 4 KiB and nests at most 32 levels (so
+//! recursive-descent parsers of XPath and JSONPath cannot exhaust the stack), and an XML document is at most
+//! 8 MiB, nests at most 256 elements and declares no entities (checked by a linear scan before parsing, so deep
+//! or quadratic documents never reach the parser). Exceeding one is an error that names the limit.
+
+/// Longest expression.
+pub const MAX_EXPRESSION: usize = 4 * 1024;
+/// Deepest bracket nesting of an expression.
+pub const MAX_EXPRESSION_DEPTH: usize = 32;
+/// Largest XML document parsed.
+pub const MAX_XML_BYTES: usize = 8 * 1024 * 1024;
+/// Deepest XML element nesting.
+pub const MAX_XML_DEPTH: usize = 256;
+
+/// Checks an expression's length and bracket nesting (outside quoted strings).
+pub fn check_expression(expression: &str) -> Result<(), String> {
+    if expression.len() > MAX_EXPRESSION {
+        return Err(format!("longer than {MAX_EXPRESSION} bytes"));
+    }
+    let (mut depth, mut deepest, mut quote) = (0usize, 0usize, None::<char>);
+    let mut chars = expression.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(_), '\\') => {
+                chars.next();
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '(' | '[' | '{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (None, ')' | ']' | '}') => depth = depth.saturating_sub(1),
+            (None, _) => {}
+        }
+    }
+    if deepest > MAX_EXPRESSION_DEPTH {
+        return Err(format!("nests deeper than {MAX_EXPRESSION_DEPTH} levels"));
+    }
+    Ok(())
+}
+
+/// Checks an XML document before it is parsed: size, element nesting, no entity declarations.
+pub fn check_xml(text: &str) -> Result<(), String> {
+    if text.len() > MAX_XML_BYTES {
+        return Err(format!("the XML body is larger than {MAX_XML_BYTES} bytes"));
+    }
+    let bytes = text.as_bytes();
+    let (mut depth, mut at) = (0usize, 0usize);
+    while let Some(offset) = bytes[at..].iter().position(|b| *b == b'<') {
+        at += offset;
+        let rest = &bytes[at..];
+        let skip_to = |end: &[u8]| rest.windows(end.len()).position(|w| w == end).map(|p| p + end.len());
+        let length = if rest.starts_with(b"<!--") {
+            skip_to(b"-->")
+        } else if rest.starts_with(b"<![CDATA[") {
+            skip_to(b"]]>")
+        } else if rest.starts_with(b"<!") {
+            // A document type with an internal subset (`[...]`) is where entities are declared.
+            let end = rest.iter().position(|b| matches!(b, b'>' | b'['));
+            if end.is_some_and(|e| rest[e] == b'[') {
+                return Err("the XML body declares entities (a document type with an internal subset)".to_owned());
+            }
+            end.map(|e| e + 1)
+        } else if rest.starts_with(b"<?") {
+            skip_to(b"?>")
+        } else {
+            let end = skip_to(b">");
+            let tag = &rest[..end.unwrap_or(rest.len())];
+            if tag.starts_with(b"</") {
+                depth = depth.saturating_sub(1);
+            } else if !tag.ends_with(b"/>") {
+                depth += 1;
+                if depth > MAX_XML_DEPTH {
+                    return Err(format!("the XML body nests deeper than {MAX_XML_DEPTH} elements"));
+                }
+            }
+            end
+        };
+        match length {
+            Some(length) => at += length,
+            None => break,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expressions_are_checked_for_length_and_nesting() {
+        assert!(check_expression("$.store.book[?@.price < 10].title").is_ok());
+        assert!(check_expression("//a[contains(., '((((((((((((((((((((((((((((((((((((')]").is_ok(), "quoted");
+        let deep = format!("{}1{}", "(".repeat(3000), ")".repeat(3000));
+        assert!(check_expression(&deep).is_err());
+        let filters = format!("$.a{}", "[?@.b".repeat(40));
+        assert!(check_expression(&filters).unwrap_err().contains("32"));
+        assert!(check_expression(&"a".repeat(5000)).unwrap_err().contains("4096"));
+    }
+
+    #[test]
+    fn xml_is_checked_before_parsing() {
+        assert!(check_xml("<?xml version=\"1.0\"?><a><b x='1'/><!-- <c> --><![CDATA[<d>]]><e>t</e></a>").is_ok());
+        let deep = format!("{}{}", "<a>".repeat(40_000), "</a>".repeat(40_000));
+        assert!(check_xml(&deep).unwrap_err().contains("256"));
+        let bomb = "<!DOCTYPE l [<!ENTITY a \"aaaa\"><!ENTITY b \"&a;&a;\">]><l>&b;</l>";
+        assert!(check_xml(bomb).unwrap_err().contains("entities"));
+    }
+}
