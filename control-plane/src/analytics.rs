@@ -29,22 +29,22 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[into_params(parameter_in = Query)]
 pub struct Window {
     /// Start (RFC 3339); default `to` - 24 h.
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, format = DateTime)]
     pub from: Option<Timestamp>,
     /// End, exclusive (RFC 3339); default now.
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, format = DateTime)]
     pub to: Option<Timestamp>,
 }
 
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct VolumeParams {
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, format = DateTime)]
     pub from: Option<Timestamp>,
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<String>, format = DateTime)]
     pub to: Option<Timestamp>,
     /// `minute`, `hour` (default) or `day`.
-    #[param(value_type = Option<String>)]
+    #[param(value_type = Option<Bucket>)]
     pub bucket: Option<Bucket>,
 }
 

@@ -52,6 +52,9 @@ async fn evaluate_extractor(
     ApiJson(body): ApiJson<EvaluateExtractor>,
 ) -> ApiResult<Json<Extracted>> {
     body.extractor.check().map_err(|e| ApiError::invalid(e.to_string()))?;
+    if !(100..=599).contains(&body.response.status) {
+        return Err(ApiError::invalid("invalid field `response.status`: an HTTP status from 100 to 599"));
+    }
     // Parsing is CPU work bounded by budgets: off the async workers all the same.
     let extracted = tokio::task::spawn_blocking(move || {
         let headers: Vec<(String, String)> = body.response.headers.into_iter().collect();

@@ -66,7 +66,7 @@ pub mod runner_route {
 #[into_params(parameter_in = Header)]
 pub struct IdempotencyHeader {
     /// Retries with the same key and body replay the first answer (1 to 255 characters).
-    #[param(rename = "Idempotency-Key")]
+    #[param(rename = "Idempotency-Key", pattern = "^[!-~]([\t -~]{0,253}[!-~])?$")]
     pub idempotency_key: Option<String>,
 }
 

@@ -37,8 +37,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[utoipa::path(method(get, post, put, patch, delete), path = "/webhook/{id}", tag = "Webhook",
     params(("id" = Uuid, Path, description = "The endpoint id")),
     responses((status = 200, description = "Stored; the receipt, or the endpoint's custom response", body = CaptureReceipt),
-        (status = 404), (status = 405), (status = 413),
-        (status = 429), (status = 503)),
+        (status = 400, description = "The database refused this capture (its neighbours are stored)"),
+        (status = 404), (status = 405), (status = 413), (status = 429), (status = 503),
+        (status = "default", description = "The endpoint's custom response: the status (200 to 599, not 3xx), \
+            headers and body it sets")),
     security(()))]
 async fn capture(
     State(app): State<AppState>,

@@ -15,6 +15,7 @@ use crate::state::AppState;
 use axum::Json;
 use axum::http::StatusCode;
 use hookflow_shared::api::Page;
+use hookflow_shared::api::rules;
 use hookflow_shared::api::collections::{
     Collection, CollectionDetail, CollectionRequest, PatchCollection, WriteCollection, WriteRequest,
 };
@@ -38,10 +39,7 @@ fn check_variables(variables: &BTreeMap<String, String>) -> ApiResult<()> {
         return Err(ApiError::invalid("invalid field `variables`: at most 200 variables"));
     }
     for (name, value) in variables {
-        if name.is_empty()
-            || name.len() > 100
-            || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
+        if !rules::is_key(name, 100) {
             return Err(ApiError::invalid(format!("invalid field `variables`: `{name}` is not a variable name")));
         }
         bounded_text(&format!("variables.{name}"), Some(value), 10_000)?;
@@ -52,7 +50,7 @@ fn check_variables(variables: &BTreeMap<String, String>) -> ApiResult<()> {
 /// Validates a request body and answers it with the method upper-cased and names trimmed.
 pub fn check_request(mut request: WriteRequest) -> ApiResult<WriteRequest> {
     request.name = display_name("name", &request.name)?;
-    request.method = request.method.trim().to_ascii_uppercase();
+    request.method = request.method.to_ascii_uppercase();
     if request.url.trim().is_empty() {
         return Err(ApiError::invalid("invalid field `url`: must not be empty"));
     }

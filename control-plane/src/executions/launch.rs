@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use hookflow_shared::Scope;
 use hookflow_shared::api::executions::{Execution, Launch, LaunchByTag, LaunchMode, LaunchedExecutions, Trigger};
 use hookflow_shared::api::runners::Job;
+use hookflow_shared::flow::definition::VersionSelector;
 use hookflow_shared::wire::{IdempotencyHeader, header};
 use serde::de::DeserializeOwned;
 use sqlx::PgConnection;
@@ -77,6 +78,16 @@ async fn reissue(
     Ok(Some(execution))
 }
 
+/// Published versions are numbered from 1 (within PostgreSQL's `integer`).
+fn check_version(version: Option<VersionSelector>) -> ApiResult<()> {
+    match version {
+        Some(VersionSelector::Number(n)) if n == 0 || i32::try_from(n).is_err() => {
+            Err(ApiError::invalid(format!("invalid field `version`: {n} is not a version number (1 or more)")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Launch a flow: queued for a runner, or claimed at once for the caller (`mode: ephemeral`).
 #[utoipa::path(post, path = "/flows/{id}/launch", tag = "Flows", params(Id, IdempotencyHeader),
     request_body = Launch,
@@ -89,6 +100,7 @@ async fn launch_flow(
 ) -> ApiResult<Response> {
     let launch: Launch = body_or_default(&body)?;
     check_labels("runner_labels", &launch.runner_labels)?;
+    check_version(launch.version)?;
     let key = idempotency::from_headers(&headers, "launch", &to_json_bytes(&(flow_id, &launch))?)?;
     let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
     let request = LaunchRequest::new(caller.org_id, flow_id, trigger(&headers, Trigger::Api), &launch);
@@ -148,6 +160,7 @@ async fn launch_by_tag(
         return Err(ApiError::invalid("invalid field `tags`: name at least one tag"));
     }
     check_labels("runner_labels", &launch.runner_labels)?;
+    check_version(launch.version)?;
     let key = idempotency::from_headers(&headers, "launch_by_tag", &to_json_bytes(&launch)?)?;
     let mut tx = app.pool.begin().await?;
     if let Some(key) = &key

@@ -63,6 +63,8 @@ pub struct FlowListParams {
     pub tag: Option<String>,
     /// Text in the name or description.
     pub q: Option<String>,
+    /// Items per page: default 50, values above 100 are clamped to 100.
+    #[param(minimum = 1, maximum = 9_223_372_036_854_775_807_i64)]
     pub limit: Option<i64>,
     pub cursor: Option<String>,
 }

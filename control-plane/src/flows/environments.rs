@@ -42,8 +42,18 @@ async fn list_environments(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): I
     Ok(Json(EnvironmentList { items: rows.into_iter().map(|(k, v, t)| environment(k, v.0, t)).collect() }))
 }
 
+/// The `{key}` of an environment's routes (documentation of the path parameter).
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct EnvironmentKey {
+    /// 1 to 64 letters, digits, `_` or `-`.
+    #[param(schema_with = hookflow_shared::api::rules::environment_key)]
+    #[allow(dead_code)]
+    key: String,
+}
+
 /// Create or replace an environment.
-#[utoipa::path(put, path = "/flows/{id}/environments/{key}", tag = "Flows", params(Id, ("key" = String, Path)),
+#[utoipa::path(put, path = "/flows/{id}/environments/{key}", tag = "Flows", params(Id, EnvironmentKey),
     request_body = PutEnvironment,
     responses((status = 200, body = Environment)))]
 async fn put_environment(
@@ -51,12 +61,7 @@ async fn put_environment(
     ApiPath((id, key)): ApiPath<(Uuid, String)>,
     ApiJson(body): ApiJson<PutEnvironment>,
 ) -> ApiResult<Json<Environment>> {
-    if key.is_empty() || key.len() > 64 || !key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
-        return Err(ApiError::invalid("the environment key must be 1 to 64 letters, digits, _ or -"));
-    }
-    for (name, value) in &body.variables {
-        template::check(value).map_err(|e| ApiError::invalid(format!("invalid field `variables.{name}`: {e}")))?;
-    }
+    check_environment(&key, &body.variables)?;
     let mut conn = app.pool.acquire().await?;
     ensure_exists(&mut conn, caller.org_id, id).await?;
     let updated_at: DateTime<Utc> = sqlx::query_scalar(
@@ -74,7 +79,7 @@ async fn put_environment(
 }
 
 /// Delete an environment.
-#[utoipa::path(delete, path = "/flows/{id}/environments/{key}", tag = "Flows", params(Id, ("key" = String, Path)),
+#[utoipa::path(delete, path = "/flows/{id}/environments/{key}", tag = "Flows", params(Id, EnvironmentKey),
     responses((status = 204)))]
 async fn delete_environment(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
@@ -90,4 +95,15 @@ async fn delete_environment(
         return Err(ApiError::not_found("environment"));
     }
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Checks an environment's key (1 to 64 letters, digits, `_` or `-`) and the templates of its values.
+pub fn check_environment(key: &str, variables: &BTreeMap<String, String>) -> ApiResult<()> {
+    if !hookflow_shared::api::rules::is_key(key, 64) {
+        return Err(ApiError::invalid("the environment key must be 1 to 64 letters, digits, _ or -"));
+    }
+    for (name, value) in variables {
+        template::check(value).map_err(|e| ApiError::invalid(format!("invalid field `variables.{name}`: {e}")))?;
+    }
+    Ok(())
 }

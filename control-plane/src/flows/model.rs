@@ -4,6 +4,7 @@
 use crate::http::error::{ApiError, ApiResult};
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::flows::Flow;
+use hookflow_shared::api::rules::{TAG_MAX, TAGS_MAX, is_blank};
 use hookflow_shared::flow::definition::{self, Problem};
 use hookflow_shared::flow::schedule::Schedule;
 use sqlx::PgConnection;
@@ -90,18 +91,20 @@ pub fn check_definition(raw: &serde_json::Value) -> ApiResult<()> {
 
 /// Trims, deduplicates and checks tags.
 pub fn clean_tags(tags: &[String]) -> ApiResult<Vec<String>> {
+    if tags.len() > TAGS_MAX {
+        return Err(ApiError::invalid(format!("`tags`: at most {TAGS_MAX} tags")));
+    }
     let mut clean: Vec<String> = Vec::new();
     for tag in tags {
-        let tag = tag.trim();
-        if tag.is_empty() || tag.chars().count() > 64 {
-            return Err(ApiError::invalid("`tags`: each tag must be 1 to 64 characters"));
+        if is_blank(tag) || tag.chars().count() > TAG_MAX {
+            return Err(ApiError::invalid(format!(
+                "`tags`: each tag must be 1 to {TAG_MAX} characters, not only white space"
+            )));
         }
+        let tag = tag.trim();
         if !clean.iter().any(|t| t == tag) {
             clean.push(tag.to_owned());
         }
-    }
-    if clean.len() > 20 {
-        return Err(ApiError::invalid("`tags`: at most 20 tags"));
     }
     Ok(clean)
 }

@@ -2,7 +2,10 @@
 //! importing it as a new flow, in this or another organization.
 
 use crate::flows::model::{NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow};
+use crate::flows::environments::check_environment;
 use crate::flows::versions::insert_version;
+use crate::http::validate::bounded_text;
+use hookflow_shared::api::rules::SHORT_TEXT_MAX;
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, Id};
@@ -69,6 +72,13 @@ async fn import_flow(
     let source = document.flow;
     let name = crate::http::validate::display_name("flow.name", &source.name)?;
     let tags = clean_tags(&source.tags)?;
+    bounded_text("flow.description", source.description.as_deref(), SHORT_TEXT_MAX)?;
+    for version in &document.versions {
+        bounded_text("versions.note", version.note.as_deref(), SHORT_TEXT_MAX)?;
+    }
+    for environment in &document.environments {
+        check_environment(&environment.key, &environment.variables)?;
+    }
     check_schedule(source.schedule.as_deref())?;
     check_definition(&source.definition)?;
     let mut versions = document.versions;

@@ -2,6 +2,7 @@
 //! named), query strings and path ids.
 
 use crate::http::error::{ApiError, ApiResult};
+use crate::http::strict_json::StrictJson;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use bytes::Bytes;
@@ -32,8 +33,9 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
     if bytes.is_empty() {
         return Err(ApiError::invalid("the request body is empty; send a JSON object"));
     }
-    let deserializer = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))?;
+    serde_path_to_error::deserialize(StrictJson(&value)).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         if path == "." || path.is_empty() {

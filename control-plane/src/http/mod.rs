@@ -12,6 +12,7 @@ pub mod listener;
 pub mod openapi;
 pub mod pagination;
 pub mod raw_head;
+pub mod strict_json;
 pub mod validate;
 
 use crate::state::AppState;
@@ -64,7 +65,8 @@ fn assembled() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
 pub const UNDOCUMENTED_ROUTES: [&str; 3] = ["/healthz", "/readyz", "/openapi.json"];
 
 pub fn router(state: AppState) -> Router {
-    let (api, document) = assembled();
+    let (api, mut document) = assembled();
+    openapi::state_server_limits(&mut document, state.settings.max_capture_rate_per_s);
     let document: Arc<[u8]> = match serde_json::to_vec(&document) {
         Ok(bytes) => bytes.into(),
         // The document is built from types of this crate; a failure here is a bug that every test would see.

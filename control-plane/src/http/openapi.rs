@@ -2,7 +2,6 @@
 //! the handlers' `#[utoipa::path]` annotations as routes are registered, so the served document is the route table.
 
 use axum::http::StatusCode;
-use hookflow_shared::wire::header;
 use utoipa::Modify;
 use utoipa::OpenApi;
 use utoipa::openapi::path::Operation;
@@ -56,11 +55,11 @@ impl Modify for SecuritySchemes {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
         components
-            .add_security_scheme("api_key", SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new(header::API_KEY))));
+            .add_security_scheme("api_key", SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-Api-Key"))));
         components.add_security_scheme(
             "organization",
             SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
-                header::ORGANIZATION,
+                "X-Organization-Id",
                 "The organization the request acts in (a UUID).",
             ))),
         );
@@ -144,5 +143,20 @@ fn complete(operation: &mut Operation) {
             let body = Content::new(Some(RefOr::Ref(Ref::from_schema_name("ErrorBody"))));
             response.content.insert("application/json".to_owned(), RefOr::T(body));
         }
+    }
+}
+
+/// States this server's own settings where a schema depends on them: the operator's ceiling on capture rates.
+pub fn state_server_limits(document: &mut utoipa::openapi::OpenApi, max_capture_rate: i32) {
+    use utoipa::openapi::schema::Schema;
+    let schemas = document.components.as_mut().map(|c| &mut c.schemas);
+    let Some(RefOr::T(Schema::Object(update))) = schemas.and_then(|s| s.get_mut("UpdateOrganization")) else {
+        return;
+    };
+    if let Some(RefOr::T(Schema::Object(rate))) = update.properties.get_mut("capture_rate_limit_per_s") {
+        rate.maximum = Some(max_capture_rate.into());
+        rate.description = Some(format!(
+            "Captures per second each endpoint accepts: 1 to {max_capture_rate} (the operator's ceiling)."
+        ));
     }
 }

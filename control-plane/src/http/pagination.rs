@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
     /// Items per page: default 50, values above 100 are clamped to 100.
+    #[param(minimum = 1, maximum = 9_223_372_036_854_775_807_i64)]
     pub limit: Option<i64>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,

@@ -6,10 +6,8 @@ pub mod variables;
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::state::AppState;
+use hookflow_shared::api::rules::VALUE_MAX;
 use utoipa_axum::{router::OpenApiRouter, routes};
-
-/// Largest secret or variable value.
-const MAX_VALUE: usize = 64 * 1024;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -19,21 +17,29 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(variables::put_variable, variables::delete_variable))
 }
 
+/// The `{name}` of a secret's or a variable's routes (documentation of the path parameter).
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct ResourceName {
+    /// A letter or `_`, then letters, digits and `_`; at most 128 characters.
+    #[param(schema_with = hookflow_shared::api::rules::resource_name)]
+    #[allow(dead_code)]
+    name: String,
+}
+
 /// Names usable in templates (`{{secret.NAME}}`, `{{NAME}}`): a letter or `_`, then letters, digits, `_`.
 fn check_name(name: &str) -> ApiResult<()> {
-    let mut chars = name.chars();
-    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-    if !first_ok || name.len() > 128 || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+    if !hookflow_shared::api::rules::is_resource_name(name) {
         return Err(ApiError::invalid(format!(
-            "`{name}` is not a valid name: use letters, digits and _ (not first), at most 128 characters"
+            "`{name}` is not a valid name: a letter or _, then letters, digits and _, at most 128 characters"
         )));
     }
     Ok(())
 }
 
 fn check_value(value: &str) -> ApiResult<()> {
-    if value.len() > MAX_VALUE {
-        return Err(ApiError::invalid("`value` must be at most 64 KiB"));
+    if value.chars().count() > VALUE_MAX {
+        return Err(ApiError::invalid(format!("`value` must be at most {VALUE_MAX} characters")));
     }
     Ok(())
 }

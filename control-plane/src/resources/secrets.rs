@@ -31,7 +31,7 @@ fn check_hosts(hosts: &[String]) -> ApiResult<Vec<String>> {
     hosts
         .iter()
         .map(|host| {
-            let host = host.trim().to_ascii_lowercase();
+            let host = host.to_ascii_lowercase();
             let name = host.strip_prefix("*.").unwrap_or(&host);
             let valid = !name.is_empty()
                 && host.len() <= 253
@@ -71,7 +71,7 @@ pub async fn list_secrets(
 
 /// Write a secret (create or replace) with its rules: the hosts it may be sent to (none: only hosts the stored
 /// flow and its environment name) and whether only registered runners get it. The value cannot be read back.
-#[utoipa::path(put, path = "/secrets/{name}", tag = "Resources", params(("name" = String, Path)),
+#[utoipa::path(put, path = "/secrets/{name}", tag = "Resources", params(super::ResourceName),
     request_body = PutSecret, responses((status = 200, body = SecretInfo)))]
 pub async fn put_secret(
     Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
@@ -109,7 +109,7 @@ pub async fn put_secret(
 }
 
 /// Delete a secret.
-#[utoipa::path(delete, path = "/secrets/{name}", tag = "Resources", params(("name" = String, Path)),
+#[utoipa::path(delete, path = "/secrets/{name}", tag = "Resources", params(super::ResourceName),
     responses((status = 204)))]
 pub async fn delete_secret(
     Ctx { app, caller }: Ctx<scope::ResourcesWrite>,

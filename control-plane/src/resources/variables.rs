@@ -38,7 +38,7 @@ pub async fn list_variables(
 }
 
 /// Write a variable (create or replace).
-#[utoipa::path(put, path = "/variables/{name}", tag = "Resources", params(("name" = String, Path)), request_body = PutValue,
+#[utoipa::path(put, path = "/variables/{name}", tag = "Resources", params(super::ResourceName), request_body = PutValue,
     responses((status = 200, body = Variable)))]
 pub async fn put_variable(
     Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
@@ -61,7 +61,7 @@ pub async fn put_variable(
 }
 
 /// Delete a variable.
-#[utoipa::path(delete, path = "/variables/{name}", tag = "Resources", params(("name" = String, Path)),
+#[utoipa::path(delete, path = "/variables/{name}", tag = "Resources", params(super::ResourceName),
     responses((status = 204)))]
 pub async fn delete_variable(
     Ctx { app, caller }: Ctx<scope::ResourcesWrite>,

@@ -41,7 +41,8 @@ pub async fn try_claim(
 
 /// Long poll for the next job: 200 with the claim, or 204 when none came within `wait_s`.
 #[utoipa::path(post, path = runner_route::NEXT_JOB, tag = "Runner", request_body = NextJob,
-    responses((status = 200, body = Job), (status = 204, description = "No job within wait_s")))]
+    responses((status = 200, body = Job), (status = 204, description = "No job within wait_s"),
+        (status = 404, description = "No such runner in the organization")))]
 async fn next_job(
     State(app): State<AppState>,
     caller: RunnerCaller,

@@ -21,6 +21,7 @@ use hookflow_shared::api::runners::{
 use hookflow_shared::wire::runner_route;
 use sqlx::types::Json as SqlJson;
 use utoipa_axum::{router::OpenApiRouter, routes};
+use hookflow_shared::api::rules::RUNNER_TEXT_MAX;
 use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -80,7 +81,10 @@ async fn register(
 ) -> ApiResult<(StatusCode, Json<Registered>)> {
     let name = display_name("name", &body.name)?;
     check_labels("labels", &body.labels)?;
-    bounded_text("version", Some(&body.version), 100)?;
+    let host = &body.host;
+    for (field, text) in [("version", &body.version), ("host.hostname", &host.hostname), ("host.os", &host.os), ("host.arch", &host.arch)] {
+        bounded_text(field, Some(text), RUNNER_TEXT_MAX)?;
+    }
     if !(1..=1000).contains(&body.max_concurrency) {
         return Err(ApiError::invalid("invalid field `max_concurrency`: 1 to 1000"));
     }

@@ -158,6 +158,12 @@ pub enum Command {
     /// Create API keys for an organization (operator command; prints the key once).
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Print the OpenAPI 3.1 document this server serves at /openapi.json (to generate clients offline).
+    Openapi {
+        /// The capture-rate ceiling the document states (the server's --max-capture-rate).
+        #[arg(long, default_value_t = 10_000)]
+        max_capture_rate: i32,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -23,6 +23,12 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
             storage.close().await?;
             result
         }
+        Command::Openapi { max_capture_rate } => {
+            let mut document = crate::http::openapi_document();
+            crate::http::openapi::state_server_limits(&mut document, max_capture_rate);
+            println!("{}", serde_json::to_string_pretty(&document)?);
+            Ok(())
+        }
         Command::Keys(command) => {
             let storage = Storage::open(&cli.storage, Opener::Operator, 2).await?;
             let result = operator::keys(&storage.pool, command).await;

@@ -107,8 +107,8 @@ fn check_response(value: Option<&CustomResponse>) -> ApiResult<()> {
             )));
         }
     }
-    if response.body.len() > 64 * 1024 {
-        return Err(ApiError::invalid("`response.body` must be at most 64 KiB"));
+    if response.body.chars().count() > 65_536 {
+        return Err(ApiError::invalid("`response.body` must be at most 65536 characters"));
     }
     Ok(())
 }

@@ -42,7 +42,8 @@ pub struct ExportParams {
 
 /// Export captured requests as NDJSON or HAR.
 #[utoipa::path(get, path = "/webhooks/{id}/requests/export", tag = "Webhook", params(Id, ExportParams),
-    responses((status = 200, description = "NDJSON lines or a HAR 1.2 document", content_type = "application/x-ndjson")))]
+    responses((status = 200, description = "NDJSON lines (`format=ndjson`) or a HAR 1.2 document (`format=har`)",
+        content(("application/x-ndjson"), ("application/json")))))]
 pub async fn export_requests(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath(id): ApiPath<Uuid>,

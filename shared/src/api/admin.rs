@@ -28,8 +28,11 @@ pub struct PresetInfo {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateApiKey {
+    #[schema(schema_with = crate::api::rules::name)]
     pub name: String,
+    #[schema(schema_with = crate::api::rules::scopes)]
     pub scopes: Option<Vec<String>>,
+    #[schema(schema_with = crate::api::rules::preset)]
     pub preset: Option<String>,
     pub expires_at: Option<Timestamp>,
 }
@@ -60,7 +63,9 @@ pub struct CreatedApiKey {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Retention {
+    #[schema(minimum = 1, maximum = 2147483647)]
     pub max_age_days: Option<i32>,
+    #[schema(minimum = 1, maximum = 9_223_372_036_854_775_807_i64)]
     pub max_requests: Option<i64>,
 }
 
@@ -84,9 +89,12 @@ pub struct Organization {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateOrganization {
+    #[schema(schema_with = crate::api::rules::optional_name)]
     pub name: Option<String>,
     pub default_retention: Option<Retention>,
+    #[schema(schema_with = crate::api::rules::optional_body_limit)]
     pub default_max_body_bytes: Option<i64>,
+    #[schema(minimum = 1, maximum = 2147483647)]
     pub capture_rate_limit_per_s: Option<i32>,
 }
 

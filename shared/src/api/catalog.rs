@@ -32,6 +32,7 @@ pub struct KindList {
 #[serde(deny_unknown_fields)]
 pub struct SampleResponse {
     #[serde(default = "ok_status")]
+    #[schema(minimum = 100, maximum = 599)]
     pub status: u16,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,

@@ -11,10 +11,13 @@ use uuid::Uuid;
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteCollection {
+    #[schema(schema_with = crate::api::rules::name)]
     pub name: String,
+    #[schema(schema_with = crate::api::rules::long_text)]
     pub description: Option<String>,
     /// Values the collection's requests use (`{{base_url}}`); the lowest layer when a flow runs one.
     #[serde(default)]
+    #[schema(schema_with = crate::api::rules::collection_variables)]
     pub variables: BTreeMap<String, String>,
 }
 
@@ -22,10 +25,12 @@ pub struct WriteCollection {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchCollection {
+    #[schema(schema_with = crate::api::rules::optional_name)]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = crate::api::rules::long_text)]
     pub description: Patch<String>,
+    #[schema(schema_with = crate::api::rules::optional_collection_variables)]
     pub variables: Option<BTreeMap<String, String>>,
 }
 
@@ -60,16 +65,20 @@ pub struct CollectionDetail {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteRequest {
+    #[schema(schema_with = crate::api::rules::name)]
     pub name: String,
     pub folder: Option<String>,
+    #[schema(schema_with = crate::api::rules::method)]
     pub method: String,
     /// May use templates: `{{base_url}}/pets/{{petId}}`.
+    #[schema(schema_with = crate::api::rules::request_url)]
     pub url: String,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     #[serde(default)]
     pub query: BTreeMap<String, String>,
     pub body: Option<String>,
+    #[schema(schema_with = crate::api::rules::long_text)]
     pub description: Option<String>,
     /// `METHOD /normalized/{}/path` of the OpenAPI operation it came from.
     pub operation_key: Option<String>,
@@ -110,6 +119,7 @@ pub struct OpenApiSource {
 #[serde(deny_unknown_fields)]
 pub struct ImportOpenApi {
     /// The collection's name; the description's `info.title` without it.
+    #[schema(schema_with = crate::api::rules::optional_name)]
     pub name: Option<String>,
     pub source: OpenApiSource,
 }

@@ -27,12 +27,13 @@ pub struct Launch {
     pub environment: Option<String>,
     /// A published version number or `"latest"`; absent runs the draft.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Value>)]
+    #[schema(schema_with = crate::api::rules::version_selector)]
     pub version: Option<VersionSelector>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub variables: BTreeMap<String, String>,
     /// Labels a runner must carry to claim the execution.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(schema_with = crate::api::rules::labels)]
     pub runner_labels: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<LaunchMode>,
@@ -42,15 +43,17 @@ pub struct Launch {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LaunchByTag {
+    #[schema(schema_with = crate::api::rules::launch_tags)]
     pub tags: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Value>)]
+    #[schema(schema_with = crate::api::rules::version_selector)]
     pub version: Option<VersionSelector>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub variables: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(schema_with = crate::api::rules::labels)]
     pub runner_labels: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<LaunchMode>,

@@ -13,11 +13,15 @@ use uuid::Uuid;
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteFlow {
+    #[schema(schema_with = crate::api::rules::name)]
     pub name: String,
+    #[schema(schema_with = crate::api::rules::short_text)]
     pub description: Option<String>,
     #[serde(default)]
+    #[schema(schema_with = crate::api::rules::tags)]
     pub tags: Vec<String>,
     /// The flow definition (API.md section 3), stored as given once valid.
+    #[schema(value_type = Object)]
     pub definition: Value,
     /// A cron expression such as `0 * * * *`.
     pub schedule: Option<String>,
@@ -27,11 +31,14 @@ pub struct WriteFlow {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchFlow {
+    #[schema(schema_with = crate::api::rules::optional_name)]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = crate::api::rules::short_text)]
     pub description: Patch<String>,
+    #[schema(schema_with = crate::api::rules::optional_tags)]
     pub tags: Option<Vec<String>>,
+    #[schema(value_type = Option<Object>)]
     pub definition: Option<Value>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<String>)]
@@ -64,6 +71,7 @@ pub struct SearchFlows {
     #[serde(default)]
     pub tags: Vec<String>,
     pub last_status: Option<ExecutionStatus>,
+    #[schema(minimum = 1, maximum = 9_223_372_036_854_775_807_i64)]
     pub limit: Option<i64>,
     pub cursor: Option<String>,
 }
@@ -90,6 +98,7 @@ pub struct Validation {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Publish {
+    #[schema(schema_with = crate::api::rules::short_text)]
     pub note: Option<String>,
 }
 
@@ -130,6 +139,7 @@ pub const EXPORT_FORMAT: &str = "hookflow.flow/v1";
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FlowDocument {
+    #[schema(value_type = String, pattern = "^hookflow\\.flow/v1$")]
     pub format: String,
     pub flow: ExportedFlow,
     #[serde(default)]
@@ -141,10 +151,14 @@ pub struct FlowDocument {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExportedFlow {
+    #[schema(schema_with = crate::api::rules::name)]
     pub name: String,
+    #[schema(schema_with = crate::api::rules::short_text)]
     pub description: Option<String>,
     #[serde(default)]
+    #[schema(schema_with = crate::api::rules::tags)]
     pub tags: Vec<String>,
+    #[schema(value_type = Object)]
     pub definition: Value,
     pub schedule: Option<String>,
 }
@@ -153,13 +167,16 @@ pub struct ExportedFlow {
 #[serde(deny_unknown_fields)]
 pub struct ExportedVersion {
     pub version: i32,
+    #[schema(schema_with = crate::api::rules::short_text)]
     pub note: Option<String>,
+    #[schema(value_type = Object)]
     pub definition: Value,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExportedEnvironment {
+    #[schema(schema_with = crate::api::rules::environment_key)]
     pub key: String,
     pub variables: BTreeMap<String, String>,
 }

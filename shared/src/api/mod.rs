@@ -9,6 +9,7 @@ pub mod flows;
 pub mod page;
 pub mod patch;
 pub mod resources;
+pub mod rules;
 pub mod runners;
 pub mod webhooks;
 

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutValue {
+    #[schema(schema_with = crate::api::rules::value)]
     pub value: String,
 }
 
@@ -14,10 +15,12 @@ pub struct PutValue {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutSecret {
+    #[schema(schema_with = crate::api::rules::value)]
     pub value: String,
     /// Hosts the secret may be sent to (`api.example.com`, `*.example.com`); empty: only hosts the stored flow
     /// and its environment name (a launch variable can never choose where a secret goes).
     #[serde(default)]
+    #[schema(schema_with = crate::api::rules::host_patterns)]
     pub allowed_hosts: Vec<String>,
     /// Only registered runners get it; ephemeral runs (the CLI) do not.
     #[serde(default)]

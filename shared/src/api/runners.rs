@@ -10,10 +10,15 @@ use uuid::Uuid;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Host {
+    #[schema(schema_with = crate::api::rules::runner_text)]
     pub hostname: String,
+    #[schema(schema_with = crate::api::rules::runner_text)]
     pub os: String,
+    #[schema(schema_with = crate::api::rules::runner_text)]
     pub arch: String,
+    #[schema(maximum = 4_294_967_295_i64)]
     pub cpus: u32,
+    #[schema(maximum = 18446744073709551615_u64)]
     pub memory_bytes: u64,
 }
 
@@ -21,10 +26,14 @@ pub struct Host {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterRunner {
+    #[schema(schema_with = crate::api::rules::name)]
     pub name: String,
     #[serde(default)]
+    #[schema(schema_with = crate::api::rules::labels)]
     pub labels: Vec<String>,
+    #[schema(schema_with = crate::api::rules::runner_text)]
     pub version: String,
+    #[schema(minimum = 1, maximum = 1000)]
     pub max_concurrency: u32,
     pub host: Host,
 }
@@ -41,6 +50,7 @@ pub struct Registered {
 #[serde(deny_unknown_fields)]
 pub struct Metrics {
     pub cpu_percent: f64,
+    #[schema(maximum = 18446744073709551615_u64)]
     pub memory_used_bytes: u64,
     pub load_avg_1m: f64,
 }
@@ -82,6 +92,7 @@ pub struct HeartbeatReply {
 pub struct NextJob {
     pub runner_id: Uuid,
     /// Seconds to wait for a job: at most 60, default 30.
+    #[schema(minimum = 0, maximum = 60)]
     pub wait_s: Option<u64>,
 }
 

@@ -12,6 +12,7 @@ use uuid::Uuid;
 #[serde(deny_unknown_fields)]
 pub struct CustomResponse {
     /// HTTP status, 100 to 599.
+    #[schema(schema_with = crate::api::rules::answer_status)]
     pub status: u16,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
@@ -23,9 +24,12 @@ pub struct CustomResponse {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhook {
+    #[schema(schema_with = crate::api::rules::name)]
     pub name: String,
+    #[schema(schema_with = crate::api::rules::short_text)]
     pub description: Option<String>,
     /// Largest accepted body in bytes (default: the organization's, 1 MiB; at most 10 MiB).
+    #[schema(schema_with = crate::api::rules::optional_body_limit)]
     pub max_body_bytes: Option<i64>,
     pub retention: Option<Retention>,
     pub response: Option<CustomResponse>,
@@ -35,12 +39,13 @@ pub struct CreateWebhook {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateWebhook {
+    #[schema(schema_with = crate::api::rules::optional_name)]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = crate::api::rules::short_text)]
     pub description: Patch<String>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
-    #[schema(value_type = Option<i64>)]
+    #[schema(schema_with = crate::api::rules::optional_body_limit)]
     pub max_body_bytes: Patch<i64>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<Retention>)]
@@ -208,6 +213,7 @@ pub struct SearchRequests {
     pub filter: SearchFilter,
     #[serde(default)]
     pub sort: SearchSort,
+    #[schema(minimum = 1, maximum = 9_223_372_036_854_775_807_i64)]
     pub limit: Option<i64>,
     pub cursor: Option<String>,
 }

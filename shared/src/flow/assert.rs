@@ -10,6 +10,7 @@ macro_rules! operators {
     ($($variant:ident => $name:literal, $takes:literal, $description:literal;)*) => {
         /// An assertion operator.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+        #[serde(rename_all = "camelCase")]
         pub enum Operator { $(#[serde(rename = $name)] $variant),* }
 
         impl Operator {

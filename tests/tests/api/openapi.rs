@@ -150,3 +150,48 @@ async fn the_document_matches_the_contract_and_the_routes() {
         assert_eq!(app.call(Method::GET, path, None, None).await.status, 200, "{path}");
     }
 }
+
+/// Every JSON pointer the document's `$ref`s name, as `#/a/b` paths.
+fn refs(value: &serde_json::Value, found: &mut BTreeSet<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            if let Some(serde_json::Value::String(target)) = map.get("$ref") {
+                found.insert(target.clone());
+            }
+            map.values().for_each(|v| refs(v, found));
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| refs(v, found)),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn every_reference_resolves_and_the_limits_are_stated() {
+    let app = TestApp::spawn().await;
+    let doc = app.call(Method::GET, "/openapi.json", None, None).await.body;
+    let mut found = BTreeSet::new();
+    refs(&doc, &mut found);
+    assert!(found.len() > 50, "the document uses references: {}", found.len());
+    for target in &found {
+        let pointer = target.strip_prefix('#').unwrap_or_else(|| panic!("{target} is not local"));
+        assert!(doc.pointer(pointer).is_some(), "{target} names nothing in the document");
+    }
+
+    // The limits handlers enforce are in the schemas: names, pages, and this server's capture-rate ceiling.
+    let schemas = &doc["components"]["schemas"];
+    assert_eq!(schemas["WriteFlow"]["properties"]["name"]["maxLength"], 200);
+    assert_eq!(schemas["WriteFlow"]["properties"]["tags"]["maxItems"], 20);
+    assert_eq!(schemas["CreateWebhook"]["properties"]["max_body_bytes"]["maximum"], 10_485_760);
+    let rate = &schemas["UpdateOrganization"]["properties"]["capture_rate_limit_per_s"];
+    assert_eq!(rate["maximum"], 10_000, "{rate}");
+    let limit = doc["paths"]["/webhooks"]["get"]["parameters"]
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .find(|p| p["name"] == "limit")
+        .expect("limit");
+    assert_eq!(limit["schema"]["minimum"], 1);
+    let operators: Vec<&str> =
+        schemas["Operator"]["enum"].as_array().expect("enum").iter().filter_map(|v| v.as_str()).collect();
+    assert!(operators.contains(&"isType") && operators.contains(&"notEquals"), "{operators:?}");
+}

@@ -1,0 +1,243 @@
+//! The limits request fields are held to, in one place: the numbers the handlers enforce and the JSON Schema the
+//! OpenAPI document states for them (`#[schema(schema_with = ...)]`), so the two cannot drift apart.
+
+use utoipa::openapi::schema::{
+    AdditionalProperties, ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, SchemaType, Type,
+};
+use utoipa::openapi::{KnownFormat, RefOr};
+
+/// Longest display name (flows, endpoints, collections, requests, keys, runners, organizations), in characters.
+pub const NAME_MAX: usize = 200;
+/// Longest description of a flow or an endpoint.
+pub const SHORT_TEXT_MAX: usize = 2_000;
+/// Longest description of a collection or a collection request, and longest collection variable value.
+pub const LONG_TEXT_MAX: usize = 10_000;
+/// Tags of a flow, and labels of a runner or a launch: how many, and how long each.
+pub const TAGS_MAX: usize = 20;
+pub const TAG_MAX: usize = 64;
+/// Longest secret or variable value, in characters.
+pub const VALUE_MAX: usize = 65_536;
+/// Longest runner version and host field.
+pub const RUNNER_TEXT_MAX: usize = 100;
+/// Variables of a collection.
+pub const COLLECTION_VARIABLES_MAX: usize = 200;
+
+/// Characters that are not white space (exactly Rust's `char::is_whitespace`): a name must hold one.
+pub const NOT_BLANK: &str = "[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
+/// A label: no white space at either end.
+pub const TRIMMED: &str = "^[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]\
+    ([\\s\\S]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000])?$";
+/// Names templates use (`{{NAME}}`, `{{secret.NAME}}`): organization secrets and variables.
+pub const RESOURCE_NAME: &str = "^[A-Za-z_][A-Za-z0-9_]{0,127}$";
+/// Keys of a flow's environments.
+pub const ENVIRONMENT_KEY: &str = "^[A-Za-z0-9_-]{1,64}$";
+/// Names of a collection's variables.
+pub const COLLECTION_VARIABLE: &str = "^[A-Za-z0-9_-]{1,100}$";
+
+/// Whether a name is blank: only white space (or nothing).
+pub fn is_blank(text: &str) -> bool {
+    text.chars().all(char::is_whitespace)
+}
+
+/// Whether `name` matches [`RESOURCE_NAME`].
+pub fn is_resource_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.len() <= 128
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Whether `key` matches [`ENVIRONMENT_KEY`] (`max` 64) or [`COLLECTION_VARIABLE`] (`max` 100).
+pub fn is_key(key: &str, max: usize) -> bool {
+    !key.is_empty() && key.len() <= max && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+}
+
+fn string(min: usize, max: usize, pattern: Option<&str>) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length((min > 0).then_some(min))
+        .max_length(Some(max))
+        .pattern(pattern)
+}
+
+fn nullable(builder: ObjectBuilder, kind: Type) -> ObjectBuilder {
+    builder.schema_type(SchemaType::from_iter([kind, Type::Null]))
+}
+
+/// A display name: 1 to 200 characters, not only white space (it is stored trimmed).
+pub fn name() -> ObjectBuilder {
+    string(1, NAME_MAX, Some(NOT_BLANK)).description(Some("1 to 200 characters, not only white space."))
+}
+
+/// An optional display name.
+pub fn optional_name() -> ObjectBuilder {
+    nullable(name(), Type::String)
+}
+
+/// A flow's or an endpoint's description.
+pub fn short_text() -> ObjectBuilder {
+    nullable(string(0, SHORT_TEXT_MAX, None), Type::String)
+}
+
+/// A collection's or a collection request's description.
+pub fn long_text() -> ObjectBuilder {
+    nullable(string(0, LONG_TEXT_MAX, None), Type::String)
+}
+
+fn tag_list(item: ObjectBuilder) -> ArrayBuilder {
+    ArrayBuilder::new().items(item).max_items(Some(TAGS_MAX))
+}
+
+/// Tags of a flow: at most 20, each 1 to 64 characters and not only white space (stored trimmed).
+pub fn tags() -> ArrayBuilder {
+    tag_list(string(1, TAG_MAX, Some(NOT_BLANK))).description(Some("At most 20 tags of 1 to 64 characters."))
+}
+
+/// Tags, or null.
+pub fn optional_tags() -> ArrayBuilder {
+    tags().schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+}
+
+/// Labels of a runner or a launch: at most 20, each 1 to 64 characters with no white space at either end.
+pub fn labels() -> ArrayBuilder {
+    tag_list(string(1, TAG_MAX, Some(TRIMMED)))
+        .description(Some("At most 20 labels of 1 to 64 characters, without surrounding white space."))
+}
+
+/// A secret's or a variable's name (in the path).
+pub fn resource_name() -> ObjectBuilder {
+    string(1, 128, Some(RESOURCE_NAME))
+}
+
+/// A secret's or a variable's value.
+pub fn value() -> ObjectBuilder {
+    string(0, VALUE_MAX, None)
+}
+
+/// An environment's key (in the path).
+pub fn environment_key() -> ObjectBuilder {
+    string(1, 64, Some(ENVIRONMENT_KEY))
+}
+
+/// A collection's variables: at most 200, names of letters, digits, `_` and `-`, values of at most 10,000
+/// characters.
+pub fn collection_variables() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property_names(Some(string(1, 100, Some(COLLECTION_VARIABLE))))
+        .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(Schema::Object(
+            string(0, LONG_TEXT_MAX, None).build(),
+        )))))
+        .max_properties(Some(COLLECTION_VARIABLES_MAX))
+}
+
+/// A collection's variables, or null.
+pub fn optional_collection_variables() -> ObjectBuilder {
+    nullable(collection_variables(), Type::Object)
+}
+
+/// Runner versions and host fields.
+pub fn runner_text() -> ObjectBuilder {
+    string(0, RUNNER_TEXT_MAX, None)
+}
+
+/// Largest `max_body_bytes` of an endpoint (and an organization's default).
+pub const BODY_LIMIT_MAX: i64 = 10 * 1024 * 1024;
+
+/// An endpoint's `max_body_bytes`, or null.
+pub fn optional_body_limit() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        .minimum(Some(1))
+        .maximum(Some(BODY_LIMIT_MAX))
+}
+
+/// The methods a collection request may use, in any case.
+pub fn method() -> ObjectBuilder {
+    let alternatives: Vec<String> = crate::flow::definition::METHODS
+        .iter()
+        .map(|m| m.chars().map(|c| format!("[{c}{}]", c.to_ascii_lowercase())).collect())
+        .collect();
+    string(1, 7, Some(&format!("^({})$", alternatives.join("|"))))
+        .description(Some("GET, POST, PUT, PATCH, DELETE, HEAD or OPTIONS, in any case."))
+}
+
+/// The status of a custom capture answer: 200 to 599, not a redirect.
+pub fn answer_status() -> OneOfBuilder {
+    let range = |low: i64, high: i64| ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(low)).maximum(Some(high));
+    OneOfBuilder::new()
+        .item(range(200, 299))
+        .item(range(400, 599))
+        .description(Some("200 to 599, not a redirect."))
+}
+
+/// Which version a launch runs: a published version number or `"latest"`; absent runs the draft.
+pub fn version_selector() -> OneOfBuilder {
+    OneOfBuilder::new()
+        .item(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1)).maximum(Some(i64::from(i32::MAX))))
+        .item(ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["latest"])))
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .description(Some("A published version number or `\"latest\"`; absent or null runs the draft."))
+}
+
+/// Tags a launch selects flows by: at least one.
+pub fn launch_tags() -> ArrayBuilder {
+    tags().min_items(Some(1)).description(Some("1 to 20 tags of 1 to 64 characters; flows carrying all of them run."))
+}
+
+/// Hosts a secret may be sent to: at most 20 host names, or `*.` and a domain.
+pub fn host_patterns() -> ArrayBuilder {
+    ArrayBuilder::new()
+        .items(string(1, 253, Some("^(\\*\\.)?[A-Za-z0-9-]+(\\.[A-Za-z0-9-]+)*$")))
+        .max_items(Some(20))
+}
+
+/// A collection request's URL: not blank (it may use templates: `{{base_url}}/pets`).
+pub fn request_url() -> ObjectBuilder {
+    string(1, usize::MAX, Some(NOT_BLANK)).max_length(None::<usize>)
+}
+
+/// Scopes a new key holds: at least one.
+pub fn scopes() -> ArrayBuilder {
+    ArrayBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+        .items(RefOr::Ref(utoipa::openapi::Ref::from_schema_name("Scope")))
+        .min_items(Some(1))
+}
+
+/// The presets a key can be made from.
+pub fn preset() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .enum_values(Some([Some("ci"), Some("runner"), Some("read-only"), None]))
+}
+
+/// A timestamp in a query: RFC 3339.
+pub fn timestamp() -> ObjectBuilder {
+    ObjectBuilder::new().schema_type(Type::String).format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_blank_is_rust_white_space() {
+        let not_blank = regex::Regex::new(NOT_BLANK).unwrap();
+        let trimmed = regex::Regex::new(TRIMMED).unwrap();
+        for c in (0..0x3100).filter_map(char::from_u32) {
+            let text = c.to_string();
+            assert_eq!(is_blank(&text), !not_blank.is_match(&text), "{c:?}");
+            assert_eq!(text.trim() == text, trimmed.is_match(&text), "{c:?}");
+        }
+        assert!(trimmed.is_match("a b") && !trimmed.is_match("a ") && !trimmed.is_match(""));
+    }
+
+    #[test]
+    fn names_and_keys() {
+        assert!(is_resource_name("_A1") && !is_resource_name("1a") && !is_resource_name(""));
+        assert!(!is_resource_name(&"a".repeat(129)));
+        assert!(is_key("prod-1_x", 64) && !is_key("a b", 64) && !is_key(&"a".repeat(65), 64));
+    }
+}
