@@ -78,6 +78,16 @@ async fn large(State(hits): State<Arc<AtomicUsize>>, Query(q): Query<BTreeMap<St
     body
 }
 
+/// A document nested `depth` deep: XML (`kind=xml`, `<a>` in `<a>`) or JSON (arrays in arrays).
+async fn nested(State(hits): State<Arc<AtomicUsize>>, Query(q): Query<BTreeMap<String, String>>) -> String {
+    hits.fetch_add(1, Ordering::SeqCst);
+    let depth: usize = q.get("depth").and_then(|d| d.parse().ok()).unwrap_or(1000);
+    match q.get("kind").map(String::as_str) {
+        Some("xml") => format!("{}{}", "<a>".repeat(depth), "</a>".repeat(depth)),
+        _ => format!("{}{}", "[".repeat(depth), "]".repeat(depth)),
+    }
+}
+
 /// `v` in the renderings an API might answer with: lower-case percent-encoding, hex, a JSON string with every
 /// character `\u`-escaped, one with `\/` escapes, base64 of `user:v` (Basic credentials), and a header named
 /// after it.
@@ -123,6 +133,7 @@ impl Target {
             .route("/redirect", any(redirect))
             .route("/large", get(large))
             .route("/encodings", get(encodings))
+            .route("/nested", get(nested))
             .with_state(hits.clone());
         let listener = tokio::net::TcpListener::bind(address).await.expect("bind target");
         let base = format!("http://{}", listener.local_addr().expect("addr"));

@@ -15,10 +15,10 @@ use crate::state::AppState;
 use axum::Json;
 use axum::http::StatusCode;
 use hookflow_shared::api::Page;
-use hookflow_shared::api::rules;
 use hookflow_shared::api::collections::{
     Collection, CollectionDetail, CollectionRequest, PatchCollection, WriteCollection, WriteRequest,
 };
+use hookflow_shared::api::rules;
 use hookflow_shared::flow::definition::{RequestParts, request_problems};
 use sqlx::PgConnection;
 use sqlx::types::Json as SqlJson;

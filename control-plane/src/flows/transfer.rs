@@ -1,20 +1,20 @@
 //! The export document (`hookflow.flow/v1`: the flow, its versions and environments, never secret values) and
 //! importing it as a new flow, in this or another organization.
 
-use crate::flows::model::{NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow};
 use crate::flows::environments::check_environment;
+use crate::flows::model::{NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow};
 use crate::flows::versions::insert_version;
-use crate::http::validate::bounded_text;
-use hookflow_shared::api::rules::SHORT_TEXT_MAX;
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, Id};
+use crate::http::validate::bounded_text;
 use crate::state::AppState;
 use axum::Json;
 use axum::http::StatusCode;
 use hookflow_shared::api::flows::{
     EXPORT_FORMAT, ExportedEnvironment, ExportedFlow, ExportedVersion, Flow, FlowDocument,
 };
+use hookflow_shared::api::rules::SHORT_TEXT_MAX;
 use std::collections::BTreeMap;
 use utoipa_axum::{router::OpenApiRouter, routes};
 

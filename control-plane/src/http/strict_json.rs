@@ -231,7 +231,8 @@ mod tests {
     fn structs_are_objects_only() {
         assert!(read::<Outer>(r#"[null, null]"#).is_err());
         assert!(read::<Outer>(r#"{"inner": [1, 2]}"#).is_err());
-        let outer: Outer = read(r#"{"inner": {"a": 2}, "kind": "two", "list": [1, 2], "any": [1, {"x": 2.5}]}"#).unwrap();
+        let outer: Outer =
+            read(r#"{"inner": {"a": 2}, "kind": "two", "list": [1, 2], "any": [1, {"x": 2.5}]}"#).unwrap();
         assert_eq!(outer.inner, Some(Inner { a: Some(2), b: None }));
         assert_eq!(outer.kind, Some(Kind::Two));
         assert_eq!(outer.any, Some(serde_json::json!([1, {"x": 2.5}])));

@@ -7,9 +7,7 @@ use hookflow_shared::api::rules::{NAME_MAX, TAG_MAX, TAGS_MAX, is_blank};
 /// Validates a display name (1 to 200 characters, not only white space) and answers it trimmed.
 pub fn display_name(field: &str, name: &str) -> ApiResult<String> {
     if is_blank(name) || name.chars().count() > NAME_MAX {
-        return Err(ApiError::invalid(format!(
-            "`{field}` must be 1 to {NAME_MAX} characters, not only white space"
-        )));
+        return Err(ApiError::invalid(format!("`{field}` must be 1 to {NAME_MAX} characters, not only white space")));
     }
     Ok(name.trim().to_owned())
 }

@@ -15,13 +15,13 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::Page;
+use hookflow_shared::api::rules::RUNNER_TEXT_MAX;
 use hookflow_shared::api::runners::{
     DEFAULT_WAIT_S, Heartbeat, HeartbeatReply, Host, Metrics, RegisterRunner, Registered, Runner,
 };
 use hookflow_shared::wire::runner_route;
 use sqlx::types::Json as SqlJson;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use hookflow_shared::api::rules::RUNNER_TEXT_MAX;
 use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -71,6 +71,17 @@ fn offline_after_s(app: &AppState) -> f64 {
     app.settings.heartbeat_interval.as_secs_f64() * 3.0
 }
 
+/// CPU counts and byte sizes as PostgreSQL and JSON clients hold them: `integer` and `bigint`.
+fn check_sizes(cpus: u32, bytes: u64, field: &str) -> ApiResult<()> {
+    if i32::try_from(cpus).is_err() {
+        return Err(ApiError::invalid("invalid field `host.cpus`: at most 2147483647"));
+    }
+    if i64::try_from(bytes).is_err() {
+        return Err(ApiError::invalid(format!("invalid field `{field}`: at most 9223372036854775807")));
+    }
+    Ok(())
+}
+
 /// Register a runner.
 #[utoipa::path(post, path = runner_route::RUNNERS, tag = "Runner", request_body = RegisterRunner,
     responses((status = 201, body = Registered)))]
@@ -82,9 +93,15 @@ async fn register(
     let name = display_name("name", &body.name)?;
     check_labels("labels", &body.labels)?;
     let host = &body.host;
-    for (field, text) in [("version", &body.version), ("host.hostname", &host.hostname), ("host.os", &host.os), ("host.arch", &host.arch)] {
+    for (field, text) in [
+        ("version", &body.version),
+        ("host.hostname", &host.hostname),
+        ("host.os", &host.os),
+        ("host.arch", &host.arch),
+    ] {
         bounded_text(field, Some(text), RUNNER_TEXT_MAX)?;
     }
+    check_sizes(host.cpus, host.memory_bytes, "host.memory_bytes")?;
     if !(1..=1000).contains(&body.max_concurrency) {
         return Err(ApiError::invalid("invalid field `max_concurrency`: 1 to 1000"));
     }
@@ -183,7 +200,10 @@ async fn heartbeat(
     ApiJson(body): ApiJson<Heartbeat>,
 ) -> ApiResult<Json<HeartbeatReply>> {
     if body.running_jobs.len() > 10_000 {
-        return Err(ApiError::invalid("invalid field `running_jobs`: too many"));
+        return Err(ApiError::invalid("invalid field `running_jobs`: at most 10000"));
+    }
+    if let Some(metrics) = &body.metrics {
+        check_sizes(0, metrics.memory_used_bytes, "metrics.memory_used_bytes")?;
     }
     let seen = sqlx::query(
         "UPDATE runners SET last_seen_at = now(), metrics = COALESCE($3, metrics), running_jobs = $4

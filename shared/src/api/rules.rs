@@ -165,11 +165,9 @@ pub fn method() -> ObjectBuilder {
 
 /// The status of a custom capture answer: 200 to 599, not a redirect.
 pub fn answer_status() -> OneOfBuilder {
-    let range = |low: i64, high: i64| ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(low)).maximum(Some(high));
-    OneOfBuilder::new()
-        .item(range(200, 299))
-        .item(range(400, 599))
-        .description(Some("200 to 599, not a redirect."))
+    let range =
+        |low: i64, high: i64| ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(low)).maximum(Some(high));
+    OneOfBuilder::new().item(range(200, 299)).item(range(400, 599)).description(Some("200 to 599, not a redirect."))
 }
 
 /// Which version a launch runs: a published version number or `"latest"`; absent runs the draft.
@@ -188,9 +186,7 @@ pub fn launch_tags() -> ArrayBuilder {
 
 /// Hosts a secret may be sent to: at most 20 host names, or `*.` and a domain.
 pub fn host_patterns() -> ArrayBuilder {
-    ArrayBuilder::new()
-        .items(string(1, 253, Some("^(\\*\\.)?[A-Za-z0-9-]+(\\.[A-Za-z0-9-]+)*$")))
-        .max_items(Some(20))
+    ArrayBuilder::new().items(string(1, 253, Some("^(\\*\\.)?[A-Za-z0-9-]+(\\.[A-Za-z0-9-]+)*$"))).max_items(Some(20))
 }
 
 /// A collection request's URL: not blank (it may use templates: `{{base_url}}/pets`).
@@ -208,9 +204,12 @@ pub fn scopes() -> ArrayBuilder {
 
 /// The presets a key can be made from.
 pub fn preset() -> ObjectBuilder {
-    ObjectBuilder::new()
-        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
-        .enum_values(Some([Some("ci"), Some("runner"), Some("read-only"), None]))
+    ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::String, Type::Null])).enum_values(Some([
+        Some("ci"),
+        Some("runner"),
+        Some("read-only"),
+        None,
+    ]))
 }
 
 /// A timestamp in a query: RFC 3339.

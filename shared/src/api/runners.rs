@@ -16,9 +16,9 @@ pub struct Host {
     pub os: String,
     #[schema(schema_with = crate::api::rules::runner_text)]
     pub arch: String,
-    #[schema(maximum = 4_294_967_295_i64)]
+    #[schema(maximum = 2_147_483_647_i64)]
     pub cpus: u32,
-    #[schema(maximum = 18446744073709551615_u64)]
+    #[schema(maximum = 9_223_372_036_854_775_807_i64)]
     pub memory_bytes: u64,
 }
 
@@ -50,7 +50,7 @@ pub struct Registered {
 #[serde(deny_unknown_fields)]
 pub struct Metrics {
     pub cpu_percent: f64,
-    #[schema(maximum = 18446744073709551615_u64)]
+    #[schema(maximum = 9_223_372_036_854_775_807_i64)]
     pub memory_used_bytes: u64,
     pub load_avg_1m: f64,
 }
@@ -76,6 +76,7 @@ pub struct Runner {
 #[serde(deny_unknown_fields)]
 pub struct Heartbeat {
     #[serde(default)]
+    #[schema(max_items = 10_000)]
     pub running_jobs: Vec<Uuid>,
     pub metrics: Option<Metrics>,
 }

@@ -1,0 +1,221 @@
+//! Server limits, each sent as the attack it stops over the real listener: trickled headers are cut off, job
+//! tokens are checked before a body is read, unknown capture ids cannot flood the database nor evict known
+//! endpoints, keys are rate limited, the capture-rate ceiling holds, live streams are counted per key, searches
+//! are capped, exports stream big bodies whole, and a statement stuck behind a lock answers 503.
+
+use hookflow_control_plane::db;
+use hookflow_tests::{Creds, TestApp};
+use reqwest::Method;
+use serde_json::json;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+async fn connect(app: &TestApp) -> TcpStream {
+    TcpStream::connect(app.base.trim_start_matches("http://")).await.expect("connect")
+}
+
+#[tokio::test]
+async fn a_trickled_header_is_cut_off() {
+    let app = TestApp::spawn_with(|s| s.limits.header_timeout = Duration::from_secs(1)).await;
+    let stream = connect(&app).await;
+    let (mut reader, mut writer) = stream.into_split();
+    let closed = tokio::spawn(async move {
+        let mut answer = Vec::new();
+        let _ = reader.read_to_end(&mut answer).await;
+        answer
+    });
+    writer.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ").await.expect("write");
+    // One byte every 300 ms: the headers would take 9 s to finish; the server stops waiting after 1 s.
+    let mut sent = 0;
+    while sent < 30 && !closed.is_finished() {
+        if writer.write_all(b"a").await.is_err() {
+            break;
+        }
+        sent += 1;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(sent < 30, "the connection was still open after the whole trickle");
+    let answer = tokio::time::timeout(Duration::from_secs(5), closed).await.expect("closed").expect("reader");
+    assert!(!String::from_utf8_lossy(&answer).contains("200 OK"), "the request was never served");
+}
+
+#[tokio::test]
+async fn job_tokens_are_checked_before_the_body_is_read() {
+    let app = TestApp::spawn().await;
+    for route in ["nodes", "complete"] {
+        let mut stream = connect(&app).await;
+        let head = format!(
+            "POST /runner/jobs/{}/{route} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer hfj_bogus\r\n\
+             Content-Type: application/json\r\nContent-Length: 16777216\r\n\r\n",
+            uuid::Uuid::now_v7()
+        );
+        stream.write_all(head.as_bytes()).await.expect("write the head only");
+        // The 16 MiB body is never sent: the answer must come from the token alone.
+        let mut answer = vec![0u8; 4096];
+        let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut answer))
+            .await
+            .expect("answered without the body")
+            .expect("read");
+        let answer = String::from_utf8_lossy(&answer[..read]);
+        assert!(answer.starts_with("HTTP/1.1 401"), "{route}: {answer}");
+    }
+}
+
+#[tokio::test]
+async fn unknown_capture_ids_are_limited_per_address_and_known_endpoints_are_not() {
+    let app = TestApp::spawn().await;
+    let known = app.create_webhook(json!({"name": "known"})).await["id"].as_str().expect("id").to_owned();
+    let cold = app.create_webhook(json!({"name": "cold"})).await["id"].as_str().expect("id").to_owned();
+    assert_eq!(app.capture(Method::POST, &known, "warm").await.status, 200);
+    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+    for _ in 0..400 {
+        let reply = app.capture(Method::POST, &uuid::Uuid::new_v4().to_string(), "x").await;
+        *statuses.entry(reply.status.as_u16()).or_default() += 1;
+        if reply.status == 429 {
+            assert!(reply.headers.contains_key("retry-after"));
+        }
+    }
+    assert!(statuses.get(&429).copied().unwrap_or(0) > 0, "a flood of unknown ids is throttled: {statuses:?}");
+    assert!(statuses.get(&404).copied().unwrap_or(0) >= 250, "within the allowance they are plain 404: {statuses:?}");
+    // The flood neither evicted nor slowed the endpoint memory knows, even from the flooding address.
+    for _ in 0..20 {
+        assert_eq!(app.capture(Method::POST, &known, "y").await.status, 200);
+    }
+    // Another address still has its own allowance for endpoints memory has not seen yet.
+    let other = reqwest::Client::builder().local_address("127.0.0.2".parse::<std::net::IpAddr>().ok()).build();
+    let base = app.base.clone();
+    let reply = other.expect("client").post(format!("{base}/webhook/{cold}")).body("z").send().await.expect("send");
+    assert_eq!(reply.status(), 200);
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM captures WHERE webhook_id IN ($1::uuid, $2::uuid)")
+        .bind(&known)
+        .bind(&cold)
+        .fetch_one(&app.pool)
+        .await
+        .expect("count");
+    assert_eq!(stored, 22);
+}
+
+#[tokio::test]
+async fn each_key_is_rate_limited_on_its_own() {
+    let app = TestApp::spawn_with(|s| s.key_rate_per_s = 5).await;
+    let other = app.new_org("Other").await;
+    let mut limited = 0;
+    for _ in 0..40 {
+        let reply = app.call(Method::GET, "/permissions", Some(&app.admin), None).await;
+        if reply.status == 429 {
+            assert_eq!(reply.code(), "rate_limited");
+            assert!(reply.headers.contains_key("retry-after"));
+            limited += 1;
+        }
+    }
+    assert!(limited >= 20, "past the burst of 10, a key is throttled: {limited} of 40");
+    let reply = app.call(Method::GET, "/permissions", Some(&other), None).await;
+    assert_eq!(reply.status, 200, "another key keeps its own allowance");
+}
+
+#[tokio::test]
+async fn organizations_cannot_raise_their_capture_rate_past_the_operators_ceiling() {
+    let app = TestApp::spawn_with(|s| s.max_capture_rate_per_s = 100).await;
+    let reply = app.admin(Method::PATCH, "/organization", Some(json!({"capture_rate_limit_per_s": 101}))).await;
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert!(reply.text.contains("between 1 and 100"), "{}", reply.text);
+    let reply = app.admin(Method::PATCH, "/organization", Some(json!({"capture_rate_limit_per_s": 100}))).await;
+    assert_eq!((reply.status.as_u16(), &reply.body["capture_rate_limit_per_s"]), (200, &json!(100)));
+    let document = app.call(Method::GET, "/openapi.json", None, None).await.body;
+    let rate = &document["components"]["schemas"]["UpdateOrganization"]["properties"]["capture_rate_limit_per_s"];
+    assert_eq!(rate["maximum"], 100, "the document states this server's ceiling");
+}
+
+async fn open_stream(app: &TestApp, creds: &Creds, path: &str) -> reqwest::Response {
+    app.client
+        .get(app.url(path))
+        .header("x-api-key", &creds.key)
+        .header("x-organization-id", creds.org.to_string())
+        .send()
+        .await
+        .expect("request")
+}
+
+#[tokio::test]
+async fn live_streams_are_counted_per_key() {
+    let app = TestApp::spawn_with(|s| s.streams_per_key = 2).await;
+    let hook = app.create_webhook(json!({"name": "streamed"})).await;
+    let path = format!("/webhooks/{}/stream", hook["id"].as_str().expect("id"));
+    let first = open_stream(&app, &app.admin, &path).await;
+    let second = open_stream(&app, &app.admin, &path).await;
+    assert_eq!((first.status().as_u16(), second.status().as_u16()), (200, 200));
+    let third = open_stream(&app, &app.admin, &path).await;
+    assert_eq!(third.status(), 429);
+    assert!(third.headers().contains_key("retry-after"));
+    let other = app.creds_with(&["webhooks:read"]).await;
+    assert_eq!(open_stream(&app, &other, &path).await.status(), 200, "another key has its own slots");
+    drop(first);
+    // The closed stream's slot comes back once the server notices the disconnect.
+    let mut reopened = None;
+    for _ in 0..50 {
+        let response = open_stream(&app, &app.admin, &path).await;
+        if response.status() == 200 {
+            reopened = Some(response);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(reopened.is_some(), "a closed stream frees its slot");
+}
+
+#[tokio::test]
+async fn searches_are_capped_at_32_conditions() {
+    let app = TestApp::spawn().await;
+    let hook = app.create_webhook(json!({"name": "searched"})).await;
+    let path = format!("/webhooks/{}/requests/search", hook["id"].as_str().expect("id"));
+    let conditions = |n: usize| -> Vec<serde_json::Value> {
+        (0..n).map(|i| json!({"name": format!("x-h{i}"), "op": "exists"})).collect()
+    };
+    let reply = app.admin(Method::POST, &path, Some(json!({"filter": {"headers": conditions(32)}}))).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let reply = app.admin(Method::POST, &path, Some(json!({"filter": {"headers": conditions(33)}}))).await;
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert!(reply.text.contains("at most 32"), "{}", reply.text);
+    // `q` terms count too.
+    let terms: Vec<String> = (0..20).map(|i| format!("header.x-q{i}:v")).collect();
+    let body = json!({"q": terms.join(" "), "filter": {"headers": conditions(20)}});
+    assert_eq!(app.admin(Method::POST, &path, Some(body)).await.status, 400);
+}
+
+#[tokio::test]
+async fn exports_stream_large_bodies_whole() {
+    let app = TestApp::spawn().await;
+    let hook = app.create_webhook(json!({"name": "big", "max_body_bytes": 2 * 1024 * 1024})).await;
+    let id = hook["id"].as_str().expect("id").to_owned();
+    // 24 bodies of 1 MiB: more than a page's 8 MiB, so the export spans pages.
+    for i in 0..24u8 {
+        let body = vec![b'a' + i % 26; 1024 * 1024];
+        assert_eq!(app.capture(Method::POST, &id, body).await.status, 200);
+    }
+    let reply =
+        app.call(Method::GET, &format!("/webhooks/{id}/requests/export?format=ndjson"), Some(&app.admin), None).await;
+    assert_eq!(reply.status, 200);
+    let lines: Vec<serde_json::Value> =
+        reply.text.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    assert_eq!(lines.len(), 24);
+    assert!(lines.iter().all(|l| l["body_size"] == 1024 * 1024), "every body exported whole");
+}
+
+#[tokio::test]
+async fn a_statement_stuck_behind_a_lock_answers_503() {
+    let options = hookflow_tests::cluster::fresh_database().await;
+    let pool = db::pool_with_timeout(options.clone(), 10, Duration::from_millis(500));
+    let mut app = TestApp::spawn_on(pool).await;
+    app.admin = app.new_org("Acme").await;
+    assert_eq!(app.call(Method::GET, "/webhooks", Some(&app.admin), None).await.status, 200);
+    // Another session holds the table: without a statement timeout the request would wait for it forever.
+    let holder = db::pool(options, 1);
+    let mut lock = holder.begin().await.expect("begin");
+    sqlx::query("LOCK TABLE webhooks IN ACCESS EXCLUSIVE MODE").execute(&mut *lock).await.expect("lock");
+    let reply = app.call(Method::GET, "/webhooks", Some(&app.admin), None).await;
+    assert_eq!((reply.status.as_u16(), reply.code()), (503, "unavailable"), "{}", reply.text);
+    assert!(reply.headers.contains_key("retry-after"));
+    lock.rollback().await.expect("release");
+    assert_eq!(app.call(Method::GET, "/webhooks", Some(&app.admin), None).await.status, 200);
+}
