@@ -3,6 +3,7 @@
 
 mod capture;
 mod engine;
+mod flood;
 mod import;
 mod load;
 mod queue;
@@ -35,6 +36,9 @@ enum Scenario {
     /// Importing a large OpenAPI description over HTTP beside the same parse and mapping in process and a bare
     /// YAML parse.
     Import(import::Args),
+    /// Latency of /healthz and captures from 127.0.0.1 on fresh connections, quiet and then with thousands of
+    /// idle connections held from other addresses.
+    Flood(flood::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -46,6 +50,7 @@ fn main() -> std::process::ExitCode {
             Scenario::Queue(args) => queue::run(args).await,
             Scenario::Engine(args) => engine::run(args).await,
             Scenario::Import(args) => import::run(args).await,
+            Scenario::Flood(args) => flood::run(args).await,
         }
     });
     match result {

@@ -52,7 +52,7 @@ impl Rig {
         .await?;
         sqlx::query("UPDATE organizations SET capture_rate_limit_per_s = 1000000").execute(&mut *tx).await?;
         tx.commit().await?;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let listener = hookflow_control_plane::http::listener::bind(([127, 0, 0, 1], 0).into())?;
         let base = format!("http://{}", listener.local_addr()?);
         let shutdown = CancellationToken::new();
         let state = AppState::new(pool.clone(), Settings::new(base.clone()), shutdown.clone());

@@ -83,7 +83,7 @@ impl TestApp {
             .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
             .with_test_writer()
             .try_init();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+        let listener = http::listener::bind(([127, 0, 0, 1], 0).into()).expect("bind 127.0.0.1:0");
         let base = format!("http://{}", listener.local_addr().expect("local addr"));
         let mut settings = Settings::new(base.clone());
         configure(&mut settings);

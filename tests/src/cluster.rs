@@ -85,3 +85,15 @@ pub async fn fresh_database() -> PgConnectOptions {
         .expect("clone the template database");
     cluster.connect_options(&name)
 }
+
+/// A fresh database as a `postgres://` URL, for server processes (`--database-url`).
+pub async fn fresh_database_url() -> String {
+    let options = fresh_database().await;
+    let socket = options.get_socket().map(|s| s.display().to_string()).unwrap_or_default();
+    format!(
+        "postgres://{}:{}@localhost/{}?host={socket}",
+        options.get_username(),
+        password(),
+        options.get_database().unwrap_or_default()
+    )
+}

@@ -4,6 +4,7 @@
 pub mod bootstrap;
 pub mod config;
 pub mod embedded_runner;
+pub mod fd_limit;
 pub mod operator;
 
 use crate::db::data_dir;
@@ -41,7 +42,7 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
 async fn serve(storage_args: StorageArgs, args: ServeArgs) -> Result<(), BoxError> {
     // Bind first: a taken port fails fast, before a database is started.
     let listener =
-        TcpListener::bind(args.listen).await.map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+        crate::http::listener::bind(args.listen).map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let local = listener.local_addr()?;
     let statement_timeout = std::time::Duration::from_secs(args.limits.statement_timeout_s.max(1));
     let storage = Storage::open_with(&storage_args, Opener::Server, args.db_max_connections, statement_timeout).await?;
@@ -101,7 +102,7 @@ fn listener_limits(args: &config::LimitArgs) -> crate::http::listener::Limits {
     use std::time::Duration;
     crate::http::listener::Limits {
         connections: crate::http::listener::connections::ConnectionLimits {
-            max: args.max_connections.max(1),
+            max: fd_limit::fit_connections(args.max_connections.max(1)),
             per_address: args.max_connections_per_address.max(1),
             idle_timeout: Duration::from_secs(args.idle_timeout_s.max(1)),
         },

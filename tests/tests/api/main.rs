@@ -21,6 +21,8 @@ mod isolation_captures;
 mod isolation_network;
 mod isolation_secrets;
 mod keys;
+mod limits_connections;
+mod limits_outage;
 mod limits_parsers;
 mod limits_server;
 mod openapi;

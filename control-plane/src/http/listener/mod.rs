@@ -48,6 +48,19 @@ impl Default for Limits {
     }
 }
 
+/// Connections the kernel completes and queues for accepting (it caps this at `net.core.somaxconn`). A burst of
+/// webhook senders connecting at once must not overflow the queue: an overflowed handshake is retried by the
+/// sender only after a second or more.
+const ACCEPT_BACKLOG: u32 = 4096;
+
+/// Binds the API's listener with a deep accept queue (the standard library's is 128).
+pub fn bind(address: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if address.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(ACCEPT_BACKLOG)
+}
+
 pub async fn serve(
     listener: TcpListener,
     router: Router,
