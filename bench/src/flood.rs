@@ -49,7 +49,8 @@ async fn hold(target: SocketAddr, connections: usize, addresses: u32) -> Vec<tok
     for offset in 0..addresses {
         let from = Ipv4Addr::from(u32::from(Ipv4Addr::new(127, 0, 0, 2)) + offset);
         for _ in 0..per_address.min(connections - held.len()) {
-            let socket = tokio::net::TcpSocket::new_v4().and_then(|s| s.bind(SocketAddr::new(from.into(), 0)).map(|()| s));
+            let socket =
+                tokio::net::TcpSocket::new_v4().and_then(|s| s.bind(SocketAddr::new(from.into(), 0)).map(|()| s));
             if let Ok(socket) = socket
                 && let Ok(stream) = socket.connect(target).await
             {
@@ -72,8 +73,7 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
     let flood_health = latencies(&rig.base, "GET", "/healthz", args.requests).await?;
     let flood_capture = latencies(&rig.base, "POST", &capture, args.requests).await?;
     println!("flood: {} idle connections held from {} addresses", held.len(), args.addresses);
-    for (name, quiet, flood) in
-        [("healthz", &quiet_health, &flood_health), ("capture", &quiet_capture, &flood_capture)]
+    for (name, quiet, flood) in [("healthz", &quiet_health, &flood_health), ("capture", &quiet_capture, &flood_capture)]
     {
         for p in [50.0, 99.0] {
             let (q, f) = (percentile_ms(quiet, p), percentile_ms(flood, p));

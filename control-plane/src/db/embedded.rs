@@ -140,7 +140,11 @@ impl EmbeddedCluster {
             }
         }
         cluster.password = password(&root, run_as)?;
-        if !cluster.data.join("PG_VERSION").is_file() {
+        if cluster.data.join("PG_VERSION").is_file() {
+            // PostgreSQL refuses a group- or world-readable data directory; put back what someone loosened.
+            fs::set_permissions(&cluster.data, fs::Permissions::from_mode(0o700))
+                .map_err(io(format!("chmod {}", cluster.data.display())))?;
+        } else {
             cluster.initdb(&root, options.durability)?;
         }
         cluster.write_settings(options)?;

@@ -31,7 +31,10 @@ pub struct RawHead {
 /// The heads recorded on one connection by arrival number, oldest first (`None` for requests that are not
 /// captures); handlers take their own by their request's number.
 #[derive(Debug, Clone, Default)]
-pub struct HeadQueue(Arc<Mutex<VecDeque<(u64, Option<RawHead>)>>>);
+pub struct HeadQueue(Arc<Mutex<VecDeque<NumberedHead>>>);
+
+/// A head with its request's arrival number.
+type NumberedHead = (u64, Option<RawHead>);
 
 /// A request's arrival number on its connection: the n-th request served takes the n-th head recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

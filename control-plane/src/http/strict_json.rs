@@ -223,7 +223,7 @@ mod tests {
     }
 
     fn read<T: for<'de> Deserialize<'de>>(json: &str) -> Result<T, Error> {
-        let value: Value = serde_json::from_str(json).unwrap();
+        let value: Value = serde_json::from_str(json).expect("read");
         T::deserialize(StrictJson(&value))
     }
 
@@ -232,24 +232,24 @@ mod tests {
         assert!(read::<Outer>(r#"[null, null]"#).is_err());
         assert!(read::<Outer>(r#"{"inner": [1, 2]}"#).is_err());
         let outer: Outer =
-            read(r#"{"inner": {"a": 2}, "kind": "two", "list": [1, 2], "any": [1, {"x": 2.5}]}"#).unwrap();
+            read(r#"{"inner": {"a": 2}, "kind": "two", "list": [1, 2], "any": [1, {"x": 2.5}]}"#).expect("read");
         assert_eq!(outer.inner, Some(Inner { a: Some(2), b: None }));
         assert_eq!(outer.kind, Some(Kind::Two));
         assert_eq!(outer.any, Some(serde_json::json!([1, {"x": 2.5}])));
         assert!(read::<Outer>(r#"{"extra": 1}"#).is_err());
         assert!(read::<Outer>(r#"{"kind": "three"}"#).is_err());
-        assert_eq!(read::<Outer>(r#"{"kind": "one"}"#).unwrap().kind, Some(Kind::One));
+        assert_eq!(read::<Outer>(r#"{"kind": "one"}"#).expect("read").kind, Some(Kind::One));
     }
 
     #[test]
     fn integral_floats_are_integers() {
-        let inner: Inner = read(r#"{"a": 205.0, "b": -3e2}"#).unwrap();
+        let inner: Inner = read(r#"{"a": 205.0, "b": -3e2}"#).expect("read");
         assert_eq!(inner, Inner { a: Some(205), b: Some(-300) });
         assert!(read::<Inner>(r#"{"a": 205.5}"#).is_err());
         assert!(read::<Inner>(r#"{"a": 70000.0}"#).is_err());
         assert!(read::<Inner>(r#"{"b": 1e19}"#).is_err());
         assert!(read::<Inner>(r#"{"b": -9223372036854775809}"#).is_err(), "rounded to i64::MIN when parsed");
-        assert_eq!(read::<Inner>(r#"{"b": -9223372036854775808}"#).unwrap().b, Some(i64::MIN));
-        assert_eq!(read::<Outer>(r#"{"ratio": 3}"#).unwrap().ratio, Some(3.0));
+        assert_eq!(read::<Inner>(r#"{"b": -9223372036854775808}"#).expect("read").b, Some(i64::MIN));
+        assert_eq!(read::<Outer>(r#"{"ratio": 3}"#).expect("read").ratio, Some(3.0));
     }
 }

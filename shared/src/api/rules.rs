@@ -223,8 +223,8 @@ mod tests {
 
     #[test]
     fn not_blank_is_rust_white_space() {
-        let not_blank = regex::Regex::new(NOT_BLANK).unwrap();
-        let trimmed = regex::Regex::new(TRIMMED).unwrap();
+        let not_blank = regex::Regex::new(NOT_BLANK).expect("pattern");
+        let trimmed = regex::Regex::new(TRIMMED).expect("pattern");
         for c in (0..0x3100).filter_map(char::from_u32) {
             let text = c.to_string();
             assert_eq!(is_blank(&text), !not_blank.is_match(&text), "{c:?}");

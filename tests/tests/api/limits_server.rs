@@ -219,3 +219,37 @@ async fn a_statement_stuck_behind_a_lock_answers_503() {
     lock.rollback().await.expect("release");
     assert_eq!(app.call(Method::GET, "/webhooks", Some(&app.admin), None).await.status, 200);
 }
+
+#[tokio::test]
+async fn idle_connections_are_closed_and_slow_bodies_cut_off() {
+    let app = TestApp::spawn_with(|s| {
+        s.limits.connections.idle_timeout = Duration::from_secs(1);
+        s.limits.body_timeout = Duration::from_secs(1);
+    })
+    .await;
+    // A kept-alive connection with nothing in flight is closed once idle.
+    let mut stream = connect(&app).await;
+    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("write");
+    let mut answer = vec![0u8; 1024];
+    let read = stream.read(&mut answer).await.expect("read");
+    assert!(String::from_utf8_lossy(&answer[..read]).starts_with("HTTP/1.1 200"));
+    let closed = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut answer)).await;
+    assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "the idle connection was closed: {closed:?}");
+
+    // A capture body announced at 100 bytes, of which 10 arrive: refused when its deadline passes, not stored.
+    let hook = app.create_webhook(json!({"name": "slow body"})).await;
+    let id = hook["id"].as_str().expect("id");
+    let mut stream = connect(&app).await;
+    let head = format!("POST /webhook/{id} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789");
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await.expect("cut off");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(!answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM captures WHERE webhook_id = $1::uuid")
+        .bind(id)
+        .fetch_one(&app.pool)
+        .await
+        .expect("count");
+    assert_eq!(stored, 0);
+}

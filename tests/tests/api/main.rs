@@ -13,6 +13,7 @@ mod cli_tools;
 mod collection_sync;
 mod collections;
 mod conventions;
+mod embedded_cluster;
 mod engine;
 mod executions;
 mod flows;
