@@ -161,18 +161,14 @@ async fn list_api_keys(
     Ctx { app, caller }: Ctx<scope::KeysRead>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<Page<ApiKey>>> {
-    let page = params.page::<Uuid>()?;
-    let rows: Vec<KeyRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    let sql = format!(
         "SELECT {KEY_COLUMNS} FROM api_keys
          WHERE organization_id = $1 AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"
-    )))
-    .bind(caller.org_id)
-    .bind(page.after)
-    .bind(page.fetch_limit())
-    .fetch_all(&app.pool)
-    .await?;
-    let rows: Vec<ApiKey> = rows.into_iter().map(Into::into).collect();
-    Ok(Json(pagination::finish(rows, &page, |k| k.id)?))
+    );
+    let into = ApiKey::from;
+    Ok(Json(
+        pagination::keyset_page::<KeyRow, _, _>(&app.pool, sql, (caller.org_id, None), &params, into, |k| k.id).await?,
+    ))
 }
 
 /// Read one API key (never its secret).

@@ -188,6 +188,9 @@ async fn update_organization(
     Ok(Json(org))
 }
 
+/// An audit-log row: id, action, actor, target, details, time.
+type AuditRow = (Uuid, String, String, String, serde_json::Value, DateTime<Utc>);
+
 /// Security-relevant changes, newest first.
 #[utoipa::path(get, path = "/audit-log", tag = "Administration", params(ListParams),
     responses((status = 200, body = Page<AuditEntry>)))]
@@ -195,26 +198,16 @@ async fn list_audit_log(
     Ctx { app, caller }: Ctx<scope::OrganizationRead>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<Page<AuditEntry>>> {
-    let page = params.page::<Uuid>()?;
-    let rows: Vec<(Uuid, String, String, String, serde_json::Value, DateTime<Utc>)> = sqlx::query_as(
-        "SELECT id, action, actor, target, details, created_at FROM audit_log
-         WHERE organization_id = $1 AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3",
-    )
-    .bind(caller.org_id)
-    .bind(page.after)
-    .bind(page.fetch_limit())
-    .fetch_all(&app.pool)
-    .await?;
-    let entries = rows
-        .into_iter()
-        .map(|(id, action, actor, target, details, created_at)| AuditEntry {
-            id,
-            action,
-            actor,
-            target,
-            details,
-            created_at: created_at.into(),
-        })
-        .collect();
-    Ok(Json(pagination::finish(entries, &page, |e| e.id)?))
+    let sql = "SELECT id, action, actor, target, details, created_at FROM audit_log
+         WHERE organization_id = $1 AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3";
+    let into = |(id, action, actor, target, details, created_at): AuditRow| AuditEntry {
+        id,
+        action,
+        actor,
+        target,
+        details,
+        created_at: created_at.into(),
+    };
+    let org = (caller.org_id, None);
+    Ok(Json(pagination::keyset_page(&app.pool, sql.into(), org, &params, into, |e| e.id).await?))
 }

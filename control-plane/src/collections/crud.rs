@@ -167,17 +167,13 @@ async fn list_collections(
     Ctx { app, caller }: Ctx<scope::CollectionsRead>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<Page<Collection>>> {
-    let page = params.page::<Uuid>()?;
-    let rows: Vec<CollectionRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    let sql = format!(
         "SELECT {COLLECTION_COLUMNS} FROM collections c
          WHERE c.organization_id = $1 AND ($2::uuid IS NULL OR c.id < $2) ORDER BY c.id DESC LIMIT $3"
-    )))
-    .bind(caller.org_id)
-    .bind(page.after)
-    .bind(page.fetch_limit())
-    .fetch_all(&app.pool)
-    .await?;
-    Ok(Json(pagination::finish(rows.into_iter().map(Collection::from).collect(), &page, |c| c.id)?))
+    );
+    let into = Collection::from;
+    let org = (caller.org_id, None);
+    Ok(Json(pagination::keyset_page::<CollectionRow, _, _>(&app.pool, sql, org, &params, into, |c| c.id).await?))
 }
 
 /// A collection with its folders and every request.
@@ -244,22 +240,16 @@ async fn list_requests(
     Id(id): Id,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<Page<CollectionRequest>>> {
-    let page = params.page::<Uuid>()?;
     let mut conn = app.pool.acquire().await?;
     fetch(&mut conn, caller.org_id, id).await?;
     // Requests are appended in id order (time-ordered ids), so id order is the collection's order.
-    let rows: Vec<RequestRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    let sql = format!(
         "SELECT {REQUEST_COLUMNS} FROM collection_requests r
-         WHERE r.organization_id = $1 AND r.collection_id = $2 AND ($3::uuid IS NULL OR r.id > $3)
-         ORDER BY r.id LIMIT $4"
-    )))
-    .bind(caller.org_id)
-    .bind(id)
-    .bind(page.after)
-    .bind(page.fetch_limit())
-    .fetch_all(&mut *conn)
-    .await?;
-    Ok(Json(pagination::finish(rows.into_iter().map(CollectionRequest::from).collect(), &page, |r| r.id)?))
+         WHERE r.organization_id = $1 AND r.collection_id = $4 AND ($2::uuid IS NULL OR r.id > $2)
+         ORDER BY r.id LIMIT $3"
+    );
+    let (into, scope) = (CollectionRequest::from, (caller.org_id, Some(id)));
+    Ok(Json(pagination::keyset_page::<RequestRow, _, _>(&mut *conn, sql, scope, &params, into, |r| r.id).await?))
 }
 
 async fn fetch_request(

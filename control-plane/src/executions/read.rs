@@ -32,21 +32,16 @@ async fn list_executions(
     ApiPath(flow_id): ApiPath<Uuid>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<Page<Execution>>> {
-    let page = params.page::<Uuid>()?;
     let mut conn = app.pool.acquire().await?;
     ensure_exists(&mut conn, caller.org_id, flow_id).await?;
-    let rows: Vec<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    let sql = format!(
         "SELECT {EXECUTION_COLUMNS} FROM executions e
-         WHERE e.organization_id = $1 AND e.flow_id = $2 AND ($3::uuid IS NULL OR e.id < $3)
-         ORDER BY e.id DESC LIMIT $4"
-    )))
-    .bind(caller.org_id)
-    .bind(flow_id)
-    .bind(page.after)
-    .bind(page.fetch_limit())
-    .fetch_all(&mut *conn)
-    .await?;
-    Ok(Json(pagination::finish(into_executions(rows)?, &page, |e| e.id)?))
+         WHERE e.organization_id = $1 AND e.flow_id = $4 AND ($2::uuid IS NULL OR e.id < $2)
+         ORDER BY e.id DESC LIMIT $3"
+    );
+    let scope = (caller.org_id, Some(flow_id));
+    let rows = pagination::keyset_page(&mut *conn, sql, scope, &params, |r: ExecutionRow| r, ExecutionRow::id).await?;
+    Ok(Json(Page { items: into_executions(rows.items)?, next_cursor: rows.next_cursor }))
 }
 
 /// One execution.

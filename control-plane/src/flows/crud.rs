@@ -8,6 +8,7 @@ use crate::flows::model::{
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiQuery, Id};
+use crate::http::owned;
 use crate::http::pagination::{self, ListParams, PageRequest};
 use crate::http::validate::{bounded_text, display_name};
 use crate::state::AppState;
@@ -215,14 +216,15 @@ async fn update(app: &AppState, org_id: Uuid, id: Uuid, patch: PatchFlow) -> Api
 /// Delete a flow with its versions and environments.
 #[utoipa::path(delete, path = "/flows/{id}", tag = "Flows", params(Id), responses((status = 204)))]
 async fn delete_flow(Ctx { app, caller }: Ctx<scope::FlowsWrite>, Id(id): Id) -> ApiResult<StatusCode> {
-    let deleted = sqlx::query("DELETE FROM flows WHERE organization_id = $1 AND id = $2")
-        .bind(caller.org_id)
-        .bind(id)
-        .execute(&app.pool)
-        .await?;
-    if deleted.rows_affected() == 0 {
-        return Err(ApiError::not_found("flow"));
-    }
+    owned::delete(
+        &app.pool,
+        "DELETE FROM flows WHERE organization_id = $1 AND id = $2",
+        caller.org_id,
+        id,
+        None,
+        "flow",
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

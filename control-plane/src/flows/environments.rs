@@ -4,6 +4,7 @@ use crate::flows::model::ensure_exists;
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiPath, Id};
+use crate::http::owned;
 use crate::state::AppState;
 use axum::Json;
 use axum::http::StatusCode;
@@ -85,15 +86,15 @@ async fn delete_environment(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
     ApiPath((id, key)): ApiPath<(Uuid, String)>,
 ) -> ApiResult<StatusCode> {
-    let deleted = sqlx::query("DELETE FROM flow_environments WHERE organization_id = $1 AND flow_id = $2 AND key = $3")
-        .bind(caller.org_id)
-        .bind(id)
-        .bind(&key)
-        .execute(&app.pool)
-        .await?;
-    if deleted.rows_affected() == 0 {
-        return Err(ApiError::not_found("environment"));
-    }
+    owned::delete(
+        &app.pool,
+        "DELETE FROM flow_environments WHERE organization_id = $1 AND key = $2 AND flow_id = $3",
+        caller.org_id,
+        &key,
+        Some(id),
+        "environment",
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -95,20 +95,12 @@ async fn list_versions(
     Id(id): Id,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<Page<FlowVersion>>> {
-    let page = params.page::<i32>()?;
     let mut conn = app.pool.acquire().await?;
     ensure_exists(&mut conn, caller.org_id, id).await?;
-    let rows: Vec<VersionRow> = sqlx::query_as(
-        "SELECT id, version, note, definition, created_at FROM flow_versions
-         WHERE organization_id = $1 AND flow_id = $2 AND ($3::int IS NULL OR version < $3) ORDER BY version DESC LIMIT $4",
-    )
-    .bind(caller.org_id)
-    .bind(id)
-    .bind(page.after)
-    .bind(page.fetch_limit())
-    .fetch_all(&mut *conn)
-    .await?;
-    Ok(Json(pagination::finish(rows.into_iter().map(version).collect(), &page, |v| v.version)?))
+    let sql = "SELECT id, version, note, definition, created_at FROM flow_versions
+         WHERE organization_id = $1 AND flow_id = $4 AND ($2::int IS NULL OR version < $2) ORDER BY version DESC LIMIT $3";
+    let scope = (caller.org_id, Some(id));
+    Ok(Json(pagination::keyset_page(&mut *conn, sql.into(), scope, &params, version, |v| v.version).await?))
 }
 
 async fn fetch_version(

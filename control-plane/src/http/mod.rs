@@ -10,6 +10,7 @@ pub mod health;
 pub mod limits;
 pub mod listener;
 pub mod openapi;
+pub mod owned;
 pub mod pagination;
 pub mod raw_head;
 pub mod strict_json;

@@ -107,3 +107,33 @@ mod tests {
         assert_eq!(last.next_cursor, None);
     }
 }
+
+/// One page of an organization's rows. `sql` selects the rows of organization `$1` that come after the cursor's
+/// key `$2` (all of them when it is null), in the list's order, at most `$3`; a list within a parent resource
+/// names the parent `$4`. `into` turns a row into an item and `key_of` gives an item's sort key for the cursor.
+pub async fn keyset_page<'c, R, K, T>(
+    conn: impl sqlx::PgExecutor<'c>,
+    sql: String,
+    (org, parent): (uuid::Uuid, Option<uuid::Uuid>),
+    params: &ListParams,
+    into: impl FnMut(R) -> T,
+    key_of: impl Fn(&T) -> K,
+) -> ApiResult<Page<T>>
+where
+    R: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+    K: Serialize
+        + DeserializeOwned
+        + Clone
+        + Send
+        + for<'q> sqlx::Encode<'q, sqlx::Postgres>
+        + sqlx::Type<sqlx::Postgres>,
+{
+    let page = params.page::<K>()?;
+    let mut query =
+        sqlx::query_as::<_, R>(sqlx::AssertSqlSafe(sql)).bind(org).bind(page.after.clone()).bind(page.fetch_limit());
+    if let Some(parent) = parent {
+        query = query.bind(parent);
+    }
+    let rows = query.fetch_all(conn).await?;
+    finish(rows.into_iter().map(into).collect(), &page, key_of)
+}

@@ -70,6 +70,12 @@ impl TryFrom<ExecutionRow> for Execution {
 }
 
 /// Turns rows into executions; one unreadable row fails the answer rather than vanishing from it.
+impl ExecutionRow {
+    pub fn id(&self) -> Uuid {
+        self.id
+    }
+}
+
 pub fn into_executions(rows: Vec<ExecutionRow>) -> ApiResult<Vec<Execution>> {
     rows.into_iter().map(Execution::try_from).collect()
 }

@@ -6,6 +6,7 @@ use crate::admin::audit::{self, AuditEvent};
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::owned;
 use crate::http::pagination::{self, ListParams};
 use crate::resources::{check_name, check_value};
 use axum::Json;
@@ -56,17 +57,12 @@ pub async fn list_secrets(
     Ctx { app, caller }: Ctx<scope::ResourcesRead>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<Page<SecretInfo>>> {
-    let page = params.page::<String>()?;
-    let rows: Vec<SecretRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    let sql = format!(
         "SELECT {SECRET_COLUMNS} FROM secrets WHERE organization_id = $1 AND ($2::text IS NULL OR name > $2)
          ORDER BY name LIMIT $3"
-    )))
-    .bind(caller.org_id)
-    .bind(&page.after)
-    .bind(page.fetch_limit())
-    .fetch_all(&app.pool)
-    .await?;
-    Ok(Json(pagination::finish(rows.into_iter().map(info).collect(), &page, |s| s.name.clone())?))
+    );
+    let org = (caller.org_id, None);
+    Ok(Json(pagination::keyset_page(&app.pool, sql, org, &params, info, |s| s.name.clone()).await?))
 }
 
 /// Write a secret (create or replace) with its rules: the hosts it may be sent to (none: only hosts the stored
@@ -116,14 +112,15 @@ pub async fn delete_secret(
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
-    let deleted = sqlx::query("DELETE FROM secrets WHERE organization_id = $1 AND name = $2")
-        .bind(caller.org_id)
-        .bind(&name)
-        .execute(&mut *tx)
-        .await?;
-    if deleted.rows_affected() == 0 {
-        return Err(ApiError::not_found("secret"));
-    }
+    owned::delete(
+        &mut *tx,
+        "DELETE FROM secrets WHERE organization_id = $1 AND name = $2",
+        caller.org_id,
+        &name,
+        None,
+        "secret",
+    )
+    .await?;
     let event = AuditEvent {
         org_id: caller.org_id,
         actor: caller.actor,

@@ -1,8 +1,9 @@
 //! Organization variables: plain values flows read as `{{NAME}}` (never templates), listed with their values.
 
 use crate::http::auth::{Ctx, scope};
-use crate::http::error::{ApiError, ApiResult};
+use crate::http::error::ApiResult;
 use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::owned;
 use crate::http::pagination::{self, ListParams};
 use crate::resources::{check_name, check_value};
 use axum::Json;
@@ -24,17 +25,10 @@ pub async fn list_variables(
     Ctx { app, caller }: Ctx<scope::ResourcesRead>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<Page<Variable>>> {
-    let page = params.page::<String>()?;
-    let rows: Vec<VariableRow> = sqlx::query_as(
-        "SELECT name, value, created_at, updated_at FROM variables
-         WHERE organization_id = $1 AND ($2::text IS NULL OR name > $2) ORDER BY name LIMIT $3",
-    )
-    .bind(caller.org_id)
-    .bind(&page.after)
-    .bind(page.fetch_limit())
-    .fetch_all(&app.pool)
-    .await?;
-    Ok(Json(pagination::finish(rows.into_iter().map(variable).collect(), &page, |v| v.name.clone())?))
+    let sql = "SELECT name, value, created_at, updated_at FROM variables
+         WHERE organization_id = $1 AND ($2::text IS NULL OR name > $2) ORDER BY name LIMIT $3";
+    let org = (caller.org_id, None);
+    Ok(Json(pagination::keyset_page(&app.pool, sql.into(), org, &params, variable, |v| v.name.clone()).await?))
 }
 
 /// Write a variable (create or replace).
@@ -67,13 +61,14 @@ pub async fn delete_variable(
     Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<StatusCode> {
-    let deleted = sqlx::query("DELETE FROM variables WHERE organization_id = $1 AND name = $2")
-        .bind(caller.org_id)
-        .bind(&name)
-        .execute(&app.pool)
-        .await?;
-    if deleted.rows_affected() == 0 {
-        return Err(ApiError::not_found("variable"));
-    }
+    owned::delete(
+        &app.pool,
+        "DELETE FROM variables WHERE organization_id = $1 AND name = $2",
+        caller.org_id,
+        &name,
+        None,
+        "variable",
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }

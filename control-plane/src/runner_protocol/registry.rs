@@ -5,6 +5,7 @@
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult, to_json};
 use crate::http::extract::{ApiJson, ApiQuery, Id};
+use crate::http::owned;
 use crate::http::pagination::{self, ListParams};
 use crate::http::validate::{bounded_text, check_labels, display_name};
 use crate::queue::{lease, release};
@@ -176,14 +177,15 @@ async fn get_runner(Ctx { app, caller }: Ctx<scope::RunnersRead>, Id(id): Id) ->
 #[utoipa::path(delete, path = runner_route::RUNNER, tag = "Runner", params(Id), responses((status = 204)))]
 async fn delete_runner(Ctx { app, caller }: Ctx<scope::RunnersWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
-    let deleted = sqlx::query("DELETE FROM runners WHERE organization_id = $1 AND id = $2")
-        .bind(caller.org_id)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-    if deleted.rows_affected() == 0 {
-        return Err(ApiError::not_found("runner"));
-    }
+    owned::delete(
+        &mut *tx,
+        "DELETE FROM runners WHERE organization_id = $1 AND id = $2",
+        caller.org_id,
+        id,
+        None,
+        "runner",
+    )
+    .await?;
     release::release_runner(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
     app.queue.wake(caller.org_id);

@@ -6,6 +6,7 @@ use crate::db::update::Update;
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiQuery, Id};
+use crate::http::owned;
 use crate::http::pagination::{self, ListParams};
 use crate::http::validate::{bounded_text, display_name};
 use crate::signals::Invalidation;
@@ -222,14 +223,15 @@ async fn update_webhook(
 #[utoipa::path(delete, path = "/webhooks/{id}", tag = "Webhook", params(Id), responses((status = 204)))]
 async fn delete_webhook(Ctx { app, caller }: Ctx<scope::WebhooksWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
-    let deleted = sqlx::query("DELETE FROM webhooks WHERE organization_id = $1 AND id = $2")
-        .bind(caller.org_id)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-    if deleted.rows_affected() == 0 {
-        return Err(ApiError::not_found("webhook"));
-    }
+    owned::delete(
+        &mut *tx,
+        "DELETE FROM webhooks WHERE organization_id = $1 AND id = $2",
+        caller.org_id,
+        id,
+        None,
+        "webhook",
+    )
+    .await?;
     announce_change(&mut tx, id).await?;
     tx.commit().await?;
     app.invalidate(Invalidation::Endpoint(id));

@@ -3,6 +3,7 @@
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiPath, ApiQuery, Id};
+use crate::http::owned;
 use crate::http::pagination::ListParams;
 use crate::state::AppState;
 use crate::webhooks::endpoints::ensure_exists;
@@ -89,15 +90,15 @@ pub async fn delete_request(
     ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
 ) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
-    let deleted = sqlx::query("DELETE FROM captures WHERE organization_id = $1 AND webhook_id = $2 AND id = $3")
-        .bind(caller.org_id)
-        .bind(id)
-        .bind(request_id)
-        .execute(&mut *tx)
-        .await?;
-    if deleted.rows_affected() == 0 {
-        return Err(ApiError::not_found("captured request"));
-    }
+    owned::delete(
+        &mut *tx,
+        "DELETE FROM captures WHERE organization_id = $1 AND id = $2 AND webhook_id = $3",
+        caller.org_id,
+        request_id,
+        Some(id),
+        "captured request",
+    )
+    .await?;
     subtract_stored(&mut tx, id, 1).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
