@@ -69,6 +69,13 @@ impl MasterKey {
     }
 }
 
+/// A new random token of `kind` (`hf_`, `hfj_`, `hfr_`), with its checksum.
+pub fn new_token(kind: hookflow_shared::token::TokenKind) -> String {
+    let mut random = [0u8; hookflow_shared::token::BODY_LEN];
+    rand::rng().fill_bytes(&mut random);
+    kind.assemble(&random)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

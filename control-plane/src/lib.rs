@@ -24,6 +24,7 @@ pub mod executions;
 pub mod flows;
 pub mod http;
 pub mod outbound;
+pub mod people;
 pub mod queue;
 pub mod resources;
 pub mod runner_protocol;

@@ -33,6 +33,8 @@ pub enum Invalidation {
     Session(Uuid),
     /// A user's memberships changed (keys they made, sessions they hold).
     User(Uuid),
+    /// The built-in identity provider's signing keys were rotated.
+    SigningKeys,
 }
 
 impl Invalidation {
@@ -44,6 +46,7 @@ impl Invalidation {
             Invalidation::Key(id) => ("key", id),
             Invalidation::Session(id) => ("session", id),
             Invalidation::User(id) => ("user", id),
+            Invalidation::SigningKeys => ("signing", Uuid::nil()),
         };
         format!("{kind}:{id}")
     }
@@ -58,6 +61,7 @@ impl Invalidation {
             "key" => Invalidation::Key(id),
             "session" => Invalidation::Session(id),
             "user" => Invalidation::User(id),
+            "signing" => Invalidation::SigningKeys,
             _ => return None,
         })
     }
@@ -124,6 +128,7 @@ mod tests {
             Invalidation::Key(id),
             Invalidation::Session(id),
             Invalidation::User(id),
+            Invalidation::SigningKeys,
         ] {
             assert_eq!(Invalidation::parse(&sent.payload()), Some(sent));
         }

@@ -4,8 +4,11 @@
 use crate::capture::cache::EndpointCache;
 use crate::capture::hub::StreamHub;
 use crate::capture::writer::CaptureWriter;
+use crate::http::auth::external::{ExternalIssuers, IssuerConfig};
 use crate::http::auth::key_cache::KeyCache;
-use crate::http::limits::Allowances;
+use crate::http::auth::people_cache::PeopleCache;
+use crate::http::auth::signing::SigningKeys;
+use crate::http::limits::{Allowances, SignInThrottle};
 use crate::signals::{Invalidation, QueueSignal};
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -21,6 +24,14 @@ pub struct Inner {
     pub settings: Settings,
     pub endpoints: EndpointCache,
     pub keys: KeyCache,
+    /// Browser sessions and memberships of people.
+    pub people: PeopleCache,
+    /// The built-in identity provider's keys.
+    pub signing: SigningKeys,
+    /// External OpenID providers and their keys.
+    pub external: ExternalIssuers,
+    /// Failed sign-ins per (email, address) and per address.
+    pub sign_ins: SignInThrottle,
     /// What each client may still spend: requests per key, unknown capture lookups per address, streams per key.
     pub allowances: Arc<Allowances>,
     pub captures: CaptureWriter,
@@ -66,6 +77,14 @@ pub struct Settings {
     pub max_capture_rate_per_s: i32,
     /// Live streams (capture and execution) one API key may hold open at once.
     pub streams_per_key: usize,
+    /// How long an access token of the built-in provider is valid.
+    pub access_token_ttl: Duration,
+    /// How long a browser session lasts at most (refreshing never extends it).
+    pub session_ttl: Duration,
+    /// Whether anyone may sign up (`POST /auth/signup`), creating a user and an organization.
+    pub signup: bool,
+    /// External OpenID providers whose access tokens are accepted.
+    pub issuers: Vec<IssuerConfig>,
 }
 
 impl Settings {
@@ -86,6 +105,10 @@ impl Settings {
             key_rate_per_s: 2000,
             max_capture_rate_per_s: 10_000,
             streams_per_key: 64,
+            access_token_ttl: Duration::from_secs(15 * 60),
+            session_ttl: Duration::from_secs(30 * 24 * 3600),
+            signup: false,
+            issuers: Vec::new(),
         }
     }
 }
@@ -99,6 +122,10 @@ impl AppState {
             hub: StreamHub::new(pool.clone(), shutdown.clone(), settings.stream_buffer),
             endpoints: EndpointCache::default(),
             keys: KeyCache::default(),
+            people: PeopleCache::default(),
+            signing: SigningKeys::default(),
+            external: ExternalIssuers::new(&settings.issuers),
+            sign_ins: SignInThrottle::default(),
             allowances: Allowances::new(settings.key_rate_per_s, settings.streams_per_key),
             queue: QueueSignal::default(),
             execution_wakes: tokio::sync::broadcast::channel(4096).0,
@@ -115,9 +142,16 @@ impl AppState {
             Invalidation::Organization(id) => {
                 self.endpoints.forget_organization(id);
                 self.keys.forget_organization(id);
+                self.people.forget_organization(id);
             }
             Invalidation::Key(id) => self.keys.forget_key(id),
-            Invalidation::Session(_) | Invalidation::User(_) => {}
+            Invalidation::Session(id) => self.people.forget_session(id),
+            Invalidation::User(id) => {
+                self.people.forget_user(id);
+                // Keys the person made follow their memberships.
+                self.keys.clear();
+            }
+            Invalidation::SigningKeys => self.signing.forget(),
         }
     }
 
@@ -125,6 +159,8 @@ impl AppState {
     pub fn forget_cached(&self) {
         self.endpoints.clear();
         self.keys.clear();
+        self.people.clear();
+        self.signing.forget();
     }
 }
 

@@ -10,6 +10,10 @@ pub enum ErrorCode {
     OrganizationRequired,
     OrganizationMismatch,
     InsufficientScope,
+    /// A session opened with a one-time password may only change it (or end).
+    PasswordChangeRequired,
+    /// A cookie-authenticated request without the app's `X-Hookflow-CSRF` header.
+    CsrfRequired,
     NotFound,
     MethodNotAllowed,
     InvalidRequest,
@@ -26,7 +30,10 @@ impl ErrorCode {
         match self {
             ErrorCode::Unauthorized => 401,
             ErrorCode::OrganizationRequired | ErrorCode::InvalidRequest => 400,
-            ErrorCode::OrganizationMismatch | ErrorCode::InsufficientScope => 403,
+            ErrorCode::OrganizationMismatch
+            | ErrorCode::InsufficientScope
+            | ErrorCode::PasswordChangeRequired
+            | ErrorCode::CsrfRequired => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::Conflict => 409,
@@ -44,6 +51,8 @@ impl ErrorCode {
             ErrorCode::OrganizationRequired => "organization_required",
             ErrorCode::OrganizationMismatch => "organization_mismatch",
             ErrorCode::InsufficientScope => "insufficient_scope",
+            ErrorCode::PasswordChangeRequired => "password_change_required",
+            ErrorCode::CsrfRequired => "csrf_required",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::InvalidRequest => "invalid_request",

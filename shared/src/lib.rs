@@ -3,11 +3,13 @@
 pub mod api;
 pub mod error;
 pub mod flow;
+pub mod role;
 pub mod scope;
 pub mod time;
 pub mod token;
 pub mod wire;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
+pub use role::Role;
 pub use scope::{Scope, ScopeSet};
 pub use time::Timestamp;

@@ -1,4 +1,4 @@
-//! Secret token formats: API keys (`hf_`) and job tokens (`hfj_`), each 32 base62 characters plus a 6-character
+//! Secret token formats: API keys (`hf_`), job tokens (`hfj_`) and refresh tokens (`hfr_`), each 32 base62 characters plus a 6-character
 //! CRC32 checksum, so a mistyped or truncated token is refused before any database lookup. Only SHA-256 hashes
 //! of tokens are stored.
 
@@ -16,6 +16,8 @@ const DISPLAY_CHARS: usize = 8;
 pub enum TokenKind {
     ApiKey,
     Job,
+    /// A browser session's single-use refresh token.
+    Refresh,
 }
 
 impl TokenKind {
@@ -23,6 +25,7 @@ impl TokenKind {
         match self {
             TokenKind::ApiKey => "hf_",
             TokenKind::Job => "hfj_",
+            TokenKind::Refresh => "hfr_",
         }
     }
 

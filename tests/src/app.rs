@@ -46,6 +46,8 @@ pub struct TestApp {
     /// An all-scopes key of the first organization.
     pub admin: Creds,
     shutdown: CancellationToken,
+    /// The server's master key (what seals secrets and signing keys).
+    master: hookflow_control_plane::crypto::MasterKey,
 }
 
 impl TestApp {
@@ -71,7 +73,13 @@ impl TestApp {
 
     /// A second server on this one's database, as another replica would be (its own caches, listener, hub).
     pub async fn replica(&self) -> Self {
-        let mut replica = Self::serve(db::pool(self.pool.connect_options().as_ref().clone(), 10), |_| {}).await;
+        // Replicas share the public URL (the issuer of access tokens) and the master key, as a deployment does.
+        let (public_url, master) = (self.base.clone(), self.master.clone());
+        let shared = move |s: &mut Settings| {
+            s.public_url = public_url;
+            s.master_key = master;
+        };
+        let mut replica = Self::serve(db::pool(self.pool.connect_options().as_ref().clone(), 10), shared).await;
         replica.admin = self.admin.clone();
         replica
     }
@@ -88,6 +96,7 @@ impl TestApp {
         let mut settings = Settings::new(base.clone());
         configure(&mut settings);
         let shutdown = CancellationToken::new();
+        let master = settings.master_key.clone();
         let state = AppState::new(pool.clone(), settings, shutdown.clone());
         tasks::start(&state);
         tokio::spawn(http::serve(listener, state));
@@ -97,6 +106,7 @@ impl TestApp {
             client: reqwest::Client::new(),
             admin: Creds { key: String::new(), org: Uuid::nil() },
             shutdown,
+            master,
         }
     }
 
@@ -125,6 +135,11 @@ impl TestApp {
     pub async fn creds_with(&self, scopes: &[&str]) -> Creds {
         let scopes = ScopeSet::parse(scopes.iter().copied()).expect("valid scopes");
         Creds { key: self.key(self.admin.org, scopes, None).await, org: self.admin.org }
+    }
+
+    /// The server's master key.
+    pub fn master_key(&self) -> hookflow_control_plane::crypto::MasterKey {
+        self.master.clone()
     }
 
     /// The token that stops this app's server (and what was started with it).

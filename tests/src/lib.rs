@@ -7,6 +7,7 @@ pub mod cli;
 pub mod cluster;
 pub mod exec;
 pub mod netns;
+pub mod people;
 pub mod proxy;
 pub mod runner;
 pub mod sse;

@@ -17,7 +17,6 @@ use hookflow_shared::api::admin::{ApiKey, CreateApiKey, CreatedApiKey};
 use hookflow_shared::scope::Preset;
 use hookflow_shared::token::{self, TokenKind};
 use hookflow_shared::{ErrorCode, ScopeSet, Timestamp};
-use rand::Rng as _;
 use sqlx::PgConnection;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -65,13 +64,23 @@ const KEY_COLUMNS: &str = "id, name, scopes, prefix, expires_at, created_at, las
 
 /// Stores a new key and its audit entry; the answer is the only place the secret ever appears.
 pub async fn create(conn: &mut PgConnection, new: NewKey) -> Result<CreatedApiKey, sqlx::Error> {
-    let mut random = [0u8; token::BODY_LEN];
-    rand::rng().fill_bytes(&mut random);
-    let secret = TokenKind::ApiKey.assemble(&random);
+    let secret = crate::crypto::new_token(TokenKind::ApiKey);
     let id = Uuid::now_v7();
+    // The person behind the key: its maker, or the person behind the key that made it. The key works only while
+    // that person is a member, within their role.
+    let person: Option<Uuid> = match new.actor {
+        Actor::User(user_id) => Some(user_id),
+        Actor::Key(key_id) => sqlx::query_scalar("SELECT created_by_user FROM api_keys WHERE id = $1")
+            .bind(key_id)
+            .fetch_optional(&mut *conn)
+            .await?
+            .flatten(),
+        Actor::Address(_) | Actor::Operator => None,
+    };
     let row: KeyRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO api_keys (id, organization_id, name, prefix, key_hash, scopes, expires_at, created_by)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {KEY_COLUMNS}"
+        "INSERT INTO api_keys (id, organization_id, name, prefix, key_hash, scopes, expires_at, created_by,
+                               created_by_user)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {KEY_COLUMNS}"
     )))
     .bind(id)
     .bind(new.org_id)
@@ -81,6 +90,7 @@ pub async fn create(conn: &mut PgConnection, new: NewKey) -> Result<CreatedApiKe
     .bind(new.scopes.names())
     .bind(new.expires_at)
     .bind(new.actor.to_string())
+    .bind(person)
     .fetch_one(&mut *conn)
     .await?;
     audit::record(

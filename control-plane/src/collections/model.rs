@@ -121,10 +121,4 @@ pub async fn detail(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResul
     Ok(CollectionDetail { collection, folders, requests })
 }
 
-/// A unique violation: a taken collection name or a repeated operation key.
-pub fn conflict_on_unique(error: sqlx::Error, what: &str) -> ApiError {
-    match &error {
-        sqlx::Error::Database(db) if db.code().as_deref() == Some("23505") => ApiError::conflict(what.to_owned()),
-        _ => error.into(),
-    }
-}
+pub use crate::http::error::conflict_on_unique;

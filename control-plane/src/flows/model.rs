@@ -151,10 +151,5 @@ pub async fn insert_flow(conn: &mut PgConnection, flow: NewFlow<'_>) -> ApiResul
 
 /// A unique-name violation answers 409.
 pub fn name_taken(error: sqlx::Error) -> ApiError {
-    match &error {
-        sqlx::Error::Database(db) if db.code().as_deref() == Some("23505") => {
-            ApiError::conflict("a flow with that name already exists in this organization")
-        }
-        _ => error.into(),
-    }
+    crate::http::error::conflict_on_unique(error, "a flow with that name already exists in this organization")
 }

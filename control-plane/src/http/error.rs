@@ -86,6 +86,14 @@ pub fn to_json_bytes<T: serde::Serialize + ?Sized>(value: &T) -> ApiResult<Vec<u
     serde_json::to_vec(value).map_err(|e| ApiError::internal_because(format!("serializing failed: {e}")))
 }
 
+/// A unique violation as 409 with `message` (a taken name, a repeated member); any other error as itself.
+pub fn conflict_on_unique(error: sqlx::Error, message: &str) -> ApiError {
+    match &error {
+        sqlx::Error::Database(db) if db.code().as_deref() == Some("23505") => ApiError::conflict(message.to_owned()),
+        _ => error.into(),
+    }
+}
+
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> Self {
         // Text PostgreSQL cannot hold (U+0000 in text or jsonb): the client's input, not the server's fault.

@@ -128,3 +128,71 @@ mod tests {
         assert!(refused.retry_after_s.is_some_and(|s| s >= 1));
     }
 }
+
+/// Failed sign-ins counted per (email, client address) and per address, in fixed windows. Only failures count,
+/// and an email's count is kept per address: an attacker elsewhere cannot lock a person out, and a person signing
+/// in from their own address is never slowed by someone else's guesses.
+#[derive(Debug, Default)]
+pub struct SignInThrottle {
+    by_email: Mutex<HashMap<(String, IpAddr), Window>>,
+    by_address: Mutex<HashMap<IpAddr, Window>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    failures: u32,
+    started: std::time::Instant,
+}
+
+/// The window failures are counted in.
+pub const SIGN_IN_WINDOW: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+/// Failures allowed per (email, address) and per address within a window.
+pub const SIGN_IN_FAILURES_PER_EMAIL: u32 = 5;
+pub const SIGN_IN_FAILURES_PER_ADDRESS: u32 = 50;
+/// Entries kept per map before expired ones are dropped.
+const SIGN_IN_ENTRIES: usize = 100_000;
+
+fn blocked<K: std::hash::Hash + Eq>(map: &Mutex<HashMap<K, Window>>, key: &K, limit: u32) -> Option<u64> {
+    let map = map.lock().unwrap_or_else(|e| e.into_inner());
+    let window = map.get(key)?;
+    let left = SIGN_IN_WINDOW.checked_sub(window.started.elapsed())?;
+    (window.failures >= limit).then(|| left.as_secs().max(1))
+}
+
+fn count<K: std::hash::Hash + Eq>(map: &Mutex<HashMap<K, Window>>, key: K) {
+    let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+    if map.len() >= SIGN_IN_ENTRIES {
+        map.retain(|_, w| w.started.elapsed() < SIGN_IN_WINDOW);
+    }
+    let window = map.entry(key).or_insert(Window { failures: 0, started: std::time::Instant::now() });
+    if window.started.elapsed() >= SIGN_IN_WINDOW {
+        *window = Window { failures: 0, started: std::time::Instant::now() };
+    }
+    window.failures += 1;
+}
+
+impl SignInThrottle {
+    /// 429 with `Retry-After` while too many sign-ins failed for this email from this address, or from it at all.
+    pub fn check(&self, email: &str, address: IpAddr) -> Result<(), ApiError> {
+        let wait = blocked(&self.by_email, &(email.to_owned(), address), SIGN_IN_FAILURES_PER_EMAIL)
+            .or_else(|| blocked(&self.by_address, &address, SIGN_IN_FAILURES_PER_ADDRESS));
+        match wait {
+            Some(seconds) => {
+                let mut error = ApiError::new(ErrorCode::RateLimited, "too many failed sign-ins; retry later");
+                error.retry_after_s = Some(seconds);
+                Err(error)
+            }
+            None => Ok(()),
+        }
+    }
+
+    pub fn failed(&self, email: &str, address: IpAddr) {
+        count(&self.by_email, (email.to_owned(), address));
+        count(&self.by_address, address);
+    }
+
+    /// A successful sign-in clears its email's count from that address.
+    pub fn succeeded(&self, email: &str, address: IpAddr) {
+        self.by_email.lock().unwrap_or_else(|e| e.into_inner()).remove(&(email.to_owned(), address));
+    }
+}

@@ -17,7 +17,9 @@ pub mod strict_json;
 pub mod validate;
 
 use crate::state::AppState;
-use crate::{admin, analytics, capture, catalog, collections, executions, flows, resources, runner_protocol, webhooks};
+use crate::{
+    admin, analytics, capture, catalog, collections, executions, flows, people, resources, runner_protocol, webhooks,
+};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, HeaderValue, header};
@@ -39,6 +41,7 @@ pub const API_BODY_LIMIT: usize = 1024 * 1024;
 fn documented() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(admin::routes())
+        .merge(people::routes())
         .merge(webhooks::routes())
         .merge(capture::routes())
         .merge(analytics::routes())

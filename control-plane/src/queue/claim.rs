@@ -10,7 +10,6 @@ use chrono::{DateTime, Utc};
 use hookflow_shared::api::runners::{Job, JobFlow, NetworkPolicy, SecretValues, VariableLayers};
 use hookflow_shared::flow::template;
 use hookflow_shared::token::{self, TokenKind};
-use rand::Rng as _;
 use sqlx::PgConnection;
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -159,9 +158,7 @@ pub async fn claim(
     target: Target<'_>,
 ) -> ApiResult<Option<Job>> {
     let job_id = Uuid::now_v7();
-    let mut random = [0u8; token::BODY_LEN];
-    rand::rng().fill_bytes(&mut random);
-    let job_token = TokenKind::Job.assemble(&random);
+    let job_token = crate::crypto::new_token(TokenKind::Job);
     let query = sqlx::query_as::<_, Claimed>(sqlx::AssertSqlSafe(statement(&target)))
         .bind(claimer.runner_id())
         .bind(job_id)

@@ -1,10 +1,12 @@
-//! First start: against an empty database, create an organization and an admin key with every scope and a
-//! 30-day expiry, exactly once even when several servers start together.
+//! First start: against an empty database, create an organization, an admin key with every scope and a 30-day
+//! expiry, and an owner user with a one-time password, exactly once even when several servers start together.
 
 use crate::admin::{keys, organization};
+use crate::db::storage::BoxError;
 use crate::http::auth::Actor;
-use hookflow_shared::ScopeSet;
+use crate::people::{passwords, store};
 use hookflow_shared::api::admin::{CreatedApiKey, Organization};
+use hookflow_shared::{Role, ScopeSet};
 use sqlx::PgPool;
 
 /// What the first start created; printed once by the server.
@@ -12,10 +14,17 @@ use sqlx::PgPool;
 pub struct Bootstrapped {
     pub organization: Organization,
     pub key: CreatedApiKey,
+    pub owner_email: String,
+    /// Shown once; the first sign-in must change it.
+    pub owner_password: String,
 }
 
 /// Creates the first organization and admin key when there is no organization yet.
-pub async fn first_start(pool: &PgPool) -> Result<Option<Bootstrapped>, sqlx::Error> {
+pub async fn first_start(pool: &PgPool, owner_email: &str) -> Result<Option<Bootstrapped>, BoxError> {
+    let owner_email =
+        store::normalize_email(owner_email).ok_or_else(|| format!("`{owner_email}` is not an email address"))?;
+    let owner_password = passwords::one_time();
+    let hash = passwords::hash(owner_password.clone()).await?;
     let mut tx = pool.begin().await?;
     // Serialises concurrent first starts; released at commit.
     sqlx::query("SELECT pg_advisory_xact_lock(7460201)").execute(&mut *tx).await?;
@@ -38,8 +47,13 @@ pub async fn first_start(pool: &PgPool) -> Result<Option<Bootstrapped>, sqlx::Er
         },
     )
     .await?;
+    let owner = match store::find_by_email(&mut tx, &owner_email).await? {
+        Some(existing) => existing.id,
+        None => store::create_user(&mut tx, &owner_email, &hash, true).await?,
+    };
+    crate::people::signup::add_membership(&mut tx, organization.id, owner, Role::Owner).await?;
     tx.commit().await?;
-    Ok(Some(Bootstrapped { organization, key }))
+    Ok(Some(Bootstrapped { organization, key, owner_email, owner_password }))
 }
 
 /// The lines printed once after a first start.
@@ -50,7 +64,12 @@ pub fn announcement(done: &Bootstrapped, public_url: &str) -> String {
          The key is shown this once; store it now (it expires {expires}).\n\n  \
          organization id: {org}\n  api key:         {key}\n\nTry it:\n  \
          curl -H \"{key_header}: {key}\" -H \"{org_header}: {org}\" {public_url}/permissions\n\n\
-         Create narrower keys with POST /api-keys (or `hookflow-server keys create`), then delete this one.\n",
+         Create narrower keys with POST /api-keys (or `hookflow-server keys create`), then delete this one.\n\n\
+         People sign in at POST /auth/sessions. The owner:\n  \
+         email:              {owner_email}\n  one-time password:  {owner_password}\n\
+         (shown this once; the first sign-in must change it with PUT /auth/password)\n",
+        owner_email = done.owner_email,
+        owner_password = done.owner_password,
         org = done.organization.id,
         key = done.key.key,
         key_header = hookflow_shared::wire::header::API_KEY,

@@ -90,6 +90,31 @@ pub struct ServeArgs {
     pub lease_s: u64,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub people: PeopleArgs,
+}
+
+/// How people sign in: the built-in identity provider's tokens, sign-up, external OpenID providers.
+#[derive(Debug, Clone, Args)]
+pub struct PeopleArgs {
+    /// Let anyone sign up (POST /auth/signup), creating a user and an organization they own. Off by default:
+    /// operators create users (`hookflow-server users create`) and members invite people.
+    #[arg(long, env = "HOOKFLOW_SIGNUP")]
+    pub signup: bool,
+    /// Seconds an access token of the built-in provider is valid (sessions refresh it).
+    #[arg(long, env = "HOOKFLOW_ACCESS_TOKEN_TTL_S", default_value_t = 900, value_parser = clap::value_parser!(u64).range(30..=86_400))]
+    pub access_token_ttl_s: u64,
+    /// Days a browser session lasts at most; refreshing never extends it.
+    #[arg(long, env = "HOOKFLOW_SESSION_TTL_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=365))]
+    pub session_ttl_days: u64,
+    /// An external OpenID provider whose JWT access tokens are accepted, as
+    /// "<issuer URL> audience=<aud> algorithms=RS256,ES256" (repeat the flag, or separate with `;` in the
+    /// environment variable). Keys come from the issuer's discovery document.
+    #[arg(long = "oidc-issuer", env = "HOOKFLOW_OIDC_ISSUERS", value_delimiter = ';')]
+    pub oidc_issuers: Vec<crate::http::auth::external::IssuerConfig>,
+    /// Email of the owner user the first start creates (with a one-time password it prints).
+    #[arg(long, env = "HOOKFLOW_OWNER_EMAIL", default_value = "owner@hookflow.local")]
+    pub owner_email: String,
 }
 
 /// What one client may hold or spend: connections, time, requests, streams.
@@ -158,6 +183,9 @@ pub enum Command {
     /// Create API keys for an organization (operator command; prints the key once).
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Manage people (operator commands): create users, reset passwords.
+    #[command(subcommand)]
+    Users(UsersCommand),
     /// Print the OpenAPI 3.1 document this server serves at /openapi.json (to generate clients offline).
     Openapi {
         /// The capture-rate ceiling the document states (the server's --max-capture-rate).
@@ -192,6 +220,31 @@ pub enum OrgsCommand {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum UsersCommand {
+    /// Create a user with a one-time password (printed once; the first sign-in must change it) and make them a
+    /// member of an organization.
+    Create {
+        #[arg(long)]
+        email: String,
+        /// Organization id.
+        #[arg(long)]
+        org: uuid::Uuid,
+        /// owner, admin, member or viewer.
+        #[arg(long, default_value = "member", value_parser = parse_role)]
+        role: hookflow_shared::Role,
+    },
+    /// Give a user a new one-time password (printed once) and end their sessions.
+    ResetPassword {
+        #[arg(long)]
+        email: String,
+    },
+}
+
+fn parse_role(text: &str) -> Result<hookflow_shared::Role, String> {
+    hookflow_shared::Role::parse(text).ok_or_else(|| format!("`{text}`: use owner, admin, member or viewer"))
+}
+
+#[derive(Debug, Subcommand)]
 pub enum KeysCommand {
     /// Create an API key and print it once.
     Create {
@@ -211,6 +264,10 @@ pub enum KeysCommand {
         #[arg(long, default_value = "30d", value_parser = parse_lifetime)]
         expires_in: Lifetime,
     },
+    /// Make a new signing key for the built-in identity provider's access tokens. The previous key keeps
+    /// verifying the tokens it signed (both are published in /.well-known/jwks.json); running servers switch at
+    /// once.
+    RotateSigning,
 }
 
 /// A key lifetime: a duration, or `None` for a key that never expires.

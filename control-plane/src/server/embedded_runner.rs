@@ -5,7 +5,6 @@
 use hookflow_runner::client::Connection;
 use hookflow_runner::daemon::{self, DaemonConfig};
 use hookflow_shared::token::{self, TokenKind};
-use rand::Rng as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -31,9 +30,7 @@ impl EmbeddedKey {
 }
 
 pub fn new_key() -> EmbeddedKey {
-    let mut random = [0u8; token::BODY_LEN];
-    rand::rng().fill_bytes(&mut random);
-    let key = TokenKind::ApiKey.assemble(&random);
+    let key = crate::crypto::new_token(TokenKind::ApiKey);
     EmbeddedKey { hash: token::hash(&key), key }
 }
 

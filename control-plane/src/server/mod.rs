@@ -32,7 +32,17 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
         }
         Command::Keys(command) => {
             let storage = Storage::open(&cli.storage, Opener::Operator, 2).await?;
-            let result = operator::keys(&storage.pool, command).await;
+            let master = data_dir::master_key(&cli.storage.data_dir, cli.serve.master_key.as_deref());
+            let result = match master {
+                Ok(master) => operator::keys(&storage.pool, &crate::crypto::MasterKey::new(master), command).await,
+                Err(e) => Err(e.into()),
+            };
+            storage.close().await?;
+            result
+        }
+        Command::Users(command) => {
+            let storage = Storage::open(&cli.storage, Opener::Operator, 2).await?;
+            let result = operator::users(&storage.pool, command).await;
             storage.close().await?;
             result
         }
@@ -62,7 +72,7 @@ async fn serve_with(
     let master_key = data_dir::master_key(&storage_args.data_dir, args.master_key.as_deref())?;
     let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{local}"));
     let public_url = public_url.trim_end_matches('/').to_owned();
-    if let Some(done) = bootstrap::first_start(&storage.pool).await? {
+    if let Some(done) = bootstrap::first_start(&storage.pool, &args.people.owner_email).await? {
         println!("{}", bootstrap::announcement(&done, &public_url));
     }
     let settings = Settings {
@@ -76,6 +86,10 @@ async fn serve_with(
         key_rate_per_s: args.limits.key_rate_limit,
         max_capture_rate_per_s: args.limits.max_capture_rate,
         streams_per_key: args.limits.streams_per_key.max(1),
+        access_token_ttl: std::time::Duration::from_secs(args.people.access_token_ttl_s),
+        session_ttl: std::time::Duration::from_secs(args.people.session_ttl_days * 86_400),
+        signup: args.people.signup,
+        issuers: args.people.oidc_issuers.clone(),
         ..Settings::new(public_url.clone())
     };
     let run_embedded = match args.embedded_runner {

@@ -1,10 +1,13 @@
-//! Operator subcommands (`orgs create|list`, `keys create`): set up a multi-tenant installation from a shell,
-//! straight against the database, printing each key once.
+//! Operator subcommands (`orgs create|list|private-network`, `keys create|rotate-signing`, `users create|reset-password`):
+//! set up a multi-tenant installation from a shell, straight against the database, printing each secret once.
 
 use crate::admin::{keys, organization};
+use crate::crypto::MasterKey;
 use crate::db::storage::BoxError;
 use crate::http::auth::Actor;
-use crate::server::config::{KeysCommand, OrgsCommand};
+use crate::people::{passwords, store};
+use crate::server::config::{KeysCommand, OrgsCommand, UsersCommand};
+use crate::signals::Invalidation;
 use hookflow_shared::ScopeSet;
 use hookflow_shared::scope::Preset;
 use sqlx::PgPool;
@@ -37,8 +40,11 @@ pub async fn orgs(pool: &PgPool, command: OrgsCommand) -> Result<(), BoxError> {
     Ok(())
 }
 
-pub async fn keys(pool: &PgPool, command: KeysCommand) -> Result<(), BoxError> {
-    let KeysCommand::Create { org, name, scopes, preset, expires_in } = command;
+pub async fn keys(pool: &PgPool, master: &MasterKey, command: KeysCommand) -> Result<(), BoxError> {
+    let (org, name, scopes, preset, expires_in) = match command {
+        KeysCommand::Create { org, name, scopes, preset, expires_in } => (org, name, scopes, preset, expires_in),
+        KeysCommand::RotateSigning => return rotate_signing(pool, master).await,
+    };
     let scopes = match preset {
         Some(p) => {
             Preset::from_name(&p).ok_or_else(|| format!("unknown preset `{p}`: use ci, runner or read-only"))?.scopes()
@@ -66,5 +72,52 @@ pub async fn keys(pool: &PgPool, command: KeysCommand) -> Result<(), BoxError> {
     println!("  expires: {expiry}");
     println!("  key:     {}", created.key);
     println!("The key is shown this once: store it now.");
+    Ok(())
+}
+
+async fn rotate_signing(pool: &PgPool, master: &MasterKey) -> Result<(), BoxError> {
+    let kid = crate::http::auth::signing::create(pool, master).await?;
+    let mut conn = pool.acquire().await?;
+    Invalidation::SigningKeys.announce(&mut conn).await?;
+    println!("created signing key {kid}: it signs new access tokens from now on; the previous key still verifies");
+    Ok(())
+}
+
+pub async fn users(pool: &PgPool, command: UsersCommand) -> Result<(), BoxError> {
+    let one_time = passwords::one_time();
+    let hash = passwords::hash(one_time.clone()).await?;
+    let mut tx = pool.begin().await?;
+    match command {
+        UsersCommand::Create { email, org, role } => {
+            let email = store::normalize_email(&email).ok_or_else(|| format!("`{email}` is not an email address"))?;
+            if store::find_by_email(&mut tx, &email).await?.is_some() {
+                return Err(
+                    format!("a user with {email} exists; `users reset-password` gives them a new password").into()
+                );
+            }
+            let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM organizations WHERE id = $1)")
+                .bind(org)
+                .fetch_one(&mut *tx)
+                .await?;
+            if !exists {
+                return Err(format!("no organization {org}; `hookflow-server orgs list` shows them").into());
+            }
+            let user_id = store::create_user(&mut tx, &email, &hash, true).await?;
+            crate::people::signup::add_membership(&mut tx, org, user_id, role).await?;
+            tx.commit().await?;
+            println!("created user {email} ({user_id}), {role} of organization {org}");
+        }
+        UsersCommand::ResetPassword { email } => {
+            let email = store::normalize_email(&email).ok_or_else(|| format!("`{email}` is not an email address"))?;
+            let user = store::find_by_email(&mut tx, &email).await?.ok_or_else(|| format!("no user {email}"))?;
+            store::set_password(&mut tx, user.id, &hash, true).await?;
+            store::revoke_other_sessions(&mut tx, user.id, None).await?;
+            Invalidation::User(user.id).announce(&mut tx).await?;
+            tx.commit().await?;
+            println!("reset the password of {email}; their sessions ended");
+        }
+    }
+    println!("  one-time password: {one_time}");
+    println!("It is shown this once; the first sign-in must change it (PUT /auth/password).");
     Ok(())
 }

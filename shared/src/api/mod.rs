@@ -8,6 +8,7 @@ pub mod executions;
 pub mod flows;
 pub mod page;
 pub mod patch;
+pub mod people;
 pub mod resources;
 pub mod rules;
 pub mod runners;

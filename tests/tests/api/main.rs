@@ -28,6 +28,7 @@ mod limits_parsers;
 mod limits_server;
 mod openapi;
 mod organization;
+mod people_sessions;
 mod resources;
 mod runner_e2e;
 mod stream;

@@ -1,18 +1,25 @@
-//! Authentication and tenancy. The `Caller<S>` extractor checks, in the contract's order: credentials (401),
-//! `X-Organization-Id` (400), that the key belongs to that organization (403 `organization_mismatch`) and that it
-//! carries the scope `S` (403 `insufficient_scope`). Handlers declare their scope in their signature.
+//! Authentication and tenancy. The `Caller<S>` extractor checks, in the contract's order: credentials (401: an
+//! API key, or a person's bearer token), `X-Organization-Id` (400), that the key belongs to that organization or
+//! the person is a member of it (403 `organization_mismatch`) and that the key or the person's role carries the
+//! scope `S` (403 `insufficient_scope`). Handlers declare their scope in their signature. `Person` is a signed-in
+//! person whatever the organization (the Auth routes).
 
+pub mod bearer;
+pub mod external;
 pub mod key_cache;
+pub mod keys;
+pub mod people_cache;
+pub mod signing;
+pub mod users;
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
+use bearer::BearerIdentity;
 use chrono::{DateTime, Utc};
-use hookflow_shared::token::{self, TokenKind};
 use hookflow_shared::wire::header;
-use hookflow_shared::{ErrorCode, Scope, ScopeSet};
-use key_cache::{Cached, KeyIdentity};
+use hookflow_shared::{ErrorCode, Role, Scope, ScopeSet};
 use std::marker::PhantomData;
 use uuid::Uuid;
 
@@ -20,6 +27,9 @@ use uuid::Uuid;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Actor {
     Key(Uuid),
+    User(Uuid),
+    /// Someone not signed in (a failed sign-in), by client address.
+    Address(std::net::IpAddr),
     Operator,
 }
 
@@ -27,6 +37,8 @@ impl std::fmt::Display for Actor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Actor::Key(id) => write!(f, "key:{id}"),
+            Actor::User(id) => write!(f, "user:{id}"),
+            Actor::Address(ip) => write!(f, "address:{ip}"),
             Actor::Operator => f.write_str("operator"),
         }
     }
@@ -92,12 +104,12 @@ impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        if let Some(token) = bearer_token(parts) {
+            let person = bearer::authenticate(state, token).await?;
+            return Self::person(parts, state, person).await;
+        }
         let key = parts.headers.get(header::API_KEY).and_then(|v| v.to_str().ok()).map(str::trim);
-        let Some(key) = key else {
-            // Browser sessions (Authorization: Bearer) are not accepted yet: the same 401 as any bad credential.
-            return Err(ApiError::unauthorized());
-        };
-        let identity = authenticate_key(state, key).await?;
+        let identity = keys::authenticate_key(state, key.ok_or_else(ApiError::unauthorized)?).await?;
         state.allowances.key_request(identity.key_id)?;
         let org_id = organization_header(parts)?;
         if org_id != identity.org_id {
@@ -106,18 +118,89 @@ impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
                 "the API key does not belong to the organization in X-Organization-Id",
             ));
         }
+        Self::holding(org_id, identity.scopes, Actor::Key(identity.key_id), identity.expires_at)
+    }
+}
+
+impl<S: scope::Required> Caller<S> {
+    /// A caller that holds `scopes`, if they grant `S`.
+    fn holding(org_id: Uuid, scopes: ScopeSet, actor: Actor, expires_at: Option<DateTime<Utc>>) -> ApiResult<Self> {
         if let Some(required) = S::SCOPE
-            && !identity.scopes.grants(required)
+            && !scopes.grants(required)
         {
             return Err(ApiError::insufficient_scope(required));
         }
-        Ok(Caller {
-            org_id,
-            scopes: identity.scopes,
-            actor: Actor::Key(identity.key_id),
-            expires_at: identity.expires_at,
-            _scope: PhantomData,
-        })
+        Ok(Caller { org_id, scopes, actor, expires_at, _scope: PhantomData })
+    }
+
+    /// A person acting in the organization of `X-Organization-Id`, with the scopes of their role there.
+    async fn person(parts: &Parts, state: &AppState, person: BearerIdentity) -> ApiResult<Self> {
+        state.allowances.key_request(person.user_id)?;
+        if person.password_change_required {
+            return Err(password_change_required());
+        }
+        let org_id = organization_header(parts)?;
+        let role = role_in(state, person.user_id, org_id).await?.ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::OrganizationMismatch,
+                "you are not a member of the organization in X-Organization-Id",
+            )
+        })?;
+        Self::holding(org_id, role.scopes(), Actor::User(person.user_id), None)
+    }
+}
+
+/// The 403 of a session opened with a one-time password, for anything but changing it.
+pub fn password_change_required() -> ApiError {
+    ApiError::new(
+        ErrorCode::PasswordChangeRequired,
+        "change your one-time password first (PUT /auth/password); nothing else works until then",
+    )
+}
+
+/// The `Authorization: Bearer` token, if the request carries one.
+pub fn bearer_token(parts: &Parts) -> Option<&str> {
+    let value = parts.headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// A person's role in an organization (memberships are cached, and dropped when they change).
+pub async fn role_in(state: &AppState, user_id: Uuid, org_id: Uuid) -> ApiResult<Option<Role>> {
+    let memberships = match state.people.memberships(user_id) {
+        Some(known) => known,
+        None => {
+            let mut conn = state.pool.acquire().await?;
+            let found = users::memberships(&mut conn, user_id).await?;
+            state.people.store_memberships(user_id, found.clone());
+            found
+        }
+    };
+    Ok(memberships.into_iter().find(|(org, _)| *org == org_id).map(|(_, role)| role))
+}
+
+/// A signed-in person, whatever the organization: the Auth routes and `POST /organizations`. A session opened
+/// with a one-time password passes; handlers that need it changed call [`Person::require_password_changed`].
+#[derive(Debug)]
+pub struct Person {
+    pub app: AppState,
+    pub identity: BearerIdentity,
+}
+
+impl FromRequestParts<AppState> for Person {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let token = bearer_token(parts).ok_or_else(ApiError::unauthorized)?;
+        let identity = bearer::authenticate(state, token).await?;
+        state.allowances.key_request(identity.user_id)?;
+        Ok(Self { app: state.clone(), identity })
+    }
+}
+
+impl Person {
+    pub fn require_password_changed(&self) -> ApiResult<()> {
+        if self.identity.password_change_required { Err(password_change_required()) } else { Ok(()) }
     }
 }
 
@@ -142,8 +225,8 @@ impl<S> Caller<S> {
     /// The credential allowances are counted against (streams held open, requests per second).
     pub fn credential_id(&self) -> Uuid {
         match self.actor {
-            Actor::Key(id) => id,
-            Actor::Operator => Uuid::nil(),
+            Actor::Key(id) | Actor::User(id) => id,
+            Actor::Address(_) | Actor::Operator => Uuid::nil(),
         }
     }
 
@@ -163,59 +246,4 @@ pub fn organization_header(parts: &Parts) -> ApiResult<Uuid> {
         .ok_or_else(|| {
             ApiError::new(ErrorCode::OrganizationRequired, "send X-Organization-Id with your organization's id")
         })
-}
-
-/// Resolves an API key: the checksum is verified first (a typo never reaches the database), then the cache or
-/// the database; unknown, deleted and expired keys all answer the same 401.
-async fn authenticate_key(state: &AppState, key: &str) -> ApiResult<KeyIdentity> {
-    TokenKind::ApiKey.check(key).map_err(|_| ApiError::unauthorized())?;
-    let hash = token::hash(key);
-    let identity = match state.keys.get(&hash) {
-        Cached::Hit { identity, record_use } => {
-            if record_use {
-                record_last_use(state, identity.key_id);
-            }
-            identity
-        }
-        Cached::Miss => {
-            let identity = lookup_key(state, &hash).await?.ok_or_else(ApiError::unauthorized)?;
-            record_last_use(state, identity.key_id);
-            state.keys.insert(hash, identity.clone());
-            identity
-        }
-    };
-    if identity.is_expired() {
-        return Err(ApiError::unauthorized());
-    }
-    Ok(identity)
-}
-
-async fn lookup_key(state: &AppState, hash: &[u8]) -> ApiResult<Option<KeyIdentity>> {
-    type KeyRow = (Uuid, Uuid, Vec<String>, Option<DateTime<Utc>>);
-    let row: Option<KeyRow> =
-        sqlx::query_as("SELECT id, organization_id, scopes, expires_at FROM api_keys WHERE key_hash = $1")
-            .bind(hash)
-            .fetch_optional(&state.pool)
-            .await?;
-    // Scopes were validated when the key was made; a name dropped from the catalog since simply grants nothing.
-    Ok(row.map(|(key_id, org_id, scopes, expires_at)| KeyIdentity {
-        key_id,
-        org_id,
-        scopes: scopes.iter().filter_map(|s| s.parse().ok()).collect(),
-        expires_at,
-    }))
-}
-
-/// Writes a key's last use, off the request's path (at most once a minute per key and replica).
-fn record_last_use(state: &AppState, key_id: Uuid) {
-    let pool = state.pool.clone();
-    tokio::spawn(async move {
-        let _ = sqlx::query(
-            "UPDATE api_keys SET last_used_at = now()
-             WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
-        )
-        .bind(key_id)
-        .execute(&pool)
-        .await;
-    });
 }

@@ -1,0 +1,107 @@
+//! What authenticating a person needs on every request, kept in memory: the state of each browser session and
+//! each user's memberships. Entries live at most [`TTL`] and are dropped at once when a change is announced
+//! (`Invalidation::Session`, `User`, `Organization`), so sign-out, revocation and member removal take effect on
+//! every replica's next request.
+
+use hookflow_shared::Role;
+use std::collections::HashMap;
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// The safety net under the invalidations.
+pub const TTL: Duration = Duration::from_secs(60);
+/// Entries held per map before it is emptied (a flood of sessions cannot grow memory without bound).
+const MAX_ENTRIES: usize = 100_000;
+
+/// A browser session as authentication needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionState {
+    pub user_id: Uuid,
+    pub live: bool,
+    pub password_change_required: bool,
+}
+
+/// A user's organizations and roles.
+pub type Memberships = Vec<(Uuid, Role)>;
+
+#[derive(Debug, Default)]
+pub struct PeopleCache {
+    sessions: RwLock<HashMap<Uuid, (SessionState, Instant)>>,
+    memberships: RwLock<HashMap<Uuid, (Memberships, Instant)>>,
+}
+
+fn fresh<T: Clone>(map: &RwLock<HashMap<Uuid, (T, Instant)>>, id: Uuid) -> Option<T> {
+    let map = map.read().unwrap_or_else(|e| e.into_inner());
+    map.get(&id).filter(|(_, at)| at.elapsed() < TTL).map(|(value, _)| value.clone())
+}
+
+fn store<T>(map: &RwLock<HashMap<Uuid, (T, Instant)>>, id: Uuid, value: T) {
+    let mut map = map.write().unwrap_or_else(|e| e.into_inner());
+    if map.len() >= MAX_ENTRIES {
+        map.clear();
+    }
+    map.insert(id, (value, Instant::now()));
+}
+
+impl PeopleCache {
+    pub fn session(&self, id: Uuid) -> Option<SessionState> {
+        fresh(&self.sessions, id)
+    }
+
+    pub fn store_session(&self, id: Uuid, state: SessionState) {
+        store(&self.sessions, id, state);
+    }
+
+    pub fn memberships(&self, user_id: Uuid) -> Option<Memberships> {
+        fresh(&self.memberships, user_id)
+    }
+
+    pub fn store_memberships(&self, user_id: Uuid, memberships: Memberships) {
+        store(&self.memberships, user_id, memberships);
+    }
+
+    pub fn forget_session(&self, id: Uuid) {
+        self.sessions.write().unwrap_or_else(|e| e.into_inner()).remove(&id);
+    }
+
+    /// A user's sessions (password changed, sessions revoked) and memberships.
+    pub fn forget_user(&self, user_id: Uuid) {
+        self.sessions.write().unwrap_or_else(|e| e.into_inner()).retain(|_, (s, _)| s.user_id != user_id);
+        self.memberships.write().unwrap_or_else(|e| e.into_inner()).remove(&user_id);
+    }
+
+    /// Everything: invalidations may have been missed.
+    pub fn clear(&self) {
+        self.sessions.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.memberships.write().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    /// Every membership in an organization (members added, removed or changed).
+    pub fn forget_organization(&self, org_id: Uuid) {
+        self.memberships
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, (orgs, _)| !orgs.iter().any(|(org, _)| *org == org_id));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forgetting_drops_what_it_names_only() {
+        let cache = PeopleCache::default();
+        let (user, other, org, session) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let state = SessionState { user_id: user, live: true, password_change_required: false };
+        cache.store_session(session, state);
+        cache.store_memberships(user, vec![(org, Role::Admin)]);
+        cache.store_memberships(other, vec![(Uuid::now_v7(), Role::Viewer)]);
+        assert_eq!(cache.session(session), Some(state));
+        cache.forget_organization(org);
+        assert!(cache.memberships(user).is_none() && cache.memberships(other).is_some());
+        cache.forget_user(user);
+        assert!(cache.session(session).is_none());
+    }
+}

@@ -1,0 +1,16 @@
+//! People: the built-in identity provider's sessions and passwords, sign-up, organizations made by people, and
+//! the organization's members and invitations. Authenticating their tokens is `http::auth`'s.
+
+pub mod members;
+pub mod passwords;
+pub mod sessions;
+pub mod signup;
+pub mod store;
+pub mod tokens;
+
+use crate::state::AppState;
+use utoipa_axum::router::OpenApiRouter;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().merge(sessions::routes()).merge(signup::routes()).merge(members::routes())
+}

@@ -1,0 +1,109 @@
+//! Passwords: argon2id hashes in PHC format, computed off the async workers with bounded concurrency (hashing is
+//! memory- and CPU-hard by design: two at a time on a small machine, the rest wait their turn). An unknown email is
+//! checked against a dummy hash, so a sign-in costs the same whether or not the person exists.
+//!
+//! Parameters: argon2id, 19 MiB of memory, 2 passes, 1 lane, a 16-byte random salt, a 32-byte output (the
+//! crate's defaults, which follow the OWASP recommendation). Stored hashes carry their parameters, so raising them
+//! later keeps old hashes verifiable.
+
+use argon2::password_hash::{PasswordHash, PasswordHasher as _, PasswordVerifier as _, SaltString};
+use argon2::{Algorithm, Argon2, Params, Version};
+use rand::Rng as _;
+use std::sync::{Arc, LazyLock};
+use tokio::sync::Semaphore;
+
+/// Shortest password accepted (characters).
+pub const MIN_LENGTH: usize = 12;
+/// Longest password accepted (characters): hashing cost does not depend on it, but bodies are bounded anyway.
+pub const MAX_LENGTH: usize = 1024;
+
+/// Hashes computed at once: the machine's cores, at least one.
+static SLOTS: LazyLock<Arc<Semaphore>> = LazyLock::new(|| {
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+    Arc::new(Semaphore::new(cores.max(1)))
+});
+
+/// What an unknown email is verified against: a real hash of a random password.
+static DUMMY: LazyLock<String> = LazyLock::new(|| {
+    let mut random = [0u8; 32];
+    rand::rng().fill_bytes(&mut random);
+    hash_now(&hex::encode(random)).unwrap_or_default()
+});
+
+fn hasher() -> Argon2<'static> {
+    Argon2::new(Algorithm::Argon2id, Version::V0x13, Params::DEFAULT)
+}
+
+fn hash_now(password: &str) -> Result<String, argon2::password_hash::Error> {
+    let mut salt = [0u8; 16];
+    rand::rng().fill_bytes(&mut salt);
+    let salt = SaltString::encode_b64(&salt)?;
+    Ok(hasher().hash_password(password.as_bytes(), &salt)?.to_string())
+}
+
+fn verify_now(stored: &str, password: &str) -> bool {
+    PasswordHash::new(stored).is_ok_and(|parsed| hasher().verify_password(password.as_bytes(), &parsed).is_ok())
+}
+
+/// Why a new password is refused.
+pub fn check_new(password: &str) -> Result<(), String> {
+    let length = password.chars().count();
+    if length < MIN_LENGTH {
+        return Err(format!("a password needs at least {MIN_LENGTH} characters"));
+    }
+    if length > MAX_LENGTH {
+        return Err(format!("a password has at most {MAX_LENGTH} characters"));
+    }
+    Ok(())
+}
+
+/// Hashes a password for storing.
+pub async fn hash(password: String) -> Result<String, PasswordError> {
+    let _slot = SLOTS.clone().acquire_owned().await.map_err(|_| PasswordError)?;
+    tokio::task::spawn_blocking(move || hash_now(&password).map_err(|_| PasswordError))
+        .await
+        .map_err(|_| PasswordError)?
+}
+
+/// Whether `password` matches `stored`; with no stored hash (unknown email, or a user of external providers
+/// only) the dummy is checked, so the answer takes as long and is false.
+pub async fn verify(stored: Option<String>, password: String) -> bool {
+    let Ok(_slot) = SLOTS.clone().acquire_owned().await else { return false };
+    tokio::task::spawn_blocking(move || match stored {
+        Some(stored) => verify_now(&stored, &password),
+        None => {
+            verify_now(&DUMMY, &password);
+            false
+        }
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// A one-time password: 20 random letters and digits (about 119 bits), to be changed at the first sign-in.
+pub fn one_time() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
+    let mut random = [0u8; 20];
+    rand::rng().fill_bytes(&mut random);
+    random.iter().map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char).collect()
+}
+
+/// Hashing failed (it does not, short of memory exhaustion).
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the password could not be hashed")]
+pub struct PasswordError;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn hashes_verify_and_the_dummy_never_matches() {
+        let stored = hash("correct horse battery".into()).await.expect("hash");
+        assert!(stored.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"), "{stored}");
+        assert!(verify(Some(stored.clone()), "correct horse battery".into()).await);
+        assert!(!verify(Some(stored), "wrong horse battery".into()).await);
+        assert!(!verify(None, "anything at all".into()).await);
+        assert!(check_new("short").is_err() && check_new("twelve chars").is_ok());
+    }
+}

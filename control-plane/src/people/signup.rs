@@ -1,0 +1,102 @@
+//! New organizations made by people: `POST /organizations` (the signed-in caller becomes its owner) and
+//! `POST /auth/signup` (a new user with a new organization; off unless the operator enabled it).
+
+use crate::admin::organization;
+use crate::http::auth::{Actor, Person};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::ApiJson;
+use crate::http::validate::display_name;
+use crate::people::store::{self, normalize_email};
+use crate::people::{passwords, tokens};
+use crate::signals::Invalidation;
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hookflow_shared::Role;
+use hookflow_shared::api::people::{CreateOrganization, OrganizationRole, SignedUp, Signup};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// Makes `user_id` a member of `org_id` with `role`.
+pub async fn add_membership(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    user_id: Uuid,
+    role: Role,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, $3)")
+        .bind(org_id)
+        .bind(user_id)
+        .bind(role.as_str())
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
+/// Create an organization; the caller becomes its owner (people only, not API keys).
+#[utoipa::path(post, path = "/organizations", tag = "Administration", request_body = CreateOrganization,
+    security(("bearer" = [])), responses((status = 201, body = OrganizationRole)))]
+async fn create_organization(
+    person: Person,
+    ApiJson(body): ApiJson<CreateOrganization>,
+) -> ApiResult<(StatusCode, Json<OrganizationRole>)> {
+    person.require_password_changed()?;
+    let name = display_name("name", &body.name)?;
+    let user_id = person.identity.user_id;
+    let mut tx = person.app.pool.begin().await?;
+    let org = organization::create(&mut tx, &name, Actor::User(user_id)).await?;
+    add_membership(&mut tx, org.id, user_id, Role::Owner).await?;
+    Invalidation::User(user_id).announce(&mut tx).await?;
+    tx.commit().await?;
+    person.app.invalidate(Invalidation::User(user_id));
+    Ok((StatusCode::CREATED, Json(OrganizationRole { id: org.id, name: org.name, role: Role::Owner })))
+}
+
+/// Sign up: a new user and a new organization they own, signed in (only when the operator enabled it).
+#[utoipa::path(post, path = "/auth/signup", tag = "Auth", request_body = Signup, security(()),
+    responses((status = 201, body = SignedUp), (status = 404, description = "Signing up is not enabled"),
+        (status = 409)))]
+async fn signup(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<Signup>,
+) -> ApiResult<Response> {
+    if !app.settings.signup {
+        return Err(ApiError::not_found("signing up (not enabled on this server)"));
+    }
+    let email = normalize_email(&body.email).ok_or_else(|| ApiError::invalid("invalid field `email`"))?;
+    passwords::check_new(&body.password).map_err(|e| ApiError::invalid(format!("invalid field `password`: {e}")))?;
+    let name = display_name("organization_name", &body.organization_name)?;
+    let hash = passwords::hash(body.password).await.map_err(ApiError::internal_because)?;
+    let mut tx = app.pool.begin().await?;
+    if store::find_by_email(&mut tx, &email).await?.is_some() {
+        return Err(ApiError::conflict("a user with this email exists; sign in instead"));
+    }
+    let user_id = store::create_user(&mut tx, &email, &hash, false).await?;
+    let org = organization::create(&mut tx, &name, Actor::User(user_id)).await?;
+    add_membership(&mut tx, org.id, user_id, Role::Owner).await?;
+    let session_ends = chrono::Utc::now() + app.settings.session_ttl;
+    let (session_id, refresh) = store::open_session(&mut tx, user_id, session_ends).await?;
+    tx.commit().await?;
+    let (access_token, expires_at) = tokens::access_token(&app, user_id, session_id).await?;
+    let cookie = tokens::wants_cookie(&headers);
+    let body = SignedUp {
+        user: hookflow_shared::api::people::User { id: user_id, email },
+        organization: OrganizationRole { id: org.id, name: org.name, role: Role::Owner },
+        access_token,
+        refresh_token: (!cookie).then(|| refresh.clone()),
+        expires_at: expires_at.into(),
+    };
+    let mut response = (StatusCode::CREATED, Json(body)).into_response();
+    if cookie {
+        response.headers_mut().insert(header::SET_COOKIE, tokens::refresh_cookie(&app, &refresh, session_ends));
+    }
+    Ok(response)
+}
+
+pub fn routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
+    use utoipa_axum::routes;
+    utoipa_axum::router::OpenApiRouter::new().routes(routes!(create_organization)).routes(routes!(signup))
+}

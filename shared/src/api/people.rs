@@ -1,0 +1,169 @@
+//! People (API.md section 2, Auth and Administration): sign-in, sessions, passwords, organizations and members.
+
+use crate::role::Role;
+use crate::time::Timestamp;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// `POST /auth/sessions`.
+#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignIn {
+    #[schema(max_length = 254)]
+    pub email: String,
+    #[schema(max_length = 1024)]
+    pub password: String,
+}
+
+impl std::fmt::Debug for SignIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignIn").field("email", &self.email).finish_non_exhaustive()
+    }
+}
+
+/// `POST /auth/sessions/refresh`: the refresh token in the body, or (the app) in the `hookflow_refresh` cookie.
+#[derive(Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Refresh {
+    pub refresh_token: Option<String>,
+}
+
+impl std::fmt::Debug for Refresh {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Refresh { .. }")
+    }
+}
+
+/// A person as the API shows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct User {
+    pub id: Uuid,
+    pub email: String,
+}
+
+/// `POST /auth/sessions` and `/auth/sessions/refresh` answers.
+#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SessionTokens {
+    /// A JWT for `Authorization: Bearer`, valid until `expires_at`.
+    pub access_token: String,
+    /// Single use: refreshing answers a new one. Null when it was set in the `hookflow_refresh` cookie instead.
+    pub refresh_token: Option<String>,
+    pub expires_at: Timestamp,
+    pub user: User,
+    /// Signed in with a one-time password: only `PUT /auth/password`, `GET` and `DELETE /auth/session` work
+    /// until it is changed.
+    pub password_change_required: bool,
+}
+
+impl std::fmt::Debug for SessionTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionTokens").field("user", &self.user).field("expires_at", &self.expires_at).finish()
+    }
+}
+
+/// An organization the person belongs to, with their role there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct OrganizationRole {
+    pub id: Uuid,
+    pub name: String,
+    pub role: Role,
+}
+
+/// `GET /auth/session`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SessionInfo {
+    pub user: User,
+    pub organizations: Vec<OrganizationRole>,
+    /// When the access token presented ends.
+    pub expires_at: Timestamp,
+    pub password_change_required: bool,
+}
+
+/// `PUT /auth/password`.
+#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangePassword {
+    #[schema(max_length = 1024)]
+    pub current_password: String,
+    /// 12 to 1024 characters.
+    #[schema(min_length = 12, max_length = 1024)]
+    pub new_password: String,
+}
+
+impl std::fmt::Debug for ChangePassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChangePassword { .. }")
+    }
+}
+
+/// `POST /auth/signup` (when the operator enabled it).
+#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Signup {
+    #[schema(max_length = 254)]
+    pub email: String,
+    #[schema(min_length = 12, max_length = 1024)]
+    pub password: String,
+    #[schema(schema_with = crate::api::rules::name)]
+    pub organization_name: String,
+}
+
+impl std::fmt::Debug for Signup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Signup").field("email", &self.email).finish_non_exhaustive()
+    }
+}
+
+/// `POST /auth/signup` answer.
+#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SignedUp {
+    pub user: User,
+    pub organization: OrganizationRole,
+    pub access_token: String,
+    pub refresh_token: Option<String>,
+    pub expires_at: Timestamp,
+}
+
+impl std::fmt::Debug for SignedUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignedUp").field("user", &self.user).field("organization", &self.organization).finish()
+    }
+}
+
+/// `POST /organizations`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateOrganization {
+    #[schema(schema_with = crate::api::rules::name)]
+    pub name: String,
+}
+
+/// One entry of `GET /organization/members`: a member, or an invitation waiting for its person.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Member {
+    /// Null for an invitation.
+    pub user_id: Option<Uuid>,
+    /// The invitation's id (for `DELETE /organization/invitations/{id}`); null for a member.
+    pub invitation_id: Option<Uuid>,
+    pub email: String,
+    pub role: Role,
+    /// `active`, or `invited` (bound at the person's first sign-in with this email).
+    pub status: String,
+    pub created_at: Timestamp,
+}
+
+/// `POST /organization/members`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddMember {
+    #[schema(max_length = 254)]
+    pub email: String,
+    pub role: Role,
+}
+
+/// `PATCH /organization/members/{user_id}`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateMember {
+    pub role: Role,
+}

@@ -1,0 +1,71 @@
+//! People in the tests: users made straight in the database (with a known password), sign-in over the API, and
+//! requests sent with a person's bearer token.
+
+use crate::app::{Reply, TestApp, read};
+use hookflow_control_plane::people::{passwords, signup, store};
+use hookflow_shared::Role;
+use hookflow_shared::wire::header;
+use reqwest::Method;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// A person with a password, and (once signed in) their tokens.
+#[derive(Debug, Clone)]
+pub struct Person {
+    pub user_id: Uuid,
+    pub email: String,
+    pub password: String,
+}
+
+/// A signed-in person's access token, sent with an organization (or none).
+#[derive(Debug, Clone)]
+pub struct Bearer {
+    pub token: String,
+    pub org: Option<Uuid>,
+}
+
+impl TestApp {
+    /// A new user with a password (no change required), `role` in `org`.
+    pub async fn person(&self, org: Uuid, role: Role) -> Person {
+        let person = self.user(false).await;
+        let mut conn = self.pool.acquire().await.expect("connection");
+        signup::add_membership(&mut conn, org, person.user_id, role).await.expect("membership");
+        person
+    }
+
+    /// A new user in no organization; `one_time` marks the password as one to change.
+    pub async fn user(&self, one_time: bool) -> Person {
+        let email = format!("p-{}@example.com", Uuid::new_v4().simple());
+        let password = format!("pw-{}", Uuid::new_v4().simple());
+        let hash = passwords::hash(password.clone()).await.expect("hash");
+        let mut conn = self.pool.acquire().await.expect("connection");
+        let user_id = store::create_user(&mut conn, &email, &hash, one_time).await.expect("user");
+        Person { user_id, email, password }
+    }
+
+    /// `POST /auth/sessions`.
+    pub async fn sign_in(&self, email: &str, password: &str) -> Reply {
+        self.call(Method::POST, "/auth/sessions", None, Some(json!({"email": email, "password": password}))).await
+    }
+
+    /// Signs `person` in and answers their access token (with `org`) and refresh token.
+    pub async fn bearer(&self, person: &Person, org: Option<Uuid>) -> (Bearer, String) {
+        let reply = self.sign_in(&person.email, &person.password).await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        let token = reply.body["access_token"].as_str().expect("access token").to_owned();
+        let refresh = reply.body["refresh_token"].as_str().expect("refresh token").to_owned();
+        (Bearer { token, org }, refresh)
+    }
+
+    /// Sends a request with a bearer token (and its organization, if any).
+    pub async fn call_bearer(&self, method: Method, path: &str, bearer: &Bearer, body: Option<Value>) -> Reply {
+        let mut request = self.client.request(method, self.url(path)).bearer_auth(&bearer.token);
+        if let Some(org) = bearer.org {
+            request = request.header(header::ORGANIZATION, org.to_string());
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        read(request.send().await.expect("send request")).await
+    }
+}

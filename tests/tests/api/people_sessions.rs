@@ -1,0 +1,280 @@
+//! People signing in to the built-in identity provider over the real server: sessions, refresh (single use, reuse
+//! revokes), sign-out on every replica, one-time passwords, sign-up off by default, throttling that cannot lock a
+//! person out, signing-key rotation, and no token or password in any answer or audit entry.
+
+use hookflow_control_plane::http::auth::signing;
+use hookflow_control_plane::signals::Invalidation;
+use hookflow_shared::Role;
+use hookflow_tests::TestApp;
+use hookflow_tests::people::Bearer;
+use reqwest::Method;
+use serde_json::json;
+
+/// One scenario: a session from sign-in to sign-out, with refresh and reuse detection on the way.
+#[tokio::test]
+async fn sign_in_refresh_reuse_and_sign_out_on_every_replica() {
+    let app = TestApp::spawn().await;
+    let replica = app.replica().await;
+    let person = app.person(app.admin.org, Role::Member).await;
+    let reply = app.sign_in(&person.email.to_uppercase(), &person.password).await;
+    assert_eq!(reply.status, 201, "emails match whatever their case: {}", reply.text);
+    assert_eq!(reply.body["user"]["email"], person.email.as_str());
+    assert_eq!(reply.body["password_change_required"], false);
+    let token = reply.body["access_token"].as_str().expect("token").to_owned();
+    let refresh = reply.body["refresh_token"].as_str().expect("refresh").to_owned();
+    assert!(refresh.starts_with("hfr_"));
+    let bearer = Bearer { token: token.clone(), org: Some(app.admin.org) };
+
+    let session = app.call_bearer(Method::GET, "/auth/session", &Bearer { org: None, ..bearer.clone() }, None).await;
+    assert_eq!(session.status, 200, "{}", session.text);
+    assert_eq!(session.body["organizations"][0]["role"], "member");
+    assert_eq!(session.body["organizations"][0]["id"], app.admin.org.to_string());
+    assert_eq!(app.call_bearer(Method::GET, "/webhooks", &bearer, None).await.status, 200);
+    let no_org = app.call_bearer(Method::GET, "/webhooks", &Bearer { org: None, ..bearer.clone() }, None).await;
+    assert_eq!((no_org.status.as_u16(), no_org.code()), (400, "organization_required"));
+    let other = app.new_org("Other").await;
+    let elsewhere =
+        app.call_bearer(Method::GET, "/webhooks", &Bearer { org: Some(other.org), ..bearer.clone() }, None).await;
+    assert_eq!((elsewhere.status.as_u16(), elsewhere.code()), (403, "organization_mismatch"));
+
+    // Refresh: new tokens, and the refresh token presented dies.
+    let refreshed =
+        app.call(Method::POST, "/auth/sessions/refresh", None, Some(json!({"refresh_token": refresh}))).await;
+    assert_eq!(refreshed.status, 201, "{}", refreshed.text);
+    let next_refresh = refreshed.body["refresh_token"].as_str().expect("refresh").to_owned();
+    assert_ne!(next_refresh, refresh);
+    let next =
+        Bearer { token: refreshed.body["access_token"].as_str().expect("token").into(), org: Some(app.admin.org) };
+    assert_eq!(replica.call_bearer(Method::GET, "/webhooks", &next, None).await.status, 200);
+    // Presenting the used token again: someone copied it. The whole session ends, on every replica.
+    let reused = app.call(Method::POST, "/auth/sessions/refresh", None, Some(json!({"refresh_token": refresh}))).await;
+    assert_eq!((reused.status.as_u16(), reused.code()), (401, "unauthorized"));
+    for server in [&app, &replica] {
+        assert_eq!(server.call_bearer(Method::GET, "/webhooks", &next, None).await.status, 401);
+    }
+    let after =
+        app.call(Method::POST, "/auth/sessions/refresh", None, Some(json!({"refresh_token": next_refresh}))).await;
+    assert_eq!(after.status, 401, "the rotated token died with its session");
+
+    // Sign-out ends the session at once, on the other replica too (it had it cached).
+    let (fresh, fresh_refresh) = app.bearer(&person, Some(app.admin.org)).await;
+    assert_eq!(replica.call_bearer(Method::GET, "/webhooks", &fresh, None).await.status, 200);
+    assert_eq!(app.call_bearer(Method::DELETE, "/auth/session", &fresh, None).await.status, 204);
+    let mut seen = 0;
+    for _ in 0..50 {
+        seen = replica.call_bearer(Method::GET, "/webhooks", &fresh, None).await.status.as_u16();
+        if seen == 401 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(seen, 401, "the replica heard of the sign-out");
+    let dead =
+        app.call(Method::POST, "/auth/sessions/refresh", None, Some(json!({"refresh_token": fresh_refresh}))).await;
+    assert_eq!(dead.status, 401);
+}
+
+#[tokio::test]
+async fn every_bad_credential_is_the_same_401_and_nothing_secret_is_echoed() {
+    let app = TestApp::spawn().await;
+    let person = app.person(app.admin.org, Role::Admin).await;
+    let wrong = app.sign_in(&person.email, "not the password at all").await;
+    let unknown = app.sign_in("nobody@example.com", &person.password).await;
+    for reply in [&wrong, &unknown] {
+        assert_eq!((reply.status.as_u16(), reply.code()), (401, "unauthorized"));
+        assert_eq!(reply.body["error"]["message"], wrong.body["error"]["message"], "one body for every cause");
+    }
+    for token in ["garbage", "a.b.c", "eyJhbGciOiJub25lIn0.eyJpc3MiOiJ4In0."] {
+        let reply = app
+            .call_bearer(Method::GET, "/webhooks", &Bearer { token: token.into(), org: Some(app.admin.org) }, None)
+            .await;
+        assert_eq!((reply.status.as_u16(), reply.code()), (401, "unauthorized"), "{token}");
+    }
+    let (bearer, refresh) = app.bearer(&person, Some(app.admin.org)).await;
+    // Neither the password nor a token shows in any answer or audit entry.
+    let answers = [
+        app.call_bearer(Method::GET, "/auth/session", &bearer, None).await.text,
+        app.call_bearer(Method::GET, "/organization/members", &bearer, None).await.text,
+        app.call_bearer(Method::GET, "/audit-log", &bearer, None).await.text,
+    ];
+    let stored: Vec<String> = sqlx::query_scalar("SELECT details::text || actor || target FROM audit_log")
+        .fetch_all(&app.pool)
+        .await
+        .expect("audit rows");
+    for text in answers.iter().chain(&stored) {
+        for secret in [&person.password, &refresh, &bearer.token] {
+            assert!(!text.contains(secret.as_str()), "a secret leaked: {text}");
+        }
+    }
+    let hash: String = sqlx::query_scalar("SELECT password_hash FROM users WHERE id = $1")
+        .bind(person.user_id)
+        .fetch_one(&app.pool)
+        .await
+        .expect("hash");
+    assert!(hash.starts_with("$argon2id$") && !hash.contains(&person.password));
+    // Sign-ins of known users are audited, failures included; unknown emails are not.
+    let actions: Vec<String> = sqlx::query_scalar("SELECT action FROM audit_log WHERE target = $1 ORDER BY id")
+        .bind(person.user_id.to_string())
+        .fetch_all(&app.pool)
+        .await
+        .expect("actions");
+    assert_eq!(actions, ["user.sign_in_failed", "user.signed_in"]);
+    let strangers: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_log WHERE details::text LIKE '%nobody@%'")
+        .fetch_one(&app.pool)
+        .await
+        .expect("count");
+    assert_eq!(strangers, 0);
+}
+
+/// One scenario: a one-time password allows nothing but changing it.
+#[tokio::test]
+async fn a_one_time_password_must_be_changed_first() {
+    let app = TestApp::spawn().await;
+    let person = app.user(true).await;
+    let mut conn = app.pool.acquire().await.expect("connection");
+    hookflow_control_plane::people::signup::add_membership(&mut conn, app.admin.org, person.user_id, Role::Owner)
+        .await
+        .expect("membership");
+    let reply = app.sign_in(&person.email, &person.password).await;
+    assert_eq!((reply.status.as_u16(), &reply.body["password_change_required"]), (201, &json!(true)));
+    let bearer = Bearer { token: reply.body["access_token"].as_str().expect("token").into(), org: Some(app.admin.org) };
+    let refused = app.call_bearer(Method::GET, "/webhooks", &bearer, None).await;
+    assert_eq!((refused.status.as_u16(), refused.code()), (403, "password_change_required"));
+    let refused = app.call_bearer(Method::POST, "/organizations", &bearer, Some(json!({"name": "Mine"}))).await;
+    assert_eq!(refused.code(), "password_change_required");
+    assert_eq!(
+        app.call_bearer(Method::GET, "/auth/session", &bearer, None).await.body["password_change_required"],
+        true
+    );
+
+    let change = |current: &str, new: &str| json!({"current_password": current, "new_password": new});
+    let wrong = app
+        .call_bearer(Method::PUT, "/auth/password", &bearer, Some(change("wrong password!", "a new long password")))
+        .await;
+    assert_eq!(wrong.status, 400, "{}", wrong.text);
+    let short = app.call_bearer(Method::PUT, "/auth/password", &bearer, Some(change(&person.password, "short"))).await;
+    assert_eq!(short.status, 400);
+    let done = app
+        .call_bearer(Method::PUT, "/auth/password", &bearer, Some(change(&person.password, "a new long password")))
+        .await;
+    assert_eq!(done.status, 204, "{}", done.text);
+    assert_eq!(app.call_bearer(Method::GET, "/webhooks", &bearer, None).await.status, 200, "the same session goes on");
+    assert_eq!(app.sign_in(&person.email, &person.password).await.status, 401, "the one-time password is spent");
+    let again = app.sign_in(&person.email, "a new long password").await;
+    assert_eq!((again.status.as_u16(), &again.body["password_change_required"]), (201, &json!(false)));
+}
+
+#[tokio::test]
+async fn signup_is_off_unless_enabled() {
+    let app = TestApp::spawn().await;
+    let body = json!({"email": "new@example.com", "password": "a long enough password", "organization_name": "New"});
+    let reply = app.call(Method::POST, "/auth/signup", None, Some(body.clone())).await;
+    assert_eq!(reply.status, 404, "{}", reply.text);
+
+    let open = TestApp::spawn_with(|s| s.signup = true).await;
+    let reply = open.call(Method::POST, "/auth/signup", None, Some(body.clone())).await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    assert_eq!(reply.body["organization"]["role"], "owner");
+    let org: uuid::Uuid = reply.body["organization"]["id"].as_str().expect("org").parse().expect("uuid");
+    let bearer = Bearer { token: reply.body["access_token"].as_str().expect("token").into(), org: Some(org) };
+    assert_eq!(open.call_bearer(Method::GET, "/organization", &bearer, None).await.body["name"], "New");
+    assert_eq!(open.call(Method::POST, "/auth/signup", None, Some(body)).await.status, 409);
+    let weak = json!({"email": "weak@example.com", "password": "short", "organization_name": "W"});
+    assert_eq!(open.call(Method::POST, "/auth/signup", None, Some(weak)).await.status, 400);
+}
+
+/// One scenario: an attacker guessing from elsewhere is throttled; the person, from their own address, is not.
+#[tokio::test]
+async fn failed_sign_ins_are_throttled_without_locking_the_person_out() {
+    let app = TestApp::spawn().await;
+    let person = app.person(app.admin.org, Role::Viewer).await;
+    let attacker =
+        reqwest::Client::builder().local_address("127.0.0.3".parse::<std::net::IpAddr>().ok()).build().expect("client");
+    let guess = |password: &str| {
+        let request =
+            attacker.post(app.url("/auth/sessions")).json(&json!({"email": person.email, "password": password}));
+        async move { request.send().await.expect("send").status().as_u16() }
+    };
+    for _ in 0..5 {
+        assert_eq!(guess("guess guess guess").await, 401);
+    }
+    assert_eq!(guess("guess guess guess").await, 429, "the sixth guess from that address waits");
+    let right =
+        attacker.post(app.url("/auth/sessions")).json(&json!({"email": person.email, "password": person.password}));
+    let right = right.send().await.expect("send");
+    assert_eq!(right.status(), 429);
+    assert!(right.headers().contains_key("retry-after"));
+    // From the person's own address, the right password still works.
+    assert_eq!(app.sign_in(&person.email, &person.password).await.status, 201);
+    // Spraying many emails from one address is throttled per address.
+    let sprayer =
+        reqwest::Client::builder().local_address("127.0.0.4".parse::<std::net::IpAddr>().ok()).build().expect("client");
+    let mut statuses = Vec::new();
+    for i in 0..55 {
+        let body = json!({"email": format!("victim{i}@example.com"), "password": "guess guess guess"});
+        statuses
+            .push(sprayer.post(app.url("/auth/sessions")).json(&body).send().await.expect("send").status().as_u16());
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == 401).count(), 50);
+    assert_eq!(statuses.last(), Some(&429));
+}
+
+fn kid(token: &str) -> String {
+    jsonwebtoken::decode_header(token).expect("header").kid.expect("kid")
+}
+
+/// One scenario: two rotations; tokens of the previous key keep working, older ones stop.
+#[tokio::test]
+async fn signing_keys_rotate_and_the_jwks_publishes_the_newest_two() {
+    let app = TestApp::spawn().await;
+    let person = app.person(app.admin.org, Role::Member).await;
+    let (first, _) = app.bearer(&person, Some(app.admin.org)).await;
+    let jwks = app.call(Method::GET, "/.well-known/jwks.json", None, None).await;
+    assert_eq!(jwks.status, 200);
+    assert_eq!(jwks.body["keys"][0]["kid"], kid(&first.token));
+    assert_eq!(
+        (jwks.body["keys"][0]["alg"].as_str(), jwks.body["keys"][0]["crv"].as_str()),
+        (Some("EdDSA"), Some("Ed25519"))
+    );
+    assert!(jwks.body["keys"][0].get("d").is_none(), "no private part is published");
+
+    // What `hookflow-server keys rotate-signing` does: a new key, announced to every replica.
+    let rotate = || async {
+        let mut conn = app.pool.acquire().await.expect("connection");
+        Invalidation::SigningKeys.announce(&mut conn).await.expect("announce");
+    };
+    let server_master = app.master_key();
+    let second_kid = signing::create(&app.pool, &server_master).await.expect("rotate");
+    rotate().await;
+    let mut second = None;
+    for _ in 0..50 {
+        let (bearer, _) = app.bearer(&person, Some(app.admin.org)).await;
+        if kid(&bearer.token) == second_kid {
+            second = Some(bearer);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let second = second.expect("new sessions are signed with the new key");
+    let kids: Vec<String> = app.call(Method::GET, "/.well-known/jwks.json", None, None).await.body["keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .map(|k| k["kid"].as_str().expect("kid").to_owned())
+        .collect();
+    assert_eq!(kids, [second_kid.clone(), kid(&first.token)]);
+    assert_eq!(app.call_bearer(Method::GET, "/webhooks", &first, None).await.status, 200, "the previous key verifies");
+
+    signing::create(&app.pool, &server_master).await.expect("rotate again");
+    rotate().await;
+    let mut seen = 0;
+    for _ in 0..50 {
+        seen = app.call_bearer(Method::GET, "/webhooks", &first, None).await.status.as_u16();
+        if seen == 401 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(seen, 401, "two rotations later the first key no longer verifies");
+    assert_eq!(app.call_bearer(Method::GET, "/webhooks", &second, None).await.status, 200);
+}
