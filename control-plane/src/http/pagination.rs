@@ -79,35 +79,6 @@ pub fn finish<T, K: Serialize>(
     Ok(Page { items: rows, next_cursor })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use uuid::Uuid;
-
-    #[test]
-    fn limits_default_clamp_and_refuse() {
-        let p = ListParams::default().page::<Uuid>().expect("default");
-        assert_eq!((p.limit, p.fetch_limit()), (50, 51));
-        let p = ListParams { limit: Some(1000), cursor: None }.page::<Uuid>().expect("clamped");
-        assert_eq!(p.limit, 100);
-        assert!(ListParams { limit: Some(0), cursor: None }.page::<Uuid>().is_err());
-        assert!(ListParams { limit: None, cursor: Some("garbage!".into()) }.page::<Uuid>().is_err());
-    }
-
-    #[test]
-    fn cursor_round_trip_and_finish() {
-        let ids: Vec<u32> = (0..5).collect();
-        let request = PageRequest::<u32> { limit: 3, after: None };
-        let page = finish(ids.clone(), &request, |n| *n).expect("page");
-        assert_eq!(page.items, vec![0, 1, 2]);
-        let cursor = page.next_cursor.expect("more follow");
-        let next = ListParams { limit: Some(3), cursor: Some(cursor) }.page::<u32>().expect("cursor");
-        assert_eq!(next.after, Some(2));
-        let last = finish(vec![3, 4], &next, |n| *n).expect("page");
-        assert_eq!(last.next_cursor, None);
-    }
-}
-
 /// One page of an organization's rows. `sql` selects the rows of organization `$1` that come after the cursor's
 /// key `$2` (all of them when it is null), in the list's order, at most `$3`; a list within a parent resource
 /// names the parent `$4`. `into` turns a row into an item and `key_of` gives an item's sort key for the cursor.
@@ -136,4 +107,33 @@ where
     }
     let rows = query.fetch_all(conn).await?;
     finish(rows.into_iter().map(into).collect(), &page, key_of)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    #[test]
+    fn limits_default_clamp_and_refuse() {
+        let p = ListParams::default().page::<Uuid>().expect("default");
+        assert_eq!((p.limit, p.fetch_limit()), (50, 51));
+        let p = ListParams { limit: Some(1000), cursor: None }.page::<Uuid>().expect("clamped");
+        assert_eq!(p.limit, 100);
+        assert!(ListParams { limit: Some(0), cursor: None }.page::<Uuid>().is_err());
+        assert!(ListParams { limit: None, cursor: Some("garbage!".into()) }.page::<Uuid>().is_err());
+    }
+
+    #[test]
+    fn cursor_round_trip_and_finish() {
+        let ids: Vec<u32> = (0..5).collect();
+        let request = PageRequest::<u32> { limit: 3, after: None };
+        let page = finish(ids.clone(), &request, |n| *n).expect("page");
+        assert_eq!(page.items, vec![0, 1, 2]);
+        let cursor = page.next_cursor.expect("more follow");
+        let next = ListParams { limit: Some(3), cursor: Some(cursor) }.page::<u32>().expect("cursor");
+        assert_eq!(next.after, Some(2));
+        let last = finish(vec![3, 4], &next, |n| *n).expect("page");
+        assert_eq!(last.next_cursor, None);
+    }
 }

@@ -58,14 +58,11 @@ async fn create_organization(
 #[utoipa::path(post, path = "/auth/signup", tag = "Auth", request_body = Signup, security(()),
     responses((status = 201, body = SignedUp), (status = 404, description = "Signing up is not enabled"),
         (status = 409)))]
-async fn signup(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-    ApiJson(body): ApiJson<Signup>,
-) -> ApiResult<Response> {
+async fn signup(State(app): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult<Response> {
     if !app.settings.signup {
         return Err(ApiError::not_found("signing up (not enabled on this server)"));
     }
+    let body: Signup = crate::http::extract::parse_json(&body)?;
     let email = normalize_email(&body.email).ok_or_else(|| ApiError::invalid("invalid field `email`"))?;
     passwords::check_new(&body.password).map_err(|e| ApiError::invalid(format!("invalid field `password`: {e}")))?;
     let name = display_name("organization_name", &body.organization_name)?;

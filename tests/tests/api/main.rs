@@ -28,6 +28,8 @@ mod limits_parsers;
 mod limits_server;
 mod openapi;
 mod organization;
+mod people_external;
+mod people_members;
 mod people_sessions;
 mod resources;
 mod runner_e2e;

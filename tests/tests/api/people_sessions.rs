@@ -278,3 +278,53 @@ async fn signing_keys_rotate_and_the_jwks_publishes_the_newest_two() {
     assert_eq!(seen, 401, "two rotations later the first key no longer verifies");
     assert_eq!(app.call_bearer(Method::GET, "/webhooks", &second, None).await.status, 200);
 }
+
+/// One scenario: the app's cookie mode: the refresh token never reaches script, and the cookie alone is refused.
+#[tokio::test]
+async fn the_apps_refresh_cookie_is_httponly_strict_and_needs_the_csrf_header() {
+    let app = TestApp::spawn().await;
+    let person = app.person(app.admin.org, Role::Member).await;
+    let signed = app
+        .client
+        .post(app.url("/auth/sessions"))
+        .header("x-hookflow-csrf", "1")
+        .json(&json!({"email": person.email, "password": person.password}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(signed.status(), 201);
+    let cookie = signed.headers()["set-cookie"].to_str().expect("cookie").to_owned();
+    for part in ["hookflow_refresh=hfr_", "HttpOnly", "SameSite=Strict", "Path=/auth", "Max-Age="] {
+        assert!(cookie.contains(part), "{part} in {cookie}");
+    }
+    assert!(!cookie.contains("Secure"), "plain http here; Secure when the public URL is https");
+    let body: serde_json::Value = signed.json().await.expect("json");
+    assert!(body["refresh_token"].is_null(), "the token is in the cookie only: {body}");
+    let pair = cookie.split(';').next().expect("pair").to_owned();
+
+    let refresh = |csrf: bool| {
+        let mut request = app.client.post(app.url("/auth/sessions/refresh")).header("cookie", pair.clone());
+        if csrf {
+            request = request.header("x-hookflow-csrf", "1");
+        }
+        async move { request.send().await.expect("send") }
+    };
+    let forged = refresh(false).await;
+    assert_eq!(forged.status(), 403, "a cross-site form cannot send the header");
+    let body: serde_json::Value = forged.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "csrf_required");
+    let refreshed = refresh(true).await;
+    assert_eq!(refreshed.status(), 201);
+    assert!(refreshed.headers()["set-cookie"].to_str().expect("cookie").starts_with("hookflow_refresh=hfr_"));
+    let signed_out = app
+        .client
+        .delete(app.url("/auth/session"))
+        .bearer_auth(
+            refreshed.json::<serde_json::Value>().await.expect("json")["access_token"].as_str().expect("token"),
+        )
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(signed_out.status(), 204);
+    assert!(signed_out.headers()["set-cookie"].to_str().expect("cookie").contains("Max-Age=0"));
+}

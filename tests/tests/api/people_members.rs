@@ -1,0 +1,309 @@
+//! Organizations, members and roles over the real server: organizations people create, invitations bound when the
+//! person appears, role changes and the last-owner rule, removal taking the member's keys with it, keys that never
+//! outrank their maker's role, cross-organization 404s, and the role x operation matrix of API.md section 1.
+
+use hookflow_shared::{Role, Scope};
+use hookflow_tests::TestApp;
+use hookflow_tests::people::Bearer;
+use reqwest::Method;
+use serde_json::json;
+use uuid::Uuid;
+
+/// One scenario: an owner builds a team, changes roles, and removes a member with the keys they made.
+#[tokio::test]
+async fn members_invitations_roles_and_the_last_owner() {
+    let app = TestApp::spawn().await;
+    let founder = app.user(false).await;
+    let (signed_in, _) = app.bearer(&founder, None).await;
+    let created = app.call_bearer(Method::POST, "/organizations", &signed_in, Some(json!({"name": "Team"}))).await;
+    assert_eq!((created.status.as_u16(), &created.body["role"]), (201, &json!("owner")), "{}", created.text);
+    let org: Uuid = created.body["id"].as_str().expect("id").parse().expect("uuid");
+    let owner = Bearer { org: Some(org), ..signed_in };
+
+    // An existing person is added at once; an unknown email waits as an invitation.
+    let colleague = app.user(false).await;
+    let add = |email: &str, role: &str| json!({"email": email, "role": role});
+    let added =
+        app.call_bearer(Method::POST, "/organization/members", &owner, Some(add(&colleague.email, "admin"))).await;
+    assert_eq!((added.status.as_u16(), &added.body["status"]), (201, &json!("active")), "{}", added.text);
+    let again =
+        app.call_bearer(Method::POST, "/organization/members", &owner, Some(add(&colleague.email, "viewer"))).await;
+    assert_eq!(again.status, 409);
+    let invited =
+        app.call_bearer(Method::POST, "/organization/members", &owner, Some(add("Later@Example.com", "member"))).await;
+    assert_eq!((invited.status.as_u16(), &invited.body["status"]), (201, &json!("invited")));
+    assert_eq!(invited.body["email"], "later@example.com");
+    let members = app.call_bearer(Method::GET, "/organization/members", &owner, None).await;
+    let emails: Vec<&str> =
+        members.body["items"].as_array().expect("items").iter().filter_map(|m| m["email"].as_str()).collect();
+    assert_eq!(emails.len(), 3, "{emails:?}");
+    // The invited person appears (here, made by the operator): the invitation becomes a membership.
+    let hash = hookflow_control_plane::people::passwords::hash("later's password".into()).await.expect("hash");
+    let mut conn = app.pool.acquire().await.expect("connection");
+    let later = hookflow_control_plane::people::store::create_user(&mut conn, "later@example.com", &hash, false)
+        .await
+        .expect("user");
+    let (later_bearer, _) = app
+        .bearer(
+            &hookflow_tests::people::Person {
+                user_id: later,
+                email: "later@example.com".into(),
+                password: "later's password".into(),
+            },
+            Some(org),
+        )
+        .await;
+    assert_eq!(app.call_bearer(Method::GET, "/flows", &later_bearer, None).await.status, 200);
+
+    // Only an owner grants the owner role; an admin cannot, nor take it away.
+    let (admin, _) = app.bearer(&colleague, Some(org)).await;
+    let denied = app
+        .call_bearer(Method::PATCH, &format!("/organization/members/{later}"), &admin, Some(json!({"role": "owner"})))
+        .await;
+    assert_eq!((denied.status.as_u16(), denied.code()), (403, "insufficient_scope"));
+    let denied =
+        app.call_bearer(Method::DELETE, &format!("/organization/members/{}", founder.user_id), &admin, None).await;
+    assert_eq!(denied.status, 403);
+    // The last owner can neither be demoted nor leave.
+    let path = format!("/organization/members/{}", founder.user_id);
+    let demote = app.call_bearer(Method::PATCH, &path, &owner, Some(json!({"role": "admin"}))).await;
+    assert_eq!(demote.status, 409, "{}", demote.text);
+    assert_eq!(app.call_bearer(Method::DELETE, &path, &owner, None).await.status, 409);
+    let promoted = app
+        .call_bearer(
+            Method::PATCH,
+            &format!("/organization/members/{}", colleague.user_id),
+            &owner,
+            Some(json!({"role": "owner"})),
+        )
+        .await;
+    assert_eq!((promoted.status.as_u16(), &promoted.body["role"]), (200, &json!("owner")));
+    assert_eq!(
+        app.call_bearer(Method::PATCH, &path, &owner, Some(json!({"role": "admin"}))).await.status,
+        200,
+        "two owners now"
+    );
+
+    // A member's keys work while they are a member, within their role, and stop with the membership.
+    let key =
+        app.call_bearer(Method::POST, "/api-keys", &admin, Some(json!({"name": "mine", "preset": "read-only"}))).await;
+    assert_eq!(key.status, 201, "{}", key.text);
+    let creds = hookflow_tests::Creds { key: key.body["key"].as_str().expect("key").into(), org };
+    assert_eq!(app.call(Method::GET, "/flows", Some(&creds), None).await.status, 200);
+    // The colleague, an owner now, makes the founder an owner again; the founder then removes the colleague.
+    let founder_path = format!("/organization/members/{}", founder.user_id);
+    assert_eq!(app.call_bearer(Method::PATCH, &founder_path, &admin, Some(json!({"role": "owner"}))).await.status, 200);
+    let founder_bearer = Bearer { org: Some(org), ..app.bearer(&founder, None).await.0 };
+    let removed = app
+        .call_bearer(Method::DELETE, &format!("/organization/members/{}", colleague.user_id), &founder_bearer, None)
+        .await;
+    assert_eq!(removed.status, 204, "{}", removed.text);
+    assert_eq!(app.call(Method::GET, "/flows", Some(&creds), None).await.status, 401, "the key left with its maker");
+    let gone = app.call_bearer(Method::GET, "/flows", &admin, None).await;
+    assert_eq!((gone.status.as_u16(), gone.code()), (403, "organization_mismatch"));
+    let audit = app.call_bearer(Method::GET, "/audit-log", &founder_bearer, None).await;
+    let actions: Vec<&str> =
+        audit.body["items"].as_array().expect("items").iter().filter_map(|e| e["action"].as_str()).collect();
+    for action in ["member.added", "member.invited", "member.role_changed", "member.removed", "organization.created"] {
+        assert!(actions.contains(&action), "{action} in {actions:?}");
+    }
+
+    // Another organization's members are not this one's: 404.
+    let stranger = app.person(app.admin.org, Role::Member).await;
+    let path = format!("/organization/members/{}", stranger.user_id);
+    assert_eq!(
+        app.call_bearer(Method::PATCH, &path, &founder_bearer, Some(json!({"role": "viewer"}))).await.status,
+        404
+    );
+    assert_eq!(app.call_bearer(Method::DELETE, &path, &founder_bearer, None).await.status, 404);
+    // A bound invitation is gone (it became a membership); a pending one can be withdrawn.
+    let bound = invited.body["invitation_id"].as_str().expect("invitation id");
+    let path = format!("/organization/invitations/{bound}");
+    assert_eq!(app.call_bearer(Method::DELETE, &path, &founder_bearer, None).await.status, 404);
+    let pending = app
+        .call_bearer(Method::POST, "/organization/members", &founder_bearer, Some(add("soon@example.com", "viewer")))
+        .await;
+    let path = format!("/organization/invitations/{}", pending.body["invitation_id"].as_str().expect("id"));
+    assert_eq!(app.call_bearer(Method::DELETE, &path, &founder_bearer, None).await.status, 204);
+}
+
+#[tokio::test]
+async fn keys_never_outrank_their_makers_role() {
+    let app = TestApp::spawn().await;
+    let person = app.person(app.admin.org, Role::Admin).await;
+    let (bearer, _) = app.bearer(&person, Some(app.admin.org)).await;
+    let all: Vec<&str> = Scope::ALL.iter().map(|s| s.as_str()).collect();
+    let key =
+        app.call_bearer(Method::POST, "/api-keys", &bearer, Some(json!({"name": "everything", "scopes": all}))).await;
+    assert_eq!(key.status, 201, "{}", key.text);
+    let creds = hookflow_tests::Creds { key: key.body["key"].as_str().expect("key").into(), org: app.admin.org };
+    let write = json!({"name": "hook"});
+    assert_eq!(app.call(Method::POST, "/webhooks", Some(&creds), Some(write.clone())).await.status, 201);
+    // Demoted to viewer: the key now grants the viewer's scopes only.
+    app.patch::<serde_json::Value>(
+        &format!("/organization/members/{}", person.user_id),
+        &json!({"role": "viewer"}),
+        200,
+    )
+    .await;
+    let refused = app.call(Method::POST, "/webhooks", Some(&creds), Some(write)).await;
+    assert_eq!((refused.status.as_u16(), refused.code()), (403, "insufficient_scope"));
+    assert_eq!(app.call(Method::GET, "/webhooks", Some(&creds), None).await.status, 200);
+    // A member cannot make keys at all (no keys:write), and a key made by the member's key cannot outlive them.
+    let member = app.person(app.admin.org, Role::Member).await;
+    let (member_bearer, _) = app.bearer(&member, Some(app.admin.org)).await;
+    let refused =
+        app.call_bearer(Method::POST, "/api-keys", &member_bearer, Some(json!({"name": "x", "preset": "ci"}))).await;
+    assert_eq!(refused.code(), "insufficient_scope");
+}
+
+/// The scope every operation of the API needs (API.md section 2), written from the contract's tables.
+const OPERATIONS: &[(&str, &str, Option<Scope>)] = &[
+    ("GET", "/permissions", None),
+    ("POST", "/api-keys", Some(Scope::KeysWrite)),
+    ("GET", "/api-keys", Some(Scope::KeysRead)),
+    ("GET", "/api-keys/{id}", Some(Scope::KeysRead)),
+    ("DELETE", "/api-keys/{id}", Some(Scope::KeysWrite)),
+    ("GET", "/organization", Some(Scope::OrganizationRead)),
+    ("PATCH", "/organization", Some(Scope::OrganizationWrite)),
+    ("GET", "/organization/members", Some(Scope::OrganizationRead)),
+    ("POST", "/organization/members", Some(Scope::OrganizationWrite)),
+    ("PATCH", "/organization/members/{user_id}", Some(Scope::OrganizationWrite)),
+    ("DELETE", "/organization/members/{user_id}", Some(Scope::OrganizationWrite)),
+    ("DELETE", "/organization/invitations/{id}", Some(Scope::OrganizationWrite)),
+    ("GET", "/audit-log", Some(Scope::OrganizationRead)),
+    ("POST", "/webhooks", Some(Scope::WebhooksWrite)),
+    ("GET", "/webhooks", Some(Scope::WebhooksRead)),
+    ("GET", "/webhooks/{id}", Some(Scope::WebhooksRead)),
+    ("PATCH", "/webhooks/{id}", Some(Scope::WebhooksWrite)),
+    ("DELETE", "/webhooks/{id}", Some(Scope::WebhooksWrite)),
+    ("GET", "/webhooks/{id}/requests", Some(Scope::WebhooksRead)),
+    ("POST", "/webhooks/{id}/requests/search", Some(Scope::WebhooksRead)),
+    ("GET", "/webhooks/{id}/requests/{request_id}", Some(Scope::WebhooksRead)),
+    ("GET", "/webhooks/{id}/requests/{request_id}/body", Some(Scope::WebhooksRead)),
+    ("DELETE", "/webhooks/{id}/requests/{request_id}", Some(Scope::WebhooksWrite)),
+    ("DELETE", "/webhooks/{id}/requests", Some(Scope::WebhooksWrite)),
+    ("POST", "/webhooks/{id}/requests/{request_id}/replay", Some(Scope::WebhooksWrite)),
+    ("GET", "/webhooks/{id}/requests/export", Some(Scope::WebhooksRead)),
+    ("GET", "/webhooks/{id}/analytics/volume", Some(Scope::WebhooksRead)),
+    ("GET", "/webhooks/{id}/analytics/methods", Some(Scope::WebhooksRead)),
+    ("GET", "/analytics/overview", Some(Scope::WebhooksRead)),
+    ("GET", "/extractors", None),
+    ("POST", "/extractors/evaluate", None),
+    ("GET", "/assertions/operators", None),
+    ("POST", "/assertions/evaluate", None),
+    ("GET", "/special-nodes", None),
+    ("GET", "/secrets", Some(Scope::ResourcesRead)),
+    ("PUT", "/secrets/{name}", Some(Scope::ResourcesWrite)),
+    ("DELETE", "/secrets/{name}", Some(Scope::ResourcesWrite)),
+    ("GET", "/variables", Some(Scope::ResourcesRead)),
+    ("PUT", "/variables/{name}", Some(Scope::ResourcesWrite)),
+    ("DELETE", "/variables/{name}", Some(Scope::ResourcesWrite)),
+    ("GET", "/flows", Some(Scope::FlowsRead)),
+    ("POST", "/flows", Some(Scope::FlowsWrite)),
+    ("POST", "/flows/search", Some(Scope::FlowsRead)),
+    ("GET", "/flows/tags", Some(Scope::FlowsRead)),
+    ("GET", "/flows/{id}", Some(Scope::FlowsRead)),
+    ("PUT", "/flows/{id}", Some(Scope::FlowsWrite)),
+    ("PATCH", "/flows/{id}", Some(Scope::FlowsWrite)),
+    ("DELETE", "/flows/{id}", Some(Scope::FlowsWrite)),
+    ("POST", "/flows/{id}/validate", Some(Scope::FlowsRead)),
+    ("POST", "/flows/{id}/publish", Some(Scope::FlowsWrite)),
+    ("GET", "/flows/{id}/versions", Some(Scope::FlowsRead)),
+    ("GET", "/flows/{id}/versions/{version_id}", Some(Scope::FlowsRead)),
+    ("POST", "/flows/{id}/versions/{version_id}/restore", Some(Scope::FlowsWrite)),
+    ("GET", "/flows/{id}/environments", Some(Scope::FlowsRead)),
+    ("PUT", "/flows/{id}/environments/{key}", Some(Scope::FlowsWrite)),
+    ("DELETE", "/flows/{id}/environments/{key}", Some(Scope::FlowsWrite)),
+    ("GET", "/flows/{id}/export", Some(Scope::FlowsRead)),
+    ("POST", "/flows/import", Some(Scope::FlowsWrite)),
+    ("POST", "/flows/{id}/launch", Some(Scope::FlowsExecute)),
+    ("POST", "/flows/launch", Some(Scope::FlowsExecute)),
+    ("GET", "/flows/{id}/executions", Some(Scope::FlowsRead)),
+    ("GET", "/flows/{flow_id}/executions/{execution_id}", Some(Scope::FlowsRead)),
+    ("GET", "/flows/{flow_id}/executions/{execution_id}/nodes", Some(Scope::FlowsRead)),
+    ("POST", "/flows/{flow_id}/executions/{execution_id}/cancel", Some(Scope::FlowsExecute)),
+    ("GET", "/flows/{id}/analytics/executions", Some(Scope::FlowsRead)),
+    ("GET", "/runners", Some(Scope::RunnersRead)),
+    ("GET", "/runners/{id}", Some(Scope::RunnersRead)),
+    ("DELETE", "/runners/{id}", Some(Scope::RunnersWrite)),
+    ("POST", "/runners", Some(Scope::RunnerComplete)),
+    ("POST", "/runners/{id}/heartbeat", Some(Scope::RunnerComplete)),
+    ("GET", "/collections", Some(Scope::CollectionsRead)),
+    ("POST", "/collections", Some(Scope::CollectionsWrite)),
+    ("GET", "/collections/{id}", Some(Scope::CollectionsRead)),
+    ("PATCH", "/collections/{id}", Some(Scope::CollectionsWrite)),
+    ("DELETE", "/collections/{id}", Some(Scope::CollectionsWrite)),
+    ("GET", "/collections/{id}/requests", Some(Scope::CollectionsRead)),
+    ("POST", "/collections/{id}/requests", Some(Scope::CollectionsWrite)),
+    ("GET", "/collections/{id}/requests/{request_id}", Some(Scope::CollectionsRead)),
+    ("PUT", "/collections/{id}/requests/{request_id}", Some(Scope::CollectionsWrite)),
+    ("DELETE", "/collections/{id}/requests/{request_id}", Some(Scope::CollectionsWrite)),
+    ("POST", "/collections/import/openapi", Some(Scope::CollectionsWrite)),
+    ("GET", "/collections/{id}/openapi-sync", Some(Scope::CollectionsRead)),
+    ("PUT", "/collections/{id}/openapi-sync", Some(Scope::CollectionsWrite)),
+    ("POST", "/collections/{id}/openapi-sync/preview", Some(Scope::CollectionsRead)),
+    ("POST", "/collections/{id}/openapi-sync", Some(Scope::CollectionsWrite)),
+];
+
+/// Operations not in the matrix, with why: they are not an organization's scoped operations.
+const OUTSIDE: &[&str] = &[
+    "/auth/",
+    "/.well-known/",
+    "POST /organizations",
+    "/webhook/{id}",
+    "/runner/jobs/",
+    "/webhooks/{id}/stream",
+    "/executions/{execution_id}/stream",
+];
+
+/// One scenario: every operation of the served document, called with each role: allowed or 403.
+#[tokio::test]
+async fn every_operation_answers_each_role_as_section_1_says() {
+    let app = TestApp::spawn().await;
+    let document = app.call(Method::GET, "/openapi.json", None, None).await.body;
+    let mut documented = Vec::new();
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        for method in item.as_object().expect("item").keys() {
+            let op = format!("{} {path}", method.to_uppercase());
+            if !OUTSIDE.iter().any(|o| op.contains(o)) {
+                documented.push(op);
+            }
+        }
+    }
+    let listed: Vec<String> = OPERATIONS.iter().map(|(m, p, _)| format!("{m} {p}")).collect();
+    documented.sort();
+    let mut expected = listed.clone();
+    expected.sort();
+    assert_eq!(documented, expected, "the matrix covers exactly the document's scoped operations");
+
+    for role in Role::ALL {
+        let person = app.person(app.admin.org, role).await;
+        let (bearer, _) = app.bearer(&person, Some(app.admin.org)).await;
+        for (method, path, scope) in OPERATIONS {
+            let path = path
+                .replace("{id}", &Uuid::now_v7().to_string())
+                .replace("{user_id}", &Uuid::now_v7().to_string())
+                .replace("{request_id}", &Uuid::now_v7().to_string())
+                .replace("{version_id}", &Uuid::now_v7().to_string())
+                .replace("{flow_id}", &Uuid::now_v7().to_string())
+                .replace("{execution_id}", &Uuid::now_v7().to_string())
+                .replace("{name}", "NAME")
+                .replace("{key}", "dev");
+            let reply = app
+                .call_bearer(Method::from_bytes(method.as_bytes()).expect("method"), &path, &bearer, Some(json!({})))
+                .await;
+            let allowed = scope.is_none_or(|s| role.scopes().grants(s));
+            if allowed {
+                assert_ne!(reply.code(), "insufficient_scope", "{role} may {method} {path}: {}", reply.text);
+                assert!(reply.status != 401 && reply.status != 403, "{role} {method} {path}: {}", reply.text);
+            } else {
+                assert_eq!(
+                    (reply.status.as_u16(), reply.code()),
+                    (403, "insufficient_scope"),
+                    "{role} {method} {path}"
+                );
+            }
+        }
+    }
+}
