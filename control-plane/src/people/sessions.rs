@@ -90,7 +90,7 @@ async fn sign_in(
 
 /// Trade a refresh token (body, or the app's cookie) for new tokens; the one presented dies.
 #[utoipa::path(post, path = "/auth/sessions/refresh", tag = "Auth", request_body = Refresh, security(()),
-    responses((status = 201, body = SessionTokens), (status = 401), (status = 403)))]
+    responses((status = 201, body = SessionTokens), (status = 400), (status = 401), (status = 403)))]
 async fn refresh(State(app): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult<Response> {
     let body: Refresh = if body.is_empty() { Refresh::default() } else { crate::http::extract::parse_json(&body)? };
     let presented = tokens::presented_refresh(&headers, body.refresh_token)?;
