@@ -562,3 +562,62 @@ async fn the_server_alone_runs_flows_through_its_embedded_runner() {
     quiet.signal("-TERM");
     assert!(quiet.wait_exit(60).success());
 }
+
+async fn sign_in(base: &str, email: &str, password: &str) -> (u16, serde_json::Value) {
+    let reply = reqwest::Client::new()
+        .post(format!("{base}/auth/sessions"))
+        .json(&serde_json::json!({"email": email, "password": password}))
+        .send()
+        .await
+        .expect("sign in");
+    let status = reply.status().as_u16();
+    (status, reply.json().await.unwrap_or_default())
+}
+
+/// One scenario: the first start's owner, `users create|reset-password` and `keys rotate-signing` against a
+/// running server.
+#[tokio::test]
+async fn people_operator_commands_and_the_first_owner() {
+    let dir = DataDir::new("people");
+    let mut server = Server::start(&dir.0, &["--embedded-runner", "off"]);
+    let base = server.base_url();
+    let announced = server.stdout();
+    let org = field(&announced, "organization id:");
+    let (owner, owner_password) = (field(&announced, "email:"), field(&announced, "one-time password:"));
+    assert_eq!(owner, "owner@hookflow.local");
+    let (status, session) = sign_in(&base, &owner, &owner_password).await;
+    assert_eq!((status, &session["password_change_required"]), (201, &serde_json::json!(true)), "{session}");
+
+    let (ok, out, err) =
+        operator(&dir.0, &["users", "create", "--email", "Ada@Example.com", "--org", &org, "--role", "admin"]);
+    assert!(ok, "{err}");
+    let first = field(&out, "one-time password:");
+    assert_eq!(sign_in(&base, "ada@example.com", &first).await.0, 201);
+    let (ok, _, err) = operator(&dir.0, &["users", "create", "--email", "ada@example.com", "--org", &org]);
+    assert!(!ok && err.contains("exists"), "{err}");
+    let (ok, out, err) = operator(&dir.0, &["users", "reset-password", "--email", "ada@example.com"]);
+    assert!(ok, "{err}");
+    let second = field(&out, "one-time password:");
+    assert_eq!(sign_in(&base, "ada@example.com", &first).await.0, 401, "the old password is gone");
+    assert_eq!(sign_in(&base, "ada@example.com", &second).await.0, 201);
+
+    let jwks = || async {
+        let keys: serde_json::Value =
+            reqwest::get(format!("{base}/.well-known/jwks.json")).await.expect("jwks").json().await.expect("json");
+        keys["keys"].as_array().map_or(0, Vec::len)
+    };
+    assert_eq!(jwks().await, 1);
+    let (ok, out, err) = operator(&dir.0, &["keys", "rotate-signing"]);
+    assert!(ok && out.contains("created signing key"), "{err}");
+    let mut published = 0;
+    for _ in 0..50 {
+        published = jwks().await;
+        if published == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(published, 2, "the running server heard of the rotation");
+    server.signal("-TERM");
+    assert!(server.wait_exit(60).success());
+}

@@ -55,13 +55,7 @@ pub async fn keys(pool: &PgPool, master: &MasterKey, command: KeysCommand) -> Re
         return Err("name at least one scope with --scopes, or use --preset".into());
     }
     let mut tx = pool.begin().await?;
-    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM organizations WHERE id = $1)")
-        .bind(org)
-        .fetch_one(&mut *tx)
-        .await?;
-    if !exists {
-        return Err(format!("no organization {org}; `hookflow-server orgs list` shows them").into());
-    }
+    ensure_organization(&mut tx, org).await?;
     let expires_at = expires_in.0.map(|d| chrono::Utc::now() + d);
     let created =
         keys::create(&mut tx, keys::NewKey { org_id: org, name, scopes, expires_at, actor: Actor::Operator }).await?;
@@ -95,13 +89,7 @@ pub async fn users(pool: &PgPool, command: UsersCommand) -> Result<(), BoxError>
                     format!("a user with {email} exists; `users reset-password` gives them a new password").into()
                 );
             }
-            let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM organizations WHERE id = $1)")
-                .bind(org)
-                .fetch_one(&mut *tx)
-                .await?;
-            if !exists {
-                return Err(format!("no organization {org}; `hookflow-server orgs list` shows them").into());
-            }
+            ensure_organization(&mut tx, org).await?;
             let user_id = store::create_user(&mut tx, &email, &hash, true).await?;
             crate::people::signup::add_membership(&mut tx, org, user_id, role).await?;
             tx.commit().await?;
@@ -119,5 +107,17 @@ pub async fn users(pool: &PgPool, command: UsersCommand) -> Result<(), BoxError>
     }
     println!("  one-time password: {one_time}");
     println!("It is shown this once; the first sign-in must change it (PUT /auth/password).");
+    Ok(())
+}
+
+/// An operator command's organization must exist.
+async fn ensure_organization(conn: &mut sqlx::PgConnection, org: uuid::Uuid) -> Result<(), BoxError> {
+    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM organizations WHERE id = $1)")
+        .bind(org)
+        .fetch_one(conn)
+        .await?;
+    if !exists {
+        return Err(format!("no organization {org}; `hookflow-server orgs list` shows them").into());
+    }
     Ok(())
 }
