@@ -308,3 +308,8 @@ mod tests {
         assert!(guard.check_url(&Url::parse("https://example.com/").expect("url")).is_ok());
     }
 }
+
+/// Headers as (name, value) pairs in order, repeats kept, values read lossily as UTF-8.
+pub fn header_pairs(headers: &reqwest::header::HeaderMap) -> Vec<(String, String)> {
+    headers.iter().map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect()
+}

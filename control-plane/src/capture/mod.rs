@@ -93,7 +93,7 @@ async fn capture_inner(
     let headers = recorded
         .and_then(|(queue, number)| queue.take(number, parts.method.as_str(), target))
         .map(|head| head.headers)
-        .unwrap_or_else(|| header_pairs(&parts.headers));
+        .unwrap_or_else(|| hookflow_runner::outbound::header_pairs(&parts.headers));
     let request = Captured { parts: &parts, path, headers: &headers, body, peer, received_at };
     match app.captures.store(request.record(&endpoint)?).await {
         Outcome::Stored(request_id) => Ok(receipt(&endpoint, request_id, received_at)),
@@ -180,10 +180,6 @@ fn receipt(endpoint: &Endpoint, request_id: Uuid, received_at: chrono::DateTime<
 }
 
 /// The headers as hyper parsed them, for requests whose raw head was not recorded (HTTP/2).
-fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
-    headers.iter().map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect()
-}
-
 /// An endpoint's own answer. It is served on the API's origin, so it is sandboxed whatever it says: no content
 /// sniffing, a `sandbox` CSP (no script, a unique origin), and never a cookie (refused when the endpoint is
 /// written; dropped here as well for endpoints stored before that rule).

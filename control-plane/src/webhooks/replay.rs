@@ -57,11 +57,7 @@ pub async fn replay_request(
     let response =
         request.body(capture.body.unwrap_or_default()).send().await.map_err(|e| outbound::failed("target_url", &e))?;
     let status = response.status().as_u16();
-    let headers = response
-        .headers()
-        .iter()
-        .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-        .collect();
+    let headers = hookflow_runner::outbound::header_pairs(response.headers());
     let answer = outbound::read("target_url", response, MAX_ANSWER).await?.to_vec();
     let duration_ms = started.elapsed().as_millis() as u64;
     let encoding = if std::str::from_utf8(&answer).is_ok() { BodyEncoding::Utf8 } else { BodyEncoding::Base64 };

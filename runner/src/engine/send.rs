@@ -98,11 +98,7 @@ async fn follow(
             continue;
         }
         let status = response.status().as_u16();
-        let headers = response
-            .headers()
-            .iter()
-            .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-            .collect();
+        let headers = crate::outbound::header_pairs(response.headers());
         let body = read_limited(response, MAX_RESPONSE_BODY).await.map_err(|e| e.to_string())?;
         return Ok(Received { status, headers, body, ttfb, total: started.elapsed() });
     }
