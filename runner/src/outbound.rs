@@ -259,6 +259,11 @@ pub fn refusal(error: &reqwest::Error) -> Option<GuardError> {
     None
 }
 
+/// Headers as (name, value) pairs in order, repeats kept, values read lossily as UTF-8.
+pub fn header_pairs(headers: &reqwest::header::HeaderMap) -> Vec<(String, String)> {
+    headers.iter().map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,9 +312,4 @@ mod tests {
         assert_eq!(guard.check_url(&Url::parse("file:///etc/passwd").expect("url")), Err(GuardError::Scheme));
         assert!(guard.check_url(&Url::parse("https://example.com/").expect("url")).is_ok());
     }
-}
-
-/// Headers as (name, value) pairs in order, repeats kept, values read lossily as UTF-8.
-pub fn header_pairs(headers: &reqwest::header::HeaderMap) -> Vec<(String, String)> {
-    headers.iter().map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect()
 }
