@@ -9,12 +9,14 @@
 //! - `tasks/`: background loops (LISTEN fan-out, retention, lease rescue, schedules).
 //! - one folder per resource, with its routes and SQL together: `webhooks/`, `capture/`, `analytics`, `flows/`,
 //!   `executions/`, `collections/`, `resources`, `admin/`, `catalog`, `runner_protocol/`.
+//! - `app/`: the web console's page shells and scripts, embedded in the binary and served at `/`.
 //! - `server/`: the binary's commands (serve, operator commands), configuration, first start, embedded runner.
 //!
 //! `http::serve` runs the API on any listener; `server::run` is the binary's entry point.
 
 pub mod admin;
 pub mod analytics;
+pub mod app;
 pub mod capture;
 pub mod catalog;
 pub mod collections;

@@ -1,6 +1,6 @@
 //! `GET /flows/{flow_id}/executions/{execution_id}/stream`: the execution's events as server-sent events. Every
 //! event is read from the stored log (so late subscribers get the replay and `Last-Event-ID` resumes exactly);
-//! NOTIFY wakes the reader, with a one-second re-check as a safety net. The stream ends after
+//! NOTIFY wakes the reader, with a 15-second re-check as a safety net. The stream ends after
 //! `execution.completed`.
 
 use crate::http::auth::{Ctx, scope};

@@ -14,7 +14,9 @@ use crate::http::validate::{bounded_text, display_name};
 use crate::state::AppState;
 use axum::Json;
 use axum::http::StatusCode;
-use hookflow_shared::api::flows::{Flow, PatchFlow, SearchFlows, TagCount, TagList, Validation, WriteFlow};
+use hookflow_shared::api::flows::{
+    Flow, PatchFlow, SearchFlows, TagCount, TagList, ValidateDefinition, Validation, WriteFlow,
+};
 use hookflow_shared::api::{Page, Patch};
 use hookflow_shared::flow::definition::{self, Node, Problem, VersionSelector};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -27,6 +29,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(list_tags))
         .routes(routes!(get_flow, replace_flow, patch_flow, delete_flow))
         .routes(routes!(validate_flow))
+        .routes(routes!(validate_definition))
 }
 
 /// Create a flow; the definition is validated first.
@@ -234,7 +237,29 @@ async fn delete_flow(Ctx { app, caller }: Ctx<scope::FlowsWrite>, Id(id): Id) ->
 async fn validate_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> ApiResult<Json<Validation>> {
     let mut conn = app.pool.acquire().await?;
     let flow = fetch(&mut conn, caller.org_id, id).await?;
-    let problems = match definition::validate(&flow.definition) {
+    Ok(Json(problems_of(&mut conn, caller.org_id, Some(id), &flow.definition).await?))
+}
+
+/// **Added.** Check a definition that is not stored yet (an editor's), with the same rules as the stored draft's.
+#[utoipa::path(post, path = "/flows/validate", tag = "Flows", request_body = ValidateDefinition,
+    responses((status = 200, body = Validation)))]
+async fn validate_definition(
+    Ctx { app, caller }: Ctx<scope::FlowsRead>,
+    ApiJson(body): ApiJson<ValidateDefinition>,
+) -> ApiResult<Json<Validation>> {
+    let mut conn = app.pool.acquire().await?;
+    Ok(Json(problems_of(&mut conn, caller.org_id, body.flow_id, &body.definition).await?))
+}
+
+/// Every problem of `raw`: its own rules, then module nodes that name a flow of this organization without the
+/// published version they ask for (or the flow `flow_id` itself).
+async fn problems_of(
+    conn: &mut sqlx::PgConnection,
+    org_id: Uuid,
+    flow_id: Option<Uuid>,
+    raw: &serde_json::Value,
+) -> ApiResult<Validation> {
+    let problems = match definition::validate(raw) {
         Err(problems) => problems,
         Ok(parsed) => {
             let mut problems = Vec::new();
@@ -245,7 +270,7 @@ async fn validate_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -
                             EXISTS (SELECT 1 FROM flow_versions v WHERE v.flow_id = f.id AND v.version = $3)
                      FROM flows f WHERE f.organization_id = $1 AND f.id = $2",
                 )
-                .bind(caller.org_id)
+                .bind(org_id)
                 .bind(module.flow_id)
                 .bind(match module.version {
                     Some(VersionSelector::Number(n)) => i32::try_from(n).unwrap_or(i32::MAX),
@@ -261,7 +286,7 @@ async fn validate_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -
                     }
                     _ => None,
                 };
-                if module.flow_id == id {
+                if Some(module.flow_id) == flow_id {
                     problems.push(Problem {
                         node_id: Some(module.id.clone()),
                         field: "flow_id".into(),
@@ -274,5 +299,5 @@ async fn validate_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -
             problems
         }
     };
-    Ok(Json(Validation { valid: problems.is_empty(), problems }))
+    Ok(Validation { valid: problems.is_empty(), problems })
 }

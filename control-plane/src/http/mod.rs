@@ -65,8 +65,10 @@ fn assembled() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
     (routes, document)
 }
 
-/// Routes outside the contract's operations: probes and the document itself.
-pub const UNDOCUMENTED_ROUTES: [&str; 3] = ["/healthz", "/readyz", "/openapi.json"];
+/// Routes outside the contract's operations: probes, the document itself and the app (its page, its settings
+/// and, for one of its files, its script).
+pub const UNDOCUMENTED_ROUTES: [&str; 6] =
+    ["/healthz", "/readyz", "/openapi.json", "/", "/app/config.json", "/app/js/main.js"];
 
 pub fn router(state: AppState) -> Router {
     let (api, mut document) = assembled();
@@ -86,6 +88,7 @@ pub fn router(state: AppState) -> Router {
     api.route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(serve_document))
+        .merge(crate::app::routes())
         .layer(DefaultBodyLimit::max(API_BODY_LIMIT))
         .layer(axum::middleware::from_fn(error::error_body))
         .layer(

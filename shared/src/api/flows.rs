@@ -87,6 +87,18 @@ pub struct TagList {
     pub items: Vec<TagCount>,
 }
 
+/// **Added.** `POST /flows/validate`: a definition to check without storing it.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ValidateDefinition {
+    /// The flow definition (API.md section 3).
+    #[schema(value_type = Object)]
+    pub definition: Value,
+    /// The flow the definition is meant for, so a module node naming it is reported.
+    #[serde(default)]
+    pub flow_id: Option<Uuid>,
+}
+
 /// `POST /flows/{id}/validate`.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Validation {

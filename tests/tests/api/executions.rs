@@ -152,6 +152,41 @@ async fn the_stream_delivers_events_live_and_ends_with_the_execution() {
     assert_eq!(sse.next_line().await, None, "the server closes the stream after the final event");
 }
 
+/// Hardening regression: a quiet execution's stream waits for a wake-up instead of asking PostgreSQL every second.
+/// An event written behind the server's back (no NOTIFY) stays unseen for 3 s, then a bare NOTIFY delivers it.
+#[tokio::test]
+async fn execution_streams_wait_for_a_wake_instead_of_polling() {
+    let app = TestApp::spawn_for_execution().await;
+    let flow = app.create_flow("quiet", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let mut sse = Sse::open(&app, &format!("/flows/{flow}/executions/{id}/stream"), None).await;
+    assert_eq!(sse.event().await.data["status"], "queued");
+
+    let planted = json!({"type": "execution.status", "status": "queued", "note": "planted"}).to_string();
+    sqlx::query(
+        "WITH bumped AS (UPDATE executions SET event_count = event_count + 1 WHERE id = $1::uuid RETURNING event_count)
+         INSERT INTO execution_events (execution_id, seq, data) SELECT $1::uuid, event_count, $2 FROM bumped",
+    )
+    .bind(&id)
+    .bind(&planted)
+    .execute(&app.pool)
+    .await
+    .expect("plant an event without a wake-up");
+    for _ in 0..4 {
+        sse.quiet().await; // 4 x 0.7 s: a once-a-second poll would have delivered it by now.
+    }
+
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(hookflow_control_plane::signals::EXECUTIONS_CHANNEL)
+        .bind(&id)
+        .execute(&app.pool)
+        .await
+        .expect("notify");
+    let woken = sse.event().await;
+    assert_eq!(woken.id.as_deref(), Some("2"));
+    assert_eq!(woken.data["note"], "planted");
+}
+
 #[tokio::test]
 async fn long_polls_wait_then_answer_204_or_wake_on_launch() {
     let app = TestApp::spawn_for_execution().await;

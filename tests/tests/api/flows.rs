@@ -198,6 +198,51 @@ async fn validation_checks_module_references() {
     assert_eq!(app.call(Method::POST, &format!("/flows/{parent_id}/validate"), Some(&reader), None).await.status, 200);
 }
 
+/// `POST /flows/validate`: an unsaved definition gets the stored draft's checks, node by node and field by field,
+/// and another organization's flow is as absent as a flow that does not exist.
+#[tokio::test]
+async fn unsaved_definitions_are_validated_with_the_same_rules() {
+    let app = TestApp::spawn().await;
+    let broken = json!({"nodes": [
+        {"id": "a", "kind": "request", "request": {"method": "POST", "url": "http://x"},
+         "assertions": [{"source": "s", "operator": "bogus"}]},
+        {"id": "a", "kind": "delay", "delay_ms": 1}
+    ]});
+    let report = app.post::<Value>("/flows/validate", &json!({"definition": broken}), 200).await;
+    assert_eq!(report["valid"], false);
+    let problems = report["problems"].as_array().expect("problems");
+    assert!(problems.iter().any(|p| p["node_id"] == "a" && p["field"].as_str().is_some_and(|f| f.contains("assert"))));
+    assert!(problems.len() >= 2, "every problem is listed: {problems:?}");
+    let fine = app.post::<Value>("/flows/validate", &json!({"definition": definition("http://x")}), 200).await;
+    assert_eq!(fine, json!({"valid": true, "problems": []}));
+
+    // A module naming this flow itself, or another organization's flow.
+    let own = create(&app, "own", json!([])).await;
+    let own_id = own["id"].as_str().expect("id");
+    let other = app.new_org("Other").await;
+    let theirs = app
+        .call(Method::POST, "/flows", Some(&other), Some(json!({"name": "theirs", "definition": definition("x")})))
+        .await;
+    app.call(Method::POST, &format!("/flows/{}/publish", theirs.body["id"].as_str().expect("id")), Some(&other), None)
+        .await;
+    let modules = json!({"nodes": [
+        {"id": "me", "kind": "module", "flow_id": own_id},
+        {"id": "them", "kind": "module", "flow_id": theirs.body["id"]}
+    ]});
+    let report = app.post::<Value>("/flows/validate", &json!({"definition": modules, "flow_id": own_id}), 200).await;
+    assert_eq!(report["problems"][0]["node_id"], "me");
+    assert!(report["problems"][0]["message"].as_str().expect("m").contains("cannot run itself"));
+    assert_eq!(report["problems"][1]["node_id"], "them");
+    assert!(report["problems"][1]["message"].as_str().expect("m").contains("does not exist in this organization"));
+
+    // Errors: a body that is not the request's shape, and a key without flows:read.
+    let bad = app.admin(Method::POST, "/flows/validate", Some(json!({"definition": {}, "extra": 1}))).await;
+    assert_eq!((bad.status.as_u16(), bad.code()), (400, "invalid_request"));
+    let writer = app.creds_with(&["webhooks:read"]).await;
+    let refused = app.call(Method::POST, "/flows/validate", Some(&writer), Some(json!({"definition": {}}))).await;
+    assert_eq!((refused.status.as_u16(), refused.code()), (403, "insufficient_scope"));
+}
+
 #[tokio::test]
 async fn environments_hold_variables_and_secret_references() {
     let app = TestApp::spawn().await;

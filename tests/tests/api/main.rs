@@ -5,6 +5,7 @@
 pub const RUNNER: &str = env!("CARGO_BIN_EXE_hookflow-runner-under-test");
 
 mod analytics;
+mod app_browser;
 mod auth;
 mod capture;
 mod catalog;

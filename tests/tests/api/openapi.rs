@@ -65,6 +65,7 @@ const IMPLEMENTED: &[&str] = &[
     "GET /flows",
     "POST /flows",
     "POST /flows/search",
+    "POST /flows/validate",
     "GET /flows/tags",
     "GET /flows/{id}",
     "PUT /flows/{id}",

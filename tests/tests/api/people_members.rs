@@ -208,6 +208,7 @@ const OPERATIONS: &[(&str, &str, Option<Scope>)] = &[
     ("PATCH", "/flows/{id}", Some(Scope::FlowsWrite)),
     ("DELETE", "/flows/{id}", Some(Scope::FlowsWrite)),
     ("POST", "/flows/{id}/validate", Some(Scope::FlowsRead)),
+    ("POST", "/flows/validate", Some(Scope::FlowsRead)),
     ("POST", "/flows/{id}/publish", Some(Scope::FlowsWrite)),
     ("GET", "/flows/{id}/versions", Some(Scope::FlowsRead)),
     ("GET", "/flows/{id}/versions/{version_id}", Some(Scope::FlowsRead)),

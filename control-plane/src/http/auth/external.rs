@@ -27,12 +27,17 @@ pub const REFETCH_INTERVAL: Duration = Duration::from_secs(30);
 const MAX_DOCUMENT: usize = 512 * 1024;
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One configured issuer: `--oidc-issuer "https://idp.example.com audience=hookflow algorithms=RS256,ES256"`.
+/// One configured issuer: `--oidc-issuer "https://idp.example.com audience=hookflow algorithms=RS256,ES256"`,
+/// plus, for the app's sign-in button, `client_id=<public client>` and optionally `resource=<resource indicator>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssuerConfig {
     pub issuer: String,
     pub audience: String,
     pub algorithms: Vec<Algorithm>,
+    /// The public client (authorization code with PKCE, no secret) the app signs people in with.
+    pub app_client_id: Option<String>,
+    /// The resource indicator (RFC 8707) the app asks tokens for, when the provider wants one.
+    pub app_resource: Option<String>,
 }
 
 impl FromStr for IssuerConfig {
@@ -45,23 +50,29 @@ impl FromStr for IssuerConfig {
         if !matches!(url.scheme(), "https" | "http") {
             return Err(format!("`{issuer}`: the issuer must be an http(s) URL"));
         }
-        let (mut audience, mut algorithms) = (None, Vec::new());
+        let (mut audience, mut algorithms, mut app_client_id, mut app_resource) = (None, Vec::new(), None, None);
         for part in parts {
             match part.split_once('=') {
                 Some(("audience", value)) if !value.is_empty() => audience = Some(value.to_owned()),
+                Some(("client_id", value)) if !value.is_empty() => app_client_id = Some(value.to_owned()),
+                Some(("resource", value)) if !value.is_empty() => app_resource = Some(value.to_owned()),
                 Some(("algorithms", value)) => {
                     for name in value.split(',') {
                         algorithms.push(asymmetric(name)?);
                     }
                 }
-                _ => return Err(format!("`{part}`: expected audience=... or algorithms=...")),
+                _ => {
+                    return Err(format!(
+                        "`{part}`: expected audience=..., algorithms=..., client_id=... or resource=..."
+                    ));
+                }
             }
         }
         let audience = audience.ok_or("name the audience: audience=<the aud your provider puts in tokens>")?;
         if algorithms.is_empty() {
             algorithms.push(Algorithm::RS256);
         }
-        Ok(Self { issuer, audience, algorithms })
+        Ok(Self { issuer, audience, algorithms, app_client_id, app_resource })
     }
 }
 

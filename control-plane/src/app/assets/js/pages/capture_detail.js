@@ -1,0 +1,108 @@
+// One captured request, whole: method, path, query as a table, headers in their original order with repeats, the
+// body as pretty JSON, raw text or hex, its size and SHA-256; copy as curl, replay to a URL, delete.
+
+import { h, fill, copyButton, notice, table, when, bytes } from '../dom.js';
+import { call, can } from '../api.js';
+
+const HEX_LIMIT = 64 * 1024;
+
+function bodyBytes(capture) {
+  if (capture.body === null || capture.body === undefined) return new Uint8Array();
+  if (capture.body_encoding === 'base64') return Uint8Array.from(atob(capture.body), (c) => c.charCodeAt(0));
+  return new TextEncoder().encode(capture.body);
+}
+
+function hexDump(data) {
+  const lines = [];
+  for (let offset = 0; offset < Math.min(data.length, HEX_LIMIT); offset += 16) {
+    const chunk = data.slice(offset, offset + 16);
+    const hex = [...chunk].map((b) => b.toString(16).padStart(2, '0')).join(' ');
+    const text = [...chunk].map((b) => (b >= 32 && b < 127 ? String.fromCharCode(b) : '.')).join('');
+    lines.push(`${offset.toString(16).padStart(8, '0')}  ${hex.padEnd(47)}  ${text}`);
+  }
+  if (data.length > HEX_LIMIT) lines.push(`… ${data.length - HEX_LIMIT} more bytes`);
+  return lines.join('\n');
+}
+
+function pretty(capture) {
+  if (capture.body_encoding !== 'utf8' || !capture.body) return null;
+  try { return JSON.stringify(JSON.parse(capture.body), null, 2); } catch { return null; }
+}
+
+/** A shell word: single quotes, with each inner quote closed, escaped and reopened. */
+function quote(text) {
+  return `'${String(text).replace(/'/g, `'\\''`)}'`;
+}
+
+/** The capture as a curl command line that sends it again to its capture URL. */
+export function asCurl(webhook, capture) {
+  const url = `${webhook.capture_url}${capture.path}${capture.query_string ? `?${capture.query_string}` : ''}`;
+  const parts = ['curl', '-X', capture.method, quote(url)];
+  for (const [name, value] of capture.headers) {
+    if (['host', 'content-length', 'connection'].includes(name.toLowerCase())) continue;
+    parts.push('-H', quote(`${name}: ${value}`));
+  }
+  if (capture.body_size > 0 && capture.body_encoding === 'utf8') parts.push('--data-binary', quote(capture.body));
+  const line = parts.join(' ');
+  if (capture.body_size > 0 && capture.body_encoding === 'base64') {
+    return `printf %s ${quote(capture.body)} | base64 -d | ${line} --data-binary @-`;
+  }
+  return line;
+}
+
+export async function showCapture(el, webhook, captureId, onDeleted) {
+  fill(el, h('p', { class: 'muted' }, 'Loading…'));
+  const capture = await call('GET', `/webhooks/${webhook.id}/requests/${captureId}`);
+  const error = notice();
+  const data = bodyBytes(capture);
+  const views = {
+    pretty: pretty(capture),
+    raw: capture.body_encoding === 'utf8' ? (capture.body || '') : null,
+    hex: hexDump(data),
+  };
+  const body = h('pre', { id: 'body-view', class: 'body', tabindex: 0 });
+  const tabs = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Body view' });
+  const showView = (name) => {
+    body.textContent = views[name];
+    body.dataset.view = name;
+    for (const tab of tabs.children) tab.setAttribute('aria-selected', String(tab.dataset.view === name));
+  };
+  for (const [name, label] of [['pretty', 'Pretty JSON'], ['raw', 'Raw'], ['hex', 'Hex']]) {
+    if (views[name] === null) continue;
+    tabs.append(h('button', { type: 'button', role: 'tab', 'data-view': name, onclick: () => showView(name) }, label));
+  }
+  const queryRows = Object.entries(capture.query).flatMap(([name, values]) => values.map((value) => [name, value]));
+  const target = h('input', { type: 'url', placeholder: 'https://example.com/hook', 'aria-label': 'Replay to URL', required: true });
+  const replayOut = h('pre', { class: 'body', hidden: true });
+  const replay = h('form', { class: 'inline' }, target, h('button', { type: 'submit' }, 'Replay'));
+  replay.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    try {
+      const answer = await call('POST', `/webhooks/${webhook.id}/requests/${capture.id}/replay`, { target_url: target.value });
+      replayOut.hidden = false;
+      replayOut.textContent = `${answer.status} in ${answer.duration_ms} ms\n\n${answer.body || ''}`;
+    } catch (e) { error.show(e); }
+  });
+  const remove = async () => {
+    try { await call('DELETE', `/webhooks/${webhook.id}/requests/${capture.id}`); onDeleted(); fill(el, h('p', { class: 'empty' }, 'Deleted.')); } catch (e) { error.show(e); }
+  };
+  fill(el,
+    h('h2', {}, h('span', { class: `method method-${capture.method.toLowerCase()}` }, capture.method), ' ', capture.path || '/'),
+    error,
+    h('dl', { class: 'facts' },
+      h('dt', {}, 'Received'), h('dd', {}, when(capture.received_at)),
+      h('dt', {}, 'From'), h('dd', {}, capture.source_ip),
+      h('dt', {}, 'Size'), h('dd', { id: 'body-size' }, `${bytes(capture.body_size)} (${capture.body_size} bytes)`),
+      h('dt', {}, 'SHA-256'), h('dd', {}, h('code', { id: 'body-sha256' }, capture.body_sha256)),
+      h('dt', {}, 'Content type'), h('dd', {}, capture.content_type || '—')),
+    h('div', { class: 'actions' }, copyButton('Copy as curl', () => asCurl(webhook, capture)),
+      can('webhooks:write') ? h('button', { type: 'button', class: 'small danger', onclick: remove }, 'Delete') : null),
+    can('webhooks:write') ? replay : null, replayOut,
+    h('h3', {}, 'Query'),
+    table([['Name', (r) => r[0]], ['Value', (r) => r[1]]], queryRows, 'No query string.'),
+    h('h3', {}, 'Headers'),
+    h('div', { id: 'headers-table' }, table([['Name', (r) => r[0]], ['Value', (r) => r[1]]], capture.headers, 'No headers.')),
+    h('h3', {}, 'Body'),
+    capture.body_size ? [tabs, body] : h('p', { class: 'empty' }, 'No body.'));
+  if (capture.body_size) showView(views.pretty !== null ? 'pretty' : views.raw !== null ? 'raw' : 'hex');
+}

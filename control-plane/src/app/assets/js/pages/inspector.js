@@ -1,0 +1,119 @@
+// The live inspector of one webhook: captures appear as they arrive, newest first, from a stream that resumes with
+// Last-Event-ID after a dropped connection (duplicates are dropped by id); a search box takes the `q` syntax beside
+// structured filters; volume and method charts; the selected capture's detail beside the list.
+
+import { h, fill, copyButton, notice, bytes } from '../dom.js';
+import { call } from '../api.js';
+import { follow } from '../sse.js';
+import { volume, breakdown } from '../charts.js';
+import { showCapture } from './capture_detail.js';
+
+const LIMIT = 100;
+
+export async function render(main, [webhookId]) {
+  const webhook = await call('GET', `/webhooks/${webhookId}`);
+  const error = notice();
+  const state = h('span', { id: 'stream-state', class: 'state', 'aria-live': 'polite' }, 'connecting');
+  const list = h('ul', { id: 'captures', class: 'captures', 'aria-label': 'Captured requests' });
+  const detail = h('section', { id: 'capture-detail', class: 'detail', 'aria-label': 'Selected request' },
+    h('p', { class: 'empty' }, 'Select a request to see it whole.'));
+  const charts = h('div', { class: 'charts' });
+  const newer = h('p', { class: 'notice notice-info', hidden: true });
+  const seen = new Map();
+  const streamed = new Set();
+  let selected = null;
+  let searching = false;
+  let missed = 0;
+
+  const row = (capture) => {
+    const item = h('li', { 'data-id': capture.id },
+      h('button', { type: 'button', class: 'capture', onclick: () => select(capture.id) },
+        h('span', { class: `method method-${capture.method.toLowerCase()}` }, capture.method),
+        h('span', { class: 'path' }, capture.path || '/', capture.query_string ? `?${capture.query_string}` : ''),
+        h('span', { class: 'meta' }, new Date(capture.received_at).toLocaleTimeString(), ' · ', bytes(capture.body_size))));
+    if (capture.id === selected) item.classList.add('selected');
+    return item;
+  };
+  const select = (id) => {
+    selected = id;
+    for (const item of list.children) item.classList.toggle('selected', item.dataset.id === id);
+    showCapture(detail, webhook, id, () => { seen.delete(id); list.querySelector(`[data-id="${id}"]`)?.remove(); });
+  };
+  /** Adds a capture where it belongs (ids are time-ordered), once. */
+  const add = (capture) => {
+    if (seen.has(capture.id)) return;
+    seen.set(capture.id, capture);
+    const item = row(capture);
+    const after = [...list.children].find((el) => el.dataset.id < capture.id);
+    list.insertBefore(item, after || null);
+    while (list.children.length > LIMIT * 2) { seen.delete(list.lastChild.dataset.id); list.lastChild.remove(); }
+  };
+
+  // Charts follow the captures, redrawn at most every 5 s.
+  let redrawing = null;
+  const redraw = () => {
+    if (redrawing) return;
+    redrawing = setTimeout(() => { redrawing = null; drawCharts(charts, webhookId).catch(() => {}); }, 5000);
+  };
+  const stream = follow(`/webhooks/${webhookId}/stream`, {
+    onState: (s) => { state.textContent = s; state.className = `state state-${s}`; },
+    onEvent: (event) => {
+      if (event.type === 'stream.lagged') { stream.reconnect(); return; }
+      if (event.type !== 'request.captured') return;
+      if (searching) { missed += 1; newer.hidden = false; newer.textContent = `${missed} new since the search; clear it to see them.`; return; }
+      streamed.add(event.id);
+      add(event);
+      redraw();
+    },
+  });
+
+  const q = h('input', { type: 'search', id: 'search', name: 'q', placeholder: 'method:POST header.x-github-event:push body:opened',
+    'aria-label': 'Search captures' });
+  const method = h('select', { 'aria-label': 'Method' }, ['', 'GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map((m) => h('option', { value: m }, m || 'any method')));
+  const contains = h('input', { type: 'text', placeholder: 'body contains', 'aria-label': 'Body contains' });
+  const search = h('form', { class: 'search', role: 'search' }, q, method, contains,
+    h('button', { type: 'submit' }, 'Search'),
+    h('button', { type: 'button', onclick: () => { q.value = ''; contains.value = ''; method.value = ''; reload(); } }, 'Clear'));
+  const reload = async () => {
+    const filter = {};
+    if (method.value) filter.methods = [method.value];
+    if (contains.value) filter.body_contains = contains.value;
+    searching = Boolean(q.value.trim() || method.value || contains.value);
+    missed = 0;
+    newer.hidden = true;
+    try {
+      const page = searching
+        ? await call('POST', `/webhooks/${webhookId}/requests/search`, { q: q.value.trim() || undefined, filter, limit: LIMIT })
+        : await call('GET', `/webhooks/${webhookId}/requests?limit=${LIMIT}`);
+      // Captures the stream brought while the page loaded stay; a search shows only its results.
+      const kept = searching ? [] : [...streamed].map((id) => seen.get(id)).filter(Boolean);
+      list.replaceChildren();
+      seen.clear();
+      page.items.forEach(add);
+      kept.forEach(add);
+      error.show('');
+    } catch (e) {
+      error.show(e);
+    }
+  };
+  search.addEventListener('submit', (event) => { event.preventDefault(); reload(); });
+
+  fill(main,
+    h('div', { class: 'page-head' }, h('h1', {}, webhook.name), state),
+    h('p', { class: 'url' }, 'Capture URL: ', h('code', { id: 'capture-url' }, webhook.capture_url), ' ', copyButton('Copy', webhook.capture_url)),
+    charts, search, error, newer,
+    h('div', { class: 'inspector' }, list, detail));
+  await reload();
+  drawCharts(charts, webhookId).catch(() => {});
+  return () => { stream.stop(); clearTimeout(redrawing); };
+}
+
+async function drawCharts(el, webhookId) {
+  const [series, methods] = await Promise.all([
+    call('GET', `/webhooks/${webhookId}/analytics/volume?bucket=hour`),
+    call('GET', `/webhooks/${webhookId}/analytics/methods`),
+  ]);
+  fill(el,
+    h('figure', {}, volume(series.points, 'Requests per hour, last 24 hours'), h('figcaption', {}, `${series.total} requests in 24 h`)),
+    h('figure', {}, breakdown(methods.methods, 'Requests by method'), h('figcaption', {}, 'By method')));
+}

@@ -1,0 +1,179 @@
+//! A real browser for the app's tests: Debian's Chromium, headless, driven over WebDriver by its own
+//! `chromedriver` process (started per browser on a free loopback port, killed when dropped), with helpers to
+//! wait for elements and text, type, click and take screenshots.
+
+use fantoccini::elements::Element;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+use std::os::unix::process::CommandExt as _;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Where the tests write the app's screenshots (README shows copies from `docs/screenshots/`).
+pub fn screenshot_dir() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/app-screenshots");
+    std::fs::create_dir_all(&dir).expect("screenshot directory");
+    dir
+}
+
+/// A headless Chromium session.
+pub struct Browser {
+    pub client: Client,
+    driver: Child,
+    _profile: TempDir,
+}
+
+impl std::fmt::Debug for Browser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Browser")
+    }
+}
+
+/// A directory removed when dropped (the browser's profile).
+#[derive(Debug)]
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+}
+
+impl Browser {
+    /// Starts chromedriver and a headless Chromium `width` pixels wide.
+    pub async fn start(width: u32) -> Self {
+        let port = free_port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            // Its own process group, so the browser it starts ends with it whatever happens to the test.
+            .process_group(0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver runs (Debian package chromium-driver; .ci/run installs it)");
+        let profile =
+            TempDir(std::env::temp_dir().join(format!("hookflow-chromium-{}", uuid::Uuid::new_v4().simple())));
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            json!({"binary": "/usr/bin/chromium", "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic",
+                "--disable-features=Translate,OptimizationHints,MediaRouter",
+                format!("--window-size={width},900"), format!("--user-data-dir={}", profile.0.display()),
+            ]}),
+        );
+        let url = format!("http://127.0.0.1:{port}");
+        let mut last_error = String::new();
+        for _ in 0..100 {
+            let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+            match ClientBuilder::new(connector).capabilities(capabilities.clone()).connect(&url).await {
+                Ok(client) => return Self { client, driver, _profile: profile },
+                Err(e) => last_error = e.to_string(),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("chromedriver did not start a session: {last_error}");
+    }
+
+    pub async fn goto(&self, url: &str) {
+        self.client.goto(url).await.expect("navigate");
+    }
+
+    /// The first element matching `css`, waiting up to 15 s for it.
+    pub async fn find(&self, css: &str) -> Element {
+        self.client
+            .wait()
+            .at_most(Duration::from_secs(15))
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no element `{css}` within 15 s: {e}"))
+    }
+
+    /// Whether an element matches `css` now.
+    pub async fn has(&self, css: &str) -> bool {
+        self.client.find(Locator::Css(css)).await.is_ok()
+    }
+
+    /// Waits until `css` matches nothing.
+    pub async fn gone(&self, css: &str) {
+        for _ in 0..150 {
+            if !self.has(css).await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("`{css}` still there after 15 s");
+    }
+
+    pub async fn click(&self, css: &str) {
+        self.find(css).await.click().await.unwrap_or_else(|e| panic!("click `{css}`: {e}"));
+    }
+
+    /// Clears the input at `css` and types `text`.
+    pub async fn type_into(&self, css: &str, text: &str) {
+        let input = self.find(css).await;
+        input.clear().await.expect("clear");
+        input.send_keys(text).await.unwrap_or_else(|e| panic!("type into `{css}`: {e}"));
+    }
+
+    /// The text of the element at `css`.
+    pub async fn text(&self, css: &str) -> String {
+        self.find(css).await.text().await.expect("text")
+    }
+
+    /// Waits until the element at `css` holds `wanted` in its text; answers that text.
+    pub async fn wait_text(&self, css: &str, wanted: &str) -> String {
+        let mut seen = String::new();
+        for _ in 0..150 {
+            if let Ok(element) = self.client.find(Locator::Css(css)).await {
+                seen = element.text().await.unwrap_or_default();
+                if seen.contains(wanted) {
+                    return seen;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("`{css}` did not show {wanted:?} within 15 s; it shows {seen:?}");
+    }
+
+    /// Runs `script` (a function body; `arguments` are `args`) and answers its value.
+    pub async fn run(&self, script: &str, args: Vec<Value>) -> Value {
+        self.client.execute(script, args).await.unwrap_or_else(|e| panic!("script failed: {e}"))
+    }
+
+    /// Signs in through the form with the built-in provider.
+    pub async fn sign_in(&self, base: &str, email: &str, password: &str) {
+        self.goto(&format!("{base}/#/signin")).await;
+        self.type_into("input[name=email]", email).await;
+        self.type_into("input[name=password]", password).await;
+        self.click("form[aria-label='Sign in'] button[type=submit]").await;
+        self.find("#sign-out").await;
+    }
+
+    /// Writes a PNG of the page to the screenshot directory.
+    pub async fn screenshot(&self, name: &str) -> std::path::PathBuf {
+        let png = self.client.screenshot().await.expect("screenshot");
+        assert!(png.starts_with(b"\x89PNG"), "a PNG");
+        let path = screenshot_dir().join(name);
+        std::fs::write(&path, png).expect("write screenshot");
+        path
+    }
+
+    /// Ends the session and the driver.
+    pub async fn close(self) {
+        let _ = self.client.clone().close().await;
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.driver.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.driver.wait();
+    }
+}
