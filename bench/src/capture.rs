@@ -132,7 +132,7 @@ async fn stream_latency(rig: &Rig, args: &Args) -> Result<(), BoxError> {
 
 /// Opens the subscribers, sends paced captures, and returns how many were sent and every delivery latency. One
 /// function on purpose: the subscribers, the pacing and the clock share one timeline.
-async fn subscribe_and_send(
+pub async fn subscribe_and_send(
     base: &str,
     key: &str,
     org: &str,

@@ -5,6 +5,7 @@ mod capture;
 mod engine;
 mod flood;
 mod import;
+mod inspector;
 mod load;
 mod queue;
 mod setup;
@@ -36,6 +37,9 @@ enum Scenario {
     /// Importing a large OpenAPI description over HTTP beside the same parse and mapping in process and a bare
     /// YAML parse.
     Import(import::Args),
+    /// How long a capture takes to show in the app's live inspector in a real browser (Chromium), beside a raw
+    /// SSE subscriber, at a steady capture rate.
+    Inspector(inspector::Args),
     /// Latency of /healthz and captures from 127.0.0.1 on fresh connections, quiet and then with thousands of
     /// idle connections held from other addresses.
     Flood(flood::Args),
@@ -51,6 +55,7 @@ fn main() -> std::process::ExitCode {
             Scenario::Engine(args) => engine::run(args).await,
             Scenario::Import(args) => import::run(args).await,
             Scenario::Flood(args) => flood::run(args).await,
+            Scenario::Inspector(args) => inspector::run(args).await,
         }
     });
     match result {

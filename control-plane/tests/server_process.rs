@@ -585,6 +585,11 @@ async fn people_operator_commands_and_the_first_owner() {
     let org = field(&announced, "organization id:");
     let (owner, owner_password) = (field(&announced, "email:"), field(&announced, "one-time password:"));
     assert_eq!(owner, "owner@hookflow.local");
+    // The first start says where the app is, and the app is there.
+    assert!(announced.contains(&format!("Sign in to the app at {base}/")), "{announced}");
+    let page = reqwest::get(format!("{base}/")).await.expect("the app's page");
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.expect("html").contains("/app/js/main.js"));
     let (status, session) = sign_in(&base, &owner, &owner_password).await;
     assert_eq!((status, &session["password_change_required"]), (201, &serde_json::json!(true)), "{session}");
 

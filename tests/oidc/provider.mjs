@@ -3,6 +3,7 @@
 // RSA private key (PKCS#1 DER, base64) it signs access tokens with. Access tokens are JWTs (RFC 9068) for the resource
 // `urn:hookflow:api` with the audience given as the first argument, carrying the account's verified email.
 // Sign-in uses the provider's development login and consent pages (any login; the login is the subject).
+// Two clients: a confidential one the API tests script over HTTP, and the app's public one (PKCE) for the browser.
 // GET /test/counts answers how many requests each path got.
 import crypto from 'node:crypto';
 import http from 'node:http';
@@ -31,7 +32,19 @@ const provider = new Provider(issuer, {
     grant_types: ['authorization_code'],
     response_types: ['code'],
     token_endpoint_auth_method: 'client_secret_post',
+  }, {
+    // The app's public client: the browser runs the authorization code flow with PKCE, no secret. A native
+    // client's loopback redirect may use any port (RFC 8252), so the app's test server can listen anywhere.
+    client_id: 'hookflow-browser',
+    application_type: 'native',
+    redirect_uris: ['http://127.0.0.1/'],
+    grant_types: ['authorization_code'],
+    response_types: ['code'],
+    token_endpoint_auth_method: 'none',
   }],
+  // The app on a loopback port calls the token endpoint from the page.
+  clientBasedCORS: (ctx, origin, client) =>
+    client.clientAuthMethod === 'none' && /^http:\/\/127\.0\.0\.1(:\d+)?$/.test(origin),
   jwks: { keys: [jwk] },
   cookies: { keys: ['hookflow-test-cookie-key'] },
   claims: { openid: ['sub'], email: ['email', 'email_verified'] },

@@ -65,9 +65,9 @@ pub fn announcement(done: &Bootstrapped, public_url: &str) -> String {
          organization id: {org}\n  api key:         {key}\n\nTry it:\n  \
          curl -H \"{key_header}: {key}\" -H \"{org_header}: {org}\" {public_url}/permissions\n\n\
          Create narrower keys with POST /api-keys (or `hookflow-server keys create`), then delete this one.\n\n\
-         People sign in at POST /auth/sessions. The owner:\n  \
+         Sign in to the app at {public_url}/ as the owner:\n  \
          email:              {owner_email}\n  one-time password:  {owner_password}\n\
-         (shown this once; the first sign-in must change it with PUT /auth/password)\n",
+         (shown this once; the first sign-in asks for a password of your own)\n",
         owner_email = done.owner_email,
         owner_password = done.owner_password,
         org = done.organization.id,

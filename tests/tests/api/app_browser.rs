@@ -320,3 +320,119 @@ async fn a_viewer_sees_no_create_buttons_and_the_api_refuses_them() {
     assert_eq!(refused.status, 403);
     browser.close().await;
 }
+
+/// External sign-in in the browser: the app runs the authorization code flow with PKCE as the provider's public
+/// client, and the invited person lands in the organization with the provider's token.
+#[tokio::test]
+async fn a_person_signs_in_through_the_external_provider() {
+    let provider = hookflow_tests::oidc::start_provider();
+    let config: hookflow_control_plane::http::auth::external::IssuerConfig = format!(
+        "{} audience={} algorithms=RS256 client_id={} resource={}",
+        provider.issuer,
+        hookflow_tests::oidc::AUDIENCE,
+        hookflow_tests::oidc::BROWSER_CLIENT,
+        provider.resource
+    )
+    .parse()
+    .expect("config");
+    let app = TestApp::spawn_with(move |s| s.issuers = vec![config]).await;
+    app.post::<Value>("/organization/members", &json!({"email": "bob@example.com", "role": "member"}), 201).await;
+    let page = reqwest::get(app.url("/")).await.expect("page");
+    let csp = page.headers()["content-security-policy"].to_str().expect("csp").to_owned();
+    assert!(csp.contains(&format!("connect-src 'self' {}", provider.issuer)), "{csp}");
+
+    let browser = Browser::start(1280).await;
+    browser.goto(&format!("{}/", app.base)).await;
+    browser.click("button.external").await;
+    browser.type_into("input[name=login]", "bob").await;
+    browser.type_into("input[name=password]", "anything").await;
+    browser.click("button[type=submit]").await;
+    // The provider's consent page, then back to the app.
+    browser.wait_text("button[type=submit]", "Continue").await;
+    browser.click("button[type=submit]").await;
+    browser.wait_text(".who", "bob@example.com").await;
+    assert!(browser.text("#organization").await.contains("Acme (member)"));
+    let url = browser.client.current_url().await.expect("url");
+    assert!(url.query().is_none(), "the code leaves the address bar: {url}");
+    browser.find("#new-webhook").await;
+    browser.close().await;
+}
+
+/// Collections and members in the app: an OpenAPI description pasted in, its requests by folder, the sync preview
+/// and its apply; an invitation with a role.
+#[tokio::test]
+async fn collections_are_imported_and_synced_and_people_invited_in_the_app() {
+    let app = TestApp::spawn().await;
+    let person = app.person(app.admin.org, Role::Admin).await;
+    let browser = Browser::start(1280).await;
+    browser.sign_in(&app.base, &person.email, &person.password).await;
+    browser.goto(&format!("{}/#/collections", app.base)).await;
+    browser.click("#import-openapi").await;
+    let document = include_str!("../../data/openapi/petstore-3.0.yaml");
+    browser.run("document.querySelector('dialog textarea').value = arguments[0]", vec![json!(document)]).await;
+    browser.click("dialog form.stack button[type=submit]").await;
+    let page = browser.wait_text("main", "OpenAPI sync").await;
+    assert!(page.contains("pets") && page.contains("List all pets"), "{page}");
+    browser.click("#preview-sync").await;
+    let diff = browser.wait_text("#sync-diff", "unchanged").await;
+    assert!(diff.contains("3 unchanged"), "{diff}");
+    browser.click("#apply-sync").await;
+    browser.wait_text("main", "last synced").await;
+    let synced: Value = app.get(&format!("/collections/{}/openapi-sync", collection_id(&browser).await), 200).await;
+    assert!(synced["last_synced_at"].is_string(), "{synced}");
+
+    browser.goto(&format!("{}/#/members", app.base)).await;
+    browser.type_into("#invite input[type=email]", "carol@example.com").await;
+    browser.run("document.querySelector('#invite select').value = 'viewer'", vec![]).await;
+    browser.click("#invite button[type=submit]").await;
+    let members = browser.wait_text("#members", "carol@example.com").await;
+    assert!(members.contains("invited"), "{members}");
+    let listed: Value = app.get("/organization/members", 200).await;
+    let carol = listed["items"].as_array().expect("items").iter().find(|m| m["email"] == "carol@example.com").cloned();
+    assert_eq!(carol.expect("invited")["role"], "viewer");
+
+    // Every other page renders what the API holds: a runner, a published flow with an environment, the audit log.
+    let creds = app.runner_creds(app.admin.org).await;
+    app.register_runner(&creds, &["linux"]).await;
+    let flow = app
+        .post::<Value>(
+            "/flows",
+            &json!({"name": "nightly", "tags": ["smoke"],
+        "definition": {"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]}}),
+            201,
+        )
+        .await;
+    let flow_id = flow["id"].as_str().expect("id");
+    app.put::<Value>(
+        &format!("/flows/{flow_id}/environments/staging"),
+        &json!({"variables": {"base": "https://x"}}),
+        200,
+    )
+    .await;
+    app.post::<Value>(&format!("/flows/{flow_id}/publish"), &json!({"note": "first"}), 201).await;
+    for (page, shows) in [
+        ("runners".to_owned(), "linux"),
+        ("audit".to_owned(), "member"),
+        ("settings".to_owned(), "Capture rate limit"),
+        ("flows".to_owned(), "nightly"),
+        (format!("flows/{flow_id}"), "staging"),
+        ("keys".to_owned(), "runner:complete"),
+        ("webhooks".to_owned(), "No webhooks yet"),
+    ] {
+        browser.goto(&format!("{}/#/{page}", app.base)).await;
+        let text = browser.wait_text("main", shows).await;
+        assert!(!text.contains("Something went wrong"), "{page}: {text}");
+    }
+    browser.goto(&format!("{}/#/flows/{flow_id}", app.base)).await;
+    browser.wait_text("section[aria-label=Versions]", "v1").await;
+    browser.goto(&format!("{}/#/settings", app.base)).await;
+    browser.find("main form").await;
+    let name = browser.run("return document.querySelector('main form input').value", vec![]).await;
+    assert_eq!(name, "Acme");
+    browser.close().await;
+}
+
+async fn collection_id(browser: &Browser) -> String {
+    let url = browser.client.current_url().await.expect("url");
+    url.fragment().and_then(|f| f.strip_prefix("/collections/")).expect("a collection page").to_owned()
+}

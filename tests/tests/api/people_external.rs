@@ -13,49 +13,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use sha2::Digest as _;
 use std::collections::HashMap;
-use std::io::BufRead as _;
-use std::process::{Child, Command, Stdio};
 
-const AUDIENCE: &str = "hookflow-api";
-
-/// The provider process, killed when dropped.
-struct Provider {
-    child: Child,
-    issuer: String,
-    resource: String,
-    /// The RSA key the provider signs with (PKCS#1 DER), to forge tokens it would sign.
-    private_key: Vec<u8>,
-    kid: String,
-}
-
-impl Drop for Provider {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn log_file() -> std::io::Result<std::fs::File> {
-    std::fs::File::create(std::env::temp_dir().join(format!("hookflow-oidc-provider-{}.log", std::process::id())))
-}
-
-fn start_provider() -> Provider {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/oidc/provider.mjs");
-    let mut child = Command::new("node")
-        .arg(script)
-        .arg(AUDIENCE)
-        .stdout(Stdio::piped())
-        // The provider's notices, kept for a failure's investigation.
-        .stderr(log_file().map(Stdio::from).unwrap_or_else(|_| Stdio::null()))
-        .spawn()
-        .expect("node runs tests/oidc/provider.mjs (run `npm ci --prefix tests/oidc` first)");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("provider's first line");
-    let info: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("provider said {line:?}: {e}"));
-    let text = |name: &str| info[name].as_str().expect(name).to_owned();
-    let private_key = base64::engine::general_purpose::STANDARD.decode(text("private_key_pkcs1")).expect("base64");
-    Provider { issuer: text("issuer"), resource: text("resource"), private_key, kid: text("kid"), child }
-}
+use hookflow_tests::oidc::{AUDIENCE, Provider, start_provider};
 
 /// A browser without redirects: cookies kept by hand, every hop visible.
 struct Browser {

@@ -32,8 +32,8 @@ function importDialog() {
     const source = documentText.value.trim() ? { document: documentText.value } : { url: url.value.trim() };
     try {
       const imported = await call('POST', '/collections/import/openapi', { name: name.value.trim() || undefined, source });
+      location.hash = `#/collections/${imported.collection.id}`;
       box.close();
-      location.hash = `#/collections/${imported.collection.collection.id}`;
     } catch (e) { error.show(e); }
   });
   document.body.append(box);
@@ -53,10 +53,10 @@ export async function renderOne(main, [collectionId]) {
   const sync = h('section', { id: 'sync', 'aria-label': 'OpenAPI sync' });
   fill(main,
     h('p', {}, h('a', { href: '#/collections' }, '← Collections')),
-    h('h1', {}, detail.collection.name),
+    h('h1', {}, detail.name),
     error,
-    Object.keys(detail.collection.variables).length
-      ? h('p', { class: 'muted' }, 'Variables: ', Object.entries(detail.collection.variables).map(([k, v]) => `${k} = ${v}`).join(', ')) : null,
+    Object.keys(detail.variables).length
+      ? h('p', { class: 'muted' }, 'Variables: ', Object.entries(detail.variables).map(([k, v]) => `${k} = ${v}`).join(', ')) : null,
     sync,
     [...byFolder.entries()].map(([folder, requests]) => h('section', { class: 'folder' }, h('h2', {}, folder),
       table([

@@ -31,7 +31,7 @@ export async function render(main, { onSignedIn }) {
   try {
     const config = await (await fetch('/app/config.json')).json();
     if (config.providers.length) {
-      form.append(h('p', { class: 'or' }, 'or'), config.providers.map((provider) =>
+      form.append(h('p', { class: 'or' }, 'or'), ...config.providers.map((provider) =>
         h('button', { type: 'button', class: 'external', onclick: () => startExternalSignIn(provider).catch((e) => error.show(e)) },
           `Sign in with ${new URL(provider.issuer).host}`)));
     }
