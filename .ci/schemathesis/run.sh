@@ -15,7 +15,7 @@ work="$(mktemp -d /tmp/hookflow-schemathesis.XXXXXX)"
 chmod 755 "$work"
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 base="http://127.0.0.1:$port"
-"$root/target/debug/hookflow-server" --data-dir "$work/data" --listen "127.0.0.1:$port" --embedded-runner off \
+"$root/target/debug/hookflow-server" --data-dir "$work/data" --listen "127.0.0.1:$port" --embedded-runner off --metrics-listen off \
   >"$work/server.out" 2>"$work/server.err" &
 server=$!
 cleanup() {

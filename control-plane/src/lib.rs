@@ -10,6 +10,7 @@
 //! - one folder per resource, with its routes and SQL together: `webhooks/`, `capture/`, `analytics`, `flows/`,
 //!   `executions/`, `collections/`, `resources`, `admin/`, `catalog`, `runner_protocol/`.
 //! - `app/`: the web console's page shells and scripts, embedded in the binary and served at `/`.
+//! - `metrics`: the Prometheus metrics and their listener.
 //! - `server/`: the binary's commands (serve, operator commands), configuration, first start, embedded runner.
 //!
 //! `http::serve` runs the API on any listener; `server::run` is the binary's entry point.
@@ -25,6 +26,7 @@ pub mod db;
 pub mod executions;
 pub mod flows;
 pub mod http;
+pub mod metrics;
 pub mod outbound;
 pub mod people;
 pub mod queue;

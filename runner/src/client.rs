@@ -181,7 +181,9 @@ impl Client {
             .post(self.url(&runner_route::job_nodes(job.job_id)))
             .bearer_auth(&job.job_token)
             .json(&NodeReportBatch { results });
-        Ok(self.send(request, true).await?.unwrap_or_default())
+        let reply = self.send(request, true).await?.unwrap_or_default();
+        metrics::counter!("hookflow_runner_results_posted_total").increment(results.len() as u64);
+        Ok(reply)
     }
 
     pub async fn complete(&self, job: &Job, status: FinalStatus, error: Option<String>) -> Result<(), ClientError> {

@@ -142,6 +142,7 @@ async fn poll(
             }
             Err(e) if e.is_transient() => {
                 let delay = delays.next().unwrap_or(Duration::from_secs(30));
+                metrics::counter!("hookflow_runner_reconnects_total").increment(1);
                 tracing::warn!(error = %e, "polling failed; retrying in {delay:?}");
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
@@ -157,10 +158,20 @@ async fn poll(
             running.insert(job.job_id, cancel.clone());
         }
         tracing::info!(job_id = %job.job_id, execution_id = %job.execution_id, attempt = job.attempt, flow = %job.flow.name, "running a job");
-        match execute(&client, &engine, &job, &cancel).await {
-            Ok(outcome) => tracing::info!(job_id = %job.job_id, status = outcome.status.as_str(), "job finished"),
-            Err(e) => tracing::warn!(job_id = %job.job_id, error = %e, "job abandoned"),
-        }
+        let running_jobs = metrics::gauge!("hookflow_runner_jobs_running");
+        running_jobs.increment(1.0);
+        let status = match execute(&client, &engine, &job, &cancel).await {
+            Ok(outcome) => {
+                tracing::info!(job_id = %job.job_id, status = outcome.status.as_str(), "job finished");
+                outcome.status.as_str()
+            }
+            Err(e) => {
+                tracing::warn!(job_id = %job.job_id, error = %e, "job abandoned");
+                "abandoned"
+            }
+        };
+        running_jobs.decrement(1.0);
+        metrics::counter!("hookflow_runner_jobs_finished_total", "status" => status).increment(1);
         if let Ok(mut running) = running.lock() {
             running.remove(&job.job_id);
         }

@@ -49,6 +49,10 @@ struct Args {
     /// Allow a plain-http control plane on another machine (the key then crosses the network in clear text).
     #[arg(long, env = "SERVICE_INSECURE_HTTP")]
     insecure_http: bool,
+    /// Serve Prometheus metrics (jobs running, results posted, reconnects) at `GET /metrics` on this address,
+    /// e.g. 127.0.0.1:9465. Off when unset.
+    #[arg(long, env = "RUNNER_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// Log filter (tracing syntax), e.g. `info` or `hookflow_runner=debug`.
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     log: String,
@@ -74,6 +78,33 @@ async fn shutdown_signal(token: CancellationToken) {
     #[cfg(not(unix))]
     let _ = interrupt.await;
     token.cancel();
+}
+
+/// Installs the metrics recorder and answers every request on `address` with the metrics in the Prometheus text
+/// format (a scraper asks for `GET /metrics`; nothing else is served there).
+async fn serve_metrics(address: std::net::SocketAddr) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let handle =
+        metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder().map_err(std::io::Error::other)?;
+    let listener = tokio::net::TcpListener::bind(address).await?;
+    tracing::info!(address = %listener.local_addr()?, "metrics listening");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                // The request itself is not needed: read its head (bounded) so the client sees a normal exchange.
+                let mut head = [0u8; 4096];
+                let _ = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut head)).await;
+                let body = handle.render();
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -103,6 +134,12 @@ fn main() -> ExitCode {
         poll_wait_s: args.poll_wait_s,
     };
     runtime.block_on(async {
+        if let Some(address) = args.metrics_listen
+            && let Err(e) = serve_metrics(address).await
+        {
+            eprintln!("hookflow-runner: cannot listen for metrics on {address}: {e}");
+            return ExitCode::from(2);
+        }
         let shutdown = CancellationToken::new();
         tokio::spawn(shutdown_signal(shutdown.clone()));
         match daemon::run(config, shutdown).await {

@@ -52,7 +52,14 @@ async fn capture(
     let recorded = heads.zip(number).map(|(heads, number)| (heads.0, number.0));
     match capture_inner(&app, peer, recorded, request).await {
         Ok(response) => response,
-        Err(error) => error.into_response(),
+        Err(error) => {
+            let response = error.into_response();
+            // Rows the database refused or could not store are counted by the writer.
+            if !matches!(response.status().as_u16(), 400 | 503) {
+                crate::metrics::capture_refused(response.status().as_u16());
+            }
+            response
+        }
     }
 }
 

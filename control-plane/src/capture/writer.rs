@@ -105,6 +105,8 @@ async fn run(pool: sqlx::PgPool, mut pending: mpsc::Receiver<Pending>) {
                 }
             };
             let _ = committed.send(());
+            let stored = outcomes.iter().filter(|o| matches!(o, Outcome::Stored(_))).count();
+            crate::metrics::capture_batch(stored, outcomes.len() - stored);
             for ((_, reply), outcome) in batch.into_iter().zip(outcomes) {
                 let _ = reply.send(outcome);
             }

@@ -71,6 +71,7 @@ impl Allowances {
             return Err(error);
         }
         *open += 1;
+        crate::metrics::stream_subscribers(1.0);
         Ok(StreamSlot { allowances: self.clone(), key })
     }
 
@@ -92,6 +93,7 @@ pub struct StreamSlot {
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
+        crate::metrics::stream_subscribers(-1.0);
         let mut streams = self.allowances.streams.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(open) = streams.get_mut(&self.key) {
             *open -= 1;

@@ -9,6 +9,7 @@ pub mod extract;
 pub mod health;
 pub mod limits;
 pub mod listener;
+pub mod observe;
 pub mod openapi;
 pub mod owned;
 pub mod pagination;
@@ -30,7 +31,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
-use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tower_http::trace::TraceLayer;
 use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 
@@ -89,8 +90,10 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(serve_document))
         .merge(crate::app::routes())
+        .route_layer(axum::middleware::from_fn(observe::tag_route))
         .layer(DefaultBodyLimit::max(API_BODY_LIMIT))
         .layer(axum::middleware::from_fn(error::error_body))
+        .layer(axum::middleware::from_fn(observe::record))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(|request: &Request| {
@@ -99,7 +102,8 @@ pub fn router(state: AppState) -> Router {
                     // The path only: query strings may carry values a caller would not want in logs.
                     tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
                 })
-                .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)),
+                // `observe::record` writes the response's line, at a level that depends on the route.
+                .on_response(()),
         )
         .layer(SetSensitiveRequestHeadersLayer::new([
             header::AUTHORIZATION,

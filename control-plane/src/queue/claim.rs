@@ -172,6 +172,7 @@ pub async fn claim(
         }
     };
     let Some(row) = query.fetch_optional(&mut *conn).await? else { return Ok(None) };
+    crate::metrics::claimed(1);
     let layers = row.variable_layers.as_ref().map(|l| l.0.clone());
     let secrets = resolve_secrets(conn, settings, &row, layers.as_ref(), claimer).await?;
     let network = claimer.network(row.private_network || settings.allow_private_targets);

@@ -67,6 +67,9 @@ pub async fn finish(conn: &mut PgConnection, ending: Ending<'_>) -> ApiResult<Op
         .bind(ending.job_id)
         .fetch_optional(conn)
         .await?;
+    if row.is_some() {
+        crate::metrics::execution_finished(ending.status.as_str());
+    }
     row.map(Execution::try_from).transpose()
 }
 

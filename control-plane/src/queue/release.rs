@@ -33,11 +33,21 @@ pub async fn release(conn: &mut PgConnection, execution_id: Uuid, reason: &str) 
             .fetch_one(&mut *conn)
             .await?;
     let end = |status, error| Ending { execution_id, attempt, job_id: None, status, error: Some(error) };
+    let expired = reason == "lease_expired";
     if cancel_requested {
+        if expired {
+            crate::metrics::lease_expired("cancelled");
+        }
         return finish(conn, end(ExecutionStatus::Cancelled, reason)).await.map(|_| ());
     }
     if attempt >= max_attempts {
+        if expired {
+            crate::metrics::lease_expired("failed");
+        }
         return finish(conn, end(ExecutionStatus::Failed, "runner_lost")).await.map(|_| ());
+    }
+    if expired {
+        crate::metrics::lease_expired("requeued");
     }
     let event = ExecutionEvent::Status {
         status: ExecutionStatus::Queued,

@@ -59,6 +59,10 @@ pub struct ServeArgs {
     /// Address the API and capture URLs listen on.
     #[arg(long, env = "HOOKFLOW_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Address of the Prometheus metrics listener (`GET /metrics`), apart from the API so it can stay private;
+    /// `off` serves none.
+    #[arg(long, env = "HOOKFLOW_METRICS_LISTEN", default_value = "127.0.0.1:9464", value_parser = metrics_address)]
+    pub metrics_listen: MetricsListen,
     /// Base URL senders and clients reach this server at, used in capture URLs (default: http://<listen>).
     #[arg(long, env = "HOOKFLOW_PUBLIC_URL")]
     pub public_url: Option<String>,
@@ -165,6 +169,22 @@ pub struct LogArgs {
     /// Log filter, e.g. `info` or `hookflow_control_plane=debug,tower_http=debug`.
     #[arg(long, env = "HOOKFLOW_LOG", default_value = "info", global = true)]
     pub log: String,
+}
+
+/// Where `/metrics` is served, if anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsListen {
+    Off,
+    At(SocketAddr),
+}
+
+fn metrics_address(text: &str) -> Result<MetricsListen, String> {
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(MetricsListen::Off);
+    }
+    text.parse()
+        .map(MetricsListen::At)
+        .map_err(|e| format!("`{text}`: {e} (an address such as 127.0.0.1:9464, or off)"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

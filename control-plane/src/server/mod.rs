@@ -106,9 +106,21 @@ async fn serve_with(
     if let Some(key) = embedded_key {
         embedded_runner::spawn(local, key, args.embedded_runner_concurrency, shutdown.clone());
     }
+    serve_metrics(args.metrics_listen, &state).await?;
     tracing::info!(address = %local, public_url, "hookflow-server listening");
     http::serve(listener, state).await?;
     tracing::info!("shutting down");
+    Ok(())
+}
+
+/// Binds the metrics listener (a refusal to bind stops the start: an operator asked for it) and serves it.
+async fn serve_metrics(listen: config::MetricsListen, state: &AppState) -> Result<(), BoxError> {
+    let config::MetricsListen::At(address) = listen else { return Ok(()) };
+    let listener = TcpListener::bind(address)
+        .await
+        .map_err(|e| format!("cannot listen for metrics on {address}: {e} (set --metrics-listen, or off)"))?;
+    tracing::info!(address = %listener.local_addr()?, "metrics listening");
+    tokio::spawn(crate::metrics::serve(listener, state.clone()));
     Ok(())
 }
 
@@ -146,7 +158,11 @@ async fn stop_on_signal(shutdown: CancellationToken) {
 pub fn init_logging(args: &LogArgs) {
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colour only for a person at a terminal: files and collectors get plain text.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match args.log_format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),

@@ -204,15 +204,21 @@ async fn validation_checks_module_references() {
 async fn unsaved_definitions_are_validated_with_the_same_rules() {
     let app = TestApp::spawn().await;
     let broken = json!({"nodes": [
-        {"id": "a", "kind": "request", "request": {"method": "POST", "url": "http://x"},
-         "assertions": [{"source": "s", "operator": "bogus"}]},
-        {"id": "a", "kind": "delay", "delay_ms": 1}
+        {"id": "a", "kind": "delay", "delay_ms": 1},
+        {"id": "a", "kind": "delay", "delay_ms": 1},
+        {"id": "b", "kind": "request", "request": {"method": "GET", "url": "http://x"},
+         "extractors": [{"name": "v", "kind": "jsonPath", "expression": "$["}]}
     ]});
     let report = app.post::<Value>("/flows/validate", &json!({"definition": broken}), 200).await;
     assert_eq!(report["valid"], false);
     let problems = report["problems"].as_array().expect("problems");
-    assert!(problems.iter().any(|p| p["node_id"] == "a" && p["field"].as_str().is_some_and(|f| f.contains("assert"))));
-    assert!(problems.len() >= 2, "every problem is listed: {problems:?}");
+    assert!(problems.iter().any(|p| p["node_id"] == "a"), "the repeated id: {problems:?}");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p["node_id"] == "b" && p["field"].as_str().is_some_and(|f| f.starts_with("extractors"))),
+        "the bad expression, by node and field: {problems:?}"
+    );
     let fine = app.post::<Value>("/flows/validate", &json!({"definition": definition("http://x")}), 200).await;
     assert_eq!(fine, json!({"valid": true, "problems": []}));
 

@@ -43,6 +43,7 @@ async fn twenty_thousand_idle_connections_do_not_lock_out_other_clients() {
         .arg("--data-dir")
         .arg(&data)
         .env("NO_COLOR", "1")
+        .env("HOOKFLOW_METRICS_LISTEN", "off")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

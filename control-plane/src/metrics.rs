@@ -1,0 +1,130 @@
+//! The server's metrics in the Prometheus text format, served on their own listener (`--metrics-listen`,
+//! loopback by default). Counters and histograms are recorded where things happen (requests by route template,
+//! captures, claims, lease expiries, finished executions, stream subscribers); gauges that the database knows
+//! (queue depth and age, runners online, the pool) are read at scrape time. No label carries an organization:
+//! cardinality stays bounded whatever the tenants do. The recorder is process-wide: one per process.
+
+use crate::state::AppState;
+use axum::Router;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+const SECONDS_BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
+const ROWS_BUCKETS: [f64; 9] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
+/// Installs the process's recorder once (later calls answer the same handle).
+pub fn install() -> PrometheusHandle {
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &SECONDS_BUCKETS)
+                .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_rows".into()), &ROWS_BUCKETS));
+            let recorder = match builder {
+                Ok(builder) => builder.build_recorder(),
+                Err(e) => panic!("the metric buckets are constants and valid: {e}"),
+            };
+            let handle = recorder.handle();
+            // A recorder installed earlier by the embedding program wins; ours then renders nothing of its own.
+            if metrics::set_global_recorder(recorder).is_err() {
+                tracing::warn!("a metrics recorder was already installed; /metrics shows only what this one records");
+            }
+            handle
+        })
+        .clone()
+}
+
+/// Serves `GET /metrics` on `listener` until the state's shutdown token is cancelled.
+pub async fn serve(listener: TcpListener, app: AppState) -> std::io::Result<()> {
+    let handle = install();
+    let shutdown = app.shutdown.clone();
+    let router = Router::new().route("/metrics", get(scrape)).with_state((app, handle));
+    axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
+}
+
+async fn scrape(State((app, handle)): State<(AppState, PrometheusHandle)>) -> impl IntoResponse {
+    if let Err(e) = read_gauges(&app).await {
+        tracing::warn!(error = %e, "reading the queue and runner gauges failed; they keep their last values");
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], handle.render())
+}
+
+/// Gauges the database knows, read when scraped.
+async fn read_gauges(app: &AppState) -> Result<(), sqlx::Error> {
+    let started = Instant::now();
+    let mut conn = app.pool.acquire().await?;
+    gauge!("hookflow_db_pool_acquire_seconds").set(started.elapsed().as_secs_f64());
+    let (queued, running, oldest_s): (i64, i64, f64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'running'),
+                coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE status = 'queued')), 0)::float8
+         FROM executions WHERE status IN ('queued', 'running')",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let online_after = app.settings.heartbeat_interval.as_secs_f64() * 3.0;
+    let online: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM runners WHERE last_seen_at > now() - make_interval(secs => $1)")
+            .bind(online_after)
+            .fetch_one(&mut *conn)
+            .await?;
+    drop(conn);
+    gauge!("hookflow_queue_depth").set(queued as f64);
+    gauge!("hookflow_queue_oldest_age_seconds").set(oldest_s);
+    gauge!("hookflow_executions_running").set(running as f64);
+    gauge!("hookflow_runners_online").set(online as f64);
+    let (size, idle) = (app.pool.size(), app.pool.num_idle() as u32);
+    gauge!("hookflow_db_pool_connections", "state" => "idle").set(f64::from(idle));
+    gauge!("hookflow_db_pool_connections", "state" => "in_use").set(f64::from(size.saturating_sub(idle)));
+    gauge!("hookflow_db_pool_max_connections").set(f64::from(app.pool.options().get_max_connections()));
+    Ok(())
+}
+
+/// One answered HTTP request, by route template (`unmatched` for paths no route knows).
+pub fn http_request(method: &str, route: &str, status: u16, elapsed: Duration) {
+    let (method, route) = (method.to_owned(), route.to_owned());
+    counter!("hookflow_http_requests_total", "method" => method.clone(), "route" => route.clone(),
+        "status" => status.to_string())
+    .increment(1);
+    histogram!("hookflow_http_request_duration_seconds", "method" => method, "route" => route)
+        .record(elapsed.as_secs_f64());
+}
+
+/// A batch the capture writer committed (or failed): rows stored, rows the database refused or could not store.
+pub fn capture_batch(stored: usize, failed: usize) {
+    histogram!("hookflow_capture_batch_rows").record((stored + failed) as f64);
+    counter!("hookflow_captures_stored_total").increment(stored as u64);
+    counter!("hookflow_captures_failed_total").increment(failed as u64);
+}
+
+/// A capture refused before storing (unknown endpoint, too large, rate limited, ...), by status.
+pub fn capture_refused(status: u16) {
+    counter!("hookflow_captures_refused_total", "status" => status.to_string()).increment(1);
+}
+
+/// Executions a runner claimed.
+pub fn claimed(jobs: usize) {
+    counter!("hookflow_claims_total").increment(jobs as u64);
+}
+
+/// Executions whose lease expired, by what became of them (`requeued`, `failed`, `cancelled`).
+pub fn lease_expired(outcome: &'static str) {
+    counter!("hookflow_lease_expiries_total", "outcome" => outcome).increment(1);
+}
+
+/// An execution reached a final status.
+pub fn execution_finished(status: &'static str) {
+    counter!("hookflow_executions_finished_total", "status" => status).increment(1);
+}
+
+/// A live stream (capture or execution) opened (`+1`) or ended (`-1`).
+pub fn stream_subscribers(delta: f64) {
+    gauge!("hookflow_stream_subscribers").increment(delta);
+}

@@ -1,0 +1,5 @@
+//! Tests of the real `hookflow-server` binary as processes: one binary with modules, so it links once.
+
+mod harness;
+mod lifecycle;
+mod operations;

@@ -1,0 +1,138 @@
+//! Operating the server: `/metrics` scraped with a real Prometheus parser while values move, and the logs of an
+//! idle server (a handful of lines, no colour codes in a file, one JSON object a line with `--log-format json`).
+
+use crate::harness::*;
+use std::time::Duration;
+
+/// The metrics listener's address, from the server's log line.
+fn metrics_url(server: &mut Server) -> String {
+    let err = server.wait_stderr("metrics listening", 60);
+    let line = err.lines().find(|l| l.contains("metrics listening")).expect("the line");
+    let at = line.find("address=").expect("address field") + "address=".len();
+    let address: String = line[at..].chars().take_while(|c| !c.is_whitespace()).collect();
+    format!("http://{address}/metrics")
+}
+
+/// Every sample of one scrape, parsed by a Prometheus text-format parser.
+async fn scrape(url: &str) -> prometheus_parse::Scrape {
+    let response = reqwest::get(url).await.expect("scrape");
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().expect("type").starts_with("text/plain"));
+    let text = response.text().await.expect("text");
+    prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("the Prometheus text format")
+}
+
+/// The sum of a metric's samples whose labels include every pair of `labels`.
+fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            prometheus_parse::Value::Histogram(ref buckets) => buckets.last().map_or(0.0, |b| b.count),
+            prometheus_parse::Value::Summary(_) => 0.0,
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn metrics_move_with_captures_launches_and_streams() {
+    let dir = DataDir::new("metrics");
+    let mut command = server_command(&dir.0, &["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"]);
+    let mut server = Server::spawn(command.env_remove("HOOKFLOW_METRICS_LISTEN"));
+    let base = server.base_url();
+    let url = metrics_url(&mut server);
+    let out = server.stdout();
+    let (key, org) = (field(&out, "api key:"), field(&out, "organization id:"));
+    let before = scrape(&url).await;
+    assert!(value(&before, "hookflow_db_pool_max_connections", &[]) >= 1.0);
+    assert!(
+        before.samples.iter().all(|s| !s.labels.iter().any(|(k, _)| k.contains("organization"))),
+        "no organization labels"
+    );
+
+    let hook = post_json(&base, "/webhooks", &key, &org, serde_json::json!({"name": "metrics"})).await;
+    let capture_url = hook["capture_url"].as_str().expect("capture url").to_owned();
+    let client = reqwest::Client::new();
+    for _ in 0..3 {
+        assert_eq!(client.post(&capture_url).body("{}").send().await.expect("capture").status(), 200);
+    }
+    let unknown = format!("{base}/webhook/{}", uuid::Uuid::new_v4());
+    assert_eq!(client.post(&unknown).send().await.expect("capture").status(), 404);
+    // A live stream is a subscriber while it is open.
+    let stream = client
+        .get(format!("{base}/webhooks/{}/stream", hook["id"].as_str().expect("id")))
+        .header(hookflow_shared::wire::header::API_KEY, &key)
+        .header(hookflow_shared::wire::header::ORGANIZATION, &org)
+        .send()
+        .await
+        .expect("stream");
+    assert_eq!(stream.status(), 200);
+    // A flow through the embedded runner: a claim, a finished execution, a result posted.
+    let definition = serde_json::json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]});
+    let flow = post_json(&base, "/flows", &key, &org, serde_json::json!({"name": "m", "definition": definition})).await;
+    let flow_id = flow["id"].as_str().expect("flow id");
+    post_json(&base, &format!("/flows/{flow_id}/launch"), &key, &org, serde_json::json!({})).await;
+    let mut after = scrape(&url).await;
+    for _ in 0..100 {
+        if value(&after, "hookflow_executions_finished_total", &[("status", "succeeded")]) >= 1.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        after = scrape(&url).await;
+    }
+    let delta = |name: &str, labels: &[(&str, &str)]| value(&after, name, labels) - value(&before, name, labels);
+    assert_eq!(delta("hookflow_captures_stored_total", &[]), 3.0);
+    assert!(delta("hookflow_capture_batch_rows", &[]) >= 1.0, "batches are counted");
+    assert_eq!(delta("hookflow_captures_refused_total", &[("status", "404")]), 1.0);
+    assert_eq!(
+        delta("hookflow_http_requests_total", &[("route", "/webhooks"), ("method", "POST"), ("status", "201")]),
+        1.0
+    );
+    assert!(delta("hookflow_http_request_duration_seconds", &[("route", "/webhooks/{id}/stream")]) >= 0.0);
+    assert_eq!(value(&after, "hookflow_stream_subscribers", &[]), 1.0, "the open stream");
+    assert!(delta("hookflow_claims_total", &[]) >= 1.0);
+    assert_eq!(delta("hookflow_executions_finished_total", &[("status", "succeeded")]), 1.0);
+    assert!(delta("hookflow_runner_results_posted_total", &[]) >= 1.0, "the embedded runner's own metrics");
+    assert_eq!(value(&after, "hookflow_runners_online", &[]), 1.0, "the embedded runner");
+    assert_eq!(value(&after, "hookflow_queue_depth", &[]), 0.0);
+    drop(stream);
+    for _ in 0..50 {
+        if value(&scrape(&url).await, "hookflow_stream_subscribers", &[]) == 0.0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("a closed stream is no subscriber any more");
+}
+
+/// An idle server with its embedded runner (long polls and heartbeats all the time) says almost nothing, in plain
+/// text when standard error is not a terminal; `--log-format json` writes one object a line.
+#[tokio::test]
+async fn an_idle_server_is_quiet_and_its_logs_are_plain_or_json() {
+    let dir = DataDir::new("logs");
+    // Heartbeats every 2 s (lease 6 s) and long polls of 30 s: an idle minute would be dozens of requests.
+    let mut command = server_command(&dir.0, &["--listen", "127.0.0.1:0", "--lease-s", "6"]);
+    let mut server = Server::spawn(command.env_remove("NO_COLOR"));
+    server.base_url();
+    server.wait_stderr("registered", 60);
+    let settled = server.stderr().lines().count();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let log = server.stderr();
+    let idle: Vec<&str> = log.lines().skip(settled).collect();
+    assert!(idle.len() <= 3, "an idle server logged {} lines in 10 s:\n{}", idle.len(), idle.join("\n"));
+    assert!(!log.contains('\u{1b}'), "no colour codes when standard error is not a terminal:\n{log}");
+    drop(server);
+
+    let dir = DataDir::new("json-logs");
+    let mut server = Server::start(&dir.0, &["--log-format", "json", "--embedded-runner", "off"]);
+    let err = server.wait_stderr("hookflow-server listening", 120);
+    for line in err.lines().filter(|l| !l.trim().is_empty()) {
+        let object: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not one JSON object a line ({e}): {line}"));
+        assert!(object["level"].is_string() && object["fields"].is_object(), "{line}");
+    }
+}
