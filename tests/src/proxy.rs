@@ -21,7 +21,12 @@ pub struct Proxy {
 
 impl Proxy {
     pub async fn start(upstream: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        Self::start_on("127.0.0.1:0", upstream).await
+    }
+
+    /// A proxy listening on `address` (an address of this machine, such as a test network namespace's veth end).
+    pub async fn start_on(address: &str, upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind(address).await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy address");
         let (generation, _) = watch::channel(0u64);
         let refusing = Arc::new(AtomicBool::new(false));

@@ -32,6 +32,7 @@ mod organization;
 mod people_external;
 mod people_members;
 mod people_sessions;
+mod private_network;
 mod resources;
 mod runner_e2e;
 mod stream;
