@@ -35,6 +35,8 @@ pub enum Invalidation {
     User(Uuid),
     /// The built-in identity provider's signing keys were rotated.
     SigningKeys,
+    /// The master key file changed (a rotation): servers that read their keys from it read it again.
+    MasterKeys,
 }
 
 impl Invalidation {
@@ -47,6 +49,7 @@ impl Invalidation {
             Invalidation::Session(id) => ("session", id),
             Invalidation::User(id) => ("user", id),
             Invalidation::SigningKeys => ("signing", Uuid::nil()),
+            Invalidation::MasterKeys => ("master", Uuid::nil()),
         };
         format!("{kind}:{id}")
     }
@@ -62,6 +65,7 @@ impl Invalidation {
             "session" => Invalidation::Session(id),
             "user" => Invalidation::User(id),
             "signing" => Invalidation::SigningKeys,
+            "master" => Invalidation::MasterKeys,
             _ => return None,
         })
     }
@@ -129,6 +133,7 @@ mod tests {
             Invalidation::Session(id),
             Invalidation::User(id),
             Invalidation::SigningKeys,
+            Invalidation::MasterKeys,
         ] {
             assert_eq!(Invalidation::parse(&sent.payload()), Some(sent));
         }

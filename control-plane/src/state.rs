@@ -57,8 +57,10 @@ pub struct Settings {
     pub stream_keep_alive: Duration,
     /// Events buffered per stream subscriber before it is told it lagged.
     pub stream_buffer: usize,
-    /// Encrypts secrets at rest.
+    /// Encrypts secrets at rest (a keyring: the current key seals, previous keys still open).
     pub master_key: crate::crypto::MasterKey,
+    /// The file the keyring came from (the embedded default), read again when a rotation is announced.
+    pub master_key_file: Option<std::path::PathBuf>,
     /// How long a claim (or the last heartbeat or result) holds a job.
     pub lease: Duration,
     /// How often runners are asked to send heartbeats; offline after three missed.
@@ -96,6 +98,7 @@ impl Settings {
             stream_keep_alive: Duration::from_secs(15),
             stream_buffer: 128,
             master_key: crate::crypto::MasterKey::random(),
+            master_key_file: None,
             lease: Duration::from_secs(30),
             heartbeat_interval: Duration::from_secs(10),
             rescue_interval: Duration::from_secs(1),
@@ -152,6 +155,7 @@ impl AppState {
                 self.keys.clear();
             }
             Invalidation::SigningKeys => self.signing.forget(),
+            Invalidation::MasterKeys => self.reload_master_keys(),
         }
     }
 
@@ -161,6 +165,20 @@ impl AppState {
         self.keys.clear();
         self.people.clear();
         self.signing.forget();
+        self.reload_master_keys();
+    }
+
+    /// Reads the key file again (a rotation added or retired keys); keys from flags stay as configured.
+    fn reload_master_keys(&self) {
+        let Some(path) = &self.settings.master_key_file else { return };
+        match crate::db::data_dir::read_key_file(path) {
+            Ok(keys) => {
+                self.settings.master_key.replace(keys.current, keys.previous);
+                self.signing.forget();
+                tracing::info!(version = self.settings.master_key.current_version(), "master keys reloaded");
+            }
+            Err(e) => tracing::error!(error = %e, "the master key file cannot be read; keeping the keys in memory"),
+        }
     }
 }
 

@@ -74,7 +74,12 @@ impl TestApp {
     /// A second server on this one's database, as another replica would be (its own caches, listener, hub).
     pub async fn replica(&self) -> Self {
         // Replicas share the public URL (the issuer of access tokens) and the master key, as a deployment does.
-        let (public_url, master) = (self.base.clone(), self.master.clone());
+        self.replica_with_keys(self.master.clone()).await
+    }
+
+    /// A replica configured with another master keyring (a rotation rolled out to it).
+    pub async fn replica_with_keys(&self, master: hookflow_control_plane::crypto::MasterKey) -> Self {
+        let public_url = self.base.clone();
         let shared = move |s: &mut Settings| {
             s.public_url = public_url;
             s.master_key = master;

@@ -76,23 +76,42 @@ pub fn lock(dir: &Path) -> Result<DataDirLock, DataDirError> {
     Ok(DataDirLock { _file: file })
 }
 
-/// The 32-byte master key: the configured one, else the one in `<dir>/master.key`, generated (mode 0600) on first
-/// use.
-pub fn master_key(dir: &Path, configured: Option<&str>) -> Result<[u8; 32], DataDirError> {
-    let path = dir.join("master.key");
-    let decode = |text: &str, origin: PathBuf| -> Result<[u8; 32], DataDirError> {
-        STANDARD
-            .decode(text.trim())
-            .ok()
-            .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
-            .ok_or(DataDirError::BadMasterKey(origin))
-    };
-    if let Some(text) = configured {
-        return decode(text, PathBuf::from("HOOKFLOW_MASTER_KEY"));
+/// The master keyring as configured: the key that seals, the keys that still open, and the file they came from
+/// (`None` when configured through flags or the environment).
+#[derive(Debug, Clone)]
+pub struct MasterKeys {
+    pub current: [u8; 32],
+    pub previous: Vec<[u8; 32]>,
+    pub file: Option<PathBuf>,
+}
+
+impl MasterKeys {
+    pub fn keyring(&self) -> crate::crypto::MasterKey {
+        crate::crypto::MasterKey::with_previous(self.current, self.previous.clone())
     }
-    match fs::read_to_string(&path) {
-        Ok(text) => decode(&text, path),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+}
+
+fn decode(text: &str, origin: &Path) -> Result<[u8; 32], DataDirError> {
+    STANDARD
+        .decode(text.trim())
+        .ok()
+        .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+        .ok_or_else(|| DataDirError::BadMasterKey(origin.to_owned()))
+}
+
+/// The master keys: the configured ones (`--master-key`, `--previous-master-keys`), else `<dir>/master.key`
+/// (its first line seals, later lines still open), generated with one key (mode 0600) on first use.
+pub fn master_keys(dir: &Path, configured: Option<&str>, previous: &[String]) -> Result<MasterKeys, DataDirError> {
+    if let Some(text) = configured {
+        let origin = Path::new("HOOKFLOW_MASTER_KEY");
+        let previous =
+            previous.iter().map(|k| decode(k, Path::new("HOOKFLOW_PREVIOUS_MASTER_KEYS"))).collect::<Result<_, _>>()?;
+        return Ok(MasterKeys { current: decode(text, origin)?, previous, file: None });
+    }
+    let path = dir.join("master.key");
+    match read_key_file(&path) {
+        Ok(keys) => Ok(keys),
+        Err(DataDirError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             let mut key = [0u8; 32];
             rand::rng().fill_bytes(&mut key);
             let mut file = OpenOptions::new()
@@ -103,8 +122,56 @@ pub fn master_key(dir: &Path, configured: Option<&str>) -> Result<[u8; 32], Data
                 .map_err(io(format!("creating {}", path.display())))?;
             writeln!(file, "{}", STANDARD.encode(key)).map_err(io(format!("writing {}", path.display())))?;
             file.sync_all().map_err(io(format!("writing {}", path.display())))?;
-            Ok(key)
+            Ok(MasterKeys { current: key, previous: Vec::new(), file: Some(path) })
         }
-        Err(e) => Err(io(format!("reading {}", path.display()))(e)),
+        Err(e) => Err(e),
     }
+}
+
+/// Reads a key file: the current key on the first line, previous keys on the following ones.
+pub fn read_key_file(path: &Path) -> Result<MasterKeys, DataDirError> {
+    let text = fs::read_to_string(path).map_err(io(format!("reading {}", path.display())))?;
+    let mut keys = text.lines().filter(|l| !l.trim().is_empty()).map(|l| decode(l, path));
+    let current = keys.next().ok_or_else(|| DataDirError::BadMasterKey(path.to_owned()))??;
+    Ok(MasterKeys { current, previous: keys.collect::<Result<_, _>>()?, file: Some(path.to_owned()) })
+}
+
+/// Puts a new random key first in the key file; the keys it had stay after it, so they still open their values.
+/// The file is replaced atomically (a new file renamed over it, mode 0600).
+pub fn add_new_key(path: &Path) -> Result<MasterKeys, DataDirError> {
+    let old = read_key_file(path)?;
+    let mut key = [0u8; 32];
+    rand::rng().fill_bytes(&mut key);
+    let mut lines = vec![STANDARD.encode(key), STANDARD.encode(old.current)];
+    lines.extend(old.previous.iter().map(|k| STANDARD.encode(k)));
+    let next = path.with_extension("key.new");
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&next)
+        .map_err(io(format!("creating {}", next.display())))?;
+    writeln!(file, "{}", lines.join("\n")).map_err(io(format!("writing {}", next.display())))?;
+    file.sync_all().map_err(io(format!("writing {}", next.display())))?;
+    fs::rename(&next, path).map_err(io(format!("replacing {}", path.display())))?;
+    let mut previous = vec![old.current];
+    previous.extend(old.previous);
+    Ok(MasterKeys { current: key, previous, file: Some(path.to_owned()) })
+}
+
+/// Drops every key but the current one from the key file (after a rotation left no value under them).
+pub fn retire_previous_keys(path: &Path) -> Result<(), DataDirError> {
+    let keys = read_key_file(path)?;
+    let next = path.with_extension("key.new");
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&next)
+        .map_err(io(format!("creating {}", next.display())))?;
+    writeln!(file, "{}", STANDARD.encode(keys.current)).map_err(io(format!("writing {}", next.display())))?;
+    file.sync_all().map_err(io(format!("writing {}", next.display())))?;
+    fs::rename(&next, path).map_err(io(format!("replacing {}", path.display())))
 }

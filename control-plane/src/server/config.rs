@@ -68,8 +68,12 @@ pub struct ServeArgs {
     pub public_url: Option<String>,
     /// Base64 of 32 bytes that encrypts secrets at rest (default: generated once into <data-dir>/master.key, mode
     /// 0600; back it up).
-    #[arg(long, env = "HOOKFLOW_MASTER_KEY", hide_env_values = true)]
+    #[arg(long, env = "HOOKFLOW_MASTER_KEY", hide_env_values = true, global = true)]
     pub master_key: Option<String>,
+    /// Base64 keys that sealed values before the current --master-key, comma-separated: they still open those
+    /// values until `hookflow-server keys rotate-master` re-encrypts them (see the runbook in README).
+    #[arg(long, env = "HOOKFLOW_PREVIOUS_MASTER_KEYS", hide_env_values = true, value_delimiter = ',', global = true)]
+    pub previous_master_keys: Vec<String>,
     /// Let the server's own requests for every organization (embedded runner flows, webhook replay, OpenAPI import
     /// by URL) reach loopback and private addresses, as if every organization were on the private-network
     /// allow-list (`hookflow-server orgs private-network`). For single-team installations; link-local and cloud
@@ -288,6 +292,19 @@ pub enum KeysCommand {
     /// verifying the tokens it signed (both are published in /.well-known/jwks.json); running servers switch at
     /// once.
     RotateSigning,
+    /// Re-encrypt every secret and signing key under the current master key, online (running servers keep
+    /// working; several may run). With the embedded default, --new-key first puts a new random key at the head of
+    /// <data-dir>/master.key (the old one stays after it) and running servers switch to it; once no value is
+    /// left under an old key, --retire-previous drops the old keys from that file. With --master-key, configure
+    /// --previous-master-keys on every server first (README: Runbook).
+    RotateMaster {
+        /// Start with a new random key in <data-dir>/master.key (embedded default only).
+        #[arg(long)]
+        new_key: bool,
+        /// After re-encrypting, drop the previous keys from <data-dir>/master.key when no value uses them.
+        #[arg(long)]
+        retire_previous: bool,
+    },
 }
 
 /// A key lifetime: a duration, or `None` for a key that never expires.

@@ -6,6 +6,7 @@ pub mod config;
 pub mod embedded_runner;
 pub mod fd_limit;
 pub mod operator;
+pub mod rotate;
 
 use crate::db::data_dir;
 use crate::db::storage::{BoxError, Opener, Storage};
@@ -32,9 +33,13 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
         }
         Command::Keys(command) => {
             let storage = Storage::open(&cli.storage, Opener::Operator, 2).await?;
-            let master = data_dir::master_key(&cli.storage.data_dir, cli.serve.master_key.as_deref());
+            let master = data_dir::master_keys(
+                &cli.storage.data_dir,
+                cli.serve.master_key.as_deref(),
+                &cli.serve.previous_master_keys,
+            );
             let result = match master {
-                Ok(master) => operator::keys(&storage.pool, &crate::crypto::MasterKey::new(master), command).await,
+                Ok(master) => operator::keys(&storage.pool, master, command).await,
                 Err(e) => Err(e.into()),
             };
             storage.close().await?;
@@ -69,7 +74,8 @@ async fn serve_with(
     local: std::net::SocketAddr,
 ) -> Result<(), BoxError> {
     data_dir::create(&storage_args.data_dir)?;
-    let master_key = data_dir::master_key(&storage_args.data_dir, args.master_key.as_deref())?;
+    let master_keys =
+        data_dir::master_keys(&storage_args.data_dir, args.master_key.as_deref(), &args.previous_master_keys)?;
     let public_url = args.public_url.clone().unwrap_or_else(|| format!("http://{local}"));
     let public_url = public_url.trim_end_matches('/').to_owned();
     if let Some(done) = bootstrap::first_start(&storage.pool, &args.people.owner_email).await? {
@@ -79,7 +85,8 @@ async fn serve_with(
         public_url: public_url.clone(),
         allow_private_targets: args.allow_private_targets,
         retention_interval: std::time::Duration::from_secs(args.retention_interval_s.max(1)),
-        master_key: crate::crypto::MasterKey::new(master_key),
+        master_key: master_keys.keyring(),
+        master_key_file: master_keys.file.clone(),
         lease: std::time::Duration::from_secs(args.lease_s),
         heartbeat_interval: std::time::Duration::from_secs((args.lease_s / 3).clamp(1, 10)),
         limits: listener_limits(&args.limits),

@@ -1,8 +1,10 @@
-//! Operator subcommands (`orgs create|list|private-network`, `keys create|rotate-signing`, `users create|reset-password`):
+//! Operator subcommands (`orgs create|list|private-network`, `keys create|rotate-signing|rotate-master`,
+//! `users create|reset-password`):
 //! set up a multi-tenant installation from a shell, straight against the database, printing each secret once.
 
 use crate::admin::{keys, organization};
 use crate::crypto::MasterKey;
+use crate::db::data_dir::MasterKeys;
 use crate::db::storage::BoxError;
 use crate::http::auth::Actor;
 use crate::people::{passwords, store};
@@ -40,10 +42,13 @@ pub async fn orgs(pool: &PgPool, command: OrgsCommand) -> Result<(), BoxError> {
     Ok(())
 }
 
-pub async fn keys(pool: &PgPool, master: &MasterKey, command: KeysCommand) -> Result<(), BoxError> {
+pub async fn keys(pool: &PgPool, master: MasterKeys, command: KeysCommand) -> Result<(), BoxError> {
     let (org, name, scopes, preset, expires_in) = match command {
         KeysCommand::Create { org, name, scopes, preset, expires_in } => (org, name, scopes, preset, expires_in),
-        KeysCommand::RotateSigning => return rotate_signing(pool, master).await,
+        KeysCommand::RotateSigning => return rotate_signing(pool, &master.keyring()).await,
+        KeysCommand::RotateMaster { new_key, retire_previous } => {
+            return crate::server::rotate::command(pool, master, new_key, retire_previous).await;
+        }
     };
     let scopes = match preset {
         Some(p) => {

@@ -136,3 +136,100 @@ async fn an_idle_server_is_quiet_and_its_logs_are_plain_or_json() {
         assert!(object["level"].is_string() && object["fields"].is_object(), "{line}");
     }
 }
+
+/// Runs a flow whose request carries a secret to one of the server's own capture URLs (the first start's
+/// organization may reach this machine), and answers the header the capture received.
+async fn secret_delivered(base: &str, key: &str, org: &str, flow: &str, webhook: &str) -> String {
+    let execution = post_json(base, &format!("/flows/{flow}/launch"), key, org, serde_json::json!({})).await;
+    let id = execution["id"].as_str().expect("id");
+    for _ in 0..200 {
+        let (_, current) = get(base, &format!("/flows/{flow}/executions/{id}"), key, org).await;
+        match current["status"].as_str() {
+            Some("queued" | "running") => tokio::time::sleep(Duration::from_millis(50)).await,
+            Some("succeeded") => {
+                let (_, page) = get(base, &format!("/webhooks/{webhook}/requests?limit=1"), key, org).await;
+                let headers = page["items"][0]["headers"].as_array().expect("headers").clone();
+                let token = headers.iter().find(|h| h[0] == "x-token").expect("the secret's header");
+                return token[1].as_str().expect("value").to_owned();
+            }
+            _ => {
+                let (_, nodes) = get(base, &format!("/flows/{flow}/executions/{id}/nodes"), key, org).await;
+                panic!("the flow did not succeed: {current}\n{nodes}")
+            }
+        }
+    }
+    panic!("the flow never finished");
+}
+
+/// The embedded default rotates online: a new key heads master.key, running servers switch to it, every value is
+/// re-encrypted, the old key is retired, and secrets reach the embedded runner's requests before, during and
+/// after, and after a restart.
+#[tokio::test]
+async fn the_master_key_rotates_online_with_the_embedded_default() {
+    let dir = DataDir::new("rotate");
+    let mut server = Server::start(&dir.0, &[]);
+    let base = server.base_url();
+    server.wait_stderr("registered", 60);
+    let out = server.stdout();
+    let (key, org) = (field(&out, "api key:"), field(&out, "organization id:"));
+    let hook = post_json(&base, "/webhooks", &key, &org, serde_json::json!({"name": "target"})).await;
+    let (webhook, capture_url) = (hook["id"].as_str().expect("id"), hook["capture_url"].as_str().expect("url"));
+    let put = reqwest::Client::new()
+        .put(format!("{base}/secrets/TOKEN"))
+        .header(hookflow_shared::wire::header::API_KEY, &key)
+        .header(hookflow_shared::wire::header::ORGANIZATION, &org)
+        .json(&serde_json::json!({"value": "before-rotation"}))
+        .send()
+        .await
+        .expect("secret");
+    assert_eq!(put.status(), 200);
+    let definition = serde_json::json!({"nodes": [{"id": "send", "kind": "request",
+        "request": {"method": "POST", "url": capture_url, "headers": {"x-token": "{{secret.TOKEN}}"}}}]});
+    let flow = post_json(&base, "/flows", &key, &org, serde_json::json!({"name": "s", "definition": definition})).await;
+    let flow = flow["id"].as_str().expect("flow id");
+    assert_eq!(secret_delivered(&base, &key, &org, flow, webhook).await, "before-rotation");
+    let key_file = dir.0.join("master.key");
+    let old = std::fs::read_to_string(&key_file).expect("key file");
+
+    let (ok, out, err) = operator(&dir.0, &["keys", "rotate-master", "--new-key"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("re-encrypted 1 secrets") && out.contains("0 values remain"), "{out}");
+    let rotated = std::fs::read_to_string(&key_file).expect("key file");
+    assert_eq!(rotated.lines().count(), 2);
+    assert_eq!(rotated.lines().nth(1), old.lines().next(), "the old key follows the new one");
+    assert!(!out.contains(rotated.lines().next().expect("new")), "no key is printed");
+    // The running server opens the re-encrypted secret, and seals new values with the new key.
+    assert_eq!(secret_delivered(&base, &key, &org, flow, webhook).await, "before-rotation");
+    let put = reqwest::Client::new()
+        .put(format!("{base}/secrets/TOKEN"))
+        .header(hookflow_shared::wire::header::API_KEY, &key)
+        .header(hookflow_shared::wire::header::ORGANIZATION, &org)
+        .json(&serde_json::json!({"value": "after-rotation"}))
+        .send()
+        .await
+        .expect("secret");
+    assert_eq!(put.status(), 200);
+    let (ok, out, err) = operator(&dir.0, &["keys", "rotate-master", "--retire-previous"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("re-encrypted 0 secrets") && out.contains("0 values remain"),
+        "the server sealed with the new key: {out}"
+    );
+    assert_eq!(std::fs::read_to_string(&key_file).expect("key file").lines().count(), 1);
+    assert_eq!(secret_delivered(&base, &key, &org, flow, webhook).await, "after-rotation");
+
+    // --new-key needs the key file: with a configured key it says what to do instead.
+    let (ok, _, err) = operator(
+        &dir.0,
+        &["keys", "rotate-master", "--new-key", "--master-key", &"A".repeat(43).replace("AAA", "AAA")],
+    );
+    assert!(!ok && (err.contains("--previous-master-keys") || err.contains("not 32 bytes")), "{err}");
+
+    // A restart reads the one-key file.
+    server.signal("-TERM");
+    assert!(server.wait_exit(60).success());
+    let address = base.trim_start_matches("http://").to_owned();
+    let mut server = Server::spawn(&mut server_command(&dir.0, &["--listen", &address]));
+    assert_eq!(server.base_url(), base, "the same address, which the flow's request names");
+    assert_eq!(secret_delivered(&base, &key, &org, flow, webhook).await, "after-rotation");
+}

@@ -27,6 +27,7 @@ mod limits_connections;
 mod limits_outage;
 mod limits_parsers;
 mod limits_server;
+mod master_keys;
 mod openapi;
 mod organization;
 mod people_external;

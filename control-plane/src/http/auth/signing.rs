@@ -47,7 +47,7 @@ impl std::fmt::Debug for SigningKeys {
 }
 
 /// The sealed private key's name (binds the ciphertext to its key id).
-fn sealed_name(kid: &str) -> String {
+pub fn sealed_name(kid: &str) -> String {
     format!("signing-key:{kid}")
 }
 

@@ -1,0 +1,164 @@
+//! `hookflow-server keys rotate-master`: re-encrypts every secret and signing key under the current master key,
+//! online. Rows are taken in key order in batches, each locked while it is rewritten and committed alone, so
+//! servers keep reading and writing throughout; a value written meanwhile under an older key is counted as
+//! remaining, and running the command again takes it. With the embedded default's key file, `--new-key` first
+//! puts a new key at its head and tells every server to read the file again.
+
+use crate::crypto::{MasterKey, Sealed};
+use crate::db::data_dir::{self, MasterKeys};
+use crate::db::storage::BoxError;
+use crate::signals::Invalidation;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+const BATCH: i64 = 200;
+
+/// What a pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Report {
+    pub secrets: u64,
+    pub signing_keys: u64,
+    /// Values no key of the ring opens (left as they are).
+    pub unreadable: u64,
+    /// Values still under another key after the pass (written meanwhile, or unreadable).
+    pub remaining: i64,
+}
+
+pub async fn command(pool: &PgPool, mut keys: MasterKeys, new_key: bool, retire: bool) -> Result<(), BoxError> {
+    if new_key {
+        let path = keys.file.clone().ok_or(
+            "--new-key works with the embedded default's <data-dir>/master.key; with --master-key, set the new key \
+             and --previous-master-keys on every server instead (README: Runbook)",
+        )?;
+        keys = data_dir::add_new_key(&path)?;
+        announce(pool).await?;
+        println!("a new master key heads {}: running servers seal with it from now on", path.display());
+    }
+    let keyring = keys.keyring();
+    let report = reencrypt(pool, &keyring).await?;
+    println!(
+        "re-encrypted {} secrets and {} signing keys under key version {}; {} values remain under other keys",
+        report.secrets,
+        report.signing_keys,
+        keyring.current_version(),
+        report.remaining
+    );
+    if report.unreadable > 0 {
+        return Err(format!(
+            "{} values open with no key of the ring: configure the key that sealed them (--previous-master-keys, or \
+             a line of master.key) and run this again",
+            report.unreadable
+        )
+        .into());
+    }
+    if retire {
+        let path = keys.file.as_ref().ok_or(
+            "--retire-previous edits <data-dir>/master.key; with --master-key, \
+             remove the old key from --previous-master-keys on every server instead",
+        )?;
+        if report.remaining > 0 {
+            return Err("values were written under an old key meanwhile: run this again before retiring keys".into());
+        }
+        data_dir::retire_previous_keys(path)?;
+        announce(pool).await?;
+        println!("previous keys removed from {}", path.display());
+    }
+    Ok(())
+}
+
+/// Tells every running server to read its key file again.
+async fn announce(pool: &PgPool) -> Result<(), sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    Invalidation::MasterKeys.announce(&mut conn).await
+}
+
+/// One pass over secrets and signing keys not sealed under `keyring`'s current key.
+pub async fn reencrypt(pool: &PgPool, keyring: &MasterKey) -> Result<Report, sqlx::Error> {
+    let mut report = Report::default();
+    let (secrets, unreadable) = reencrypt_secrets(pool, keyring).await?;
+    report.secrets = secrets;
+    report.unreadable += unreadable;
+    let (signing, unreadable) = reencrypt_signing_keys(pool, keyring).await?;
+    report.signing_keys = signing;
+    report.unreadable += unreadable;
+    report.remaining = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM secrets WHERE key_version <> $1)
+              + (SELECT count(*) FROM signing_keys WHERE key_version <> $1)",
+    )
+    .bind(keyring.current_version())
+    .fetch_one(pool)
+    .await?;
+    Ok(report)
+}
+
+type SecretRow = (Uuid, String, Vec<u8>, Vec<u8>, i32);
+
+async fn reencrypt_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u64), sqlx::Error> {
+    let (mut done, mut unreadable) = (0, 0);
+    let mut after = (Uuid::nil(), String::new());
+    loop {
+        let mut tx = pool.begin().await?;
+        let rows: Vec<SecretRow> = sqlx::query_as(
+            "SELECT organization_id, name, ciphertext, nonce, key_version FROM secrets
+             WHERE key_version <> $1 AND (organization_id, name) > ($2, $3)
+             ORDER BY organization_id, name LIMIT $4 FOR UPDATE",
+        )
+        .bind(keyring.current_version())
+        .bind(after.0)
+        .bind(&after.1)
+        .bind(BATCH)
+        .fetch_all(&mut *tx)
+        .await?;
+        let Some(last) = rows.last() else { return Ok((done, unreadable)) };
+        after = (last.0, last.1.clone());
+        for (org, name, ciphertext, nonce, key_version) in rows {
+            let Ok(plain) = keyring.open(org, &name, &Sealed { ciphertext, nonce, key_version }) else {
+                unreadable += 1;
+                continue;
+            };
+            let sealed = keyring.seal(org, &name, &plain);
+            sqlx::query(
+                "UPDATE secrets SET ciphertext = $3, nonce = $4, key_version = $5
+                 WHERE organization_id = $1 AND name = $2",
+            )
+            .bind(org)
+            .bind(&name)
+            .bind(&sealed.ciphertext)
+            .bind(&sealed.nonce)
+            .bind(sealed.key_version)
+            .execute(&mut *tx)
+            .await?;
+            done += 1;
+        }
+        tx.commit().await?;
+    }
+}
+
+async fn reencrypt_signing_keys(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u64), sqlx::Error> {
+    let (mut done, mut unreadable) = (0, 0);
+    let mut tx = pool.begin().await?;
+    let rows: Vec<(String, Vec<u8>, Vec<u8>, i32)> = sqlx::query_as(
+        "SELECT kid, private_key, nonce, key_version FROM signing_keys WHERE key_version <> $1 ORDER BY kid FOR UPDATE",
+    )
+    .bind(keyring.current_version())
+    .fetch_all(&mut *tx)
+    .await?;
+    for (kid, ciphertext, nonce, key_version) in rows {
+        let name = crate::http::auth::signing::sealed_name(&kid);
+        let Ok(plain) = keyring.open(Uuid::nil(), &name, &Sealed { ciphertext, nonce, key_version }) else {
+            unreadable += 1;
+            continue;
+        };
+        let sealed = keyring.seal(Uuid::nil(), &name, &plain);
+        sqlx::query("UPDATE signing_keys SET private_key = $2, nonce = $3, key_version = $4 WHERE kid = $1")
+            .bind(&kid)
+            .bind(&sealed.ciphertext)
+            .bind(&sealed.nonce)
+            .bind(sealed.key_version)
+            .execute(&mut *tx)
+            .await?;
+        done += 1;
+    }
+    tx.commit().await?;
+    Ok((done, unreadable))
+}
