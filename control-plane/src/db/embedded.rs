@@ -128,16 +128,8 @@ impl EmbeddedCluster {
             Self { bindir, data, socket_dir: root.join("run"), run_as, password: String::new(), adopted: false };
         cluster.private_dir(&root)?;
         cluster.socket_dir = cluster.socket_dir_at(&root)?;
-        if run_as.is_some() {
-            let probe = Command::new("runuser")
-                .args(["-u", "postgres", "--", "test", "-x"])
-                .arg(&root)
-                .current_dir("/")
-                .status()
-                .map_err(io("running runuser (util-linux)"))?;
-            if !probe.success() {
-                return Err(EmbeddedError::Unreachable(root));
-            }
+        if run_as.is_some() && !postgres_can_enter(&root)? {
+            return Err(EmbeddedError::Unreachable(root));
         }
         cluster.password = password(&root, run_as)?;
         if cluster.data.join("PG_VERSION").is_file() {
@@ -392,6 +384,17 @@ fn absolute(path: &Path) -> Result<PathBuf, EmbeddedError> {
 
 /// pg_ctl starts the server through a shell command line holding the data directory's path: a path with a
 /// quote, `$`, a backquote, a backslash or a control character is refused rather than quoted.
+/// Whether the `postgres` system user can enter `dir` (asked as that user, so every parent counts).
+pub fn postgres_can_enter(dir: &Path) -> Result<bool, EmbeddedError> {
+    let probe = Command::new("runuser")
+        .args(["-u", "postgres", "--", "test", "-x"])
+        .arg(dir)
+        .current_dir("/")
+        .status()
+        .map_err(io("running runuser (util-linux)"))?;
+    Ok(probe.success())
+}
+
 fn check_path(path: &Path) -> Result<(), EmbeddedError> {
     let text = path.to_string_lossy();
     if text.chars().any(|c| matches!(c, '\'' | '"' | '$' | '`' | '\\') || c.is_control()) {

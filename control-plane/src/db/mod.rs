@@ -1,6 +1,7 @@
 //! Database access: connecting (to a configured URL or the embedded cluster), the pool, migrations, the data
-//! directory, and the PATCH statement builder.
+//! directory, where the embedded cluster lives, and the PATCH statement builder.
 
+pub mod cluster_home;
 pub mod data_dir;
 pub mod embedded;
 pub mod storage;

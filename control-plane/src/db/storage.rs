@@ -52,7 +52,7 @@ impl Storage {
             std::fs::set_permissions(&args.data_dir, std::fs::Permissions::from_mode(0o711))?;
         }
         let options = ClusterOptions {
-            root: args.data_dir.join("postgres"),
+            root: crate::db::cluster_home::resolve(&args.data_dir, &args.embedded_cluster_dir)?,
             durability: Durability::Durable,
             max_connections: 100,
             bindir: args.pg_bindir.clone(),

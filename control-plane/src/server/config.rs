@@ -45,6 +45,11 @@ pub struct StorageArgs {
     /// under /usr/lib/postgresql/*/bin when unset).
     #[arg(long, env = "HOOKFLOW_PG_BINDIR", global = true)]
     pub pg_bindir: Option<PathBuf>,
+    /// Started as root, the embedded PostgreSQL runs as the `postgres` system user; when that user cannot enter
+    /// --data-dir (a clone under a private home), the cluster's files go to a unique directory made here, and
+    /// <data-dir>/postgres.location remembers it.
+    #[arg(long, env = "HOOKFLOW_EMBEDDED_CLUSTER_DIR", default_value = "/var/lib/hookflow", global = true)]
+    pub embedded_cluster_dir: PathBuf,
 }
 
 impl StorageArgs {

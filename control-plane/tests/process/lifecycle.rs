@@ -44,18 +44,64 @@ fn missing_postgresql_binaries_say_what_to_install() {
     assert!(err.contains("apt-get install postgresql") && err.contains("--database-url"), "{err}");
 }
 
-#[test]
-fn a_data_dir_the_postgres_user_cannot_enter_is_explained() {
+/// First run as root in a fresh clone under a private home (as `git clone` lands in /root): the `postgres` user
+/// cannot enter it, so the cluster gets its own directory under /var/lib/hookflow, remembered by a pointer in the
+/// data directory; a restart finds it again. Where no directory would do, the server says what to change.
+#[tokio::test(flavor = "multi_thread")]
+async fn root_starts_with_no_flag_in_a_clone_under_a_private_home() {
     if !nix_is_root() {
         return; // Only root hands the cluster to the postgres user; an ordinary user owns its own directories.
     }
-    let outer = DataDir::new("private");
-    std::fs::create_dir_all(&outer.0).expect("mkdir");
-    std::fs::set_permissions(&outer.0, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod");
-    let mut server = Server::start(&outer.0.join("data"), &[]);
-    assert!(!server.wait_exit(60).success());
-    let err = server.stderr();
-    assert!(err.contains("cannot reach") && err.contains("--data-dir"), "{err}");
+    let home = DataDir::new("home");
+    std::fs::create_dir_all(home.0.join("clone")).expect("mkdir");
+    std::fs::set_permissions(&home.0, std::os::unix::fs::PermissionsExt::from_mode(0o700)).expect("chmod");
+    let data = home.0.join("clone/.hookflow");
+    let mut server = Server::start(&data, &["--embedded-runner", "off"]);
+    let base = server.base_url();
+    let pointer = std::fs::read_to_string(data.join("postgres.location")).expect("the pointer");
+    let cluster = std::path::PathBuf::from(pointer.trim());
+    // Removed at the end of the test, whatever happens.
+    struct Remove(std::path::PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            if let Ok(pid) = std::fs::read_to_string(self.0.join("data/postmaster.pid"))
+                && let Some(pid) = pid.lines().next()
+            {
+                let _ = Command::new("kill").args(["-QUIT", pid]).status();
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Remove(cluster.clone());
+    assert!(cluster.starts_with("/var/lib/hookflow") && cluster.join("data/PG_VERSION").is_file(), "{cluster:?}");
+    assert!(data.join("master.key").is_file(), "the master key stays in the data directory");
+    let out = server.stdout();
+    let (key, org) = (field(&out, "api key:"), field(&out, "organization id:"));
+    let hook = post_json(&base, "/webhooks", &key, &org, serde_json::json!({"name": "home"})).await;
+    let capture = reqwest::Client::new().post(hook["capture_url"].as_str().expect("url")).body("x").send().await;
+    assert_eq!(capture.expect("capture").status(), 200);
+    server.signal("-TERM");
+    assert!(server.wait_exit(60).success());
+    assert!(!cluster.join("data/postmaster.pid").exists(), "PostgreSQL stopped with the server");
+
+    // A restart and an operator command find the same cluster through the pointer.
+    let mut again = Server::start(&data, &["--embedded-runner", "off"]);
+    let base = again.base_url();
+    let (status, page) =
+        get(&base, &format!("/webhooks/{}/requests", hook["id"].as_str().expect("id")), &key, &org).await;
+    assert_eq!((status, page["items"].as_array().map(Vec::len)), (200, Some(1)), "{page}");
+    let (ok, listed, err) = operator(&data, &["orgs", "list"]);
+    assert!(ok && listed.contains(&org), "{err}");
+    again.signal("-TERM");
+    assert!(again.wait_exit(60).success());
+
+    // Where the postgres user can enter neither place, the server stops and says what to change.
+    let blocked = home.0.join("blocked");
+    let mut refused = Server::start(&home.0.join("other"), &["--embedded-cluster-dir", &blocked.to_string_lossy()]);
+    assert!(!refused.wait_exit(60).success());
+    let err = refused.stderr();
+    assert!(err.contains("can enter neither") && err.contains("--embedded-cluster-dir"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
