@@ -14,6 +14,8 @@ mod cli_tools;
 mod collection_sync;
 mod collections;
 mod conventions;
+mod deploy_files;
+mod docs_links;
 mod embedded_cluster;
 mod engine;
 mod executions;

@@ -30,16 +30,25 @@ fn port_free_here() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
 }
 
-async fn scrape_until(url: &str, name: &str, at_least: f64) -> f64 {
+/// Scrapes until the samples of `name` whose labels include `labels` add up to at least `at_least` (at most 10 s);
+/// answers that sum. The text is read by a Prometheus text-format parser.
+async fn scrape_until(url: &str, name: &str, labels: &[(&str, &str)], at_least: f64) -> f64 {
     let mut seen = 0.0;
     for _ in 0..100 {
         if let Ok(response) = reqwest::get(url).await
             && let Ok(text) = response.text().await
         {
-            seen = text
-                .lines()
-                .filter(|l| l.starts_with(name))
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("format");
+            seen = scrape
+                .samples
+                .iter()
+                .filter(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+                .map(|s| match s.value {
+                    prometheus_parse::Value::Counter(v)
+                    | prometheus_parse::Value::Gauge(v)
+                    | prometheus_parse::Value::Untyped(v) => v,
+                    _ => 0.0,
+                })
                 .sum();
             if seen >= at_least {
                 return seen;
@@ -108,7 +117,8 @@ async fn a_runner_inside_a_private_network_reaches_what_the_server_cannot() {
 
     // The runner's own metrics, scraped over the veth.
     let url = format!("http://{metrics}/metrics");
-    assert_eq!(scrape_until(&url, "hookflow_runner_jobs_finished_total{status=\"succeeded\"}", 1.0).await, 1.0);
-    assert!(scrape_until(&url, "hookflow_runner_results_posted_total", 1.0).await >= 1.0);
-    assert_eq!(scrape_until(&url, "hookflow_runner_jobs_running", 0.0).await, 0.0);
+    let finished = scrape_until(&url, "hookflow_runner_jobs_finished_total", &[("status", "succeeded")], 1.0).await;
+    assert_eq!(finished, 1.0);
+    assert!(scrape_until(&url, "hookflow_runner_results_posted_total", &[], 1.0).await >= 1.0);
+    assert_eq!(scrape_until(&url, "hookflow_runner_jobs_running", &[], 0.0).await, 0.0);
 }
