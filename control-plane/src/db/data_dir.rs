@@ -137,13 +137,26 @@ pub fn read_key_file(path: &Path) -> Result<MasterKeys, DataDirError> {
 }
 
 /// Puts a new random key first in the key file; the keys it had stay after it, so they still open their values.
-/// The file is replaced atomically (a new file renamed over it, mode 0600).
 pub fn add_new_key(path: &Path) -> Result<MasterKeys, DataDirError> {
     let old = read_key_file(path)?;
     let mut key = [0u8; 32];
     rand::rng().fill_bytes(&mut key);
-    let mut lines = vec![STANDARD.encode(key), STANDARD.encode(old.current)];
-    lines.extend(old.previous.iter().map(|k| STANDARD.encode(k)));
+    let mut previous = vec![old.current];
+    previous.extend(old.previous);
+    let keys = MasterKeys { current: key, previous, file: Some(path.to_owned()) };
+    write_key_file(path, &keys)?;
+    Ok(keys)
+}
+
+/// Drops every key but the current one from the key file (after a rotation left no value under them).
+pub fn retire_previous_keys(path: &Path) -> Result<(), DataDirError> {
+    let keys = read_key_file(path)?;
+    write_key_file(path, &MasterKeys { previous: Vec::new(), ..keys })
+}
+
+/// Replaces the key file atomically (a new file, mode 0600, synced, renamed over it): current key first.
+fn write_key_file(path: &Path, keys: &MasterKeys) -> Result<(), DataDirError> {
+    let lines: Vec<String> = std::iter::once(&keys.current).chain(&keys.previous).map(|k| STANDARD.encode(k)).collect();
     let next = path.with_extension("key.new");
     let mut file = OpenOptions::new()
         .write(true)
@@ -153,25 +166,6 @@ pub fn add_new_key(path: &Path) -> Result<MasterKeys, DataDirError> {
         .open(&next)
         .map_err(io(format!("creating {}", next.display())))?;
     writeln!(file, "{}", lines.join("\n")).map_err(io(format!("writing {}", next.display())))?;
-    file.sync_all().map_err(io(format!("writing {}", next.display())))?;
-    fs::rename(&next, path).map_err(io(format!("replacing {}", path.display())))?;
-    let mut previous = vec![old.current];
-    previous.extend(old.previous);
-    Ok(MasterKeys { current: key, previous, file: Some(path.to_owned()) })
-}
-
-/// Drops every key but the current one from the key file (after a rotation left no value under them).
-pub fn retire_previous_keys(path: &Path) -> Result<(), DataDirError> {
-    let keys = read_key_file(path)?;
-    let next = path.with_extension("key.new");
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&next)
-        .map_err(io(format!("creating {}", next.display())))?;
-    writeln!(file, "{}", STANDARD.encode(keys.current)).map_err(io(format!("writing {}", next.display())))?;
     file.sync_all().map_err(io(format!("writing {}", next.display())))?;
     fs::rename(&next, path).map_err(io(format!("replacing {}", path.display())))
 }

@@ -93,6 +93,12 @@ pub async fn reencrypt(pool: &PgPool, keyring: &MasterKey) -> Result<Report, sql
 
 type SecretRow = (Uuid, String, Vec<u8>, Vec<u8>, i32);
 
+/// The value sealed again under the ring's current key; `None` when no key of the ring opens it.
+fn reseal(keyring: &MasterKey, org: Uuid, name: &str, sealed: Sealed) -> Option<Sealed> {
+    let plain = keyring.open(org, name, &sealed).ok()?;
+    Some(keyring.seal(org, name, &plain))
+}
+
 async fn reencrypt_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u64), sqlx::Error> {
     let (mut done, mut unreadable) = (0, 0);
     let mut after = (Uuid::nil(), String::new());
@@ -112,11 +118,10 @@ async fn reencrypt_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u
         let Some(last) = rows.last() else { return Ok((done, unreadable)) };
         after = (last.0, last.1.clone());
         for (org, name, ciphertext, nonce, key_version) in rows {
-            let Ok(plain) = keyring.open(org, &name, &Sealed { ciphertext, nonce, key_version }) else {
+            let Some(sealed) = reseal(keyring, org, &name, Sealed { ciphertext, nonce, key_version }) else {
                 unreadable += 1;
                 continue;
             };
-            let sealed = keyring.seal(org, &name, &plain);
             sqlx::query(
                 "UPDATE secrets SET ciphertext = $3, nonce = $4, key_version = $5
                  WHERE organization_id = $1 AND name = $2",
@@ -145,11 +150,10 @@ async fn reencrypt_signing_keys(pool: &PgPool, keyring: &MasterKey) -> Result<(u
     .await?;
     for (kid, ciphertext, nonce, key_version) in rows {
         let name = crate::http::auth::signing::sealed_name(&kid);
-        let Ok(plain) = keyring.open(Uuid::nil(), &name, &Sealed { ciphertext, nonce, key_version }) else {
+        let Some(sealed) = reseal(keyring, Uuid::nil(), &name, Sealed { ciphertext, nonce, key_version }) else {
             unreadable += 1;
             continue;
         };
-        let sealed = keyring.seal(Uuid::nil(), &name, &plain);
         sqlx::query("UPDATE signing_keys SET private_key = $2, nonce = $3, key_version = $4 WHERE kid = $1")
             .bind(&kid)
             .bind(&sealed.ciphertext)

@@ -156,11 +156,13 @@ async fn the_stream_delivers_events_live_and_ends_with_the_execution() {
 /// An event written behind the server's back (no NOTIFY) stays unseen for 3 s, then a bare NOTIFY delivers it.
 #[tokio::test]
 async fn execution_streams_wait_for_a_wake_instead_of_polling() {
-    let app = TestApp::spawn_for_execution().await;
+    // Keep-alive comments every 200 ms: one arriving proves the stream had nothing to send, so it was waiting.
+    let app = TestApp::spawn_with(|s| s.stream_keep_alive = Duration::from_millis(200)).await;
     let flow = app.create_flow("quiet", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
     let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
     let mut sse = Sse::open(&app, &format!("/flows/{flow}/executions/{id}/stream"), None).await;
     assert_eq!(sse.event().await.data["status"], "queued");
+    while !sse.line().await.starts_with(':') {}
 
     let planted = json!({"type": "execution.status", "status": "queued", "note": "planted"}).to_string();
     sqlx::query(
