@@ -3,7 +3,7 @@
 
 use hookflow_shared::api::executions::NodeResult;
 use hookflow_shared::api::runners::{
-    Complete, FinalStatus, Heartbeat, HeartbeatReply, Job, Metrics, NextJob, NodeReportBatch, RegisterRunner,
+    Complete, FinalStatus, Heartbeat, HeartbeatReply, Job, JobBatch, Metrics, NextJob, NodeReportBatch, RegisterRunner,
     Registered, ReportReply,
 };
 use hookflow_shared::wire::{Refusal, header, runner_route};
@@ -167,12 +167,13 @@ impl Client {
     }
 
     /// Long-polls for a job; `None` when none came within `wait_s`.
-    pub async fn next_job(&self, runner_id: Uuid, wait_s: u64) -> Result<Option<Job>, ClientError> {
+    /// Long-polls for up to `max_jobs` jobs (a runner's free slots); empty when none came within `wait_s`.
+    pub async fn next_jobs(&self, runner_id: Uuid, wait_s: u64, max_jobs: u32) -> Result<Vec<Job>, ClientError> {
         let request = self
             .with_key(self.http.post(self.url(runner_route::NEXT_JOB)))
-            .json(&NextJob { runner_id, wait_s: Some(wait_s) })
+            .json(&NextJob { runner_id, wait_s: Some(wait_s), max_jobs: Some(max_jobs) })
             .timeout(Duration::from_secs(wait_s + 15));
-        self.send(request, false).await
+        Ok(self.send::<JobBatch>(request, false).await?.map(|batch| batch.jobs).unwrap_or_default())
     }
 
     pub async fn report(&self, job: &Job, results: &[NodeResult]) -> Result<ReportReply, ClientError> {

@@ -1,5 +1,6 @@
-//! The worker loop: register, then `concurrency` pollers long-poll for jobs and run them while a heartbeat task
-//! reports host metrics, keeps leases alive and relays cancellations. Connection failures back off exponentially
+//! The worker loop: register, then one poller long-polls for as many jobs as the runner has free slots (of
+//! `concurrency`) and runs each in its own task, while a heartbeat task reports host metrics, keeps leases alive
+//! and relays cancellations. Connection failures back off exponentially
 //! with jitter. On shutdown the pollers stop taking work; running jobs get a grace period, after which they are
 //! abandoned (their leases expire and the control plane hands them to another runner).
 
@@ -7,10 +8,11 @@ use crate::client::{Client, ClientError, Connection};
 use crate::engine::Engine;
 use crate::execute::execute;
 use backon::{BackoffBuilder as _, ExponentialBuilder};
-use hookflow_shared::api::runners::{Host, Metrics, RegisterRunner, Registered};
+use hookflow_shared::api::runners::{Host, Job, MAX_JOBS_PER_POLL, Metrics, RegisterRunner, Registered};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -120,23 +122,35 @@ async fn heartbeats(client: Client, runner_id: Uuid, interval: Duration, running
     }
 }
 
+/// One long poll at a time, asking for as many jobs as there are free slots; each claimed job runs in a task of
+/// `jobs` holding one slot. Waits for a free slot before polling again.
 async fn poll(
     client: Client,
     engine: Engine,
     runner_id: Uuid,
     wait_s: u64,
+    slots: Arc<Semaphore>,
+    jobs: Arc<Mutex<JoinSet<()>>>,
     running: Running,
     stop: CancellationToken,
 ) -> Result<(), DaemonError> {
     let mut delays = backoff();
     while !stop.is_cancelled() {
-        let claimed = tokio::select! {
-            claimed = client.next_job(runner_id, wait_s) => claimed,
+        let first = tokio::select! {
+            permit = slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => return Ok(()) },
             () = stop.cancelled() => return Ok(()),
         };
-        let job = match claimed {
-            Ok(Some(job)) => job,
-            Ok(None) => continue,
+        let mut permits = vec![first];
+        while let Ok(permit) = slots.clone().try_acquire_owned() {
+            permits.push(permit);
+        }
+        let free = u32::try_from(permits.len()).unwrap_or(u32::MAX).min(MAX_JOBS_PER_POLL);
+        let claimed = tokio::select! {
+            claimed = client.next_jobs(runner_id, wait_s, free) => claimed,
+            () = stop.cancelled() => return Ok(()),
+        };
+        let claimed = match claimed {
+            Ok(claimed) => claimed,
             Err(ClientError::Status { status, .. }) if status == reqwest::StatusCode::NOT_FOUND => {
                 return Err(DaemonError::Removed);
             }
@@ -153,30 +167,43 @@ async fn poll(
             Err(e) => return Err(e.into()),
         };
         delays = backoff();
-        let cancel = CancellationToken::new();
-        if let Ok(mut running) = running.lock() {
-            running.insert(job.job_id, cancel.clone());
-        }
-        tracing::info!(job_id = %job.job_id, execution_id = %job.execution_id, attempt = job.attempt, flow = %job.flow.name, "running a job");
-        let running_jobs = metrics::gauge!("hookflow_runner_jobs_running");
-        running_jobs.increment(1.0);
-        let status = match execute(&client, &engine, &job, &cancel).await {
-            Ok(outcome) => {
-                tracing::info!(job_id = %job.job_id, status = outcome.status.as_str(), "job finished");
-                outcome.status.as_str()
+        for (job, permit) in claimed.into_iter().zip(permits) {
+            let (client, engine, running) = (client.clone(), engine.clone(), running.clone());
+            if let Ok(mut jobs) = jobs.lock() {
+                jobs.spawn(async move {
+                    run_job(&client, &engine, &job, &running).await;
+                    drop(permit);
+                });
             }
-            Err(e) => {
-                tracing::warn!(job_id = %job.job_id, error = %e, "job abandoned");
-                "abandoned"
-            }
-        };
-        running_jobs.decrement(1.0);
-        metrics::counter!("hookflow_runner_jobs_finished_total", "status" => status).increment(1);
-        if let Ok(mut running) = running.lock() {
-            running.remove(&job.job_id);
         }
     }
     Ok(())
+}
+
+/// Runs one claimed job to its end (or until the control plane takes it back), keeping the running set current.
+async fn run_job(client: &Client, engine: &Engine, job: &Job, running: &Running) {
+    let cancel = CancellationToken::new();
+    if let Ok(mut running) = running.lock() {
+        running.insert(job.job_id, cancel.clone());
+    }
+    tracing::info!(job_id = %job.job_id, execution_id = %job.execution_id, attempt = job.attempt, flow = %job.flow.name, "running a job");
+    let running_jobs = metrics::gauge!("hookflow_runner_jobs_running");
+    running_jobs.increment(1.0);
+    let status = match execute(client, engine, job, &cancel).await {
+        Ok(outcome) => {
+            tracing::info!(job_id = %job.job_id, status = outcome.status.as_str(), "job finished");
+            outcome.status.as_str()
+        }
+        Err(e) => {
+            tracing::warn!(job_id = %job.job_id, error = %e, "job abandoned");
+            "abandoned"
+        }
+    };
+    running_jobs.decrement(1.0);
+    metrics::counter!("hookflow_runner_jobs_finished_total", "status" => status).increment(1);
+    if let Ok(mut running) = running.lock() {
+        running.remove(&job.job_id);
+    }
 }
 
 /// Runs until `shutdown` (then drains within the grace period) or until the credentials are refused.
@@ -194,39 +221,40 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         beat_stop.clone(),
     ));
     let engine = Engine::new();
-    let fatal = CancellationToken::new();
     let stop = CancellationToken::new();
-    let mut pollers = JoinSet::new();
-    for _ in 0..config.concurrency.max(1) {
-        let (client, engine, running, stop, fatal) =
-            (client.clone(), engine.clone(), running.clone(), stop.clone(), fatal.clone());
-        let wait_s = config.poll_wait_s.min(60);
-        pollers.spawn(async move {
-            let result = poll(client, engine, registered.id, wait_s, running, stop).await;
-            if result.is_err() {
-                fatal.cancel();
-            }
-            result
-        });
-    }
-    tokio::select! {
-        () = shutdown.cancelled() => tracing::info!("stopping: no new jobs; waiting for running ones"),
-        () = fatal.cancelled() => {}
-    }
-    stop.cancel();
-    let mut outcome = Ok(());
-    let drained = tokio::time::timeout(config.grace, async {
-        while let Some(joined) = pollers.join_next().await {
-            if let Ok(Err(e)) = joined {
-                outcome = Err(e);
-            }
+    let slots = Arc::new(Semaphore::new(config.concurrency.max(1) as usize));
+    let jobs: Arc<Mutex<JoinSet<()>>> = Arc::default();
+    let wait_s = config.poll_wait_s.min(60);
+    let mut poller = tokio::spawn(poll(
+        client.clone(),
+        engine,
+        registered.id,
+        wait_s,
+        slots,
+        jobs.clone(),
+        running.clone(),
+        stop.clone(),
+    ));
+    let ended = tokio::select! {
+        () = shutdown.cancelled() => {
+            tracing::info!("stopping: no new jobs; waiting for running ones");
+            None
         }
-    })
-    .await;
+        ended = &mut poller => Some(ended),
+    };
+    stop.cancel();
+    // The poller stops at once when told; its result says whether the control plane refused this runner.
+    let ended = match ended {
+        Some(ended) => ended,
+        None => poller.await,
+    };
+    let outcome = ended.unwrap_or(Ok(()));
+    let mut jobs = jobs.lock().map(|mut j| std::mem::take(&mut *j)).unwrap_or_default();
+    let drained = tokio::time::timeout(config.grace, async { while jobs.join_next().await.is_some() {} }).await;
     if drained.is_err() {
         let left = running.lock().map(|r| r.len()).unwrap_or(0);
         tracing::warn!(jobs = left, "grace period over; abandoning running jobs to be retried elsewhere");
-        pollers.abort_all();
+        jobs.abort_all();
     }
     beat_stop.cancel();
     let _ = beat.await;

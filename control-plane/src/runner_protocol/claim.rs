@@ -1,5 +1,6 @@
 //! `POST /runner/jobs/next`: the long poll. A waiting poll is woken by NOTIFY (or a local launch) and re-checks
-//! every second regardless; each try is one claim statement (`crate::queue::claim`).
+//! every second regardless; each try is one claim statement (`crate::queue::claim`), repeated up to `max_jobs`
+//! times on one connection when a runner with free slots asks for several.
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
@@ -10,7 +11,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use hookflow_shared::api::runners::{DEFAULT_WAIT_S, Job, MAX_WAIT_S, NextJob};
+use hookflow_shared::api::runners::{Claimed, DEFAULT_WAIT_S, Job, JobBatch, MAX_JOBS_PER_POLL, MAX_WAIT_S, NextJob};
 use hookflow_shared::wire::runner_route;
 use std::time::Duration;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -23,25 +24,36 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// How often a waiting poll re-checks the queue without a wake-up.
 const RECHECK: Duration = Duration::from_secs(1);
 
-/// Tries once to claim a job for a runner; one statement, committed on its own.
+/// Claims up to `max_jobs` jobs for a runner, each one statement committed on its own, on one connection; stops
+/// at the first try that finds nothing.
 pub async fn try_claim(
     app: &AppState,
     caller: RunnerCaller,
     runner_id: Uuid,
     labels: &[String],
-) -> ApiResult<Option<Job>> {
+    max_jobs: u32,
+) -> ApiResult<Vec<Job>> {
     let target = match caller.org_id {
         Some(org_id) => Target::Organization { org_id, labels },
         None => Target::AnyOrganization { labels },
     };
     let mut conn = app.pool.acquire().await?;
     let claimer = Claimer::Runner { id: runner_id, embedded: caller.org_id.is_none() };
-    claim(&mut conn, &app.settings, claimer, target).await
+    let mut jobs = Vec::new();
+    while jobs.len() < max_jobs as usize {
+        match claim(&mut conn, &app.settings, claimer, target).await? {
+            Some(job) => jobs.push(job),
+            None => break,
+        }
+    }
+    Ok(jobs)
 }
 
-/// Long poll for the next job: 200 with the claim, or 204 when none came within `wait_s`.
+/// Long poll for the next job: 200 with the claim (with `max_jobs`: `{jobs: [...]}`, at least one), or 204 when
+/// none came within `wait_s`.
 #[utoipa::path(post, path = runner_route::NEXT_JOB, tag = "Runner", request_body = NextJob,
-    responses((status = 200, body = Job), (status = 204, description = "No job within wait_s"),
+    responses((status = 200, body = Claimed, description = "One job, or `{jobs}` when the poll gave max_jobs"),
+        (status = 204, description = "No job within wait_s"),
         (status = 404, description = "No such runner in the organization")))]
 async fn next_job(
     State(app): State<AppState>,
@@ -52,14 +64,22 @@ async fn next_job(
     if wait_s > MAX_WAIT_S {
         return Err(ApiError::invalid(format!("invalid field `wait_s`: at most {MAX_WAIT_S}")));
     }
+    if body.max_jobs.is_some_and(|n| n == 0 || n > MAX_JOBS_PER_POLL) {
+        return Err(ApiError::invalid(format!("invalid field `max_jobs`: 1 to {MAX_JOBS_PER_POLL}")));
+    }
     let labels = touch_runner(&app, caller, body.runner_id).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
     let wake = app.queue.for_runner(caller.org_id);
     loop {
-        if let Some(job) = try_claim(&app, caller, body.runner_id, &labels).await? {
+        let mut jobs = try_claim(&app, caller, body.runner_id, &labels, body.max_jobs.unwrap_or(1)).await?;
+        if !jobs.is_empty() {
             // More may be queued: pass the wake on to another waiter.
             wake.notify_one();
-            return Ok((StatusCode::OK, Json(job)).into_response());
+            let answer = match (body.max_jobs, jobs.pop()) {
+                (None, Some(job)) => Claimed::One(Box::new(job)),
+                (_, last) => Claimed::Batch(JobBatch { jobs: jobs.into_iter().chain(last).collect() }),
+            };
+            return Ok((StatusCode::OK, Json(answer)).into_response());
         }
         let now = tokio::time::Instant::now();
         if now >= deadline {

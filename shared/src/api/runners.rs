@@ -95,10 +95,31 @@ pub struct NextJob {
     /// Seconds to wait for a job: at most 60, default 30.
     #[schema(minimum = 0, maximum = 60)]
     pub wait_s: Option<u64>,
+    /// **Added.** Claim up to this many jobs at once (a runner's free slots), answered as `{jobs: [...]}`; without
+    /// it the answer is one job, as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 100)]
+    pub max_jobs: Option<u32>,
 }
 
 pub const MAX_WAIT_S: u64 = 60;
 pub const DEFAULT_WAIT_S: u64 = 30;
+/// Most jobs one poll may claim.
+pub const MAX_JOBS_PER_POLL: u32 = 100;
+
+/// **Added.** The answer to a poll that gave `max_jobs`: every job claimed, each with its own job token.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct JobBatch {
+    pub jobs: Vec<Job>,
+}
+
+/// What a poll answers with 200: one job, or a batch when the poll gave `max_jobs`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum Claimed {
+    Batch(JobBatch),
+    One(Box<Job>),
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobFlow {

@@ -223,6 +223,51 @@ async fn long_polls_wait_then_answer_204_or_wake_on_launch() {
     assert!(too_long.body["error"]["message"].as_str().expect("message").contains("wait_s"));
 }
 
+/// `max_jobs`: one poll claims up to that many jobs, each with its own token good for its own job only; the
+/// single-job answer stays for runners that do not ask.
+#[tokio::test]
+async fn a_poll_with_max_jobs_claims_several_each_with_its_own_token() {
+    let app = TestApp::spawn_for_execution().await;
+    let flow = app.create_flow("batch", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let mut launched = Vec::new();
+    for _ in 0..5 {
+        launched.push(app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned());
+    }
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &[]).await;
+    let poll = |max_jobs: Value, wait_s: u64| {
+        let body = json!({"runner_id": runner, "wait_s": wait_s, "max_jobs": max_jobs});
+        app.call(Method::POST, runner_route::NEXT_JOB, Some(&creds), Some(body))
+    };
+    let first = poll(json!(3), 5).await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    let jobs = first.body["jobs"].as_array().expect("a batch").clone();
+    assert_eq!(jobs.len(), 3);
+    let second = poll(json!(3), 5).await.body["jobs"].as_array().expect("a batch").clone();
+    assert_eq!(second.len(), 2, "only what was queued");
+    assert_eq!(poll(json!(3), 1).await.status, 204, "nothing left: the poll waits, then answers 204");
+    let mut claimed: Vec<String> =
+        jobs.iter().chain(&second).map(|j| j["execution_id"].as_str().expect("id").to_owned()).collect();
+    claimed.sort();
+    launched.sort();
+    assert_eq!(claimed, launched, "each execution claimed once");
+    let tokens: std::collections::BTreeSet<&str> =
+        jobs.iter().chain(&second).map(|j| j["job_token"].as_str().expect("token")).collect();
+    assert_eq!(tokens.len(), 5, "a token per job");
+    // A job's token is good for that job only.
+    let mut crossed = jobs[0].clone();
+    crossed["job_token"] = jobs[1]["job_token"].clone();
+    assert_eq!(app.job_call(&crossed, "nodes", node_result("wait", "passed")).await.status, 401);
+    for job in jobs.iter().chain(&second) {
+        assert_eq!(app.job_call(job, "complete", json!({"status": "succeeded"})).await.status, 200);
+    }
+    // Limits.
+    for bad in [json!(0), json!(101), json!(-1), json!("3")] {
+        let reply = poll(bad.clone(), 1).await;
+        assert_eq!((reply.status.as_u16(), reply.code()), (400, "invalid_request"), "max_jobs {bad}");
+    }
+}
+
 #[tokio::test]
 async fn jobs_go_only_to_runners_carrying_every_required_label() {
     let app = TestApp::spawn_for_execution().await;
