@@ -73,16 +73,22 @@ impl TestApp {
 
     /// A second server on this one's database, as another replica would be (its own caches, listener, hub).
     pub async fn replica(&self) -> Self {
-        // Replicas share the public URL (the issuer of access tokens) and the master key, as a deployment does.
-        self.replica_with_keys(self.master.clone()).await
+        self.replica_with(|_| {}).await
     }
 
     /// A replica configured with another master keyring (a rotation rolled out to it).
     pub async fn replica_with_keys(&self, master: hookflow_control_plane::crypto::MasterKey) -> Self {
-        let public_url = self.base.clone();
+        self.replica_with(move |s| s.master_key = master).await
+    }
+
+    /// A replica whose settings `configure` adjusts after the shared ones: replicas share the public URL (the
+    /// issuer of access tokens) and the master key, as a deployment does.
+    pub async fn replica_with(&self, configure: impl FnOnce(&mut Settings)) -> Self {
+        let (public_url, master) = (self.base.clone(), self.master.clone());
         let shared = move |s: &mut Settings| {
             s.public_url = public_url;
             s.master_key = master;
+            configure(s);
         };
         let mut replica = Self::serve(db::pool(self.pool.connect_options().as_ref().clone(), 10), shared).await;
         replica.admin = self.admin.clone();

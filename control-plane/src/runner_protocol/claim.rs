@@ -1,5 +1,5 @@
 //! `POST /runner/jobs/next`: the long poll. A waiting poll is woken by NOTIFY (or a local launch) and re-checks
-//! every second regardless; each try is one claim statement (`crate::queue::claim`), repeated up to `max_jobs`
+//! every `queue_recheck` (a second) regardless; each try is one claim statement (`crate::queue::claim`), repeated up to `max_jobs`
 //! times on one connection when a runner with free slots asks for several.
 
 use crate::http::error::{ApiError, ApiResult};
@@ -20,9 +20,6 @@ use uuid::Uuid;
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(next_job))
 }
-
-/// How often a waiting poll re-checks the queue without a wake-up.
-const RECHECK: Duration = Duration::from_secs(1);
 
 /// Claims up to `max_jobs` jobs for a runner, each one statement committed on its own, on one connection; stops
 /// at the first try that finds nothing.
@@ -85,7 +82,7 @@ async fn next_job(
         if now >= deadline {
             return Ok(StatusCode::NO_CONTENT.into_response());
         }
-        let pause = RECHECK.min(deadline - now);
+        let pause = app.settings.queue_recheck.min(deadline - now);
         tokio::select! {
             () = wake.notified() => {}
             () = tokio::time::sleep(pause) => {}

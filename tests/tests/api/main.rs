@@ -36,6 +36,7 @@ mod people_external;
 mod people_members;
 mod people_sessions;
 mod private_network;
+mod queue_at_scale;
 mod resources;
 mod runner_e2e;
 mod stream;

@@ -1,0 +1,188 @@
+//! The queue's correctness at speed: NOTIFY alone wakes a long poll on another replica (the fallback re-check is
+//! set to a minute, longer than the poll), and 2,000 executions through 20 real runner processes, some killed with
+//! SIGKILL at random, each end exactly once with one final status and the results of their last attempt.
+
+use crate::RUNNER;
+use hookflow_shared::wire::runner_route;
+use hookflow_tests::TestApp;
+use hookflow_tests::runner::RunnerProcess;
+use reqwest::Method;
+use serde_json::json;
+use std::time::Duration;
+
+#[tokio::test]
+async fn a_launch_on_one_replica_wakes_a_poll_waiting_on_another() {
+    let slow_recheck = |s: &mut hookflow_control_plane::state::Settings| s.queue_recheck = Duration::from_secs(60);
+    let a = TestApp::spawn_with(slow_recheck).await;
+    let b = a.replica_with(slow_recheck).await;
+    let flow = a.create_flow("cross", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let creds = a.runner_creds(a.admin.org).await;
+    let runner = b.register_runner(&creds, &[]).await;
+    // The poll waits on B for up to 20 s; without NOTIFY it would re-check only after 60 s and answer 204.
+    let poll = {
+        let (client, url, creds, runner) = (b.client.clone(), b.url(runner_route::NEXT_JOB), creds.clone(), runner);
+        tokio::spawn(async move {
+            client
+                .post(url)
+                .header(hookflow_shared::wire::header::API_KEY, &creds.key)
+                .header(hookflow_shared::wire::header::ORGANIZATION, creds.org.to_string())
+                .json(&json!({"runner_id": runner, "wait_s": 20}))
+                .send()
+                .await
+                .expect("poll")
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await; // the poll is waiting
+    let launched = a.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let answer = poll.await.expect("poll task");
+    assert_eq!(answer.status(), 200, "the launch on A woke the poll on B");
+    let job: serde_json::Value = answer.json().await.expect("job");
+    assert_eq!(job["execution_id"], launched);
+}
+
+/// While work remains, kills a runner every 400 ms (each of the 20 is busy then) and starts a fresh one in its
+/// place; answers how many were killed.
+async fn chaos(app: &TestApp, creds: &hookflow_tests::Creds, runners: &mut [RunnerProcess], flow: &str) -> usize {
+    let mut killed = 0;
+    for round in 0..10 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let queued: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM executions WHERE flow_id = $1::uuid AND status = 'queued'")
+                .bind(flow)
+                .fetch_one(&app.pool)
+                .await
+                .expect("count");
+        if queued == 0 {
+            break;
+        }
+        let victim = (round * 7 + 3) % runners.len();
+        runners[victim].kill().await;
+        killed += 1;
+        runners[victim] = RunnerProcess::spawn(RUNNER, &app.base, creds, &[], &["--concurrency", "4"]).await;
+    }
+    killed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_executions_end_exactly_once_while_runners_are_killed() {
+    const EXECUTIONS: usize = 2_000;
+    let app = TestApp::spawn_for_execution().await;
+    let flow = app
+        .create_flow(
+            "many",
+            json!({"nodes": [{"id": "one", "kind": "delay", "delay_ms": 5}, {"id": "two", "kind": "delay", "delay_ms": 5}]}),
+        )
+        .await;
+    // Launched through the API by 8 concurrent clients.
+    let mut launchers = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (client, url, key, org) =
+            (app.client.clone(), app.url(&format!("/flows/{flow}/launch")), app.admin.key.clone(), app.admin.org);
+        launchers.spawn(async move {
+            for _ in 0..EXECUTIONS / 8 {
+                let reply = client
+                    .post(&url)
+                    .header(hookflow_shared::wire::header::API_KEY, &key)
+                    .header(hookflow_shared::wire::header::ORGANIZATION, org.to_string())
+                    .json(&json!({}))
+                    .send()
+                    .await
+                    .expect("launch");
+                assert_eq!(reply.status(), 201);
+            }
+        });
+    }
+    while let Some(done) = launchers.join_next().await {
+        done.expect("launcher");
+    }
+
+    let creds = app.runner_creds(app.admin.org).await;
+    let mut runners = Vec::new();
+    for _ in 0..20 {
+        runners.push(RunnerProcess::spawn(RUNNER, &app.base, &creds, &[], &["--concurrency", "4"]).await);
+    }
+    let killed = chaos(&app, &creds, &mut runners, &flow).await;
+    assert!(killed >= 3, "the runners were killed while work remained ({killed})");
+
+    // Every execution ends (killed runners' jobs come back when their 2 s lease expires).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
+    loop {
+        let open: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM executions WHERE flow_id = $1::uuid AND status IN ('queued', 'running')",
+        )
+        .bind(&flow)
+        .fetch_one(&app.pool)
+        .await
+        .expect("count");
+        if open == 0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{open} executions never ended");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    // Exactly once: one final status and one completion event each; results only from the last attempt, whole.
+    let ended: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT status, count(*) FROM executions WHERE flow_id = $1::uuid GROUP BY status ORDER BY status",
+    )
+    .bind(&flow)
+    .fetch_all(&app.pool)
+    .await
+    .expect("statuses");
+    let total: i64 = ended.iter().map(|(_, n)| n).sum();
+    assert_eq!(total, EXECUTIONS as i64, "{ended:?}");
+    assert!(ended.iter().all(|(s, _)| s == "succeeded" || s == "failed"), "{ended:?}");
+    let doubled: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (
+            SELECT e.id FROM executions e JOIN execution_events v ON v.execution_id = e.id
+            WHERE e.flow_id = $1::uuid AND v.data::jsonb ->> 'type' = 'execution.completed'
+            GROUP BY e.id HAVING count(*) <> 1) wrong",
+    )
+    .bind(&flow)
+    .fetch_one(&app.pool)
+    .await
+    .expect("completions");
+    assert_eq!(doubled, 0, "every execution has exactly one execution.completed event");
+    let stale: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM node_results r JOIN executions e ON e.id = r.execution_id
+         WHERE e.flow_id = $1::uuid AND r.attempt <> e.attempt",
+    )
+    .bind(&flow)
+    .fetch_one(&app.pool)
+    .await
+    .expect("results");
+    let (succeeded, whole): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE (SELECT count(*) FROM node_results r
+                                                   WHERE r.execution_id = e.id AND r.attempt = e.attempt) = 2)
+         FROM executions e WHERE e.flow_id = $1::uuid AND e.status = 'succeeded'",
+    )
+    .bind(&flow)
+    .fetch_one(&app.pool)
+    .await
+    .expect("whole");
+    assert!(succeeded > 0);
+    assert_eq!(whole, succeeded, "each succeeded execution has both results of its last attempt");
+    // Results of earlier attempts are kept apart from the last one's: the API reads the last attempt only.
+    let sample: String = sqlx::query_scalar(
+        "SELECT id::text FROM executions WHERE flow_id = $1::uuid AND status = 'succeeded' ORDER BY attempt DESC LIMIT 1",
+    )
+    .bind(&flow)
+    .fetch_one(&app.pool)
+    .await
+    .expect("sample");
+    let nodes = app.admin(Method::GET, &format!("/flows/{flow}/executions/{sample}/nodes"), None).await;
+    assert_eq!(nodes.body["items"].as_array().map(Vec::len), Some(2), "{}", nodes.text);
+    let retried: i64 = sqlx::query_scalar("SELECT count(*) FROM executions WHERE flow_id = $1::uuid AND attempt > 1")
+        .bind(&flow)
+        .fetch_one(&app.pool)
+        .await
+        .expect("retried");
+    assert!(retried > 0, "some kills interrupted running jobs, which ran again");
+    println!(
+        "{EXECUTIONS} executions, {killed} runners killed, {retried} retried: {ended:?}; {stale} results of earlier \
+         attempts kept apart"
+    );
+    for runner in &mut runners {
+        runner.kill().await;
+    }
+}
