@@ -85,7 +85,7 @@ async fn end_to_end(rig: &Rig, flow_id: &str, n: usize) -> Result<f64, BoxError>
     };
     let runner = client.register(&registration).await?.id;
     rig.launch(flow_id).await?;
-    let job = client.next_job(runner, 10).await?.ok_or("no job")?;
+    let job = client.next_jobs(runner, 10, 1).await?.into_iter().next().ok_or("no job")?;
     let started = Instant::now();
     let outcome = execute(&client, &Engine::new(), &job, &CancellationToken::new()).await?;
     let elapsed = started.elapsed();

@@ -25,6 +25,9 @@ pub struct Args {
     /// Launches of the latency run.
     #[arg(long, default_value_t = 300)]
     latency_samples: usize,
+    /// Jobs each poll of the protocol run may claim (`max_jobs`).
+    #[arg(long, default_value_t = 8)]
+    batch: u32,
 }
 
 /// The raw baseline: claim with one `UPDATE .. SKIP LOCKED`, complete with a second statement.
@@ -105,7 +108,7 @@ async fn protocol_rate(rig: &Rig, flow: &str, args: &Args) -> Result<(f64, f64),
     let client = runner_client(rig);
     let runner = register(&client).await?;
     let (base, key, org, flow) = (rig.base.clone(), rig.key.clone(), rig.org.to_string(), flow.to_owned());
-    let (jobs, workers, launchers) = (args.jobs, args.workers, args.launchers);
+    let (jobs, workers, launchers, batch) = (args.jobs, args.workers, args.launchers, args.batch);
     on_load_runtime(move || async move {
         let completed = Arc::new(AtomicUsize::new(0));
         let started = Instant::now();
@@ -114,7 +117,7 @@ async fn protocol_rate(rig: &Rig, flow: &str, args: &Args) -> Result<(f64, f64),
             let (client, completed) = (client.clone(), completed.clone());
             pollers.push(tokio::spawn(async move {
                 while completed.load(Ordering::SeqCst) < jobs {
-                    if let Some(job) = client.next_job(runner, 1).await? {
+                    for job in client.next_jobs(runner, 1, batch).await? {
                         client.complete(&job, FinalStatus::Succeeded, None).await?;
                         completed.fetch_add(1, Ordering::SeqCst);
                     }
@@ -157,12 +160,13 @@ async fn launch_latency(rig: &Rig, flow: &str, samples: usize) -> Result<(Vec<u3
         let (received_tx, mut received) = tokio::sync::mpsc::unbounded_channel::<Instant>();
         let poller = tokio::spawn(async move {
             loop {
-                match client.next_job(runner, 30).await {
-                    Ok(Some(job)) => {
-                        let _ = received_tx.send(Instant::now());
-                        let _ = client.complete(&job, FinalStatus::Succeeded, None).await;
+                match client.next_jobs(runner, 30, 1).await {
+                    Ok(jobs) => {
+                        for job in jobs {
+                            let _ = received_tx.send(Instant::now());
+                            let _ = client.complete(&job, FinalStatus::Succeeded, None).await;
+                        }
                     }
-                    Ok(None) => {}
                     Err(_) => return,
                 }
             }
@@ -194,8 +198,8 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
         )
         .await?;
     println!(
-        "queue: {} jobs, {} workers, {} launchers (server, PostgreSQL and load share this machine)",
-        args.jobs, args.workers, args.launchers
+        "queue: {} jobs, {} workers claiming up to {} each, {} launchers (server, PostgreSQL and load share this machine)",
+        args.jobs, args.workers, args.batch, args.launchers
     );
     let raw = raw_sql_pairs(&rig, args.jobs, args.workers).await?;
     println!("  raw SQL claim-then-complete pairs:   {raw:>8.0} /s");
