@@ -3,6 +3,7 @@
 
 mod capture;
 mod engine;
+mod fleet;
 mod flood;
 mod import;
 mod inspector;
@@ -34,6 +35,10 @@ enum Scenario {
     /// Sequential request nodes/s for the engine alone and end to end with results stored, beside a bare
     /// reqwest loop (and Hurl when it is on PATH).
     Engine(engine::Args),
+    /// Thousands of simulated runners (long poll + heartbeat) against the real server binary in its own process:
+    /// its RSS and CPU while they wait, PostgreSQL connections in use, heartbeat and launch-to-claim latency,
+    /// fairness across organizations. Needs target/release/hookflow-server beside hookflow-bench.
+    Fleet(fleet::Args),
     /// Importing a large OpenAPI description over HTTP beside the same parse and mapping in process and a bare
     /// YAML parse.
     Import(import::Args),
@@ -55,6 +60,7 @@ fn main() -> std::process::ExitCode {
             Scenario::Engine(args) => engine::run(args).await,
             Scenario::Import(args) => import::run(args).await,
             Scenario::Flood(args) => flood::run(args).await,
+            Scenario::Fleet(args) => fleet::run(args).await,
             Scenario::Inspector(args) => inspector::run(args).await,
         }
     });

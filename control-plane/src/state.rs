@@ -69,7 +69,8 @@ pub struct Settings {
     pub rescue_interval: Duration,
     /// How often due schedules are looked for.
     pub schedule_interval: Duration,
-    /// How often a waiting long poll looks at the queue without a wake-up (a safety net under NOTIFY).
+    /// How often a waiting long poll looks at the queue without a wake-up: a safety net under NOTIFY (a dropped
+    /// LISTEN connection wakes every poll by itself). Each waiting runner costs a statement per interval.
     pub queue_recheck: Duration,
     /// Hash of the embedded runner's per-process key, which claims for every organization.
     pub embedded_runner_key_hash: Option<Vec<u8>>,
@@ -105,7 +106,7 @@ impl Settings {
             heartbeat_interval: Duration::from_secs(10),
             rescue_interval: Duration::from_secs(1),
             schedule_interval: Duration::from_secs(1),
-            queue_recheck: Duration::from_secs(1),
+            queue_recheck: Duration::from_secs(10),
             embedded_runner_key_hash: None,
             limits: crate::http::listener::Limits::default(),
             key_rate_per_s: 2000,

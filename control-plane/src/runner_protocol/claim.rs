@@ -1,5 +1,5 @@
 //! `POST /runner/jobs/next`: the long poll. A waiting poll is woken by NOTIFY (or a local launch) and re-checks
-//! every `queue_recheck` (a second) regardless; each try is one claim statement (`crate::queue::claim`), repeated up to `max_jobs`
+//! every `queue_recheck` (10 s) regardless; each try is one claim statement (`crate::queue::claim`), repeated up to `max_jobs`
 //! times on one connection when a runner with free slots asks for several.
 
 use crate::http::error::{ApiError, ApiResult};

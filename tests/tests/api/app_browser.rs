@@ -241,11 +241,15 @@ async fn a_flow_launched_from_the_app_fills_in_node_by_node() {
     browser.wait_text("section[aria-label=Nodes]", "tok-ada").await;
 
     // The definition editor shows each problem beside its node and field, and saves nothing broken.
-    let broken = json!({"nodes": [{"id": "x", "kind": "delay"}]}).to_string();
+    let broken = json!({"nodes": [{"id": "login", "kind": "request", "request": {"method": "GET", "url": "http://x"},
+        "extractors": [{"name": "v", "kind": "jsonPath", "expression": "$["}]}]})
+    .to_string();
     browser.type_into("#definition", &broken).await;
     browser.click("#save-definition").await;
-    let problems = browser.wait_text("#problems", "node x").await;
-    assert!(problems.contains("delay_ms"), "{problems}");
+    let problems = browser.wait_text("#problems", "node login").await;
+    assert!(problems.contains("extractors"), "{problems}");
+    let beside = browser.wait_text("li[data-node=login] .node-problem", "extractors").await;
+    assert!(!beside.is_empty(), "the problem shows beside its node");
     assert_eq!(app.get::<Value>(&format!("/flows/{flow_id}"), 200).await["definition"], definition);
 
     // Launch; record how the execution page fills in.

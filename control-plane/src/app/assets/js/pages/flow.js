@@ -71,9 +71,15 @@ function showEditor(el, flow, reload) {
   const check = async () => {
     let definition;
     try { definition = JSON.parse(text.value); } catch (e) { fill(problems, h('li', {}, `Not JSON: ${e.message}`)); return null; }
-    const result = await call('POST', '/flows/validate', { definition });
+    const result = await call('POST', '/flows/validate', { definition, flow_id: flow.id });
     fill(problems, result.problems.map((p) => h('li', {},
       p.node_id ? [h('strong', {}, `node ${p.node_id}`), ' · '] : null, h('code', {}, p.field || 'definition'), ': ', p.message)));
+    // Each problem also shows beside its node in the Nodes view.
+    for (const old of document.querySelectorAll('.node-problem')) old.remove();
+    for (const p of result.problems.filter((x) => x.node_id)) {
+      const node = [...document.querySelectorAll('ol.nodes > li[data-node]')].find((li) => li.dataset.node === p.node_id);
+      if (node) node.append(h('p', { class: 'node-problem', role: 'note' }, h('code', {}, p.field || 'node'), ': ', p.message));
+    }
     return result.valid ? definition : null;
   };
   const save = async () => {
