@@ -10,6 +10,7 @@ mod inspector;
 mod load;
 mod queue;
 mod setup;
+mod wrk;
 
 use clap::{Parser, Subcommand};
 

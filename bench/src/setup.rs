@@ -55,7 +55,9 @@ impl Rig {
         let listener = hookflow_control_plane::http::listener::bind(([127, 0, 0, 1], 0).into())?;
         let base = format!("http://{}", listener.local_addr()?);
         let shutdown = CancellationToken::new();
-        let state = AppState::new(pool.clone(), Settings::new(base.clone()), shutdown.clone());
+        // The benches measure the server, not its protections: no capture-rate ceiling.
+        let settings = Settings { max_capture_rate_per_s: i32::MAX, ..Settings::new(base.clone()) };
+        let state = AppState::new(pool.clone(), settings, shutdown.clone());
         hookflow_control_plane::tasks::start(&state);
         tokio::spawn(hookflow_control_plane::http::serve(listener, state));
         Ok(Self { base, pool, org: org.id, key: key.key, cluster, root, shutdown })
