@@ -9,6 +9,7 @@ mod import;
 mod inspector;
 mod load;
 mod queue;
+mod retention;
 mod setup;
 mod wrk;
 
@@ -46,6 +47,8 @@ enum Scenario {
     /// How long a capture takes to show in the app's live inspector in a real browser (Chromium), beside a raw
     /// SSE subscriber, at a steady capture rate.
     Inspector(inspector::Args),
+    /// Durable captures/s with and without a retention sweep deleting a million expired captures, same run.
+    Retention(retention::Args),
     /// Latency of /healthz and captures from 127.0.0.1 on fresh connections, quiet and then with thousands of
     /// idle connections held from other addresses.
     Flood(flood::Args),
@@ -61,6 +64,7 @@ fn main() -> std::process::ExitCode {
             Scenario::Engine(args) => engine::run(args).await,
             Scenario::Import(args) => import::run(args).await,
             Scenario::Flood(args) => flood::run(args).await,
+            Scenario::Retention(args) => retention::run(args).await,
             Scenario::Fleet(args) => fleet::run(args).await,
             Scenario::Inspector(args) => inspector::run(args).await,
         }

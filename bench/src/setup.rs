@@ -56,7 +56,12 @@ impl Rig {
         let base = format!("http://{}", listener.local_addr()?);
         let shutdown = CancellationToken::new();
         // The benches measure the server, not its protections: no capture-rate ceiling.
-        let settings = Settings { max_capture_rate_per_s: i32::MAX, ..Settings::new(base.clone()) };
+        // Retention sweeps run when a bench asks (hookflow-bench retention), not on a timer under its load.
+        let settings = Settings {
+            max_capture_rate_per_s: i32::MAX,
+            retention_interval: std::time::Duration::from_secs(86_400),
+            ..Settings::new(base.clone())
+        };
         let state = AppState::new(pool.clone(), settings, shutdown.clone());
         hookflow_control_plane::tasks::start(&state);
         tokio::spawn(hookflow_control_plane::http::serve(listener, state));
