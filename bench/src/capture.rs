@@ -119,10 +119,7 @@ async fn storage_limit(rig: &Rig, body_bytes: usize, duration: Duration) -> Resu
 }
 
 pub async fn run(args: Args) -> Result<(), BoxError> {
-    let rig = Rig::start().await?;
-    let outcome = measure(&rig, &args).await;
-    rig.stop().await;
-    outcome
+    Rig::around(async |rig| measure(rig, &args).await).await
 }
 
 async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {

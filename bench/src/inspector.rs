@@ -29,10 +29,7 @@ const WATCH: &str = "window.__seen = {};
     .observe(document.getElementById('captures'), { childList: true });";
 
 pub async fn run(args: Args) -> Result<(), BoxError> {
-    let rig = Rig::start().await?;
-    let result = measure(&rig, &args).await;
-    rig.stop().await;
-    result
+    Rig::around(async |rig| measure(rig, &args).await).await
 }
 
 async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {

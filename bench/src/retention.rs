@@ -58,10 +58,7 @@ async fn load(rig: &Rig, path: &str, args: &Args) -> Result<f64, BoxError> {
 }
 
 pub async fn run(args: Args) -> Result<(), BoxError> {
-    let rig = Rig::start().await?;
-    let outcome = measure(&rig, &args).await;
-    rig.stop().await;
-    outcome
+    Rig::around(async |rig| measure(rig, &args).await).await
 }
 
 async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {

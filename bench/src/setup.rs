@@ -121,6 +121,14 @@ impl Rig {
         Ok(answer["id"].as_str().ok_or("no id")?.to_owned())
     }
 
+    /// Starts a rig, runs `measure` on it and stops the rig whatever `measure` answered.
+    pub async fn around(measure: impl AsyncFnOnce(&Rig) -> Result<(), BoxError>) -> Result<(), BoxError> {
+        let rig = Rig::start().await?;
+        let outcome = measure(&rig).await;
+        rig.stop().await;
+        outcome
+    }
+
     pub async fn stop(self) {
         self.shutdown.cancel();
         self.pool.close().await;
