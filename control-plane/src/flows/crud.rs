@@ -247,6 +247,9 @@ async fn validate_definition(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ApiJson(body): ApiJson<ValidateDefinition>,
 ) -> ApiResult<Json<Validation>> {
+    if !body.definition.is_object() {
+        return Err(ApiError::invalid("definition: expected a flow definition object"));
+    }
     let mut conn = app.pool.acquire().await?;
     Ok(Json(problems_of(&mut conn, caller.org_id, body.flow_id, &body.definition).await?))
 }

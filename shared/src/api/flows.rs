@@ -91,7 +91,7 @@ pub struct TagList {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ValidateDefinition {
-    /// The flow definition (API.md section 3).
+    /// The flow definition (API.md section 3): an object, or the request is refused before any check.
     #[schema(value_type = Object)]
     pub definition: Value,
     /// The flow the definition is meant for, so a module node naming it is reported.

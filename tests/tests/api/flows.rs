@@ -244,6 +244,11 @@ async fn unsaved_definitions_are_validated_with_the_same_rules() {
     // Errors: a body that is not the request's shape, and a key without flows:read.
     let bad = app.admin(Method::POST, "/flows/validate", Some(json!({"definition": {}, "extra": 1}))).await;
     assert_eq!((bad.status.as_u16(), bad.code()), (400, "invalid_request"));
+    // A definition that is not an object is not a definition: refused as the document says, not "checked".
+    let list = app.admin(Method::POST, "/flows/validate", Some(json!({"definition": [null, null]}))).await;
+    assert_eq!((list.status.as_u16(), list.code()), (400, "invalid_request"));
+    let null = app.admin(Method::POST, "/flows/validate", Some(json!({"definition": null}))).await;
+    assert_eq!((null.status.as_u16(), null.code()), (400, "invalid_request"));
     let writer = app.creds_with(&["webhooks:read"]).await;
     let refused = app.call(Method::POST, "/flows/validate", Some(&writer), Some(json!({"definition": {}}))).await;
     assert_eq!((refused.status.as_u16(), refused.code()), (403, "insufficient_scope"));
