@@ -1,6 +1,7 @@
-//! `hookflow-bench engine`: sequential request nodes per second (each a GET with a JSONPath extract and an
-//! assertion, over one keep-alive connection) for the engine alone and end to end through a runner with results
-//! stored, beside a bare reqwest loop against the same local target, and beside Hurl when `hurl` is on PATH.
+//! `hookflow-bench engine`: sequential request nodes per second (each a small JSON POST with a JSONPath capture
+//! and an assertion, over one keep-alive connection) for the engine alone, through a runner with results stored,
+//! and as `hookflow run` (the CLI process, start to exit), beside a bare reqwest loop against the same local target
+//! and Hurl (`$HURL`, else `hurl` on PATH) on the same requests in the same run.
 
 use crate::load::BoxError;
 use crate::setup::Rig;
@@ -15,15 +16,21 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Request nodes per run.
-    #[arg(long, default_value_t = 3000)]
+    #[arg(long, default_value_t = 1000)]
     nodes: usize,
+    /// Rounds of `hookflow run` beside Hurl, taken in turns; the medians are compared (one run of each is noisy).
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
 }
+
+/// What every request posts.
+const REQUEST_BODY: &str = r#"{"n":1}"#;
 
 async fn start_target() -> Result<String, BoxError> {
     async fn item() -> axum::Json<Value> {
         axum::Json(json!({"token": "abc123", "n": 1, "items": [{"id": 1}, {"id": 2}]}))
     }
-    let router = axum::Router::new().route("/item", axum::routing::get(item));
+    let router = axum::Router::new().route("/item", axum::routing::post(item));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     tokio::spawn(async move { axum::serve(listener, router).await });
@@ -32,7 +39,8 @@ async fn start_target() -> Result<String, BoxError> {
 
 fn flow(target: &str, nodes: usize) -> Value {
     let node = |i: usize| {
-        json!({"id": format!("n{i}"), "kind": "request", "request": {"method": "GET", "url": format!("{target}/item")},
+        json!({"id": format!("n{i}"), "kind": "request", "request": {"method": "POST", "url": format!("{target}/item"),
+                "headers": {"content-type": "application/json"}, "body": REQUEST_BODY},
             "extractors": [{"name": "token", "kind": "jsonPath", "expression": "$.token"}],
             "assertions": [{"source": "token", "operator": "equals", "expected": "abc123"}]})
     };
@@ -43,7 +51,8 @@ async fn bare_reqwest(target: &str, n: usize) -> Result<f64, BoxError> {
     let client = reqwest::Client::new();
     let started = Instant::now();
     for _ in 0..n {
-        let body = client.get(format!("{target}/item")).send().await?.bytes().await?;
+        let request = client.post(format!("{target}/item")).header("content-type", "application/json");
+        let body = request.body(REQUEST_BODY).send().await?.bytes().await?;
         std::hint::black_box(body);
     }
     Ok(n as f64 / started.elapsed().as_secs_f64())
@@ -100,27 +109,66 @@ async fn end_to_end(rig: &Rig, flow_id: &str, n: usize) -> Result<f64, BoxError>
     Ok(n as f64 / elapsed.as_secs_f64())
 }
 
-/// Hurl on the same requests, when it is installed: `hurl --test` over a file of `n` entries.
-fn hurl(target: &str, n: usize) -> Option<Result<f64, BoxError>> {
-    let found = std::process::Command::new("hurl").arg("--version").output().ok()?;
-    if !found.status.success() {
-        return None;
-    }
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The Hurl binary: `$HURL`, else `hurl` on PATH, when it answers `--version`.
+fn hurl_binary() -> Option<String> {
+    let binary = std::env::var("HURL").ok().filter(|b| !b.is_empty()).unwrap_or_else(|| "hurl".to_owned());
+    let found = std::process::Command::new(&binary).arg("--version").output().ok()?;
+    found.status.success().then_some(binary)
+}
+
+/// Hurl on the same requests: `hurl --test` over a file of `n` entries, process start to exit.
+fn hurl(binary: &str, target: &str, n: usize) -> Result<f64, BoxError> {
     let entry = format!(
-        "GET {target}/item\nHTTP 200\n[Captures]\ntoken: jsonpath \"$.token\"\n[Asserts]\njsonpath \"$.token\" == \"abc123\"\n\n"
+        "POST {target}/item\nContent-Type: application/json\n```\n{REQUEST_BODY}\n```\nHTTP 200\n[Captures]\ntoken: jsonpath \"$.token\"\n[Asserts]\njsonpath \"$.token\" == \"abc123\"\n\n"
     );
     let path = std::env::temp_dir().join(format!("hookflow-bench-{}.hurl", std::process::id()));
-    Some((|| {
-        std::fs::write(&path, entry.repeat(n))?;
-        let started = Instant::now();
-        let status = std::process::Command::new("hurl").arg("--test").arg(&path).output()?;
-        let elapsed = started.elapsed();
-        let _ = std::fs::remove_file(&path);
-        if !status.status.success() {
-            return Err(format!("hurl failed: {}", String::from_utf8_lossy(&status.stderr)).into());
-        }
-        Ok(n as f64 / elapsed.as_secs_f64())
-    })())
+    std::fs::write(&path, entry.repeat(n))?;
+    let started = Instant::now();
+    let status = std::process::Command::new(binary).arg("--test").arg(&path).output()?;
+    let elapsed = started.elapsed();
+    let _ = std::fs::remove_file(&path);
+    if !status.status.success() {
+        return Err(format!("hurl failed: {}", String::from_utf8_lossy(&status.stderr)).into());
+    }
+    Ok(n as f64 / elapsed.as_secs_f64())
+}
+
+/// `hookflow run --flow ID` (ephemeral: the CLI claims, executes and reports) as a process, start to exit; the
+/// results it stored are counted afterwards.
+async fn cli_run(rig: &Rig, flow_id: &str, n: usize) -> Result<f64, BoxError> {
+    let binary = std::env::current_exe()?.with_file_name("hookflow");
+    if !binary.exists() {
+        return Err(format!("{} is missing: cargo build --release -p hookflow-cli", binary.display()).into());
+    }
+    let started = Instant::now();
+    let output = tokio::process::Command::new(&binary)
+        .args(["run", "--flow", flow_id])
+        .env(hookflow_runner::env::SERVICE_URL, &rig.base)
+        .env(hookflow_runner::env::SERVICE_API_KEY, &rig.key)
+        .env(hookflow_runner::env::SERVICE_ORGANIZATION_ID, rig.org.to_string())
+        .env("NO_COLOR", "1")
+        .output()
+        .await?;
+    let elapsed = started.elapsed();
+    if !output.status.success() {
+        return Err(format!("hookflow run failed: {}", String::from_utf8_lossy(&output.stderr)).into());
+    }
+    let stored: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM node_results WHERE status = 'passed' AND execution_id = (
+             SELECT id FROM executions WHERE flow_id = $1 AND trigger = 'cli' ORDER BY created_at DESC LIMIT 1)",
+    )
+    .bind(uuid::Uuid::parse_str(flow_id)?)
+    .fetch_one(&rig.pool)
+    .await?;
+    if usize::try_from(stored)? != n {
+        return Err(format!("hookflow run stored {stored} of {n} passed results").into());
+    }
+    Ok(n as f64 / elapsed.as_secs_f64())
 }
 
 pub async fn run(args: Args) -> Result<(), BoxError> {
@@ -129,7 +177,7 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
     let rig = Rig::start().await?;
     let flow_id = rig.flow("engine bench", definition.clone()).await?;
     println!(
-        "engine: {} sequential request nodes (GET, JSONPath extract, assert), one keep-alive connection",
+        "engine: {} sequential request nodes (JSON POST, JSONPath capture, assert), one keep-alive connection",
         args.nodes
     );
     let bare = bare_reqwest(&target, args.nodes).await?;
@@ -138,16 +186,32 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
     println!("  engine alone:                       {alone:>8.0} nodes/s  ({:.2} x bare reqwest)", alone / bare);
     let stored = end_to_end(&rig, &flow_id, args.nodes).await?;
     println!("  end to end, results stored:         {stored:>8.0} nodes/s  ({:.2} x bare reqwest)", stored / bare);
-    match hurl(&target, args.nodes) {
-        Some(Ok(hurl)) => println!(
-            "  hurl --test:                        {hurl:>8.0} requests/s; engine {:.2} x hurl (target 1.5), end to end {:.2} x hurl (target 1.0)",
-            alone / hurl,
-            stored / hurl
-        ),
-        Some(Err(e)) => println!("  hurl: {e}"),
-        None => println!(
-            "  hurl: not on PATH, so no side-by-side figure (DESIGN.md quotes ~6.1k/s on this kind of machine)"
-        ),
+    let hurl_found = hurl_binary();
+    let (mut runs, mut hurls) = (Vec::new(), Vec::new());
+    for _ in 0..args.rounds.max(1) {
+        runs.push(cli_run(&rig, &flow_id, args.nodes).await?);
+        if let Some(binary) = &hurl_found {
+            hurls.push(hurl(binary, &target, args.nodes)?);
+        }
+    }
+    let run = median(&mut runs);
+    println!(
+        "  hookflow run (process start to exit): {run:>6.0} nodes/s  ({:.2} x bare reqwest; median of {})",
+        run / bare,
+        runs.len()
+    );
+    match hurl_found {
+        Some(binary) => {
+            let hurl = median(&mut hurls);
+            println!("  hurl --test (process start to exit): {hurl:>7.0} requests/s (median of {}; {binary})", hurls.len());
+            println!(
+                "  engine alone {:.2} x hurl (target 1.5); hookflow run {:.2} x hurl (target 1.0); runner with results stored {:.2} x hurl",
+                alone / hurl,
+                run / hurl,
+                stored / hurl
+            );
+        }
+        None => println!("  hurl: neither $HURL nor `hurl` on PATH, so no side-by-side figure"),
     }
     rig.stop().await;
     Ok(())

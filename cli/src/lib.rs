@@ -85,7 +85,9 @@ async fn dispatch(cli: Cli, style: Style) -> Result<ExitCode, CliError> {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let style = Style::detect(cli.no_color);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // One thread: a run is a chain of waits (request, answer, report), and handing each wake-up to another worker
+    // cost more than the work; heavy evaluations still go to the blocking pool.
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("hookflow: cannot start the async runtime: {e}");

@@ -88,7 +88,7 @@ pub fn check_base_url(url: &str, insecure_http: bool) -> Result<String, String> 
 
 /// The HTTP client for a control plane: redirects are never followed (the key must not go to another host).
 pub fn api_http_client(user_agent: &str) -> reqwest::Client {
-    reqwest::Client::builder()
+    crate::tls::shared(reqwest::Client::builder())
         .user_agent(user_agent)
         .connect_timeout(Duration::from_secs(10))
         .redirect(reqwest::redirect::Policy::none())

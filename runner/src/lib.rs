@@ -7,6 +7,7 @@ pub mod daemon;
 pub mod engine;
 pub mod execute;
 pub mod outbound;
+pub mod tls;
 
 /// The environment variables the runner and the CLI read their credentials from.
 pub mod env {

@@ -158,7 +158,7 @@ impl Guard {
 
     /// A client for this policy: guarded resolution, no redirects followed, no proxy.
     pub fn client(&self, options: &ClientOptions) -> reqwest::Client {
-        let mut builder = reqwest::Client::builder()
+        let mut builder = crate::tls::shared(reqwest::Client::builder())
             .user_agent(options.user_agent.clone())
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()

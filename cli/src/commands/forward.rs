@@ -38,7 +38,7 @@ impl Forwarder {
             return Err(CliError::usage(format!("--to must be an http or https URL: {to:?}")));
         }
         // No proxy: the target is usually on this machine. No redirects: the answer is reported as it came.
-        let http = reqwest::Client::builder()
+        let http = hookflow_runner::tls::shared(reqwest::Client::builder())
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(30))
