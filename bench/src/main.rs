@@ -2,6 +2,7 @@
 //! on the same machine, as ratios (absolute numbers on a shared machine mean little).
 
 mod capture;
+mod chaos;
 mod engine;
 mod fleet;
 mod flood;
@@ -34,6 +35,10 @@ enum Scenario {
     /// Trivial-flow executions/s through the runner protocol beside raw SQL SKIP LOCKED claim-then-complete
     /// pairs; launch-to-runner latency with an idle long-polling runner.
     Queue(queue::Args),
+    /// Correctness at speed: 20,000 executions through 20 real runner processes while one is killed with SIGKILL
+    /// every 400 ms; every execution must end exactly once with the results of its last attempt. Needs
+    /// target/release/hookflow-runner beside hookflow-bench.
+    Chaos(chaos::Args),
     /// Sequential request nodes/s for the engine alone and end to end with results stored, beside a bare
     /// reqwest loop (and Hurl when it is on PATH).
     Engine(engine::Args),
@@ -61,6 +66,7 @@ fn main() -> std::process::ExitCode {
         match cli.scenario {
             Scenario::Capture(args) => capture::run(args).await,
             Scenario::Queue(args) => queue::run(args).await,
+            Scenario::Chaos(args) => chaos::run(args).await,
             Scenario::Engine(args) => engine::run(args).await,
             Scenario::Import(args) => import::run(args).await,
             Scenario::Flood(args) => flood::run(args).await,

@@ -25,6 +25,11 @@ pub struct Rig {
 
 impl Rig {
     pub async fn start() -> Result<Self, BoxError> {
+        Self::start_with(|_| {}).await
+    }
+
+    /// As [`Rig::start`], with `adjust` applied to the server's settings.
+    pub async fn start_with(adjust: impl FnOnce(&mut Settings)) -> Result<Self, BoxError> {
         let root = PathBuf::from(format!("/tmp/hookflow-bench-{}", std::process::id()));
         // Durable, as the server runs: fsync and synchronous commit on.
         let options = embedded::ClusterOptions {
@@ -57,11 +62,12 @@ impl Rig {
         let shutdown = CancellationToken::new();
         // The benches measure the server, not its protections: no capture-rate ceiling.
         // Retention sweeps run when a bench asks (hookflow-bench retention), not on a timer under its load.
-        let settings = Settings {
+        let mut settings = Settings {
             max_capture_rate_per_s: i32::MAX,
             retention_interval: std::time::Duration::from_secs(86_400),
             ..Settings::new(base.clone())
         };
+        adjust(&mut settings);
         let state = AppState::new(pool.clone(), settings, shutdown.clone());
         hookflow_control_plane::tasks::start(&state);
         tokio::spawn(hookflow_control_plane::http::serve(listener, state));
