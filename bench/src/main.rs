@@ -39,8 +39,8 @@ enum Scenario {
     /// every 400 ms; every execution must end exactly once with the results of its last attempt. Needs
     /// target/release/hookflow-runner beside hookflow-bench.
     Chaos(chaos::Args),
-    /// Sequential request nodes/s for the engine alone and end to end with results stored, beside a bare
-    /// reqwest loop (and Hurl when it is on PATH).
+    /// Sequential request nodes/s for the engine alone, through a runner with results stored and as a
+    /// `hookflow run` process, beside a bare reqwest loop and Hurl ($HURL or PATH). Needs target/release/hookflow.
     Engine(engine::Args),
     /// Thousands of simulated runners (long poll + heartbeat) against the real server binary in its own process:
     /// its RSS and CPU while they wait, PostgreSQL connections in use, heartbeat and launch-to-claim latency,
