@@ -1,7 +1,7 @@
 //! `GET /flows/{flow_id}/executions/{execution_id}/stream`: the execution's events as server-sent events. Every
 //! event is read from the stored log (so late subscribers get the replay and `Last-Event-ID` resumes exactly);
-//! NOTIFY wakes the reader, with a 15-second re-check as a safety net. The stream ends after
-//! `execution.completed`.
+//! NOTIFY wakes the reader (the stream marks its execution as watched, so its transitions notify), with a
+//! 15-second re-check as a safety net. The stream ends after `execution.completed`.
 
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::ApiResult;
@@ -38,6 +38,8 @@ struct Reader {
     done: bool,
     /// This stream's place in its key's allowance, given back when the stream ends.
     _slot: StreamSlot,
+    /// The execution NOTIFYs while this stands.
+    _watching: events::Watching,
 }
 
 impl Reader {
@@ -106,11 +108,21 @@ async fn stream_execution(
         .and_then(|v| v.trim().parse::<i32>().ok())
         .unwrap_or(0)
         .max(0);
-    // Subscribe before the first read, so nothing appended in between is missed.
+    // Subscribe and mark the execution as watched before the first read, so nothing appended in between is missed.
     let wakes = app.execution_wakes.subscribe();
+    let watching = events::watch(&app.pool, execution_id).await?;
     let shutdown = app.shutdown.clone();
     let keep_alive = app.settings.stream_keep_alive;
-    let reader = Reader { app, execution_id, wakes, last, pending: VecDeque::new(), done: false, _slot: slot };
+    let reader = Reader {
+        app,
+        execution_id,
+        wakes,
+        last,
+        pending: VecDeque::new(),
+        done: false,
+        _slot: slot,
+        _watching: watching,
+    };
     let stream = futures_util::stream::unfold(reader, Reader::next).take_until(shutdown.cancelled_owned());
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive")))
 }

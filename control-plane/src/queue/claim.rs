@@ -119,7 +119,7 @@ transition AS (
         lease_expires_at = now() + make_interval(secs => $3), started_at = COALESCE(e.started_at, now()),
         {}
     FROM events ev WHERE e.id = ev.id
-    RETURNING e.id, e.event_count, ev.events, e.organization_id, e.attempt, e.flow_id, e.flow_name,
+    RETURNING e.id, e.event_count, ev.events, e.watchers, e.organization_id, e.attempt, e.flow_id, e.flow_name,
         e.flow_version, e.definition, e.modules, e.environment, e.variables, e.variable_layers, e.lease_expires_at,
         e.timeout_s, (SELECT o.private_network FROM organizations o WHERE o.id = e.organization_id) AS private_network),
 job AS (

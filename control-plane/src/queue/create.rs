@@ -58,7 +58,7 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
                  $11, $12, 'queued', $13, $14, $15, cardinality($16::text[])
              FROM layers l
              WHERE $9::text IS NULL OR EXISTS (SELECT 1 FROM env)
-             RETURNING {EXECUTION_COLUMNS}, e.event_count, $16::text[] AS events, e.organization_id,
+             RETURNING {EXECUTION_COLUMNS}, e.event_count, $16::text[] AS events, e.watchers, e.organization_id,
                  pg_notify('{QUEUE_CHANNEL}', e.organization_id::text)::text AS queue_notice){}",
         *LOG
     )

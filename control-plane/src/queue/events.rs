@@ -18,7 +18,13 @@ pub fn bump(events: &str) -> String {
 
 /// The end of a transition's statement: writes its events and wakes their subscribers, and answers the
 /// transition's rows. The statement must have a CTE named `transition` returning `id`, the row's `event_count`
-/// after [`bump`] and `events` (`text[]`), plus whatever the caller reads.
+/// after [`bump`], `events` (`text[]`) and `watchers`, plus whatever the caller reads.
+///
+/// Only executions that an event stream watches (`watchers > 0`, see [`watch`]) are NOTIFYed: a NOTIFY takes a
+/// cluster-wide lock at commit, which serialized every transition of the queue, and most executions are never
+/// watched. `watchers` is read from the row the transition updates, so a stream that registered first is seen
+/// (PostgreSQL re-reads a row updated concurrently), and one that registers later waits for the transition's
+/// commit and then reads its events.
 pub static LOG: LazyLock<String> = LazyLock::new(|| {
     format!(
         ",
@@ -27,7 +33,7 @@ logged AS (
     SELECT t.id, t.event_count - cardinality(t.events) + e.ord, e.data
     FROM transition t, unnest(t.events) WITH ORDINALITY AS e(data, ord))
 SELECT t.* FROM transition t CROSS JOIN LATERAL (
-    SELECT count(*) FROM (SELECT pg_notify('{EXECUTIONS_CHANNEL}', t.id::text) WHERE cardinality(t.events) > 0) n
+    SELECT count(*) FROM (SELECT pg_notify('{EXECUTIONS_CHANNEL}', t.id::text) WHERE cardinality(t.events) > 0 AND t.watchers > 0) n
 ) woken"
     )
 });
@@ -46,7 +52,7 @@ pub async fn append(
                  lease_expires_at = CASE WHEN $3::float8 IS NULL THEN e.lease_expires_at
                                          ELSE now() + make_interval(secs => $3) END
              WHERE e.id = $1
-             RETURNING e.id, e.event_count, $2::text[] AS events){}",
+             RETURNING e.id, e.event_count, $2::text[] AS events, e.watchers){}",
         bump("$2::text[]"),
         *LOG
     )))
@@ -56,6 +62,37 @@ pub async fn append(
     .fetch_optional(conn)
     .await?;
     Ok(found.is_some())
+}
+
+/// An event stream's mark on its execution: while it stands, the execution's transitions NOTIFY (see [`LOG`]).
+/// Taken by an `UPDATE` of the row, so it waits for a transition in progress to commit; dropping it gives the
+/// mark back (a replica that dies leaves its marks, which only cost a few NOTIFYs until the execution ends).
+#[derive(Debug)]
+pub struct Watching {
+    pool: sqlx::PgPool,
+    execution_id: Uuid,
+}
+
+/// Marks `execution_id` as watched by one more stream.
+pub async fn watch(pool: &sqlx::PgPool, execution_id: Uuid) -> Result<Watching, sqlx::Error> {
+    sqlx::query("UPDATE executions SET watchers = watchers + 1 WHERE id = $1").bind(execution_id).execute(pool).await?;
+    Ok(Watching { pool: pool.clone(), execution_id })
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let (pool, execution_id) = (self.pool.clone(), self.execution_id);
+        runtime.spawn(async move {
+            let unwatched = sqlx::query("UPDATE executions SET watchers = GREATEST(watchers - 1, 0) WHERE id = $1")
+                .bind(execution_id)
+                .execute(&pool)
+                .await;
+            if let Err(e) = unwatched {
+                tracing::warn!(error = %e, %execution_id, "a closed stream's mark stays on its execution");
+            }
+        });
+    }
 }
 
 /// Events after `after`, in order, at most `limit`.

@@ -47,7 +47,7 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
              UPDATE executions e SET status = $3, error = $4, finished_at = now(), started_at = ev.started_at,
                  lease_expires_at = NULL, summary = ev.summary, {}
              FROM events ev WHERE e.id = ev.id
-             RETURNING {EXECUTION_COLUMNS}, e.event_count, ev.events),
+             RETURNING {EXECUTION_COLUMNS}, e.event_count, ev.events, e.watchers),
          dead AS (
              UPDATE jobs SET completed_at = now()
              WHERE execution_id = $1 AND completed_at IS NULL AND EXISTS (SELECT 1 FROM transition)){}",

@@ -18,7 +18,7 @@ static REQUEUE: LazyLock<String> = LazyLock::new(|| {
              UPDATE executions e SET status = 'queued', attempt = e.attempt + 1, runner_id = NULL, job_id = NULL,
                  lease_expires_at = NULL, {}
              WHERE e.id = $1
-             RETURNING e.id, e.event_count, $2::text[] AS events,
+             RETURNING e.id, e.event_count, $2::text[] AS events, e.watchers,
                  pg_notify('{QUEUE_CHANNEL}', e.organization_id::text)::text AS queue_notice){}",
         bump("$2::text[]"),
         *LOG
