@@ -7,7 +7,8 @@ use tokio::sync::oneshot;
 use uuid::Uuid;
 
 /// Stores one batch with one statement (atomic on its own, one round trip): the rows, the endpoints' counts, the
-/// per-minute counters and the NOTIFYs. Rows whose endpoint vanished are skipped.
+/// per-minute counters and the NOTIFYs (only for endpoints a replica's stream hub watches). Rows whose endpoint
+/// vanished are skipped.
 const WRITE_BATCH: &str = "
 WITH input AS (
     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
@@ -32,7 +33,9 @@ WITH input AS (
     FROM stored GROUP BY 1, 2, 3, 4
     ON CONFLICT (webhook_id, minute, method, slot) DO UPDATE SET count = c.count + EXCLUDED.count
 ), notified AS (
-    SELECT pg_notify('hookflow_captures', webhook_id::text) FROM endpoints
+    SELECT pg_notify('hookflow_captures', e.webhook_id::text) FROM endpoints e
+    WHERE EXISTS (SELECT 1 FROM capture_watchers cw
+                  WHERE cw.webhook_id = e.webhook_id AND cw.seen_at > now() - interval '5 minutes')
 )
 SELECT id FROM stored WHERE (SELECT count(*) FROM notified) >= 0";
 

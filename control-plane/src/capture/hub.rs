@@ -1,6 +1,8 @@
 //! Live fan-out of captures to stream subscribers. One topic per endpoint with subscribers in this process: a
 //! NOTIFY (sent by whichever server stored the capture) wakes the topic, which reads the new rows once and
-//! broadcasts them to every local subscriber. A topic with no subscribers left retires.
+//! broadcasts them to every local subscriber. A topic with no subscribers left retires. While a topic lives, its
+//! row in `capture_watchers` (refreshed every minute) asks the capture writers to NOTIFY its endpoint; a batch
+//! that was already in flight when the row appeared is found by the topic's first re-check, half a second in.
 
 use crate::http::error::{ApiResult, to_json};
 use crate::webhooks::model::{CAPTURE_COLUMNS_INLINE, CaptureRow};
@@ -14,6 +16,12 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 const FETCH: i64 = 500;
+/// How often a topic reads without a wake-up: soon after it starts (a batch in flight while its watch was being
+/// recorded did not notify), then as a safety net.
+const FIRST_RECHECK: Duration = Duration::from_millis(500);
+const RECHECK: Duration = Duration::from_secs(5);
+/// How often a topic refreshes its watch; writers ignore watches older than five minutes.
+const WATCH_REFRESH: Duration = Duration::from_secs(60);
 
 /// A capture ready to send: its id (the SSE event id) and its one-line JSON payload.
 #[derive(Debug)]
@@ -31,6 +39,8 @@ struct Topic {
 #[derive(Debug)]
 pub struct StreamHub {
     pool: PgPool,
+    /// This process among the replicas, in `capture_watchers`.
+    replica: Uuid,
     topics: Mutex<HashMap<Uuid, Arc<Topic>>>,
     shutdown: CancellationToken,
     /// Events buffered per subscriber before it is told it lagged.
@@ -67,7 +77,7 @@ pub async fn captures_after(
 
 impl StreamHub {
     pub fn new(pool: PgPool, shutdown: CancellationToken, buffer: usize) -> Arc<Self> {
-        Arc::new(Self { pool, topics: Mutex::default(), shutdown, buffer: buffer.max(1) })
+        Arc::new(Self { pool, replica: Uuid::now_v7(), topics: Mutex::default(), shutdown, buffer: buffer.max(1) })
     }
 
     /// Subscribes to an endpoint's captures stored from now on.
@@ -88,6 +98,7 @@ impl StreamHub {
             }
         };
         if created {
+            self.watch(webhook_id).await;
             // Read after the topic exists: a NOTIFY from here on leaves a wake-up for the pump.
             let latest: Option<Uuid> =
                 sqlx::query_scalar("SELECT id FROM captures WHERE webhook_id = $1 ORDER BY id DESC LIMIT 1")
@@ -116,26 +127,55 @@ impl StreamHub {
         }
     }
 
-    /// Removes the topic if it is still this one and nobody listens.
+    /// Records (or refreshes) this replica's watch of an endpoint. A failure costs only latency (the topic's
+    /// re-checks still find every capture), so it is logged, not returned.
+    async fn watch(&self, webhook_id: Uuid) {
+        let recorded = sqlx::query(
+            "INSERT INTO capture_watchers (webhook_id, replica) VALUES ($1, $2)
+             ON CONFLICT (webhook_id, replica) DO UPDATE SET seen_at = now()",
+        )
+        .bind(webhook_id)
+        .bind(self.replica)
+        .execute(&self.pool)
+        .await;
+        if let Err(e) = recorded {
+            tracing::warn!(error = %e, %webhook_id, "a stream's watch was not recorded; it relies on re-checks");
+        }
+    }
+
+    /// Removes the topic if it is still this one and nobody listens (and then its watch).
     fn retire(&self, webhook_id: Uuid, topic: &Arc<Topic>) -> bool {
         let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
         let current = topics.get(&webhook_id).is_some_and(|t| Arc::ptr_eq(t, topic));
         if current && topic.sender.receiver_count() == 0 {
             topics.remove(&webhook_id);
+            let (pool, replica) = (self.pool.clone(), self.replica);
+            tokio::spawn(async move {
+                let _ = sqlx::query("DELETE FROM capture_watchers WHERE webhook_id = $1 AND replica = $2")
+                    .bind(webhook_id)
+                    .bind(replica)
+                    .execute(&pool)
+                    .await;
+            });
             return true;
         }
         !current
     }
 
     async fn pump(self: Arc<Self>, webhook_id: Uuid, topic: Arc<Topic>, mut last: Option<Uuid>) {
+        let (mut recheck, mut watched_at) = (FIRST_RECHECK, tokio::time::Instant::now());
         loop {
             tokio::select! {
                 () = topic.wake.notified() => {}
-                () = tokio::time::sleep(Duration::from_secs(5)) => {}
+                () = tokio::time::sleep(recheck) => recheck = RECHECK,
                 () = self.shutdown.cancelled() => return,
             }
             if self.retire(webhook_id, &topic) {
                 return;
+            }
+            if watched_at.elapsed() >= WATCH_REFRESH {
+                self.watch(webhook_id).await;
+                watched_at = tokio::time::Instant::now();
             }
             loop {
                 match captures_after(&self.pool, webhook_id, last, FETCH).await {

@@ -133,3 +133,42 @@ async fn a_slow_subscriber_is_told_it_lagged_and_can_resume() {
         assert_eq!(resumed.event().await.id.as_ref(), Some(expected));
     }
 }
+
+/// Capture batches NOTIFY only endpoints a replica streams (a NOTIFY serializes commits cluster-wide): a capture to
+/// an endpoint nobody streams sends none, one to a streamed endpoint wakes its subscriber, and the last subscriber
+/// leaving takes the watch away.
+#[tokio::test]
+async fn captures_notify_only_endpoints_someone_streams() {
+    // Keep-alives every 200 ms, so the server notices a closed stream at once.
+    let app = TestApp::spawn_with(|s| s.stream_keep_alive = Duration::from_millis(200)).await;
+    let quiet = app.create_webhook(json!({"name": "quiet"})).await["id"].as_str().expect("id").to_owned();
+    let streamed = app.create_webhook(json!({"name": "streamed"})).await["id"].as_str().expect("id").to_owned();
+    let mut listener = sqlx::postgres::PgListener::connect_with(&app.pool).await.expect("listener");
+    listener.listen(hookflow_control_plane::signals::CAPTURES_CHANNEL).await.expect("listen");
+    let watches = |id: String| {
+        let pool = app.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM capture_watchers WHERE webhook_id = $1::uuid")
+                .bind(id)
+                .fetch_one(&pool)
+                .await
+                .expect("watches")
+        }
+    };
+    let mut sse = Sse::open(&app, &format!("/webhooks/{streamed}/stream"), None).await;
+    assert_eq!((watches(streamed.clone()).await, watches(quiet.clone()).await), (1, 0));
+
+    // Answered after commit, one after the other: a NOTIFY for the quiet endpoint would arrive first.
+    capture(&app, &quiet, "unheard").await;
+    let sent = capture(&app, &streamed, "heard").await;
+    let notified = tokio::time::timeout(Duration::from_secs(10), listener.recv()).await.expect("a wake").expect("recv");
+    assert_eq!(notified.payload(), streamed, "the unstreamed endpoint's batch sent no NOTIFY");
+    assert_eq!(sse.event().await.id, Some(sent));
+
+    drop(sse);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while watches(streamed.clone()).await != 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the watch outlived the last subscriber");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
