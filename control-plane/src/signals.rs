@@ -89,6 +89,8 @@ impl Invalidation {
 pub struct QueueSignal {
     by_org: Mutex<HashMap<Uuid, Arc<Notify>>>,
     every_org: Arc<Notify>,
+    /// When this process last recorded that polls wait for an organization (nil: every organization).
+    watched: Mutex<HashMap<Uuid, std::time::Instant>>,
 }
 
 impl QueueSignal {
@@ -108,6 +110,20 @@ impl QueueSignal {
             notify.notify_one();
         }
         self.every_org.notify_one();
+    }
+
+    /// Whether the watch of `org` (nil: every organization) is due to be recorded again, which the caller then
+    /// does; at most once per `every` per organization.
+    pub fn watch_due(&self, org: Uuid, every: std::time::Duration) -> bool {
+        let Ok(mut watched) = self.watched.lock() else { return true };
+        let now = std::time::Instant::now();
+        match watched.get(&org) {
+            Some(at) if now.duration_since(*at) < every => false,
+            _ => {
+                watched.insert(org, now);
+                true
+            }
+        }
     }
 
     /// Anything may have been queued (the LISTEN connection was lost): every waiter re-checks.

@@ -36,6 +36,8 @@ pub struct Inner {
     pub allowances: Arc<Allowances>,
     pub captures: CaptureWriter,
     pub hub: Arc<StreamHub>,
+    /// This process among the replicas sharing the database (in `queue_watchers` and `capture_watchers`).
+    pub replica: uuid::Uuid,
     /// Wakes long-polling claims.
     pub queue: QueueSignal,
     /// Ids of executions with new events (execution streams filter their own).
@@ -124,9 +126,11 @@ impl AppState {
     /// Builds the state and starts the capture writer, which ends once the last request using it is done.
     /// The background loops are started separately (`tasks::start`).
     pub fn new(pool: PgPool, settings: Settings, shutdown: CancellationToken) -> Self {
+        let replica = uuid::Uuid::now_v7();
         Self(Arc::new(Inner {
             captures: CaptureWriter::start(pool.clone()),
-            hub: StreamHub::new(pool.clone(), shutdown.clone(), settings.stream_buffer),
+            hub: StreamHub::new(pool.clone(), replica, shutdown.clone(), settings.stream_buffer),
+            replica,
             endpoints: EndpointCache::default(),
             keys: KeyCache::default(),
             people: PeopleCache::default(),

@@ -45,6 +45,8 @@ pub struct TestApp {
     pub client: reqwest::Client,
     /// An all-scopes key of the first organization.
     pub admin: Creds,
+    /// The server's id among replicas (`AppState::replica`).
+    pub replica: Uuid,
     shutdown: CancellationToken,
     /// The server's master key (what seals secrets and signing keys).
     master: hookflow_control_plane::crypto::MasterKey,
@@ -109,6 +111,7 @@ impl TestApp {
         let shutdown = CancellationToken::new();
         let master = settings.master_key.clone();
         let state = AppState::new(pool.clone(), settings, shutdown.clone());
+        let replica = state.replica;
         tasks::start(&state);
         tokio::spawn(http::serve(listener, state));
         Self {
@@ -116,6 +119,7 @@ impl TestApp {
             pool,
             client: reqwest::Client::new(),
             admin: Creds { key: String::new(), org: Uuid::nil() },
+            replica,
             shutdown,
             master,
         }

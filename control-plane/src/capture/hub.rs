@@ -76,8 +76,8 @@ pub async fn captures_after(
 }
 
 impl StreamHub {
-    pub fn new(pool: PgPool, shutdown: CancellationToken, buffer: usize) -> Arc<Self> {
-        Arc::new(Self { pool, replica: Uuid::now_v7(), topics: Mutex::default(), shutdown, buffer: buffer.max(1) })
+    pub fn new(pool: PgPool, replica: Uuid, shutdown: CancellationToken, buffer: usize) -> Arc<Self> {
+        Arc::new(Self { pool, replica, topics: Mutex::default(), shutdown, buffer: buffer.max(1) })
     }
 
     /// Subscribes to an endpoint's captures stored from now on.

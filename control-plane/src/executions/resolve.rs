@@ -20,6 +20,8 @@ const MAX_MODULE_DEPTH: usize = 5;
 /// What to launch.
 #[derive(Debug)]
 pub struct LaunchRequest<'a> {
+    /// The replica launching, which wakes its own waiting polls in memory (nil: notify every replica).
+    pub replica: Uuid,
     pub org_id: Uuid,
     pub flow_id: Uuid,
     pub trigger: Trigger,
@@ -33,9 +35,10 @@ pub struct LaunchRequest<'a> {
 impl<'a> LaunchRequest<'a> {
     /// A launch of `flow_id` as a launch body asks; ephemeral runs belong to their caller, so if the caller
     /// vanishes they fail instead of moving to a runner.
-    pub fn new(org_id: Uuid, flow_id: Uuid, trigger: Trigger, launch: &'a Launch) -> Self {
+    pub fn new(replica: Uuid, org_id: Uuid, flow_id: Uuid, trigger: Trigger, launch: &'a Launch) -> Self {
         let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
         Self {
+            replica,
             org_id,
             flow_id,
             trigger,
@@ -140,6 +143,7 @@ pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'
     let collection_variables = crate::collections::refs::resolve(conn, request.org_id, definitions).await?;
     let node_ids: Vec<String> = parsed.nodes.iter().map(|n| n.id().to_owned()).collect();
     let new = NewExecution {
+        replica: request.replica,
         org_id: request.org_id,
         flow_id: request.flow_id,
         flow_name: &flow_name,

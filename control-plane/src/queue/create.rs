@@ -16,6 +16,8 @@ use uuid::Uuid;
 /// the variable layers.
 #[derive(Debug)]
 pub struct NewExecution<'a> {
+    /// The launching replica, whose own polls are woken in memory (nil: none excluded).
+    pub replica: Uuid,
     pub org_id: Uuid,
     pub flow_id: Uuid,
     pub flow_name: &'a str,
@@ -59,7 +61,8 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
              FROM layers l
              WHERE $9::text IS NULL OR EXISTS (SELECT 1 FROM env)
              RETURNING {EXECUTION_COLUMNS}, e.event_count, $16::text[] AS events, e.watchers, e.organization_id,
-                 pg_notify('{QUEUE_CHANNEL}', e.organization_id::text)::text AS queue_notice){}",
+                 CASE WHEN {} THEN pg_notify('{QUEUE_CHANNEL}', e.organization_id::text)::text END AS queue_notice){}",
+        crate::queue::watch::others_wait("e.organization_id", "$18"),
         *LOG
     )
 });
@@ -85,6 +88,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewExecution<'_>) -> ApiResul
         .bind(i32::try_from(new.timeout_s).unwrap_or(i32::MAX))
         .bind(&queued)
         .bind(to_json(new.collection_variables)?)
+        .bind(new.replica)
         .fetch_optional(&mut *conn)
         .await?;
     match (row, new.environment) {

@@ -2,7 +2,8 @@
 //! `create` queues a resolved launch; `claim` hands it to a runner (running, a job with its token); `report`
 //! stores node results under the token and extends the lease, as do heartbeats (`lease`); `finish` ends it, and
 //! `cancel` ends or flags it; `release` puts a lost one back in the queue or ends it. Every transition logs its
-//! events (`events`) in the same statement or transaction, and wakes runners when it makes work claimable.
+//! events (`events`) in the same statement or transaction, and wakes runners when it makes work claimable
+//! (across replicas only where `watch` says polls wait).
 
 pub mod claim;
 pub mod create;
@@ -12,3 +13,4 @@ pub mod lease;
 pub mod release;
 pub mod report;
 pub mod row;
+pub mod watch;

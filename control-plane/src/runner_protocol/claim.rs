@@ -67,6 +67,10 @@ async fn next_job(
     let labels = touch_runner(&app, caller, body.runner_id).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
     let wake = app.queue.for_runner(caller.org_id);
+    if wait_s > 0 {
+        // Before the first claim attempt: a launch on another replica that this attempt cannot see yet notifies.
+        crate::queue::watch::record_waiting(&app, caller.org_id).await;
+    }
     loop {
         let mut jobs = try_claim(&app, caller, body.runner_id, &labels, body.max_jobs.unwrap_or(1)).await?;
         if !jobs.is_empty() {

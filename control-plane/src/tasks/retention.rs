@@ -1,6 +1,6 @@
 //! Retention: a background task deletes captures older than their endpoint's `max_age_days` and beyond its
 //! `max_requests` newest (the organization's defaults where the endpoint sets none), keeping counts right;
-//! it also forgets the capture-stream watches of replicas that stopped refreshing them.
+//! it also forgets the stream and queue watches of replicas that stopped refreshing them.
 
 use crate::state::AppState;
 use crate::webhooks::model::subtract_stored;
@@ -67,6 +67,7 @@ pub async fn sweep(pool: &PgPool) -> Result<u64, sqlx::Error> {
     }
     // Watches of replicas that stopped refreshing them (writers already ignore them after five minutes).
     sqlx::query("DELETE FROM capture_watchers WHERE seen_at < now() - interval '1 hour'").execute(pool).await?;
+    sqlx::query("DELETE FROM queue_watchers WHERE seen_at < now() - interval '1 hour'").execute(pool).await?;
     Ok(deleted)
 }
 

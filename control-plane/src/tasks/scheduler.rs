@@ -31,6 +31,8 @@ pub async fn fire_due(app: &AppState) -> Result<usize, sqlx::Error> {
         if next_at.is_some() {
             let no_variables = BTreeMap::new();
             let request = LaunchRequest {
+                // No replica excluded: whoever waits is notified, this one included.
+                replica: Uuid::nil(),
                 org_id,
                 flow_id,
                 trigger: Trigger::Schedule,

@@ -40,6 +40,82 @@ async fn a_launch_on_one_replica_wakes_a_poll_waiting_on_another() {
     assert_eq!(job["execution_id"], launched);
 }
 
+/// A long poll waiting on `app` for up to 20 s, answered with the status and the claimed execution's id.
+fn poll_on(
+    app: &TestApp,
+    creds: &hookflow_tests::Creds,
+    runner: &str,
+) -> tokio::task::JoinHandle<(u16, Option<String>)> {
+    let (client, url, creds, runner) = (app.client.clone(), app.url(runner_route::NEXT_JOB), creds.clone(), runner.to_owned());
+    tokio::spawn(async move {
+        let answer = client
+            .post(url)
+            .header(hookflow_shared::wire::header::API_KEY, &creds.key)
+            .header(hookflow_shared::wire::header::ORGANIZATION, creds.org.to_string())
+            .json(&json!({"runner_id": runner, "wait_s": 20}))
+            .send()
+            .await
+            .expect("poll");
+        let status = answer.status().as_u16();
+        let job: serde_json::Value = answer.json().await.unwrap_or_default();
+        (status, job["execution_id"].as_str().map(str::to_owned))
+    })
+}
+
+/// Waits until `replica` has recorded a queue watch for `org`.
+async fn watch_recorded(app: &TestApp, replica: uuid::Uuid, org: uuid::Uuid) {
+    for _ in 0..100 {
+        let found: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM queue_watchers WHERE replica = $1 AND organization_id = $2)",
+        )
+        .bind(replica)
+        .bind(org)
+        .fetch_one(&app.pool)
+        .await
+        .expect("watch");
+        if found {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no queue watch was recorded");
+}
+
+/// A launch NOTIFYs only when another replica has polls waiting for its organization (a NOTIFY serializes commits
+/// cluster-wide): with polls waiting only on the launching replica it sends none and they are woken in memory;
+/// once a poll waits on another replica, the launch notifies and that poll gets the job.
+#[tokio::test]
+async fn launches_notify_only_when_another_replica_has_polls_waiting() {
+    let slow_recheck = |s: &mut hookflow_control_plane::state::Settings| s.queue_recheck = Duration::from_secs(60);
+    let a = TestApp::spawn_with(slow_recheck).await;
+    let b = a.replica_with(slow_recheck).await;
+    let flow = a.create_flow("watched", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let creds = a.runner_creds(a.admin.org).await;
+    let runner = a.register_runner(&creds, &[]).await;
+    let mut listener = sqlx::postgres::PgListener::connect_with(&a.pool).await.expect("listener");
+    listener.listen(hookflow_control_plane::signals::QUEUE_CHANNEL).await.expect("listen");
+
+    let on_a = poll_on(&a, &creds, &runner);
+    watch_recorded(&a, a.replica, a.admin.org).await;
+    let first = a.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    assert_eq!(on_a.await.expect("poll"), (200, Some(first)), "woken in memory on its own replica");
+    // Delivered in commit order: had the launch notified, its NOTIFY would come before this marker.
+    sqlx::query("SELECT pg_notify($1, 'marker')")
+        .bind(hookflow_control_plane::signals::QUEUE_CHANNEL)
+        .execute(&a.pool)
+        .await
+        .expect("marker");
+    let heard = tokio::time::timeout(Duration::from_secs(10), listener.recv()).await.expect("marker").expect("recv");
+    assert_eq!(heard.payload(), "marker", "a launch with no other replica waiting sent no NOTIFY");
+
+    let on_b = poll_on(&b, &creds, &runner);
+    watch_recorded(&a, b.replica, a.admin.org).await;
+    let second = a.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let heard = tokio::time::timeout(Duration::from_secs(10), listener.recv()).await.expect("a wake").expect("recv");
+    assert_eq!(heard.payload(), a.admin.org.to_string());
+    assert_eq!(on_b.await.expect("poll"), (200, Some(second)), "the NOTIFY woke the poll on B");
+}
+
 /// While work remains, kills a runner every 400 ms (each of the 20 is busy then) and starts a fresh one in its
 /// place; answers how many were killed.
 async fn chaos(app: &TestApp, creds: &hookflow_tests::Creds, runners: &mut [RunnerProcess], flow: &str) -> usize {

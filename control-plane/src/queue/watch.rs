@@ -1,0 +1,49 @@
+//! Queue watches: which replicas have long polls waiting, per organization, so a launch NOTIFYs only when another
+//! replica needs waking (a NOTIFY takes a cluster-wide lock at commit; the launching replica wakes its own polls in
+//! memory). A waiting poll records its replica's watch before its first claim attempt, at most once a minute per
+//! organization; launches ignore watches older than two minutes.
+
+use crate::state::AppState;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// How often a replica with waiting polls refreshes its watch of an organization.
+const REFRESH: Duration = Duration::from_secs(60);
+/// A launch committed while a new watch was being recorded may not have notified: the organization's waiting polls
+/// look again this long after.
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// The launch statement's test for "another replica waits for this organization" (`{org}` is the organization's
+/// column, `{replica}` the launching replica's parameter).
+pub fn others_wait(org: &str, replica: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM queue_watchers qw WHERE qw.organization_id IN ({org}, '00000000-0000-0000-0000-000000000000')
+             AND qw.replica <> {replica} AND qw.seen_at > now() - interval '2 minutes')"
+    )
+}
+
+/// Records that a poll of `org` (`None`: a runner serving every organization) waits on this replica, when due.
+/// A failure costs only latency (polls still re-check on their timer), so it is logged, not returned.
+pub async fn record_waiting(app: &AppState, org: Option<Uuid>) {
+    let org = org.unwrap_or(Uuid::nil());
+    if !app.queue.watch_due(org, REFRESH) {
+        return;
+    }
+    let recorded = sqlx::query(
+        "INSERT INTO queue_watchers (organization_id, replica) VALUES ($1, $2)
+         ON CONFLICT (organization_id, replica) DO UPDATE SET seen_at = now()",
+    )
+    .bind(org)
+    .bind(app.replica)
+    .execute(&app.pool)
+    .await;
+    if let Err(e) = recorded {
+        tracing::warn!(error = %e, "a waiting poll's watch was not recorded; polls rely on their re-check");
+        return;
+    }
+    let app = app.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(SETTLE).await;
+        if org.is_nil() { app.queue.wake_all() } else { app.queue.wake(org) }
+    });
+}
