@@ -24,7 +24,8 @@ static SHARED: LazyLock<Option<rustls::ClientConfig>> = LazyLock::new(|| {
     Some(config)
 });
 
-/// `builder` set to use the process's shared TLS configuration.
+/// `builder` set to use the process's shared TLS configuration. It offers HTTP/2 and HTTP/1.1 by ALPN, so it is
+/// not for a client limited to HTTP/1.1 (`http1_only`), which would then meet an HTTP/2 answer.
 pub fn shared(builder: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
     match SHARED.as_ref() {
         Some(config) => builder.tls_backend_preconfigured(config.clone()),
