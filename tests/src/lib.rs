@@ -8,6 +8,7 @@ pub mod cli;
 pub mod cluster;
 pub mod exec;
 pub mod netns;
+pub mod notices;
 pub mod oidc;
 pub mod people;
 pub mod proxy;

@@ -4,6 +4,7 @@
 //! row in `capture_watchers` (refreshed every minute) asks the capture writers to NOTIFY its endpoint; a batch
 //! that was already in flight when the row appeared is found by the topic's first re-check, half a second in.
 
+use crate::db::watch::Watch;
 use crate::http::error::{ApiResult, to_json};
 use crate::webhooks::model::{CAPTURE_COLUMNS_INLINE, CaptureRow};
 use hookflow_shared::api::webhooks::CapturedRequest;
@@ -127,20 +128,9 @@ impl StreamHub {
         }
     }
 
-    /// Records (or refreshes) this replica's watch of an endpoint. A failure costs only latency (the topic's
-    /// re-checks still find every capture), so it is logged, not returned.
+    /// Records (or refreshes) this replica's watch of an endpoint (the topic's re-checks cover a failure).
     async fn watch(&self, webhook_id: Uuid) {
-        let recorded = sqlx::query(
-            "INSERT INTO capture_watchers (webhook_id, replica) VALUES ($1, $2)
-             ON CONFLICT (webhook_id, replica) DO UPDATE SET seen_at = now()",
-        )
-        .bind(webhook_id)
-        .bind(self.replica)
-        .execute(&self.pool)
-        .await;
-        if let Err(e) = recorded {
-            tracing::warn!(error = %e, %webhook_id, "a stream's watch was not recorded; it relies on re-checks");
-        }
+        crate::db::watch::record(&self.pool, Watch::Captures { webhook_id }, self.replica).await;
     }
 
     /// Removes the topic if it is still this one and nobody listens (and then its watch).

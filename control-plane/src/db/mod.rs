@@ -1,11 +1,12 @@
 //! Database access: connecting (to a configured URL or the embedded cluster), the pool, migrations, the data
-//! directory, where the embedded cluster lives, and the PATCH statement builder.
+//! directory, where the embedded cluster lives, the PATCH statement builder, and the replicas' watches.
 
 pub mod cluster_home;
 pub mod data_dir;
 pub mod embedded;
 pub mod storage;
 pub mod update;
+pub mod watch;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};

@@ -3,6 +3,7 @@
 //! memory). A waiting poll records its replica's watch before its first claim attempt, at most once a minute per
 //! organization; launches ignore watches older than two minutes.
 
+use crate::db::watch::Watch;
 use crate::state::AppState;
 use std::time::Duration;
 use uuid::Uuid;
@@ -23,22 +24,12 @@ pub fn others_wait(org: &str, replica: &str) -> String {
 }
 
 /// Records that a poll of `org` (`None`: a runner serving every organization) waits on this replica, when due.
-/// A failure costs only latency (polls still re-check on their timer), so it is logged, not returned.
 pub async fn record_waiting(app: &AppState, org: Option<Uuid>) {
     let org = org.unwrap_or(Uuid::nil());
     if !app.queue.watch_due(org, REFRESH) {
         return;
     }
-    let recorded = sqlx::query(
-        "INSERT INTO queue_watchers (organization_id, replica) VALUES ($1, $2)
-         ON CONFLICT (organization_id, replica) DO UPDATE SET seen_at = now()",
-    )
-    .bind(org)
-    .bind(app.replica)
-    .execute(&app.pool)
-    .await;
-    if let Err(e) = recorded {
-        tracing::warn!(error = %e, "a waiting poll's watch was not recorded; polls rely on their re-check");
+    if !crate::db::watch::record(&app.pool, Watch::Queue { organization_id: org }, app.replica).await {
         return;
     }
     let app = app.clone();

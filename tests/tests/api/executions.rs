@@ -4,6 +4,7 @@
 use hookflow_shared::wire::{header, runner_route};
 use hookflow_tests::TestApp;
 use hookflow_tests::exec::scoped;
+use hookflow_tests::notices::Notices;
 use hookflow_tests::sse::Sse;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -197,37 +198,29 @@ async fn transitions_notify_only_the_executions_a_stream_watches() {
     let flow = app.create_flow("watched", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
     let watched = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
     let unwatched = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
-    let mut listener = sqlx::postgres::PgListener::connect_with(&app.pool).await.expect("listener");
-    listener.listen(hookflow_control_plane::signals::EXECUTIONS_CHANNEL).await.expect("listen");
+    let mut notices = Notices::listen(&app.pool, hookflow_control_plane::signals::EXECUTIONS_CHANNEL).await;
 
     let mut sse = Sse::open(&app, &format!("/flows/{flow}/executions/{watched}/stream"), None).await;
     assert_eq!(sse.event().await.data["status"], "queued");
-    let watchers = |id: String| {
-        let pool = app.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i32>("SELECT watchers FROM executions WHERE id = $1::uuid")
-                .bind(id)
-                .fetch_one(&pool)
-                .await
-                .expect("watchers")
-        }
+    let watchers = async |id: &str| -> i64 {
+        let sql = "SELECT watchers::int8 FROM executions WHERE id = $1::uuid";
+        sqlx::query_scalar(sql).bind(id).fetch_one(&app.pool).await.expect("watchers")
     };
-    assert_eq!((watchers(watched.clone()).await, watchers(unwatched.clone()).await), (1, 0));
+    assert_eq!((watchers(&watched).await, watchers(&unwatched).await), (1, 0));
 
     // The unwatched one ends first; notifications arrive in commit order, so any for it would come first.
     for id in [&unwatched, &watched] {
         let cancel = app.admin(Method::POST, &format!("/flows/{flow}/executions/{id}/cancel"), None).await;
         assert!(cancel.status.is_success(), "{}", cancel.text);
     }
-    let notified = tokio::time::timeout(Duration::from_secs(10), listener.recv()).await.expect("a wake").expect("recv");
-    assert_eq!(notified.payload(), watched, "the unwatched execution's transition sent no NOTIFY");
+    assert_eq!(notices.next().await, watched, "the unwatched execution's transition sent no NOTIFY");
     let completed = sse.event().await;
     assert_eq!((completed.data["type"].as_str(), completed.data["status"].as_str()), (Some("execution.completed"), Some("cancelled")));
 
     // The stream ended with the execution: its mark goes back.
     drop(sse);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while watchers(watched.clone()).await != 0 {
+    while watchers(&watched).await != 0 {
         assert!(tokio::time::Instant::now() < deadline, "the closed stream's mark stayed");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -5,39 +5,32 @@
 use crate::RUNNER;
 use hookflow_shared::wire::runner_route;
 use hookflow_tests::TestApp;
+use hookflow_tests::notices::Notices;
 use hookflow_tests::runner::RunnerProcess;
 use reqwest::Method;
 use serde_json::json;
 use std::time::Duration;
 
-#[tokio::test]
-async fn a_launch_on_one_replica_wakes_a_poll_waiting_on_another() {
+/// Two replicas whose polls re-check only after a minute (so only NOTIFY or an in-memory wake can answer them
+/// sooner), a one-node flow, runner credentials and a registered runner.
+async fn two_replicas() -> (TestApp, TestApp, String, hookflow_tests::Creds, String) {
     let slow_recheck = |s: &mut hookflow_control_plane::state::Settings| s.queue_recheck = Duration::from_secs(60);
     let a = TestApp::spawn_with(slow_recheck).await;
     let b = a.replica_with(slow_recheck).await;
     let flow = a.create_flow("cross", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
     let creds = a.runner_creds(a.admin.org).await;
-    let runner = b.register_runner(&creds, &[]).await;
+    let runner = a.register_runner(&creds, &[]).await;
+    (a, b, flow, creds, runner)
+}
+
+#[tokio::test]
+async fn a_launch_on_one_replica_wakes_a_poll_waiting_on_another() {
+    let (a, b, flow, creds, runner) = two_replicas().await;
     // The poll waits on B for up to 20 s; without NOTIFY it would re-check only after 60 s and answer 204.
-    let poll = {
-        let (client, url, creds, runner) = (b.client.clone(), b.url(runner_route::NEXT_JOB), creds.clone(), runner);
-        tokio::spawn(async move {
-            client
-                .post(url)
-                .header(hookflow_shared::wire::header::API_KEY, &creds.key)
-                .header(hookflow_shared::wire::header::ORGANIZATION, creds.org.to_string())
-                .json(&json!({"runner_id": runner, "wait_s": 20}))
-                .send()
-                .await
-                .expect("poll")
-        })
-    };
+    let poll = poll_on(&b, &creds, &runner);
     tokio::time::sleep(Duration::from_millis(500)).await; // the poll is waiting
     let launched = a.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
-    let answer = poll.await.expect("poll task");
-    assert_eq!(answer.status(), 200, "the launch on A woke the poll on B");
-    let job: serde_json::Value = answer.json().await.expect("job");
-    assert_eq!(job["execution_id"], launched);
+    assert_eq!(poll.await.expect("poll task"), (200, Some(launched)), "the launch on A woke the poll on B");
 }
 
 /// A long poll waiting on `app` for up to 20 s, answered with the status and the claimed execution's id.
@@ -86,14 +79,8 @@ async fn watch_recorded(app: &TestApp, replica: uuid::Uuid, org: uuid::Uuid) {
 /// once a poll waits on another replica, the launch notifies and that poll gets the job.
 #[tokio::test]
 async fn launches_notify_only_when_another_replica_has_polls_waiting() {
-    let slow_recheck = |s: &mut hookflow_control_plane::state::Settings| s.queue_recheck = Duration::from_secs(60);
-    let a = TestApp::spawn_with(slow_recheck).await;
-    let b = a.replica_with(slow_recheck).await;
-    let flow = a.create_flow("watched", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
-    let creds = a.runner_creds(a.admin.org).await;
-    let runner = a.register_runner(&creds, &[]).await;
-    let mut listener = sqlx::postgres::PgListener::connect_with(&a.pool).await.expect("listener");
-    listener.listen(hookflow_control_plane::signals::QUEUE_CHANNEL).await.expect("listen");
+    let (a, b, flow, creds, runner) = two_replicas().await;
+    let mut notices = Notices::listen(&a.pool, hookflow_control_plane::signals::QUEUE_CHANNEL).await;
 
     let on_a = poll_on(&a, &creds, &runner);
     watch_recorded(&a, a.replica, a.admin.org).await;
@@ -105,14 +92,12 @@ async fn launches_notify_only_when_another_replica_has_polls_waiting() {
         .execute(&a.pool)
         .await
         .expect("marker");
-    let heard = tokio::time::timeout(Duration::from_secs(10), listener.recv()).await.expect("marker").expect("recv");
-    assert_eq!(heard.payload(), "marker", "a launch with no other replica waiting sent no NOTIFY");
+    assert_eq!(notices.next().await, "marker", "a launch with no other replica waiting sent no NOTIFY");
 
     let on_b = poll_on(&b, &creds, &runner);
     watch_recorded(&a, b.replica, a.admin.org).await;
     let second = a.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
-    let heard = tokio::time::timeout(Duration::from_secs(10), listener.recv()).await.expect("a wake").expect("recv");
-    assert_eq!(heard.payload(), a.admin.org.to_string());
+    assert_eq!(notices.next().await, a.admin.org.to_string());
     assert_eq!(on_b.await.expect("poll"), (200, Some(second)), "the NOTIFY woke the poll on B");
 }
 

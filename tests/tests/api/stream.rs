@@ -2,6 +2,7 @@
 //! delivery across server replicas, and large bodies left out.
 
 use hookflow_tests::TestApp;
+use hookflow_tests::notices::Notices;
 use hookflow_tests::sse::Sse;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -143,31 +144,23 @@ async fn captures_notify_only_endpoints_someone_streams() {
     let app = TestApp::spawn_with(|s| s.stream_keep_alive = Duration::from_millis(200)).await;
     let quiet = app.create_webhook(json!({"name": "quiet"})).await["id"].as_str().expect("id").to_owned();
     let streamed = app.create_webhook(json!({"name": "streamed"})).await["id"].as_str().expect("id").to_owned();
-    let mut listener = sqlx::postgres::PgListener::connect_with(&app.pool).await.expect("listener");
-    listener.listen(hookflow_control_plane::signals::CAPTURES_CHANNEL).await.expect("listen");
-    let watches = |id: String| {
-        let pool = app.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM capture_watchers WHERE webhook_id = $1::uuid")
-                .bind(id)
-                .fetch_one(&pool)
-                .await
-                .expect("watches")
-        }
+    let mut notices = Notices::listen(&app.pool, hookflow_control_plane::signals::CAPTURES_CHANNEL).await;
+    let watches = async |id: &str| -> i64 {
+        let sql = "SELECT count(*) FROM capture_watchers WHERE webhook_id = $1::uuid";
+        sqlx::query_scalar(sql).bind(id).fetch_one(&app.pool).await.expect("watches")
     };
     let mut sse = Sse::open(&app, &format!("/webhooks/{streamed}/stream"), None).await;
-    assert_eq!((watches(streamed.clone()).await, watches(quiet.clone()).await), (1, 0));
+    assert_eq!((watches(&streamed).await, watches(&quiet).await), (1, 0));
 
     // Answered after commit, one after the other: a NOTIFY for the quiet endpoint would arrive first.
     capture(&app, &quiet, "unheard").await;
     let sent = capture(&app, &streamed, "heard").await;
-    let notified = tokio::time::timeout(Duration::from_secs(10), listener.recv()).await.expect("a wake").expect("recv");
-    assert_eq!(notified.payload(), streamed, "the unstreamed endpoint's batch sent no NOTIFY");
+    assert_eq!(notices.next().await, streamed, "the unstreamed endpoint's batch sent no NOTIFY");
     assert_eq!(sse.event().await.id, Some(sent));
 
     drop(sse);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while watches(streamed.clone()).await != 0 {
+    while watches(&streamed).await != 0 {
         assert!(tokio::time::Instant::now() < deadline, "the watch outlived the last subscriber");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -1,0 +1,39 @@
+//! Watches: rows saying that a replica waits for something (long polls for an organization's work, a stream hub
+//! topic for an endpoint's captures). Writers NOTIFY only where a watch stands, since a NOTIFY takes a
+//! cluster-wide lock at commit; watches are refreshed while they hold and stop counting when they go stale.
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// What is watched.
+#[derive(Debug, Clone, Copy)]
+pub enum Watch {
+    /// Long polls for an organization's work (nil: runners serving every organization).
+    Queue { organization_id: Uuid },
+    /// A stream hub topic of an endpoint.
+    Captures { webhook_id: Uuid },
+}
+
+/// Records (or refreshes) `replica`'s watch. A failure costs only latency (the waiters re-check on timers), so
+/// it is logged and answered `false`.
+pub async fn record(pool: &PgPool, watch: Watch, replica: Uuid) -> bool {
+    let (sql, id) = match watch {
+        Watch::Queue { organization_id } => (
+            "INSERT INTO queue_watchers (organization_id, replica) VALUES ($1, $2)
+             ON CONFLICT (organization_id, replica) DO UPDATE SET seen_at = now()",
+            organization_id,
+        ),
+        Watch::Captures { webhook_id } => (
+            "INSERT INTO capture_watchers (webhook_id, replica) VALUES ($1, $2)
+             ON CONFLICT (webhook_id, replica) DO UPDATE SET seen_at = now()",
+            webhook_id,
+        ),
+    };
+    match sqlx::query(sql).bind(id).bind(replica).execute(pool).await {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, ?watch, "a watch was not recorded; its waiters rely on their re-checks");
+            false
+        }
+    }
+}
