@@ -422,7 +422,7 @@ async fn fairness(server: &ServerProcess, pool: &sqlx::PgPool, args: &Args, _flo
     tokio::time::sleep(Duration::from_secs(2)).await;
     // Every light organization launches at once; each wait runs from its own launch's answer to its claim.
     let mut launches = tokio::task::JoinSet::new();
-    for (api, flow) in flows.iter().skip(1).cloned() {
+    for (api, flow) in flows.into_iter().skip(1) {
         launches.spawn(async move {
             let (_, execution) = api.post(&format!("/flows/{flow}/launch"), json!({})).await?;
             Ok::<_, BoxError>((execution["id"].as_str().unwrap_or_default().to_owned(), Instant::now()))

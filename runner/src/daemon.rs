@@ -122,6 +122,13 @@ async fn heartbeats(client: Client, runner_id: Uuid, interval: Duration, running
     }
 }
 
+/// Where claimed jobs go: a free slot each, a task in `jobs`, an entry in `running` while they run.
+struct Work {
+    slots: Arc<Semaphore>,
+    jobs: Arc<Mutex<JoinSet<()>>>,
+    running: Running,
+}
+
 /// One long poll at a time, asking for as many jobs as there are free slots; each claimed job runs in a task of
 /// `jobs` holding one slot. Waits for a free slot before polling again.
 async fn poll(
@@ -129,11 +136,10 @@ async fn poll(
     engine: Engine,
     runner_id: Uuid,
     wait_s: u64,
-    slots: Arc<Semaphore>,
-    jobs: Arc<Mutex<JoinSet<()>>>,
-    running: Running,
+    work: Work,
     stop: CancellationToken,
 ) -> Result<(), DaemonError> {
+    let Work { slots, jobs, running } = work;
     let mut delays = backoff();
     while !stop.is_cancelled() {
         let first = tokio::select! {
@@ -230,9 +236,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         engine,
         registered.id,
         wait_s,
-        slots,
-        jobs.clone(),
-        running.clone(),
+        Work { slots, jobs: jobs.clone(), running: running.clone() },
         stop.clone(),
     ));
     let ended = tokio::select! {

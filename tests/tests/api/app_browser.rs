@@ -103,7 +103,7 @@ async fn a_person_signs_in_creates_a_webhook_and_inspects_captures_live() {
     )
     .await;
     let first = receipt["request_id"].as_str().expect("id").to_owned();
-    assert_eq!(wait_listed(&browser, 1).await, [first.clone()]);
+    assert_eq!(wait_listed(&browser, 1).await, std::slice::from_ref(&first));
     browser.click(&format!("#captures li[data-id='{first}'] button")).await;
     browser.wait_text("#headers-table", "x-dup").await;
     let headers: Vec<Vec<String>> =
@@ -165,7 +165,7 @@ async fn a_person_signs_in_creates_a_webhook_and_inspects_captures_live() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(listed(&browser).await, [evil.clone()], "the search finds the PUT capture alone");
+    assert_eq!(listed(&browser).await, std::slice::from_ref(&evil), "the search finds the PUT capture alone");
     browser.click("form.search button[type=button]").await;
     wait_listed(&browser, 5).await;
 
