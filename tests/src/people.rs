@@ -27,7 +27,12 @@ pub struct Bearer {
 impl TestApp {
     /// A new user with a password (no change required), `role` in `org`.
     pub async fn person(&self, org: Uuid, role: Role) -> Person {
-        let person = self.user(false).await;
+        self.member(org, role, false).await
+    }
+
+    /// A new user, `role` in `org`; `one_time` marks the password as one to change.
+    pub async fn member(&self, org: Uuid, role: Role, one_time: bool) -> Person {
+        let person = self.user(one_time).await;
         let mut conn = self.pool.acquire().await.expect("connection");
         signup::add_membership(&mut conn, org, person.user_id, role).await.expect("membership");
         person

@@ -22,6 +22,19 @@ async fn scrape(url: &str) -> prometheus_parse::Scrape {
     prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("the Prometheus text format")
 }
 
+/// Sets the organization's secret `TOKEN` to `value` through the API.
+async fn put_secret(base: &str, key: &str, org: &str, value: &str) {
+    let put = reqwest::Client::new()
+        .put(format!("{base}/secrets/TOKEN"))
+        .header(hookflow_shared::wire::header::API_KEY, key)
+        .header(hookflow_shared::wire::header::ORGANIZATION, org)
+        .json(&serde_json::json!({"value": value}))
+        .send()
+        .await
+        .expect("secret");
+    assert_eq!(put.status(), 200);
+}
+
 /// The sum of a metric's samples whose labels include every pair of `labels`.
 fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
     scrape
@@ -174,15 +187,7 @@ async fn the_master_key_rotates_online_with_the_embedded_default() {
     let (key, org) = (field(&out, "api key:"), field(&out, "organization id:"));
     let hook = post_json(&base, "/webhooks", &key, &org, serde_json::json!({"name": "target"})).await;
     let (webhook, capture_url) = (hook["id"].as_str().expect("id"), hook["capture_url"].as_str().expect("url"));
-    let put = reqwest::Client::new()
-        .put(format!("{base}/secrets/TOKEN"))
-        .header(hookflow_shared::wire::header::API_KEY, &key)
-        .header(hookflow_shared::wire::header::ORGANIZATION, &org)
-        .json(&serde_json::json!({"value": "before-rotation"}))
-        .send()
-        .await
-        .expect("secret");
-    assert_eq!(put.status(), 200);
+    put_secret(&base, &key, &org, "before-rotation").await;
     let definition = serde_json::json!({"nodes": [{"id": "send", "kind": "request",
         "request": {"method": "POST", "url": capture_url, "headers": {"x-token": "{{secret.TOKEN}}"}}}]});
     let flow = post_json(&base, "/flows", &key, &org, serde_json::json!({"name": "s", "definition": definition})).await;
@@ -200,15 +205,7 @@ async fn the_master_key_rotates_online_with_the_embedded_default() {
     assert!(!out.contains(rotated.lines().next().expect("new")), "no key is printed");
     // The running server opens the re-encrypted secret, and seals new values with the new key.
     assert_eq!(secret_delivered(&base, &key, &org, flow, webhook).await, "before-rotation");
-    let put = reqwest::Client::new()
-        .put(format!("{base}/secrets/TOKEN"))
-        .header(hookflow_shared::wire::header::API_KEY, &key)
-        .header(hookflow_shared::wire::header::ORGANIZATION, &org)
-        .json(&serde_json::json!({"value": "after-rotation"}))
-        .send()
-        .await
-        .expect("secret");
-    assert_eq!(put.status(), 200);
+    put_secret(&base, &key, &org, "after-rotation").await;
     let (ok, out, err) = operator(&dir.0, &["keys", "rotate-master", "--retire-previous"]);
     assert!(ok, "{err}");
     assert!(

@@ -3,7 +3,7 @@
 
 use hookflow_tests::TestApp;
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test]
 async fn volume_and_methods_count_every_capture() {
@@ -60,27 +60,14 @@ async fn history_buckets_aggregate_counters() {
             .await
             .expect("insert");
     }
-    let hours = app
-        .admin(
-            Method::GET,
-            &format!("/webhooks/{id}/analytics/volume?bucket=hour&from=2026-01-01T10:00:00Z&to=2026-01-01T13:00:00Z"),
-            None,
-        )
-        .await;
-    let counts: Vec<i64> =
-        hours.body["points"].as_array().expect("points").iter().map(|p| p["count"].as_i64().expect("count")).collect();
-    assert_eq!(counts, [5, 0, 2]);
-    assert_eq!(hours.body["points"][1]["t"], "2026-01-01T11:00:00.000000Z");
-    let days = app
-        .admin(
-            Method::GET,
-            &format!("/webhooks/{id}/analytics/volume?bucket=day&from=2026-01-01T00:00:00Z&to=2026-01-03T00:00:00Z"),
-            None,
-        )
-        .await;
-    let counts: Vec<i64> =
-        days.body["points"].as_array().expect("points").iter().map(|p| p["count"].as_i64().expect("count")).collect();
-    assert_eq!(counts, [7, 10]);
+    let volume = async |query: &str| app.get::<Value>(&format!("/webhooks/{id}/analytics/volume?{query}"), 200).await;
+    let counts = |volume: &Value| -> Vec<i64> {
+        volume["points"].as_array().expect("points").iter().map(|p| p["count"].as_i64().expect("count")).collect()
+    };
+    let hours = volume("bucket=hour&from=2026-01-01T10:00:00Z&to=2026-01-01T13:00:00Z").await;
+    assert_eq!(counts(&hours), [5, 0, 2]);
+    assert_eq!(hours["points"][1]["t"], "2026-01-01T11:00:00.000000Z");
+    assert_eq!(counts(&volume("bucket=day&from=2026-01-01T00:00:00Z&to=2026-01-03T00:00:00Z").await), [7, 10]);
     let methods = app
         .admin(
             Method::GET,

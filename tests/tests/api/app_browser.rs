@@ -285,12 +285,7 @@ async fn a_flow_launched_from_the_app_fills_in_node_by_node() {
 async fn a_viewer_sees_no_create_buttons_and_the_api_refuses_them() {
     let app = TestApp::spawn().await;
     // A viewer with a one-time password: the app asks for a new one first.
-    let viewer = app.user(true).await;
-    let mut conn = app.pool.acquire().await.expect("connection");
-    hookflow_control_plane::people::signup::add_membership(&mut conn, app.admin.org, viewer.user_id, Role::Viewer)
-        .await
-        .expect("membership");
-    drop(conn);
+    let viewer = app.member(app.admin.org, Role::Viewer, true).await;
     app.post::<Value>("/webhooks", &json!({"name": "existing"}), 201).await;
     let browser = Browser::start(1280).await;
     browser.goto(&format!("{}/#/signin", app.base)).await;

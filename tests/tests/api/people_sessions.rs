@@ -130,11 +130,7 @@ async fn every_bad_credential_is_the_same_401_and_nothing_secret_is_echoed() {
 #[tokio::test]
 async fn a_one_time_password_must_be_changed_first() {
     let app = TestApp::spawn().await;
-    let person = app.user(true).await;
-    let mut conn = app.pool.acquire().await.expect("connection");
-    hookflow_control_plane::people::signup::add_membership(&mut conn, app.admin.org, person.user_id, Role::Owner)
-        .await
-        .expect("membership");
+    let person = app.member(app.admin.org, Role::Owner, true).await;
     let reply = app.sign_in(&person.email, &person.password).await;
     assert_eq!((reply.status.as_u16(), &reply.body["password_change_required"]), (201, &json!(true)));
     let bearer = Bearer { token: reply.body["access_token"].as_str().expect("token").into(), org: Some(app.admin.org) };
