@@ -22,6 +22,11 @@ impl TestApp {
         .await
     }
 
+    /// Creates a flow of one 1 ms delay node (`wait`) as the admin and returns its id: the smallest flow that runs.
+    pub async fn delay_flow(&self, name: &str) -> String {
+        self.create_flow(name, serde_json::json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await
+    }
+
     /// Creates a flow as the admin and returns its id.
     pub async fn create_flow(&self, name: &str, definition: Value) -> String {
         let reply = self.admin(Method::POST, "/flows", Some(json!({"name": name, "definition": definition}))).await;

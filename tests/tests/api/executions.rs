@@ -133,7 +133,7 @@ async fn a_claim_runs_through_reports_and_completion() {
 #[tokio::test]
 async fn the_stream_delivers_events_live_and_ends_with_the_execution() {
     let app = TestApp::spawn_for_execution().await;
-    let flow = app.create_flow("live", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("live").await;
     let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
     let mut sse = Sse::open(&app, &format!("/flows/{flow}/executions/{id}/stream"), None).await;
     assert_eq!(sse.event().await.data["status"], "queued");
@@ -159,7 +159,7 @@ async fn the_stream_delivers_events_live_and_ends_with_the_execution() {
 async fn execution_streams_wait_for_a_wake_instead_of_polling() {
     // Keep-alive comments every 200 ms: one arriving proves the stream had nothing to send, so it was waiting.
     let app = TestApp::spawn_with(|s| s.stream_keep_alive = Duration::from_millis(200)).await;
-    let flow = app.create_flow("quiet", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("quiet").await;
     let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
     let mut sse = Sse::open(&app, &format!("/flows/{flow}/executions/{id}/stream"), None).await;
     assert_eq!(sse.event().await.data["status"], "queued");
@@ -195,7 +195,7 @@ async fn execution_streams_wait_for_a_wake_instead_of_polling() {
 #[tokio::test]
 async fn transitions_notify_only_the_executions_a_stream_watches() {
     let app = TestApp::spawn_for_execution().await;
-    let flow = app.create_flow("watched", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("watched").await;
     let watched = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
     let unwatched = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
     let mut notices = Notices::listen(&app.pool, hookflow_control_plane::signals::EXECUTIONS_CHANNEL).await;
@@ -233,7 +233,7 @@ async fn long_polls_wait_then_answer_204_or_wake_on_launch() {
     let runner = app.register_runner(&creds, &[]).await;
     let empty = app.next_job(&creds, &runner, 1).await;
     assert_eq!(empty.status, 204);
-    let flow = app.create_flow("wake", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("wake").await;
     let poll = {
         let (base, creds, runner) = (app.base.clone(), creds.clone(), runner.clone());
         tokio::spawn(async move {
@@ -265,7 +265,7 @@ async fn long_polls_wait_then_answer_204_or_wake_on_launch() {
 #[tokio::test]
 async fn a_poll_with_max_jobs_claims_several_each_with_its_own_token() {
     let app = TestApp::spawn_for_execution().await;
-    let flow = app.create_flow("batch", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("batch").await;
     let mut launched = Vec::new();
     for _ in 0..5 {
         launched.push(app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned());
@@ -311,7 +311,7 @@ async fn jobs_go_only_to_runners_carrying_every_required_label() {
     let creds = app.runner_creds(app.admin.org).await;
     let plain = app.register_runner(&creds, &["linux"]).await;
     let gpu = app.register_runner(&creds, &["linux", "gpu", "eu"]).await;
-    let flow = app.create_flow("labels", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("labels").await;
     let execution = app.launch(&flow, json!({"runner_labels": ["gpu", "eu"]})).await;
     assert_eq!(app.next_job(&creds, &plain, 1).await.status, 204, "missing a label");
     let claimed = app.next_job(&creds, &gpu, 1).await;
@@ -328,7 +328,7 @@ async fn expired_leases_are_retried_as_the_next_attempt_and_stale_reports_get_40
     let app = TestApp::spawn_for_execution().await;
     let creds = app.runner_creds(app.admin.org).await;
     let runner = app.register_runner(&creds, &[]).await;
-    let flow = app.create_flow("lease", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("lease").await;
     let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
     let first = app.next_job(&creds, &runner, 5).await.body;
     // Heartbeats keep the lease alive past its 2 s.
@@ -384,7 +384,7 @@ async fn expired_leases_are_retried_as_the_next_attempt_and_stale_reports_get_40
 #[tokio::test]
 async fn cancelling_stops_queued_runs_at_once_and_tells_runners_of_running_ones() {
     let app = TestApp::spawn_for_execution().await;
-    let flow = app.create_flow("cancel", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("cancel").await;
     let queued = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
     let cancel = app.admin(Method::POST, &format!("/flows/{flow}/executions/{queued}/cancel"), None).await;
     assert_eq!(cancel.status, 202, "{}", cancel.text);
@@ -416,7 +416,7 @@ async fn cancelling_stops_queued_runs_at_once_and_tells_runners_of_running_ones(
 #[tokio::test]
 async fn idempotent_launches_make_one_execution_even_when_raced() {
     let app = TestApp::spawn_for_execution().await;
-    let flow = app.create_flow("idem", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("idem").await;
     let mut tasks = Vec::new();
     for _ in 0..50 {
         let (client, url, creds) = (app.client.clone(), app.url(&format!("/flows/{flow}/launch")), app.admin.clone());
@@ -468,7 +468,7 @@ async fn idempotent_launches_make_one_execution_even_when_raced() {
 #[tokio::test]
 async fn launch_resolves_versions_environments_and_refuses_what_is_not_there() {
     let app = TestApp::spawn_for_execution().await;
-    let flow = app.create_flow("versions", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("versions").await;
     let path = format!("/flows/{flow}/launch");
     let none = app.admin(Method::POST, &path, Some(json!({"version": "latest"}))).await;
     assert_eq!((none.status.as_u16(), none.code()), (400, "invalid_request"));
@@ -503,7 +503,7 @@ async fn launch_resolves_versions_environments_and_refuses_what_is_not_there() {
 #[tokio::test]
 async fn modules_are_resolved_at_launch_and_shipped_with_the_claim() {
     let app = TestApp::spawn_for_execution().await;
-    let inner = app.create_flow("inner", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let inner = app.delay_flow("inner").await;
     let outer_definition = json!({"nodes": [{"id": "sub", "kind": "module", "flow_id": inner, "version": "latest"}]});
     let outer = app.create_flow("outer", outer_definition).await;
     let unpublished = app.admin(Method::POST, &format!("/flows/{outer}/launch"), None).await;
@@ -544,7 +544,7 @@ async fn launch_by_tag_starts_every_flow_carrying_the_tags() {
 #[tokio::test]
 async fn ephemeral_launches_hand_the_claim_to_the_caller() {
     let app = TestApp::spawn_for_execution().await;
-    let flow = app.create_flow("local", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("local").await;
     let execution = app.launch(&flow, json!({"mode": "ephemeral"})).await;
     assert_eq!(execution["status"], "running");
     assert_eq!(execution["max_attempts"], 1);
@@ -557,7 +557,7 @@ async fn ephemeral_launches_hand_the_claim_to_the_caller() {
 #[tokio::test]
 async fn a_retried_ephemeral_launch_gets_its_claim_again_until_something_is_reported() {
     let app = TestApp::spawn_for_execution().await;
-    let flow = app.create_flow("local", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("local").await;
     let launch = || async {
         let response = app
             .client
@@ -602,7 +602,7 @@ async fn a_retried_ephemeral_launch_gets_its_claim_again_until_something_is_repo
 #[tokio::test]
 async fn scopes_and_organizations_fence_every_execution_operation() {
     let app = TestApp::spawn_for_execution().await;
-    let flow = app.create_flow("fenced", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("fenced").await;
     let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
     let other = app.new_org("Other").await;
     for (method, path) in [
@@ -688,7 +688,7 @@ async fn runners_are_listed_and_removing_one_requeues_its_jobs() {
         403
     );
 
-    let flow = app.create_flow("requeue", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("requeue").await;
     let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
     let job = app.next_job(&creds, &runner, 5).await.body;
     assert_eq!(
@@ -751,7 +751,7 @@ async fn schedules_fire_once_per_occurrence_across_replicas() {
 #[tokio::test]
 async fn execution_analytics_count_outcomes_and_durations() {
     let app = TestApp::spawn_for_execution().await;
-    let flow = app.create_flow("stats", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("stats").await;
     let creds = app.runner_creds(app.admin.org).await;
     let runner = app.register_runner(&creds, &[]).await;
     for status in ["succeeded", "succeeded", "failed"] {

@@ -19,7 +19,7 @@ const PROD: &str = "prod-db-Pa55word";
 async fn an_execute_key_cannot_read_a_secret_through_launch_variables() {
     let app = TestApp::spawn().await;
     app.put::<SecretInfo>("/secrets/PROD_DB_PASSWORD", &json!({"value": PROD}), 200).await;
-    let flow = app.create_flow("plain", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("plain").await;
     let ci = scoped(&app, app.admin.org, &["flows:execute"]).await;
     let launch = json!({"mode": "ephemeral", "variables": {"x": "{{secret.PROD_DB_PASSWORD}}"}});
     let reply = app.call(Method::POST, &format!("/flows/{flow}/launch"), Some(&ci), Some(launch)).await;

@@ -84,10 +84,13 @@ async fn a_database_outage_answers_503_and_loses_nothing_answered() {
     db::migrate(&pool).await.expect("migrate");
     let mut app = TestApp::spawn_on(pool.clone()).await;
     app.admin = app.new_org("Acme").await;
+    // The load measures outages, not the endpoint's rate limit (1,000/s by default, which four senders can pass).
+    let lifted = app.admin(Method::PATCH, "/organization", Some(json!({"capture_rate_limit_per_s": 10_000}))).await;
+    assert_eq!(lifted.status, 200, "{}", lifted.text);
     let app = Arc::new(app);
     let hook = app.create_webhook(json!({"name": "outage"})).await;
     let capture_path = hook["id"].as_str().expect("id").to_owned();
-    let flow = app.create_flow("outage", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("outage").await;
     let launch_path = format!("/flows/{flow}/launch");
 
     let stop = Arc::new(AtomicBool::new(false));

@@ -276,7 +276,7 @@ async fn a_runner_started_before_its_server_keeps_retrying_then_works() {
     assert!(runner.output().contains("retrying"), "{}", runner.output());
     let listener = tokio::net::TcpListener::bind(address).await.expect("bind the reserved port");
     tokio::spawn(forward(listener, app.base.trim_start_matches("http://").to_owned()));
-    let flow = app.create_flow("late", json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]})).await;
+    let flow = app.delay_flow("late").await;
     let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
     let done = app.wait_finished(&flow, &id).await;
     assert_eq!(done["status"], "succeeded", "{}", runner.output());
