@@ -58,37 +58,37 @@ pub fn check(text: &str) -> Result<(), TemplateError> {
     Ok(())
 }
 
-/// The variable names a text references (not secrets), each once.
-pub fn names(text: &str) -> Vec<String> {
-    let mut names = Vec::new();
+/// Every `{{ reference }}` of a text, trimmed, in order (repeats included).
+fn references(text: &str) -> impl Iterator<Item = &str> {
     let mut rest = text;
-    while let Some(start) = rest.find("{{") {
+    std::iter::from_fn(move || {
+        let start = rest.find("{{")?;
         let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else { break };
-        let name = after[..end].trim();
-        if !name.starts_with("secret.") && !names.iter().any(|n| n == name) {
+        let end = after.find("}}")?;
+        rest = &after[end + 2..];
+        Some(after[..end].trim())
+    })
+}
+
+/// Names kept once each, in the order first seen.
+fn once<'a>(found: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for name in found {
+        if !names.iter().any(|n| n == name) {
             names.push(name.to_owned());
         }
-        rest = &after[end + 2..];
     }
     names
 }
 
+/// The variable names a text references (not secrets), each once.
+pub fn names(text: &str) -> Vec<String> {
+    once(references(text).filter(|name| !name.starts_with("secret.")))
+}
+
 /// The secret names a text references (`{{secret.NAME}}`), to resolve only those at claim time.
 pub fn secret_names(text: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else { break };
-        if let Some(name) = after[..end].trim().strip_prefix("secret.")
-            && !names.iter().any(|n| n == name)
-        {
-            names.push(name.to_owned());
-        }
-        rest = &after[end + 2..];
-    }
-    names
+    once(references(text).filter_map(|name| name.strip_prefix("secret.")))
 }
 
 #[cfg(test)]
@@ -125,5 +125,11 @@ mod tests {
     fn referenced_secrets_are_listed_once() {
         let text = "{{secret.A}} {{ secret.B }} {{secret.A}} {{plain}}";
         assert_eq!(secret_names(text), ["A", "B"]);
+    }
+
+    #[test]
+    fn referenced_variables_are_listed_once_without_secrets() {
+        let text = "{{ a }}{{secret.S}} {{b}} {{a}} {{unclosed";
+        assert_eq!(names(text), ["a", "b"]);
     }
 }
