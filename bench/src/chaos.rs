@@ -155,7 +155,9 @@ async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
         total as f64 / elapsed.as_secs_f64()
     );
     println!("  final statuses: {ended:?}");
-    println!("  without exactly one completion event: {doubled}; succeeded without both results of the last attempt: {partial}");
+    println!(
+        "  without exactly one completion event: {doubled}; succeeded without both results of the last attempt: {partial}"
+    );
     let only_final = ended.iter().all(|(status, _)| status == "succeeded" || status == "failed");
     if usize::try_from(total)? != args.executions || !only_final || doubled != 0 || partial != 0 {
         return Err("exactly-once was violated (see above)".into());

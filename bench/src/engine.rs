@@ -203,7 +203,10 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
     match hurl_found {
         Some(binary) => {
             let hurl = median(&mut hurls);
-            println!("  hurl --test (process start to exit): {hurl:>7.0} requests/s (median of {}; {binary})", hurls.len());
+            println!(
+                "  hurl --test (process start to exit): {hurl:>7.0} requests/s (median of {}; {binary})",
+                hurls.len()
+            );
             println!(
                 "  engine alone {:.2} x hurl (target 1.5); hookflow run {:.2} x hurl (target 1.0); runner with results stored {:.2} x hurl",
                 alone / hurl,

@@ -216,10 +216,7 @@ async fn the_master_key_rotates_online_with_the_embedded_default() {
     assert_eq!(secret_delivered(&base, &key, &org, flow, webhook).await, "after-rotation");
 
     // --new-key needs the key file: with a configured key it says what to do instead.
-    let (ok, _, err) = operator(
-        &dir.0,
-        &["keys", "rotate-master", "--new-key", "--master-key", &"A".repeat(43)],
-    );
+    let (ok, _, err) = operator(&dir.0, &["keys", "rotate-master", "--new-key", "--master-key", &"A".repeat(43)]);
     assert!(!ok && (err.contains("--previous-master-keys") || err.contains("not 32 bytes")), "{err}");
 
     // A restart reads the one-key file.

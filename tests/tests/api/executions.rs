@@ -215,7 +215,10 @@ async fn transitions_notify_only_the_executions_a_stream_watches() {
     }
     assert_eq!(notices.next().await, watched, "the unwatched execution's transition sent no NOTIFY");
     let completed = sse.event().await;
-    assert_eq!((completed.data["type"].as_str(), completed.data["status"].as_str()), (Some("execution.completed"), Some("cancelled")));
+    assert_eq!(
+        (completed.data["type"].as_str(), completed.data["status"].as_str()),
+        (Some("execution.completed"), Some("cancelled"))
+    );
 
     // The stream ended with the execution: its mark goes back.
     drop(sse);

@@ -39,7 +39,8 @@ fn poll_on(
     creds: &hookflow_tests::Creds,
     runner: &str,
 ) -> tokio::task::JoinHandle<(u16, Option<String>)> {
-    let (client, url, creds, runner) = (app.client.clone(), app.url(runner_route::NEXT_JOB), creds.clone(), runner.to_owned());
+    let (client, url, creds, runner) =
+        (app.client.clone(), app.url(runner_route::NEXT_JOB), creds.clone(), runner.to_owned());
     tokio::spawn(async move {
         let answer = client
             .post(url)
