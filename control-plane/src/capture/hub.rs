@@ -140,13 +140,7 @@ impl StreamHub {
         if current && topic.sender.receiver_count() == 0 {
             topics.remove(&webhook_id);
             let (pool, replica) = (self.pool.clone(), self.replica);
-            tokio::spawn(async move {
-                let _ = sqlx::query("DELETE FROM capture_watchers WHERE webhook_id = $1 AND replica = $2")
-                    .bind(webhook_id)
-                    .bind(replica)
-                    .execute(&pool)
-                    .await;
-            });
+            tokio::spawn(async move { crate::db::watch::forget_captures(&pool, webhook_id, replica).await });
             return true;
         }
         !current

@@ -37,3 +37,23 @@ pub async fn record(pool: &PgPool, watch: Watch, replica: Uuid) -> bool {
         }
     }
 }
+
+/// Removes `replica`'s watch of an endpoint once its last subscriber left (a failure leaves a watch that goes
+/// stale by itself).
+pub async fn forget_captures(pool: &PgPool, webhook_id: Uuid, replica: Uuid) {
+    let removed = sqlx::query("DELETE FROM capture_watchers WHERE webhook_id = $1 AND replica = $2")
+        .bind(webhook_id)
+        .bind(replica)
+        .execute(pool)
+        .await;
+    if let Err(e) = removed {
+        tracing::debug!(error = %e, %webhook_id, "a stream's watch stays until it goes stale");
+    }
+}
+
+/// Removes watches not refreshed for an hour (replicas that stopped; writers ignore them long before).
+pub async fn sweep(pool: &PgPool) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM capture_watchers WHERE seen_at < now() - interval '1 hour'").execute(pool).await?;
+    sqlx::query("DELETE FROM queue_watchers WHERE seen_at < now() - interval '1 hour'").execute(pool).await?;
+    Ok(())
+}

@@ -65,9 +65,7 @@ pub async fn sweep(pool: &PgPool) -> Result<u64, sqlx::Error> {
         .rows_affected();
         deleted += adjust_counts(pool, &[(webhook_id, removed as i64)]).await?;
     }
-    // Watches of replicas that stopped refreshing them (writers already ignore them after five minutes).
-    sqlx::query("DELETE FROM capture_watchers WHERE seen_at < now() - interval '1 hour'").execute(pool).await?;
-    sqlx::query("DELETE FROM queue_watchers WHERE seen_at < now() - interval '1 hour'").execute(pool).await?;
+    crate::db::watch::sweep(pool).await?;
     Ok(deleted)
 }
 
