@@ -103,7 +103,7 @@ impl Series {
 }
 
 /// Capture volume over time.
-#[utoipa::path(get, path = "/webhooks/{id}/analytics/volume", tag = "Analytics", params(Id, VolumeParams),
+#[utoipa::path(get, path = "/webhooks/{id}/analytics/volume", params(Id, VolumeParams),
     responses((status = 200, body = Volume)))]
 async fn volume(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
@@ -134,7 +134,7 @@ async fn volume(
 }
 
 /// Captures by HTTP method.
-#[utoipa::path(get, path = "/webhooks/{id}/analytics/methods", tag = "Analytics", params(Id, Window),
+#[utoipa::path(get, path = "/webhooks/{id}/analytics/methods", params(Id, Window),
     responses((status = 200, body = MethodBreakdown)))]
 async fn methods(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
@@ -167,8 +167,7 @@ async fn methods(
 }
 
 /// Organization totals: captures per endpoint and executions by status.
-#[utoipa::path(get, path = "/analytics/overview", tag = "Analytics", params(Window),
-    responses((status = 200, body = Overview)))]
+#[utoipa::path(get, path = "/analytics/overview", params(Window), responses((status = 200, body = Overview)))]
 async fn overview(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiQuery(params): ApiQuery<Window>,

@@ -31,7 +31,7 @@ fn field(name: &str, kind: &str, required: bool) -> Field {
 }
 
 /// The five extractor kinds and their fields.
-#[utoipa::path(get, path = "/extractors", tag = "Extractors", responses((status = 200, body = KindList)))]
+#[utoipa::path(get, path = "/extractors", responses((status = 200, body = KindList)))]
 async fn list_extractors(_caller: Caller<scope::Any>) -> Json<KindList> {
     let items = ExtractorKind::ALL
         .iter()
@@ -45,7 +45,7 @@ async fn list_extractors(_caller: Caller<scope::Any>) -> Json<KindList> {
 }
 
 /// Run an extractor on a sample response.
-#[utoipa::path(post, path = "/extractors/evaluate", tag = "Extractors", request_body = EvaluateExtractor,
+#[utoipa::path(post, path = "/extractors/evaluate", request_body = EvaluateExtractor,
     responses((status = 200, body = Extracted)))]
 async fn evaluate_extractor(
     _caller: Caller<scope::Any>,
@@ -68,7 +68,7 @@ async fn evaluate_extractor(
 }
 
 /// The 14 assertion operators.
-#[utoipa::path(get, path = "/assertions/operators", tag = "Assertions", responses((status = 200, body = OperatorList)))]
+#[utoipa::path(get, path = "/assertions/operators", responses((status = 200, body = OperatorList)))]
 async fn list_operators(_caller: Caller<scope::Any>) -> Json<OperatorList> {
     let items = Operator::ALL
         .iter()
@@ -82,7 +82,7 @@ async fn list_operators(_caller: Caller<scope::Any>) -> Json<OperatorList> {
 }
 
 /// Evaluate assertions against named values, in order.
-#[utoipa::path(post, path = "/assertions/evaluate", tag = "Assertions", request_body = EvaluateAssertions,
+#[utoipa::path(post, path = "/assertions/evaluate", request_body = EvaluateAssertions,
     responses((status = 200, body = AssertionResults)))]
 async fn evaluate_assertions(
     _caller: Caller<scope::Any>,
@@ -103,7 +103,7 @@ async fn evaluate_assertions(
 }
 
 /// The special (non-request) node kinds.
-#[utoipa::path(get, path = "/special-nodes", tag = "SpecialNodes", responses((status = 200, body = KindList)))]
+#[utoipa::path(get, path = "/special-nodes", responses((status = 200, body = KindList)))]
 async fn list_special_nodes(_caller: Caller<scope::Any>) -> Json<KindList> {
     let node = |kind: &str, description: &str, fields: Vec<Field>| KindInfo {
         kind: kind.into(),

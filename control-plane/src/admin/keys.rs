@@ -150,8 +150,7 @@ fn validate<S>(caller: &Caller<S>, body: CreateApiKey) -> ApiResult<(String, Sco
 }
 
 /// Create an API key; its secret is in this answer only.
-#[utoipa::path(post, path = "/api-keys", tag = "Administration", request_body = CreateApiKey,
-    responses((status = 201, body = CreatedApiKey)))]
+#[utoipa::path(post, path = "/api-keys", request_body = CreateApiKey, responses((status = 201, body = CreatedApiKey)))]
 async fn create_api_key(
     Ctx { app, caller }: Ctx<scope::KeysWrite>,
     ApiJson(body): ApiJson<CreateApiKey>,
@@ -165,8 +164,7 @@ async fn create_api_key(
 }
 
 /// List the organization's API keys, newest first (never their secrets).
-#[utoipa::path(get, path = "/api-keys", tag = "Administration", params(ListParams),
-    responses((status = 200, body = Page<ApiKey>)))]
+#[utoipa::path(get, path = "/api-keys", params(ListParams), responses((status = 200, body = Page<ApiKey>)))]
 async fn list_api_keys(
     Ctx { app, caller }: Ctx<scope::KeysRead>,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -182,8 +180,7 @@ async fn list_api_keys(
 }
 
 /// Read one API key (never its secret).
-#[utoipa::path(get, path = "/api-keys/{id}", tag = "Administration", params(Id),
-    responses((status = 200, body = ApiKey)))]
+#[utoipa::path(get, path = "/api-keys/{id}", params(Id), responses((status = 200, body = ApiKey)))]
 async fn get_api_key(Ctx { app, caller }: Ctx<scope::KeysRead>, Id(id): Id) -> ApiResult<Json<ApiKey>> {
     let row: Option<KeyRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {KEY_COLUMNS} FROM api_keys WHERE organization_id = $1 AND id = $2"
@@ -196,7 +193,7 @@ async fn get_api_key(Ctx { app, caller }: Ctx<scope::KeysRead>, Id(id): Id) -> A
 }
 
 /// Delete an API key; it stops working at once.
-#[utoipa::path(delete, path = "/api-keys/{id}", tag = "Administration", params(Id), responses((status = 204)))]
+#[utoipa::path(delete, path = "/api-keys/{id}", params(Id), responses((status = 204)))]
 async fn delete_api_key(Ctx { app, caller }: Ctx<scope::KeysWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     let name: Option<String> =

@@ -120,7 +120,7 @@ async fn fetch(conn: &mut PgConnection, org_id: Uuid) -> ApiResult<Organization>
 }
 
 /// Read the caller's organization.
-#[utoipa::path(get, path = "/organization", tag = "Administration", responses((status = 200, body = Organization)))]
+#[utoipa::path(get, path = "/organization", responses((status = 200, body = Organization)))]
 async fn get_organization(Ctx { app, caller }: Ctx<scope::OrganizationRead>) -> ApiResult<Json<Organization>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(fetch(&mut conn, caller.org_id).await?))
@@ -147,7 +147,7 @@ fn validate_update(body: &UpdateOrganization, max_capture_rate: i32) -> ApiResul
 }
 
 /// Change the organization's name, default retention or capture limits.
-#[utoipa::path(patch, path = "/organization", tag = "Administration", request_body = UpdateOrganization,
+#[utoipa::path(patch, path = "/organization", request_body = UpdateOrganization,
     responses((status = 200, body = Organization)))]
 async fn update_organization(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
@@ -192,8 +192,7 @@ async fn update_organization(
 type AuditRow = (Uuid, String, String, String, serde_json::Value, DateTime<Utc>);
 
 /// Security-relevant changes, newest first.
-#[utoipa::path(get, path = "/audit-log", tag = "Administration", params(ListParams),
-    responses((status = 200, body = Page<AuditEntry>)))]
+#[utoipa::path(get, path = "/audit-log", params(ListParams), responses((status = 200, body = Page<AuditEntry>)))]
 async fn list_audit_log(
     Ctx { app, caller }: Ctx<scope::OrganizationRead>,
     ApiQuery(params): ApiQuery<ListParams>,

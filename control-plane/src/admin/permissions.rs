@@ -28,7 +28,7 @@ pub fn catalog() -> Permissions {
 }
 
 /// List every scope and the key presets.
-#[utoipa::path(get, path = "/permissions", tag = "Administration", responses((status = 200, body = Permissions)))]
+#[utoipa::path(get, path = "/permissions", responses((status = 200, body = Permissions)))]
 async fn get_permissions(_caller: Caller<scope::Any>) -> Json<Permissions> {
     Json(catalog())
 }

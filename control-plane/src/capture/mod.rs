@@ -34,7 +34,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// Capture a request: any headers, query and body, no authentication. Also serves every sub-path
 /// (`/webhook/{id}/any/thing`), recorded as `path`. Answers only after the capture is durably stored.
-#[utoipa::path(method(get, post, put, patch, delete), path = "/webhook/{id}", tag = "Webhook",
+#[utoipa::path(method(get, post, put, patch, delete), path = "/webhook/{id}",
     params(("id" = Uuid, Path, description = "The endpoint id")),
     responses((status = 200, description = "Stored; the receipt, or the endpoint's custom response", body = CaptureReceipt),
         (status = 400, description = "The database refused this capture (its neighbours are stored)"),

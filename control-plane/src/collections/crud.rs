@@ -146,7 +146,7 @@ pub async fn insert_collection(conn: &mut PgConnection, org_id: Uuid, body: &Wri
 }
 
 /// Create an empty collection.
-#[utoipa::path(post, path = "/collections", tag = "Collections", request_body = WriteCollection,
+#[utoipa::path(post, path = "/collections", request_body = WriteCollection,
     responses((status = 201, body = CollectionDetail), (status = 409)))]
 async fn create_collection(
     Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
@@ -161,8 +161,7 @@ async fn create_collection(
 }
 
 /// List collections, newest first.
-#[utoipa::path(get, path = "/collections", tag = "Collections", params(ListParams),
-    responses((status = 200, body = Page<Collection>)))]
+#[utoipa::path(get, path = "/collections", params(ListParams), responses((status = 200, body = Page<Collection>)))]
 async fn list_collections(
     Ctx { app, caller }: Ctx<scope::CollectionsRead>,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -177,8 +176,7 @@ async fn list_collections(
 }
 
 /// A collection with its folders and every request.
-#[utoipa::path(get, path = "/collections/{id}", tag = "Collections", params(Id),
-    responses((status = 200, body = CollectionDetail)))]
+#[utoipa::path(get, path = "/collections/{id}", params(Id), responses((status = 200, body = CollectionDetail)))]
 async fn get_collection(
     Ctx { app, caller }: Ctx<scope::CollectionsRead>,
     Id(id): Id,
@@ -188,7 +186,7 @@ async fn get_collection(
 }
 
 /// Rename, describe, or replace the variables of a collection.
-#[utoipa::path(patch, path = "/collections/{id}", tag = "Collections", params(Id),
+#[utoipa::path(patch, path = "/collections/{id}", params(Id),
     request_body = PatchCollection,
     responses((status = 200, body = CollectionDetail), (status = 409)))]
 async fn patch_collection(
@@ -217,8 +215,7 @@ async fn patch_collection(
 }
 
 /// Delete a collection and its requests; refused (409) while a flow references one of them.
-#[utoipa::path(delete, path = "/collections/{id}", tag = "Collections", params(Id),
-    responses((status = 204), (status = 409)))]
+#[utoipa::path(delete, path = "/collections/{id}", params(Id), responses((status = 204), (status = 409)))]
 async fn delete_collection(Ctx { app, caller }: Ctx<scope::CollectionsWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     fetch(&mut tx, caller.org_id, id).await?;
@@ -233,7 +230,7 @@ async fn delete_collection(Ctx { app, caller }: Ctx<scope::CollectionsWrite>, Id
 }
 
 /// The requests of a collection, in order.
-#[utoipa::path(get, path = "/collections/{id}/requests", tag = "Collections", params(Id, ListParams),
+#[utoipa::path(get, path = "/collections/{id}/requests", params(Id, ListParams),
     responses((status = 200, body = Page<CollectionRequest>)))]
 async fn list_requests(
     Ctx { app, caller }: Ctx<scope::CollectionsRead>,
@@ -271,7 +268,7 @@ async fn fetch_request(
 }
 
 /// Add a request to a collection.
-#[utoipa::path(post, path = "/collections/{id}/requests", tag = "Collections", params(Id),
+#[utoipa::path(post, path = "/collections/{id}/requests", params(Id),
     request_body = WriteRequest,
     responses((status = 201, body = CollectionRequest), (status = 409)))]
 async fn create_request(
@@ -292,7 +289,7 @@ async fn create_request(
 }
 
 /// One request.
-#[utoipa::path(get, path = "/collections/{id}/requests/{request_id}", tag = "Collections",
+#[utoipa::path(get, path = "/collections/{id}/requests/{request_id}",
     params(Id, ("request_id" = Uuid, Path)),
     responses((status = 200, body = CollectionRequest)))]
 async fn get_request(
@@ -305,7 +302,7 @@ async fn get_request(
 
 /// Replace a request. Values that differ from what the OpenAPI sync generated count as the user's edits and
 /// survive later syncs.
-#[utoipa::path(put, path = "/collections/{id}/requests/{request_id}", tag = "Collections",
+#[utoipa::path(put, path = "/collections/{id}/requests/{request_id}",
     params(Id, ("request_id" = Uuid, Path)), request_body = WriteRequest,
     responses((status = 200, body = CollectionRequest), (status = 409)))]
 async fn replace_request(
@@ -325,7 +322,7 @@ async fn replace_request(
 }
 
 /// Delete a request; refused (409, naming the flows) while a flow references it.
-#[utoipa::path(delete, path = "/collections/{id}/requests/{request_id}", tag = "Collections",
+#[utoipa::path(delete, path = "/collections/{id}/requests/{request_id}",
     params(Id, ("request_id" = Uuid, Path)),
     responses((status = 204), (status = 409)))]
 async fn delete_request(

@@ -89,7 +89,7 @@ fn check_version(version: Option<VersionSelector>) -> ApiResult<()> {
 }
 
 /// Launch a flow: queued for a runner, or claimed at once for the caller (`mode: ephemeral`).
-#[utoipa::path(post, path = "/flows/{id}/launch", tag = "Flows", params(Id, IdempotencyHeader),
+#[utoipa::path(post, path = "/flows/{id}/launch", params(Id, IdempotencyHeader),
     request_body = Launch,
     responses((status = 201, body = Execution), (status = 200, body = Execution, description = "Idempotent replay"), (status = 409), (status = 422)))]
 async fn launch_flow(
@@ -145,7 +145,7 @@ async fn flows_tagged(conn: &mut PgConnection, org_id: Uuid, tags: &[String]) ->
 }
 
 /// Launch every flow carrying all of `tags` (at most 100 flows).
-#[utoipa::path(post, path = "/flows/launch", tag = "Flows", params(IdempotencyHeader), request_body = LaunchByTag,
+#[utoipa::path(post, path = "/flows/launch", params(IdempotencyHeader), request_body = LaunchByTag,
     responses((status = 201, body = LaunchedExecutions),
         (status = 200, body = LaunchedExecutions, description = "Idempotent replay"), (status = 409), (status = 422)))]
 async fn launch_by_tag(

@@ -25,7 +25,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// A flow's executions, newest first.
-#[utoipa::path(get, path = "/flows/{id}/executions", tag = "Flows", params(Id, ListParams),
+#[utoipa::path(get, path = "/flows/{id}/executions", params(Id, ListParams),
     responses((status = 200, body = Page<Execution>)))]
 async fn list_executions(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
@@ -45,7 +45,7 @@ async fn list_executions(
 }
 
 /// One execution.
-#[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}", tag = "Flows",
+#[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}",
     params(("flow_id" = Uuid, Path), ("execution_id" = Uuid, Path)),
     responses((status = 200, body = Execution)))]
 async fn get_execution(
@@ -57,7 +57,7 @@ async fn get_execution(
 }
 
 /// Node results of the latest attempt, in node order.
-#[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}/nodes", tag = "Flows",
+#[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}/nodes",
     params(("flow_id" = Uuid, Path), ("execution_id" = Uuid, Path)),
     responses((status = 200, body = NodeResultList)))]
 async fn node_results(
@@ -77,7 +77,7 @@ async fn node_results(
 }
 
 /// Cancel: queued executions end at once; running ones are stopped by their runner.
-#[utoipa::path(post, path = "/flows/{flow_id}/executions/{execution_id}/cancel", tag = "Flows",
+#[utoipa::path(post, path = "/flows/{flow_id}/executions/{execution_id}/cancel",
     params(("flow_id" = Uuid, Path), ("execution_id" = Uuid, Path)),
     responses((status = 202, body = Execution), (status = 409)))]
 async fn cancel_execution(

@@ -20,7 +20,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 type BucketRow = (DateTime<Utc>, i64, i64, Option<f64>, Option<f64>);
 
 /// Succeeded and failed executions over time, with p50 and p95 durations.
-#[utoipa::path(get, path = "/flows/{id}/analytics/executions", tag = "Analytics", params(Id, VolumeParams),
+#[utoipa::path(get, path = "/flows/{id}/analytics/executions", params(Id, VolumeParams),
     responses((status = 200, body = ExecutionStats)))]
 async fn execution_stats(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,

@@ -89,7 +89,7 @@ fn is_final(data: &str) -> bool {
 }
 
 /// Live events of an execution (SSE); connecting after the end replays everything and closes.
-#[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}/stream", tag = "Flows",
+#[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}/stream",
     params(("flow_id" = Uuid, Path), ("execution_id" = Uuid, Path), LastEventIdHeader),
     responses((status = 200, description = "text/event-stream of `execution.status`, `node.started`, `node.completed` \
             and a final `execution.completed`", content_type = "text/event-stream")))]

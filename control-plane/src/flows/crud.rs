@@ -33,8 +33,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// Create a flow; the definition is validated first.
-#[utoipa::path(post, path = "/flows", tag = "Flows", request_body = WriteFlow,
-    responses((status = 201, body = Flow), (status = 409)))]
+#[utoipa::path(post, path = "/flows", request_body = WriteFlow, responses((status = 201, body = Flow), (status = 409)))]
 async fn create_flow(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
     ApiJson(body): ApiJson<WriteFlow>,
@@ -107,8 +106,7 @@ async fn query_flows(
 }
 
 /// List flows, newest first; filter by tag and text.
-#[utoipa::path(get, path = "/flows", tag = "Flows", params(FlowListParams),
-    responses((status = 200, body = Page<Flow>)))]
+#[utoipa::path(get, path = "/flows", params(FlowListParams), responses((status = 200, body = Page<Flow>)))]
 async fn list_flows(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ApiQuery(params): ApiQuery<FlowListParams>,
@@ -120,8 +118,7 @@ async fn list_flows(
 }
 
 /// Search flows by text, tags (all of them) and last execution status.
-#[utoipa::path(post, path = "/flows/search", tag = "Flows", request_body = SearchFlows,
-    responses((status = 200, body = Page<Flow>)))]
+#[utoipa::path(post, path = "/flows/search", request_body = SearchFlows, responses((status = 200, body = Page<Flow>)))]
 async fn search_flows(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ApiJson(body): ApiJson<SearchFlows>,
@@ -132,7 +129,7 @@ async fn search_flows(
 }
 
 /// Every tag in use with how many flows carry it.
-#[utoipa::path(get, path = "/flows/tags", tag = "Flows", responses((status = 200, body = TagList)))]
+#[utoipa::path(get, path = "/flows/tags", responses((status = 200, body = TagList)))]
 async fn list_tags(Ctx { app, caller }: Ctx<scope::FlowsRead>) -> ApiResult<Json<TagList>> {
     let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT tag, count(*) FROM flows, unnest(tags) AS tag WHERE organization_id = $1 GROUP BY tag ORDER BY 2 DESC, 1",
@@ -144,14 +141,14 @@ async fn list_tags(Ctx { app, caller }: Ctx<scope::FlowsRead>) -> ApiResult<Json
 }
 
 /// Read a flow.
-#[utoipa::path(get, path = "/flows/{id}", tag = "Flows", params(Id), responses((status = 200, body = Flow)))]
+#[utoipa::path(get, path = "/flows/{id}", params(Id), responses((status = 200, body = Flow)))]
 async fn get_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> ApiResult<Json<Flow>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(fetch(&mut conn, caller.org_id, id).await?))
 }
 
 /// Replace name, description, tags, definition and schedule; `draft_revision` increments.
-#[utoipa::path(put, path = "/flows/{id}", tag = "Flows", params(Id), request_body = WriteFlow,
+#[utoipa::path(put, path = "/flows/{id}", params(Id), request_body = WriteFlow,
     responses((status = 200, body = Flow), (status = 409)))]
 async fn replace_flow(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
@@ -169,7 +166,7 @@ async fn replace_flow(
 }
 
 /// Change some fields; `draft_revision` increments.
-#[utoipa::path(patch, path = "/flows/{id}", tag = "Flows", params(Id), request_body = PatchFlow,
+#[utoipa::path(patch, path = "/flows/{id}", params(Id), request_body = PatchFlow,
     responses((status = 200, body = Flow), (status = 409)))]
 async fn patch_flow(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
@@ -217,7 +214,7 @@ async fn update(app: &AppState, org_id: Uuid, id: Uuid, patch: PatchFlow) -> Api
 }
 
 /// Delete a flow with its versions and environments.
-#[utoipa::path(delete, path = "/flows/{id}", tag = "Flows", params(Id), responses((status = 204)))]
+#[utoipa::path(delete, path = "/flows/{id}", params(Id), responses((status = 204)))]
 async fn delete_flow(Ctx { app, caller }: Ctx<scope::FlowsWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     owned::delete(
         &app.pool,
@@ -232,8 +229,7 @@ async fn delete_flow(Ctx { app, caller }: Ctx<scope::FlowsWrite>, Id(id): Id) ->
 }
 
 /// Check the stored draft, including that module nodes reference published flows of this organization.
-#[utoipa::path(post, path = "/flows/{id}/validate", tag = "Flows", params(Id),
-    responses((status = 200, body = Validation)))]
+#[utoipa::path(post, path = "/flows/{id}/validate", params(Id), responses((status = 200, body = Validation)))]
 async fn validate_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> ApiResult<Json<Validation>> {
     let mut conn = app.pool.acquire().await?;
     let flow = fetch(&mut conn, caller.org_id, id).await?;
@@ -241,7 +237,7 @@ async fn validate_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -
 }
 
 /// **Added.** Check a definition that is not stored yet (an editor's), with the same rules as the stored draft's.
-#[utoipa::path(post, path = "/flows/validate", tag = "Flows", request_body = ValidateDefinition,
+#[utoipa::path(post, path = "/flows/validate", request_body = ValidateDefinition,
     responses((status = 200, body = Validation)))]
 async fn validate_definition(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,

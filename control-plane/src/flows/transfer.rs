@@ -23,8 +23,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// The flow as a self-contained document.
-#[utoipa::path(get, path = "/flows/{id}/export", tag = "Flows", params(Id),
-    responses((status = 200, body = FlowDocument)))]
+#[utoipa::path(get, path = "/flows/{id}/export", params(Id), responses((status = 200, body = FlowDocument)))]
 async fn export_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> ApiResult<Json<FlowDocument>> {
     let mut conn = app.pool.acquire().await?;
     let flow = fetch(&mut conn, caller.org_id, id).await?;
@@ -60,7 +59,7 @@ async fn export_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> 
 }
 
 /// Import an exported document as a new flow (versions renumbered from 1 in their order).
-#[utoipa::path(post, path = "/flows/import", tag = "Flows", request_body = FlowDocument,
+#[utoipa::path(post, path = "/flows/import", request_body = FlowDocument,
     responses((status = 201, body = Flow), (status = 409)))]
 async fn import_flow(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,

@@ -77,13 +77,13 @@ impl Modify for SecuritySchemes {
     }
 }
 
-/// Completes every operation of the assembled document, so handlers list only what is theirs: an operation with
-/// no `security` gets the default (`X-Api-Key` with `X-Organization-Id`); every authenticated operation can
+/// Completes every operation of the assembled document, so handlers list only what is theirs: each operation gets
+/// the tag of its path's section (`tag_of`); an operation with no `security` gets the default (`X-Api-Key` with `X-Organization-Id`); every authenticated operation can
 /// answer 401, and those acting in an organization 400 (`organization_required`) and 403; an operation with a
 /// path parameter can answer 404 (no such resource, or another organization's); every operation can answer 429
 /// and 503; every error response carries the error body; every response has a description.
 pub fn complete_operations(document: &mut utoipa::openapi::OpenApi) {
-    for item in document.paths.paths.values_mut() {
+    for (path, item) in document.paths.paths.iter_mut() {
         let operations = [
             &mut item.get,
             &mut item.put,
@@ -95,8 +95,30 @@ pub fn complete_operations(document: &mut utoipa::openapi::OpenApi) {
             &mut item.trace,
         ];
         for operation in operations.into_iter().flatten() {
+            operation.tags.get_or_insert_with(|| vec![tag_of(path).to_owned()]);
             complete(operation);
         }
+    }
+}
+
+/// The contract's tag for an operation's path: analytics wherever they hang, then the section its first segment
+/// names.
+pub fn tag_of(path: &str) -> &'static str {
+    if path.contains("/analytics/") {
+        return "Analytics";
+    }
+    let section = path.trim_start_matches('/').split('/').next().unwrap_or("");
+    match section {
+        "auth" | ".well-known" => "Auth",
+        "webhooks" | "webhook" => "Webhook",
+        "flows" => "Flows",
+        "collections" => "Collections",
+        "secrets" | "variables" => "Resources",
+        "extractors" => "Extractors",
+        "assertions" => "Assertions",
+        "special-nodes" => "SpecialNodes",
+        "runner" | "runners" => "Runner",
+        _ => "Administration",
     }
 }
 

@@ -43,8 +43,7 @@ fn member((user_id, invitation_id, email, role, created_at): MemberRow) -> Membe
 }
 
 /// Members and pending invitations, by email.
-#[utoipa::path(get, path = "/organization/members", tag = "Administration", params(ListParams),
-    responses((status = 200, body = Page<Member>)))]
+#[utoipa::path(get, path = "/organization/members", params(ListParams), responses((status = 200, body = Page<Member>)))]
 async fn list_members(
     Ctx { app, caller }: Ctx<scope::OrganizationRead>,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -108,7 +107,7 @@ fn invalidate(app: &AppState, org_id: Uuid, user_id: Option<Uuid>) {
 }
 
 /// Add a member by email; an email with no user yet becomes an invitation.
-#[utoipa::path(post, path = "/organization/members", tag = "Administration", request_body = AddMember,
+#[utoipa::path(post, path = "/organization/members", request_body = AddMember,
     responses((status = 201, body = Member), (status = 409)))]
 async fn add_member(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
@@ -178,7 +177,7 @@ async fn keep_an_owner(conn: &mut PgConnection, org_id: Uuid, user_id: Uuid) -> 
 }
 
 /// Change a member's role.
-#[utoipa::path(patch, path = "/organization/members/{user_id}", tag = "Administration",
+#[utoipa::path(patch, path = "/organization/members/{user_id}",
     params(("user_id" = Uuid, Path)), request_body = UpdateMember,
     responses((status = 200, body = Member), (status = 409)))]
 async fn update_member(
@@ -210,7 +209,7 @@ async fn update_member(
 }
 
 /// Remove a member; the keys they made in the organization stop working with them.
-#[utoipa::path(delete, path = "/organization/members/{user_id}", tag = "Administration",
+#[utoipa::path(delete, path = "/organization/members/{user_id}",
     params(("user_id" = Uuid, Path)), responses((status = 204), (status = 409)))]
 async fn remove_member(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
@@ -239,8 +238,7 @@ async fn remove_member(
 }
 
 /// Withdraw an invitation.
-#[utoipa::path(delete, path = "/organization/invitations/{id}", tag = "Administration", params(Id),
-    responses((status = 204)))]
+#[utoipa::path(delete, path = "/organization/invitations/{id}", params(Id), responses((status = 204)))]
 async fn revoke_invitation(Ctx { app, caller }: Ctx<scope::OrganizationWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     owned::delete(

@@ -57,7 +57,7 @@ async fn answer(
 }
 
 /// Sign in with an email and a password.
-#[utoipa::path(post, path = "/auth/sessions", tag = "Auth", request_body = SignIn, security(()),
+#[utoipa::path(post, path = "/auth/sessions", request_body = SignIn, security(()),
     responses((status = 201, body = SessionTokens), (status = 400), (status = 401)))]
 async fn sign_in(
     State(app): State<AppState>,
@@ -89,7 +89,7 @@ async fn sign_in(
 }
 
 /// Trade a refresh token (body, or the app's cookie) for new tokens; the one presented dies.
-#[utoipa::path(post, path = "/auth/sessions/refresh", tag = "Auth", request_body = Refresh, security(()),
+#[utoipa::path(post, path = "/auth/sessions/refresh", request_body = Refresh, security(()),
     responses((status = 201, body = SessionTokens), (status = 400), (status = 401), (status = 403)))]
 async fn refresh(State(app): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult<Response> {
     let body: Refresh = if body.is_empty() { Refresh::default() } else { crate::http::extract::parse_json(&body)? };
@@ -114,8 +114,7 @@ async fn refresh(State(app): State<AppState>, headers: HeaderMap, body: axum::bo
 }
 
 /// The signed-in person, their organizations and roles.
-#[utoipa::path(get, path = "/auth/session", tag = "Auth", security(("bearer" = [])),
-    responses((status = 200, body = SessionInfo)))]
+#[utoipa::path(get, path = "/auth/session", security(("bearer" = [])), responses((status = 200, body = SessionInfo)))]
 async fn get_session(person: Person) -> ApiResult<Json<SessionInfo>> {
     let (app, identity) = (&person.app, person.identity);
     let mut conn = app.pool.acquire().await?;
@@ -140,8 +139,7 @@ async fn get_session(person: Person) -> ApiResult<Json<SessionInfo>> {
 }
 
 /// Sign out: the session's tokens stop working at once, on every replica.
-#[utoipa::path(delete, path = "/auth/session", tag = "Auth", security(("bearer" = [])),
-    responses((status = 204)))]
+#[utoipa::path(delete, path = "/auth/session", security(("bearer" = [])), responses((status = 204)))]
 async fn end_session(person: Person) -> ApiResult<Response> {
     let app = &person.app;
     if let Some(session_id) = person.identity.session_id {
@@ -158,7 +156,7 @@ async fn end_session(person: Person) -> ApiResult<Response> {
 
 /// Change the password (the only thing a session opened with a one-time password may do); the person's other
 /// sessions end.
-#[utoipa::path(put, path = "/auth/password", tag = "Auth", request_body = ChangePassword, security(("bearer" = [])),
+#[utoipa::path(put, path = "/auth/password", request_body = ChangePassword, security(("bearer" = [])),
     responses((status = 204), (status = 401)))]
 async fn change_password(
     person: Person,
@@ -188,7 +186,7 @@ async fn change_password(
 }
 
 /// The built-in identity provider's public keys.
-#[utoipa::path(get, path = "/.well-known/jwks.json", tag = "Auth", security(()),
+#[utoipa::path(get, path = "/.well-known/jwks.json", security(()),
     responses((status = 200, description = "A JSON Web Key Set (Ed25519 keys, `alg` EdDSA)")))]
 async fn jwks(State(app): State<AppState>) -> ApiResult<Json<serde_json::Value>> {
     let keys = app.signing.jwks(&app.pool, &app.settings.master_key).await;

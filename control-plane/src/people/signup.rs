@@ -36,7 +36,7 @@ pub async fn add_membership(
 }
 
 /// Create an organization; the caller becomes its owner (people only, not API keys).
-#[utoipa::path(post, path = "/organizations", tag = "Administration", request_body = CreateOrganization,
+#[utoipa::path(post, path = "/organizations", request_body = CreateOrganization,
     security(("bearer" = [])), responses((status = 201, body = OrganizationRole)))]
 async fn create_organization(
     person: Person,
@@ -55,7 +55,7 @@ async fn create_organization(
 }
 
 /// Sign up: a new user and a new organization they own, signed in (only when the operator enabled it).
-#[utoipa::path(post, path = "/auth/signup", tag = "Auth", request_body = Signup, security(()),
+#[utoipa::path(post, path = "/auth/signup", request_body = Signup, security(()),
     responses((status = 201, body = SignedUp), (status = 404, description = "Signing up is not enabled"),
         (status = 409)))]
 async fn signup(State(app): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult<Response> {

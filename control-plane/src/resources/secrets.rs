@@ -51,8 +51,7 @@ fn check_hosts(hosts: &[String]) -> ApiResult<Vec<String>> {
 }
 
 /// List secrets, alphabetically: names and rules, never values.
-#[utoipa::path(get, path = "/secrets", tag = "Resources", params(ListParams),
-    responses((status = 200, body = Page<SecretInfo>)))]
+#[utoipa::path(get, path = "/secrets", params(ListParams), responses((status = 200, body = Page<SecretInfo>)))]
 pub async fn list_secrets(
     Ctx { app, caller }: Ctx<scope::ResourcesRead>,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -67,7 +66,7 @@ pub async fn list_secrets(
 
 /// Write a secret (create or replace) with its rules: the hosts it may be sent to (none: only hosts the stored
 /// flow and its environment name) and whether only registered runners get it. The value cannot be read back.
-#[utoipa::path(put, path = "/secrets/{name}", tag = "Resources", params(super::ResourceName),
+#[utoipa::path(put, path = "/secrets/{name}", params(super::ResourceName),
     request_body = PutSecret, responses((status = 200, body = SecretInfo)))]
 pub async fn put_secret(
     Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
@@ -105,8 +104,7 @@ pub async fn put_secret(
 }
 
 /// Delete a secret.
-#[utoipa::path(delete, path = "/secrets/{name}", tag = "Resources", params(super::ResourceName),
-    responses((status = 204)))]
+#[utoipa::path(delete, path = "/secrets/{name}", params(super::ResourceName), responses((status = 204)))]
 pub async fn delete_secret(
     Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
     ApiPath(name): ApiPath<String>,

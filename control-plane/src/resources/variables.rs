@@ -19,8 +19,7 @@ fn variable((name, value, created_at, updated_at): VariableRow) -> Variable {
 }
 
 /// List organization variables, alphabetically.
-#[utoipa::path(get, path = "/variables", tag = "Resources", params(ListParams),
-    responses((status = 200, body = Page<Variable>)))]
+#[utoipa::path(get, path = "/variables", params(ListParams), responses((status = 200, body = Page<Variable>)))]
 pub async fn list_variables(
     Ctx { app, caller }: Ctx<scope::ResourcesRead>,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -32,7 +31,7 @@ pub async fn list_variables(
 }
 
 /// Write a variable (create or replace).
-#[utoipa::path(put, path = "/variables/{name}", tag = "Resources", params(super::ResourceName), request_body = PutValue,
+#[utoipa::path(put, path = "/variables/{name}", params(super::ResourceName), request_body = PutValue,
     responses((status = 200, body = Variable)))]
 pub async fn put_variable(
     Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
@@ -55,8 +54,7 @@ pub async fn put_variable(
 }
 
 /// Delete a variable.
-#[utoipa::path(delete, path = "/variables/{name}", tag = "Resources", params(super::ResourceName),
-    responses((status = 204)))]
+#[utoipa::path(delete, path = "/variables/{name}", params(super::ResourceName), responses((status = 204)))]
 pub async fn delete_variable(
     Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
     ApiPath(name): ApiPath<String>,

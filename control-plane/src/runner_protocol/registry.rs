@@ -84,7 +84,7 @@ fn check_sizes(cpus: u32, bytes: u64, field: &str) -> ApiResult<()> {
 }
 
 /// Register a runner.
-#[utoipa::path(post, path = runner_route::RUNNERS, tag = "Runner", request_body = RegisterRunner,
+#[utoipa::path(post, path = runner_route::RUNNERS, request_body = RegisterRunner,
     responses((status = 201, body = Registered)))]
 async fn register(
     State(app): State<AppState>,
@@ -138,8 +138,7 @@ async fn register(
 }
 
 /// The organization's runners.
-#[utoipa::path(get, path = runner_route::RUNNERS, tag = "Runner", params(ListParams),
-    responses((status = 200, body = Page<Runner>)))]
+#[utoipa::path(get, path = runner_route::RUNNERS, params(ListParams), responses((status = 200, body = Page<Runner>)))]
 async fn list_runners(
     Ctx { app, caller }: Ctx<scope::RunnersRead>,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -160,7 +159,7 @@ async fn list_runners(
 }
 
 /// One runner.
-#[utoipa::path(get, path = runner_route::RUNNER, tag = "Runner", params(Id), responses((status = 200, body = Runner)))]
+#[utoipa::path(get, path = runner_route::RUNNER, params(Id), responses((status = 200, body = Runner)))]
 async fn get_runner(Ctx { app, caller }: Ctx<scope::RunnersRead>, Id(id): Id) -> ApiResult<Json<Runner>> {
     let row: Option<RunnerRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {RUNNER_COLUMNS} FROM runners WHERE organization_id = $1 AND id = $3"
@@ -174,7 +173,7 @@ async fn get_runner(Ctx { app, caller }: Ctx<scope::RunnersRead>, Id(id): Id) ->
 }
 
 /// Remove a runner; the jobs it was running go back to the queue.
-#[utoipa::path(delete, path = runner_route::RUNNER, tag = "Runner", params(Id), responses((status = 204)))]
+#[utoipa::path(delete, path = runner_route::RUNNER, params(Id), responses((status = 204)))]
 async fn delete_runner(Ctx { app, caller }: Ctx<scope::RunnersWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     owned::delete(
@@ -193,7 +192,7 @@ async fn delete_runner(Ctx { app, caller }: Ctx<scope::RunnersWrite>, Id(id): Id
 }
 
 /// Heartbeat: extends the leases of the listed jobs and answers which of them to stop.
-#[utoipa::path(post, path = runner_route::HEARTBEAT, tag = "Runner", params(Id), request_body = Heartbeat,
+#[utoipa::path(post, path = runner_route::HEARTBEAT, params(Id), request_body = Heartbeat,
     responses((status = 200, body = HeartbeatReply)))]
 async fn heartbeat(
     State(app): State<AppState>,

@@ -47,7 +47,7 @@ fn bearer(headers: &HeaderMap) -> ApiResult<&str> {
 
 /// Report one node result, or several (`{"results": [..]}`); repeats of a reported node are ignored. An empty
 /// list only extends the lease (the keep-alive of callers that send no runner heartbeats).
-#[utoipa::path(post, path = runner_route::JOB_NODES, tag = "Runner", params(("job_id" = Uuid, Path)),
+#[utoipa::path(post, path = runner_route::JOB_NODES, params(("job_id" = Uuid, Path)),
     request_body = NodeReport,
     responses((status = 200, body = ReportReply), (status = 400), (status = 409)),
     security(("job_token" = [])))]
@@ -73,7 +73,7 @@ async fn report_nodes(
 }
 
 /// Complete the job; the token is dead afterwards.
-#[utoipa::path(post, path = runner_route::JOB_COMPLETE, tag = "Runner", params(("job_id" = Uuid, Path)),
+#[utoipa::path(post, path = runner_route::JOB_COMPLETE, params(("job_id" = Uuid, Path)),
     request_body = Complete,
     responses((status = 200, body = Execution), (status = 400), (status = 409)),
     security(("job_token" = [])))]

@@ -115,8 +115,7 @@ fn check_response(value: Option<&CustomResponse>) -> ApiResult<()> {
 }
 
 /// Create an endpoint; it captures at `capture_url` at once.
-#[utoipa::path(post, path = "/webhooks", tag = "Webhook", request_body = CreateWebhook,
-    responses((status = 201, body = Webhook)))]
+#[utoipa::path(post, path = "/webhooks", request_body = CreateWebhook, responses((status = 201, body = Webhook)))]
 async fn create_webhook(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiJson(body): ApiJson<CreateWebhook>,
@@ -150,8 +149,7 @@ async fn create_webhook(
 }
 
 /// List endpoints, newest first.
-#[utoipa::path(get, path = "/webhooks", tag = "Webhook", params(ListParams),
-    responses((status = 200, body = Page<Webhook>)))]
+#[utoipa::path(get, path = "/webhooks", params(ListParams), responses((status = 200, body = Page<Webhook>)))]
 async fn list_webhooks(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -173,14 +171,14 @@ async fn list_webhooks(
 }
 
 /// Read an endpoint.
-#[utoipa::path(get, path = "/webhooks/{id}", tag = "Webhook", params(Id), responses((status = 200, body = Webhook)))]
+#[utoipa::path(get, path = "/webhooks/{id}", params(Id), responses((status = 200, body = Webhook)))]
 async fn get_webhook(Ctx { app, caller }: Ctx<scope::WebhooksRead>, Id(id): Id) -> ApiResult<Json<Webhook>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(fetch(&mut conn, caller.org_id, id).await?.into_api(&app.settings.public_url)))
 }
 
 /// Change any of the create fields; `null` resets description, limits, retention or response to defaults.
-#[utoipa::path(patch, path = "/webhooks/{id}", tag = "Webhook", params(Id), request_body = UpdateWebhook,
+#[utoipa::path(patch, path = "/webhooks/{id}", params(Id), request_body = UpdateWebhook,
     responses((status = 200, body = Webhook)))]
 async fn update_webhook(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
@@ -220,7 +218,7 @@ async fn update_webhook(
 }
 
 /// Delete an endpoint and all its captures; its capture URL answers 404 from then on.
-#[utoipa::path(delete, path = "/webhooks/{id}", tag = "Webhook", params(Id), responses((status = 204)))]
+#[utoipa::path(delete, path = "/webhooks/{id}", params(Id), responses((status = 204)))]
 async fn delete_webhook(Ctx { app, caller }: Ctx<scope::WebhooksWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     owned::delete(

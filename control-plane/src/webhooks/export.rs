@@ -41,7 +41,7 @@ pub struct ExportParams {
 }
 
 /// Export captured requests as NDJSON or HAR.
-#[utoipa::path(get, path = "/webhooks/{id}/requests/export", tag = "Webhook", params(Id, ExportParams),
+#[utoipa::path(get, path = "/webhooks/{id}/requests/export", params(Id, ExportParams),
     responses((status = 200, description = "NDJSON lines (`format=ndjson`) or a HAR 1.2 document (`format=har`)",
         content(("application/x-ndjson"), ("application/json")))))]
 pub async fn export_requests(

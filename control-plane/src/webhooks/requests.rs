@@ -17,7 +17,7 @@ use hookflow_shared::api::webhooks::{CapturedRequest, SearchSort};
 use uuid::Uuid;
 
 /// List captured requests, newest first (bodies over 64 KiB are left out: `body_truncated`).
-#[utoipa::path(get, path = "/webhooks/{id}/requests", tag = "Webhook", params(Id, ListParams),
+#[utoipa::path(get, path = "/webhooks/{id}/requests", params(Id, ListParams),
     responses((status = 200, body = Page<CapturedRequest>)))]
 pub async fn list_requests(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
@@ -49,7 +49,7 @@ async fn fetch_capture(app: &AppState, org_id: Uuid, webhook_id: Uuid, id: Uuid)
 }
 
 /// Read one captured request, whole.
-#[utoipa::path(get, path = "/webhooks/{id}/requests/{request_id}", tag = "Webhook",
+#[utoipa::path(get, path = "/webhooks/{id}/requests/{request_id}",
     params(Id, ("request_id" = Uuid, Path)),
     responses((status = 200, body = CapturedRequest)))]
 pub async fn get_request(
@@ -60,7 +60,7 @@ pub async fn get_request(
 }
 
 /// The raw body bytes, with the original Content-Type.
-#[utoipa::path(get, path = "/webhooks/{id}/requests/{request_id}/body", tag = "Webhook",
+#[utoipa::path(get, path = "/webhooks/{id}/requests/{request_id}/body",
     params(Id, ("request_id" = Uuid, Path)),
     responses((status = 200, description = "The body exactly as received", content_type = "application/octet-stream")))]
 pub async fn get_request_body(
@@ -82,7 +82,7 @@ pub async fn get_request_body(
 }
 
 /// Delete one captured request.
-#[utoipa::path(delete, path = "/webhooks/{id}/requests/{request_id}", tag = "Webhook",
+#[utoipa::path(delete, path = "/webhooks/{id}/requests/{request_id}",
     params(Id, ("request_id" = Uuid, Path)),
     responses((status = 204)))]
 pub async fn delete_request(
@@ -105,7 +105,7 @@ pub async fn delete_request(
 }
 
 /// Clear the endpoint's whole history (analytics counters keep what was received).
-#[utoipa::path(delete, path = "/webhooks/{id}/requests", tag = "Webhook", params(Id), responses((status = 204)))]
+#[utoipa::path(delete, path = "/webhooks/{id}/requests", params(Id), responses((status = 204)))]
 pub async fn clear_requests(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiPath(id): ApiPath<Uuid>,

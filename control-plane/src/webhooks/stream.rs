@@ -88,7 +88,7 @@ impl Subscriber {
 }
 
 /// Live stream (SSE) of captures; resumes after `Last-Event-ID`.
-#[utoipa::path(get, path = "/webhooks/{id}/stream", tag = "Webhook", params(Id, LastEventIdHeader),
+#[utoipa::path(get, path = "/webhooks/{id}/stream", params(Id, LastEventIdHeader),
     responses((status = 200, description = "text/event-stream of `request.captured` and `stream.lagged` events",
             content_type = "text/event-stream")))]
 pub async fn stream_requests(
