@@ -3,8 +3,10 @@
 
 use crate::admin::audit::{self, AuditEvent};
 use crate::http::auth::{Actor, Caller, Ctx, scope};
+use crate::http::error::Created;
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::extract::{ApiJson, ApiQuery, Id};
+use crate::http::extract::{ApiJson, Id};
+use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::http::validate::display_name;
 use crate::signals::Invalidation;
@@ -154,7 +156,7 @@ fn validate<S>(caller: &Caller<S>, body: CreateApiKey) -> ApiResult<(String, Sco
 async fn create_api_key(
     Ctx { app, caller }: Ctx<scope::KeysWrite>,
     ApiJson(body): ApiJson<CreateApiKey>,
-) -> ApiResult<(StatusCode, Json<CreatedApiKey>)> {
+) -> Created<CreatedApiKey> {
     let (name, scopes, expires_at) = validate(&caller, body)?;
     let mut tx = app.pool.begin().await?;
     let created =
@@ -165,10 +167,7 @@ async fn create_api_key(
 
 /// List the organization's API keys, newest first (never their secrets).
 #[utoipa::path(get, path = "/api-keys", params(ListParams), responses((status = 200, body = Page<ApiKey>)))]
-async fn list_api_keys(
-    Ctx { app, caller }: Ctx<scope::KeysRead>,
-    ApiQuery(params): ApiQuery<ListParams>,
-) -> ApiResult<Json<Page<ApiKey>>> {
+async fn list_api_keys(Ctx { app, caller }: Ctx<scope::KeysRead>, params: ListParams) -> Listed<ApiKey> {
     let sql = format!(
         "SELECT {KEY_COLUMNS} FROM api_keys
          WHERE organization_id = $1 AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3"

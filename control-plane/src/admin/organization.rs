@@ -4,7 +4,8 @@ use crate::admin::audit::{self, AuditEvent};
 use crate::db::update::Update;
 use crate::http::auth::{Actor, Ctx, scope};
 use crate::http::error::{ApiError, ApiResult, to_json};
-use crate::http::extract::{ApiJson, ApiQuery};
+use crate::http::extract::ApiJson;
+use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::http::validate::display_name;
 use crate::signals::Invalidation;
@@ -193,10 +194,7 @@ type AuditRow = (Uuid, String, String, String, serde_json::Value, DateTime<Utc>)
 
 /// Security-relevant changes, newest first.
 #[utoipa::path(get, path = "/audit-log", params(ListParams), responses((status = 200, body = Page<AuditEntry>)))]
-async fn list_audit_log(
-    Ctx { app, caller }: Ctx<scope::OrganizationRead>,
-    ApiQuery(params): ApiQuery<ListParams>,
-) -> ApiResult<Json<Page<AuditEntry>>> {
+async fn list_audit_log(Ctx { app, caller }: Ctx<scope::OrganizationRead>, params: ListParams) -> Listed<AuditEntry> {
     let sql = "SELECT id, action, actor, target, details, created_at FROM audit_log
          WHERE organization_id = $1 AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3";
     let into = |(id, action, actor, target, details, created_at): AuditRow| AuditEntry {

@@ -7,8 +7,10 @@ use crate::collections::model::{
 use crate::collections::refs;
 use crate::db::update::Update;
 use crate::http::auth::{Ctx, scope};
+use crate::http::error::Created;
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::extract::{ApiJson, ApiPath, ApiQuery, Id};
+use crate::http::extract::{ApiJson, ApiPath, Id};
+use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::http::validate::{bounded_text, display_name};
 use crate::state::AppState;
@@ -151,7 +153,7 @@ pub async fn insert_collection(conn: &mut PgConnection, org_id: Uuid, body: &Wri
 async fn create_collection(
     Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
     ApiJson(mut body): ApiJson<WriteCollection>,
-) -> ApiResult<(StatusCode, Json<CollectionDetail>)> {
+) -> Created<CollectionDetail> {
     body.name = display_name("name", &body.name)?;
     bounded_text("description", body.description.as_deref(), 10_000)?;
     check_variables(&body.variables)?;
@@ -162,10 +164,7 @@ async fn create_collection(
 
 /// List collections, newest first.
 #[utoipa::path(get, path = "/collections", params(ListParams), responses((status = 200, body = Page<Collection>)))]
-async fn list_collections(
-    Ctx { app, caller }: Ctx<scope::CollectionsRead>,
-    ApiQuery(params): ApiQuery<ListParams>,
-) -> ApiResult<Json<Page<Collection>>> {
+async fn list_collections(Ctx { app, caller }: Ctx<scope::CollectionsRead>, params: ListParams) -> Listed<Collection> {
     let sql = format!(
         "SELECT {COLLECTION_COLUMNS} FROM collections c
          WHERE c.organization_id = $1 AND ($2::uuid IS NULL OR c.id < $2) ORDER BY c.id DESC LIMIT $3"
@@ -235,8 +234,8 @@ async fn delete_collection(Ctx { app, caller }: Ctx<scope::CollectionsWrite>, Id
 async fn list_requests(
     Ctx { app, caller }: Ctx<scope::CollectionsRead>,
     Id(id): Id,
-    ApiQuery(params): ApiQuery<ListParams>,
-) -> ApiResult<Json<Page<CollectionRequest>>> {
+    params: ListParams,
+) -> Listed<CollectionRequest> {
     let mut conn = app.pool.acquire().await?;
     fetch(&mut conn, caller.org_id, id).await?;
     // Requests are appended in id order (time-ordered ids), so id order is the collection's order.
@@ -275,7 +274,7 @@ async fn create_request(
     Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
     Id(id): Id,
     ApiJson(body): ApiJson<WriteRequest>,
-) -> ApiResult<(StatusCode, Json<CollectionRequest>)> {
+) -> Created<CollectionRequest> {
     let request = check_request(body)?;
     let mut tx = app.pool.begin().await?;
     fetch(&mut tx, caller.org_id, id).await?;

@@ -6,6 +6,7 @@ use crate::collections::model::detail;
 use crate::collections::openapi::mapping::GeneratedRequest;
 use crate::collections::openapi::{self, Loaded};
 use crate::http::auth::{Ctx, scope};
+use crate::http::error::Created;
 use crate::http::error::{ApiResult, to_json};
 use crate::http::extract::ApiJson;
 use crate::http::validate::display_name;
@@ -113,7 +114,7 @@ pub async fn store_source(
 async fn import_openapi(
     Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
     ApiJson(body): ApiJson<ImportOpenApi>,
-) -> ApiResult<(StatusCode, Json<ImportedCollection>)> {
+) -> Created<ImportedCollection> {
     let started = Instant::now();
     let Loaded { document, sha256, url } = openapi::load(&app, caller.org_id, &body.source).await?;
     let mapped = openapi::map_loaded(document, url).await?;

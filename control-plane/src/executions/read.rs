@@ -4,7 +4,8 @@
 use crate::flows::model::ensure_exists;
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::ApiResult;
-use crate::http::extract::{ApiPath, ApiQuery, Id};
+use crate::http::extract::{ApiPath, Id};
+use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::queue::finish::{CancelTarget, cancel};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow, fetch, into_executions};
@@ -30,8 +31,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
 async fn list_executions(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ApiPath(flow_id): ApiPath<Uuid>,
-    ApiQuery(params): ApiQuery<ListParams>,
-) -> ApiResult<Json<Page<Execution>>> {
+    params: ListParams,
+) -> Listed<Execution> {
     let mut conn = app.pool.acquire().await?;
     ensure_exists(&mut conn, caller.org_id, flow_id).await?;
     let sql = format!(

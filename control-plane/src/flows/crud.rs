@@ -6,9 +6,11 @@ use crate::flows::model::{
     FLOW_COLUMNS, FlowRow, NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow, name_taken,
 };
 use crate::http::auth::{Ctx, scope};
+use crate::http::error::Created;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiQuery, Id};
 use crate::http::owned;
+use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams, PageRequest};
 use crate::http::validate::{bounded_text, display_name};
 use crate::state::AppState;
@@ -34,10 +36,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// Create a flow; the definition is validated first.
 #[utoipa::path(post, path = "/flows", request_body = WriteFlow, responses((status = 201, body = Flow), (status = 409)))]
-async fn create_flow(
-    Ctx { app, caller }: Ctx<scope::FlowsWrite>,
-    ApiJson(body): ApiJson<WriteFlow>,
-) -> ApiResult<(StatusCode, Json<Flow>)> {
+async fn create_flow(Ctx { app, caller }: Ctx<scope::FlowsWrite>, ApiJson(body): ApiJson<WriteFlow>) -> Created<Flow> {
     let name = display_name("name", &body.name)?;
     bounded_text("description", body.description.as_deref(), 2000)?;
     let tags = clean_tags(&body.tags)?;
@@ -110,7 +109,7 @@ async fn query_flows(
 async fn list_flows(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ApiQuery(params): ApiQuery<FlowListParams>,
-) -> ApiResult<Json<Page<Flow>>> {
+) -> Listed<Flow> {
     let page = ListParams { limit: params.limit, cursor: params.cursor }.page::<Uuid>()?;
     let tags: Vec<String> = params.tag.into_iter().collect();
     let filter = Filter { tags: &tags, q: params.q.as_deref(), last_status: None };
@@ -119,10 +118,7 @@ async fn list_flows(
 
 /// Search flows by text, tags (all of them) and last execution status.
 #[utoipa::path(post, path = "/flows/search", request_body = SearchFlows, responses((status = 200, body = Page<Flow>)))]
-async fn search_flows(
-    Ctx { app, caller }: Ctx<scope::FlowsRead>,
-    ApiJson(body): ApiJson<SearchFlows>,
-) -> ApiResult<Json<Page<Flow>>> {
+async fn search_flows(Ctx { app, caller }: Ctx<scope::FlowsRead>, ApiJson(body): ApiJson<SearchFlows>) -> Listed<Flow> {
     let page = ListParams { limit: body.limit, cursor: body.cursor.clone() }.page::<Uuid>()?;
     let filter = Filter { tags: &body.tags, q: body.q.as_deref(), last_status: body.last_status.map(|s| s.as_str()) };
     Ok(Json(query_flows(&app, caller.org_id, filter, &page).await?))

@@ -5,6 +5,7 @@ use crate::flows::environments::check_environment;
 use crate::flows::model::{NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow};
 use crate::flows::versions::insert_version;
 use crate::http::auth::{Ctx, scope};
+use crate::http::error::Created;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, Id};
 use crate::http::validate::bounded_text;
@@ -64,7 +65,7 @@ async fn export_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> 
 async fn import_flow(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
     ApiJson(document): ApiJson<FlowDocument>,
-) -> ApiResult<(StatusCode, Json<Flow>)> {
+) -> Created<Flow> {
     if document.format != EXPORT_FORMAT {
         return Err(ApiError::invalid(format!("invalid field `format`: expected `{EXPORT_FORMAT}`")));
     }

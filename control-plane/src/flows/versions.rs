@@ -4,8 +4,10 @@
 use crate::admin::audit::{self, AuditEvent};
 use crate::flows::model::{ensure_exists, fetch};
 use crate::http::auth::{Ctx, scope};
+use crate::http::error::Created;
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::extract::{ApiPath, ApiQuery, Id, parse_json};
+use crate::http::extract::{ApiPath, Id, parse_json};
+use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::state::AppState;
 use axum::Json;
@@ -61,7 +63,7 @@ async fn publish(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
     Id(id): Id,
     body: axum::body::Bytes,
-) -> ApiResult<(StatusCode, Json<FlowVersion>)> {
+) -> Created<FlowVersion> {
     // The body is optional: nothing, or `{"note": ...}`.
     let note = if body.iter().all(u8::is_ascii_whitespace) { None } else { parse_json::<Publish>(&body)?.note };
     crate::http::validate::bounded_text("note", note.as_deref(), 2000)?;
@@ -93,8 +95,8 @@ async fn publish(
 async fn list_versions(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
     Id(id): Id,
-    ApiQuery(params): ApiQuery<ListParams>,
-) -> ApiResult<Json<Page<FlowVersion>>> {
+    params: ListParams,
+) -> Listed<FlowVersion> {
     let mut conn = app.pool.acquire().await?;
     ensure_exists(&mut conn, caller.org_id, id).await?;
     let sql = "SELECT id, version, note, definition, created_at FROM flow_versions

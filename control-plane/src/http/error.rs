@@ -18,6 +18,9 @@ pub struct ApiError {
 /// What handlers answer.
 pub type ApiResult<T> = Result<T, ApiError>;
 
+/// What a create handler answers: 201 with the new resource.
+pub type Created<T> = ApiResult<(StatusCode, axum::Json<T>)>;
+
 /// Seconds a client should wait when the database is unreachable.
 const UNAVAILABLE_RETRY_S: u64 = 5;
 

@@ -20,6 +20,18 @@ pub struct ListParams {
     pub cursor: Option<String>,
 }
 
+/// What a list handler answers: one page.
+pub type Listed<T> = ApiResult<axum::Json<Page<T>>>;
+
+/// The list parameters are read like any query (`ApiQuery`'s errors), so handlers take `params: ListParams`.
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ListParams {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
+        crate::http::extract::ApiQuery::<ListParams>::from_request_parts(parts, state).await.map(|q| q.0)
+    }
+}
+
 /// A validated page request: how many rows, and the key to continue after.
 #[derive(Debug)]
 pub struct PageRequest<K> {

@@ -4,9 +4,11 @@
 
 use crate::admin::audit::{self, AuditEvent};
 use crate::http::auth::{Actor, Caller, Ctx, role_in, scope};
+use crate::http::error::Created;
 use crate::http::error::{ApiError, ApiResult, conflict_on_unique};
-use crate::http::extract::{ApiJson, ApiPath, ApiQuery, Id};
+use crate::http::extract::{ApiJson, ApiPath, Id};
 use crate::http::owned;
+use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::people::signup::add_membership;
 use crate::people::store::normalize_email;
@@ -44,10 +46,7 @@ fn member((user_id, invitation_id, email, role, created_at): MemberRow) -> Membe
 
 /// Members and pending invitations, by email.
 #[utoipa::path(get, path = "/organization/members", params(ListParams), responses((status = 200, body = Page<Member>)))]
-async fn list_members(
-    Ctx { app, caller }: Ctx<scope::OrganizationRead>,
-    ApiQuery(params): ApiQuery<ListParams>,
-) -> ApiResult<Json<Page<Member>>> {
+async fn list_members(Ctx { app, caller }: Ctx<scope::OrganizationRead>, params: ListParams) -> Listed<Member> {
     let sql = "SELECT * FROM (
             SELECT m.user_id, NULL::uuid AS invitation_id, u.email, m.role, m.created_at
             FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.organization_id = $1
@@ -112,7 +111,7 @@ fn invalidate(app: &AppState, org_id: Uuid, user_id: Option<Uuid>) {
 async fn add_member(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
     ApiJson(body): ApiJson<AddMember>,
-) -> ApiResult<(StatusCode, Json<Member>)> {
+) -> Created<Member> {
     let email = normalize_email(&body.email).ok_or_else(|| ApiError::invalid("invalid field `email`"))?;
     check_owner_change(&app, &caller, body.role == Role::Owner).await?;
     let mut tx = app.pool.begin().await?;

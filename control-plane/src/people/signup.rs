@@ -3,6 +3,7 @@
 
 use crate::admin::organization;
 use crate::http::auth::{Actor, Person};
+use crate::http::error::Created;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
 use crate::http::validate::display_name;
@@ -38,10 +39,7 @@ pub async fn add_membership(
 /// Create an organization; the caller becomes its owner (people only, not API keys).
 #[utoipa::path(post, path = "/organizations", request_body = CreateOrganization,
     security(("bearer" = [])), responses((status = 201, body = OrganizationRole)))]
-async fn create_organization(
-    person: Person,
-    ApiJson(body): ApiJson<CreateOrganization>,
-) -> ApiResult<(StatusCode, Json<OrganizationRole>)> {
+async fn create_organization(person: Person, ApiJson(body): ApiJson<CreateOrganization>) -> Created<OrganizationRole> {
     person.require_password_changed()?;
     let name = display_name("name", &body.name)?;
     let user_id = person.identity.user_id;

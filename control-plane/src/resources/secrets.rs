@@ -5,8 +5,9 @@
 use crate::admin::audit::{self, AuditEvent};
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::extract::{ApiJson, ApiPath};
 use crate::http::owned;
+use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::resources::{check_name, check_value};
 use axum::Json;
@@ -52,10 +53,7 @@ fn check_hosts(hosts: &[String]) -> ApiResult<Vec<String>> {
 
 /// List secrets, alphabetically: names and rules, never values.
 #[utoipa::path(get, path = "/secrets", params(ListParams), responses((status = 200, body = Page<SecretInfo>)))]
-pub async fn list_secrets(
-    Ctx { app, caller }: Ctx<scope::ResourcesRead>,
-    ApiQuery(params): ApiQuery<ListParams>,
-) -> ApiResult<Json<Page<SecretInfo>>> {
+pub async fn list_secrets(Ctx { app, caller }: Ctx<scope::ResourcesRead>, params: ListParams) -> Listed<SecretInfo> {
     let sql = format!(
         "SELECT {SECRET_COLUMNS} FROM secrets WHERE organization_id = $1 AND ($2::text IS NULL OR name > $2)
          ORDER BY name LIMIT $3"

@@ -2,8 +2,9 @@
 
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::ApiResult;
-use crate::http::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::http::extract::{ApiJson, ApiPath};
 use crate::http::owned;
+use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::resources::{check_name, check_value};
 use axum::Json;
@@ -20,10 +21,7 @@ fn variable((name, value, created_at, updated_at): VariableRow) -> Variable {
 
 /// List organization variables, alphabetically.
 #[utoipa::path(get, path = "/variables", params(ListParams), responses((status = 200, body = Page<Variable>)))]
-pub async fn list_variables(
-    Ctx { app, caller }: Ctx<scope::ResourcesRead>,
-    ApiQuery(params): ApiQuery<ListParams>,
-) -> ApiResult<Json<Page<Variable>>> {
+pub async fn list_variables(Ctx { app, caller }: Ctx<scope::ResourcesRead>, params: ListParams) -> Listed<Variable> {
     let sql = "SELECT name, value, created_at, updated_at FROM variables
          WHERE organization_id = $1 AND ($2::text IS NULL OR name > $2) ORDER BY name LIMIT $3";
     let org = (caller.org_id, None);

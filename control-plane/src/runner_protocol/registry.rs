@@ -3,9 +3,11 @@
 //! to stop.
 
 use crate::http::auth::{Ctx, scope};
+use crate::http::error::Created;
 use crate::http::error::{ApiError, ApiResult, to_json};
-use crate::http::extract::{ApiJson, ApiQuery, Id};
+use crate::http::extract::{ApiJson, Id};
 use crate::http::owned;
+use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::http::validate::{bounded_text, check_labels, display_name};
 use crate::queue::{lease, release};
@@ -90,7 +92,7 @@ async fn register(
     State(app): State<AppState>,
     caller: RunnerCaller,
     ApiJson(body): ApiJson<RegisterRunner>,
-) -> ApiResult<(StatusCode, Json<Registered>)> {
+) -> Created<Registered> {
     let name = display_name("name", &body.name)?;
     check_labels("labels", &body.labels)?;
     let host = &body.host;
@@ -139,10 +141,7 @@ async fn register(
 
 /// The organization's runners.
 #[utoipa::path(get, path = runner_route::RUNNERS, params(ListParams), responses((status = 200, body = Page<Runner>)))]
-async fn list_runners(
-    Ctx { app, caller }: Ctx<scope::RunnersRead>,
-    ApiQuery(params): ApiQuery<ListParams>,
-) -> ApiResult<Json<Page<Runner>>> {
+async fn list_runners(Ctx { app, caller }: Ctx<scope::RunnersRead>, params: ListParams) -> Listed<Runner> {
     let page = params.page::<Uuid>()?;
     let rows: Vec<RunnerRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {RUNNER_COLUMNS} FROM runners WHERE organization_id = $1 AND ($3::uuid IS NULL OR id > $3)

@@ -4,9 +4,11 @@
 use crate::admin::organization::MAX_BODY_BYTES_LIMIT;
 use crate::db::update::Update;
 use crate::http::auth::{Ctx, scope};
+use crate::http::error::Created;
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::extract::{ApiJson, ApiQuery, Id};
+use crate::http::extract::{ApiJson, Id};
 use crate::http::owned;
+use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::http::validate::{bounded_text, display_name};
 use crate::signals::Invalidation;
@@ -119,7 +121,7 @@ fn check_response(value: Option<&CustomResponse>) -> ApiResult<()> {
 async fn create_webhook(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiJson(body): ApiJson<CreateWebhook>,
-) -> ApiResult<(StatusCode, Json<Webhook>)> {
+) -> Created<Webhook> {
     let name = display_name("name", &body.name)?;
     bounded_text("description", body.description.as_deref(), 2000)?;
     check_body_limit(body.max_body_bytes)?;
@@ -150,10 +152,7 @@ async fn create_webhook(
 
 /// List endpoints, newest first.
 #[utoipa::path(get, path = "/webhooks", params(ListParams), responses((status = 200, body = Page<Webhook>)))]
-async fn list_webhooks(
-    Ctx { app, caller }: Ctx<scope::WebhooksRead>,
-    ApiQuery(params): ApiQuery<ListParams>,
-) -> ApiResult<Json<Page<Webhook>>> {
+async fn list_webhooks(Ctx { app, caller }: Ctx<scope::WebhooksRead>, params: ListParams) -> Listed<Webhook> {
     let page = params.page::<(DateTime<Utc>, Uuid)>()?;
     let rows: Vec<WebhookRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {WEBHOOK_COLUMNS} FROM webhooks w JOIN organizations o ON o.id = w.organization_id

@@ -2,9 +2,10 @@
 
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::extract::{ApiPath, ApiQuery, Id};
+use crate::http::extract::{ApiPath, Id};
 use crate::http::owned;
 use crate::http::pagination::ListParams;
+use crate::http::pagination::Listed;
 use crate::state::AppState;
 use crate::webhooks::endpoints::ensure_exists;
 use crate::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow, subtract_stored};
@@ -22,8 +23,8 @@ use uuid::Uuid;
 pub async fn list_requests(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath(id): ApiPath<Uuid>,
-    ApiQuery(params): ApiQuery<ListParams>,
-) -> ApiResult<Json<Page<CapturedRequest>>> {
+    params: ListParams,
+) -> Listed<CapturedRequest> {
     ensure_exists(&app, caller.org_id, id).await?;
     let search = Search {
         org_id: caller.org_id,

@@ -5,6 +5,7 @@
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiPath, Id};
+use crate::http::pagination::Listed;
 use crate::http::pagination::{encode_cursor, page_size};
 use crate::webhooks::endpoints::ensure_exists;
 use crate::webhooks::model::{CAPTURE_COLUMNS_INLINE, CaptureRow};
@@ -314,7 +315,7 @@ pub async fn search_requests(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(body): ApiJson<SearchRequests>,
-) -> ApiResult<Json<Page<CapturedRequest>>> {
+) -> Listed<CapturedRequest> {
     ensure_exists(&app, caller.org_id, id).await?;
     let mut conds = from_filter(&body.filter)?;
     if let Some(q) = &body.q {
