@@ -39,18 +39,26 @@ WITH input AS (
 )
 SELECT id FROM stored WHERE (SELECT count(*) FROM notified) >= 0";
 
+/// The rows of one batch with their ids, and the counter slot the writer spreads its counts over.
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    pub records: &'a [&'a CaptureRecord],
+    pub ids: &'a [Uuid],
+    pub slot: i16,
+}
+
+/// Stores `batch`, committing after the previous batch did when `after` is given.
 pub async fn write(
     pool: &sqlx::PgPool,
-    records: &[&CaptureRecord],
-    ids: &[Uuid],
-    slot: i16,
+    batch: Batch<'_>,
     after: Option<oneshot::Receiver<()>>,
 ) -> Result<Vec<Outcome>, sqlx::Error> {
+    let Batch { records, ids, slot } = batch;
     let Some(after) = after else {
         // Nothing earlier in flight: the statement commits on its own, in one round trip.
         match bind(ids, records, slot).fetch_all(pool).await {
             Ok(stored) => return Ok(finish(ids, stored)),
-            Err(e) if is_row_error(&e) => return write_isolated(pool, records, ids, slot, None).await,
+            Err(e) if is_row_error(&e) => return write_isolated(pool, batch, None).await,
             Err(e) => return Err(e),
         }
     };
@@ -60,7 +68,7 @@ pub async fn write(
         Err(e) if is_row_error(&e) => {
             // The failed statement aborted the transaction: start again, one part at a time.
             drop(tx);
-            return write_isolated(pool, records, ids, slot, Some(after)).await;
+            return write_isolated(pool, batch, Some(after)).await;
         }
         Err(e) => return Err(e),
     };
@@ -74,13 +82,11 @@ pub async fn write(
 /// alone, so every other row is stored.
 async fn write_isolated(
     pool: &sqlx::PgPool,
-    records: &[&CaptureRecord],
-    ids: &[Uuid],
-    slot: i16,
+    batch: Batch<'_>,
     after: Option<oneshot::Receiver<()>>,
 ) -> Result<Vec<Outcome>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let outcomes = isolate(&mut tx, records, ids, slot).await?;
+    let outcomes = isolate(&mut tx, batch.records, batch.ids, batch.slot).await?;
     if let Some(after) = after {
         let _ = after.await;
     }

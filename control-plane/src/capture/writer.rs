@@ -97,7 +97,7 @@ async fn run(pool: sqlx::PgPool, mut pending: mpsc::Receiver<Pending>) {
         let pool = pool.clone();
         tokio::spawn(async move {
             let records: Vec<&CaptureRecord> = batch.iter().map(|(r, _)| r).collect();
-            let outcomes = match batch::write(&pool, &records, &ids, slot, after).await {
+            let outcomes = match batch::write(&pool, batch::Batch { records: &records, ids: &ids, slot }, after).await {
                 Ok(outcomes) => outcomes,
                 Err(e) => {
                     tracing::error!(error = %e, rows = records.len(), "storing captures failed; answering 503");

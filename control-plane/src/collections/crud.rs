@@ -10,6 +10,7 @@ use crate::http::auth::{Ctx, scope};
 use crate::http::error::Created;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiPath, Id};
+use crate::http::owned::{self, Owned};
 use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::http::validate::{bounded_text, display_name};
@@ -219,11 +220,7 @@ async fn delete_collection(Ctx { app, caller }: Ctx<scope::CollectionsWrite>, Id
     let mut tx = app.pool.begin().await?;
     fetch(&mut tx, caller.org_id, id).await?;
     refs::refuse_if_referenced(&mut tx, caller.org_id, refs::Referenced::Collection(id)).await?;
-    sqlx::query("DELETE FROM collections WHERE organization_id = $1 AND id = $2")
-        .bind(caller.org_id)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
+    owned::delete(&mut *tx, Owned::Collection, caller.org_id, id).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -331,11 +328,7 @@ async fn delete_request(
     let mut tx = app.pool.begin().await?;
     fetch_request(&mut tx, caller.org_id, id, request_id).await?;
     refs::refuse_if_referenced(&mut tx, caller.org_id, refs::Referenced::Request(request_id)).await?;
-    sqlx::query("DELETE FROM collection_requests WHERE organization_id = $1 AND id = $2")
-        .bind(caller.org_id)
-        .bind(request_id)
-        .execute(&mut *tx)
-        .await?;
+    owned::delete_in(&mut *tx, Owned::CollectionRequest, caller.org_id, Some(id), request_id).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }

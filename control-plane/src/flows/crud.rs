@@ -9,7 +9,7 @@ use crate::http::auth::{Ctx, scope};
 use crate::http::error::Created;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiQuery, Id};
-use crate::http::owned;
+use crate::http::owned::{self, Owned};
 use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams, PageRequest};
 use crate::http::validate::{bounded_text, display_name};
@@ -212,15 +212,7 @@ async fn update(app: &AppState, org_id: Uuid, id: Uuid, patch: PatchFlow) -> Api
 /// Delete a flow with its versions and environments.
 #[utoipa::path(delete, path = "/flows/{id}", params(Id), responses((status = 204)))]
 async fn delete_flow(Ctx { app, caller }: Ctx<scope::FlowsWrite>, Id(id): Id) -> ApiResult<StatusCode> {
-    owned::delete(
-        &app.pool,
-        "DELETE FROM flows WHERE organization_id = $1 AND id = $2",
-        caller.org_id,
-        id,
-        None,
-        "flow",
-    )
-    .await?;
+    owned::delete(&app.pool, Owned::Flow, caller.org_id, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

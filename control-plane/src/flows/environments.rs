@@ -4,7 +4,7 @@ use crate::flows::model::ensure_exists;
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiPath, Id};
-use crate::http::owned;
+use crate::http::owned::{self, Owned};
 use crate::state::AppState;
 use axum::Json;
 use axum::http::StatusCode;
@@ -84,15 +84,7 @@ async fn delete_environment(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
     ApiPath((id, key)): ApiPath<(Uuid, String)>,
 ) -> ApiResult<StatusCode> {
-    owned::delete(
-        &app.pool,
-        "DELETE FROM flow_environments WHERE organization_id = $1 AND key = $2 AND flow_id = $3",
-        caller.org_id,
-        &key,
-        Some(id),
-        "environment",
-    )
-    .await?;
+    owned::delete_in(&app.pool, Owned::Environment, caller.org_id, Some(id), &key).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -7,7 +7,7 @@ use crate::http::auth::{Actor, Caller, Ctx, role_in, scope};
 use crate::http::error::Created;
 use crate::http::error::{ApiError, ApiResult, conflict_on_unique};
 use crate::http::extract::{ApiJson, ApiPath, Id};
-use crate::http::owned;
+use crate::http::owned::{self, Owned};
 use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::people::signup::add_membership;
@@ -220,15 +220,7 @@ async fn remove_member(
     if role == Role::Owner {
         keep_an_owner(&mut tx, caller.org_id, user_id).await?;
     }
-    owned::delete(
-        &mut *tx,
-        "DELETE FROM memberships WHERE organization_id = $1 AND user_id = $2",
-        caller.org_id,
-        user_id,
-        None,
-        "member",
-    )
-    .await?;
+    owned::delete(&mut *tx, Owned::Member, caller.org_id, user_id).await?;
     record(&mut tx, &caller, "member.removed", &user_id.to_string(), Some(role)).await?;
     announce(&mut tx, caller.org_id, Some(user_id)).await?;
     tx.commit().await?;
@@ -240,15 +232,7 @@ async fn remove_member(
 #[utoipa::path(delete, path = "/organization/invitations/{id}", params(Id), responses((status = 204)))]
 async fn revoke_invitation(Ctx { app, caller }: Ctx<scope::OrganizationWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
-    owned::delete(
-        &mut *tx,
-        "DELETE FROM invitations WHERE organization_id = $1 AND id = $2",
-        caller.org_id,
-        id,
-        None,
-        "invitation",
-    )
-    .await?;
+    owned::delete(&mut *tx, Owned::Invitation, caller.org_id, id).await?;
     record(&mut tx, &caller, "invitation.revoked", &id.to_string(), None).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)

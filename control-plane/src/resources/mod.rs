@@ -5,6 +5,7 @@ pub mod secrets;
 pub mod variables;
 
 use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::ApiPath;
 use crate::state::AppState;
 use hookflow_shared::api::rules::VALUE_MAX;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -17,14 +18,21 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(variables::put_variable, variables::delete_variable))
 }
 
-/// The `{name}` of a secret's or a variable's routes (documentation of the path parameter).
+/// The `{name}` of a secret's or a variable's routes: `ResourceName(name): ResourceName`.
 #[derive(Debug, utoipa::IntoParams)]
-#[into_params(parameter_in = Path)]
-pub struct ResourceName {
+#[into_params(names("name"), parameter_in = Path)]
+pub struct ResourceName(
     /// A letter or `_`, then letters, digits and `_`; at most 128 characters.
     #[param(schema_with = hookflow_shared::api::rules::resource_name)]
-    #[allow(dead_code)]
-    name: String,
+    pub String,
+);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ResourceName {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
+        ApiPath::<String>::from_request_parts(parts, state).await.map(|ApiPath(name)| ResourceName(name))
+    }
 }
 
 /// Names usable in templates (`{{secret.NAME}}`, `{{NAME}}`): a letter or `_`, then letters, digits, `_`.

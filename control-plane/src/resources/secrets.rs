@@ -2,11 +2,12 @@
 //! name the hosts it may be sent to and be kept for registered runners. Writes and deletes are audited, never with
 //! the value.
 
+use super::ResourceName;
 use crate::admin::audit::{self, AuditEvent};
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::extract::{ApiJson, ApiPath};
-use crate::http::owned;
+use crate::http::extract::ApiJson;
+use crate::http::owned::{self, Owned};
 use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::resources::{check_name, check_value};
@@ -64,11 +65,11 @@ pub async fn list_secrets(Ctx { app, caller }: Ctx<scope::ResourcesRead>, params
 
 /// Write a secret (create or replace) with its rules: the hosts it may be sent to (none: only hosts the stored
 /// flow and its environment name) and whether only registered runners get it. The value cannot be read back.
-#[utoipa::path(put, path = "/secrets/{name}", params(super::ResourceName),
+#[utoipa::path(put, path = "/secrets/{name}", params(ResourceName),
     request_body = PutSecret, responses((status = 200, body = SecretInfo)))]
 pub async fn put_secret(
     Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
-    ApiPath(name): ApiPath<String>,
+    ResourceName(name): ResourceName,
     ApiJson(body): ApiJson<PutSecret>,
 ) -> ApiResult<Json<SecretInfo>> {
     check_name(&name)?;
@@ -102,21 +103,13 @@ pub async fn put_secret(
 }
 
 /// Delete a secret.
-#[utoipa::path(delete, path = "/secrets/{name}", params(super::ResourceName), responses((status = 204)))]
+#[utoipa::path(delete, path = "/secrets/{name}", params(ResourceName), responses((status = 204)))]
 pub async fn delete_secret(
     Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
-    ApiPath(name): ApiPath<String>,
+    ResourceName(name): ResourceName,
 ) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
-    owned::delete(
-        &mut *tx,
-        "DELETE FROM secrets WHERE organization_id = $1 AND name = $2",
-        caller.org_id,
-        &name,
-        None,
-        "secret",
-    )
-    .await?;
+    owned::delete(&mut *tx, Owned::Secret, caller.org_id, &name).await?;
     let event = AuditEvent {
         org_id: caller.org_id,
         actor: caller.actor,

@@ -1,9 +1,10 @@
 //! Organization variables: plain values flows read as `{{NAME}}` (never templates), listed with their values.
 
+use super::ResourceName;
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::ApiResult;
-use crate::http::extract::{ApiJson, ApiPath};
-use crate::http::owned;
+use crate::http::extract::ApiJson;
+use crate::http::owned::{self, Owned};
 use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::resources::{check_name, check_value};
@@ -29,11 +30,11 @@ pub async fn list_variables(Ctx { app, caller }: Ctx<scope::ResourcesRead>, para
 }
 
 /// Write a variable (create or replace).
-#[utoipa::path(put, path = "/variables/{name}", params(super::ResourceName), request_body = PutValue,
+#[utoipa::path(put, path = "/variables/{name}", params(ResourceName), request_body = PutValue,
     responses((status = 200, body = Variable)))]
 pub async fn put_variable(
     Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
-    ApiPath(name): ApiPath<String>,
+    ResourceName(name): ResourceName,
     ApiJson(body): ApiJson<PutValue>,
 ) -> ApiResult<Json<Variable>> {
     check_name(&name)?;
@@ -52,19 +53,11 @@ pub async fn put_variable(
 }
 
 /// Delete a variable.
-#[utoipa::path(delete, path = "/variables/{name}", params(super::ResourceName), responses((status = 204)))]
+#[utoipa::path(delete, path = "/variables/{name}", params(ResourceName), responses((status = 204)))]
 pub async fn delete_variable(
     Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
-    ApiPath(name): ApiPath<String>,
+    ResourceName(name): ResourceName,
 ) -> ApiResult<StatusCode> {
-    owned::delete(
-        &app.pool,
-        "DELETE FROM variables WHERE organization_id = $1 AND name = $2",
-        caller.org_id,
-        &name,
-        None,
-        "variable",
-    )
-    .await?;
+    owned::delete(&app.pool, Owned::Variable, caller.org_id, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }

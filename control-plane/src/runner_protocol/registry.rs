@@ -6,7 +6,7 @@ use crate::http::auth::{Ctx, scope};
 use crate::http::error::Created;
 use crate::http::error::{ApiError, ApiResult, to_json};
 use crate::http::extract::{ApiJson, Id};
-use crate::http::owned;
+use crate::http::owned::{self, Owned};
 use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::http::validate::{bounded_text, check_labels, display_name};
@@ -175,15 +175,7 @@ async fn get_runner(Ctx { app, caller }: Ctx<scope::RunnersRead>, Id(id): Id) ->
 #[utoipa::path(delete, path = runner_route::RUNNER, params(Id), responses((status = 204)))]
 async fn delete_runner(Ctx { app, caller }: Ctx<scope::RunnersWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
-    owned::delete(
-        &mut *tx,
-        "DELETE FROM runners WHERE organization_id = $1 AND id = $2",
-        caller.org_id,
-        id,
-        None,
-        "runner",
-    )
-    .await?;
+    owned::delete(&mut *tx, Owned::Runner, caller.org_id, id).await?;
     release::release_runner(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
     app.queue.wake(caller.org_id);

@@ -8,8 +8,7 @@ use crate::queue::report::{authorize, keep_alive, record, stale_attempt};
 use crate::state::AppState;
 use axum::Json;
 use axum::body::Body;
-use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::request::Parts;
 use hookflow_shared::api::executions::Execution;
 use hookflow_shared::api::runners::{Complete, NodeReport, ReportReply};
 use hookflow_shared::token::TokenKind;
@@ -37,12 +36,25 @@ async fn read_body(body: Body, limit: usize) -> ApiResult<bytes::Bytes> {
     })
 }
 
-/// The job token of `Authorization: Bearer hfj_...`, checked for its form (a typo never reaches the database).
-fn bearer(headers: &HeaderMap) -> ApiResult<&str> {
-    let value = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let token = value.and_then(|v| v.strip_prefix("Bearer ")).map(str::trim).ok_or_else(ApiError::unauthorized)?;
-    TokenKind::Job.check(token).map_err(|_| ApiError::unauthorized())?;
-    Ok(token)
+/// What a report is made under: the job of the path and the job token of `Authorization: Bearer hfj_...`, checked
+/// for its form (a typo never reaches the database) before the body is touched.
+struct JobCall {
+    app: AppState,
+    job_id: Uuid,
+    token: String,
+}
+
+impl axum::extract::FromRequestParts<AppState> for JobCall {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &AppState) -> Result<Self, Self::Rejection> {
+        let value = parts.headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let token = value.and_then(|v| v.strip_prefix("Bearer ")).map(str::trim).ok_or_else(ApiError::unauthorized)?;
+        TokenKind::Job.check(token).map_err(|_| ApiError::unauthorized())?;
+        let token = token.to_owned();
+        let ApiPath(job_id) = ApiPath::<Uuid>::from_request_parts(parts, app).await?;
+        Ok(JobCall { app: app.clone(), job_id, token })
+    }
 }
 
 /// Report one node result, or several (`{"results": [..]}`); repeats of a reported node are ignored. An empty
@@ -51,16 +63,10 @@ fn bearer(headers: &HeaderMap) -> ApiResult<&str> {
     request_body = NodeReport,
     responses((status = 200, body = ReportReply), (status = 400), (status = 409)),
     security(("job_token" = [])))]
-async fn report_nodes(
-    State(app): State<AppState>,
-    ApiPath(job_id): ApiPath<Uuid>,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult<Json<ReportReply>> {
-    let token = bearer(&headers)?;
+async fn report_nodes(JobCall { app, job_id, token }: JobCall, body: Body) -> ApiResult<Json<ReportReply>> {
     let lease_s = app.settings.lease.as_secs_f64();
     let mut tx = app.pool.begin().await?;
-    let job = authorize(&mut tx, token, job_id, true).await?;
+    let job = authorize(&mut tx, &token, job_id, true).await?;
     let results = parse_json::<NodeReport>(&read_body(body, REPORT_BODY_LIMIT).await?)?.into_results();
     let accepted = if results.is_empty() {
         keep_alive(&mut tx, &job, lease_s).await?;
@@ -77,15 +83,9 @@ async fn report_nodes(
     request_body = Complete,
     responses((status = 200, body = Execution), (status = 400), (status = 409)),
     security(("job_token" = [])))]
-async fn complete_job(
-    State(app): State<AppState>,
-    ApiPath(job_id): ApiPath<Uuid>,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult<Json<Execution>> {
-    let token = bearer(&headers)?;
+async fn complete_job(JobCall { app, job_id, token }: JobCall, body: Body) -> ApiResult<Json<Execution>> {
     let mut conn = app.pool.acquire().await?;
-    let job = authorize(&mut conn, token, job_id, false).await?;
+    let job = authorize(&mut conn, &token, job_id, false).await?;
     let complete: Complete = parse_json(&read_body(body, COMPLETE_BODY_LIMIT).await?)?;
     let error: Option<String> = complete.error.map(|e| e.chars().take(2000).collect());
     let ending = Ending {

@@ -122,17 +122,11 @@ async fn reencrypt_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u
                 unreadable += 1;
                 continue;
             };
-            sqlx::query(
+            let update = sqlx::query(
                 "UPDATE secrets SET ciphertext = $3, nonce = $4, key_version = $5
                  WHERE organization_id = $1 AND name = $2",
-            )
-            .bind(org)
-            .bind(&name)
-            .bind(&sealed.ciphertext)
-            .bind(&sealed.nonce)
-            .bind(sealed.key_version)
-            .execute(&mut *tx)
-            .await?;
+            );
+            bind_sealed(update.bind(org).bind(&name), &sealed).execute(&mut *tx).await?;
             done += 1;
         }
         tx.commit().await?;
@@ -154,15 +148,18 @@ async fn reencrypt_signing_keys(pool: &PgPool, keyring: &MasterKey) -> Result<(u
             unreadable += 1;
             continue;
         };
-        sqlx::query("UPDATE signing_keys SET private_key = $2, nonce = $3, key_version = $4 WHERE kid = $1")
-            .bind(&kid)
-            .bind(&sealed.ciphertext)
-            .bind(&sealed.nonce)
-            .bind(sealed.key_version)
-            .execute(&mut *tx)
-            .await?;
+        let update =
+            sqlx::query("UPDATE signing_keys SET private_key = $2, nonce = $3, key_version = $4 WHERE kid = $1");
+        bind_sealed(update.bind(&kid), &sealed).execute(&mut *tx).await?;
         done += 1;
     }
     tx.commit().await?;
     Ok((done, unreadable))
+}
+
+type Update<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
+/// Binds a sealed value's ciphertext, nonce and key version, the next three parameters of `query`.
+fn bind_sealed<'q>(query: Update<'q>, sealed: &'q Sealed) -> Update<'q> {
+    query.bind(&sealed.ciphertext).bind(&sealed.nonce).bind(sealed.key_version)
 }

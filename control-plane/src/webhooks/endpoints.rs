@@ -7,7 +7,7 @@ use crate::http::auth::{Ctx, scope};
 use crate::http::error::Created;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, Id};
-use crate::http::owned;
+use crate::http::owned::{self, Owned};
 use crate::http::pagination::Listed;
 use crate::http::pagination::{self, ListParams};
 use crate::http::validate::{bounded_text, display_name};
@@ -220,15 +220,7 @@ async fn update_webhook(
 #[utoipa::path(delete, path = "/webhooks/{id}", params(Id), responses((status = 204)))]
 async fn delete_webhook(Ctx { app, caller }: Ctx<scope::WebhooksWrite>, Id(id): Id) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
-    owned::delete(
-        &mut *tx,
-        "DELETE FROM webhooks WHERE organization_id = $1 AND id = $2",
-        caller.org_id,
-        id,
-        None,
-        "webhook",
-    )
-    .await?;
+    owned::delete(&mut *tx, Owned::Webhook, caller.org_id, id).await?;
     announce_change(&mut tx, id).await?;
     tx.commit().await?;
     app.invalidate(Invalidation::Endpoint(id));

@@ -3,7 +3,7 @@
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiPath, Id};
-use crate::http::owned;
+use crate::http::owned::{self, Owned};
 use crate::http::pagination::ListParams;
 use crate::http::pagination::Listed;
 use crate::state::AppState;
@@ -91,15 +91,7 @@ pub async fn delete_request(
     ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
 ) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
-    owned::delete(
-        &mut *tx,
-        "DELETE FROM captures WHERE organization_id = $1 AND id = $2 AND webhook_id = $3",
-        caller.org_id,
-        request_id,
-        Some(id),
-        "captured request",
-    )
-    .await?;
+    owned::delete_in(&mut *tx, Owned::Capture, caller.org_id, Some(id), request_id).await?;
     subtract_stored(&mut tx, id, 1).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
