@@ -155,7 +155,15 @@ async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
                     failed: result.failed,
                 })
             } else {
-                let r = load::closed_loop(&base, &path, body, args.connections, duration).await?;
+                let r = load::ClosedLoop {
+                    base: base.clone(),
+                    path: path.clone(),
+                    body,
+                    connections: args.connections,
+                    duration,
+                }
+                .run()
+                .await?;
                 let (p50, p99) = (r.percentile_ms(50.0), r.percentile_ms(99.0));
                 Ok(Measured { rate: r.rate(), p50, p99, ok: r.ok, failed: r.failed })
             }
@@ -201,12 +209,9 @@ async fn stream_latency(rig: &Rig, args: &Args) -> Result<(), BoxError> {
     })
     .await?;
     let expected = sent * subscribers as u64;
+    let ((p50, p99), seen, rate) = (load::p50_p99_ms(&samples), samples.len(), sent as f64 / seconds as f64);
     println!(
-        "\ncapture -> SSE subscriber: {subscribers} subscribers, {:.0} captures/s sent for {seconds} s; {} of {expected} deliveries seen; p50 {:.2} ms, p99 {:.2} ms (target p99 <= 50 ms)",
-        sent as f64 / seconds as f64,
-        samples.len(),
-        load::percentile_ms(&samples, 50.0),
-        load::percentile_ms(&samples, 99.0)
+        "\ncapture -> SSE subscriber: {subscribers} subscribers, {rate:.0} captures/s sent for {seconds} s; {seen} of {expected} deliveries seen; p50 {p50:.2} ms, p99 {p99:.2} ms (target p99 <= 50 ms)"
     );
     Ok(())
 }

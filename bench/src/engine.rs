@@ -5,10 +5,9 @@
 
 use crate::load::BoxError;
 use crate::setup::Rig;
-use hookflow_runner::client::{Client, Connection};
 use hookflow_runner::engine::Engine;
 use hookflow_runner::execute::execute;
-use hookflow_shared::api::runners::{Host, Job, RegisterRunner};
+use hookflow_shared::api::runners::Job;
 use serde_json::{Value, json};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -80,19 +79,8 @@ async fn engine_alone(definition: &Value, n: usize) -> Result<f64, BoxError> {
 }
 
 async fn end_to_end(rig: &Rig, flow_id: &str, n: usize) -> Result<f64, BoxError> {
-    let client = Client::new(Connection {
-        base_url: rig.base.clone(),
-        api_key: rig.key.clone(),
-        organization_id: Some(rig.org),
-    });
-    let registration = RegisterRunner {
-        name: "bench".into(),
-        labels: vec![],
-        version: "bench".into(),
-        max_concurrency: 1,
-        host: Host { hostname: "bench".into(), os: "linux".into(), arch: "x86_64".into(), cpus: 2, memory_bytes: 0 },
-    };
-    let runner = client.register(&registration).await?.id;
+    let client = rig.runner_client();
+    let runner = Rig::register_runner(&client, 1).await?;
     rig.launch(flow_id).await?;
     let job = client.next_jobs(runner, 10, 1).await?.into_iter().next().ok_or("no job")?;
     let started = Instant::now();

@@ -70,12 +70,9 @@ async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
         let (Some(t), Some(shown)) = (body["t"].as_u64(), seen.get(&id.to_string())) else { continue };
         in_browser.push(((*shown as u64).saturating_sub(t)).min(u64::from(u32::MAX)) as u32);
     }
+    let ((p50, p99), shown, rate) = (load::p50_p99_ms(&in_browser), in_browser.len(), sent as f64 / seconds as f64);
     println!(
-        "capture -> live inspector (Chromium): {:.0} captures/s for {seconds} s; {} of {sent} shown; p50 {:.1} ms, p99 {:.1} ms (target p99 <= 1000 ms)",
-        sent as f64 / seconds as f64,
-        in_browser.len(),
-        load::percentile_ms(&in_browser, 50.0),
-        load::percentile_ms(&in_browser, 99.0)
+        "capture -> live inspector (Chromium): {rate:.0} captures/s for {seconds} s; {shown} of {sent} shown; p50 {p50:.1} ms, p99 {p99:.1} ms (target p99 <= 1000 ms)"
     );
     println!(
         "baseline, raw SSE subscriber in the same run: {} of {sent} seen; p50 {:.1} ms, p99 {:.1} ms",

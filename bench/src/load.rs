@@ -104,6 +104,11 @@ pub fn percentile_ms(samples: &[u32], p: f64) -> f64 {
     f64::from(sorted[index]) / 1000.0
 }
 
+/// The median and the 99th percentile of microsecond samples, in milliseconds.
+pub fn p50_p99_ms(samples: &[u32]) -> (f64, f64) {
+    (percentile_ms(samples, 50.0), percentile_ms(samples, 99.0))
+}
+
 /// Runs `work` on a runtime of its own threads, so the load generator's tasks never queue ahead of the server's
 /// in one scheduler (the OS shares the cores between the two fairly).
 pub async fn on_load_runtime<F, T>(work: impl FnOnce() -> F + Send + 'static) -> Result<T, BoxError>
@@ -123,58 +128,58 @@ where
     result.await?
 }
 
-/// `connections` closed-loop connections POSTing `body` to `path` for `duration`, on the load runtime.
-pub async fn closed_loop(
-    base: &str,
-    path: &str,
-    body: Bytes,
-    connections: usize,
-    duration: Duration,
-) -> Result<LoadResult, BoxError> {
-    let (base, path) = (base.to_owned(), path.to_owned());
-    on_load_runtime(move || async move { closed_loop_here(&base, &path, body, connections, duration).await }).await
+/// `connections` closed-loop connections POSTing `body` to `path` for `duration`.
+#[derive(Debug, Clone)]
+pub struct ClosedLoop {
+    pub base: String,
+    pub path: String,
+    pub body: Bytes,
+    pub connections: usize,
+    pub duration: Duration,
 }
 
-async fn closed_loop_here(
-    base: &str,
-    path: &str,
-    body: Bytes,
-    connections: usize,
-    duration: Duration,
-) -> Result<LoadResult, BoxError> {
-    let deadline = Instant::now() + duration;
-    let started = Instant::now();
-    let path: Arc<str> = path.into();
-    let mut workers = Vec::new();
-    for _ in 0..connections {
-        let mut connection = Connection::open(base).await?;
-        let (path, body) = (path.clone(), body.clone());
-        workers.push(tokio::spawn(async move {
-            let (mut ok, mut failed, mut latencies) = (0u64, 0u64, Vec::with_capacity(100_000));
-            while Instant::now() < deadline {
-                let sent = Instant::now();
-                match connection.send("POST", &path, &[("content-type", "application/json")], body.clone()).await {
-                    Ok((200, _)) => {
-                        ok += 1;
-                        latencies.push(sent.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
-                    }
-                    Ok(_) => failed += 1,
-                    Err(_) => {
-                        failed += 1;
-                        break;
+impl ClosedLoop {
+    /// Runs the load on the load runtime, apart from the server's.
+    pub async fn run(self) -> Result<LoadResult, BoxError> {
+        on_load_runtime(move || self.run_here()).await
+    }
+
+    async fn run_here(self) -> Result<LoadResult, BoxError> {
+        let ClosedLoop { base, path, body, connections, duration } = self;
+        let deadline = Instant::now() + duration;
+        let started = Instant::now();
+        let path: Arc<str> = path.into();
+        let mut workers = Vec::new();
+        for _ in 0..connections {
+            let mut connection = Connection::open(&base).await?;
+            let (path, body) = (path.clone(), body.clone());
+            workers.push(tokio::spawn(async move {
+                let (mut ok, mut failed, mut latencies) = (0u64, 0u64, Vec::with_capacity(100_000));
+                while Instant::now() < deadline {
+                    let sent = Instant::now();
+                    match connection.send("POST", &path, &[("content-type", "application/json")], body.clone()).await {
+                        Ok((200, _)) => {
+                            ok += 1;
+                            latencies.push(sent.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+                        }
+                        Ok(_) => failed += 1,
+                        Err(_) => {
+                            failed += 1;
+                            break;
+                        }
                     }
                 }
-            }
-            (ok, failed, latencies)
-        }));
+                (ok, failed, latencies)
+            }));
+        }
+        let mut result = LoadResult { ok: 0, failed: 0, elapsed: Duration::ZERO, latencies_us: Vec::new() };
+        for worker in workers {
+            let (ok, failed, latencies) = worker.await?;
+            result.ok += ok;
+            result.failed += failed;
+            result.latencies_us.extend(latencies);
+        }
+        result.elapsed = started.elapsed();
+        Ok(result)
     }
-    let mut result = LoadResult { ok: 0, failed: 0, elapsed: Duration::ZERO, latencies_us: Vec::new() };
-    for worker in workers {
-        let (ok, failed, latencies) = worker.await?;
-        result.ok += ok;
-        result.failed += failed;
-        result.latencies_us.extend(latencies);
-    }
-    result.elapsed = started.elapsed();
-    Ok(result)
 }

@@ -4,8 +4,7 @@
 
 use crate::load::{BoxError, on_load_runtime, percentile_ms};
 use crate::setup::Rig;
-use hookflow_runner::client::{Client, Connection};
-use hookflow_shared::api::runners::{FinalStatus, Host, RegisterRunner};
+use hookflow_shared::api::runners::FinalStatus;
 use hookflow_shared::wire::header;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -73,21 +72,6 @@ async fn raw_sql_pairs(rig: &Rig, jobs: usize, workers: usize) -> Result<f64, Bo
     Ok(total as f64 / elapsed.as_secs_f64())
 }
 
-fn runner_client(rig: &Rig) -> Client {
-    Client::new(Connection { base_url: rig.base.clone(), api_key: rig.key.clone(), organization_id: Some(rig.org) })
-}
-
-async fn register(client: &Client) -> Result<uuid::Uuid, BoxError> {
-    let registration = RegisterRunner {
-        name: "bench".into(),
-        labels: vec![],
-        version: "bench".into(),
-        max_concurrency: 64,
-        host: Host { hostname: "bench".into(), os: "linux".into(), arch: "x86_64".into(), cpus: 2, memory_bytes: 0 },
-    };
-    Ok(client.register(&registration).await?.id)
-}
-
 /// One launch of the flow's draft over HTTP.
 async fn launch_once(http: &reqwest::Client, base: &str, key: &str, org: &str, flow: &str) -> Result<(), BoxError> {
     let response = http
@@ -105,8 +89,8 @@ async fn launch_once(http: &reqwest::Client, base: &str, key: &str, org: &str, f
 
 /// Launches `jobs` executions from `launchers` tasks while `workers` pollers claim and complete them.
 async fn protocol_rate(rig: &Rig, flow: &str, args: &Args) -> Result<(f64, f64), BoxError> {
-    let client = runner_client(rig);
-    let runner = register(&client).await?;
+    let client = rig.runner_client();
+    let runner = Rig::register_runner(&client, 64).await?;
     let (base, key, org, flow) = (rig.base.clone(), rig.key.clone(), rig.org.to_string(), flow.to_owned());
     let (jobs, workers, launchers, batch) = (args.jobs, args.workers, args.launchers, args.batch);
     on_load_runtime(move || async move {
@@ -153,8 +137,8 @@ async fn protocol_rate(rig: &Rig, flow: &str, args: &Args) -> Result<(f64, f64),
 
 /// One idle runner long-polls; each launch is timed until the runner holds the job.
 async fn launch_latency(rig: &Rig, flow: &str, samples: usize) -> Result<(Vec<u32>, Vec<u32>), BoxError> {
-    let client = runner_client(rig);
-    let runner = register(&client).await?;
+    let client = rig.runner_client();
+    let runner = Rig::register_runner(&client, 64).await?;
     let (base, key, org, flow) = (rig.base.clone(), rig.key.clone(), rig.org.to_string(), flow.to_owned());
     on_load_runtime(move || async move {
         let (received_tx, mut received) = tokio::sync::mpsc::unbounded_channel::<Instant>();

@@ -52,8 +52,15 @@ async fn load(rig: &Rig, path: &str, args: &Args) -> Result<f64, BoxError> {
         .await??;
         return Ok(result.rate * result.requests.saturating_sub(result.failed) as f64 / result.requests.max(1) as f64);
     }
-    let result =
-        crate::load::closed_loop(&rig.base, path, body, args.connections, Duration::from_secs(args.seconds)).await?;
+    let result = crate::load::ClosedLoop {
+        base: rig.base.clone(),
+        path: path.to_owned(),
+        body,
+        connections: args.connections,
+        duration: Duration::from_secs(args.seconds),
+    }
+    .run()
+    .await?;
     Ok(result.rate())
 }
 

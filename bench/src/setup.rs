@@ -32,12 +32,7 @@ impl Rig {
     pub async fn start_with(adjust: impl FnOnce(&mut Settings)) -> Result<Self, BoxError> {
         let root = PathBuf::from(format!("/tmp/hookflow-bench-{}", std::process::id()));
         // Durable, as the server runs: fsync and synchronous commit on.
-        let options = embedded::ClusterOptions {
-            root: root.clone(),
-            durability: embedded::Durability::Durable,
-            max_connections: 100,
-            bindir: None,
-        };
+        let options = embedded::ClusterOptions::new(root.clone(), embedded::Durability::Durable, 100);
         let cluster = tokio::task::spawn_blocking(move || embedded::EmbeddedCluster::start(&options)).await??;
         db::ensure_database(cluster.connect_options("postgres"), "hookflow").await?;
         let pool = db::pool(cluster.connect_options("hookflow"), 20);
@@ -125,6 +120,30 @@ impl Rig {
     pub async fn launch(&self, flow: &str) -> Result<String, BoxError> {
         let answer = self.post(&format!("/flows/{flow}/launch"), serde_json::json!({})).await?;
         Ok(answer["id"].as_str().ok_or("no id")?.to_owned())
+    }
+
+    /// A runner-protocol client with the rig's key.
+    pub fn runner_client(&self) -> hookflow_runner::client::Client {
+        hookflow_runner::client::Client::new(hookflow_runner::client::Connection {
+            base_url: self.base.clone(),
+            api_key: self.key.clone().into(),
+            organization_id: Some(self.org),
+        })
+    }
+
+    /// Registers a runner named `bench` with `slots` concurrent jobs through `client`; answers its id.
+    pub async fn register_runner(client: &hookflow_runner::client::Client, slots: u32) -> Result<uuid::Uuid, BoxError> {
+        use hookflow_shared::api::runners::{Host, RegisterRunner};
+        let host =
+            Host { hostname: "bench".into(), os: "linux".into(), arch: "x86_64".into(), cpus: 2, memory_bytes: 0 };
+        let registration = RegisterRunner {
+            name: "bench".into(),
+            labels: vec![],
+            version: "bench".into(),
+            max_concurrency: slots,
+            host,
+        };
+        Ok(client.register(&registration).await?.id)
     }
 
     /// Starts a rig, runs `measure` on it and stops the rig whatever `measure` answered.

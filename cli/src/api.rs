@@ -53,7 +53,7 @@ impl Api {
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
         self.http
             .request(method, format!("{}{path}", self.credentials.base_url))
-            .header(header::API_KEY, &self.credentials.api_key)
+            .header(header::API_KEY, self.credentials.api_key.expose())
             .header(header::ORGANIZATION, self.credentials.organization_id.to_string())
     }
 

@@ -4,19 +4,20 @@
 use crate::error::CliError;
 use clap::Args;
 use hookflow_runner::env::{SERVICE_API_KEY, SERVICE_ORGANIZATION_ID, SERVICE_URL};
+use hookflow_shared::redacted::Redacted;
 use uuid::Uuid;
 
 /// The server a local `hookflow-server` listens on by default.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
 
-#[derive(Clone, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct CredentialArgs {
     /// Base URL of the hookflow server.
     #[arg(long = "url", env = SERVICE_URL, global = true, value_name = "URL")]
     pub url: Option<String>,
     /// API key (prefer the environment variable: flags show up in process lists).
     #[arg(long = "api-key", env = SERVICE_API_KEY, hide_env_values = true, global = true, value_name = "KEY")]
-    pub api_key: Option<String>,
+    pub api_key: Option<Redacted<String>>,
     /// Organization the key belongs to.
     #[arg(long = "organization-id", env = SERVICE_ORGANIZATION_ID, global = true, value_name = "UUID")]
     pub organization_id: Option<String>,
@@ -25,30 +26,12 @@ pub struct CredentialArgs {
     pub insecure_http: bool,
 }
 
-impl std::fmt::Debug for CredentialArgs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CredentialArgs")
-            .field("url", &self.url)
-            .field("organization_id", &self.organization_id)
-            .finish_non_exhaustive()
-    }
-}
-
 /// Checked credentials.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Credentials {
     pub base_url: String,
-    pub api_key: String,
+    pub api_key: Redacted<String>,
     pub organization_id: Uuid,
-}
-
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Credentials")
-            .field("base_url", &self.base_url)
-            .field("organization_id", &self.organization_id)
-            .finish_non_exhaustive()
-    }
 }
 
 impl CredentialArgs {

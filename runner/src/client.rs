@@ -6,6 +6,7 @@ use hookflow_shared::api::runners::{
     Complete, FinalStatus, Heartbeat, HeartbeatReply, Job, JobBatch, Metrics, NextJob, NodeReportBatch, RegisterRunner,
     Registered, ReportReply,
 };
+use hookflow_shared::redacted::Redacted;
 use hookflow_shared::wire::{Refusal, header, runner_route};
 use reqwest::StatusCode;
 use serde::Serialize;
@@ -39,21 +40,12 @@ impl ClientError {
 }
 
 /// Where and as whom to connect.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Connection {
     pub base_url: String,
-    pub api_key: String,
+    pub api_key: Redacted<String>,
     /// `None` only for the server's embedded runner.
     pub organization_id: Option<Uuid>,
-}
-
-impl std::fmt::Debug for Connection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection")
-            .field("base_url", &self.base_url)
-            .field("organization_id", &self.organization_id)
-            .finish_non_exhaustive()
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -111,7 +103,7 @@ impl Client {
     }
 
     fn with_key(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        let builder = builder.header(header::API_KEY, &self.connection.api_key);
+        let builder = builder.header(header::API_KEY, self.connection.api_key.expose());
         match self.connection.organization_id {
             Some(org) => builder.header(header::ORGANIZATION, org.to_string()),
             None => builder,

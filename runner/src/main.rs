@@ -126,7 +126,7 @@ fn main() -> ExitCode {
         }
     };
     let config = DaemonConfig {
-        connection: Connection { base_url, api_key: args.api_key, organization_id: Some(args.organization_id) },
+        connection: Connection { base_url, api_key: args.api_key.into(), organization_id: Some(args.organization_id) },
         name: args.name.unwrap_or_else(|| daemon::host().hostname),
         labels: args.labels.into_iter().map(|l| l.trim().to_owned()).filter(|l| !l.is_empty()).collect(),
         concurrency: args.concurrency,

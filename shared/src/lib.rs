@@ -3,6 +3,7 @@
 pub mod api;
 pub mod error;
 pub mod flow;
+pub mod redacted;
 pub mod role;
 pub mod scope;
 pub mod time;

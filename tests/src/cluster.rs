@@ -19,12 +19,7 @@ fn start() -> TestCluster {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     // Under /tmp: the postgres user must be able to enter every parent, which a checkout under /root denies.
     let root = PathBuf::from(format!("/tmp/hookflow-test-{}-{nanos}", std::process::id()));
-    let options = embedded::ClusterOptions {
-        root: root.clone(),
-        durability: embedded::Durability::Throwaway,
-        max_connections: 300,
-        bindir: None,
-    };
+    let options = embedded::ClusterOptions::new(root.clone(), embedded::Durability::Throwaway, 300);
     let cluster = embedded::EmbeddedCluster::start(&options).expect("start the test PostgreSQL cluster");
     reap_when_done(&root);
     let admin = cluster.connect_options("postgres");

@@ -143,6 +143,7 @@ mod tests {
     use crate::config::Credentials;
     use hookflow_shared::Timestamp;
     use hookflow_shared::api::webhooks::BodyEncoding;
+    use hookflow_shared::redacted::Redacted;
 
     fn capture(path: &str) -> CapturedRequest {
         CapturedRequest {
@@ -166,8 +167,11 @@ mod tests {
 
     #[test]
     fn a_sender_cannot_leave_the_to_path() {
-        let credentials =
-            Credentials { base_url: "http://127.0.0.1:1".into(), api_key: "k".into(), organization_id: Uuid::nil() };
+        let credentials = Credentials {
+            base_url: "http://127.0.0.1:1".into(),
+            api_key: Redacted::new("k".into()),
+            organization_id: Uuid::nil(),
+        };
         let api = Api::new(credentials).expect("api");
         let forwarder = Forwarder::new(api, Uuid::nil(), "http://127.0.0.1:3000/hooks/in").expect("forwarder");
         let fine = forwarder.url_for(&capture("/github/push")).expect("a path under --to");

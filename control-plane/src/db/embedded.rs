@@ -3,6 +3,7 @@
 //! it. As root it runs everything as the `postgres` system user, because initdb and postgres refuse root.
 //! Shared by `hookflow-server` and the test harness.
 
+use hookflow_shared::redacted::Redacted;
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -30,6 +31,13 @@ pub struct ClusterOptions {
     pub max_connections: u32,
     /// Directory with initdb, pg_ctl and postgres; found automatically when `None`.
     pub bindir: Option<PathBuf>,
+}
+
+impl ClusterOptions {
+    /// A cluster under `root` from the binaries found automatically.
+    pub fn new(root: PathBuf, durability: Durability, max_connections: u32) -> Self {
+        ClusterOptions { root, durability, max_connections, bindir: None }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -78,26 +86,16 @@ struct SystemUser {
 }
 
 /// A running private cluster. Dropping it does not stop it: call [`EmbeddedCluster::stop`].
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct EmbeddedCluster {
     bindir: PathBuf,
     data: PathBuf,
     socket_dir: PathBuf,
     run_as: Option<SystemUser>,
     /// The superuser's password (the cluster takes passwords only, never trust).
-    password: String,
+    password: Redacted<String>,
     /// Whether the cluster was already running (left behind by a killed server) and was adopted.
     pub adopted: bool,
-}
-
-impl std::fmt::Debug for EmbeddedCluster {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EmbeddedCluster")
-            .field("data", &self.data)
-            .field("socket_dir", &self.socket_dir)
-            .field("adopted", &self.adopted)
-            .finish_non_exhaustive()
-    }
 }
 
 /// File (under the cluster root, mode 0600) holding the superuser's password.
@@ -125,13 +123,13 @@ impl EmbeddedCluster {
         check_path(&root)?;
         let data = root.join("data");
         let mut cluster =
-            Self { bindir, data, socket_dir: root.join("run"), run_as, password: String::new(), adopted: false };
+            Self { bindir, data, socket_dir: root.join("run"), run_as, password: Redacted::default(), adopted: false };
         cluster.private_dir(&root)?;
         cluster.socket_dir = cluster.socket_dir_at(&root)?;
         if run_as.is_some() && !postgres_can_enter(&root)? {
             return Err(EmbeddedError::Unreachable(root));
         }
-        cluster.password = password(&root, run_as)?;
+        cluster.password = password(&root, run_as)?.into();
         if cluster.data.join("PG_VERSION").is_file() {
             // PostgreSQL refuses a group- or world-readable data directory; put back what someone loosened.
             fs::set_permissions(&cluster.data, fs::Permissions::from_mode(0o700))
@@ -174,7 +172,7 @@ impl EmbeddedCluster {
             data: root.join("data"),
             socket_dir: pointer.unwrap_or_else(|| root.join("run")),
             run_as: None,
-            password: password.trim().to_owned(),
+            password: password.trim().to_owned().into(),
             adopted: true,
         })
     }
@@ -182,7 +180,7 @@ impl EmbeddedCluster {
     /// Connection options for `database` over the cluster's Unix socket.
     /// The superuser's password (for tools such as pg_dump: `PGPASSWORD`).
     pub fn password(&self) -> &str {
-        &self.password
+        self.password.expose()
     }
 
     pub fn connect_options(&self, database: &str) -> sqlx::postgres::PgConnectOptions {
@@ -190,7 +188,7 @@ impl EmbeddedCluster {
             .socket(&self.socket_dir)
             .port(PORT)
             .username(SUPERUSER)
-            .password(&self.password)
+            .password(self.password.expose())
             .database(database)
     }
 
@@ -290,7 +288,7 @@ impl EmbeddedCluster {
             }
         }
         let socket = self.socket_dir.to_string_lossy().into_owned();
-        let quoted = self.password.replace('\'', "''");
+        let quoted = self.password.expose().replace('\'', "''");
         let out = self
             .command("psql")
             .args(["-h", &socket, "-p", &PORT.to_string(), "-U", SUPERUSER, "-d", "postgres", "-v", "ON_ERROR_STOP=1"])
@@ -336,7 +334,7 @@ impl EmbeddedCluster {
         }
         // The password reaches initdb in a file only the cluster's user can read, removed right after.
         let pwfile = root.join("initdb.pw");
-        fs::write(&pwfile, &self.password).map_err(io("writing the initdb password file"))?;
+        fs::write(&pwfile, self.password.expose()).map_err(io("writing the initdb password file"))?;
         fs::set_permissions(&pwfile, fs::Permissions::from_mode(0o600)).map_err(io("chmod the password file"))?;
         if let Some(user) = self.run_as {
             std::os::unix::fs::chown(&pwfile, Some(user.uid), Some(user.gid)).map_err(io("chown the password file"))?;

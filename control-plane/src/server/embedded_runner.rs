@@ -44,7 +44,7 @@ pub fn spawn(listening: SocketAddr, key: EmbeddedKey, concurrency: u32, shutdown
     let config = DaemonConfig {
         connection: Connection {
             base_url: format!("http://{}", SocketAddr::new(ip, listening.port())),
-            api_key: key.key,
+            api_key: key.key.into(),
             organization_id: None,
         },
         name: "embedded".into(),

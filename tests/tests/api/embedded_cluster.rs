@@ -12,7 +12,7 @@ fn root(tag: &str) -> PathBuf {
 }
 
 fn options(root: PathBuf) -> ClusterOptions {
-    ClusterOptions { root, durability: Durability::Throwaway, max_connections: 10, bindir: None }
+    ClusterOptions::new(root, Durability::Throwaway, 10)
 }
 
 fn mode(path: &std::path::Path) -> u32 {

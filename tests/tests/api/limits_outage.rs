@@ -29,12 +29,8 @@ struct OwnCluster {
 impl OwnCluster {
     fn start() -> Self {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let options = embedded::ClusterOptions {
-            root: format!("/tmp/hookflow-outage-{}-{nanos}", std::process::id()).into(),
-            durability: embedded::Durability::Durable,
-            max_connections: 50,
-            bindir: None,
-        };
+        let root = format!("/tmp/hookflow-outage-{}-{nanos}", std::process::id()).into();
+        let options = embedded::ClusterOptions::new(root, embedded::Durability::Durable, 50);
         let cluster = embedded::EmbeddedCluster::start(&options).expect("start the test's own cluster");
         Self { options, cluster }
     }

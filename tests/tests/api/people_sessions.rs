@@ -60,15 +60,7 @@ async fn sign_in_refresh_reuse_and_sign_out_on_every_replica() {
     let (fresh, fresh_refresh) = app.bearer(&person, Some(app.admin.org)).await;
     assert_eq!(replica.call_bearer(Method::GET, "/webhooks", &fresh, None).await.status, 200);
     assert_eq!(app.call_bearer(Method::DELETE, "/auth/session", &fresh, None).await.status, 204);
-    let mut seen = 0;
-    for _ in 0..50 {
-        seen = replica.call_bearer(Method::GET, "/webhooks", &fresh, None).await.status.as_u16();
-        if seen == 401 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(seen, 401, "the replica heard of the sign-out");
+    assert_eq!(refused_soon(&replica, &fresh).await, 401, "the replica heard of the sign-out");
     let dead =
         app.call(Method::POST, "/auth/sessions/refresh", None, Some(json!({"refresh_token": fresh_refresh}))).await;
     assert_eq!(dead.status, 401);
@@ -263,15 +255,7 @@ async fn signing_keys_rotate_and_the_jwks_publishes_the_newest_two() {
 
     signing::create(&app.pool, &server_master).await.expect("rotate again");
     rotate().await;
-    let mut seen = 0;
-    for _ in 0..50 {
-        seen = app.call_bearer(Method::GET, "/webhooks", &first, None).await.status.as_u16();
-        if seen == 401 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(seen, 401, "two rotations later the first key no longer verifies");
+    assert_eq!(refused_soon(&app, &first).await, 401, "two rotations later the first key no longer verifies");
     assert_eq!(app.call_bearer(Method::GET, "/webhooks", &second, None).await.status, 200);
 }
 
@@ -323,4 +307,17 @@ async fn the_apps_refresh_cookie_is_httponly_strict_and_needs_the_csrf_header() 
         .expect("send");
     assert_eq!(signed_out.status(), 204);
     assert!(signed_out.headers()["set-cookie"].to_str().expect("cookie").contains("Max-Age=0"));
+}
+
+/// The status of `GET /webhooks` under `bearer` once it is 401, or after a second of asking every 20 ms.
+async fn refused_soon(app: &TestApp, bearer: &Bearer) -> u16 {
+    let mut seen = 0;
+    for _ in 0..50 {
+        seen = app.call_bearer(Method::GET, "/webhooks", bearer, None).await.status.as_u16();
+        if seen == 401 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    seen
 }
