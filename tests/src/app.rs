@@ -182,6 +182,12 @@ impl TestApp {
     pub async fn admin(&self, method: Method, path: &str, body: Option<Value>) -> Reply {
         self.call(method, path, Some(&self.admin.clone()), body).await
     }
+
+    /// The page after `previous` of the list at `path` (which has a query already), as the admin key.
+    pub async fn next_page(&self, path: &str, previous: &Reply) -> Reply {
+        let cursor = previous.body["next_cursor"].as_str().expect("a next page");
+        self.admin(Method::GET, &format!("{path}&cursor={cursor}"), None).await
+    }
 }
 
 /// The typed client: each call names the status it expects (a test fails at once, showing the body, when another

@@ -20,14 +20,12 @@ pub struct Target {
     shutdown: CancellationToken,
 }
 
-async fn login(State(hits): State<Arc<AtomicUsize>>, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
-    hits.fetch_add(1, Ordering::SeqCst);
+async fn login(Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
     let user = body["user"].as_str().unwrap_or("nobody");
     (StatusCode::OK, Json(json!({"token": format!("tok-{user}"), "user": user})))
 }
 
-async fn orders(State(hits): State<Arc<AtomicUsize>>, headers: HeaderMap) -> (StatusCode, HeaderMap, Json<Value>) {
-    hits.fetch_add(1, Ordering::SeqCst);
+async fn orders(headers: HeaderMap) -> (StatusCode, HeaderMap, Json<Value>) {
     let mut out = HeaderMap::new();
     out.insert("x-total", "2".parse().expect("header"));
     let authorized = headers.get("authorization").is_some();
@@ -35,43 +33,29 @@ async fn orders(State(hits): State<Arc<AtomicUsize>>, headers: HeaderMap) -> (St
 }
 
 /// Answers with everything it received, as JSON.
-async fn echo(
-    State(hits): State<Arc<AtomicUsize>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: String,
-) -> Json<Value> {
-    hits.fetch_add(1, Ordering::SeqCst);
+async fn echo(method: Method, uri: Uri, headers: HeaderMap, body: String) -> Json<Value> {
     let headers: BTreeMap<String, String> =
         headers.iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_owned())).collect();
     Json(json!({"method": method.as_str(), "uri": uri.to_string(), "headers": headers, "body": body}))
 }
 
-async fn slow(State(hits): State<Arc<AtomicUsize>>, Query(q): Query<BTreeMap<String, u64>>) -> Json<Value> {
-    hits.fetch_add(1, Ordering::SeqCst);
+async fn slow(Query(q): Query<BTreeMap<String, u64>>) -> Json<Value> {
     tokio::time::sleep(std::time::Duration::from_millis(q.get("ms").copied().unwrap_or(1000))).await;
     Json(json!({"ok": true}))
 }
 
-async fn status(State(hits): State<Arc<AtomicUsize>>, Path(code): Path<u16>) -> (StatusCode, Json<Value>) {
-    hits.fetch_add(1, Ordering::SeqCst);
+async fn status(Path(code): Path<u16>) -> (StatusCode, Json<Value>) {
     (StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST), Json(json!({"code": code})))
 }
 
 /// Redirects (307, so method, headers and body may follow) to `to`.
-async fn redirect(
-    State(hits): State<Arc<AtomicUsize>>,
-    Query(q): Query<BTreeMap<String, String>>,
-) -> impl IntoResponse {
-    hits.fetch_add(1, Ordering::SeqCst);
+async fn redirect(Query(q): Query<BTreeMap<String, String>>) -> impl IntoResponse {
     let to = q.get("to").cloned().unwrap_or_default();
     (StatusCode::TEMPORARY_REDIRECT, [(axum::http::header::LOCATION, to)])
 }
 
 /// A body of `bytes` bytes of `x`, then `tail`.
-async fn large(State(hits): State<Arc<AtomicUsize>>, Query(q): Query<BTreeMap<String, String>>) -> String {
-    hits.fetch_add(1, Ordering::SeqCst);
+async fn large(Query(q): Query<BTreeMap<String, String>>) -> String {
     let bytes: usize = q.get("bytes").and_then(|k| k.parse().ok()).unwrap_or(65536);
     let mut body = "x".repeat(bytes);
     body.push_str(q.get("tail").map_or("", String::as_str));
@@ -79,8 +63,7 @@ async fn large(State(hits): State<Arc<AtomicUsize>>, Query(q): Query<BTreeMap<St
 }
 
 /// A document nested `depth` deep: XML (`kind=xml`, `<a>` in `<a>`) or JSON (arrays in arrays).
-async fn nested(State(hits): State<Arc<AtomicUsize>>, Query(q): Query<BTreeMap<String, String>>) -> String {
-    hits.fetch_add(1, Ordering::SeqCst);
+async fn nested(Query(q): Query<BTreeMap<String, String>>) -> String {
     let depth: usize = q.get("depth").and_then(|d| d.parse().ok()).unwrap_or(1000);
     match q.get("kind").map(String::as_str) {
         Some("xml") => format!("{}{}", "<a>".repeat(depth), "</a>".repeat(depth)),
@@ -91,12 +74,8 @@ async fn nested(State(hits): State<Arc<AtomicUsize>>, Query(q): Query<BTreeMap<S
 /// `v` in the renderings an API might answer with: lower-case percent-encoding, hex, a JSON string with every
 /// character `\u`-escaped, one with `\/` escapes, base64 of `user:v` (Basic credentials), and a header named
 /// after it.
-async fn encodings(
-    State(hits): State<Arc<AtomicUsize>>,
-    Query(q): Query<BTreeMap<String, String>>,
-) -> impl IntoResponse {
+async fn encodings(Query(q): Query<BTreeMap<String, String>>) -> impl IntoResponse {
     use base64::Engine as _;
-    hits.fetch_add(1, Ordering::SeqCst);
     let v = q.get("v").cloned().unwrap_or_default();
     let percent: String = v.bytes().map(|b| format!("%{b:02x}")).collect();
     let escaped: String = v.chars().map(|c| format!("\\u{:04x}", u32::from(c))).collect();
@@ -114,6 +93,16 @@ async fn encodings(
         headers.insert(name, axum::http::HeaderValue::from_static("1"));
     }
     (headers, body)
+}
+
+/// Counts every request the target answers.
+async fn count_hit(
+    State(hits): State<Arc<AtomicUsize>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    hits.fetch_add(1, Ordering::SeqCst);
+    next.run(request).await
 }
 
 impl Target {
@@ -134,7 +123,7 @@ impl Target {
             .route("/large", get(large))
             .route("/encodings", get(encodings))
             .route("/nested", get(nested))
-            .with_state(hits.clone());
+            .layer(axum::middleware::from_fn_with_state(hits.clone(), count_hit));
         let listener = tokio::net::TcpListener::bind(address).await.expect("bind target");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let shutdown = CancellationToken::new();

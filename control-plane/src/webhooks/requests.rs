@@ -26,14 +26,8 @@ pub async fn list_requests(
     params: ListParams,
 ) -> Listed<CapturedRequest> {
     ensure_exists(&app, caller.org_id, id).await?;
-    let search = Search {
-        org_id: caller.org_id,
-        webhook_id: id,
-        conds: Vec::new(),
-        sort: SearchSort::default(),
-        limit: params.limit,
-        cursor: params.cursor,
-    };
+    let search =
+        Search { org_id: caller.org_id, webhook_id: id, conds: Vec::new(), sort: SearchSort::default(), page: params };
     Ok(Json(search::run(&app.pool, search).await?))
 }
 

@@ -6,7 +6,7 @@ use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiPath, Id};
 use crate::http::pagination::Listed;
-use crate::http::pagination::{encode_cursor, page_size};
+use crate::http::pagination::{ListParams, encode_cursor, page_size};
 use crate::webhooks::endpoints::ensure_exists;
 use crate::webhooks::model::{CAPTURE_COLUMNS_INLINE, CaptureRow};
 use crate::webhooks::query_text::{self, Field};
@@ -222,8 +222,8 @@ pub struct Search {
     pub webhook_id: Uuid,
     pub conds: Vec<Cond>,
     pub sort: SearchSort,
-    pub limit: Option<i64>,
-    pub cursor: Option<String>,
+    /// `limit` and `cursor`, as in every list.
+    pub page: ListParams,
 }
 
 /// Conditions one search may combine (structured filter and `q` terms together).
@@ -242,7 +242,7 @@ pub fn check_conditions(conds: &[Cond]) -> ApiResult<()> {
 
 pub async fn run(pool: &PgPool, search: Search) -> ApiResult<Page<CapturedRequest>> {
     check_conditions(&search.conds)?;
-    let limit = page_size(search.limit)?;
+    let limit = page_size(search.page.limit)?;
     let (column, value_of): (&str, fn(&CapturedRequest) -> serde_json::Value) = match search.sort.field {
         SortField::ReceivedAt => ("received_at", |c| serde_json::json!(c.received_at)),
         SortField::BodySize => ("body_size", |c| serde_json::json!(c.body_size)),
@@ -259,7 +259,7 @@ pub async fn run(pool: &PgPool, search: Search) -> ApiResult<Page<CapturedReques
     for cond in &search.conds {
         push_cond(&mut b, cond);
     }
-    if let Some(cursor) = search.cursor.as_deref().filter(|c| !c.is_empty()) {
+    if let Some(cursor) = search.page.cursor.as_deref().filter(|c| !c.is_empty()) {
         let cursor = decode(cursor)?;
         if cursor.f != search.sort.field || cursor.o != search.sort.order {
             return Err(ApiError::invalid("`cursor` belongs to a different sort; start again without it"));
@@ -327,8 +327,7 @@ pub async fn search_requests(
         webhook_id: id,
         conds,
         sort: body.sort,
-        limit: body.limit,
-        cursor: body.cursor,
+        page: ListParams { limit: body.limit, cursor: body.cursor },
     };
     Ok(Json(run(&app.pool, search).await?))
 }

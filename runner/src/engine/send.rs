@@ -54,8 +54,7 @@ pub async fn send(
     masker: &Masker,
     timeout: Duration,
 ) -> Result<Received, String> {
-    let started = Instant::now();
-    match tokio::time::timeout(timeout, follow(client, outgoing, rules, masker, started)).await {
+    match tokio::time::timeout(timeout, follow(client, outgoing, rules, masker)).await {
         Ok(result) => result,
         Err(_) => Err(format!("no response within {} ms", timeout.as_millis())),
     }
@@ -69,13 +68,14 @@ struct Hop {
     body: Option<String>,
 }
 
+/// Sends `outgoing`, following redirects; timings count from the first send.
 async fn follow(
     client: &reqwest::Client,
     outgoing: &Outgoing,
     rules: &Rules<'_>,
     masker: &Masker,
-    started: Instant,
 ) -> Result<Received, String> {
+    let started = Instant::now();
     let method = Method::from_bytes(outgoing.method.as_bytes()).map_err(|_| "the method is not valid".to_owned())?;
     let url = Url::parse(&outgoing.url).map_err(|e| format!("the URL is not valid: {e}"))?;
     check_launch_hosts(&url, outgoing, rules, masker)?;

@@ -26,6 +26,25 @@ fn yes() -> bool {
     true
 }
 
+/// Declares a node kind: the fields every node has (`id`, `name`, `enabled`, `condition`, `continue_on_failure`)
+/// and then its own, refusing unknown fields (which rules out a flattened common part).
+macro_rules! node_kind {
+    (pub struct $name:ident { $($(#[$meta:meta])* pub $field:ident: $ty:ty,)* }) => {
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            pub id: String,
+            pub name: Option<String>,
+            #[serde(default = "yes")]
+            pub enabled: bool,
+            pub condition: Option<Assertion>,
+            #[serde(default)]
+            pub continue_on_failure: bool,
+            $($(#[$meta])* pub $field: $ty,)*
+        }
+    };
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Node {
@@ -35,24 +54,17 @@ pub enum Node {
     SetVariables(SetVariablesNode),
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RequestNode {
-    pub id: String,
-    pub name: Option<String>,
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    pub condition: Option<Assertion>,
-    #[serde(default)]
-    pub continue_on_failure: bool,
-    pub request: Option<RequestSpec>,
-    pub request_ref: Option<RequestRef>,
-    #[serde(default)]
-    pub extractors: Vec<Extractor>,
-    #[serde(default)]
-    pub assertions: Vec<Assertion>,
-    pub retry: Option<Retry>,
-    pub timeout_ms: Option<u64>,
+node_kind! {
+    pub struct RequestNode {
+        pub request: Option<RequestSpec>,
+        pub request_ref: Option<RequestRef>,
+        #[serde(default)]
+        pub extractors: Vec<Extractor>,
+        #[serde(default)]
+        pub assertions: Vec<Assertion>,
+        pub retry: Option<Retry>,
+        pub timeout_ms: Option<u64>,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -124,17 +136,10 @@ pub struct Retry {
     pub interval_ms: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DelayNode {
-    pub id: String,
-    pub name: Option<String>,
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    pub condition: Option<Assertion>,
-    #[serde(default)]
-    pub continue_on_failure: bool,
-    pub delay_ms: u64,
+node_kind! {
+    pub struct DelayNode {
+        pub delay_ms: u64,
+    }
 }
 
 /// Which published version a module node runs.
@@ -151,33 +156,19 @@ pub enum Latest {
     Latest,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModuleNode {
-    pub id: String,
-    pub name: Option<String>,
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    pub condition: Option<Assertion>,
-    #[serde(default)]
-    pub continue_on_failure: bool,
-    pub flow_id: Uuid,
-    pub version: Option<VersionSelector>,
-    #[serde(default)]
-    pub inputs: BTreeMap<String, String>,
+node_kind! {
+    pub struct ModuleNode {
+        pub flow_id: Uuid,
+        pub version: Option<VersionSelector>,
+        #[serde(default)]
+        pub inputs: BTreeMap<String, String>,
+    }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SetVariablesNode {
-    pub id: String,
-    pub name: Option<String>,
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    pub condition: Option<Assertion>,
-    #[serde(default)]
-    pub continue_on_failure: bool,
-    pub variables: BTreeMap<String, String>,
+node_kind! {
+    pub struct SetVariablesNode {
+        pub variables: BTreeMap<String, String>,
+    }
 }
 
 impl Node {

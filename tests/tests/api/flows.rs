@@ -116,13 +116,7 @@ async fn list_search_and_tags() {
     assert_eq!(ids(&all), [&c["id"], &b["id"], &a["id"]].map(|v| v.as_str().expect("id").to_owned()));
     let smoke = app.admin(Method::GET, "/flows?tag=smoke&limit=1", None).await;
     assert_eq!(ids(&smoke), [b["id"].as_str().expect("id")]);
-    let next = app
-        .admin(
-            Method::GET,
-            &format!("/flows?tag=smoke&limit=1&cursor={}", smoke.body["next_cursor"].as_str().expect("more")),
-            None,
-        )
-        .await;
+    let next = app.next_page("/flows?tag=smoke&limit=1", &smoke).await;
     assert_eq!(ids(&next), [a["id"].as_str().expect("id")]);
     assert_eq!(ids(&app.admin(Method::GET, "/flows?q=LOGIN", None).await), [b["id"].as_str().expect("id")]);
     let search = app.admin(Method::POST, "/flows/search", Some(json!({"tags": ["smoke", "payments"]}))).await;

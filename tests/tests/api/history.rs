@@ -78,24 +78,15 @@ async fn lists_leave_out_bodies_over_64_kib() {
 async fn search_by_filter_text_and_sort() {
     let app = TestApp::spawn().await;
     let id = app.create_webhook(json!({"name": "search"})).await["id"].as_str().expect("id").to_owned();
-    let push = send(
-        &app,
-        &id,
-        Method::POST,
-        "/gh?page=2",
-        &[("X-GitHub-Event", "push"), ("Content-Type", "application/json")],
-        r#"{"action":"opened","n":5}"#,
-    )
-    .await;
-    let issue = send(
-        &app,
-        &id,
-        Method::POST,
-        "/gh",
-        &[("X-GitHub-Event", "issues"), ("Content-Type", "application/json")],
-        r#"{"action":"closed","n":7,"note":"dry run"}"#,
-    )
-    .await;
+    let github = |path: &'static str, event: &'static str, body: &'static str| {
+        let (app, id) = (&app, &id);
+        async move {
+            let headers = [("X-GitHub-Event", event), ("Content-Type", "application/json")];
+            send(app, id, Method::POST, path, &headers, body).await
+        }
+    };
+    let push = github("/gh?page=2", "push", r#"{"action":"opened","n":5}"#).await;
+    let issue = github("/gh", "issues", r#"{"action":"closed","n":7,"note":"dry run"}"#).await;
     let get = send(&app, &id, Method::GET, "/ping?page=1", &[("Content-Type", "text/plain")], "").await;
     let put =
         send(&app, &id, Method::PUT, "/stripe", &[("Stripe-Signature", "t=1")], "not json at all, quite long").await;

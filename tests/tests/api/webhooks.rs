@@ -140,15 +140,8 @@ async fn endpoints_list_newest_first_in_pages() {
     }
     made.reverse();
     let first = app.admin(Method::GET, "/webhooks?limit=2", None).await;
-    let cursor = first.body["next_cursor"].as_str().expect("more").to_owned();
-    let second = app.admin(Method::GET, &format!("/webhooks?limit=2&cursor={cursor}"), None).await;
-    let third = app
-        .admin(
-            Method::GET,
-            &format!("/webhooks?limit=2&cursor={}", second.body["next_cursor"].as_str().expect("more")),
-            None,
-        )
-        .await;
+    let second = app.next_page("/webhooks?limit=2", &first).await;
+    let third = app.next_page("/webhooks?limit=2", &second).await;
     assert_eq!(third.body["next_cursor"], json!(null));
     let seen: Vec<String> = [first, second, third]
         .iter()
