@@ -152,6 +152,23 @@ impl Drop for Server {
     }
 }
 
+/// What a first start announces: where it listens, the organization and admin key it made, and the whole text.
+pub struct Announced {
+    pub base: String,
+    pub org: String,
+    pub key: String,
+    pub text: String,
+}
+
+impl Server {
+    /// Waits for the first start's announcement and reads it.
+    pub fn announced(&mut self) -> Announced {
+        let base = self.base_url();
+        let text = self.stdout();
+        Announced { base, org: field(&text, "organization id:"), key: field(&text, "api key:"), text }
+    }
+}
+
 /// The value after `label` on its line of the bootstrap announcement.
 pub fn field(text: &str, label: &str) -> String {
     text.lines()
@@ -160,16 +177,21 @@ pub fn field(text: &str, label: &str) -> String {
         .unwrap_or_else(|| panic!("no `{label}` in:\n{text}"))
 }
 
+/// `GET path` with the key: the status and the JSON answer (null when it is not JSON).
 pub async fn get(base: &str, path: &str, key: &str, org: &str) -> (u16, serde_json::Value) {
-    let response = reqwest::Client::new()
-        .get(format!("{base}{path}"))
-        .header(header::API_KEY, key)
-        .header(header::ORGANIZATION, org)
-        .send()
-        .await
-        .expect("request");
+    let response = send_get(base, path, key, org).await;
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(serde_json::Value::Null))
+}
+
+/// `GET path` with the key: the answer's text.
+pub async fn get_text(base: &str, path: &str, key: &str, org: &str) -> String {
+    send_get(base, path, key, org).await.text().await.expect("text")
+}
+
+async fn send_get(base: &str, path: &str, key: &str, org: &str) -> reqwest::Response {
+    let request = reqwest::Client::new().get(format!("{base}{path}"));
+    request.header(header::API_KEY, key).header(header::ORGANIZATION, org).send().await.expect("request")
 }
 
 /// Runs an operator subcommand to completion.

@@ -129,9 +129,7 @@ async fn an_ordinary_user_runs_the_cluster_itself() {
         .env_remove("DATABASE_URL")
         .env("NO_COLOR", "1");
     let mut server = Server::spawn(&mut command);
-    let base = server.base_url();
-    let announced = server.stdout();
-    let (org, key) = (field(&announced, "organization id:"), field(&announced, "api key:"));
+    let Announced { base, org, key, .. } = server.announced();
     assert_eq!(get(&base, "/permissions", &key, &org).await.0, 200);
     let owner = Command::new("stat").args(["-c", "%U"]).arg(dir.0.join("data/postgres/data")).output().expect("stat");
     assert_eq!(String::from_utf8_lossy(&owner.stdout).trim(), "nobody", "the cluster belongs to the user running it");
@@ -145,10 +143,7 @@ async fn an_ordinary_user_runs_the_cluster_itself() {
 async fn embedded_lifecycle_bootstrap_lock_signals_and_recovery() {
     let dir = DataDir::new("life");
     let mut first = Server::start(&dir.0, &["--log", "debug"]);
-    let base = first.base_url();
-    let announced = first.stdout();
-    let org = field(&announced, "organization id:");
-    let key = field(&announced, "api key:");
+    let Announced { base, org, key, text: announced } = first.announced();
     assert!(announced.contains(&format!(
         "curl -H \"{}: {key}\" -H \"{}: {org}\" {base}/permissions",
         header::API_KEY,
@@ -242,16 +237,7 @@ async fn embedded_lifecycle_bootstrap_lock_signals_and_recovery() {
 
 /// Every capture id in an endpoint's history, through the NDJSON export.
 async fn stored_ids(base: &str, webhook: &str, key: &str, org: &str) -> std::collections::HashSet<String> {
-    let text = reqwest::Client::new()
-        .get(format!("{base}/webhooks/{webhook}/requests/export"))
-        .header(header::API_KEY, key)
-        .header(header::ORGANIZATION, org)
-        .send()
-        .await
-        .expect("export")
-        .text()
-        .await
-        .expect("text");
+    let text = get_text(base, &format!("/webhooks/{webhook}/requests/export"), key, org).await;
     text.lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("line")["id"].as_str().expect("id").to_owned())
         .collect()
@@ -262,9 +248,7 @@ async fn stored_ids(base: &str, webhook: &str, key: &str, org: &str) -> std::col
 async fn acknowledged_captures_survive_sigkill_and_streams_cross_processes() {
     let dir = DataDir::new("durable");
     let mut server = Server::start(&dir.0, &[]);
-    let base = server.base_url();
-    let announced = server.stdout();
-    let (org, key) = (field(&announced, "organization id:"), field(&announced, "api key:"));
+    let Announced { base, org, key, .. } = server.announced();
     let hook = post_json(&base, "/webhooks", &key, &org, serde_json::json!({"name": "load"})).await;
     let webhook = hook["id"].as_str().expect("id").to_owned();
 
@@ -357,9 +341,7 @@ async fn acknowledged_captures_survive_sigkill_and_streams_cross_processes() {
 async fn the_server_alone_runs_flows_through_its_embedded_runner() {
     let dir = DataDir::new("flows");
     let mut server = Server::start(&dir.0, &[]);
-    let base = server.base_url();
-    let announced = server.stdout();
-    let (org, key) = (field(&announced, "organization id:"), field(&announced, "api key:"));
+    let Announced { base, org, key, .. } = server.announced();
     let definition = serde_json::json!({"nodes": [{"id": "health", "kind": "request",
         "request": {"method": "GET", "url": format!("{base}/healthz")},
         "extractors": [{"name": "status", "kind": "statusCode"}],
@@ -411,9 +393,7 @@ async fn sign_in(base: &str, email: &str, password: &str) -> (u16, serde_json::V
 async fn people_operator_commands_and_the_first_owner() {
     let dir = DataDir::new("people");
     let mut server = Server::start(&dir.0, &["--embedded-runner", "off"]);
-    let base = server.base_url();
-    let announced = server.stdout();
-    let org = field(&announced, "organization id:");
+    let Announced { base, org, text: announced, .. } = server.announced();
     let (owner, owner_password) = (field(&announced, "email:"), field(&announced, "one-time password:"));
     assert_eq!(owner, "owner@hookflow.local");
     // The first start says where the app is, and the app is there.

@@ -46,9 +46,13 @@ fn failing(target: &str) -> Value {
     ]})
 }
 
-async fn with_secret(app: &TestApp) {
+/// A server that runs flows, the target they call, and the secret their login step sends.
+async fn with_secret() -> (TestApp, Target) {
+    let app = TestApp::spawn_for_execution().await;
+    let target = Target::spawn().await;
     let stored = app.admin(Method::PUT, "/secrets/API_PASSWORD", Some(json!({"value": SECRET}))).await;
     assert_eq!(stored.status, 200);
+    (app, target)
 }
 
 fn scratch() -> PathBuf {
@@ -78,9 +82,7 @@ fn xpath(xml: &str, expression: &str) -> String {
 
 #[tokio::test]
 async fn run_by_id_executes_here_and_writes_junit_and_json() {
-    let app = TestApp::spawn_for_execution().await;
-    let target = Target::spawn().await;
-    with_secret(&app).await;
+    let (app, target) = with_secret().await;
     let flow = app.create_flow("checkout", passing(&target.base)).await;
     // Ephemeral runs by id need nothing but flows:execute.
     let creds = scoped(&app, app.admin.org, &["flows:execute"]).await;
@@ -150,9 +152,7 @@ async fn a_failing_flow_exits_1_and_the_junit_report_says_why() {
 
 #[tokio::test]
 async fn run_by_tag_follows_remote_executions_on_a_runner() {
-    let app = TestApp::spawn_for_execution().await;
-    let target = Target::spawn().await;
-    with_secret(&app).await;
+    let (app, target) = with_secret().await;
     let mut ids = Vec::new();
     for (name, tags) in [
         ("smoke a", json!(["smoke"])),
@@ -204,9 +204,7 @@ async fn run_by_tag_follows_remote_executions_on_a_runner() {
 
 #[tokio::test]
 async fn every_exit_code_means_what_the_help_says() {
-    let app = TestApp::spawn_for_execution().await;
-    let target = Target::spawn().await;
-    with_secret(&app).await;
+    let (app, target) = with_secret().await;
     let flow = app.create_flow("fine", passing(&target.base)).await;
     let cli = cli(&app.base);
 
@@ -250,9 +248,7 @@ async fn every_exit_code_means_what_the_help_says() {
 
 #[tokio::test]
 async fn a_launch_whose_answer_was_lost_is_retried_once_under_the_same_key() {
-    let app = TestApp::spawn_for_execution().await;
-    let target = Target::spawn().await;
-    with_secret(&app).await;
+    let (app, target) = with_secret().await;
     let flow = app.create_flow("retried", passing(&target.base)).await;
     let upstream = app.base.trim_start_matches("http://").parse().expect("server address");
     let proxy = Proxy::start(upstream).await;
@@ -267,9 +263,7 @@ async fn a_launch_whose_answer_was_lost_is_retried_once_under_the_same_key() {
 
 #[tokio::test]
 async fn fail_fast_launches_nothing_after_a_failure() {
-    let app = TestApp::spawn_for_execution().await;
-    let target = Target::spawn().await;
-    with_secret(&app).await;
+    let (app, target) = with_secret().await;
     let broken = app.create_flow("broken", failing(&target.base)).await;
     let fine = app.create_flow("fine", passing(&target.base)).await;
     let dir = scratch();
