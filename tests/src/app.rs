@@ -32,6 +32,13 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// Checks an error answer: its status, its `error.code`, and that its message mentions `mentioning`.
+    pub fn assert_refused(&self, status: u16, code: &str, mentioning: &str) {
+        assert_eq!((self.status.as_u16(), self.code()), (status, code), "{}", self.text);
+        let message = self.body["error"]["message"].as_str().expect("message");
+        assert!(message.contains(mentioning), "`{message}` does not mention `{mentioning}`");
+    }
+
     /// The `error.code` of an error body.
     pub fn code(&self) -> &str {
         self.body["error"]["code"].as_str().unwrap_or("<no error code>")
@@ -241,6 +248,17 @@ impl TestApp {
         let reply = self.admin(Method::POST, "/webhooks", Some(body)).await;
         assert_eq!(reply.status, 201, "{}", reply.text);
         reply.body
+    }
+
+    /// How many rows `table` holds (a test's database is its own).
+    pub async fn rows(&self, table: &str) -> i64 {
+        let sql = format!("SELECT count(*) FROM {table}");
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_one(&self.pool).await.expect("count rows")
+    }
+
+    /// Creates an endpoint named `name` with the defaults; answers its id.
+    pub async fn webhook_named(&self, name: &str) -> String {
+        self.create_webhook(serde_json::json!({"name": name})).await["id"].as_str().expect("id").to_owned()
     }
 
     /// Sends an unauthenticated request to a capture URL (`rest` is what follows `/webhook/`).

@@ -41,6 +41,11 @@ impl TestApp {
         reply.body
     }
 
+    /// Launches a flow's draft with no options; answers the execution's id.
+    pub async fn launch_draft(&self, flow: &str) -> String {
+        self.launch(flow, serde_json::json!({})).await["id"].as_str().expect("id").to_owned()
+    }
+
     /// A key of `org` with the `runner` preset.
     pub async fn runner_creds(&self, org: Uuid) -> Creds {
         Creds { key: self.key(org, Preset::Runner.scopes(), None).await, org }

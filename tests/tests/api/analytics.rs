@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 #[tokio::test]
 async fn volume_and_methods_count_every_capture() {
     let app = TestApp::spawn().await;
-    let id = app.create_webhook(json!({"name": "counted"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("counted").await;
     for method in [Method::POST, Method::POST, Method::POST, Method::GET, Method::DELETE] {
         assert_eq!(app.capture(method, &id, "x").await.status, 200);
     }
@@ -42,7 +42,7 @@ async fn volume_and_methods_count_every_capture() {
 #[tokio::test]
 async fn history_buckets_aggregate_counters() {
     let app = TestApp::spawn().await;
-    let id = app.create_webhook(json!({"name": "history"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("history").await;
     // Past traffic, as the capture writer would have counted it.
     for (minute, method, count) in [
         ("2026-01-01T10:05:00Z", "POST", 4),
@@ -91,8 +91,8 @@ async fn history_buckets_aggregate_counters() {
 #[tokio::test]
 async fn the_overview_totals_the_organization() {
     let app = TestApp::spawn().await;
-    let busy = app.create_webhook(json!({"name": "busy"})).await["id"].as_str().expect("id").to_owned();
-    let quiet = app.create_webhook(json!({"name": "quiet"})).await["id"].as_str().expect("id").to_owned();
+    let busy = app.webhook_named("busy").await;
+    let quiet = app.webhook_named("quiet").await;
     for _ in 0..3 {
         app.capture(Method::POST, &busy, "x").await;
     }
@@ -148,7 +148,7 @@ async fn retention_keeps_the_newest_and_drops_the_old() {
         Some(json!({"default_retention": {"max_age_days": null, "max_requests": 1}})),
     )
     .await;
-    let defaulted = app.create_webhook(json!({"name": "defaulted"})).await["id"].as_str().expect("id").to_owned();
+    let defaulted = app.webhook_named("defaulted").await;
     app.capture(Method::POST, &defaulted, "a").await;
     let last = app.capture(Method::POST, &defaulted, "b").await.body["request_id"].as_str().expect("id").to_owned();
 

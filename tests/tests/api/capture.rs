@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 #[tokio::test]
 async fn a_capture_keeps_headers_in_order_with_case_and_repeats() {
     let app = TestApp::spawn().await;
-    let id = app.create_webhook(json!({"name": "raw"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("raw").await;
     let body = r#"{"action":"opened"}"#;
     let request = format!(
         "POST /webhook/{id}/github/events?a=1&a=2&b=x%20y HTTP/1.1\r\nHost: hooks.test\r\nX-Signature: s1\r\n\
@@ -58,7 +58,7 @@ async fn a_capture_keeps_headers_in_order_with_case_and_repeats() {
 #[tokio::test]
 async fn keep_alive_connections_and_other_clients_still_record_every_header() {
     let app = TestApp::spawn().await;
-    let id = app.create_webhook(json!({"name": "clients"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("clients").await;
     // Two captures and an API call on one keep-alive connection, the first with a chunked body.
     let request = format!(
         "PUT /webhook/{id} HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nX-One: 1\r\n\r\n3\r\nabc\r\n0\r\n\r\n\
@@ -90,7 +90,7 @@ async fn keep_alive_connections_and_other_clients_still_record_every_header() {
 #[tokio::test]
 async fn binary_bodies_round_trip_byte_exact() {
     let app = TestApp::spawn().await;
-    let id = app.create_webhook(json!({"name": "bin"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("bin").await;
     let bytes: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
     let reply = app
         .client
@@ -123,7 +123,7 @@ async fn binary_bodies_round_trip_byte_exact() {
 #[tokio::test]
 async fn methods_unknown_endpoints_and_not_allowed() {
     let app = TestApp::spawn().await;
-    let id = app.create_webhook(json!({"name": "methods"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("methods").await;
     for method in [Method::GET, Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
         let reply = app.capture(method.clone(), &format!("{id}/deep/path"), "").await;
         assert_eq!(reply.status, 200, "{method}");
@@ -157,7 +157,7 @@ async fn bodies_over_the_limit_are_refused_and_not_stored() {
     let streamed = reqwest::Body::wrap_stream(futures_util::stream::iter(chunks));
     let over = app.capture(Method::POST, &id, streamed).await;
     assert_eq!((over.status.as_u16(), over.code()), (413, "payload_too_large"));
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM captures").fetch_one(&app.pool).await.expect("count");
+    let count = app.rows("captures").await;
     assert_eq!(count, 1);
     let big = app.create_webhook(json!({"name": "big", "max_body_bytes": 10_485_760})).await["id"]
         .as_str()
@@ -171,7 +171,7 @@ async fn bodies_over_the_limit_are_refused_and_not_stored() {
 async fn the_rate_limit_answers_429_with_retry_after() {
     let app = TestApp::spawn().await;
     app.admin(Method::PATCH, "/organization", Some(json!({"capture_rate_limit_per_s": 2}))).await;
-    let id = app.create_webhook(json!({"name": "limited"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("limited").await;
     let mut accepted = 0;
     let mut limited = None;
     for _ in 0..6 {
@@ -185,7 +185,7 @@ async fn the_rate_limit_answers_429_with_retry_after() {
     let limited = limited.expect("some requests are limited");
     assert_eq!(limited.code(), "rate_limited");
     assert!(limited.headers["retry-after"].to_str().expect("ascii").parse::<u64>().expect("seconds") >= 1);
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM captures").fetch_one(&app.pool).await.expect("count");
+    let count = app.rows("captures").await;
     assert_eq!(count, accepted, "refused captures are not stored");
     assert!(accepted < 6);
 }
@@ -219,7 +219,7 @@ async fn captures_answer_503_when_the_database_is_down() {
 #[tokio::test]
 async fn concurrent_captures_are_all_stored_and_counted() {
     let app = TestApp::spawn().await;
-    let id = app.create_webhook(json!({"name": "busy"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("busy").await;
     let mut tasks = Vec::new();
     for i in 0..200 {
         let client = app.client.clone();

@@ -3,6 +3,7 @@
 
 use hookflow_shared::wire::{header, runner_route};
 use hookflow_tests::TestApp;
+use hookflow_tests::app::{Creds, Reply};
 use hookflow_tests::exec::scoped;
 use hookflow_tests::notices::Notices;
 use hookflow_tests::sse::Sse;
@@ -134,7 +135,7 @@ async fn a_claim_runs_through_reports_and_completion() {
 async fn the_stream_delivers_events_live_and_ends_with_the_execution() {
     let app = TestApp::spawn_for_execution().await;
     let flow = app.delay_flow("live").await;
-    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let id = app.launch_draft(&flow).await;
     let mut sse = Sse::open(&app, &format!("/flows/{flow}/executions/{id}/stream"), None).await;
     assert_eq!(sse.event().await.data["status"], "queued");
     let creds = app.runner_creds(app.admin.org).await;
@@ -160,7 +161,7 @@ async fn execution_streams_wait_for_a_wake_instead_of_polling() {
     // Keep-alive comments every 200 ms: one arriving proves the stream had nothing to send, so it was waiting.
     let app = TestApp::spawn_with(|s| s.stream_keep_alive = Duration::from_millis(200)).await;
     let flow = app.delay_flow("quiet").await;
-    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let id = app.launch_draft(&flow).await;
     let mut sse = Sse::open(&app, &format!("/flows/{flow}/executions/{id}/stream"), None).await;
     assert_eq!(sse.event().await.data["status"], "queued");
     while !sse.line().await.starts_with(':') {}
@@ -196,8 +197,8 @@ async fn execution_streams_wait_for_a_wake_instead_of_polling() {
 async fn transitions_notify_only_the_executions_a_stream_watches() {
     let app = TestApp::spawn_for_execution().await;
     let flow = app.delay_flow("watched").await;
-    let watched = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
-    let unwatched = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let watched = app.launch_draft(&flow).await;
+    let unwatched = app.launch_draft(&flow).await;
     let mut notices = Notices::listen(&app.pool, hookflow_control_plane::signals::EXECUTIONS_CHANNEL).await;
 
     let mut sse = Sse::open(&app, &format!("/flows/{flow}/executions/{watched}/stream"), None).await;
@@ -259,8 +260,7 @@ async fn long_polls_wait_then_answer_204_or_wake_on_launch() {
     assert!(answered.duration_since(launched) < Duration::from_secs(25), "well before its 30 s wait ran out");
 
     let too_long = app.next_job(&creds, &runner, 61).await;
-    assert_eq!((too_long.status.as_u16(), too_long.code()), (400, "invalid_request"));
-    assert!(too_long.body["error"]["message"].as_str().expect("message").contains("wait_s"));
+    too_long.assert_refused(400, "invalid_request", "wait_s");
 }
 
 /// `max_jobs`: one poll claims up to that many jobs, each with its own token good for its own job only; the
@@ -269,10 +269,7 @@ async fn long_polls_wait_then_answer_204_or_wake_on_launch() {
 async fn a_poll_with_max_jobs_claims_several_each_with_its_own_token() {
     let app = TestApp::spawn_for_execution().await;
     let flow = app.delay_flow("batch").await;
-    let mut launched = Vec::new();
-    for _ in 0..5 {
-        launched.push(app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned());
-    }
+    let mut launched = futures_util::future::join_all((0..5).map(|_| app.launch_draft(&flow))).await;
     let creds = app.runner_creds(app.admin.org).await;
     let runner = app.register_runner(&creds, &[]).await;
     let poll = |max_jobs: Value, wait_s: u64| {
@@ -332,7 +329,7 @@ async fn expired_leases_are_retried_as_the_next_attempt_and_stale_reports_get_40
     let creds = app.runner_creds(app.admin.org).await;
     let runner = app.register_runner(&creds, &[]).await;
     let flow = app.delay_flow("lease").await;
-    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let id = app.launch_draft(&flow).await;
     let first = app.next_job(&creds, &runner, 5).await.body;
     // Heartbeats keep the lease alive past its 2 s.
     for _ in 0..3 {
@@ -355,14 +352,7 @@ async fn expired_leases_are_retried_as_the_next_attempt_and_stale_reports_get_40
     assert_eq!(requeued["status"], "queued");
     let stale = app.job_call(&first, "nodes", node_result("wait", "passed")).await;
     assert_eq!((stale.status.as_u16(), stale.code()), (409, "conflict"));
-    let beat = app
-        .call(
-            Method::POST,
-            &runner_route::heartbeat(runner.parse().expect("runner id")),
-            Some(&creds),
-            Some(json!({"running_jobs": [first["job_id"]]})),
-        )
-        .await;
+    let beat = heartbeat(&app, &creds, &runner, &first["job_id"]).await;
     assert_eq!(beat.body["cancel"], json!([first["job_id"]]), "the runner is told to drop the stale job");
     let second = app.next_job(&creds, &runner, 5).await.body;
     assert_eq!(second["attempt"], 2);
@@ -374,7 +364,7 @@ async fn expired_leases_are_retried_as_the_next_attempt_and_stale_reports_get_40
     assert_eq!((done["status"].as_str(), done["attempt"].as_i64()), (Some("succeeded"), Some(2)));
 
     // Three silent attempts: failed with runner_lost.
-    let lost = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let lost = app.launch_draft(&flow).await;
     for attempt in 1..=3 {
         let job = app.next_job(&creds, &runner, 10).await;
         assert_eq!(job.body["attempt"], attempt, "{}", job.text);
@@ -388,28 +378,21 @@ async fn expired_leases_are_retried_as_the_next_attempt_and_stale_reports_get_40
 async fn cancelling_stops_queued_runs_at_once_and_tells_runners_of_running_ones() {
     let app = TestApp::spawn_for_execution().await;
     let flow = app.delay_flow("cancel").await;
-    let queued = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let queued = app.launch_draft(&flow).await;
     let cancel = app.admin(Method::POST, &format!("/flows/{flow}/executions/{queued}/cancel"), None).await;
     assert_eq!(cancel.status, 202, "{}", cancel.text);
     assert_eq!(cancel.body["status"], "cancelled");
     let again = app.admin(Method::POST, &format!("/flows/{flow}/executions/{queued}/cancel"), None).await;
     assert_eq!((again.status.as_u16(), again.code()), (409, "conflict"));
 
-    let running = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let running = app.launch_draft(&flow).await;
     let creds = app.runner_creds(app.admin.org).await;
     let runner = app.register_runner(&creds, &[]).await;
     let job = app.next_job(&creds, &runner, 5).await.body;
     assert_eq!(job["execution_id"], running.as_str(), "the cancelled one was never handed out");
     let asked = app.admin(Method::POST, &format!("/flows/{flow}/executions/{running}/cancel"), None).await;
     assert_eq!((asked.status.as_u16(), asked.body["status"].as_str()), (202, Some("running")));
-    let beat = app
-        .call(
-            Method::POST,
-            &runner_route::heartbeat(runner.parse().expect("runner id")),
-            Some(&creds),
-            Some(json!({"running_jobs": [job["job_id"]]})),
-        )
-        .await;
+    let beat = heartbeat(&app, &creds, &runner, &job["job_id"]).await;
     assert_eq!(beat.body["cancel"], json!([job["job_id"]]));
     assert_eq!(app.job_call(&job, "nodes", node_result("wait", "skipped")).await.body["cancel"], true);
     app.job_call(&job, "complete", json!({"status": "cancelled"})).await;
@@ -448,7 +431,7 @@ async fn idempotent_launches_make_one_execution_even_when_raced() {
     assert_eq!(created.len(), 1, "{answers:?}");
     assert!(answers.iter().all(|a| a.2 == created[0].2), "one execution id for all");
     assert!(answers.iter().filter(|a| a.0 == 200).all(|a| a.1.as_deref() == Some("true")));
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM executions").fetch_one(&app.pool).await.expect("count");
+    let count = app.rows("executions").await;
     assert_eq!(count, 1);
 
     let send = |key: &'static str, body: Value| {
@@ -474,8 +457,7 @@ async fn launch_resolves_versions_environments_and_refuses_what_is_not_there() {
     let flow = app.delay_flow("versions").await;
     let path = format!("/flows/{flow}/launch");
     let none = app.admin(Method::POST, &path, Some(json!({"version": "latest"}))).await;
-    assert_eq!((none.status.as_u16(), none.code()), (400, "invalid_request"));
-    assert!(none.body["error"]["message"].as_str().expect("message").contains("version"));
+    none.assert_refused(400, "invalid_request", "version");
     assert_eq!(app.admin(Method::POST, &format!("/flows/{flow}/publish"), None).await.status, 201);
     let latest = app.launch(&flow, json!({"version": "latest"})).await;
     assert_eq!(latest["flow_version"], 1);
@@ -540,8 +522,7 @@ async fn launch_by_tag_starts_every_flow_carrying_the_tags() {
     assert_eq!(none.status, 400);
     let execute_only = scoped(&app, app.admin.org, &["flows:execute"]).await;
     let denied = app.call(Method::POST, "/flows/launch", Some(&execute_only), Some(json!({"tags": ["smoke"]}))).await;
-    assert_eq!((denied.status.as_u16(), denied.code()), (403, "insufficient_scope"));
-    assert!(denied.body["error"]["message"].as_str().expect("message").contains("flows:read"));
+    denied.assert_refused(403, "insufficient_scope", "flows:read");
 }
 
 #[tokio::test]
@@ -606,7 +587,7 @@ async fn a_retried_ephemeral_launch_gets_its_claim_again_until_something_is_repo
 async fn scopes_and_organizations_fence_every_execution_operation() {
     let app = TestApp::spawn_for_execution().await;
     let flow = app.delay_flow("fenced").await;
-    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let id = app.launch_draft(&flow).await;
     let other = app.new_org("Other").await;
     for (method, path) in [
         (Method::POST, format!("/flows/{flow}/launch")),
@@ -692,7 +673,7 @@ async fn runners_are_listed_and_removing_one_requeues_its_jobs() {
     );
 
     let flow = app.delay_flow("requeue").await;
-    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let id = app.launch_draft(&flow).await;
     let job = app.next_job(&creds, &runner, 5).await.body;
     assert_eq!(
         app.admin(Method::DELETE, &runner_route::runner(runner.parse().expect("runner id")), None).await.status,
@@ -744,9 +725,9 @@ async fn schedules_fire_once_per_occurrence_across_replicas() {
     // Removing the schedule stops it.
     app.admin(Method::PATCH, &format!("/flows/{flow}"), Some(json!({"schedule": null}))).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let before: i64 = sqlx::query_scalar("SELECT count(*) FROM executions").fetch_one(&app.pool).await.expect("count");
+    let before = app.rows("executions").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let after: i64 = sqlx::query_scalar("SELECT count(*) FROM executions").fetch_one(&app.pool).await.expect("count");
+    let after = app.rows("executions").await;
     assert_eq!(before, after);
     drop(replica);
 }
@@ -779,4 +760,10 @@ async fn execution_analytics_count_outcomes_and_durations() {
     assert_eq!(overview.body["executions"]["queued"], 1);
     let bad = app.admin(Method::GET, &format!("/flows/{flow}/analytics/executions?bucket=week"), None).await;
     assert_eq!(bad.status, 400);
+}
+
+/// A runner's heartbeat naming the one job it runs.
+async fn heartbeat(app: &TestApp, creds: &Creds, runner: &str, job_id: &Value) -> Reply {
+    let body = json!({"running_jobs": [job_id]});
+    app.call(Method::POST, &runner_route::heartbeat(runner.parse().expect("runner id")), Some(creds), Some(body)).await
 }

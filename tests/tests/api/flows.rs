@@ -90,7 +90,7 @@ async fn invalid_definitions_and_fields_are_400_with_the_problem() {
         let message = reply.body["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains(named), "{named}: {message}");
     }
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM flows").fetch_one(&app.pool).await.expect("count");
+    let count = app.rows("flows").await;
     assert_eq!(count, 0);
     // Definitions up to 10 MiB are accepted (the API default is 1 MiB).
     let mut big = definition("x");

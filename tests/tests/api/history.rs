@@ -24,7 +24,7 @@ async fn search(app: &TestApp, id: &str, body: Value) -> Vec<String> {
 #[tokio::test]
 async fn list_read_delete_and_clear() {
     let app = TestApp::spawn().await;
-    let id = app.create_webhook(json!({"name": "h"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("h").await;
     let mut sent = Vec::new();
     for i in 0..5 {
         sent.push(send(&app, &id, Method::POST, "", &[], &format!("{i}")).await);
@@ -61,7 +61,7 @@ async fn list_read_delete_and_clear() {
 #[tokio::test]
 async fn lists_leave_out_bodies_over_64_kib() {
     let app = TestApp::spawn().await;
-    let id = app.create_webhook(json!({"name": "big"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("big").await;
     let big = "x".repeat(70_000);
     let capture = send(&app, &id, Method::POST, "", &[], &big).await;
     let list = app.admin(Method::GET, &format!("/webhooks/{id}/requests"), None).await;
@@ -77,7 +77,7 @@ async fn lists_leave_out_bodies_over_64_kib() {
 #[tokio::test]
 async fn search_by_filter_text_and_sort() {
     let app = TestApp::spawn().await;
-    let id = app.create_webhook(json!({"name": "search"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("search").await;
     let github = |path: &'static str, event: &'static str, body: &'static str| {
         let (app, id) = (&app, &id);
         async move {
@@ -174,7 +174,7 @@ async fn search_by_filter_text_and_sort() {
 #[tokio::test]
 async fn export_as_ndjson_and_har() {
     let app = TestApp::spawn().await;
-    let id = app.create_webhook(json!({"name": "export"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("export").await;
     for i in 0..250 {
         let event = if i % 2 == 0 { "push" } else { "issues" };
         send(&app, &id, Method::POST, &format!("/e?i={i}"), &[("X-Event", event)], &format!("{{\"i\":{i}}}")).await;
@@ -219,7 +219,7 @@ async fn export_as_ndjson_and_har() {
 #[tokio::test]
 async fn replay_resends_the_request_byte_exact() {
     let app = TestApp::spawn_with(|s| s.allow_private_targets = true).await;
-    let source = app.create_webhook(json!({"name": "source"})).await["id"].as_str().expect("id").to_owned();
+    let source = app.webhook_named("source").await;
     let target =
         app.create_webhook(json!({"name": "target", "response": {"status": 201, "body": "got it"}})).await["id"]
             .as_str()

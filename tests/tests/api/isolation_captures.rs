@@ -15,7 +15,7 @@ use uuid::Uuid;
 async fn a_senders_nul_byte_never_fails_another_tenants_captures() {
     let app = TestApp::spawn().await;
     let other = app.new_org("Other").await;
-    let mine = app.create_webhook(json!({"name": "mine"})).await["id"].as_str().expect("id").to_owned();
+    let mine = app.webhook_named("mine").await;
     let created = app.call(Method::POST, "/webhooks", Some(&other), Some(json!({"name": "theirs"}))).await;
     let theirs = created.body["id"].as_str().expect("id").to_owned();
     let mut sent = Vec::new();
@@ -35,7 +35,7 @@ async fn a_senders_nul_byte_never_fails_another_tenants_captures() {
         statuses.push(handle.await.expect("task").expect("send").status().as_u16());
     }
     assert!(statuses.iter().all(|s| *s == 200), "every capture was stored: {statuses:?}");
-    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM captures").fetch_one(&app.pool).await.expect("count");
+    let stored = app.rows("captures").await;
     assert_eq!(stored, 315);
     // The decoded view of a NUL byte reads U+FFFD; the query string keeps the exact bytes.
     let evil = app.get::<Value>(&format!("/webhooks/{mine}/requests?limit=100"), 200).await;
@@ -81,7 +81,7 @@ async fn a_row_the_database_refuses_never_fails_its_batch() {
     let rejected = outcomes.iter().filter(|o| **o == Outcome::Rejected).count();
     let stored = outcomes.iter().filter(|o| matches!(o, Outcome::Stored(_))).count();
     assert_eq!((stored, rejected), (36, 4), "{outcomes:?}");
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM captures").fetch_one(&app.pool).await.expect("count");
+    let rows = app.rows("captures").await;
     assert_eq!(rows, 36);
 }
 

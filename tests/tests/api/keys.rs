@@ -142,7 +142,7 @@ async fn invalid_bodies_are_400_naming_the_problem() {
     let huge = "x".repeat(1024 * 1024 + 10);
     let reply = app.admin(Method::POST, "/api-keys", Some(json!({"name": huge, "scopes": ["flows:read"]}))).await;
     assert_eq!((reply.status.as_u16(), reply.code()), (413, "payload_too_large"));
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM api_keys").fetch_one(&app.pool).await.expect("count");
+    let count = app.rows("api_keys").await;
     assert_eq!(count, 1, "nothing stored by refused requests");
 }
 

@@ -65,8 +65,8 @@ async fn job_tokens_are_checked_before_the_body_is_read() {
 #[tokio::test]
 async fn unknown_capture_ids_are_limited_per_address_and_known_endpoints_are_not() {
     let app = TestApp::spawn().await;
-    let known = app.create_webhook(json!({"name": "known"})).await["id"].as_str().expect("id").to_owned();
-    let cold = app.create_webhook(json!({"name": "cold"})).await["id"].as_str().expect("id").to_owned();
+    let known = app.webhook_named("known").await;
+    let cold = app.webhook_named("cold").await;
     assert_eq!(app.capture(Method::POST, &known, "warm").await.status, 200);
     let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
     for _ in 0..400 {

@@ -83,7 +83,7 @@ async fn a_runner_inside_a_private_network_reaches_what_the_server_cannot() {
     let flow = app.create_flow("inside", definition).await;
 
     // The embedded runner runs in the server's network: nothing answers there.
-    let outside = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let outside = app.launch_draft(&flow).await;
     let ended = app.wait_finished(&flow, &outside).await;
     assert_eq!(ended["status"], "failed", "{ended}");
     let nodes: Value = app.get(&format!("/flows/{flow}/executions/{outside}/nodes"), 200).await;

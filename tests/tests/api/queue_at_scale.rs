@@ -29,7 +29,7 @@ async fn a_launch_on_one_replica_wakes_a_poll_waiting_on_another() {
     // The poll waits on B for up to 20 s; without NOTIFY it would re-check only after 60 s and answer 204.
     let poll = poll_on(&b, &creds, &runner);
     tokio::time::sleep(Duration::from_millis(500)).await; // the poll is waiting
-    let launched = a.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let launched = a.launch_draft(&flow).await;
     assert_eq!(poll.await.expect("poll task"), (200, Some(launched)), "the launch on A woke the poll on B");
 }
 
@@ -85,7 +85,7 @@ async fn launches_notify_only_when_another_replica_has_polls_waiting() {
 
     let on_a = poll_on(&a, &creds, &runner);
     watch_recorded(&a, a.replica, a.admin.org).await;
-    let first = a.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let first = a.launch_draft(&flow).await;
     assert_eq!(on_a.await.expect("poll"), (200, Some(first)), "woken in memory on its own replica");
     // Delivered in commit order: had the launch notified, its NOTIFY would come before this marker.
     sqlx::query("SELECT pg_notify($1, 'marker')")
@@ -97,7 +97,7 @@ async fn launches_notify_only_when_another_replica_has_polls_waiting() {
 
     let on_b = poll_on(&b, &creds, &runner);
     watch_recorded(&a, b.replica, a.admin.org).await;
-    let second = a.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let second = a.launch_draft(&flow).await;
     assert_eq!(notices.next().await, a.admin.org.to_string());
     assert_eq!(on_b.await.expect("poll"), (200, Some(second)), "the NOTIFY woke the poll on B");
 }

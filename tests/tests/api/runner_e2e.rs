@@ -125,7 +125,7 @@ async fn secrets_never_reach_results_streams_or_logs() {
     let flow = app.create_flow("leaky", definition).await;
     let creds = app.runner_creds(app.admin.org).await;
     let runner = RunnerProcess::spawn(RUNNER, &app.base, &creds, &[], &[]).await;
-    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let id = app.launch_draft(&flow).await;
     let done = app.wait_finished(&flow, &id).await;
     assert_eq!(done["status"], "failed", "the assertion fails: {done}");
     let nodes = app.admin(Method::GET, &format!("/flows/{flow}/executions/{id}/nodes"), None).await;
@@ -173,7 +173,7 @@ async fn a_killed_runners_job_is_finished_by_another_as_attempt_two() {
     let flow = app.create_flow("slow", definition).await;
     let creds = app.runner_creds(app.admin.org).await;
     let mut first = RunnerProcess::spawn(RUNNER, &app.base, &creds, &[], &[]).await;
-    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let id = app.launch_draft(&flow).await;
     let running = app.wait_execution(&flow, &id, Duration::from_secs(20), |e| e["status"] == "running").await;
     let first_runner = running["runner_id"].clone();
     first.kill().await;
@@ -196,7 +196,7 @@ async fn sigterm_lets_the_running_job_finish_before_exiting() {
     let flow = app.create_flow("drain", definition).await;
     let creds = app.runner_creds(app.admin.org).await;
     let mut runner = RunnerProcess::spawn(RUNNER, &app.base, &creds, &[], &[]).await;
-    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let id = app.launch_draft(&flow).await;
     app.wait_execution(&flow, &id, Duration::from_secs(20), |e| e["status"] == "running").await;
     let status = runner.terminate().await;
     assert!(status.success(), "{status:?}\n{}", runner.output());
@@ -277,7 +277,7 @@ async fn a_runner_started_before_its_server_keeps_retrying_then_works() {
     let listener = tokio::net::TcpListener::bind(address).await.expect("bind the reserved port");
     tokio::spawn(forward(listener, app.base.trim_start_matches("http://").to_owned()));
     let flow = app.delay_flow("late").await;
-    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let id = app.launch_draft(&flow).await;
     let done = app.wait_finished(&flow, &id).await;
     assert_eq!(done["status"], "succeeded", "{}", runner.output());
 }

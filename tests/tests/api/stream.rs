@@ -5,7 +5,7 @@ use hookflow_tests::TestApp;
 use hookflow_tests::notices::Notices;
 use hookflow_tests::sse::Sse;
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::time::Duration;
 
 async fn capture(app: &TestApp, id: &str, body: &str) -> String {
@@ -16,7 +16,7 @@ async fn capture(app: &TestApp, id: &str, body: &str) -> String {
 #[tokio::test]
 async fn captures_arrive_live_in_the_contract_format() {
     let app = TestApp::spawn().await;
-    let id = app.create_webhook(json!({"name": "live"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("live").await;
     let before = capture(&app, &id, "old").await;
     let mut sse = Sse::open(&app, &format!("/webhooks/{id}/stream"), None).await;
     let mut sent = Vec::new();
@@ -39,7 +39,7 @@ async fn captures_arrive_live_in_the_contract_format() {
 #[tokio::test]
 async fn last_event_id_resumes_without_gaps_or_duplicates() {
     let app = TestApp::spawn().await;
-    let id = app.create_webhook(json!({"name": "resume"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("resume").await;
     let mut sse = Sse::open(&app, &format!("/webhooks/{id}/stream"), None).await;
     let first = capture(&app, &id, "1").await;
     let second = capture(&app, &id, "2").await;
@@ -62,7 +62,7 @@ async fn last_event_id_resumes_without_gaps_or_duplicates() {
 #[tokio::test]
 async fn keep_alive_comments_flow_on_an_idle_stream() {
     let app = TestApp::spawn_with(|s| s.stream_keep_alive = Duration::from_millis(200)).await;
-    let id = app.create_webhook(json!({"name": "idle"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("idle").await;
     let mut sse = Sse::open(&app, &format!("/webhooks/{id}/stream"), None).await;
     assert_eq!(sse.line().await, ": keep-alive");
 }
@@ -71,7 +71,7 @@ async fn keep_alive_comments_flow_on_an_idle_stream() {
 async fn a_capture_on_one_replica_reaches_a_subscriber_on_another() {
     let app = TestApp::spawn().await;
     let replica = app.replica().await;
-    let id = app.create_webhook(json!({"name": "fan-out"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("fan-out").await;
     let mut on_replica = Sse::open(&replica, &format!("/webhooks/{id}/stream"), None).await;
     let mut on_origin = Sse::open(&app, &format!("/webhooks/{id}/stream"), None).await;
     let sent = capture(&app, &id, "across").await;
@@ -84,7 +84,7 @@ async fn a_capture_on_one_replica_reaches_a_subscriber_on_another() {
 #[tokio::test]
 async fn large_bodies_are_left_out_of_events() {
     let app = TestApp::spawn().await;
-    let id = app.create_webhook(json!({"name": "large"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("large").await;
     let mut sse = Sse::open(&app, &format!("/webhooks/{id}/stream"), None).await;
     capture(&app, &id, &"y".repeat(65 * 1024)).await;
     let event = sse.event().await;
@@ -96,7 +96,7 @@ async fn large_bodies_are_left_out_of_events() {
 #[tokio::test]
 async fn streams_authenticate_like_any_request() {
     let app = TestApp::spawn().await;
-    let id = app.create_webhook(json!({"name": "auth"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("auth").await;
     assert_eq!(app.call(Method::GET, &format!("/webhooks/{id}/stream"), None, None).await.status, 401);
     let writer = app.creds_with(&["webhooks:write"]).await;
     let denied = app.call(Method::GET, &format!("/webhooks/{id}/stream"), Some(&writer), None).await;
@@ -108,7 +108,7 @@ async fn streams_authenticate_like_any_request() {
 #[tokio::test]
 async fn a_slow_subscriber_is_told_it_lagged_and_can_resume() {
     let app = TestApp::spawn_with(|s| s.stream_buffer = 8).await;
-    let id = app.create_webhook(json!({"name": "flood"})).await["id"].as_str().expect("id").to_owned();
+    let id = app.webhook_named("flood").await;
     let mut sse = Sse::open(&app, &format!("/webhooks/{id}/stream"), None).await;
     // Nobody reads while 400 captures of 60 KB arrive: socket buffers fill, then the subscriber's buffer.
     let body = "z".repeat(60_000);
@@ -142,8 +142,8 @@ async fn a_slow_subscriber_is_told_it_lagged_and_can_resume() {
 async fn captures_notify_only_endpoints_someone_streams() {
     // Keep-alives every 200 ms, so the server notices a closed stream at once.
     let app = TestApp::spawn_with(|s| s.stream_keep_alive = Duration::from_millis(200)).await;
-    let quiet = app.create_webhook(json!({"name": "quiet"})).await["id"].as_str().expect("id").to_owned();
-    let streamed = app.create_webhook(json!({"name": "streamed"})).await["id"].as_str().expect("id").to_owned();
+    let quiet = app.webhook_named("quiet").await;
+    let streamed = app.webhook_named("streamed").await;
     let mut notices = Notices::listen(&app.pool, hookflow_control_plane::signals::CAPTURES_CHANNEL).await;
     let watches = async |id: &str| -> i64 {
         let sql = "SELECT count(*) FROM capture_watchers WHERE webhook_id = $1::uuid";

@@ -51,7 +51,7 @@ async fn an_endpoint_is_created_read_changed_and_deleted() {
     assert_eq!(app.admin(Method::GET, &format!("/webhooks/{id}"), None).await.status, 404);
     let gone = app.capture(Method::POST, &id, "{}").await;
     assert_eq!((gone.status.as_u16(), gone.code()), (404, "not_found"));
-    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM captures").fetch_one(&app.pool).await.expect("count");
+    let count = app.rows("captures").await;
     assert_eq!(count, 0, "captures go with their endpoint");
 }
 
