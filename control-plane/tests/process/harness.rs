@@ -164,6 +164,11 @@ impl Server {
     /// Waits for the first start's announcement and reads it.
     pub fn announced(&mut self) -> Announced {
         let base = self.base_url();
+        // Standard output is read by its own thread: the announcement may land a moment after the listening line.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.stdout().contains("api key:") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let text = self.stdout();
         Announced { base, org: field(&text, "organization id:"), key: field(&text, "api key:"), text }
     }
