@@ -3,11 +3,9 @@
 
 use crate::admin::audit::{self, AuditEvent};
 use crate::http::auth::{Actor, Caller, Ctx, scope};
-use crate::http::error::Created;
-use crate::http::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult, Created};
 use crate::http::extract::{ApiJson, Id};
-use crate::http::pagination::Listed;
-use crate::http::pagination::{self, ListParams};
+use crate::http::pagination::{self, ListParams, Listed};
 use crate::http::validate::display_name;
 use crate::signals::Invalidation;
 use crate::state::AppState;

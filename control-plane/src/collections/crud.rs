@@ -7,12 +7,10 @@ use crate::collections::model::{
 use crate::collections::refs;
 use crate::db::update::Update;
 use crate::http::auth::{Ctx, scope};
-use crate::http::error::Created;
-use crate::http::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult, Created};
 use crate::http::extract::{ApiJson, ApiPath, Id};
 use crate::http::owned::{self, Owned};
-use crate::http::pagination::Listed;
-use crate::http::pagination::{self, ListParams};
+use crate::http::pagination::{self, ListParams, Listed};
 use crate::http::validate::{bounded_text, display_name};
 use crate::state::AppState;
 use axum::Json;

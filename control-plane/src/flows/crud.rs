@@ -6,12 +6,10 @@ use crate::flows::model::{
     FLOW_COLUMNS, FlowRow, NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow, name_taken,
 };
 use crate::http::auth::{Ctx, scope};
-use crate::http::error::Created;
-use crate::http::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult, Created};
 use crate::http::extract::{ApiJson, ApiQuery, Id};
 use crate::http::owned::{self, Owned};
-use crate::http::pagination::Listed;
-use crate::http::pagination::{self, ListParams, PageRequest};
+use crate::http::pagination::{self, ListParams, Listed, PageRequest};
 use crate::http::validate::{bounded_text, display_name};
 use crate::state::AppState;
 use axum::Json;

@@ -4,11 +4,9 @@
 use crate::admin::audit::{self, AuditEvent};
 use crate::flows::model::{ensure_exists, fetch};
 use crate::http::auth::{Ctx, scope};
-use crate::http::error::Created;
-use crate::http::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult, Created};
 use crate::http::extract::{ApiPath, Id, parse_json};
-use crate::http::pagination::Listed;
-use crate::http::pagination::{self, ListParams};
+use crate::http::pagination::{self, ListParams, Listed};
 use crate::state::AppState;
 use axum::Json;
 use axum::http::StatusCode;

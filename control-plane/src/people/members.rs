@@ -4,12 +4,10 @@
 
 use crate::admin::audit::{self, AuditEvent};
 use crate::http::auth::{Actor, Caller, Ctx, role_in, scope};
-use crate::http::error::Created;
-use crate::http::error::{ApiError, ApiResult, conflict_on_unique};
+use crate::http::error::{ApiError, ApiResult, Created, conflict_on_unique};
 use crate::http::extract::{ApiJson, ApiPath, Id};
 use crate::http::owned::{self, Owned};
-use crate::http::pagination::Listed;
-use crate::http::pagination::{self, ListParams};
+use crate::http::pagination::{self, ListParams, Listed};
 use crate::people::signup::add_membership;
 use crate::people::store::normalize_email;
 use crate::signals::Invalidation;

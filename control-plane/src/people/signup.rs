@@ -3,8 +3,7 @@
 
 use crate::admin::organization;
 use crate::http::auth::{Actor, Person};
-use crate::http::error::Created;
-use crate::http::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult, Created};
 use crate::http::extract::ApiJson;
 use crate::http::validate::display_name;
 use crate::people::store::{self, normalize_email};

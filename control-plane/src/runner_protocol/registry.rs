@@ -3,12 +3,10 @@
 //! to stop.
 
 use crate::http::auth::{Ctx, scope};
-use crate::http::error::Created;
-use crate::http::error::{ApiError, ApiResult, to_json};
+use crate::http::error::{ApiError, ApiResult, Created, to_json};
 use crate::http::extract::{ApiJson, Id};
 use crate::http::owned::{self, Owned};
-use crate::http::pagination::Listed;
-use crate::http::pagination::{self, ListParams};
+use crate::http::pagination::{self, ListParams, Listed};
 use crate::http::validate::{bounded_text, check_labels, display_name};
 use crate::queue::{lease, release};
 use crate::runner_protocol::caller::RunnerCaller;

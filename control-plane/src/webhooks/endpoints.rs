@@ -4,12 +4,10 @@
 use crate::admin::organization::MAX_BODY_BYTES_LIMIT;
 use crate::db::update::Update;
 use crate::http::auth::{Ctx, scope};
-use crate::http::error::Created;
-use crate::http::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult, Created};
 use crate::http::extract::{ApiJson, Id};
 use crate::http::owned::{self, Owned};
-use crate::http::pagination::Listed;
-use crate::http::pagination::{self, ListParams};
+use crate::http::pagination::{self, ListParams, Listed};
 use crate::http::validate::{bounded_text, display_name};
 use crate::signals::Invalidation;
 use crate::state::AppState;

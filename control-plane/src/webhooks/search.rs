@@ -5,8 +5,7 @@
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiJson, ApiPath, Id};
-use crate::http::pagination::Listed;
-use crate::http::pagination::{ListParams, encode_cursor, page_size};
+use crate::http::pagination::{ListParams, Listed, encode_cursor, page_size};
 use crate::webhooks::endpoints::ensure_exists;
 use crate::webhooks::model::{CAPTURE_COLUMNS_INLINE, CaptureRow};
 use crate::webhooks::query_text::{self, Field};
