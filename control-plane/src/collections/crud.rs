@@ -326,7 +326,7 @@ async fn delete_request(
     let mut tx = app.pool.begin().await?;
     fetch_request(&mut tx, caller.org_id, id, request_id).await?;
     refs::refuse_if_referenced(&mut tx, caller.org_id, refs::Referenced::Request(request_id)).await?;
-    owned::delete_in(&mut *tx, Owned::CollectionRequest, caller.org_id, Some(id), request_id).await?;
+    owned::delete_in(&mut *tx, Owned::CollectionRequest, caller.org_id, id, request_id).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }

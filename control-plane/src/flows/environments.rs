@@ -84,7 +84,7 @@ async fn delete_environment(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
     ApiPath((id, key)): ApiPath<(Uuid, String)>,
 ) -> ApiResult<StatusCode> {
-    owned::delete_in(&app.pool, Owned::Environment, caller.org_id, Some(id), &key).await?;
+    owned::delete_in(&app.pool, Owned::Environment, caller.org_id, id, &key).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -56,27 +56,24 @@ pub async fn delete<'c, K>(conn: impl PgExecutor<'c>, kind: Owned, org: Uuid, ke
 where
     K: for<'q> Encode<'q, Postgres> + Type<Postgres> + Send,
 {
-    delete_in(conn, kind, org, None, key).await
+    run(conn, kind, sqlx::query(kind.statement().0).bind(org).bind(key)).await
 }
 
 /// Deletes the organization's row of `kind` with `key` within the parent `parent`; 404 when nothing was deleted.
-pub async fn delete_in<'c, K>(
-    conn: impl PgExecutor<'c>,
-    kind: Owned,
-    org: Uuid,
-    parent: Option<Uuid>,
-    key: K,
-) -> ApiResult<()>
+pub async fn delete_in<'c, K>(conn: impl PgExecutor<'c>, kind: Owned, org: Uuid, parent: Uuid, key: K) -> ApiResult<()>
 where
     K: for<'q> Encode<'q, Postgres> + Type<Postgres> + Send,
 {
-    let (sql, what) = kind.statement();
-    let mut query = sqlx::query(sql).bind(org).bind(key);
-    if let Some(parent) = parent {
-        query = query.bind(parent);
-    }
+    run(conn, kind, sqlx::query(kind.statement().0).bind(org).bind(key).bind(parent)).await
+}
+
+async fn run<'c, 'q>(
+    conn: impl PgExecutor<'c>,
+    kind: Owned,
+    query: sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>,
+) -> ApiResult<()> {
     if query.execute(conn).await?.rows_affected() == 0 {
-        return Err(ApiError::not_found(what));
+        return Err(ApiError::not_found(kind.statement().1));
     }
     Ok(())
 }

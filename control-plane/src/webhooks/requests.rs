@@ -84,7 +84,7 @@ pub async fn delete_request(
     ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
 ) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
-    owned::delete_in(&mut *tx, Owned::Capture, caller.org_id, Some(id), request_id).await?;
+    owned::delete_in(&mut *tx, Owned::Capture, caller.org_id, id, request_id).await?;
     subtract_stored(&mut tx, id, 1).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
