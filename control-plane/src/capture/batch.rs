@@ -3,7 +3,6 @@
 //! savepoints until the refused rows stand alone, and only they are answered `Rejected`.
 
 use crate::capture::writer::{CaptureRecord, Outcome};
-use tokio::sync::oneshot;
 use uuid::Uuid;
 
 /// Stores one batch with one statement (atomic on its own, one round trip): the rows, the endpoints' counts, the
@@ -39,7 +38,7 @@ WITH input AS (
 )
 SELECT id FROM stored WHERE (SELECT count(*) FROM notified) >= 0";
 
-/// The rows of one batch with their ids, and the counter slot the writer spreads its counts over.
+/// The rows of one batch with their ids, and the writer's counter slot.
 #[derive(Debug, Clone, Copy)]
 pub struct Batch<'a> {
     pub records: &'a [&'a CaptureRecord],
@@ -47,51 +46,21 @@ pub struct Batch<'a> {
     pub slot: i16,
 }
 
-/// Stores `batch`, committing after the previous batch did when `after` is given.
-pub async fn write(
-    pool: &sqlx::PgPool,
-    batch: Batch<'_>,
-    after: Option<oneshot::Receiver<()>>,
-) -> Result<Vec<Outcome>, sqlx::Error> {
+/// Stores `batch`: one statement that commits on its own, in one round trip. A batch holding a row the database
+/// refuses is stored again in halves under savepoints until the refused rows are alone, so every other row is
+/// stored.
+pub async fn write(pool: &sqlx::PgPool, batch: Batch<'_>) -> Result<Vec<Outcome>, sqlx::Error> {
     let Batch { records, ids, slot } = batch;
-    let Some(after) = after else {
-        // Nothing earlier in flight: the statement commits on its own, in one round trip.
-        match bind(ids, records, slot).fetch_all(pool).await {
-            Ok(stored) => return Ok(finish(ids, stored)),
-            Err(e) if is_row_error(&e) => return write_isolated(pool, batch, None).await,
-            Err(e) => return Err(e),
-        }
-    };
-    let mut tx = pool.begin().await?;
-    let stored = match bind(ids, records, slot).fetch_all(&mut *tx).await {
-        Ok(stored) => stored,
+    match bind(ids, records, slot).fetch_all(pool).await {
+        Ok(stored) => Ok(finish(ids, stored)),
         Err(e) if is_row_error(&e) => {
-            // The failed statement aborted the transaction: start again, one part at a time.
-            drop(tx);
-            return write_isolated(pool, batch, Some(after)).await;
+            let mut tx = pool.begin().await?;
+            let outcomes = isolate(&mut tx, records, ids, slot).await?;
+            tx.commit().await?;
+            Ok(outcomes)
         }
-        Err(e) => return Err(e),
-    };
-    // Commit after the previous batch did: ids become visible in order, so "after id X" never skips a row.
-    let _ = after.await;
-    tx.commit().await?;
-    Ok(finish(ids, stored))
-}
-
-/// A batch that holds a row the database refuses: stored in halves under savepoints until the refused rows are
-/// alone, so every other row is stored.
-async fn write_isolated(
-    pool: &sqlx::PgPool,
-    batch: Batch<'_>,
-    after: Option<oneshot::Receiver<()>>,
-) -> Result<Vec<Outcome>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    let outcomes = isolate(&mut tx, batch.records, batch.ids, batch.slot).await?;
-    if let Some(after) = after {
-        let _ = after.await;
+        Err(e) => Err(e),
     }
-    tx.commit().await?;
-    Ok(outcomes)
 }
 
 fn isolate<'a>(
