@@ -86,7 +86,12 @@ async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
         let deleted = hookflow_control_plane::tasks::retention::sweep(&pool).await;
         (deleted, started, chrono::Utc::now())
     });
-    let during = load(rig, &path, args).await?;
+    // The load runs in rounds until the sweep is over, so every moment of the sweep is under load.
+    let mut rounds = vec![load(rig, &path, args).await?];
+    while !sweep.is_finished() {
+        rounds.push(load(rig, &path, args).await?);
+    }
+    let during = rounds.iter().sum::<f64>() / rounds.len() as f64;
     let (deleted, from, to) = sweep.await?;
     let deleted = deleted?;
     // Captures stored while the sweep itself ran, by their receipt times.
@@ -101,7 +106,7 @@ async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
     let took = (to - from).to_std().unwrap_or_default().as_secs_f64();
     let in_sweep = stored as f64 / took.max(0.001);
     println!("  durable captures/s without a sweep: {quiet:.0}");
-    println!("  durable captures/s over a run with the sweep in it: {during:.0}");
+    println!("  durable captures/s over {} runs with the sweep in them: {during:.0}", rounds.len());
     println!(
         "  the sweep deleted {deleted} captures in {took:.1} s; captures/s while it ran: {in_sweep:.0}, a dip of \
          {:.1}% (target <= 20%)",
