@@ -36,30 +36,29 @@ pub struct Window {
     pub to: Option<Timestamp>,
 }
 
+/// The bucket width of a time series, beside its `Window`.
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct VolumeParams {
-    #[param(value_type = Option<String>, format = DateTime)]
-    pub from: Option<Timestamp>,
-    #[param(value_type = Option<String>, format = DateTime)]
-    pub to: Option<Timestamp>,
+pub struct BucketParam {
     /// `minute`, `hour` (default) or `day`.
     #[param(value_type = Option<Bucket>)]
     pub bucket: Option<Bucket>,
 }
 
-/// The window, widened to whole minutes (the counters' resolution).
-fn window(from: Option<Timestamp>, to: Option<Timestamp>) -> ApiResult<(DateTime<Utc>, DateTime<Utc>)> {
-    let to = to.map_or_else(Utc::now, |t| t.0);
-    let from = from.map_or(to - TimeDelta::hours(24), |t| t.0);
-    if from >= to {
-        return Err(ApiError::invalid("`from` must be before `to`"));
+impl Window {
+    /// The window, widened to whole minutes (the counters' resolution).
+    fn bounds(&self) -> ApiResult<(DateTime<Utc>, DateTime<Utc>)> {
+        let to = self.to.map_or_else(Utc::now, |t| t.0);
+        let from = self.from.map_or(to - TimeDelta::hours(24), |t| t.0);
+        if from >= to {
+            return Err(ApiError::invalid("`from` must be before `to`"));
+        }
+        let minute = TimeDelta::minutes(1);
+        let from = from.duration_trunc(minute).unwrap_or(from);
+        let to_trunc = to.duration_trunc(minute).unwrap_or(to);
+        let to = if to_trunc == to { to } else { to_trunc + minute };
+        Ok((from, to))
     }
-    let minute = TimeDelta::minutes(1);
-    let from = from.duration_trunc(minute).unwrap_or(from);
-    let to_trunc = to.duration_trunc(minute).unwrap_or(to);
-    let to = if to_trunc == to { to } else { to_trunc + minute };
-    Ok((from, to))
 }
 
 fn step(bucket: Bucket) -> (TimeDelta, &'static str) {
@@ -82,9 +81,9 @@ pub struct Series {
 }
 
 impl Series {
-    pub fn new(params: &VolumeParams) -> ApiResult<Self> {
-        let bucket = params.bucket.unwrap_or_default();
-        let (from, to) = window(params.from, params.to)?;
+    pub fn new(window: &Window, BucketParam { bucket }: BucketParam) -> ApiResult<Self> {
+        let bucket = bucket.unwrap_or_default();
+        let (from, to) = window.bounds()?;
         let (width, unit) = step(bucket);
         let first = from.duration_trunc(width).unwrap_or(from);
         if (to - first).num_seconds() / width.num_seconds() > MAX_POINTS {
@@ -103,15 +102,16 @@ impl Series {
 }
 
 /// Capture volume over time.
-#[utoipa::path(get, path = "/webhooks/{id}/analytics/volume", params(Id, VolumeParams),
+#[utoipa::path(get, path = "/webhooks/{id}/analytics/volume", params(Id, Window, BucketParam),
     responses((status = 200, body = Volume)))]
 async fn volume(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     Id(id): Id,
-    ApiQuery(params): ApiQuery<VolumeParams>,
+    ApiQuery(window): ApiQuery<Window>,
+    ApiQuery(bucket): ApiQuery<BucketParam>,
 ) -> ApiResult<Json<Volume>> {
     ensure_exists(&app, caller.org_id, id).await?;
-    let series = Series::new(&params)?;
+    let series = Series::new(&window, bucket)?;
     let rows: Vec<(DateTime<Utc>, i64)> = sqlx::query_as(
         "SELECT date_trunc($3, minute, 'UTC') AS t, sum(count)::bigint FROM capture_counts
          WHERE webhook_id = $1 AND organization_id = $2 AND minute >= $4 AND minute < $5 GROUP BY 1",
@@ -142,7 +142,7 @@ async fn methods(
     ApiQuery(params): ApiQuery<Window>,
 ) -> ApiResult<Json<MethodBreakdown>> {
     ensure_exists(&app, caller.org_id, id).await?;
-    let (from, to) = window(params.from, params.to)?;
+    let (from, to) = params.bounds()?;
     let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT method, sum(count)::bigint FROM capture_counts
          WHERE webhook_id = $1 AND organization_id = $2 AND minute >= $3 AND minute < $4
@@ -172,7 +172,7 @@ async fn overview(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiQuery(params): ApiQuery<Window>,
 ) -> ApiResult<Json<Overview>> {
-    let (from, to) = window(params.from, params.to)?;
+    let (from, to) = params.bounds()?;
     let rows: Vec<(Uuid, String, i64)> = sqlx::query_as(
         "SELECT w.id, w.name, COALESCE(sum(c.count), 0)::bigint FROM webhooks w
          LEFT JOIN capture_counts c ON c.webhook_id = w.id AND c.minute >= $2 AND c.minute < $3

@@ -250,9 +250,10 @@ impl TestApp {
         reply.body
     }
 
-    /// How many rows `table` holds (a test's database is its own).
-    pub async fn rows(&self, table: &str) -> i64 {
-        let sql = format!("SELECT count(*) FROM {table}");
+    /// How many rows `from` holds: a table, or a table and a `WHERE` clause of the test's own text (a test's
+    /// database is its own).
+    pub async fn rows(&self, from: &str) -> i64 {
+        let sql = format!("SELECT count(*) FROM {from}");
         sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_one(&self.pool).await.expect("count rows")
     }
 

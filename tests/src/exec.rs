@@ -4,7 +4,7 @@
 use crate::app::{Creds, Reply, TestApp};
 use hookflow_shared::ScopeSet;
 use hookflow_shared::scope::Preset;
-use hookflow_shared::wire::runner_route;
+use hookflow_shared::wire::{header, runner_route};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -39,6 +39,21 @@ impl TestApp {
         let reply = self.admin(Method::POST, &format!("/flows/{flow}/launch"), Some(body)).await;
         assert_eq!(reply.status, 201, "{}", reply.text);
         reply.body
+    }
+
+    /// Launches a flow as the admin key with an `Idempotency-Key`; answers the reply, whatever its status.
+    pub async fn launch_idempotent(&self, flow: &str, key: &str, body: Value) -> Reply {
+        let response = self
+            .client
+            .post(self.url(&format!("/flows/{flow}/launch")))
+            .header(header::API_KEY, &self.admin.key)
+            .header(header::ORGANIZATION, self.admin.org.to_string())
+            .header(header::IDEMPOTENCY_KEY, key)
+            .json(&body)
+            .send()
+            .await
+            .expect("launch");
+        crate::app::read(response).await
     }
 
     /// Launches a flow's draft with no options; answers the execution's id.

@@ -1,6 +1,7 @@
 //! Reading executions (list, one, node results) and cancelling them: a queued execution is cancelled at once, a
 //! running one is flagged and its runner is told at its next heartbeat or result.
 
+use crate::executions::ExecutionPath;
 use crate::flows::model::ensure_exists;
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::ApiResult;
@@ -46,11 +47,11 @@ async fn list_executions(
 
 /// One execution.
 #[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}",
-    params(("flow_id" = Uuid, Path), ("execution_id" = Uuid, Path)),
+    params(ExecutionPath),
     responses((status = 200, body = Execution)))]
 async fn get_execution(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
-    ApiPath((flow_id, execution_id)): ApiPath<(Uuid, Uuid)>,
+    ExecutionPath { flow_id, execution_id }: ExecutionPath,
 ) -> ApiResult<Json<Execution>> {
     let mut conn = app.pool.acquire().await?;
     fetch(&mut conn, caller.org_id, flow_id, execution_id).await.map(Json)
@@ -58,11 +59,11 @@ async fn get_execution(
 
 /// Node results of the latest attempt, in node order.
 #[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}/nodes",
-    params(("flow_id" = Uuid, Path), ("execution_id" = Uuid, Path)),
+    params(ExecutionPath),
     responses((status = 200, body = NodeResultList)))]
 async fn node_results(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
-    ApiPath((flow_id, execution_id)): ApiPath<(Uuid, Uuid)>,
+    ExecutionPath { flow_id, execution_id }: ExecutionPath,
 ) -> ApiResult<Json<NodeResultList>> {
     let mut conn = app.pool.acquire().await?;
     let execution = fetch(&mut conn, caller.org_id, flow_id, execution_id).await?;
@@ -78,11 +79,11 @@ async fn node_results(
 
 /// Cancel: queued executions end at once; running ones are stopped by their runner.
 #[utoipa::path(post, path = "/flows/{flow_id}/executions/{execution_id}/cancel",
-    params(("flow_id" = Uuid, Path), ("execution_id" = Uuid, Path)),
+    params(ExecutionPath),
     responses((status = 202, body = Execution), (status = 409)))]
 async fn cancel_execution(
     Ctx { app, caller }: Ctx<scope::FlowsExecute>,
-    ApiPath((flow_id, execution_id)): ApiPath<(Uuid, Uuid)>,
+    ExecutionPath { flow_id, execution_id }: ExecutionPath,
 ) -> ApiResult<(StatusCode, Json<Execution>)> {
     let mut tx = app.pool.begin().await?;
     let execution = cancel(&mut tx, CancelTarget { org_id: caller.org_id, flow_id, execution_id }).await?;

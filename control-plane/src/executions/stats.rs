@@ -1,7 +1,7 @@
 //! `GET /flows/{id}/analytics/executions`: finished executions per bucket (by creation time, UTC) with duration
 //! percentiles, empty buckets included.
 
-use crate::analytics::{Series, VolumeParams};
+use crate::analytics::{BucketParam, Series, Window};
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::ApiResult;
 use crate::http::extract::{ApiPath, ApiQuery, Id};
@@ -20,16 +20,17 @@ pub fn routes() -> OpenApiRouter<AppState> {
 type BucketRow = (DateTime<Utc>, i64, i64, Option<f64>, Option<f64>);
 
 /// Succeeded and failed executions over time, with p50 and p95 durations.
-#[utoipa::path(get, path = "/flows/{id}/analytics/executions", params(Id, VolumeParams),
+#[utoipa::path(get, path = "/flows/{id}/analytics/executions", params(Id, Window, BucketParam),
     responses((status = 200, body = ExecutionStats)))]
 async fn execution_stats(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ApiPath(flow_id): ApiPath<Uuid>,
-    ApiQuery(params): ApiQuery<VolumeParams>,
+    ApiQuery(window): ApiQuery<Window>,
+    ApiQuery(bucket): ApiQuery<BucketParam>,
 ) -> ApiResult<Json<ExecutionStats>> {
     let mut conn = app.pool.acquire().await?;
     crate::flows::model::ensure_exists(&mut conn, caller.org_id, flow_id).await?;
-    let series = Series::new(&params)?;
+    let series = Series::new(&window, bucket)?;
     let rows: Vec<BucketRow> = sqlx::query_as(
         "SELECT date_trunc($3, created_at, 'UTC') AS t,
                 count(*) FILTER (WHERE status = 'succeeded'),

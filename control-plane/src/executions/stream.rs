@@ -3,9 +3,9 @@
 //! NOTIFY wakes the reader (the stream marks its execution as watched, so its transitions notify), with a
 //! 15-second re-check as a safety net. The stream ends after `execution.completed`.
 
+use crate::executions::ExecutionPath;
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::ApiResult;
-use crate::http::extract::ApiPath;
 use crate::http::limits::StreamSlot;
 use crate::queue::events;
 use crate::queue::row::fetch;
@@ -90,12 +90,12 @@ fn is_final(data: &str) -> bool {
 
 /// Live events of an execution (SSE); connecting after the end replays everything and closes.
 #[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}/stream",
-    params(("flow_id" = Uuid, Path), ("execution_id" = Uuid, Path), LastEventIdHeader),
+    params(ExecutionPath, LastEventIdHeader),
     responses((status = 200, description = "text/event-stream of `execution.status`, `node.started`, `node.completed` \
             and a final `execution.completed`", content_type = "text/event-stream")))]
 async fn stream_execution(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
-    ApiPath((flow_id, execution_id)): ApiPath<(Uuid, Uuid)>,
+    ExecutionPath { flow_id, execution_id }: ExecutionPath,
     headers: HeaderMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let mut conn = app.pool.acquire().await?;

@@ -11,9 +11,7 @@ use crate::http::validate::bounded_text;
 use crate::state::AppState;
 use axum::Json;
 use axum::http::StatusCode;
-use hookflow_shared::api::flows::{
-    EXPORT_FORMAT, ExportedEnvironment, ExportedFlow, ExportedVersion, Flow, FlowDocument,
-};
+use hookflow_shared::api::flows::{EXPORT_FORMAT, ExportedEnvironment, ExportedVersion, Flow, FlowDocument, WriteFlow};
 use hookflow_shared::api::rules::SHORT_TEXT_MAX;
 use std::collections::BTreeMap;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -43,7 +41,7 @@ async fn export_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> 
     .await?;
     Ok(Json(FlowDocument {
         format: EXPORT_FORMAT.into(),
-        flow: ExportedFlow {
+        flow: WriteFlow {
             name: flow.name,
             description: flow.description,
             tags: flow.tags,

@@ -18,45 +18,45 @@ pub enum LaunchMode {
     Ephemeral,
 }
 
-/// `POST /flows/{id}/launch`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Launch {
-    /// Key of one of the flow's environments.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub environment: Option<String>,
-    /// A published version number or `"latest"`; absent runs the draft.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(schema_with = crate::api::rules::version_selector)]
-    pub version: Option<VersionSelector>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub variables: BTreeMap<String, String>,
-    /// Labels a runner must carry to claim the execution.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schema(schema_with = crate::api::rules::labels)]
-    pub runner_labels: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<LaunchMode>,
+/// Declares a launch body: its own fields, then the options every launch takes, refusing unknown fields (which
+/// rules out a flattened common part).
+macro_rules! launch_body {
+    ($(#[$doc:meta])* pub struct $name:ident { $($(#[$meta:meta])* pub $field:ident: $ty:ty,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $($(#[$meta])* pub $field: $ty,)*
+            /// Key of one of the flow's environments.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub environment: Option<String>,
+            /// A published version number or `"latest"`; absent runs the draft.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            #[schema(schema_with = crate::api::rules::version_selector)]
+            pub version: Option<VersionSelector>,
+            #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+            pub variables: BTreeMap<String, String>,
+            /// Labels a runner must carry to claim the execution.
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            #[schema(schema_with = crate::api::rules::labels)]
+            pub runner_labels: Vec<String>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub mode: Option<LaunchMode>,
+        }
+    };
 }
 
-/// `POST /flows/launch`: every flow carrying all of `tags`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LaunchByTag {
-    #[schema(schema_with = crate::api::rules::launch_tags)]
-    pub tags: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub environment: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(schema_with = crate::api::rules::version_selector)]
-    pub version: Option<VersionSelector>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub variables: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schema(schema_with = crate::api::rules::labels)]
-    pub runner_labels: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<LaunchMode>,
+launch_body! {
+    /// `POST /flows/{id}/launch`.
+    pub struct Launch {}
+}
+
+launch_body! {
+    /// `POST /flows/launch`: every flow carrying all of `tags`.
+    pub struct LaunchByTag {
+        #[schema(schema_with = crate::api::rules::launch_tags)]
+        pub tags: Vec<String>,
+    }
 }
 
 /// Where an execution is in its life: `queued` -> `running` -> one of the four final states.

@@ -153,26 +153,12 @@ pub const EXPORT_FORMAT: &str = "hookflow.flow/v1";
 pub struct FlowDocument {
     #[schema(value_type = String, pattern = "^hookflow\\.flow/v1$")]
     pub format: String,
-    pub flow: ExportedFlow,
+    /// The flow as `POST /flows` takes it.
+    pub flow: WriteFlow,
     #[serde(default)]
     pub versions: Vec<ExportedVersion>,
     #[serde(default)]
     pub environments: Vec<ExportedEnvironment>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExportedFlow {
-    #[schema(schema_with = crate::api::rules::name)]
-    pub name: String,
-    #[schema(schema_with = crate::api::rules::short_text)]
-    pub description: Option<String>,
-    #[serde(default)]
-    #[schema(schema_with = crate::api::rules::tags)]
-    pub tags: Vec<String>,
-    #[schema(value_type = Object)]
-    pub definition: Value,
-    pub schedule: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]

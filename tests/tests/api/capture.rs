@@ -1,6 +1,7 @@
 //! The capture URL: what is stored (exactly as sent), limits, rate limits, custom answers, methods, errors.
 
 use base64::Engine as _;
+use futures_util::future::join_all;
 use hookflow_shared::wire::header;
 use hookflow_tests::TestApp;
 use reqwest::Method;
@@ -220,16 +221,10 @@ async fn captures_answer_503_when_the_database_is_down() {
 async fn concurrent_captures_are_all_stored_and_counted() {
     let app = TestApp::spawn().await;
     let id = app.webhook_named("busy").await;
-    let mut tasks = Vec::new();
-    for i in 0..200 {
-        let client = app.client.clone();
-        let url = app.url(&format!("/webhook/{id}?n={i}"));
-        tasks.push(tokio::spawn(async move {
-            client.post(url).body(format!("{{\"n\":{i}}}")).send().await.expect("send").status()
-        }));
-    }
-    for task in tasks {
-        assert_eq!(task.await.expect("task"), 200);
+    let sends = (0..200)
+        .map(|i| app.client.post(app.url(&format!("/webhook/{id}?n={i}"))).body(format!("{{\"n\":{i}}}")).send());
+    for reply in join_all(sends).await {
+        assert_eq!(reply.expect("send").status(), 200);
     }
     let hook = app.admin(Method::GET, &format!("/webhooks/{id}"), None).await;
     assert_eq!(hook.body["request_count"], 200);

@@ -1,6 +1,7 @@
 //! Launches and the runner protocol driven by hand: claims, job tokens, reports, completion, the execution API
 //! and stream, leases and rescue, labels, cancellation, idempotency, errors, scopes and isolation.
 
+use futures_util::future::join_all;
 use hookflow_shared::wire::{header, runner_route};
 use hookflow_tests::TestApp;
 use hookflow_tests::app::{Creds, Reply};
@@ -403,30 +404,15 @@ async fn cancelling_stops_queued_runs_at_once_and_tells_runners_of_running_ones(
 async fn idempotent_launches_make_one_execution_even_when_raced() {
     let app = TestApp::spawn_for_execution().await;
     let flow = app.delay_flow("idem").await;
-    let mut tasks = Vec::new();
-    for _ in 0..50 {
-        let (client, url, creds) = (app.client.clone(), app.url(&format!("/flows/{flow}/launch")), app.admin.clone());
-        tasks.push(tokio::spawn(async move {
-            let response = client
-                .post(url)
-                .header(header::API_KEY, &creds.key)
-                .header(header::ORGANIZATION, creds.org.to_string())
-                .header(header::IDEMPOTENCY_KEY, "deploy-42")
-                .json(&json!({"variables": {"sha": "abc"}}))
-                .send()
-                .await
-                .expect("launch");
-            let replayed =
-                response.headers().get(header::IDEMPOTENT_REPLAYED).map(|v| v.to_str().unwrap_or("").to_owned());
-            let status = response.status().as_u16();
-            let body: Value = response.json().await.expect("json");
-            (status, replayed, body["id"].as_str().unwrap_or("").to_owned())
-        }));
-    }
-    let mut answers = Vec::new();
-    for task in tasks {
-        answers.push(task.await.expect("task"));
-    }
+    let launches = (0..50).map(|_| app.launch_idempotent(&flow, "deploy-42", json!({"variables": {"sha": "abc"}})));
+    let answers: Vec<_> = join_all(launches)
+        .await
+        .into_iter()
+        .map(|reply| {
+            let replayed = reply.headers.get(header::IDEMPOTENT_REPLAYED).map(|v| v.to_str().unwrap_or("").to_owned());
+            (reply.status.as_u16(), replayed, reply.body["id"].as_str().unwrap_or("").to_owned())
+        })
+        .collect();
     let created: Vec<_> = answers.iter().filter(|a| a.0 == 201).collect();
     assert_eq!(created.len(), 1, "{answers:?}");
     assert!(answers.iter().all(|a| a.2 == created[0].2), "one execution id for all");
@@ -434,16 +420,7 @@ async fn idempotent_launches_make_one_execution_even_when_raced() {
     let count = app.rows("executions").await;
     assert_eq!(count, 1);
 
-    let send = |key: &'static str, body: Value| {
-        let request = app
-            .client
-            .post(app.url(&format!("/flows/{flow}/launch")))
-            .header(header::API_KEY, &app.admin.key)
-            .header(header::ORGANIZATION, app.admin.org.to_string())
-            .header(header::IDEMPOTENCY_KEY, key)
-            .json(&body);
-        async move { hookflow_tests::app::read(request.send().await.expect("send")).await }
-    };
+    let send = |key, body| app.launch_idempotent(&flow, key, body);
     let other = send("deploy-42", json!({"variables": {"sha": "def"}})).await;
     assert_eq!((other.status.as_u16(), other.code()), (422, "idempotency_key_reused"));
     assert_eq!(send("deploy-43", json!({"variables": {"sha": "def"}})).await.status, 201, "a new key launches");
@@ -542,19 +519,7 @@ async fn ephemeral_launches_hand_the_claim_to_the_caller() {
 async fn a_retried_ephemeral_launch_gets_its_claim_again_until_something_is_reported() {
     let app = TestApp::spawn_for_execution().await;
     let flow = app.delay_flow("local").await;
-    let launch = || async {
-        let response = app
-            .client
-            .post(app.url(&format!("/flows/{flow}/launch")))
-            .header(header::API_KEY, &app.admin.key)
-            .header(header::ORGANIZATION, app.admin.org.to_string())
-            .header(header::IDEMPOTENCY_KEY, "ci-run-7")
-            .json(&json!({"mode": "ephemeral"}))
-            .send()
-            .await
-            .expect("launch");
-        hookflow_tests::app::read(response).await
-    };
+    let launch = || app.launch_idempotent(&flow, "ci-run-7", json!({"mode": "ephemeral"}));
     let first = launch().await;
     assert_eq!(first.status, 201);
     // The first answer was lost: the retry replays the launch and hands the claim out again.

@@ -87,13 +87,7 @@ async fn unknown_capture_ids_are_limited_per_address_and_known_endpoints_are_not
     let base = app.base.clone();
     let reply = other.expect("client").post(format!("{base}/webhook/{cold}")).body("z").send().await.expect("send");
     assert_eq!(reply.status(), 200);
-    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM captures WHERE webhook_id IN ($1::uuid, $2::uuid)")
-        .bind(&known)
-        .bind(&cold)
-        .fetch_one(&app.pool)
-        .await
-        .expect("count");
-    assert_eq!(stored, 22);
+    assert_eq!(app.rows(&format!("captures WHERE webhook_id IN ('{known}', '{cold}')")).await, 22);
 }
 
 #[tokio::test]
@@ -246,10 +240,5 @@ async fn idle_connections_are_closed_and_slow_bodies_cut_off() {
     let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await.expect("cut off");
     let answer = String::from_utf8_lossy(&answer);
     assert!(!answer.starts_with("HTTP/1.1 200"), "{answer}");
-    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM captures WHERE webhook_id = $1::uuid")
-        .bind(id)
-        .fetch_one(&app.pool)
-        .await
-        .expect("count");
-    assert_eq!(stored, 0);
+    assert_eq!(app.rows(&format!("captures WHERE webhook_id = '{id}'")).await, 0);
 }

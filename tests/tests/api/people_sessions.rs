@@ -111,11 +111,7 @@ async fn every_bad_credential_is_the_same_401_and_nothing_secret_is_echoed() {
         .await
         .expect("actions");
     assert_eq!(actions, ["user.sign_in_failed", "user.signed_in"]);
-    let strangers: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_log WHERE details::text LIKE '%nobody@%'")
-        .fetch_one(&app.pool)
-        .await
-        .expect("count");
-    assert_eq!(strangers, 0);
+    assert_eq!(app.rows("audit_log WHERE details::text LIKE '%nobody@%'").await, 0);
 }
 
 /// One scenario: a one-time password allows nothing but changing it.

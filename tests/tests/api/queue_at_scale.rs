@@ -108,13 +108,7 @@ async fn chaos(app: &TestApp, creds: &hookflow_tests::Creds, runners: &mut [Runn
     let mut killed = 0;
     for round in 0..10 {
         tokio::time::sleep(Duration::from_millis(400)).await;
-        let queued: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM executions WHERE flow_id = $1::uuid AND status = 'queued'")
-                .bind(flow)
-                .fetch_one(&app.pool)
-                .await
-                .expect("count");
-        if queued == 0 {
+        if app.rows(&format!("executions WHERE flow_id = '{flow}' AND status = 'queued'")).await == 0 {
             break;
         }
         let victim = (round * 7 + 3) % runners.len();
@@ -176,13 +170,7 @@ async fn two_thousand_executions_end_exactly_once_while_runners_are_killed() {
     // Every execution ends (killed runners' jobs come back when their 2 s lease expires).
     let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
     loop {
-        let open: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM executions WHERE flow_id = $1::uuid AND status IN ('queued', 'running')",
-        )
-        .bind(&flow)
-        .fetch_one(&app.pool)
-        .await
-        .expect("count");
+        let open = app.rows(&format!("executions WHERE flow_id = '{flow}' AND status IN ('queued', 'running')")).await;
         if open == 0 {
             break;
         }
@@ -241,11 +229,7 @@ async fn two_thousand_executions_end_exactly_once_while_runners_are_killed() {
     .expect("sample");
     let nodes = app.admin(Method::GET, &format!("/flows/{flow}/executions/{sample}/nodes"), None).await;
     assert_eq!(nodes.body["items"].as_array().map(Vec::len), Some(2), "{}", nodes.text);
-    let retried: i64 = sqlx::query_scalar("SELECT count(*) FROM executions WHERE flow_id = $1::uuid AND attempt > 1")
-        .bind(&flow)
-        .fetch_one(&app.pool)
-        .await
-        .expect("retried");
+    let retried = app.rows(&format!("executions WHERE flow_id = '{flow}' AND attempt > 1")).await;
     assert!(retried > 0, "some kills interrupted running jobs, which ran again");
     println!(
         "{EXECUTIONS} executions, {killed} runners killed, {retried} retried: {ended:?}; {stale} results of earlier \
