@@ -1,7 +1,7 @@
 //! `hookflow-bench capture`: durable capture throughput and latency beside a bare axum handler in the same run,
 //! and capture-to-subscriber latency with many SSE subscribers at a fixed capture rate.
 
-use crate::load::{self, BoxError, Connection};
+use crate::load::{self, BoxError, ClosedLoop, Connection};
 use crate::setup::Rig;
 use bytes::Bytes;
 use hookflow_shared::wire::header;
@@ -118,6 +118,28 @@ async fn storage_limit(rig: &Rig, body_bytes: usize, duration: Duration) -> Resu
     Ok(rate)
 }
 
+/// One run of POSTs, by wrk or the bench's own client; only 2xx answers count (a refused request is no durable
+/// capture).
+async fn post_load(load: ClosedLoop, use_wrk: bool) -> Result<Measured, BoxError> {
+    if !use_wrk {
+        let r = load.run().await?;
+        let (p50, p99) = (r.percentile_ms(50.0), r.percentile_ms(99.0));
+        return Ok(Measured { rate: r.rate(), p50, p99, ok: r.ok, failed: r.failed });
+    }
+    let url = format!("{}{}", load.base, load.path);
+    let result =
+        tokio::task::spawn_blocking(move || crate::wrk::post(&url, &load.body, load.connections, load.duration))
+            .await??;
+    let ok = result.requests.saturating_sub(result.failed);
+    Ok(Measured {
+        rate: result.rate * ok as f64 / result.requests.max(1) as f64,
+        p50: result.p50_ms,
+        p99: result.p99_ms,
+        ok,
+        failed: result.failed,
+    })
+}
+
 pub async fn run(args: Args) -> Result<(), BoxError> {
     Rig::around(async |rig| measure(rig, &args).await).await
 }
@@ -138,36 +160,14 @@ async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
     let use_wrk = crate::wrk::available() && !args.own_client;
     let client = if use_wrk { "wrk (2 threads)" } else { "hookflow-bench's own HTTP/1 client" };
     let http = |base: &str, duration: Duration| {
-        let (base, path, body) = (base.to_owned(), path.clone(), body.clone());
-        async move {
-            if use_wrk {
-                let url = format!("{base}{path}");
-                let connections = args.connections;
-                let result =
-                    tokio::task::spawn_blocking(move || crate::wrk::post(&url, &body, connections, duration)).await??;
-                let ok = result.requests.saturating_sub(result.failed);
-                Ok::<_, BoxError>(Measured {
-                    // Only 2xx answers count: a refused request is no durable capture.
-                    rate: result.rate * ok as f64 / result.requests.max(1) as f64,
-                    p50: result.p50_ms,
-                    p99: result.p99_ms,
-                    ok,
-                    failed: result.failed,
-                })
-            } else {
-                let r = load::ClosedLoop {
-                    base: base.clone(),
-                    path: path.clone(),
-                    body,
-                    connections: args.connections,
-                    duration,
-                }
-                .run()
-                .await?;
-                let (p50, p99) = (r.percentile_ms(50.0), r.percentile_ms(99.0));
-                Ok(Measured { rate: r.rate(), p50, p99, ok: r.ok, failed: r.failed })
-            }
-        }
+        let load = ClosedLoop {
+            base: base.to_owned(),
+            path: path.clone(),
+            body: body.clone(),
+            connections: args.connections,
+            duration,
+        };
+        post_load(load, use_wrk)
     };
     http(&bare, warm).await?;
     let baseline = http(&bare, run).await?;

@@ -94,6 +94,37 @@ async fn verify(rig: &Rig, flow: &str) -> Result<(Vec<(String, i64)>, i64, i64, 
     Ok((ended, doubled, partial, retried))
 }
 
+/// Kills a runner (SIGKILL) every 400 ms and starts a fresh one in its place until every execution is launched
+/// and ended; answers how many were killed.
+async fn kill_until_done(
+    rig: &Rig,
+    flow: &str,
+    args: &Args,
+    launched: &AtomicUsize,
+    runners: &mut [RunnerProcess],
+    spawn: impl AsyncFn() -> RunnerProcess,
+) -> Result<usize, BoxError> {
+    let started = Instant::now();
+    let (mut killed, mut round) = (0usize, 0usize);
+    let deadline = started + Duration::from_secs(args.deadline_s);
+    loop {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let open = open_executions(rig, flow).await?;
+        if open == 0 && launched.load(Ordering::SeqCst) >= args.executions {
+            return Ok(killed);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{open} executions had not ended after {} s", args.deadline_s).into());
+        }
+        let victim = (round * 7 + 3) % runners.len();
+        round += 1;
+        runners[victim].kill().await;
+        let _ = std::fs::remove_file(&runners[victim].log);
+        runners[victim] = spawn().await;
+        killed += 1;
+    }
+}
+
 async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
     let binary = std::env::current_exe()?.with_file_name("hookflow-runner");
     if !binary.exists() {
@@ -119,26 +150,7 @@ async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
     let started = Instant::now();
     let launched = Arc::new(AtomicUsize::new(0));
     let launching = launch_all(rig, &flow, args.executions, launched.clone());
-    let chaos = async {
-        let (mut killed, mut round) = (0usize, 0usize);
-        let deadline = started + Duration::from_secs(args.deadline_s);
-        loop {
-            tokio::time::sleep(Duration::from_millis(400)).await;
-            let open = open_executions(rig, &flow).await?;
-            if open == 0 && launched.load(Ordering::SeqCst) >= args.executions {
-                return Ok::<_, BoxError>(killed);
-            }
-            if Instant::now() > deadline {
-                return Err(format!("{open} executions had not ended after {} s", args.deadline_s).into());
-            }
-            let victim = (round * 7 + 3) % runners.len();
-            round += 1;
-            runners[victim].kill().await;
-            let _ = std::fs::remove_file(&runners[victim].log);
-            runners[victim] = spawn().await;
-            killed += 1;
-        }
-    };
+    let chaos = kill_until_done(rig, &flow, args, &launched, &mut runners, spawn);
     let (launch, killed) = tokio::join!(launching, chaos);
     let elapsed = started.elapsed();
     for runner in &mut runners {

@@ -254,125 +254,148 @@ fn database(server: &ServerProcess) -> Result<sqlx::PgPool, BoxError> {
     Ok(hookflow_control_plane::db::pool(hookflow_control_plane::db::parse_url(&url)?, 4))
 }
 
+/// Claims seen by the simulated runners (when, which execution), and their heartbeat latencies (microseconds).
+type Claims = tokio::sync::mpsc::UnboundedReceiver<(Instant, String)>;
+type Beats = Arc<Mutex<Vec<u32>>>;
+
+/// The server under test and the clients the simulated runners share.
+struct Fleet {
+    server: ServerProcess,
+    http: Vec<reqwest::Client>,
+    pool: sqlx::PgPool,
+}
+
+impl Fleet {
+    /// The `i`-th runner's view of the API (its client spreads runners over the loopback addresses).
+    fn api(&self, i: usize) -> Api {
+        Api {
+            http: self.http[i % self.http.len()].clone(),
+            base: self.server.base.clone(),
+            key: self.server.key.clone(),
+            org: self.server.org.clone(),
+        }
+    }
+
+    /// Starts the simulated runners, 100 every 100 ms, and waits until every one is registered.
+    async fn enlist(&self, args: &Args) -> Result<(Claims, Beats), BoxError> {
+        let (got_tx, got) = tokio::sync::mpsc::unbounded_channel();
+        let beats: Beats = Arc::default();
+        let started = Instant::now();
+        for i in 0..args.runners {
+            tokio::spawn(simulate(self.api(i), Duration::from_secs(10), got_tx.clone(), beats.clone()));
+            if i % 100 == 99 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        loop {
+            let registered: i64 = sqlx::query_scalar("SELECT count(*) FROM runners").fetch_one(&self.pool).await?;
+            if registered as usize >= args.runners {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(300) {
+                return Err(format!("only {registered} runners registered in 300 s").into());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        println!(
+            "  registered in {:.1} s; watching the idle fleet for {} s",
+            started.elapsed().as_secs_f64(),
+            args.idle_seconds
+        );
+        Ok((got, beats))
+    }
+
+    /// The idle fleet: server RSS and CPU, its PostgreSQL's CPU, heartbeat latency, connections in use.
+    async fn watch_idle(&self, args: &Args, beats: &Beats, rss_empty: f64) -> Result<(), BoxError> {
+        let pid = self.server.child.id();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        beats.lock().map(|mut b| b.clear()).ok();
+        let (_, cpu_before) = usage(pid);
+        let pg_before = postgres_cpu(&self.server.dir);
+        let mut in_use_max = 0;
+        let idle_until = Instant::now() + Duration::from_secs(args.idle_seconds);
+        while Instant::now() < idle_until {
+            in_use_max = in_use_max.max(connections_in_use(&self.pool).await?);
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let (rss_idle, cpu_after) = usage(pid);
+        let idle_core = (cpu_after - cpu_before) / args.idle_seconds as f64;
+        let pg_core = (postgres_cpu(&self.server.dir) - pg_before) / args.idle_seconds as f64;
+        let idle_beats = beats.lock().map(|b| b.clone()).unwrap_or_default();
+        println!(
+            "  server RSS: {rss_empty:.0} MiB before the fleet, {rss_idle:.0} MiB with it waiting (target <= 200 MiB)"
+        );
+        println!(
+            "  CPU while the fleet waits: server {:.0}% of one core (target <= 25%), its PostgreSQL {:.0}% more",
+            idle_core * 100.0,
+            pg_core * 100.0
+        );
+        println!(
+            "  heartbeats: {} in {} s, p50 {:.2} ms, p99 {:.2} ms (target p99 <= 50 ms)",
+            idle_beats.len(),
+            args.idle_seconds,
+            percentile_ms(&idle_beats, 50.0),
+            percentile_ms(&idle_beats, 99.0)
+        );
+        println!(
+            "  PostgreSQL connections running a statement, most seen: {in_use_max} (pool 20; waiting polls hold none)"
+        );
+        Ok(())
+    }
+
+    /// Launch -> a waiting runner holds the job, one launch at a time; answers the flow launched.
+    async fn launch_latency(&self, args: &Args, got: &mut Claims) -> Result<String, BoxError> {
+        let nodes = json!([{"id": "s", "kind": "set_variables", "variables": {"a": "1"}}]);
+        let (_, flow) = self.api(0).post("/flows", json!({"name": "fleet", "definition": {"nodes": nodes}})).await?;
+        let flow = flow["id"].as_str().ok_or("flow id")?.to_owned();
+        let launcher = Api { http: reqwest::Client::new(), ..self.api(0) };
+        let mut latencies = Vec::new();
+        for _ in 0..args.launches {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            while got.try_recv().is_ok() {}
+            let sent = Instant::now();
+            let (status, execution) = launcher.post(&format!("/flows/{flow}/launch"), json!({})).await?;
+            if status != 201 {
+                return Err(format!("launch answered {status}").into());
+            }
+            let wanted = execution["id"].as_str().unwrap_or_default().to_owned();
+            loop {
+                let (at, id) = tokio::time::timeout(Duration::from_secs(10), got.recv()).await?.ok_or("no runner")?;
+                if id == wanted {
+                    latencies.push(at.duration_since(sent).as_micros() as u32);
+                    break;
+                }
+            }
+        }
+        let (rss_busy, _) = usage(self.server.child.id());
+        println!(
+            "  launch -> claim while {} wait: p50 {:.2} ms, p99 {:.2} ms over {} launches (targets 3 ms / 25 ms); RSS {rss_busy:.0} MiB",
+            args.runners,
+            percentile_ms(&latencies, 50.0),
+            percentile_ms(&latencies, 99.0),
+            latencies.len()
+        );
+        Ok(flow)
+    }
+}
+
 pub async fn run(args: Args) -> Result<(), BoxError> {
     raise_file_limit();
     let server = start_server()?;
-    let pid = server.child.id();
     let pool = database(&server)?;
-    let http = clients(args.addresses.max(1), !args.http1)?;
-    let api = |i: usize, key: &str, org: &str| Api {
-        http: http[i % http.len()].clone(),
-        base: server.base.clone(),
-        key: key.to_owned(),
-        org: org.to_owned(),
-    };
+    let fleet = Fleet { http: clients(args.addresses.max(1), !args.http1)?, server, pool };
     println!(
         "fleet: {} simulated runners ({}) from {} addresses against one hookflow-server process",
         args.runners,
         if args.http1 { "HTTP/1.1" } else { "HTTP/2" },
         args.addresses
     );
-    let (rss_empty, _) = usage(pid);
-    let (got_tx, mut got) = tokio::sync::mpsc::unbounded_channel();
-    let beats: Arc<Mutex<Vec<u32>>> = Arc::default();
-    let started = Instant::now();
-    for i in 0..args.runners {
-        tokio::spawn(simulate(
-            api(i, &server.key, &server.org),
-            Duration::from_secs(10),
-            got_tx.clone(),
-            beats.clone(),
-        ));
-        if i % 100 == 99 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    // Until every runner is registered and waiting.
-    loop {
-        let registered: i64 = sqlx::query_scalar("SELECT count(*) FROM runners").fetch_one(&pool).await?;
-        if registered as usize >= args.runners {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(300) {
-            return Err(format!("only {registered} runners registered in 300 s").into());
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    println!(
-        "  registered in {:.1} s; watching the idle fleet for {} s",
-        started.elapsed().as_secs_f64(),
-        args.idle_seconds
-    );
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    beats.lock().map(|mut b| b.clear()).ok();
-    let (_, cpu_before) = usage(pid);
-    let pg_before = postgres_cpu(&server.dir);
-    let mut in_use_max = 0;
-    let idle_until = Instant::now() + Duration::from_secs(args.idle_seconds);
-    while Instant::now() < idle_until {
-        in_use_max = in_use_max.max(connections_in_use(&pool).await?);
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    let (rss_idle, cpu_after) = usage(pid);
-    let idle_core = (cpu_after - cpu_before) / args.idle_seconds as f64;
-    let pg_core = (postgres_cpu(&server.dir) - pg_before) / args.idle_seconds as f64;
-    let idle_beats = beats.lock().map(|b| b.clone()).unwrap_or_default();
-    println!(
-        "  server RSS: {rss_empty:.0} MiB before the fleet, {rss_idle:.0} MiB with it waiting (target <= 200 MiB)"
-    );
-    println!(
-        "  CPU while the fleet waits: server {:.0}% of one core (target <= 25%), its PostgreSQL {:.0}% more",
-        idle_core * 100.0,
-        pg_core * 100.0
-    );
-    println!(
-        "  heartbeats: {} in {} s, p50 {:.2} ms, p99 {:.2} ms (target p99 <= 50 ms)",
-        idle_beats.len(),
-        args.idle_seconds,
-        percentile_ms(&idle_beats, 50.0),
-        percentile_ms(&idle_beats, 99.0)
-    );
-    println!(
-        "  PostgreSQL connections running a statement, most seen: {in_use_max} (pool 20; waiting polls hold none)"
-    );
-
-    // Launch -> a waiting runner holds the job.
-    let flow = api(0, &server.key, &server.org)
-        .post("/flows", json!({"name": "fleet", "definition": {"nodes": [{"id": "s", "kind": "set_variables", "variables": {"a": "1"}}]}}))
-        .await?
-        .1["id"]
-        .as_str()
-        .ok_or("flow id")?
-        .to_owned();
-    let launcher = Api { http: reqwest::Client::new(), ..api(0, &server.key, &server.org) };
-    let mut latencies = Vec::new();
-    for _ in 0..args.launches {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        while got.try_recv().is_ok() {}
-        let sent = Instant::now();
-        let (status, execution) = launcher.post(&format!("/flows/{flow}/launch"), json!({})).await?;
-        if status != 201 {
-            return Err(format!("launch answered {status}").into());
-        }
-        let wanted = execution["id"].as_str().unwrap_or_default().to_owned();
-        loop {
-            let (at, id) = tokio::time::timeout(Duration::from_secs(10), got.recv()).await?.ok_or("no runner")?;
-            if id == wanted {
-                latencies.push(at.duration_since(sent).as_micros() as u32);
-                break;
-            }
-        }
-    }
-    let (rss_busy, _) = usage(pid);
-    println!(
-        "  launch -> claim while {} wait: p50 {:.2} ms, p99 {:.2} ms over {} launches (targets 3 ms / 25 ms); RSS {rss_busy:.0} MiB",
-        args.runners,
-        percentile_ms(&latencies, 50.0),
-        percentile_ms(&latencies, 99.0),
-        latencies.len()
-    );
-    fairness(&server, &pool, &args, &flow).await?;
-    pool.close().await;
+    let (rss_empty, _) = usage(fleet.server.child.id());
+    let (mut got, beats) = fleet.enlist(&args).await?;
+    fleet.watch_idle(&args, &beats, rss_empty).await?;
+    let flow = fleet.launch_latency(&args, &mut got).await?;
+    fairness(&fleet.server, &fleet.pool, &args, &flow).await?;
+    fleet.pool.close().await;
     Ok(())
 }
 

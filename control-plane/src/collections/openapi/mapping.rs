@@ -340,6 +340,40 @@ fn merged_parameters<'d>(document: &'d Value, item: &'d Value, op: &'d Value) ->
     merged
 }
 
+/// What the whole document leaves to say: webhooks not imported, example bodies cut short or left unresolved,
+/// and the warning list capped.
+fn add_closing_warnings(document: &Value, examples: &Examples, mapped: &mut Mapped) {
+    if let Some(webhooks) = document["webhooks"].as_object().filter(|w| !w.is_empty()) {
+        let names: Vec<&str> = webhooks.keys().map(String::as_str).collect();
+        mapped.warnings.push(format!(
+            "{} webhook(s) ({}) describe requests the API sends, not requests to send: not imported",
+            names.len(),
+            names.join(", ")
+        ));
+    }
+    if examples.truncated > 0 {
+        mapped.warnings.push(format!(
+            "{} example bod(ies) cut short: their schemas reference each other too widely",
+            examples.truncated
+        ));
+    }
+    if examples.exhausted() {
+        mapped.budget_exhausted = true;
+    }
+    if examples.cycles_cut > 0 {
+        mapped.warnings.push(format!("{} `$ref` cycle(s) cut while generating example bodies", examples.cycles_cut));
+    }
+    if !examples.unresolved.is_empty() {
+        let shown: Vec<&str> = examples.unresolved.iter().take(10).map(String::as_str).collect();
+        mapped.warnings.push(format!("external or broken `$ref`s not followed: {}", shown.join(", ")));
+    }
+    if mapped.warnings.len() > MAX_WARNINGS {
+        let more = mapped.warnings.len() - MAX_WARNINGS;
+        mapped.warnings.truncate(MAX_WARNINGS);
+        mapped.warnings.push(format!("... and {more} more warnings"));
+    }
+}
+
 /// Maps a (checked) description into requests.
 pub fn map(document: &Value, source: Option<&reqwest::Url>) -> Mapped {
     let mut mapper = Mapper {
@@ -379,35 +413,7 @@ pub fn map(document: &Value, source: Option<&reqwest::Url>) -> Mapped {
         }
     }
     let Mapper { examples, mut mapped, .. } = mapper;
-    if let Some(webhooks) = document["webhooks"].as_object().filter(|w| !w.is_empty()) {
-        let names: Vec<&str> = webhooks.keys().map(String::as_str).collect();
-        mapped.warnings.push(format!(
-            "{} webhook(s) ({}) describe requests the API sends, not requests to send: not imported",
-            names.len(),
-            names.join(", ")
-        ));
-    }
-    if examples.truncated > 0 {
-        mapped.warnings.push(format!(
-            "{} example bod(ies) cut short: their schemas reference each other too widely",
-            examples.truncated
-        ));
-    }
-    if examples.exhausted() {
-        mapped.budget_exhausted = true;
-    }
-    if examples.cycles_cut > 0 {
-        mapped.warnings.push(format!("{} `$ref` cycle(s) cut while generating example bodies", examples.cycles_cut));
-    }
-    if !examples.unresolved.is_empty() {
-        let shown: Vec<&str> = examples.unresolved.iter().take(10).map(String::as_str).collect();
-        mapped.warnings.push(format!("external or broken `$ref`s not followed: {}", shown.join(", ")));
-    }
-    if mapped.warnings.len() > MAX_WARNINGS {
-        let more = mapped.warnings.len() - MAX_WARNINGS;
-        mapped.warnings.truncate(MAX_WARNINGS);
-        mapped.warnings.push(format!("... and {more} more warnings"));
-    }
+    add_closing_warnings(document, &examples, &mut mapped);
     mapped
 }
 

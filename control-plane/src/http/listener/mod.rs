@@ -16,12 +16,13 @@ use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulShutdown;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
@@ -61,13 +62,8 @@ pub fn bind(address: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(ACCEPT_BACKLOG)
 }
 
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    shutdown: CancellationToken,
-    limits: Limits,
-) -> std::io::Result<()> {
-    let graceful = GracefulShutdown::new();
+/// HTTP/1.1 and HTTP/2 on one port: the head read timeout, HTTP/2 keep-alive pings and a stream cap.
+fn connection_builder(limits: &Limits) -> Builder<TokioExecutor> {
     let mut builder = Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
     builder
@@ -76,21 +72,37 @@ pub async fn serve(
         .keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(20))
         .max_concurrent_streams(256);
-    let table = Connections::new(limits.connections);
-    tokio::spawn(close_idle(table.clone(), shutdown.clone()));
+    builder
+}
+
+/// The next connection, or `None` at shutdown. A failed accept (out of file descriptors and the like) backs
+/// off briefly instead of spinning.
+async fn accept(listener: &TcpListener, shutdown: &CancellationToken) -> Option<(TcpStream, SocketAddr)> {
     loop {
-        let (stream, peer) = tokio::select! {
+        tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
+                Ok(accepted) => return Some(accepted),
                 Err(e) => {
-                    // Out of file descriptors and the like: back off briefly instead of spinning.
                     tracing::warn!(error = %e, "accept failed");
                     tokio::time::sleep(Duration::from_millis(20)).await;
-                    continue;
                 }
             },
-            () = shutdown.cancelled() => break,
-        };
+            () = shutdown.cancelled() => return None,
+        }
+    }
+}
+
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: CancellationToken,
+    limits: Limits,
+) -> std::io::Result<()> {
+    let graceful = GracefulShutdown::new();
+    let builder = connection_builder(&limits);
+    let table = Connections::new(limits.connections);
+    tokio::spawn(close_idle(table.clone(), shutdown.clone()));
+    while let Some((stream, peer)) = accept(&listener, &shutdown).await {
         let Some(connection) = table.admit(peer.ip()) else {
             tracing::debug!(%peer, "connection refused: the server holds as many as it may");
             continue;
