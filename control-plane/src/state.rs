@@ -9,6 +9,8 @@ use crate::http::auth::key_cache::KeyCache;
 use crate::http::auth::people_cache::PeopleCache;
 use crate::http::auth::signing::SigningKeys;
 use crate::http::limits::{Allowances, SignInThrottle};
+use crate::queue::create::Launches;
+use crate::queue::finish::Completions;
 use crate::signals::{Invalidation, QueueSignal};
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -35,6 +37,10 @@ pub struct Inner {
     /// What each client may still spend: requests per key, unknown capture lookups per address, streams per key.
     pub allowances: Arc<Allowances>,
     pub captures: CaptureWriter,
+    /// Plain launches, created many per statement.
+    pub launches: Launches,
+    /// Runners' completions, ended many per statement.
+    pub completions: Completions,
     pub hub: Arc<StreamHub>,
     /// This process among the replicas sharing the database (in `queue_watchers` and `capture_watchers`).
     pub replica: uuid::Uuid,
@@ -129,6 +135,8 @@ impl AppState {
         let replica = uuid::Uuid::now_v7();
         Self(Arc::new(Inner {
             captures: CaptureWriter::start(pool.clone()),
+            launches: Launches::start(pool.clone()),
+            completions: Completions::start(pool.clone()),
             hub: StreamHub::new(pool.clone(), replica, shutdown.clone(), settings.stream_buffer),
             replica,
             endpoints: EndpointCache::default(),

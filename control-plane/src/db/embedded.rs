@@ -368,6 +368,9 @@ impl EmbeddedCluster {
             "listen_addresses = ''\nunix_socket_directories = '{socket}'\nport = {PORT}\nmax_connections = {}\n",
             options.max_connections
         );
+        // The cluster's files are on a local disk, mostly in the page cache: an index lookup costs little more than
+        // a sequential read, and the default (4) has the planner scan whole tables to find a few rows.
+        text.push_str("random_page_cost = 1.1\n");
         if options.durability == Durability::Throwaway {
             text.push_str("fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n");
         }

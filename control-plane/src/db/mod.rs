@@ -1,9 +1,10 @@
 //! Database access: connecting (to a configured URL or the embedded cluster), the pool, migrations, the data
-//! directory, where the embedded cluster lives, the PATCH statement builder, and the replicas' watches.
+//! directory, where the embedded cluster lives, the PATCH statement builder, the replicas' watches, and group commit.
 
 pub mod cluster_home;
 pub mod data_dir;
 pub mod embedded;
+pub mod group_commit;
 pub mod storage;
 pub mod update;
 pub mod watch;

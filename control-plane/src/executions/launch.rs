@@ -3,7 +3,7 @@
 //! caller at once, in the launch's transaction.
 
 use crate::executions::idempotency::{self, Reservation};
-use crate::executions::resolve::{LaunchRequest, create_execution};
+use crate::executions::resolve::{LaunchRequest, create_execution, resolve};
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult, to_json, to_json_bytes};
 use crate::http::extract::{ApiPath, Id, parse_json};
@@ -105,9 +105,9 @@ async fn launch_flow(
     let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
     let request = LaunchRequest::new(app.replica, caller.org_id, flow_id, trigger(&headers, Trigger::Api), &launch);
     if key.is_none() && !ephemeral {
-        // The plain launch needs no transaction: the execution is created by one statement.
-        let mut conn = app.pool.acquire().await?;
-        let execution = create_execution(&mut conn, &request).await?;
+        // The plain launch needs no transaction: it shares a statement with the launches made meanwhile.
+        let new = resolve(&mut *app.pool.acquire().await?, &request).await?;
+        let execution = app.launches.create(new).await?;
         app.queue.wake(caller.org_id);
         return Ok((StatusCode::CREATED, Json(execution)).into_response());
     }

@@ -122,9 +122,8 @@ async fn resolve_modules(
     Ok(modules)
 }
 
-/// Resolves what runs (the draft or a published version, its modules, collection requests inlined) and queues
-/// it (in the caller's transaction, if any); runners are woken when it commits.
-pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> ApiResult<Execution> {
+/// Resolves what runs: the draft or a published version, its modules, collection requests inlined.
+pub async fn resolve(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> ApiResult<NewExecution> {
     let flow: Option<(String, serde_json::Value, i32)> =
         sqlx::query_as("SELECT name, definition, draft_revision FROM flows WHERE organization_id = $1 AND id = $2")
             .bind(request.org_id)
@@ -141,26 +140,30 @@ pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'
     // Collection requests are inlined now, so the run uses them as they are at launch.
     let definitions = std::iter::once(&mut raw).chain(modules.values_mut());
     let collection_variables = crate::collections::refs::resolve(conn, request.org_id, definitions).await?;
-    let node_ids: Vec<String> = parsed.nodes.iter().map(|n| n.id().to_owned()).collect();
-    let new = NewExecution {
+    Ok(NewExecution {
         replica: request.replica,
         org_id: request.org_id,
         flow_id: request.flow_id,
-        flow_name: &flow_name,
+        flow_name,
         flow_version,
         draft_revision,
-        definition: &raw,
-        modules: &modules,
-        node_ids: &node_ids,
+        definition: raw,
+        modules,
+        node_ids: parsed.nodes.iter().map(|n| n.id().to_owned()).collect(),
         timeout_s: parsed.timeout_s.unwrap_or(DEFAULT_FLOW_TIMEOUT_S),
-        environment: request.environment,
-        collection_variables: &collection_variables,
-        launch_variables: request.variables,
-        runner_labels: request.runner_labels,
+        environment: request.environment.map(str::to_owned),
+        collection_variables,
+        launch_variables: request.variables.clone(),
+        runner_labels: request.runner_labels.to_vec(),
         trigger: request.trigger,
         max_attempts: request.max_attempts,
-    };
-    queue::create::create(conn, &new).await
+    })
+}
+
+/// Resolves what runs and queues it (in the caller's transaction, if any); runners are woken when it commits.
+pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> ApiResult<Execution> {
+    let new = resolve(conn, request).await?;
+    queue::create::create(conn, new).await
 }
 
 /// The published version a launch selects, with its definition.

@@ -57,6 +57,11 @@ impl ApiError {
         }
     }
 
+    /// Whether this is the database-unavailable answer (retrying at once would only wait again).
+    pub fn is_unavailable(&self) -> bool {
+        self.code == ErrorCode::Unavailable
+    }
+
     pub fn internal() -> Self {
         Self::new(ErrorCode::Internal, "internal error; the server log has details under this request id")
     }

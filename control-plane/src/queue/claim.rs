@@ -1,7 +1,7 @@
-//! Claim: one statement picks a queued execution (`FOR UPDATE SKIP LOCKED`), leases it, records the job with its
-//! hashed token, and logs the `running` status and the first `node.started` event; then the secrets the run
-//! references are decrypted for the claim. A runner serving every organization takes the least recently served
-//! organization first.
+//! Claim: one statement picks up to N queued executions (`FOR UPDATE SKIP LOCKED`), leases them, records each
+//! job with its hashed token, and logs each `running` status and first `node.started` event; then the secrets
+//! each run references are decrypted for its claim. A runner serving every organization takes one execution of
+//! each organization per statement, least recently served organization first.
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::queue::events::{LOG, bump};
@@ -57,14 +57,15 @@ pub enum Target<'a> {
 }
 
 impl Target<'_> {
-    /// The `picked` CTE: `id`, `attempt`, `first_node` of the row to claim, locked. Its parameters start at `$5`.
+    /// The `picked` CTE: `id`, `attempt`, `first_node` of the rows to claim (at most one per job id in `$2`),
+    /// locked. Its parameters start at `$5`.
     fn pick(&self) -> &'static str {
         match self {
             Target::Organization { .. } => {
                 "WITH picked AS (
                     SELECT id, attempt, node_ids[1] AS first_node FROM executions
                     WHERE organization_id = $5 AND status = 'queued' AND runner_labels <@ $6
-                    ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+                    ORDER BY id LIMIT cardinality($2::uuid[]) FOR UPDATE SKIP LOCKED)"
             }
             Target::AnyOrganization { .. } => {
                 "WITH picked AS (
@@ -73,7 +74,7 @@ impl Target<'_> {
                         SELECT id, attempt, node_ids[1] AS first_node FROM executions
                         WHERE organization_id = o.id AND status = 'queued' AND runner_labels <@ $5
                         ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) q
-                    LIMIT 1)"
+                    LIMIT cardinality($2::uuid[]))"
             }
             Target::Execution { .. } => {
                 "WITH picked AS (
@@ -102,29 +103,32 @@ served AS (UPDATE organizations o SET last_claim_at = now() FROM transition t WH
     }
 }
 
-/// The claim after the pick: `$1` runner, `$2` job id, `$3` lease seconds, `$4` token hash.
+/// The claim after the pick: `$1` runner, `$2` job ids, `$3` lease seconds, `$4` token hashes (the n-th picked
+/// row, by id, takes the n-th job id and hash).
 fn statement(target: &Target<'_>) -> String {
     format!(
         "{},
+numbered AS (SELECT p.*, row_number() OVER (ORDER BY p.id) AS n FROM picked p),
 events AS (
-    SELECT id, array_remove(ARRAY[
+    SELECT id, n, array_remove(ARRAY[
         jsonb_build_object('type', 'execution.status', 'status', 'running', 'attempt', attempt,
             'runner_id', $1::uuid)::text,
         CASE WHEN first_node IS NOT NULL THEN
             jsonb_build_object('type', 'node.started', 'node_id', first_node, 'attempt', attempt)::text END
     ], NULL) AS events
-    FROM picked),
+    FROM numbered),
 transition AS (
-    UPDATE executions e SET status = 'running', runner_id = $1, job_id = $2,
+    UPDATE executions e SET status = 'running', runner_id = $1, job_id = ($2::uuid[])[ev.n],
         lease_expires_at = now() + make_interval(secs => $3), started_at = COALESCE(e.started_at, now()),
         {}
     FROM events ev WHERE e.id = ev.id
-    RETURNING e.id, e.event_count, ev.events, e.watchers, e.organization_id, e.attempt, e.flow_id, e.flow_name,
+    RETURNING e.id, e.event_count, ev.events, e.watchers, ev.n, e.job_id, e.organization_id, e.attempt, e.flow_id,
+        e.flow_name,
         e.flow_version, e.definition, e.modules, e.environment, e.variables, e.variable_layers, e.lease_expires_at,
         e.timeout_s, (SELECT o.private_network FROM organizations o WHERE o.id = e.organization_id) AS private_network),
 job AS (
     INSERT INTO jobs (id, execution_id, organization_id, attempt, runner_id, token_hash)
-    SELECT $2, id, organization_id, attempt, $1, $4 FROM transition){}{}",
+    SELECT job_id, id, organization_id, attempt, $1, ($4::bytea[])[n] FROM transition){}{}",
         target.pick(),
         bump("ev.events"),
         target.served(),
@@ -135,6 +139,7 @@ job AS (
 #[derive(Debug, sqlx::FromRow)]
 struct Claimed {
     id: Uuid,
+    job_id: Uuid,
     organization_id: Uuid,
     attempt: i32,
     flow_id: Uuid,
@@ -157,13 +162,25 @@ pub async fn claim(
     claimer: Claimer,
     target: Target<'_>,
 ) -> ApiResult<Option<Job>> {
-    let job_id = Uuid::now_v7();
-    let job_token = crate::crypto::new_token(TokenKind::Job);
+    Ok(claim_many(conn, settings, claimer, target, 1).await?.pop())
+}
+
+/// Claims up to `n` executions for `claimer` in one statement, oldest first (empty when nothing matched).
+pub async fn claim_many(
+    conn: &mut PgConnection,
+    settings: &Settings,
+    claimer: Claimer,
+    target: Target<'_>,
+    n: usize,
+) -> ApiResult<Vec<Job>> {
+    let job_ids: Vec<Uuid> = (0..n).map(|_| Uuid::now_v7()).collect();
+    let tokens: Vec<String> = (0..n).map(|_| crate::crypto::new_token(TokenKind::Job)).collect();
+    let hashes: Vec<Vec<u8>> = tokens.iter().map(|t| token::hash(t)).collect();
     let query = sqlx::query_as::<_, Claimed>(sqlx::AssertSqlSafe(statement(&target)))
         .bind(claimer.runner_id())
-        .bind(job_id)
+        .bind(&job_ids)
         .bind(settings.lease.as_secs_f64())
-        .bind(token::hash(&job_token));
+        .bind(&hashes);
     let query = match target {
         Target::Organization { org_id, labels } => query.bind(org_id).bind(labels),
         Target::AnyOrganization { labels } => query.bind(labels),
@@ -171,13 +188,33 @@ pub async fn claim(
             query.bind(org_id).bind(execution_id)
         }
     };
-    let Some(row) = query.fetch_optional(&mut *conn).await? else { return Ok(None) };
-    crate::metrics::claimed(1);
+    let rows = query.fetch_all(&mut *conn).await?;
+    crate::metrics::claimed(rows.len());
+    let mut tokens: Vec<Option<String>> = tokens.into_iter().map(Some).collect();
+    let mut jobs = Vec::with_capacity(rows.len());
+    for row in rows {
+        let token = job_ids.iter().position(|id| *id == row.job_id).and_then(|i| tokens[i].take());
+        let token =
+            token.ok_or_else(|| ApiError::internal_because("a claimed row came back with a job id not given"))?;
+        jobs.push(job_of(conn, settings, claimer, row, token).await?);
+    }
+    jobs.sort_by_key(|job| job.execution_id);
+    Ok(jobs)
+}
+
+/// The job of one claimed row: its run, variables and the secrets it references.
+async fn job_of(
+    conn: &mut PgConnection,
+    settings: &Settings,
+    claimer: Claimer,
+    row: Claimed,
+    job_token: String,
+) -> ApiResult<Job> {
     let layers = row.variable_layers.as_ref().map(|l| l.0.clone());
     let secrets = resolve_secrets(conn, settings, &row, layers.as_ref(), claimer).await?;
     let network = claimer.network(row.private_network || settings.allow_private_targets);
-    Ok(Some(Job {
-        job_id,
+    Ok(Job {
+        job_id: row.job_id,
         execution_id: row.id,
         attempt: row.attempt,
         flow: JobFlow { id: row.flow_id, name: row.flow_name, version: row.flow_version, definition: row.definition },
@@ -192,7 +229,7 @@ pub async fn claim(
         layers,
         secret_hosts: secrets.hosts,
         withheld_secrets: secrets.withheld,
-    }))
+    })
 }
 
 /// Every `{{secret.NAME}}` in any string of a JSON value.

@@ -1,101 +1,209 @@
-//! Create: a resolved launch becomes a queued execution in one statement (variables layered, the row, its first
-//! event and the notifications that wake stream subscribers and waiting runners).
+//! Create: resolved launches become queued executions, any number in one statement (variables layered, the rows,
+//! their first events and the notifications that wake stream subscribers and waiting runners). Plain launches of
+//! one server share statements through group commit (`Launches`); launches in a transaction (idempotent,
+//! ephemeral, by tag, scheduled) create theirs in it.
 
+use crate::db::group_commit::{BatchWrite, GroupCommit};
 use crate::http::error::{ApiError, ApiResult, to_json};
 use crate::queue::events::{LOG, encode, status_event};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow};
 use crate::signals::QUEUE_CHANNEL;
 use hookflow_shared::api::executions::{Execution, ExecutionStatus, Trigger};
 use serde_json::Value;
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgPool};
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 use uuid::Uuid;
 
+/// Launches per statement at most.
+const MAX_BATCH: usize = 128;
+
 /// What runs, already resolved: the definition with collection requests inlined, the module definitions, and
 /// the variable layers.
 #[derive(Debug)]
-pub struct NewExecution<'a> {
+pub struct NewExecution {
     /// The launching replica, whose own polls are woken in memory (nil: none excluded).
     pub replica: Uuid,
     pub org_id: Uuid,
     pub flow_id: Uuid,
-    pub flow_name: &'a str,
+    pub flow_name: String,
     /// The published version run; `None` for the draft.
     pub flow_version: Option<i32>,
     pub draft_revision: i32,
-    pub definition: &'a Value,
-    pub modules: &'a BTreeMap<String, Value>,
-    pub node_ids: &'a [String],
+    pub definition: Value,
+    pub modules: BTreeMap<String, Value>,
+    pub node_ids: Vec<String>,
     pub timeout_s: u64,
-    pub environment: Option<&'a str>,
+    pub environment: Option<String>,
     /// The lowest variable layer: the variables of collections whose requests the flow uses.
-    pub collection_variables: &'a BTreeMap<String, String>,
+    pub collection_variables: BTreeMap<String, String>,
     /// The highest layer.
-    pub launch_variables: &'a BTreeMap<String, String>,
-    pub runner_labels: &'a [String],
+    pub launch_variables: BTreeMap<String, String>,
+    pub runner_labels: Vec<String>,
     pub trigger: Trigger,
     pub max_attempts: i32,
 }
 
 /// Layers variables (collections < organization < environment < launch; merged, and kept by layer for claims),
-/// inserts the row with its `queued`
-/// event already counted (the log's rule, for a row that starts with events), and notifies. No row comes back
-/// when the named environment does not exist.
+/// inserts the rows with their `queued` event already counted (the log's rule, for a row that starts with events),
+/// and notifies; lookups go by key (`OFFSET 0` keeps the planner from joining whole tables, whatever its
+/// statistics say). A launch naming an environment its flow does not have inserts no row. The arrays are read
+/// through `(SELECT $n)` so the batch size stays unknown to the planner: the plan no longer depends on it and is
+/// made once per connection, not once per batch. `$1`..`$16` are one array
+/// each (a launch per element; labels and node ids as JSON arrays), `$17` the `queued` event, `$18` the replica.
 static INSERT: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "WITH env AS (
-             SELECT variables FROM flow_environments WHERE organization_id = $2 AND flow_id = $3 AND key = $9),
+        "WITH launch AS (
+             SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::uuid[]), (SELECT $3::uuid[]),
+                 (SELECT $4::text[]), (SELECT $5::int[]), (SELECT $6::int[]), (SELECT $7::jsonb[]),
+                 (SELECT $8::jsonb[]), (SELECT $9::text[]), (SELECT $10::jsonb[]), (SELECT $11::jsonb[]),
+                 (SELECT $12::jsonb[]), (SELECT $13::text[]), (SELECT $14::int[]), (SELECT $15::int[]),
+                 (SELECT $16::jsonb[]))
+             AS l(id, organization_id, flow_id, flow_name, flow_version, draft_revision, definition, modules,
+                 environment, launch, runner_labels, node_ids, trigger, max_attempts, timeout_s, collection)),
          layers AS (
-             SELECT $17::jsonb
-                     || COALESCE((SELECT jsonb_object_agg(name, value) FROM variables WHERE organization_id = $2), '{{}}')
-                     AS base,
-                 COALESCE((SELECT variables FROM env), '{{}}') AS environment, $10::jsonb AS launch),
+             SELECT l.*, l.collection || COALESCE(org.variables, '{{}}') AS base,
+                 COALESCE(env.variables, '{{}}') AS env_variables
+             FROM launch l
+             CROSS JOIN LATERAL (
+                 SELECT jsonb_object_agg(name, value) AS variables FROM variables v
+                 WHERE v.organization_id = l.organization_id) org
+             LEFT JOIN LATERAL (
+                 SELECT variables FROM flow_environments env
+                 WHERE env.organization_id = l.organization_id AND env.flow_id = l.flow_id AND env.key = l.environment
+                 OFFSET 0) env ON true
+             WHERE l.environment IS NULL OR env.variables IS NOT NULL),
          transition AS (
              INSERT INTO executions AS e (id, organization_id, flow_id, flow_name, flow_version, draft_revision,
                  definition, modules, environment, variables, variable_layers, runner_labels, node_ids, status,
                  trigger, max_attempts, timeout_s, event_count)
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, l.base || l.environment || l.launch,
-                 jsonb_build_object('base', l.base, 'environment', l.environment, 'launch', l.launch),
-                 $11, $12, 'queued', $13, $14, $15, cardinality($16::text[])
+             SELECT l.id, l.organization_id, l.flow_id, l.flow_name, l.flow_version, l.draft_revision, l.definition,
+                 l.modules, l.environment, l.base || l.env_variables || l.launch,
+                 jsonb_build_object('base', l.base, 'environment', l.env_variables, 'launch', l.launch),
+                 ARRAY(SELECT jsonb_array_elements_text(l.runner_labels)),
+                 ARRAY(SELECT jsonb_array_elements_text(l.node_ids)), 'queued', l.trigger, l.max_attempts,
+                 l.timeout_s, cardinality($17::text[])
              FROM layers l
-             WHERE $9::text IS NULL OR EXISTS (SELECT 1 FROM env)
-             RETURNING {EXECUTION_COLUMNS}, e.event_count, $16::text[] AS events, e.watchers, e.organization_id,
+             ORDER BY l.id
+             RETURNING {EXECUTION_COLUMNS}, e.event_count, $17::text[] AS events, e.watchers, e.organization_id,
                  CASE WHEN {} THEN pg_notify('{QUEUE_CHANNEL}', e.organization_id::text)::text END AS queue_notice){}",
         crate::queue::watch::others_wait("e.organization_id", "$18"),
         *LOG
     )
 });
 
-/// Creates a queued execution (in the caller's transaction, if any); runners are woken when it commits.
-pub async fn create(conn: &mut PgConnection, new: &NewExecution<'_>) -> ApiResult<Execution> {
+/// The statement's columns, one array per column.
+#[derive(Debug, Default)]
+struct Columns {
+    ids: Vec<Uuid>,
+    orgs: Vec<Uuid>,
+    flows: Vec<Uuid>,
+    names: Vec<String>,
+    versions: Vec<Option<i32>>,
+    revisions: Vec<i32>,
+    definitions: Vec<Value>,
+    modules: Vec<Value>,
+    environments: Vec<Option<String>>,
+    launch: Vec<Value>,
+    labels: Vec<Value>,
+    node_ids: Vec<Value>,
+    triggers: Vec<&'static str>,
+    max_attempts: Vec<i32>,
+    timeouts: Vec<i32>,
+    collection: Vec<Value>,
+}
+
+impl Columns {
+    fn push(&mut self, id: Uuid, new: &NewExecution) -> ApiResult<()> {
+        self.ids.push(id);
+        self.orgs.push(new.org_id);
+        self.flows.push(new.flow_id);
+        self.names.push(new.flow_name.clone());
+        self.versions.push(new.flow_version);
+        self.revisions.push(new.draft_revision);
+        self.definitions.push(new.definition.clone());
+        self.modules.push(to_json(&new.modules)?);
+        self.environments.push(new.environment.clone());
+        self.launch.push(to_json(&new.launch_variables)?);
+        self.labels.push(to_json(&new.runner_labels)?);
+        self.node_ids.push(to_json(&new.node_ids)?);
+        self.triggers.push(new.trigger.as_str());
+        self.max_attempts.push(new.max_attempts);
+        self.timeouts.push(i32::try_from(new.timeout_s).unwrap_or(i32::MAX));
+        self.collection.push(to_json(&new.collection_variables)?);
+        Ok(())
+    }
+}
+
+/// Creates queued executions, one per launch and in the same order, in one statement (in the caller's
+/// transaction, if any); runners are woken when it commits. A launch naming an environment its flow does not have
+/// gets its own 400; the others are created.
+pub async fn create_many(conn: &mut PgConnection, launches: &[NewExecution]) -> ApiResult<Vec<ApiResult<Execution>>> {
+    let Some(replica) = launches.first().map(|l| l.replica) else { return Ok(Vec::new()) };
     let queued = vec![encode(&status_event(ExecutionStatus::Queued, 1, None))?];
-    let row: Option<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(INSERT.as_str()))
-        .bind(Uuid::now_v7())
-        .bind(new.org_id)
-        .bind(new.flow_id)
-        .bind(new.flow_name)
-        .bind(new.flow_version)
-        .bind(new.draft_revision)
-        .bind(new.definition)
-        .bind(to_json(new.modules)?)
-        .bind(new.environment)
-        .bind(to_json(new.launch_variables)?)
-        .bind(new.runner_labels)
-        .bind(new.node_ids)
-        .bind(new.trigger.as_str())
-        .bind(new.max_attempts)
-        .bind(i32::try_from(new.timeout_s).unwrap_or(i32::MAX))
+    let mut columns = Columns::default();
+    for new in launches {
+        columns.push(Uuid::now_v7(), new)?;
+    }
+    let rows: Vec<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(INSERT.as_str()))
+        .bind(&columns.ids)
+        .bind(&columns.orgs)
+        .bind(&columns.flows)
+        .bind(&columns.names)
+        .bind(&columns.versions)
+        .bind(&columns.revisions)
+        .bind(&columns.definitions)
+        .bind(&columns.modules)
+        .bind(&columns.environments)
+        .bind(&columns.launch)
+        .bind(&columns.labels)
+        .bind(&columns.node_ids)
+        .bind(&columns.triggers)
+        .bind(&columns.max_attempts)
+        .bind(&columns.timeouts)
+        .bind(&columns.collection)
         .bind(&queued)
-        .bind(to_json(new.collection_variables)?)
-        .bind(new.replica)
-        .fetch_optional(&mut *conn)
+        .bind(replica)
+        .fetch_all(&mut *conn)
         .await?;
-    match (row, new.environment) {
+    let mut created: BTreeMap<Uuid, ExecutionRow> = rows.into_iter().map(|row| (row.id(), row)).collect();
+    let answers = columns.ids.iter().zip(launches).map(|(id, new)| match (created.remove(id), &new.environment) {
         (Some(row), _) => row.try_into(),
         (None, Some(key)) => {
             Err(ApiError::invalid(format!("invalid field `environment`: the flow has no environment `{key}`")))
         }
         (None, None) => Err(ApiError::internal_because("an execution insert without an environment matched nothing")),
+    });
+    Ok(answers.collect())
+}
+
+/// Creates one queued execution (in the caller's transaction, if any); runners are woken when it commits.
+pub async fn create(conn: &mut PgConnection, new: NewExecution) -> ApiResult<Execution> {
+    create_many(conn, std::slice::from_ref(&new))
+        .await?
+        .pop()
+        .unwrap_or_else(|| Err(ApiError::internal_because("one launch, no answer")))
+}
+
+impl BatchWrite for NewExecution {
+    type Out = ApiResult<Execution>;
+
+    async fn write_many(conn: &mut PgConnection, batch: &[Self]) -> ApiResult<Vec<Self::Out>> {
+        create_many(conn, batch).await
+    }
+}
+
+/// Plain launches of this server, created many per statement (group commit, see `db::group_commit`).
+#[derive(Debug, Clone)]
+pub struct Launches(GroupCommit<NewExecution>);
+
+impl Launches {
+    pub fn start(pool: PgPool) -> Self {
+        Self(GroupCommit::start(pool, MAX_BATCH))
+    }
+
+    /// Creates a queued execution once its batch commits.
+    pub async fn create(&self, new: NewExecution) -> ApiResult<Execution> {
+        self.0.submit(new).await.and_then(|created| created)
     }
 }

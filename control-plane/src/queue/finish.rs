@@ -1,76 +1,130 @@
-//! Finish and cancel: an execution ends in one statement (final status, the summary counted from the attempt's
-//! node results, the dead job token, the final event); a cancel ends a queued execution at once and flags a
-//! running one, whose runner is told at its next heartbeat or report.
+//! Finish and cancel: executions end, any number in one statement (final status, the summary counted from the
+//! attempt's node results, the dead job token, the final event); runners' completions of one server share
+//! statements through group commit (`Completions`). A cancel ends a queued execution at once and flags a running
+//! one, whose runner is told at its next heartbeat or report.
 
+use crate::db::group_commit::{BatchWrite, GroupCommit};
 use crate::http::error::{ApiError, ApiResult};
 use crate::queue::events::{self, LOG, bump};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow, fetch};
 use hookflow_shared::api::executions::{Execution, ExecutionEvent, ExecutionStatus};
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgPool};
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 use uuid::Uuid;
 
+/// Completions per statement at most.
+const MAX_BATCH: usize = 128;
+
 /// How an execution ends.
-#[derive(Debug, Clone, Copy)]
-pub struct Ending<'a> {
+#[derive(Debug, Clone)]
+pub struct Ending {
     pub execution_id: Uuid,
     pub attempt: i32,
     /// When set, the execution must still be held by this job (a runner's completion).
     pub job_id: Option<Uuid>,
     pub status: ExecutionStatus,
-    pub error: Option<&'a str>,
+    pub error: Option<String>,
 }
 
-/// `$1` execution, `$2` attempt, `$3` status, `$4` error, `$5` the job that must hold it (or null). Nodes never
-/// reported count as skipped.
+/// `$1`..`$5`: execution ids, attempts, statuses, errors and the jobs that must hold them (or nulls), one
+/// element per ending; of two endings of one execution the first counts. Rows are locked in id order, each looked
+/// up by its key (`OFFSET 0` keeps the planner from joining the whole table, whatever its statistics say); nodes
+/// never reported count as skipped. The arrays are read through `(SELECT $n)` so the plan does not depend on the
+/// batch size and is made once per connection.
 static FINISH: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "WITH counts AS (
-             SELECT count(*) FILTER (WHERE status = 'passed') AS passed,
-                    count(*) FILTER (WHERE status IN ('failed', 'error')) AS failed,
-                    count(*) FILTER (WHERE status = 'skipped') AS skipped
-             FROM node_results WHERE execution_id = $1 AND attempt = $2),
-         ending AS (
-             SELECT e.id, COALESCE(e.started_at, now()) AS started_at,
+        "WITH ending AS (
+             SELECT DISTINCT ON (execution_id) * FROM unnest((SELECT $1::uuid[]), (SELECT $2::int[]),
+                 (SELECT $3::text[]), (SELECT $4::text[]), (SELECT $5::uuid[]))
+                 WITH ORDINALITY AS x(execution_id, attempt, status, error, job_id, ord)
+             ORDER BY execution_id, ord),
+         held AS (
+             SELECT e.id, x.status, x.error, x.attempt, COALESCE(e.started_at, now()) AS started_at,
                  jsonb_build_object('nodes_total', cardinality(e.node_ids), 'passed', c.passed, 'failed', c.failed,
                      'skipped', GREATEST(cardinality(e.node_ids) - c.passed - c.failed, c.skipped)) AS summary
-             FROM executions e, counts c
-             WHERE e.id = $1 AND e.attempt = $2 AND e.status IN ('queued', 'running')
-               AND ($5::uuid IS NULL OR e.job_id = $5)
+             FROM ending x
+             CROSS JOIN LATERAL (
+                 SELECT count(*) FILTER (WHERE r.status = 'passed') AS passed,
+                        count(*) FILTER (WHERE r.status IN ('failed', 'error')) AS failed,
+                        count(*) FILTER (WHERE r.status = 'skipped') AS skipped
+                 FROM node_results r WHERE r.execution_id = x.execution_id AND r.attempt = x.attempt) c
+             CROSS JOIN LATERAL (
+                 SELECT * FROM executions e WHERE e.id = x.execution_id AND e.attempt = x.attempt
+                     AND e.status IN ('queued', 'running') AND (x.job_id IS NULL OR e.job_id = x.job_id)
+                 OFFSET 0) e
+             ORDER BY e.id
              FOR UPDATE OF e),
          events AS (
-             SELECT id, started_at, summary, ARRAY[jsonb_build_object('type', 'execution.completed',
-                 'status', $3::text, 'summary', summary, 'error', $4::text, 'attempt', $2::int,
+             SELECT id, status, error, started_at, summary, ARRAY[jsonb_build_object('type', 'execution.completed',
+                 'status', status, 'summary', summary, 'error', error, 'attempt', attempt,
                  'duration_ms', (extract(epoch FROM now() - started_at) * 1000)::bigint)::text] AS events
-             FROM ending),
+             FROM held),
          transition AS (
-             UPDATE executions e SET status = $3, error = $4, finished_at = now(), started_at = ev.started_at,
-                 lease_expires_at = NULL, summary = ev.summary, {}
+             UPDATE executions e SET status = ev.status, error = ev.error, finished_at = now(),
+                 started_at = ev.started_at, lease_expires_at = NULL, summary = ev.summary, {}
              FROM events ev WHERE e.id = ev.id
              RETURNING {EXECUTION_COLUMNS}, e.event_count, ev.events, e.watchers),
          dead AS (
-             UPDATE jobs SET completed_at = now()
-             WHERE execution_id = $1 AND completed_at IS NULL AND EXISTS (SELECT 1 FROM transition)){}",
+             UPDATE jobs j SET completed_at = now() FROM transition t
+             WHERE j.execution_id = t.id AND j.completed_at IS NULL){}",
         bump("ev.events"),
         *LOG
     )
 });
 
-/// Ends an execution. `None` when it had already ended or (with `job_id`) moved on to another attempt.
-pub async fn finish(conn: &mut PgConnection, ending: Ending<'_>) -> ApiResult<Option<Execution>> {
-    debug_assert!(ending.status.is_final(), "an execution ends in a final status");
-    let row: Option<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(FINISH.as_str()))
-        .bind(ending.execution_id)
-        .bind(ending.attempt)
-        .bind(ending.status.as_str())
-        .bind(ending.error)
-        .bind(ending.job_id)
-        .fetch_optional(conn)
+/// Ends executions in one statement: per ending, the execution as it ended, or `None` when it had already ended,
+/// (with `job_id`) moved on to another attempt, or an earlier ending of the batch ended it.
+pub async fn finish_many(conn: &mut PgConnection, endings: &[Ending]) -> ApiResult<Vec<Option<Execution>>> {
+    debug_assert!(endings.iter().all(|e| e.status.is_final()), "an execution ends in a final status");
+    let ids: Vec<Uuid> = endings.iter().map(|e| e.execution_id).collect();
+    let rows: Vec<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(FINISH.as_str()))
+        .bind(&ids)
+        .bind(endings.iter().map(|e| e.attempt).collect::<Vec<_>>())
+        .bind(endings.iter().map(|e| e.status.as_str()).collect::<Vec<_>>())
+        .bind(endings.iter().map(|e| e.error.as_deref()).collect::<Vec<_>>())
+        .bind(endings.iter().map(|e| e.job_id).collect::<Vec<_>>())
+        .fetch_all(conn)
         .await?;
-    if row.is_some() {
+    let mut ended: BTreeMap<Uuid, ExecutionRow> = rows.into_iter().map(|row| (row.id(), row)).collect();
+    let mut answers = Vec::with_capacity(endings.len());
+    for ending in endings {
+        let Some(row) = ended.remove(&ending.execution_id) else {
+            answers.push(None);
+            continue;
+        };
         crate::metrics::execution_finished(ending.status.as_str());
+        answers.push(Some(Execution::try_from(row)?));
     }
-    row.map(Execution::try_from).transpose()
+    Ok(answers)
+}
+
+/// Ends an execution. `None` when it had already ended or (with `job_id`) moved on to another attempt.
+pub async fn finish(conn: &mut PgConnection, ending: Ending) -> ApiResult<Option<Execution>> {
+    Ok(finish_many(conn, std::slice::from_ref(&ending)).await?.pop().flatten())
+}
+
+impl BatchWrite for Ending {
+    type Out = Option<Execution>;
+
+    async fn write_many(conn: &mut PgConnection, batch: &[Self]) -> ApiResult<Vec<Self::Out>> {
+        finish_many(conn, batch).await
+    }
+}
+
+/// Runners' completions on this server, ended many per statement (group commit, see `db::group_commit`).
+#[derive(Debug, Clone)]
+pub struct Completions(GroupCommit<Ending>);
+
+impl Completions {
+    pub fn start(pool: PgPool) -> Self {
+        Self(GroupCommit::start(pool, MAX_BATCH))
+    }
+
+    /// Ends an execution once its batch commits: as `finish`.
+    pub async fn finish(&self, ending: Ending) -> ApiResult<Option<Execution>> {
+        self.0.submit(ending).await
+    }
 }
 
 /// Which execution a cancel names.
@@ -100,7 +154,7 @@ pub async fn cancel(conn: &mut PgConnection, target: CancelTarget) -> ApiResult<
                 attempt,
                 job_id: None,
                 status: ExecutionStatus::Cancelled,
-                error: Some("cancelled before a runner took it"),
+                error: Some("cancelled before a runner took it".to_owned()),
             };
             finish(conn, ending).await?;
         }

@@ -32,7 +32,8 @@ pub async fn release(conn: &mut PgConnection, execution_id: Uuid, reason: &str) 
             .bind(execution_id)
             .fetch_one(&mut *conn)
             .await?;
-    let end = |status, error| Ending { execution_id, attempt, job_id: None, status, error: Some(error) };
+    let end =
+        |status, error: &str| Ending { execution_id, attempt, job_id: None, status, error: Some(error.to_owned()) };
     let expired = reason == "lease_expired";
     if cancel_requested {
         if expired {

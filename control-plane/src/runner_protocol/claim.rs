@@ -1,10 +1,10 @@
 //! `POST /runner/jobs/next`: the long poll. A waiting poll is woken by NOTIFY (or a local launch) and re-checks
-//! every `queue_recheck` (10 s) regardless; each try is one claim statement (`crate::queue::claim`), repeated up to `max_jobs`
-//! times on one connection when a runner with free slots asks for several.
+//! every `queue_recheck` (10 s) regardless; each try is one claim statement (`crate::queue::claim`) taking up to
+//! `max_jobs` jobs when a runner with free slots asks for several.
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
-use crate::queue::claim::{Claimer, Target, claim};
+use crate::queue::claim::{Claimer, Target, claim_many};
 use crate::runner_protocol::caller::{RunnerCaller, touch_runner};
 use crate::state::AppState;
 use axum::Json;
@@ -21,8 +21,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(next_job))
 }
 
-/// Claims up to `max_jobs` jobs for a runner, each one statement committed on its own, on one connection; stops
-/// at the first try that finds nothing.
+/// Claims up to `max_jobs` jobs for a runner on one connection, each statement committed on its own: one
+/// statement for a runner of one organization; for a runner of every organization (one execution per organization
+/// and statement), more while they find some.
 pub async fn try_claim(
     app: &AppState,
     caller: RunnerCaller,
@@ -37,13 +38,15 @@ pub async fn try_claim(
     let mut conn = app.pool.acquire().await?;
     let claimer = Claimer::Runner { id: runner_id, embedded: caller.org_id.is_none() };
     let mut jobs = Vec::new();
-    while jobs.len() < max_jobs as usize {
-        match claim(&mut conn, &app.settings, claimer, target).await? {
-            Some(job) => jobs.push(job),
-            None => break,
+    loop {
+        let wanted = max_jobs as usize - jobs.len();
+        let claimed = claim_many(&mut conn, &app.settings, claimer, target, wanted).await?;
+        let found = claimed.len();
+        jobs.extend(claimed);
+        if found == 0 || found == wanted || caller.org_id.is_some() {
+            return Ok(jobs);
         }
     }
-    Ok(jobs)
 }
 
 /// Long poll for the next job: 200 with the claim (with `max_jobs`: `{jobs: [...]}`, at least one), or 204 when

@@ -3,7 +3,7 @@
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiPath, parse_json};
-use crate::queue::finish::{Ending, finish};
+use crate::queue::finish::Ending;
 use crate::queue::report::{authorize, keep_alive, record, stale_attempt};
 use crate::state::AppState;
 use axum::Json;
@@ -84,17 +84,15 @@ async fn report_nodes(JobCall { app, job_id, token }: JobCall, body: Body) -> Ap
     responses((status = 200, body = Execution), (status = 400), (status = 409)),
     security(("job_token" = [])))]
 async fn complete_job(JobCall { app, job_id, token }: JobCall, body: Body) -> ApiResult<Json<Execution>> {
-    let mut conn = app.pool.acquire().await?;
-    let job = authorize(&mut conn, &token, job_id, false).await?;
+    let job = authorize(&mut *app.pool.acquire().await?, &token, job_id, false).await?;
     let complete: Complete = parse_json(&read_body(body, COMPLETE_BODY_LIMIT).await?)?;
-    let error: Option<String> = complete.error.map(|e| e.chars().take(2000).collect());
     let ending = Ending {
         execution_id: job.execution_id,
         attempt: job.attempt,
         job_id: Some(job_id),
         status: complete.status.into(),
-        error: error.as_deref(),
+        error: complete.error.map(|e| e.chars().take(2000).collect()),
     };
     // The statement re-checks that the job still holds the execution, so a rescue in between answers 409.
-    finish(&mut conn, ending).await?.map(Json).ok_or_else(stale_attempt)
+    app.completions.finish(ending).await?.map(Json).ok_or_else(stale_attempt)
 }

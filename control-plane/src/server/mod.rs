@@ -127,7 +127,7 @@ async fn serve_metrics(listen: config::MetricsListen, state: &AppState) -> Resul
         .await
         .map_err(|e| format!("cannot listen for metrics on {address}: {e} (set --metrics-listen, or off)"))?;
     tracing::info!(address = %listener.local_addr()?, "metrics listening");
-    tokio::spawn(crate::metrics::serve(listener, state.clone()));
+    tokio::spawn(crate::metrics::endpoint::serve(listener, state.clone()));
     Ok(())
 }
 

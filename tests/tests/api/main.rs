@@ -37,6 +37,7 @@ mod people_members;
 mod people_sessions;
 mod private_network;
 mod queue_at_scale;
+mod queue_batching;
 mod resources;
 mod runner_e2e;
 mod stream;

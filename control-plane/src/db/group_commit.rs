@@ -1,0 +1,127 @@
+//! Group commit: callers hand their write to one task, which runs whatever arrived while the previous batch was
+//! being written as the next batch (one statement, one commit) and answers each caller with its own outcome. Under
+//! load, N concurrent writes cost one round trip, one executor start-up and one commit instead of N; alone, a
+//! write waits for nothing. A caller is answered only after its batch committed (or failed).
+
+use crate::http::error::{ApiError, ApiResult};
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, PgPool, Postgres};
+use std::future::Future;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Writes waiting for the task before callers wait too (back-pressure).
+const QUEUE: usize = 4096;
+/// How long the task keeps its connection with nothing to write.
+const LINGER: Duration = Duration::from_millis(500);
+
+/// A write that many can share one statement: the statement takes a batch and answers one outcome per write, in
+/// order.
+pub trait BatchWrite: Sized + Send + Sync + 'static {
+    type Out: Send + 'static;
+
+    fn write_many(conn: &mut PgConnection, batch: &[Self]) -> impl Future<Output = ApiResult<Vec<Self::Out>>> + Send;
+}
+
+/// A write waiting for its batch, with where its outcome goes.
+type Pending<W> = (W, oneshot::Sender<ApiResult<<W as BatchWrite>::Out>>);
+
+/// The handle callers submit to; the task ends when every clone is dropped and the queue is drained.
+#[derive(Debug)]
+pub struct GroupCommit<W: BatchWrite> {
+    queue: mpsc::Sender<Pending<W>>,
+}
+
+impl<W: BatchWrite> Clone for GroupCommit<W> {
+    fn clone(&self) -> Self {
+        Self { queue: self.queue.clone() }
+    }
+}
+
+impl<W: BatchWrite> GroupCommit<W> {
+    /// Starts the task, which writes batches of at most `max_batch`, one at a time.
+    pub fn start(pool: PgPool, max_batch: usize) -> Self {
+        let (queue, pending) = mpsc::channel::<Pending<W>>(QUEUE);
+        tokio::spawn(run(pool, pending, max_batch));
+        Self { queue }
+    }
+
+    /// Submits a write and waits until its batch committed (or failed); 503 when the task is gone (the server is
+    /// stopping).
+    pub async fn submit(&self, write: W) -> ApiResult<W::Out> {
+        let (reply, outcome) = oneshot::channel();
+        self.queue.send((write, reply)).await.map_err(|_| ApiError::unavailable())?;
+        outcome.await.unwrap_or_else(|_| Err(ApiError::unavailable()))
+    }
+}
+
+/// The task. While writes keep coming it keeps its connection (no acquire per batch; its statements stay prepared
+/// and planned); after `LINGER` without any the connection goes back to the pool. Ends when every handle is gone.
+async fn run<W: BatchWrite>(pool: PgPool, mut pending: mpsc::Receiver<Pending<W>>, max_batch: usize) {
+    let mut batch = Vec::with_capacity(max_batch);
+    let mut held: Option<PoolConnection<Postgres>> = None;
+    loop {
+        let received = if held.is_some() {
+            match tokio::time::timeout(LINGER, pending.recv_many(&mut batch, max_batch)).await {
+                Ok(received) => received,
+                Err(_) => {
+                    held = None;
+                    continue;
+                }
+            }
+        } else {
+            pending.recv_many(&mut batch, max_batch).await
+        };
+        if received == 0 {
+            return;
+        }
+        let (writes, replies): (Vec<W>, Vec<_>) = batch.drain(..).unzip();
+        let outcomes = write_batch(&pool, &mut held, &writes).await;
+        for (reply, outcome) in replies.into_iter().zip(outcomes) {
+            let _ = reply.send(outcome);
+        }
+    }
+}
+
+/// Writes one batch on the held connection (or a fresh one), keeping the connection unless the database was
+/// unavailable.
+async fn write_batch<W: BatchWrite>(
+    pool: &PgPool,
+    held: &mut Option<PoolConnection<Postgres>>,
+    writes: &[W],
+) -> Vec<ApiResult<W::Out>> {
+    let connection = match held.take() {
+        Some(conn) => Ok(conn),
+        None => pool.acquire().await,
+    };
+    match connection {
+        Ok(mut conn) => {
+            let outcomes = whole_or_each(&mut conn, writes).await;
+            if !outcomes.iter().any(|o| o.as_ref().is_err_and(ApiError::is_unavailable)) {
+                *held = Some(conn);
+            }
+            outcomes
+        }
+        Err(e) => {
+            let e = ApiError::from(e);
+            writes.iter().map(|_| Err(e.clone())).collect()
+        }
+    }
+}
+
+/// Writes a batch in one statement, or, when the database refuses it as a whole (not when it is unavailable: that
+/// would only wait again), write by write, so one bad write fails alone: an answer per write, in order.
+async fn whole_or_each<W: BatchWrite>(conn: &mut PgConnection, writes: &[W]) -> Vec<ApiResult<W::Out>> {
+    match W::write_many(conn, writes).await {
+        Ok(answers) if answers.len() == writes.len() => answers.into_iter().map(Ok).collect(),
+        Ok(_) => writes.iter().map(|_| Err(ApiError::internal_because("a batch answered the wrong count"))).collect(),
+        Err(e) if writes.len() > 1 && !e.is_unavailable() => {
+            let mut answers = Vec::with_capacity(writes.len());
+            for write in writes {
+                answers.push(Box::pin(whole_or_each(conn, std::slice::from_ref(write))).await.remove(0));
+            }
+            answers
+        }
+        Err(e) => writes.iter().map(|_| Err(e.clone())).collect(),
+    }
+}

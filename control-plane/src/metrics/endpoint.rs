@@ -1,0 +1,59 @@
+//! `GET /metrics` on the metrics listener: what the recorder holds, plus the gauges the database knows (queue depth
+//! and age, runners online, the pool), read at scrape time.
+
+use crate::metrics::install;
+use crate::state::AppState;
+use axum::Router;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use metrics::gauge;
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::time::Instant;
+use tokio::net::TcpListener;
+
+/// Serves `GET /metrics` on `listener` until the state's shutdown token is cancelled.
+pub async fn serve(listener: TcpListener, app: AppState) -> std::io::Result<()> {
+    let handle = install();
+    let shutdown = app.shutdown.clone();
+    let router = Router::new().route("/metrics", get(scrape)).with_state((app, handle));
+    axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
+}
+
+async fn scrape(State((app, handle)): State<(AppState, PrometheusHandle)>) -> impl IntoResponse {
+    if let Err(e) = read_gauges(&app).await {
+        tracing::warn!(error = %e, "reading the queue and runner gauges failed; they keep their last values");
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], handle.render())
+}
+
+/// Gauges the database knows, read when scraped.
+async fn read_gauges(app: &AppState) -> Result<(), sqlx::Error> {
+    let started = Instant::now();
+    let mut conn = app.pool.acquire().await?;
+    gauge!("hookflow_db_pool_acquire_seconds").set(started.elapsed().as_secs_f64());
+    let (queued, running, oldest_s): (i64, i64, f64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'running'),
+                coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE status = 'queued')), 0)::float8
+         FROM executions WHERE status IN ('queued', 'running')",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let online_after = app.settings.heartbeat_interval.as_secs_f64() * 3.0;
+    let online: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM runners WHERE last_seen_at > now() - make_interval(secs => $1)")
+            .bind(online_after)
+            .fetch_one(&mut *conn)
+            .await?;
+    drop(conn);
+    gauge!("hookflow_queue_depth").set(queued as f64);
+    gauge!("hookflow_queue_oldest_age_seconds").set(oldest_s);
+    gauge!("hookflow_executions_running").set(running as f64);
+    gauge!("hookflow_runners_online").set(online as f64);
+    let (size, idle) = (app.pool.size(), app.pool.num_idle() as u32);
+    gauge!("hookflow_db_pool_connections", "state" => "idle").set(f64::from(idle));
+    gauge!("hookflow_db_pool_connections", "state" => "in_use").set(f64::from(size.saturating_sub(idle)));
+    gauge!("hookflow_db_pool_max_connections").set(f64::from(app.pool.options().get_max_connections()));
+    Ok(())
+}
