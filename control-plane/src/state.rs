@@ -4,13 +4,14 @@
 use crate::capture::cache::EndpointCache;
 use crate::capture::hub::StreamHub;
 use crate::capture::writer::CaptureWriter;
+use crate::db::group_commit::GroupCommit;
 use crate::http::auth::external::{ExternalIssuers, IssuerConfig};
 use crate::http::auth::key_cache::KeyCache;
 use crate::http::auth::people_cache::PeopleCache;
 use crate::http::auth::signing::SigningKeys;
 use crate::http::limits::{Allowances, SignInThrottle};
-use crate::queue::create::Launches;
-use crate::queue::finish::Completions;
+use crate::queue::create::NewExecution;
+use crate::queue::finish::Ending;
 use crate::signals::{Invalidation, QueueSignal};
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -36,11 +37,7 @@ pub struct Inner {
     pub sign_ins: SignInThrottle,
     /// What each client may still spend: requests per key, unknown capture lookups per address, streams per key.
     pub allowances: Arc<Allowances>,
-    pub captures: CaptureWriter,
-    /// Plain launches, created many per statement.
-    pub launches: Launches,
-    /// Runners' completions, ended many per statement.
-    pub completions: Completions,
+    pub writers: Writers,
     pub hub: Arc<StreamHub>,
     /// This process among the replicas sharing the database (in `queue_watchers` and `capture_watchers`).
     pub replica: uuid::Uuid,
@@ -50,6 +47,17 @@ pub struct Inner {
     pub execution_wakes: tokio::sync::broadcast::Sender<uuid::Uuid>,
     /// Cancelled when the server stops: streams end, background tasks return.
     pub shutdown: CancellationToken,
+}
+
+/// The group-commit writers: one task each, which writes whatever arrived while its previous statement ran as the
+/// next statement.
+#[derive(Debug)]
+pub struct Writers {
+    pub captures: CaptureWriter,
+    /// Plain launches.
+    pub launches: GroupCommit<NewExecution>,
+    /// Runners' completions.
+    pub completions: GroupCommit<Ending>,
 }
 
 /// Settings that handlers read; built once at startup.
@@ -134,9 +142,11 @@ impl AppState {
     pub fn new(pool: PgPool, settings: Settings, shutdown: CancellationToken) -> Self {
         let replica = uuid::Uuid::now_v7();
         Self(Arc::new(Inner {
-            captures: CaptureWriter::start(pool.clone()),
-            launches: Launches::start(pool.clone()),
-            completions: Completions::start(pool.clone()),
+            writers: Writers {
+                captures: CaptureWriter::start(pool.clone()),
+                launches: GroupCommit::start(pool.clone(), crate::queue::create::MAX_BATCH),
+                completions: GroupCommit::start(pool.clone(), crate::queue::finish::MAX_BATCH),
+            },
             hub: StreamHub::new(pool.clone(), replica, shutdown.clone(), settings.stream_buffer),
             replica,
             endpoints: EndpointCache::default(),

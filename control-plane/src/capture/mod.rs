@@ -102,7 +102,7 @@ async fn capture_inner(
         .map(|head| head.headers)
         .unwrap_or_else(|| hookflow_runner::outbound::header_pairs(&parts.headers));
     let request = Captured { parts: &parts, path, headers: &headers, body, peer, received_at };
-    match app.captures.store(request.record(&endpoint)?).await {
+    match app.writers.captures.store(request.record(&endpoint)?).await {
         Outcome::Stored(request_id) => Ok(receipt(&endpoint, request_id, received_at)),
         Outcome::EndpointGone => Err(ApiError::not_found("webhook")),
         Outcome::Rejected => {

@@ -107,7 +107,7 @@ async fn launch_flow(
     if key.is_none() && !ephemeral {
         // The plain launch needs no transaction: it shares a statement with the launches made meanwhile.
         let new = resolve(&mut *app.pool.acquire().await?, &request).await?;
-        let execution = app.launches.create(new).await?;
+        let execution = app.writers.launches.submit(new).await??;
         app.queue.wake(caller.org_id);
         return Ok((StatusCode::CREATED, Json(execution)).into_response());
     }

@@ -6,7 +6,7 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::queue;
 use crate::queue::create::NewExecution;
 use hookflow_shared::api::executions::{Execution, Launch, LaunchMode, Trigger};
-use hookflow_shared::api::runners::module_key;
+use hookflow_shared::api::runners::{JobFlow, module_key};
 use hookflow_shared::flow::definition::{self, FlowDefinition, Node, VersionSelector};
 use sqlx::PgConnection;
 use std::collections::BTreeMap;
@@ -143,11 +143,8 @@ pub async fn resolve(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> Ap
     Ok(NewExecution {
         replica: request.replica,
         org_id: request.org_id,
-        flow_id: request.flow_id,
-        flow_name,
-        flow_version,
+        flow: JobFlow { id: request.flow_id, name: flow_name, version: flow_version, definition: raw },
         draft_revision,
-        definition: raw,
         modules,
         node_ids: parsed.nodes.iter().map(|n| n.id().to_owned()).collect(),
         timeout_s: parsed.timeout_s.unwrap_or(DEFAULT_FLOW_TIMEOUT_S),

@@ -1,22 +1,23 @@
 //! Create: resolved launches become queued executions, any number in one statement (variables layered, the rows,
 //! their first events and the notifications that wake stream subscribers and waiting runners). Plain launches of
-//! one server share statements through group commit (`Launches`); launches in a transaction (idempotent,
-//! ephemeral, by tag, scheduled) create theirs in it.
+//! one server share statements through group commit (`AppState::launches`); launches in a transaction
+//! (idempotent, ephemeral, by tag, scheduled) create theirs in it.
 
-use crate::db::group_commit::{BatchWrite, GroupCommit};
+use crate::db::group_commit::BatchWrite;
 use crate::http::error::{ApiError, ApiResult, to_json};
 use crate::queue::events::{LOG, encode, status_event};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow};
 use crate::signals::QUEUE_CHANNEL;
 use hookflow_shared::api::executions::{Execution, ExecutionStatus, Trigger};
+use hookflow_shared::api::runners::JobFlow;
 use serde_json::Value;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 use uuid::Uuid;
 
 /// Launches per statement at most.
-const MAX_BATCH: usize = 128;
+pub const MAX_BATCH: usize = 128;
 
 /// What runs, already resolved: the definition with collection requests inlined, the module definitions, and
 /// the variable layers.
@@ -25,12 +26,9 @@ pub struct NewExecution {
     /// The launching replica, whose own polls are woken in memory (nil: none excluded).
     pub replica: Uuid,
     pub org_id: Uuid,
-    pub flow_id: Uuid,
-    pub flow_name: String,
-    /// The published version run; `None` for the draft.
-    pub flow_version: Option<i32>,
+    /// The flow as it runs: its published version (`None`: the draft) with collection requests inlined.
+    pub flow: JobFlow,
     pub draft_revision: i32,
-    pub definition: Value,
     pub modules: BTreeMap<String, Value>,
     pub node_ids: Vec<String>,
     pub timeout_s: u64,
@@ -117,11 +115,11 @@ impl Columns {
     fn push(&mut self, id: Uuid, new: &NewExecution) -> ApiResult<()> {
         self.ids.push(id);
         self.orgs.push(new.org_id);
-        self.flows.push(new.flow_id);
-        self.names.push(new.flow_name.clone());
-        self.versions.push(new.flow_version);
+        self.flows.push(new.flow.id);
+        self.names.push(new.flow.name.clone());
+        self.versions.push(new.flow.version);
         self.revisions.push(new.draft_revision);
-        self.definitions.push(new.definition.clone());
+        self.definitions.push(new.flow.definition.clone());
         self.modules.push(to_json(&new.modules)?);
         self.environments.push(new.environment.clone());
         self.launch.push(to_json(&new.launch_variables)?);
@@ -135,75 +133,60 @@ impl Columns {
     }
 }
 
-/// Creates queued executions, one per launch and in the same order, in one statement (in the caller's
-/// transaction, if any); runners are woken when it commits. A launch naming an environment its flow does not have
-/// gets its own 400; the others are created.
-pub async fn create_many(conn: &mut PgConnection, launches: &[NewExecution]) -> ApiResult<Vec<ApiResult<Execution>>> {
-    let Some(replica) = launches.first().map(|l| l.replica) else { return Ok(Vec::new()) };
-    let queued = vec![encode(&status_event(ExecutionStatus::Queued, 1, None))?];
-    let mut columns = Columns::default();
-    for new in launches {
-        columns.push(Uuid::now_v7(), new)?;
-    }
-    let rows: Vec<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(INSERT.as_str()))
-        .bind(&columns.ids)
-        .bind(&columns.orgs)
-        .bind(&columns.flows)
-        .bind(&columns.names)
-        .bind(&columns.versions)
-        .bind(&columns.revisions)
-        .bind(&columns.definitions)
-        .bind(&columns.modules)
-        .bind(&columns.environments)
-        .bind(&columns.launch)
-        .bind(&columns.labels)
-        .bind(&columns.node_ids)
-        .bind(&columns.triggers)
-        .bind(&columns.max_attempts)
-        .bind(&columns.timeouts)
-        .bind(&columns.collection)
-        .bind(&queued)
-        .bind(replica)
-        .fetch_all(&mut *conn)
-        .await?;
-    let mut created: BTreeMap<Uuid, ExecutionRow> = rows.into_iter().map(|row| (row.id(), row)).collect();
-    let answers = columns.ids.iter().zip(launches).map(|(id, new)| match (created.remove(id), &new.environment) {
-        (Some(row), _) => row.try_into(),
-        (None, Some(key)) => {
-            Err(ApiError::invalid(format!("invalid field `environment`: the flow has no environment `{key}`")))
+/// Launches share statements: plain launches of one server through group commit (`AppState::launches`), launches in
+/// a transaction call `write_many` (or `create`) on it.
+impl BatchWrite for NewExecution {
+    type Out = ApiResult<Execution>;
+
+    /// Creates queued executions, one per launch and in the same order, in one statement (in the caller's
+    /// transaction, if any); runners are woken when it commits. A launch naming an environment its flow does not
+    /// have gets its own 400; the others are created.
+    async fn write_many(conn: &mut PgConnection, launches: &[Self]) -> ApiResult<Vec<ApiResult<Execution>>> {
+        let Some(replica) = launches.first().map(|l| l.replica) else { return Ok(Vec::new()) };
+        let queued = vec![encode(&status_event(ExecutionStatus::Queued, 1, None))?];
+        let mut columns = Columns::default();
+        for new in launches {
+            columns.push(Uuid::now_v7(), new)?;
         }
-        (None, None) => Err(ApiError::internal_because("an execution insert without an environment matched nothing")),
-    });
-    Ok(answers.collect())
+        let rows: Vec<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(INSERT.as_str()))
+            .bind(&columns.ids)
+            .bind(&columns.orgs)
+            .bind(&columns.flows)
+            .bind(&columns.names)
+            .bind(&columns.versions)
+            .bind(&columns.revisions)
+            .bind(&columns.definitions)
+            .bind(&columns.modules)
+            .bind(&columns.environments)
+            .bind(&columns.launch)
+            .bind(&columns.labels)
+            .bind(&columns.node_ids)
+            .bind(&columns.triggers)
+            .bind(&columns.max_attempts)
+            .bind(&columns.timeouts)
+            .bind(&columns.collection)
+            .bind(&queued)
+            .bind(replica)
+            .fetch_all(&mut *conn)
+            .await?;
+        let mut created: BTreeMap<Uuid, ExecutionRow> = rows.into_iter().map(|row| (row.id(), row)).collect();
+        let answers = columns.ids.iter().zip(launches).map(|(id, new)| match (created.remove(id), &new.environment) {
+            (Some(row), _) => row.try_into(),
+            (None, Some(key)) => {
+                Err(ApiError::invalid(format!("invalid field `environment`: the flow has no environment `{key}`")))
+            }
+            (None, None) => {
+                Err(ApiError::internal_because("an execution insert without an environment matched nothing"))
+            }
+        });
+        Ok(answers.collect())
+    }
 }
 
 /// Creates one queued execution (in the caller's transaction, if any); runners are woken when it commits.
 pub async fn create(conn: &mut PgConnection, new: NewExecution) -> ApiResult<Execution> {
-    create_many(conn, std::slice::from_ref(&new))
+    NewExecution::write_many(conn, std::slice::from_ref(&new))
         .await?
         .pop()
         .unwrap_or_else(|| Err(ApiError::internal_because("one launch, no answer")))
-}
-
-impl BatchWrite for NewExecution {
-    type Out = ApiResult<Execution>;
-
-    async fn write_many(conn: &mut PgConnection, batch: &[Self]) -> ApiResult<Vec<Self::Out>> {
-        create_many(conn, batch).await
-    }
-}
-
-/// Plain launches of this server, created many per statement (group commit, see `db::group_commit`).
-#[derive(Debug, Clone)]
-pub struct Launches(GroupCommit<NewExecution>);
-
-impl Launches {
-    pub fn start(pool: PgPool) -> Self {
-        Self(GroupCommit::start(pool, MAX_BATCH))
-    }
-
-    /// Creates a queued execution once its batch commits.
-    pub async fn create(&self, new: NewExecution) -> ApiResult<Execution> {
-        self.0.submit(new).await.and_then(|created| created)
-    }
 }

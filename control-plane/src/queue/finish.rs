@@ -1,30 +1,30 @@
 //! Finish and cancel: executions end, any number in one statement (final status, the summary counted from the
 //! attempt's node results, the dead job token, the final event); runners' completions of one server share
-//! statements through group commit (`Completions`). A cancel ends a queued execution at once and flags a running
+//! statements through group commit (`AppState::completions`). A cancel ends a queued execution at once and flags a running
 //! one, whose runner is told at its next heartbeat or report.
 
-use crate::db::group_commit::{BatchWrite, GroupCommit};
+use crate::db::group_commit::BatchWrite;
 use crate::http::error::{ApiError, ApiResult};
 use crate::queue::events::{self, LOG, bump};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow, fetch};
 use hookflow_shared::api::executions::{Execution, ExecutionEvent, ExecutionStatus};
-use sqlx::{PgConnection, PgPool};
+use hookflow_shared::api::runners::{Complete, FinalStatus};
+use sqlx::PgConnection;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 use uuid::Uuid;
 
 /// Completions per statement at most.
-const MAX_BATCH: usize = 128;
+pub const MAX_BATCH: usize = 128;
 
-/// How an execution ends.
+/// How an execution ends: the attempt, and its final status and error as a completion gives them.
 #[derive(Debug, Clone)]
 pub struct Ending {
     pub execution_id: Uuid,
     pub attempt: i32,
     /// When set, the execution must still be held by this job (a runner's completion).
     pub job_id: Option<Uuid>,
-    pub status: ExecutionStatus,
-    pub error: Option<String>,
+    pub end: Complete,
 }
 
 /// `$1`..`$5`: execution ids, attempts, statuses, errors and the jobs that must hold them (or nulls), one
@@ -73,58 +73,40 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Ends executions in one statement: per ending, the execution as it ended, or `None` when it had already ended,
-/// (with `job_id`) moved on to another attempt, or an earlier ending of the batch ended it.
-pub async fn finish_many(conn: &mut PgConnection, endings: &[Ending]) -> ApiResult<Vec<Option<Execution>>> {
-    debug_assert!(endings.iter().all(|e| e.status.is_final()), "an execution ends in a final status");
-    let ids: Vec<Uuid> = endings.iter().map(|e| e.execution_id).collect();
-    let rows: Vec<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(FINISH.as_str()))
-        .bind(&ids)
-        .bind(endings.iter().map(|e| e.attempt).collect::<Vec<_>>())
-        .bind(endings.iter().map(|e| e.status.as_str()).collect::<Vec<_>>())
-        .bind(endings.iter().map(|e| e.error.as_deref()).collect::<Vec<_>>())
-        .bind(endings.iter().map(|e| e.job_id).collect::<Vec<_>>())
-        .fetch_all(conn)
-        .await?;
-    let mut ended: BTreeMap<Uuid, ExecutionRow> = rows.into_iter().map(|row| (row.id(), row)).collect();
-    let mut answers = Vec::with_capacity(endings.len());
-    for ending in endings {
-        let Some(row) = ended.remove(&ending.execution_id) else {
-            answers.push(None);
-            continue;
-        };
-        crate::metrics::execution_finished(ending.status.as_str());
-        answers.push(Some(Execution::try_from(row)?));
+/// Endings share statements: runners' completions on one server through group commit (`AppState::completions`),
+/// other endings call `finish` in their transaction.
+impl BatchWrite for Ending {
+    type Out = Option<Execution>;
+
+    /// Ends executions in one statement: per ending, the execution as it ended, or `None` when it had already
+    /// ended, (with `job_id`) moved on to another attempt, or an earlier ending of the batch ended it.
+    async fn write_many(conn: &mut PgConnection, endings: &[Self]) -> ApiResult<Vec<Option<Execution>>> {
+        let ids: Vec<Uuid> = endings.iter().map(|e| e.execution_id).collect();
+        let rows: Vec<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(FINISH.as_str()))
+            .bind(&ids)
+            .bind(endings.iter().map(|e| e.attempt).collect::<Vec<_>>())
+            .bind(endings.iter().map(|e| e.end.status.as_str()).collect::<Vec<_>>())
+            .bind(endings.iter().map(|e| e.end.error.as_deref()).collect::<Vec<_>>())
+            .bind(endings.iter().map(|e| e.job_id).collect::<Vec<_>>())
+            .fetch_all(conn)
+            .await?;
+        let mut ended: BTreeMap<Uuid, ExecutionRow> = rows.into_iter().map(|row| (row.id(), row)).collect();
+        let mut answers = Vec::with_capacity(endings.len());
+        for ending in endings {
+            let Some(row) = ended.remove(&ending.execution_id) else {
+                answers.push(None);
+                continue;
+            };
+            crate::metrics::execution_finished(ending.end.status.as_str());
+            answers.push(Some(Execution::try_from(row)?));
+        }
+        Ok(answers)
     }
-    Ok(answers)
 }
 
 /// Ends an execution. `None` when it had already ended or (with `job_id`) moved on to another attempt.
 pub async fn finish(conn: &mut PgConnection, ending: Ending) -> ApiResult<Option<Execution>> {
-    Ok(finish_many(conn, std::slice::from_ref(&ending)).await?.pop().flatten())
-}
-
-impl BatchWrite for Ending {
-    type Out = Option<Execution>;
-
-    async fn write_many(conn: &mut PgConnection, batch: &[Self]) -> ApiResult<Vec<Self::Out>> {
-        finish_many(conn, batch).await
-    }
-}
-
-/// Runners' completions on this server, ended many per statement (group commit, see `db::group_commit`).
-#[derive(Debug, Clone)]
-pub struct Completions(GroupCommit<Ending>);
-
-impl Completions {
-    pub fn start(pool: PgPool) -> Self {
-        Self(GroupCommit::start(pool, MAX_BATCH))
-    }
-
-    /// Ends an execution once its batch commits: as `finish`.
-    pub async fn finish(&self, ending: Ending) -> ApiResult<Option<Execution>> {
-        self.0.submit(ending).await
-    }
+    Ok(Ending::write_many(conn, std::slice::from_ref(&ending)).await?.pop().flatten())
 }
 
 /// Which execution a cancel names.
@@ -149,13 +131,11 @@ pub async fn cancel(conn: &mut PgConnection, target: CancelTarget) -> ApiResult<
     let execution_id = target.execution_id;
     match status.parse::<ExecutionStatus>().map_err(ApiError::internal_because)? {
         ExecutionStatus::Queued => {
-            let ending = Ending {
-                execution_id,
-                attempt,
-                job_id: None,
-                status: ExecutionStatus::Cancelled,
+            let end = Complete {
+                status: FinalStatus::Cancelled,
                 error: Some("cancelled before a runner took it".to_owned()),
             };
+            let ending = Ending { execution_id, attempt, job_id: None, end };
             finish(conn, ending).await?;
         }
         ExecutionStatus::Running => {

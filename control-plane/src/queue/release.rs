@@ -7,6 +7,7 @@ use crate::queue::events::{LOG, bump, encode};
 use crate::queue::finish::{Ending, finish};
 use crate::signals::QUEUE_CHANNEL;
 use hookflow_shared::api::executions::{ExecutionEvent, ExecutionStatus};
+use hookflow_shared::api::runners::{Complete, FinalStatus};
 use sqlx::PgConnection;
 use std::sync::LazyLock;
 use uuid::Uuid;
@@ -32,20 +33,24 @@ pub async fn release(conn: &mut PgConnection, execution_id: Uuid, reason: &str) 
             .bind(execution_id)
             .fetch_one(&mut *conn)
             .await?;
-    let end =
-        |status, error: &str| Ending { execution_id, attempt, job_id: None, status, error: Some(error.to_owned()) };
+    let end = |status, error: &str| Ending {
+        execution_id,
+        attempt,
+        job_id: None,
+        end: Complete { status, error: Some(error.to_owned()) },
+    };
     let expired = reason == "lease_expired";
     if cancel_requested {
         if expired {
             crate::metrics::lease_expired("cancelled");
         }
-        return finish(conn, end(ExecutionStatus::Cancelled, reason)).await.map(|_| ());
+        return finish(conn, end(FinalStatus::Cancelled, reason)).await.map(|_| ());
     }
     if attempt >= max_attempts {
         if expired {
             crate::metrics::lease_expired("failed");
         }
-        return finish(conn, end(ExecutionStatus::Failed, "runner_lost")).await.map(|_| ());
+        return finish(conn, end(FinalStatus::Failed, "runner_lost")).await.map(|_| ());
     }
     if expired {
         crate::metrics::lease_expired("requeued");

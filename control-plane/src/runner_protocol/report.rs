@@ -85,14 +85,9 @@ async fn report_nodes(JobCall { app, job_id, token }: JobCall, body: Body) -> Ap
     security(("job_token" = [])))]
 async fn complete_job(JobCall { app, job_id, token }: JobCall, body: Body) -> ApiResult<Json<Execution>> {
     let job = authorize(&mut *app.pool.acquire().await?, &token, job_id, false).await?;
-    let complete: Complete = parse_json(&read_body(body, COMPLETE_BODY_LIMIT).await?)?;
-    let ending = Ending {
-        execution_id: job.execution_id,
-        attempt: job.attempt,
-        job_id: Some(job_id),
-        status: complete.status.into(),
-        error: complete.error.map(|e| e.chars().take(2000).collect()),
-    };
+    let mut end: Complete = parse_json(&read_body(body, COMPLETE_BODY_LIMIT).await?)?;
+    end.error = end.error.map(|e| e.chars().take(2000).collect());
+    let ending = Ending { execution_id: job.execution_id, attempt: job.attempt, job_id: Some(job_id), end };
     // The statement re-checks that the job still holds the execution, so a rescue in between answers 409.
-    app.completions.finish(ending).await?.map(Json).ok_or_else(stale_attempt)
+    app.writers.completions.submit(ending).await?.map(Json).ok_or_else(stale_attempt)
 }
