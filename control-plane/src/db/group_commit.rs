@@ -21,6 +21,17 @@ pub trait BatchWrite: Sized + Send + Sync + 'static {
     type Out: Send + 'static;
 
     fn write_many(conn: &mut PgConnection, batch: &[Self]) -> impl Future<Output = ApiResult<Vec<Self::Out>>> + Send;
+
+    /// This write alone, as a batch of one (callers in a transaction, and a refused batch's writes one by one).
+    fn write_one(&self, conn: &mut PgConnection) -> impl Future<Output = ApiResult<Self::Out>> + Send {
+        async move {
+            let mut answers = Self::write_many(conn, std::slice::from_ref(self)).await?;
+            match (answers.pop(), answers.is_empty()) {
+                (Some(answer), true) => Ok(answer),
+                _ => Err(ApiError::internal_because("a batch of one answered another count")),
+            }
+        }
+    }
 }
 
 /// A write waiting for its batch, with where its outcome goes.
@@ -118,7 +129,7 @@ async fn whole_or_each<W: BatchWrite>(conn: &mut PgConnection, writes: &[W]) -> 
         Err(e) if writes.len() > 1 && !e.is_unavailable() => {
             let mut answers = Vec::with_capacity(writes.len());
             for write in writes {
-                answers.push(Box::pin(whole_or_each(conn, std::slice::from_ref(write))).await.remove(0));
+                answers.push(write.write_one(conn).await);
             }
             answers
         }

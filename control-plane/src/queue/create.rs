@@ -1,6 +1,6 @@
 //! Create: resolved launches become queued executions, any number in one statement (variables layered, the rows,
 //! their first events and the notifications that wake stream subscribers and waiting runners). Plain launches of
-//! one server share statements through group commit (`AppState::launches`); launches in a transaction
+//! one server share statements through group commit (`AppState::writers`); launches in a transaction
 //! (idempotent, ephemeral, by tag, scheduled) create theirs in it.
 
 use crate::db::group_commit::BatchWrite;
@@ -47,8 +47,8 @@ pub struct NewExecution {
 /// and notifies; lookups go by key (`OFFSET 0` keeps the planner from joining whole tables, whatever its
 /// statistics say). A launch naming an environment its flow does not have inserts no row. The arrays are read
 /// through `(SELECT $n)` so the batch size stays unknown to the planner: the plan no longer depends on it and is
-/// made once per connection, not once per batch. `$1`..`$16` are one array
-/// each (a launch per element; labels and node ids as JSON arrays), `$17` the `queued` event, `$18` the replica.
+/// made once per connection, not once per batch. `$1`..`$16` are one array each (a launch per element; labels and
+/// node ids as JSON arrays), `$17` the `queued` event, `$18` the replica.
 static INSERT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH launch AS (
@@ -90,18 +90,18 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// The statement's columns, one array per column.
+/// The statement's columns, one array per column (borrowing what the launches hold as it is).
 #[derive(Debug, Default)]
-struct Columns {
+struct Columns<'a> {
     ids: Vec<Uuid>,
     orgs: Vec<Uuid>,
     flows: Vec<Uuid>,
-    names: Vec<String>,
+    names: Vec<&'a str>,
     versions: Vec<Option<i32>>,
     revisions: Vec<i32>,
-    definitions: Vec<Value>,
+    definitions: Vec<&'a Value>,
     modules: Vec<Value>,
-    environments: Vec<Option<String>>,
+    environments: Vec<Option<&'a str>>,
     launch: Vec<Value>,
     labels: Vec<Value>,
     node_ids: Vec<Value>,
@@ -111,17 +111,17 @@ struct Columns {
     collection: Vec<Value>,
 }
 
-impl Columns {
-    fn push(&mut self, id: Uuid, new: &NewExecution) -> ApiResult<()> {
+impl<'a> Columns<'a> {
+    fn push(&mut self, id: Uuid, new: &'a NewExecution) -> ApiResult<()> {
         self.ids.push(id);
         self.orgs.push(new.org_id);
         self.flows.push(new.flow.id);
-        self.names.push(new.flow.name.clone());
+        self.names.push(&new.flow.name);
         self.versions.push(new.flow.version);
         self.revisions.push(new.draft_revision);
-        self.definitions.push(new.flow.definition.clone());
+        self.definitions.push(&new.flow.definition);
         self.modules.push(to_json(&new.modules)?);
-        self.environments.push(new.environment.clone());
+        self.environments.push(new.environment.as_deref());
         self.launch.push(to_json(&new.launch_variables)?);
         self.labels.push(to_json(&new.runner_labels)?);
         self.node_ids.push(to_json(&new.node_ids)?);
@@ -133,8 +133,8 @@ impl Columns {
     }
 }
 
-/// Launches share statements: plain launches of one server through group commit (`AppState::launches`), launches in
-/// a transaction call `write_many` (or `create`) on it.
+/// Launches share statements: plain launches of one server through group commit (`AppState::writers`), launches in
+/// a transaction call `create`.
 impl BatchWrite for NewExecution {
     type Out = ApiResult<Execution>;
 
@@ -185,8 +185,5 @@ impl BatchWrite for NewExecution {
 
 /// Creates one queued execution (in the caller's transaction, if any); runners are woken when it commits.
 pub async fn create(conn: &mut PgConnection, new: NewExecution) -> ApiResult<Execution> {
-    NewExecution::write_many(conn, std::slice::from_ref(&new))
-        .await?
-        .pop()
-        .unwrap_or_else(|| Err(ApiError::internal_because("one launch, no answer")))
+    new.write_one(conn).await?
 }

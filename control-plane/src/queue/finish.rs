@@ -1,6 +1,6 @@
 //! Finish and cancel: executions end, any number in one statement (final status, the summary counted from the
 //! attempt's node results, the dead job token, the final event); runners' completions of one server share
-//! statements through group commit (`AppState::completions`). A cancel ends a queued execution at once and flags a running
+//! statements through group commit (`AppState::writers`). A cancel ends a queued execution at once and flags a running
 //! one, whose runner is told at its next heartbeat or report.
 
 use crate::db::group_commit::BatchWrite;
@@ -18,7 +18,7 @@ use uuid::Uuid;
 pub const MAX_BATCH: usize = 128;
 
 /// How an execution ends: the attempt, and its final status and error as a completion gives them.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Ending {
     pub execution_id: Uuid,
     pub attempt: i32,
@@ -73,7 +73,7 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Endings share statements: runners' completions on one server through group commit (`AppState::completions`),
+/// Endings share statements: runners' completions on one server through group commit (`AppState::writers`),
 /// other endings call `finish` in their transaction.
 impl BatchWrite for Ending {
     type Out = Option<Execution>;
@@ -106,7 +106,7 @@ impl BatchWrite for Ending {
 
 /// Ends an execution. `None` when it had already ended or (with `job_id`) moved on to another attempt.
 pub async fn finish(conn: &mut PgConnection, ending: Ending) -> ApiResult<Option<Execution>> {
-    Ok(Ending::write_many(conn, std::slice::from_ref(&ending)).await?.pop().flatten())
+    ending.write_one(conn).await
 }
 
 /// Which execution a cancel names.
