@@ -1,5 +1,5 @@
 //! Group commit on the queue: launches and completions made at the same time share statements, each still gets
-//! its own answer, and one that cannot be written fails alone.
+//! its own answer (its organization's, never another's), and one that cannot be written fails alone.
 
 use futures_util::future::join_all;
 use hookflow_control_plane::db::group_commit::{BatchWrite, GroupCommit};
@@ -124,4 +124,42 @@ async fn completions_made_together_end_each_execution_once_as_reported() {
     let completed = app.rows("execution_events WHERE data LIKE '%\"execution.completed\"%'").await;
     assert_eq!(completed, 12, "one completion event per execution");
     assert_eq!(app.rows("jobs WHERE completed_at IS NULL").await, 0, "every job token is dead");
+}
+
+#[tokio::test]
+async fn launches_of_two_organizations_in_one_batch_stay_apart() {
+    let app = TestApp::spawn_for_execution().await;
+    let other = app.new_org("other").await;
+    let mut flows = Vec::new();
+    for (creds, who) in [(app.admin.clone(), "admin"), (other.clone(), "other")] {
+        let variable = app.call(Method::PUT, "/variables/who", Some(&creds), Some(json!({"value": who}))).await;
+        assert_eq!(variable.status, 200, "{}", variable.text);
+        let definition = json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]});
+        let body = json!({"name": who, "definition": definition});
+        let flow = app.call(Method::POST, "/flows", Some(&creds), Some(body)).await;
+        let flow = flow.body["id"].as_str().expect("flow id").to_owned();
+        flows.push((creds, who, flow));
+    }
+    // Each organization launches its own flow and, with its own key, the other's (404: it names no flow of theirs).
+    let paths: Vec<String> = (0..40).map(|i| format!("/flows/{}/launch", flows[(i / 2) % 2].2)).collect();
+    let launches =
+        paths.iter().enumerate().map(|(i, path)| app.call(Method::POST, path, Some(&flows[i % 2].0), Some(json!({}))));
+    let replies = join_all(launches).await;
+    for (i, reply) in replies.iter().enumerate() {
+        let (creds, who, _) = &flows[i % 2];
+        if i % 2 != (i / 2) % 2 {
+            reply.assert_refused(404, "not_found", "flow");
+            continue;
+        }
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        let (org, variables): (uuid::Uuid, Value) =
+            sqlx::query_as("SELECT organization_id, variables FROM executions WHERE id = $1::uuid")
+                .bind(reply.body["id"].as_str().expect("id"))
+                .fetch_one(&app.pool)
+                .await
+                .expect("execution");
+        assert_eq!(org, creds.org, "the execution belongs to the organization that launched it");
+        assert_eq!(variables["who"], *who, "with that organization's variables");
+    }
+    assert_eq!(app.rows("executions").await, 20);
 }
