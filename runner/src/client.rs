@@ -1,10 +1,9 @@
 //! The runner-protocol client: registration, heartbeats, long-poll claims and reports, over reqwest (rustls).
 //! Only outbound HTTP(S) to the control plane is needed.
 
-use hookflow_shared::api::executions::NodeResult;
 use hookflow_shared::api::runners::{
-    Complete, FinalStatus, Heartbeat, HeartbeatReply, Job, JobBatch, Metrics, NextJob, NodeReportBatch, RegisterRunner,
-    Registered, ReportReply,
+    Complete, FinalStatus, Heartbeat, HeartbeatReply, Job, JobBatch, Metrics, NextJob, RegisterRunner, Registered,
+    ReportReply,
 };
 use hookflow_shared::redacted::Redacted;
 use hookflow_shared::wire::{Refusal, header, runner_route};
@@ -158,7 +157,6 @@ impl Client {
         Ok(self.post_key(&runner_route::heartbeat(runner_id), &body).await?.unwrap_or_default())
     }
 
-    /// Long-polls for a job; `None` when none came within `wait_s`.
     /// Long-polls for up to `max_jobs` jobs (a runner's free slots); empty when none came within `wait_s`.
     pub async fn next_jobs(&self, runner_id: Uuid, wait_s: u64, max_jobs: u32) -> Result<Vec<Job>, ClientError> {
         let request = self
@@ -168,14 +166,16 @@ impl Client {
         Ok(self.send::<JobBatch>(request, false).await?.map(|batch| batch.jobs).unwrap_or_default())
     }
 
-    pub async fn report(&self, job: &Job, results: &[NodeResult]) -> Result<ReportReply, ClientError> {
+    /// Posts a report body (made by [`hookflow_shared::api::runners::NodeReportBatch::into_body`]) of `count` results under the job token.
+    pub async fn report(&self, job: &Job, body: bytes::Bytes, count: usize) -> Result<ReportReply, ClientError> {
         let request = self
             .http
             .post(self.url(&runner_route::job_nodes(job.job_id)))
             .bearer_auth(&job.job_token)
-            .json(&NodeReportBatch { results });
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
         let reply = self.send(request, true).await?.unwrap_or_default();
-        metrics::counter!("hookflow_runner_results_posted_total").increment(results.len() as u64);
+        metrics::counter!("hookflow_runner_results_posted_total").increment(count as u64);
         Ok(reply)
     }
 

@@ -1,14 +1,16 @@
 //! Runs one claimed job end to end: the engine executes it while a reporter posts node results in batches (what
-//! piles up while a post is in flight goes in the next one), then the job is completed. A report answered
+//! piles up while a post is in flight, and for at least [`REPORT_INTERVAL`] after the previous post, goes in the
+//! next one), then the job is completed. A report answered
 //! "cancel" stops the engine; a report refused because the attempt moved on abandons the job.
 
 use crate::client::{Client, ClientError};
 use crate::engine::{Engine, Outcome};
 use backon::{ExponentialBuilder, Retryable as _};
 use hookflow_shared::api::executions::NodeResult;
-use hookflow_shared::api::runners::Job;
+use hookflow_shared::api::runners::{Job, NodeReportBatch};
 use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 fn retry_policy() -> ExponentialBuilder {
@@ -29,10 +31,27 @@ pub struct Options {
     pub keep_alive: Option<Duration>,
 }
 
+/// While results keep coming, at most one report per this interval: a fast flow's results go in a few large posts
+/// instead of one per node (each post is a transaction on the server), and a stream sees them this much later at
+/// most. A result after a quiet spell is posted at once.
+const REPORT_INTERVAL: Duration = Duration::from_millis(25);
+/// A report is posted once it holds this many results ...
+const MAX_REPORT_RESULTS: usize = 100;
+/// ... or this many bytes (a quarter of the server's limit for a report body).
+const MAX_REPORT_BYTES: usize = 4 * 1024 * 1024;
+
 /// Posts a batch (an empty one keeps the lease alive), retrying transient failures; an answer saying "cancel", or
 /// a failure, cancels the run.
-async fn post(client: &Client, job: &Job, batch: &[NodeResult], cancel: &CancellationToken) -> Result<(), ClientError> {
-    let reply = (|| client.report(job, batch)).retry(retry_policy()).when(ClientError::is_transient).await;
+async fn post(
+    client: &Client,
+    job: &Job,
+    batch: NodeReportBatch,
+    cancel: &CancellationToken,
+) -> Result<(), ClientError> {
+    let count = batch.len();
+    let body = bytes::Bytes::from(batch.into_body());
+    let reply =
+        (|| client.report(job, body.clone(), count)).retry(retry_policy()).when(ClientError::is_transient).await;
     match reply {
         Ok(reply) if reply.cancel => cancel.cancel(),
         Ok(_) => {}
@@ -44,39 +63,76 @@ async fn post(client: &Client, job: &Job, batch: &[NodeResult], cancel: &Cancell
     Ok(())
 }
 
+/// The engine's results as the reporter takes them.
+struct Results {
+    receiver: mpsc::UnboundedReceiver<NodeResult>,
+    observer: Option<mpsc::UnboundedSender<NodeResult>>,
+    /// Whether the engine has finished (no more results will come).
+    ended: bool,
+}
+
+impl Results {
+    fn take(&self, batch: &mut NodeReportBatch, result: &NodeResult) {
+        if let Some(observer) = &self.observer {
+            let _ = observer.send(result.clone());
+        }
+        if let Err(e) = batch.push(result) {
+            tracing::error!(node = %result.node_id, error = %e, "a node result could not be encoded; it is not reported");
+        }
+    }
+
+    /// Adds to `batch` what arrives until `until` (what is already there when `until` has passed), stopping early
+    /// when the batch is full or the engine has finished.
+    async fn fill(&mut self, batch: &mut NodeReportBatch, until: Instant) {
+        while batch.len() < MAX_REPORT_RESULTS && batch.encoded_len() < MAX_REPORT_BYTES {
+            let next = match self.receiver.try_recv() {
+                Ok(result) => Some(result),
+                Err(mpsc::error::TryRecvError::Disconnected) => None,
+                Err(mpsc::error::TryRecvError::Empty) if Instant::now() >= until => return,
+                Err(mpsc::error::TryRecvError::Empty) => tokio::select! {
+                    next = self.receiver.recv() => next,
+                    () = tokio::time::sleep_until(until) => return,
+                },
+            };
+            match next {
+                Some(result) => self.take(batch, &result),
+                None => {
+                    self.ended = true;
+                    return;
+                }
+            }
+        }
+    }
+}
+
 async fn report_all(
     client: Client,
     job: Job,
-    mut results: mpsc::UnboundedReceiver<NodeResult>,
+    receiver: mpsc::UnboundedReceiver<NodeResult>,
     cancel: CancellationToken,
     options: Options,
 ) -> Result<(), ClientError> {
-    let observe = |result: &NodeResult| {
-        if let Some(observer) = &options.observer {
-            let _ = observer.send(result.clone());
-        }
-    };
-    let mut batch = Vec::new();
-    loop {
+    let mut results = Results { receiver, observer: options.observer, ended: false };
+    let mut last_post = Instant::now().checked_sub(REPORT_INTERVAL).unwrap_or_else(Instant::now);
+    while !results.ended {
         let next = match options.keep_alive {
-            None => results.recv().await,
+            None => results.receiver.recv().await,
             Some(period) => tokio::select! {
-                next = results.recv() => next,
+                next = results.receiver.recv() => next,
                 () = tokio::time::sleep(period) => {
-                    post(&client, &job, &[], &cancel).await?;
+                    post(&client, &job, NodeReportBatch::default(), &cancel).await?;
                     continue;
                 }
             },
         };
         let Some(first) = next else { break };
-        observe(&first);
-        batch.clear();
-        batch.push(first);
-        while let Ok(more) = results.try_recv() {
-            observe(&more);
-            batch.push(more);
+        let mut batch = NodeReportBatch::default();
+        results.take(&mut batch, &first);
+        results.fill(&mut batch, last_post + REPORT_INTERVAL).await;
+        last_post = Instant::now();
+        if !batch.is_empty() {
+            post(&client, &job, batch, &cancel).await?;
         }
-        post(&client, &job, &batch, &cancel).await?;
     }
     Ok(())
 }

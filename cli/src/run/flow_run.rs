@@ -119,8 +119,13 @@ async fn run_here(
     let collect = async {
         let mut nodes = Vec::new();
         while let Some(node) = observed.recv().await {
-            progress.node(&node);
+            // Results come in the reporter's batches: what is there is printed at once.
+            let from = nodes.len();
             nodes.push(node);
+            while let Ok(more) = observed.try_recv() {
+                nodes.push(more);
+            }
+            progress.nodes(&nodes[from..]);
         }
         nodes
     };
@@ -202,7 +207,7 @@ async fn follow(
         match event {
             ExecutionEvent::NodeStarted { node_id, .. } => progress.node_started(&node_id),
             ExecutionEvent::NodeCompleted(node) => {
-                progress.node(&node);
+                progress.nodes(std::slice::from_ref(&node));
                 nodes.push(*node);
             }
             ExecutionEvent::Completed { status, summary, error, attempt, duration_ms } => {

@@ -28,16 +28,15 @@ impl Progress {
         Arc::new(Self { style, bars })
     }
 
-    /// A line that stays, printed above the bars when there are some.
+    /// A line (or several) that stays, printed above the bars when there are some.
     pub fn line(&self, text: &str) {
-        match &self.bars {
-            Some((multi, _)) => {
-                if multi.println(text).is_err() {
-                    eprintln!("{text}");
-                }
-            }
-            None => eprintln!("{text}"),
+        if let Some((multi, _)) = &self.bars
+            && multi.println(text).is_ok()
+        {
+            return;
         }
+        // One write per call: standard error is unbuffered, and a CI log is often a pipe whose reader wakes for each.
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), format!("{text}\n").as_bytes());
     }
 
     /// Progress of one flow.
@@ -107,7 +106,20 @@ impl FlowProgress {
         }
     }
 
-    pub fn node(&self, node: &NodeResult) {
+    /// Nodes that ended, printed together: on a terminal only what went wrong stays on screen; CI logs keep
+    /// every node.
+    pub fn nodes(&self, nodes: &[NodeResult]) {
+        let lines: Vec<String> = nodes
+            .iter()
+            .filter(|node| self.spinner.is_none() || matches!(node.status, NodeStatus::Failed | NodeStatus::Error))
+            .map(|node| format!("[{}] {}", self.label, self.node_line(node)))
+            .collect();
+        if !lines.is_empty() {
+            self.progress.line(&lines.join("\n"));
+        }
+    }
+
+    fn node_line(&self, node: &NodeResult) -> String {
         let style = self.progress.style;
         let (word, tone) = match node.status {
             NodeStatus::Passed => ("PASS", Tone::Good),
@@ -120,10 +132,7 @@ impl FlowProgress {
             text.push_str(": ");
             text.push_str(&why);
         }
-        // On a terminal only what went wrong stays on screen; CI logs keep every node.
-        if self.spinner.is_none() || matches!(node.status, NodeStatus::Failed | NodeStatus::Error) {
-            self.say(&text);
-        }
+        text
     }
 
     pub fn finished(&self, run: &FlowRun) {

@@ -260,10 +260,53 @@ impl NodeReport {
     }
 }
 
-/// The several-results form of [`NodeReport`], borrowing its results: what runners send.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct NodeReportBatch<'a> {
-    pub results: &'a [NodeResult],
+/// The several-results form of [`NodeReport`] as runners send it, encoded result by result as they are added,
+/// so a batch knows its size before it is sent.
+#[derive(Debug, Clone, Default)]
+pub struct NodeReportBatch {
+    /// `{"results":[` and the results so far, comma-separated; closed by [`NodeReportBatch::into_body`].
+    body: Vec<u8>,
+    results: usize,
+}
+
+impl NodeReportBatch {
+    const OPEN: &'static [u8] = br#"{"results":["#;
+
+    /// Adds `result`; the batch is left as it was when it cannot be encoded.
+    pub fn push(&mut self, result: &NodeResult) -> Result<(), serde_json::Error> {
+        let before = self.body.len();
+        self.body.extend_from_slice(if self.results == 0 { Self::OPEN } else { b"," });
+        if let Err(e) = serde_json::to_writer(&mut self.body, result) {
+            self.body.truncate(before);
+            return Err(e);
+        }
+        self.results += 1;
+        Ok(())
+    }
+
+    /// Results added so far.
+    pub fn len(&self) -> usize {
+        self.results
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.results == 0
+    }
+
+    /// Bytes encoded so far.
+    pub fn encoded_len(&self) -> usize {
+        self.body.len()
+    }
+
+    /// The JSON body: `{"results":[..]}`, `{"results":[]}` for an empty batch (a keep-alive).
+    pub fn into_body(mut self) -> Vec<u8> {
+        if self.results == 0 {
+            self.body.clear();
+            self.body.extend_from_slice(Self::OPEN);
+        }
+        self.body.extend_from_slice(b"]}");
+        self.body
+    }
 }
 
 /// Answer to a node report: whether the runner should stop the job.
@@ -301,4 +344,47 @@ pub struct Complete {
     pub status: FinalStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::executions::NodeStatus;
+
+    fn result(node_id: &str) -> NodeResult {
+        NodeResult {
+            node_id: node_id.to_owned(),
+            attempt: 1,
+            status: NodeStatus::Passed,
+            started_at: Timestamp::now(),
+            duration_ms: 3,
+            request: None,
+            response: None,
+            extracted: BTreeMap::from([("token".to_owned(), Value::from("a\"b"))]),
+            assertions: Vec::new(),
+            error: None,
+            retries: 0,
+        }
+    }
+
+    #[test]
+    fn a_batch_encodes_what_the_server_reads_and_counts_its_bytes() {
+        let empty = NodeReportBatch::default();
+        assert!(empty.is_empty());
+        let read = |body: Vec<u8>| serde_json::from_slice::<NodeReport>(&body).expect("a report").into_results();
+        assert!(read(empty.into_body()).is_empty(), "an empty batch is the keep-alive `{{\"results\":[]}}`");
+
+        let mut batch = NodeReportBatch::default();
+        for id in ["a", "b", "c"] {
+            batch.push(&result(id)).expect("encodes");
+        }
+        assert_eq!(batch.len(), 3);
+        let encoded = batch.encoded_len();
+        let body = batch.into_body();
+        assert_eq!(body.len(), encoded + 2, "only the closing `]}}` is added");
+        let results = read(body);
+        let ids: Vec<&str> = results.iter().map(|r| r.node_id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+        assert_eq!(results[1].extracted["token"], "a\"b");
+    }
 }

@@ -129,6 +129,43 @@ async fn run_by_id_executes_here_and_writes_junit_and_json() {
     assert_quiet(&output, &[&junit, &json.to_string()], &creds.key);
 }
 
+/// A fast flow's results go to the server in a few large reports, not one per node: at most one report per
+/// interval of the runner's reporter (25 ms) unless a report is full (100 results). Each report but one announces
+/// the node after its last result with a `node.started` event, so those events count the reports.
+#[tokio::test]
+async fn a_fast_flows_results_are_reported_in_few_batches_and_all_arrive() {
+    const NODES: usize = 300;
+    let (app, target) = (TestApp::spawn_for_execution().await, Target::spawn().await);
+    let node = |i: usize| {
+        json!({"id": format!("n{i:03}"), "kind": "request", "request": {"method": "GET", "url": format!("{}/orders", target.base)},
+               "assertions": [{"source": "status", "operator": "equals", "expected": 200}],
+               "extractors": [{"name": "status", "kind": "statusCode"}]})
+    };
+    let flow = app.create_flow("many", json!({"nodes": (0..NODES).map(node).collect::<Vec<_>>()})).await;
+    let started = std::time::Instant::now();
+    let creds = app.creds_with(&["flows:execute"]).await;
+    let output = cli(&app.base).run(Some(&creds), &["run", "--flow", &flow]).await;
+    let elapsed = started.elapsed();
+    assert_eq!(output.code, 0, "{}", output.all());
+    let runs = executions(&app, &flow).await;
+    let id = runs[0]["id"].as_str().expect("id");
+    let stored = app.rows(&format!("node_results WHERE execution_id = '{id}' AND status = 'passed'")).await;
+    assert_eq!(stored, NODES as i64, "every result arrived");
+    let lines: Vec<&str> = output.stderr.lines().filter(|l| l.contains("PASS n")).collect();
+    let expected: Vec<String> = (0..NODES).map(|i| format!("PASS n{i:03}")).collect();
+    assert_eq!(lines.len(), NODES, "a line per node: {}", output.stderr);
+    assert!(lines.iter().zip(&expected).all(|(line, node)| line.contains(node.as_str())), "in order");
+    // One `node.started` at the claim (the first node), then one per report but the last: as many as reports.
+    let started_events = format!("execution_events WHERE execution_id = '{id}' AND data LIKE '%\"node.started\"%'");
+    let reports = app.rows(&started_events).await;
+    let allowed = elapsed.as_millis() / 25 + (NODES / 100) as u128 + 2;
+    assert!(
+        (1..=allowed as i64).contains(&reports),
+        "{reports} reports for {NODES} results in {} ms (at most {allowed})",
+        elapsed.as_millis()
+    );
+}
+
 #[tokio::test]
 async fn a_failing_flow_exits_1_and_the_junit_report_says_why() {
     let app = TestApp::spawn_for_execution().await;
