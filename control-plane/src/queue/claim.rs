@@ -145,8 +145,9 @@ struct Claimed {
     flow_id: Uuid,
     flow_name: String,
     flow_version: Option<i32>,
-    definition: serde_json::Value,
-    modules: serde_json::Value,
+    /// JSON text (the columns are text: nothing queries into a snapshot).
+    definition: String,
+    modules: String,
     environment: Option<String>,
     variables: serde_json::Value,
     variable_layers: Option<sqlx::types::Json<VariableLayers>>,
@@ -211,17 +212,21 @@ async fn job_of(
     job_token: String,
 ) -> ApiResult<Job> {
     let layers = row.variable_layers.as_ref().map(|l| l.0.clone());
-    let secrets = resolve_secrets(conn, settings, &row, layers.as_ref(), claimer).await?;
+    let definition: serde_json::Value = serde_json::from_str(&row.definition).map_err(ApiError::internal_because)?;
+    let modules: BTreeMap<String, serde_json::Value> =
+        serde_json::from_str(&row.modules).map_err(ApiError::internal_because)?;
+    let parts = std::iter::once(&definition).chain(modules.values());
+    let secrets = resolve_secrets(conn, settings, &row, parts, layers.as_ref(), claimer).await?;
     let network = claimer.network(row.private_network || settings.allow_private_targets);
     Ok(Job {
         job_id: row.job_id,
         execution_id: row.id,
         attempt: row.attempt,
-        flow: JobFlow { id: row.flow_id, name: row.flow_name, version: row.flow_version, definition: row.definition },
+        flow: JobFlow { id: row.flow_id, name: row.flow_name, version: row.flow_version, definition },
         environment: row.environment,
         variables: serde_json::from_value(row.variables).map_err(ApiError::internal_because)?,
         secrets: secrets.values,
-        modules: serde_json::from_value(row.modules).map_err(ApiError::internal_because)?,
+        modules,
         job_token,
         lease_expires_at: row.lease_expires_at.into(),
         timeout_s: u64::try_from(row.timeout_s).unwrap_or(0),
@@ -258,7 +263,7 @@ struct ClaimSecrets {
 
 type SealedRow = (String, Vec<u8>, Vec<u8>, i32, Vec<String>, bool);
 
-/// Decrypts only the secrets the definition, its modules and the environment's values reference (launch values
+/// Decrypts only the secrets the definition and its modules (`parts`) and the environment's values reference (launch values
 /// and organization variables are plain values: they never name a secret). A name with no secret is left out:
 /// the node that uses it fails with "not defined". Secrets kept for registered runners are withheld from the
 /// callers of ephemeral launches.
@@ -266,11 +271,12 @@ async fn resolve_secrets(
     conn: &mut PgConnection,
     settings: &Settings,
     row: &Claimed,
+    parts: impl Iterator<Item = &serde_json::Value>,
     layers: Option<&VariableLayers>,
     claimer: Claimer,
 ) -> ApiResult<ClaimSecrets> {
     let mut names = Vec::new();
-    for part in [&row.definition, &row.modules] {
+    for part in parts {
         collect_secret_names(part, &mut names);
     }
     for value in layers.iter().flat_map(|l| l.environment.values()) {

@@ -4,7 +4,7 @@
 //! (idempotent, ephemeral, by tag, scheduled) create theirs in it.
 
 use crate::db::group_commit::BatchWrite;
-use crate::http::error::{ApiError, ApiResult, to_json};
+use crate::http::error::{ApiError, ApiResult, to_json, to_json_string};
 use crate::queue::events::{LOG, encode, status_event};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow};
 use crate::signals::QUEUE_CHANNEL;
@@ -53,8 +53,8 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH launch AS (
              SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::uuid[]), (SELECT $3::uuid[]),
-                 (SELECT $4::text[]), (SELECT $5::int[]), (SELECT $6::int[]), (SELECT $7::jsonb[]),
-                 (SELECT $8::jsonb[]), (SELECT $9::text[]), (SELECT $10::jsonb[]), (SELECT $11::jsonb[]),
+                 (SELECT $4::text[]), (SELECT $5::int[]), (SELECT $6::int[]), (SELECT $7::text[]),
+                 (SELECT $8::text[]), (SELECT $9::text[]), (SELECT $10::jsonb[]), (SELECT $11::jsonb[]),
                  (SELECT $12::jsonb[]), (SELECT $13::text[]), (SELECT $14::int[]), (SELECT $15::int[]),
                  (SELECT $16::jsonb[]))
              AS l(id, organization_id, flow_id, flow_name, flow_version, draft_revision, definition, modules,
@@ -99,8 +99,9 @@ struct Columns<'a> {
     names: Vec<&'a str>,
     versions: Vec<Option<i32>>,
     revisions: Vec<i32>,
-    definitions: Vec<&'a Value>,
-    modules: Vec<Value>,
+    /// Definitions and module definitions as JSON text (the columns are text: see the migration that made them so).
+    definitions: Vec<String>,
+    modules: Vec<String>,
     environments: Vec<Option<&'a str>>,
     launch: Vec<Value>,
     labels: Vec<Value>,
@@ -119,8 +120,8 @@ impl<'a> Columns<'a> {
         self.names.push(&new.flow.name);
         self.versions.push(new.flow.version);
         self.revisions.push(new.draft_revision);
-        self.definitions.push(&new.flow.definition);
-        self.modules.push(to_json(&new.modules)?);
+        self.definitions.push(to_json_string(&new.flow.definition)?);
+        self.modules.push(to_json_string(&new.modules)?);
         self.environments.push(new.environment.as_deref());
         self.launch.push(to_json(&new.launch_variables)?);
         self.labels.push(to_json(&new.runner_labels)?);
