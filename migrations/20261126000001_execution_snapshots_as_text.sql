@@ -7,3 +7,12 @@ ALTER TABLE executions
     ALTER COLUMN modules DROP DEFAULT,
     ALTER COLUMN modules TYPE text USING modules::text,
     ALTER COLUMN modules SET DEFAULT '{}';
+-- Compressed with lz4 where the server was built with it (it is about five times faster than pglz at about the same
+-- size for definitions).
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_settings WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)) THEN
+        ALTER TABLE executions ALTER COLUMN definition SET COMPRESSION lz4, ALTER COLUMN modules SET COMPRESSION lz4;
+    END IF;
+END
+$$;

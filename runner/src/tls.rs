@@ -1,23 +1,77 @@
 //! One TLS client configuration per process. Every reqwest client built with the default settings reads and parses
 //! the platform's root certificates again (about 150 files here): the CLI builds several clients at start, and the
-//! server one per outbound call. Here the roots are loaded once, on first use, and every client shares them.
+//! server one per outbound call. Here the roots are loaded once, at the first certificate to verify, and every
+//! client shares them; a process that only speaks plain HTTP (a CLI run against a local server) never reads them.
 
-use std::sync::{Arc, LazyLock};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use std::sync::{Arc, LazyLock, OnceLock};
+
+/// The platform's verifier, made at its first use: making it reads every root certificate.
+#[derive(Debug)]
+struct PlatformRootsOnFirstUse {
+    provider: Arc<CryptoProvider>,
+    verifier: OnceLock<Result<rustls_platform_verifier::Verifier, String>>,
+}
+
+impl PlatformRootsOnFirstUse {
+    fn verifier(&self) -> Result<&rustls_platform_verifier::Verifier, rustls::Error> {
+        let made = self.verifier.get_or_init(|| {
+            rustls_platform_verifier::Verifier::new(self.provider.clone()).map_err(|e| {
+                tracing::warn!(error = %e, "the platform's root certificates could not be loaded");
+                format!("the platform's root certificates could not be loaded: {e}")
+            })
+        });
+        made.as_ref().map_err(|e| rustls::Error::General(e.clone()))
+    }
+}
+
+impl ServerCertVerifier for PlatformRootsOnFirstUse {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.verifier()?.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.verifier()?.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.verifier()?.verify_tls13_signature(message, cert, dss)
+    }
+
+    /// What the provider can verify (as the platform's verifier answers), without loading the roots: a client
+    /// offers these in every hello.
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider.signature_verification_algorithms.supported_schemes()
+    }
+}
 
 /// The platform's roots behind rustls' default protocol versions, with reqwest's ALPN (HTTP/2, then HTTP/1.1).
-/// `None` when the platform verifier cannot start; clients then fall back to reqwest's own set-up, which reports
-/// the same failure where it matters.
+/// `None` when rustls refuses the provider's protocol versions; clients then fall back to reqwest's own set-up.
 static SHARED: LazyLock<Option<rustls::ClientConfig>> = LazyLock::new(|| {
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()
         .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
-    let verifier = match rustls_platform_verifier::Verifier::new(provider.clone()) {
-        Ok(verifier) => verifier,
-        Err(e) => {
-            tracing::warn!(error = %e, "the platform's root certificates could not be loaded");
-            return None;
-        }
-    };
+    let verifier = PlatformRootsOnFirstUse { provider: provider.clone(), verifier: OnceLock::new() };
     let builder = rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions().ok()?;
     let mut config = builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier)).with_no_client_auth();
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
@@ -35,11 +89,27 @@ pub fn shared(builder: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
 
 #[cfg(test)]
 mod tests {
-    /// A client on the shared configuration still verifies: the platform's roots are there and in use.
+    use super::*;
+
     #[test]
-    fn the_shared_configuration_carries_the_platform_roots() {
-        let config = super::SHARED.as_ref().expect("the platform's roots load on this machine");
+    fn the_shared_configuration_builds_clients() {
+        let config = SHARED.as_ref().expect("rustls accepts the provider");
         assert_eq!(config.alpn_protocols, [b"h2".to_vec(), b"http/1.1".to_vec()]);
-        assert!(super::shared(reqwest::Client::builder()).build().is_ok());
+        assert!(shared(reqwest::Client::builder()).build().is_ok());
+    }
+
+    /// The roots are read at the first certificate, not before; then they are the platform's and refuse what they
+    /// do not vouch for.
+    #[test]
+    fn the_roots_load_at_the_first_certificate_and_verify_it() {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let lazy = PlatformRootsOnFirstUse { provider, verifier: OnceLock::new() };
+        assert!(!lazy.supported_verify_schemes().is_empty());
+        assert!(lazy.verifier.get().is_none(), "offering schemes in a hello loads nothing");
+        let name = ServerName::try_from("example.test").expect("a name");
+        let forged = CertificateDer::from(b"not a certificate".to_vec());
+        let refused = lazy.verify_server_cert(&forged, &[], &name, &[], UnixTime::now());
+        assert!(refused.is_err(), "a forged certificate is refused");
+        assert!(matches!(lazy.verifier.get(), Some(Ok(_))), "the platform's roots loaded on this machine");
     }
 }

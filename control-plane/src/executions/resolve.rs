@@ -84,10 +84,12 @@ async fn resolve_modules(
     root: &FlowDefinition,
 ) -> ApiResult<BTreeMap<String, serde_json::Value>> {
     let mut modules = BTreeMap::new();
-    let mut level: Vec<FlowDefinition> = vec![root.clone()];
+    // The flows of the current depth: the root, then the modules found at the depth before.
+    let mut found: Vec<FlowDefinition>;
+    let mut level: Vec<&FlowDefinition> = vec![root];
     for depth in 0..=MAX_MODULE_DEPTH {
         let mut next = Vec::new();
-        for flow in &level {
+        for flow in level {
             for node in &flow.nodes {
                 let Node::Module(module) = node else { continue };
                 if depth == MAX_MODULE_DEPTH {
@@ -117,7 +119,8 @@ async fn resolve_modules(
         if next.is_empty() {
             break;
         }
-        level = next;
+        found = next;
+        level = found.iter().collect();
     }
     Ok(modules)
 }

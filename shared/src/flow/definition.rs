@@ -218,12 +218,16 @@ fn is_name(name: &str) -> bool {
 
 /// Parses and checks a definition. `Ok` holds the typed definition; `Err` every problem found.
 pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
-    let definition: FlowDefinition = match serde_path_to_error::deserialize(raw) {
+    // Tracking the path costs as much again as the parse itself: it is only needed to say where a shape is wrong.
+    let definition = match FlowDefinition::deserialize(raw) {
         Ok(definition) => definition,
-        Err(e) => {
-            let path = e.path().to_string();
-            return Err(vec![shape_problem(raw, &path, e.into_inner().to_string())]);
-        }
+        Err(_) => match serde_path_to_error::deserialize::<_, FlowDefinition>(raw) {
+            Ok(definition) => definition,
+            Err(e) => {
+                let path = e.path().to_string();
+                return Err(vec![shape_problem(raw, &path, e.into_inner().to_string())]);
+            }
+        },
     };
     let mut problems = Vec::new();
     let mut flow_problem =
