@@ -26,6 +26,8 @@ pub struct Inner {
     pub pool: PgPool,
     pub settings: Settings,
     pub endpoints: EndpointCache,
+    /// Flow drafts as last validated, for launches.
+    pub drafts: crate::executions::drafts::Drafts,
     pub keys: KeyCache,
     /// Browser sessions and memberships of people.
     pub people: PeopleCache,
@@ -150,6 +152,7 @@ impl AppState {
             hub: StreamHub::new(pool.clone(), replica, shutdown.clone(), settings.stream_buffer),
             replica,
             endpoints: EndpointCache::default(),
+            drafts: Default::default(),
             keys: KeyCache::default(),
             people: PeopleCache::default(),
             signing: SigningKeys::default(),

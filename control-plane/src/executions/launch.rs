@@ -103,7 +103,7 @@ async fn launch_flow(
     check_version(launch.version)?;
     let key = idempotency::from_headers(&headers, "launch", &to_json_bytes(&(flow_id, &launch))?)?;
     let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
-    let request = LaunchRequest::new(app.replica, caller.org_id, flow_id, trigger(&headers, Trigger::Api), &launch);
+    let request = LaunchRequest::new(&app, caller.org_id, flow_id, trigger(&headers, Trigger::Api), &launch);
     if key.is_none() && !ephemeral {
         // The plain launch needs no transaction: it shares a statement with the launches made meanwhile.
         let new = resolve(&mut *app.pool.acquire().await?, &request).await?;
@@ -178,7 +178,7 @@ async fn launch_by_tag(
     };
     let mut executions = Vec::with_capacity(flow_ids.len());
     for flow_id in flow_ids {
-        let request = LaunchRequest::new(app.replica, caller.org_id, flow_id, trigger(&headers, Trigger::Tag), &common);
+        let request = LaunchRequest::new(&app, caller.org_id, flow_id, trigger(&headers, Trigger::Tag), &common);
         let execution = create_execution(&mut tx, &request).await?;
         executions.push(match common.mode {
             Some(LaunchMode::Ephemeral) => claim_for_caller(&mut tx, &app, caller.org_id, execution).await?,

@@ -1,15 +1,20 @@
 //! What a launch runs: the draft or a published version of a flow, the published versions its module nodes run
 //! (to a depth of five), and the collection requests it references, resolved and handed to the queue.
 
+use crate::executions::drafts::{Draft, Drafts};
 use crate::flows::model::definition_error;
 use crate::http::error::{ApiError, ApiResult};
 use crate::queue;
 use crate::queue::create::NewExecution;
+use crate::state::AppState;
+use chrono::{DateTime, Utc};
 use hookflow_shared::api::executions::{Execution, Launch, LaunchMode, Trigger};
 use hookflow_shared::api::runners::{JobFlow, module_key};
 use hookflow_shared::flow::definition::{self, FlowDefinition, Node, VersionSelector};
 use sqlx::PgConnection;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// Flows run at most this long when their definition sets no `timeout_s`.
@@ -22,6 +27,8 @@ const MAX_MODULE_DEPTH: usize = 5;
 pub struct LaunchRequest<'a> {
     /// The replica launching, which wakes its own waiting polls in memory (nil: notify every replica).
     pub replica: Uuid,
+    /// The drafts this server has validated already.
+    pub drafts: &'a Drafts,
     pub org_id: Uuid,
     pub flow_id: Uuid,
     pub trigger: Trigger,
@@ -35,10 +42,11 @@ pub struct LaunchRequest<'a> {
 impl<'a> LaunchRequest<'a> {
     /// A launch of `flow_id` as a launch body asks; ephemeral runs belong to their caller, so if the caller
     /// vanishes they fail instead of moving to a runner.
-    pub fn new(replica: Uuid, org_id: Uuid, flow_id: Uuid, trigger: Trigger, launch: &'a Launch) -> Self {
+    pub fn new(app: &'a AppState, org_id: Uuid, flow_id: Uuid, trigger: Trigger, launch: &'a Launch) -> Self {
         let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
         Self {
-            replica,
+            replica: app.replica,
+            drafts: &app.drafts,
             org_id,
             flow_id,
             trigger,
@@ -127,18 +135,16 @@ async fn resolve_modules(
 
 /// Resolves what runs: the draft or a published version, its modules, collection requests inlined.
 pub async fn resolve(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> ApiResult<NewExecution> {
-    let flow: Option<(String, serde_json::Value, i32)> =
-        sqlx::query_as("SELECT name, definition, draft_revision FROM flows WHERE organization_id = $1 AND id = $2")
-            .bind(request.org_id)
-            .bind(request.flow_id)
-            .fetch_optional(&mut *conn)
-            .await?;
-    let Some((flow_name, draft, draft_revision)) = flow else { return Err(ApiError::not_found("flow")) };
-    let (flow_version, mut raw) = match request.version {
-        None => (None, draft),
-        Some(selector) => chosen_version(conn, request, selector).await?,
+    let (flow_name, draft) = read_flow(conn, request).await?;
+    let (flow_version, mut raw, parsed) = match request.version {
+        None => (None, draft.raw.clone(), Cow::Borrowed(&draft.parsed)),
+        Some(selector) => {
+            let (number, raw) = chosen_version(conn, request, selector).await?;
+            let parsed = definition::validate(&raw).map_err(|p| definition_error(&p))?;
+            (Some(number), raw, Cow::Owned(parsed))
+        }
     };
-    let parsed = definition::validate(&raw).map_err(|p| definition_error(&p))?;
+    let draft_revision = draft.revision;
     let mut modules = resolve_modules(conn, request.org_id, &parsed).await?;
     // Collection requests are inlined now, so the run uses them as they are at launch.
     let definitions = std::iter::once(&mut raw).chain(modules.values_mut());
@@ -160,6 +166,34 @@ pub async fn resolve(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> Ap
     })
 }
 
+/// The flow's name and its draft: kept by this server while its revision and update time match the row (the
+/// definition is then not even read), else read, validated and kept.
+async fn read_flow(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> ApiResult<(String, Arc<Draft>)> {
+    let kept = request.drafts.get(request.flow_id);
+    let row: Option<(String, i32, DateTime<Utc>, Option<String>)> = sqlx::query_as(
+        "SELECT name, draft_revision, updated_at,
+             CASE WHEN draft_revision = $3 AND updated_at = $4 THEN NULL ELSE definition::text END
+         FROM flows WHERE organization_id = $1 AND id = $2",
+    )
+    .bind(request.org_id)
+    .bind(request.flow_id)
+    .bind(kept.as_ref().map(|d| d.revision))
+    .bind(kept.as_ref().map(|d| d.updated_at))
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some((name, revision, updated_at, text)) = row else { return Err(ApiError::not_found("flow")) };
+    let text = match (text, kept) {
+        (None, Some(kept)) => return Ok((name, kept)),
+        (Some(text), _) => text,
+        (None, None) => return Err(ApiError::internal_because("a flow row came without its definition")),
+    };
+    let raw: serde_json::Value = serde_json::from_str(&text).map_err(ApiError::internal_because)?;
+    let parsed = definition::validate(&raw).map_err(|p| definition_error(&p))?;
+    let draft = Arc::new(Draft::read(revision, updated_at, &text, raw, parsed));
+    request.drafts.keep(request.flow_id, Arc::clone(&draft));
+    Ok((name, draft))
+}
+
 /// Resolves what runs and queues it (in the caller's transaction, if any); runners are woken when it commits.
 pub async fn create_execution(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> ApiResult<Execution> {
     let new = resolve(conn, request).await?;
@@ -171,9 +205,9 @@ async fn chosen_version(
     conn: &mut PgConnection,
     request: &LaunchRequest<'_>,
     selector: VersionSelector,
-) -> ApiResult<(Option<i32>, serde_json::Value)> {
+) -> ApiResult<(i32, serde_json::Value)> {
     match published(conn, request.org_id, request.flow_id, selector_number(Some(selector))).await? {
-        Some((number, raw)) => Ok((Some(number), raw)),
+        Some((number, raw)) => Ok((number, raw)),
         None if matches!(selector, VersionSelector::Number(_)) => {
             Err(ApiError::invalid("invalid field `version`: the flow has no such published version"))
         }

@@ -33,6 +33,7 @@ pub async fn fire_due(app: &AppState) -> Result<usize, sqlx::Error> {
             let request = LaunchRequest {
                 // No replica excluded: whoever waits is notified, this one included.
                 replica: Uuid::nil(),
+                drafts: &app.drafts,
                 org_id,
                 flow_id,
                 trigger: Trigger::Schedule,

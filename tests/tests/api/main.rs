@@ -25,6 +25,7 @@ mod isolation_captures;
 mod isolation_network;
 mod isolation_secrets;
 mod keys;
+mod launch_drafts;
 mod limits_connections;
 mod limits_outage;
 mod limits_parsers;
