@@ -1,6 +1,7 @@
 //! The queue's correctness at speed: NOTIFY alone wakes a long poll on another replica (the fallback re-check is
 //! set to a minute, longer than the poll), and 2,000 executions through 20 real runner processes, some killed with
-//! SIGKILL at random, each end exactly once with one final status and the results of their last attempt.
+//! SIGKILL at random, each end exactly once with one final status and the results of their last attempt; and
+//! completions answer alike on the replica that handed the job out and on another.
 
 use crate::RUNNER;
 use hookflow_shared::wire::runner_route;
@@ -238,4 +239,26 @@ async fn two_thousand_executions_end_exactly_once_while_runners_are_killed() {
     for runner in &mut runners {
         runner.kill().await;
     }
+}
+
+/// A job claimed through one replica may be completed through another; its token is then dead on both (401), as
+/// for a repeat, and a token sent for another job's path is refused too.
+#[tokio::test]
+async fn completions_answer_alike_on_the_replica_that_claimed_and_on_another() {
+    let (a, b, flow, creds, runner) = two_replicas().await;
+    let (succeeded, failed) = (json!({"status": "succeeded"}), json!({"status": "failed"}));
+    a.launch_draft(&flow).await;
+    let first = a.next_job(&creds, &runner, 5).await.body;
+    assert_eq!(b.job_call(&first, "complete", succeeded.clone()).await.status, 200, "B checks the database");
+    let dead = a.job_call(&first, "complete", failed.clone()).await;
+    assert_eq!((dead.status.as_u16(), dead.code()), (401, "unauthorized"), "A handed the token out, B ended it");
+
+    a.launch_draft(&flow).await;
+    let second = a.next_job(&creds, &runner, 5).await.body;
+    let mut crossed = second.clone();
+    crossed["job_id"] = first["job_id"].clone();
+    assert_eq!(a.job_call(&crossed, "complete", failed.clone()).await.status, 401, "a token names its own job");
+    assert_eq!(a.job_call(&second, "complete", succeeded.clone()).await.status, 200);
+    assert_eq!(a.job_call(&second, "complete", failed).await.status, 401, "a repeat finds the token dead");
+    assert_eq!(a.rows("executions WHERE status = 'succeeded'").await, 2, "each ended once, as first reported");
 }
