@@ -3,7 +3,7 @@
 //! results are stored idempotently per (execution, attempt, node), logged as `node.completed` plus the next
 //! `node.started`, and extend the lease.
 
-use crate::http::error::{ApiError, ApiResult, to_json};
+use crate::http::error::{ApiError, ApiResult, to_json_string};
 use crate::queue::events;
 use hookflow_shared::api::executions::{ExecutionEvent, NodeResult};
 use hookflow_shared::token;
@@ -86,12 +86,12 @@ pub async fn record(
         places.push(*position);
         ids.push(result.node_id.clone());
         statuses.push(result.status.as_str());
-        payloads.push(to_json(&*result)?);
+        payloads.push(to_json_string(&*result)?);
     }
     let inserted: Vec<(String, i32)> = sqlx::query_as(
         "INSERT INTO node_results (execution_id, attempt, node_id, position, status, result)
-         SELECT $1, $2, r.node_id, r.position, r.status, r.result
-         FROM unnest($3::text[], $4::text[], $5::jsonb[], $6::int[]) AS r(node_id, status, result, position)
+         SELECT $1, $2, r.node_id, r.position, r.status, r.result::jsonb
+         FROM unnest($3::text[], $4::text[], $5::text[], $6::int[]) AS r(node_id, status, result, position)
          ON CONFLICT DO NOTHING RETURNING node_id, position",
     )
     .bind(job.execution_id)
@@ -113,18 +113,15 @@ pub async fn record(
 fn announcements(
     job: &JobContext,
     ids: &[String],
-    payloads: Vec<serde_json::Value>,
+    payloads: Vec<String>,
     inserted: &[(String, i32)],
 ) -> ApiResult<Vec<String>> {
     let fresh: HashMap<&str, i32> = inserted.iter().map(|(id, position)| (id.as_str(), *position)).collect();
     let reported: HashSet<&str> = ids.iter().map(String::as_str).collect();
     let mut announced = Vec::new();
-    for (id, mut payload) in ids.iter().zip(payloads) {
+    for (id, payload) in ids.iter().zip(payloads) {
         let Some(position) = fresh.get(id.as_str()) else { continue };
-        if let Some(object) = payload.as_object_mut() {
-            object.insert("type".into(), "node.completed".into());
-        }
-        announced.push(payload.to_string());
+        announced.push(completed_event(&payload)?);
         let next = usize::try_from(*position).ok().and_then(|p| job.node_ids.get(p));
         if let Some(next) = next
             && !reported.contains(next.as_str())
@@ -134,4 +131,43 @@ fn announcements(
         }
     }
     Ok(announced)
+}
+
+/// The `node.completed` event of a stored result: the result's JSON object with `"type"` first.
+fn completed_event(result: &str) -> ApiResult<String> {
+    let fields = result.strip_prefix('{').filter(|rest| rest.len() > 1 && rest.ends_with('}'));
+    let fields = fields.ok_or_else(|| ApiError::internal_because("a node result did not encode as an object"))?;
+    Ok(format!(r#"{{"type":"node.completed",{fields}"#))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hookflow_shared::api::executions::NodeStatus;
+
+    #[test]
+    fn a_completed_event_is_the_result_with_its_type() {
+        let result = NodeResult {
+            node_id: "login".into(),
+            attempt: 2,
+            status: NodeStatus::Failed,
+            started_at: hookflow_shared::time::Timestamp::now(),
+            duration_ms: 12,
+            request: None,
+            response: None,
+            extracted: [("token".to_owned(), serde_json::json!("a}\"{b"))].into(),
+            assertions: Vec::new(),
+            error: Some("expected 200".into()),
+            retries: 1,
+        };
+        let event = completed_event(&serde_json::to_string(&result).expect("encode")).expect("an object");
+        match serde_json::from_str::<ExecutionEvent>(&event).expect("an event") {
+            ExecutionEvent::NodeCompleted(node) => {
+                assert_eq!((node.node_id.as_str(), node.attempt, node.retries), ("login", 2, 1));
+                assert_eq!(node.extracted["token"], "a}\"{b");
+            }
+            other => panic!("not node.completed: {other:?}"),
+        }
+        assert!(completed_event("{}").is_err() && completed_event("[1]").is_err());
+    }
 }
