@@ -135,16 +135,16 @@ async fn resolve_modules(
 
 /// Resolves what runs: the draft or a published version, its modules, collection requests inlined.
 pub async fn resolve(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> ApiResult<NewExecution> {
-    let (flow_name, draft) = read_flow(conn, request).await?;
-    let (flow_version, mut raw, parsed) = match request.version {
-        None => (None, draft.raw.clone(), Cow::Borrowed(&draft.parsed)),
-        Some(selector) => {
+    let (flow_name, draft_revision, draft) = read_flow(conn, request).await?;
+    let (flow_version, mut raw, parsed) = match (request.version, &draft) {
+        (None, Some(draft)) => (None, draft.raw.clone(), Cow::Borrowed(&draft.parsed)),
+        (Some(selector), _) => {
             let (number, raw) = chosen_version(conn, request, selector).await?;
             let parsed = definition::validate(&raw).map_err(|p| definition_error(&p))?;
             (Some(number), raw, Cow::Owned(parsed))
         }
+        (None, None) => return Err(ApiError::internal_because("a draft launch came without its draft")),
     };
-    let draft_revision = draft.revision;
     let mut modules = resolve_modules(conn, request.org_id, &parsed).await?;
     // Collection requests are inlined now, so the run uses them as they are at launch.
     let definitions = std::iter::once(&mut raw).chain(modules.values_mut());
@@ -166,32 +166,36 @@ pub async fn resolve(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> Ap
     })
 }
 
-/// The flow's name and its draft: kept by this server while its revision and update time match the row (the
-/// definition is then not even read), else read, validated and kept.
-async fn read_flow(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> ApiResult<(String, Arc<Draft>)> {
-    let kept = request.drafts.get(request.flow_id);
+/// The flow's name, its draft's revision and, for a launch of the draft, the draft: kept by this server while its
+/// revision and update time match the row (the definition is then not even read), else read, validated and kept.
+async fn read_flow(
+    conn: &mut PgConnection,
+    request: &LaunchRequest<'_>,
+) -> ApiResult<(String, i32, Option<Arc<Draft>>)> {
+    let of_draft = request.version.is_none();
+    let kept = of_draft.then(|| request.drafts.get(request.flow_id)).flatten();
     let row: Option<(String, i32, DateTime<Utc>, Option<String>)> = sqlx::query_as(
         "SELECT name, draft_revision, updated_at,
-             CASE WHEN draft_revision = $3 AND updated_at = $4 THEN NULL ELSE definition::text END
+             CASE WHEN NOT $5 OR (draft_revision = $3 AND updated_at = $4) THEN NULL ELSE definition::text END
          FROM flows WHERE organization_id = $1 AND id = $2",
     )
     .bind(request.org_id)
     .bind(request.flow_id)
     .bind(kept.as_ref().map(|d| d.revision))
     .bind(kept.as_ref().map(|d| d.updated_at))
+    .bind(of_draft)
     .fetch_optional(&mut *conn)
     .await?;
     let Some((name, revision, updated_at, text)) = row else { return Err(ApiError::not_found("flow")) };
     let text = match (text, kept) {
-        (None, Some(kept)) => return Ok((name, kept)),
+        (None, kept) => return Ok((name, revision, kept)),
         (Some(text), _) => text,
-        (None, None) => return Err(ApiError::internal_because("a flow row came without its definition")),
     };
     let raw: serde_json::Value = serde_json::from_str(&text).map_err(ApiError::internal_because)?;
     let parsed = definition::validate(&raw).map_err(|p| definition_error(&p))?;
     let draft = Arc::new(Draft::read(revision, updated_at, &text, raw, parsed));
     request.drafts.keep(request.flow_id, Arc::clone(&draft));
-    Ok((name, draft))
+    Ok((name, revision, Some(draft)))
 }
 
 /// Resolves what runs and queues it (in the caller's transaction, if any); runners are woken when it commits.
