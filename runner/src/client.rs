@@ -166,7 +166,8 @@ impl Client {
         Ok(self.send::<JobBatch>(request, false).await?.map(|batch| batch.jobs).unwrap_or_default())
     }
 
-    /// Posts a report body (made by [`hookflow_shared::api::runners::NodeReportBatch::into_body`]) of `count` results under the job token.
+    /// Posts a report body of `count` results under the job token (made by
+    /// [`hookflow_shared::api::runners::NodeReportBatch::into_body`]).
     pub async fn report(&self, job: &Job, body: bytes::Bytes, count: usize) -> Result<ReportReply, ClientError> {
         let request = self
             .http

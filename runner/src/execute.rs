@@ -1,7 +1,7 @@
 //! Runs one claimed job end to end: the engine executes it while a reporter posts node results in batches (what
 //! piles up while a post is in flight, and for at least [`REPORT_INTERVAL`] after the previous post, goes in the
-//! next one), then the job is completed. A report answered
-//! "cancel" stops the engine; a report refused because the attempt moved on abandons the job.
+//! next one), then the job is completed. A report answered "cancel" stops the engine; a report refused because the
+//! attempt moved on abandons the job.
 
 use crate::client::{Client, ClientError};
 use crate::engine::{Engine, Outcome};
@@ -67,8 +67,6 @@ async fn post(
 struct Results {
     receiver: mpsc::UnboundedReceiver<NodeResult>,
     observer: Option<mpsc::UnboundedSender<NodeResult>>,
-    /// Whether the engine has finished (no more results will come).
-    ended: bool,
 }
 
 impl Results {
@@ -82,26 +80,22 @@ impl Results {
     }
 
     /// Adds to `batch` what arrives until `until` (what is already there when `until` has passed), stopping early
-    /// when the batch is full or the engine has finished.
-    async fn fill(&mut self, batch: &mut NodeReportBatch, until: Instant) {
+    /// when the batch is full or the engine has finished; answers whether it has (no more results will come).
+    async fn fill(&mut self, batch: &mut NodeReportBatch, until: Instant) -> bool {
         while batch.len() < MAX_REPORT_RESULTS && batch.encoded_len() < MAX_REPORT_BYTES {
             let next = match self.receiver.try_recv() {
                 Ok(result) => Some(result),
                 Err(mpsc::error::TryRecvError::Disconnected) => None,
-                Err(mpsc::error::TryRecvError::Empty) if Instant::now() >= until => return,
+                Err(mpsc::error::TryRecvError::Empty) if Instant::now() >= until => return false,
                 Err(mpsc::error::TryRecvError::Empty) => tokio::select! {
                     next = self.receiver.recv() => next,
-                    () = tokio::time::sleep_until(until) => return,
+                    () = tokio::time::sleep_until(until) => return false,
                 },
             };
-            match next {
-                Some(result) => self.take(batch, &result),
-                None => {
-                    self.ended = true;
-                    return;
-                }
-            }
+            let Some(result) = next else { return true };
+            self.take(batch, &result);
         }
+        false
     }
 }
 
@@ -112,9 +106,9 @@ async fn report_all(
     cancel: CancellationToken,
     options: Options,
 ) -> Result<(), ClientError> {
-    let mut results = Results { receiver, observer: options.observer, ended: false };
+    let mut results = Results { receiver, observer: options.observer };
     let mut last_post = Instant::now().checked_sub(REPORT_INTERVAL).unwrap_or_else(Instant::now);
-    while !results.ended {
+    loop {
         let next = match options.keep_alive {
             None => results.receiver.recv().await,
             Some(period) => tokio::select! {
@@ -128,10 +122,13 @@ async fn report_all(
         let Some(first) = next else { break };
         let mut batch = NodeReportBatch::default();
         results.take(&mut batch, &first);
-        results.fill(&mut batch, last_post + REPORT_INTERVAL).await;
+        let ended = results.fill(&mut batch, last_post + REPORT_INTERVAL).await;
         last_post = Instant::now();
         if !batch.is_empty() {
             post(&client, &job, batch, &cancel).await?;
+        }
+        if ended {
+            return Ok(());
         }
     }
     Ok(())

@@ -263,8 +263,8 @@ struct ClaimSecrets {
 
 type SealedRow = (String, Vec<u8>, Vec<u8>, i32, Vec<String>, bool);
 
-/// Decrypts only the secrets the definition and its modules (`parts`) and the environment's values reference (launch values
-/// and organization variables are plain values: they never name a secret). A name with no secret is left out:
+/// Decrypts only the secrets the definition and its modules (`parts`) and the environment's values reference
+/// (launch values and organization variables are plain values: they never name a secret). A name with no secret is left out:
 /// the node that uses it fails with "not defined". Secrets kept for registered runners are withheld from the
 /// callers of ephemeral launches.
 async fn resolve_secrets(
