@@ -183,3 +183,34 @@ impl ClosedLoop {
         Ok(result)
     }
 }
+
+/// The machine's CPU time since a start, from `/proc/stat`: how busy all cores were during a phase, which tells a
+/// rate bound by CPU from one bound by waits (commits, round trips).
+#[derive(Debug, Clone, Copy)]
+pub struct MachineBusy {
+    busy: u64,
+    total: u64,
+}
+
+impl MachineBusy {
+    /// The counters now (zeros where `/proc/stat` cannot be read).
+    pub fn start() -> Self {
+        let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let ticks: Vec<u64> = text
+            .lines()
+            .next()
+            .and_then(|line| line.strip_prefix("cpu "))
+            .map(|rest| rest.split_whitespace().filter_map(|n| n.parse().ok()).collect())
+            .unwrap_or_default();
+        // user nice system idle iowait irq softirq steal: idle and iowait are the waits.
+        let total: u64 = ticks.iter().take(8).sum();
+        let waiting = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+        Self { busy: total - waiting, total }
+    }
+
+    /// The busy share of every core since `self` (0 to 1; NaN when nothing could be read).
+    pub fn share(self) -> f64 {
+        let now = Self::start();
+        (now.busy - self.busy) as f64 / (now.total - self.total) as f64
+    }
+}

@@ -16,6 +16,7 @@ mod wrk;
 
 use clap::{Parser, Subcommand};
 
+
 #[derive(Debug, Parser)]
 #[command(
     name = "hookflow-bench",

@@ -2,7 +2,7 @@
 //! complete over HTTP) beside a raw SQL `SKIP LOCKED` claim-then-complete pair rate on the same database in the
 //! same run, and launch-to-runner latency with an idle long-polling runner.
 
-use crate::load::{BoxError, on_load_runtime, percentile_ms};
+use crate::load::{BoxError, MachineBusy, on_load_runtime, percentile_ms};
 use crate::setup::Rig;
 use hookflow_shared::api::runners::FinalStatus;
 use hookflow_shared::wire::header;
@@ -95,18 +95,22 @@ async fn protocol_rate(rig: &Rig, flow: &str, args: &Args, jobs: usize) -> Resul
     let (workers, launchers, batch) = (args.workers, args.launchers, args.batch);
     on_load_runtime(move || async move {
         let completed = Arc::new(AtomicUsize::new(0));
+        // When the last completion was answered: idle pollers still wait out their long poll after it.
+        let finished = Arc::new(std::sync::OnceLock::new());
         let started = Instant::now();
         let mut pollers = Vec::new();
         for _ in 0..workers {
-            let (client, completed) = (client.clone(), completed.clone());
+            let (client, completed, finished) = (client.clone(), completed.clone(), finished.clone());
             pollers.push(tokio::spawn(async move {
                 while completed.load(Ordering::SeqCst) < jobs {
                     // Like a runner's slots, the jobs of one poll finish (and complete) side by side.
-                    let jobs = client.next_jobs(runner, 1, batch).await?;
-                    let completions = jobs.iter().map(|job| client.complete(job, FinalStatus::Succeeded, None));
+                    let claimed = client.next_jobs(runner, 1, batch).await?;
+                    let completions = claimed.iter().map(|job| client.complete(job, FinalStatus::Succeeded, None));
                     for completion in futures_util::future::join_all(completions).await {
                         completion?;
-                        completed.fetch_add(1, Ordering::SeqCst);
+                        if completed.fetch_add(1, Ordering::SeqCst) + 1 == jobs {
+                            let _ = finished.set(Instant::now());
+                        }
                     }
                 }
                 Ok::<_, BoxError>(())
@@ -132,7 +136,7 @@ async fn protocol_rate(rig: &Rig, flow: &str, args: &Args, jobs: usize) -> Resul
         for poller in pollers {
             poller.await??;
         }
-        let elapsed = started.elapsed();
+        let elapsed = finished.get().ok_or("the pollers stopped before the last completion")?.duration_since(started);
         Ok((jobs as f64 / elapsed.as_secs_f64(), jobs as f64 / launch_elapsed.as_secs_f64()))
     })
     .await
@@ -189,15 +193,18 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
         "queue: {} jobs, {} workers claiming up to {} each, {} launchers (server, PostgreSQL and load share this machine)",
         args.jobs, args.workers, args.batch, args.launchers
     );
+    let busy = MachineBusy::start();
     let raw = raw_sql_pairs(&rig, args.jobs, args.workers).await?;
-    println!("  raw SQL claim-then-complete pairs:   {raw:>8.0} /s");
+    println!("  raw SQL claim-then-complete pairs:   {raw:>8.0} /s (cores busy {:.0}%)", busy.share() * 100.0);
     // Warm-up, then the statistics autovacuum would gather within a minute of the tables filling: plans made for
     // empty tables would otherwise be measured.
     protocol_rate(&rig, &flow, &args, args.jobs / 4).await?;
     sqlx::query("ANALYZE").execute(&rig.pool).await?;
+    let busy = MachineBusy::start();
     let (through, launches) = protocol_rate(&rig, &flow, &args, args.jobs).await?;
     println!(
-        "  executions through the protocol:    {through:>8.0} /s (launch, claim, complete over HTTP; launches alone {launches:.0} /s)"
+        "  executions through the protocol:    {through:>8.0} /s (cores busy {:.0}%; launch, claim, complete over HTTP; launches alone {launches:.0} /s)",
+        busy.share() * 100.0
     );
     println!("  ratio protocol / raw SQL:            {:>8.3} (target >= 0.9)", through / raw);
     let (latencies, answers) = launch_latency(&rig, &flow, args.latency_samples).await?;
