@@ -16,6 +16,9 @@ mod wrk;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc, as in `hookflow-server`: the scenarios run the server in this process.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Debug, Parser)]
 #[command(

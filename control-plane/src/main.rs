@@ -4,6 +4,11 @@ use clap::Parser as _;
 use hookflow_control_plane::server::{self, config::Cli};
 use std::process::ExitCode;
 
+/// mimalloc: the many small, short-lived allocations of requests and JSON cost less than with the system allocator
+/// (`hookflow-bench capture`: +8% durable captures/s).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     server::init_logging(&cli.logging);
