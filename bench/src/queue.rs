@@ -13,19 +13,23 @@ use std::time::{Duration, Instant};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Executions (and raw jobs) per throughput run.
-    #[arg(long, default_value_t = 3000)]
+    #[arg(long, default_value_t = 8000)]
     jobs: usize,
-    /// Concurrent claimers (runner pollers, or SQL workers).
+    /// Concurrent claimers (runner pollers, or SQL workers): each poller is a runner with `--batch` slots.
     #[arg(long, default_value_t = 8)]
     workers: usize,
-    /// Concurrent launchers of the protocol run.
-    #[arg(long, default_value_t = 8)]
+    /// Concurrent launchers of the protocol run (the CI jobs of a team launching at once); a second run with
+    /// `--few-launchers` shows the rate where launch round trips, not the queue, are what limits.
+    #[arg(long, default_value_t = 64)]
     launchers: usize,
+    /// Concurrent launchers of the second protocol run.
+    #[arg(long, default_value_t = 8)]
+    few_launchers: usize,
     /// Launches of the latency run.
     #[arg(long, default_value_t = 300)]
     latency_samples: usize,
-    /// Jobs each poll of the protocol run may claim (`max_jobs`).
-    #[arg(long, default_value_t = 8)]
+    /// Jobs each poll of the protocol run may claim (`max_jobs`): each poller is a runner with this many slots.
+    #[arg(long, default_value_t = 16)]
     batch: u32,
 }
 
@@ -87,16 +91,35 @@ async fn launch_once(http: &reqwest::Client, base: &str, key: &str, org: &str, f
     Ok(())
 }
 
+/// A protocol run's figures.
+#[derive(Debug)]
+struct ProtocolRate {
+    /// Executions launched, claimed and completed per second, until the last completion.
+    executions: f64,
+    /// Launches per second, until the last launch was answered.
+    launches: f64,
+    /// How busy the cores were until the last completion (0 to 1).
+    busy: f64,
+}
+
 /// Launches `jobs` executions from `launchers` tasks while `workers` pollers claim and complete them.
-async fn protocol_rate(rig: &Rig, flow: &str, args: &Args, jobs: usize) -> Result<(f64, f64), BoxError> {
+async fn protocol_rate(
+    rig: &Rig,
+    flow: &str,
+    args: &Args,
+    jobs: usize,
+    launchers: usize,
+) -> Result<ProtocolRate, BoxError> {
     let client = rig.runner_client();
     let runner = Rig::register_runner(&client, 64).await?;
     let (base, key, org, flow) = (rig.base.clone(), rig.key.clone(), rig.org.to_string(), flow.to_owned());
-    let (workers, launchers, batch) = (args.workers, args.launchers, args.batch);
+    let (workers, batch) = (args.workers, args.batch);
     on_load_runtime(move || async move {
         let completed = Arc::new(AtomicUsize::new(0));
-        // When the last completion was answered: idle pollers still wait out their long poll after it.
+        // When the last completion was answered, and how busy the cores were until then: idle pollers still wait
+        // out their long poll after it.
         let finished = Arc::new(std::sync::OnceLock::new());
+        let busy = MachineBusy::start();
         let started = Instant::now();
         let mut pollers = Vec::new();
         for _ in 0..workers {
@@ -109,7 +132,7 @@ async fn protocol_rate(rig: &Rig, flow: &str, args: &Args, jobs: usize) -> Resul
                     for completion in futures_util::future::join_all(completions).await {
                         completion?;
                         if completed.fetch_add(1, Ordering::SeqCst) + 1 == jobs {
-                            let _ = finished.set(Instant::now());
+                            let _ = finished.set((Instant::now(), busy.share()));
                         }
                     }
                 }
@@ -136,8 +159,12 @@ async fn protocol_rate(rig: &Rig, flow: &str, args: &Args, jobs: usize) -> Resul
         for poller in pollers {
             poller.await??;
         }
-        let elapsed = finished.get().ok_or("the pollers stopped before the last completion")?.duration_since(started);
-        Ok((jobs as f64 / elapsed.as_secs_f64(), jobs as f64 / launch_elapsed.as_secs_f64()))
+        let (at, busy) = finished.get().ok_or("the pollers stopped before the last completion")?;
+        Ok(ProtocolRate {
+            executions: jobs as f64 / at.duration_since(started).as_secs_f64(),
+            launches: jobs as f64 / launch_elapsed.as_secs_f64(),
+            busy: *busy,
+        })
     })
     .await
 }
@@ -190,7 +217,7 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
         )
         .await?;
     println!(
-        "queue: {} jobs, {} workers claiming up to {} each, {} launchers (server, PostgreSQL and load share this machine)",
+        "queue: {} jobs, {} claimers (runners of {} slots, or SQL workers), {} launchers (server, PostgreSQL and load share this machine)",
         args.jobs, args.workers, args.batch, args.launchers
     );
     let busy = MachineBusy::start();
@@ -198,15 +225,24 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
     println!("  raw SQL claim-then-complete pairs:   {raw:>8.0} /s (cores busy {:.0}%)", busy.share() * 100.0);
     // Warm-up, then the statistics autovacuum would gather within a minute of the tables filling: plans made for
     // empty tables would otherwise be measured.
-    protocol_rate(&rig, &flow, &args, args.jobs / 4).await?;
+    protocol_rate(&rig, &flow, &args, args.jobs / 4, args.launchers).await?;
     sqlx::query("ANALYZE").execute(&rig.pool).await?;
-    let busy = MachineBusy::start();
-    let (through, launches) = protocol_rate(&rig, &flow, &args, args.jobs).await?;
+    let run = protocol_rate(&rig, &flow, &args, args.jobs, args.launchers).await?;
     println!(
-        "  executions through the protocol:    {through:>8.0} /s (cores busy {:.0}%; launch, claim, complete over HTTP; launches alone {launches:.0} /s)",
-        busy.share() * 100.0
+        "  executions through the protocol:    {:>8.0} /s (cores busy {:.0}%; launch, claim, complete over HTTP; launches {:.0} /s)",
+        run.executions,
+        run.busy * 100.0,
+        run.launches
     );
-    println!("  ratio protocol / raw SQL:            {:>8.3} (target >= 0.9)", through / raw);
+    println!("  ratio protocol / raw SQL:            {:>8.3} (target >= 0.9)", run.executions / raw);
+    let few = protocol_rate(&rig, &flow, &args, args.jobs, args.few_launchers).await?;
+    println!(
+        "  the same with {} launchers:          {:>8.0} /s (cores busy {:.0}%; ratio {:.3}: each launcher waits for its answer)",
+        args.few_launchers,
+        few.executions,
+        few.busy * 100.0,
+        few.executions / raw
+    );
     let (latencies, answers) = launch_latency(&rig, &flow, args.latency_samples).await?;
     println!(
         "  launch -> idle runner holds the job: p50 {:.2} ms, p99 {:.2} ms over {} launches (targets 3 ms / 25 ms)",
