@@ -5,7 +5,7 @@
 //! drafts of at most [`BUDGET`] bytes in memory, estimated from their JSON text; the oldest entries leave first.
 
 use chrono::{DateTime, Utc};
-use hookflow_shared::flow::definition::FlowDefinition;
+use hookflow_shared::flow::definition::{FlowDefinition, Node};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
@@ -25,6 +25,8 @@ pub struct Draft {
     pub updated_at: DateTime<Utc>,
     pub raw: serde_json::Value,
     pub parsed: FlowDefinition,
+    /// Whether a launch of it needs nothing else read: no module nodes, no collection requests.
+    pub self_contained: bool,
     /// Estimated memory it takes.
     size: usize,
 }
@@ -38,7 +40,10 @@ impl Draft {
         raw: serde_json::Value,
         parsed: FlowDefinition,
     ) -> Self {
-        Self { revision, updated_at, raw, parsed, size: text.len().saturating_mul(MEMORY_PER_TEXT_BYTE) }
+        let self_contained = !parsed.nodes.iter().any(|node| matches!(node, Node::Module(_)))
+            && !crate::collections::refs::uses_requests(&raw);
+        let size = text.len().saturating_mul(MEMORY_PER_TEXT_BYTE);
+        Self { revision, updated_at, raw, parsed, self_contained, size }
     }
 }
 

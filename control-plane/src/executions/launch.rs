@@ -3,7 +3,7 @@
 //! caller at once, in the launch's transaction.
 
 use crate::executions::idempotency::{self, Reservation};
-use crate::executions::resolve::{LaunchRequest, create_execution, resolve};
+use crate::executions::resolve::{LaunchRequest, create_execution, resolve, resolve_kept};
 use crate::http::auth::{Ctx, scope};
 use crate::http::error::{ApiError, ApiResult, to_json, to_json_bytes};
 use crate::http::extract::{ApiPath, Id, parse_json};
@@ -105,9 +105,18 @@ async fn launch_flow(
     let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
     let request = LaunchRequest::new(&app, caller.org_id, flow_id, trigger(&headers, Trigger::Api), &launch);
     if key.is_none() && !ephemeral {
-        // The plain launch needs no transaction: it shares a statement with the launches made meanwhile.
-        let new = resolve(&mut *app.pool.acquire().await?, &request).await?;
-        let execution = app.writers.launches.submit(new).await??;
+        // The plain launch needs no transaction: it shares a statement with the launches made meanwhile. A draft
+        // this server keeps is launched without reading anything first, while the statement finds it current.
+        let mut created = match resolve_kept(&request) {
+            Some(new) => app.writers.launches.submit(new).await??,
+            None => None,
+        };
+        if created.is_none() {
+            let new = resolve(&mut *app.pool.acquire().await?, &request).await?;
+            created = app.writers.launches.submit(new).await??;
+        }
+        let execution =
+            created.ok_or_else(|| ApiError::internal_because("a resolved launch was taken for a kept one"))?;
         app.queue.wake(caller.org_id);
         return Ok((StatusCode::CREATED, Json(execution)).into_response());
     }

@@ -149,11 +149,41 @@ pub async fn resolve(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> Ap
     // Collection requests are inlined now, so the run uses them as they are at launch.
     let definitions = std::iter::once(&mut raw).chain(modules.values_mut());
     let collection_variables = crate::collections::refs::resolve(conn, request.org_id, definitions).await?;
-    Ok(NewExecution {
+    let flow = JobFlow { id: request.flow_id, name: flow_name, version: flow_version, definition: raw };
+    Ok(new_execution(request, flow, draft_revision, &parsed, modules, collection_variables))
+}
+
+/// A launch of the draft this server keeps for the flow, when that draft needs nothing else read (no module
+/// nodes, no collection requests): it reads nothing, and the statement creates it only while the flow row still
+/// has the kept draft's revision and update time (`NewExecution::kept_draft`). `None` when the launch must be
+/// resolved.
+pub fn resolve_kept(request: &LaunchRequest<'_>) -> Option<NewExecution> {
+    if request.version.is_some() {
+        return None;
+    }
+    let draft = request.drafts.get(request.flow_id).filter(|draft| draft.self_contained)?;
+    // The name stored is the flow row's (see the create statement).
+    let flow = JobFlow { id: request.flow_id, name: String::new(), version: None, definition: draft.raw.clone() };
+    let mut new = new_execution(request, flow, draft.revision, &draft.parsed, BTreeMap::new(), BTreeMap::new());
+    new.kept_draft = Some((draft.revision, draft.updated_at));
+    Some(new)
+}
+
+/// The queued execution of a launch resolved to `flow` (as `parsed`), its modules and collection variables.
+fn new_execution(
+    request: &LaunchRequest<'_>,
+    flow: JobFlow,
+    draft_revision: i32,
+    parsed: &FlowDefinition,
+    modules: BTreeMap<String, serde_json::Value>,
+    collection_variables: BTreeMap<String, String>,
+) -> NewExecution {
+    NewExecution {
         replica: request.replica,
         org_id: request.org_id,
-        flow: JobFlow { id: request.flow_id, name: flow_name, version: flow_version, definition: raw },
+        flow,
         draft_revision,
+        kept_draft: None,
         modules,
         node_ids: parsed.nodes.iter().map(|n| n.id().to_owned()).collect(),
         timeout_s: parsed.timeout_s.unwrap_or(DEFAULT_FLOW_TIMEOUT_S),
@@ -163,7 +193,7 @@ pub async fn resolve(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> Ap
         runner_labels: request.runner_labels.to_vec(),
         trigger: request.trigger,
         max_attempts: request.max_attempts,
-    })
+    }
 }
 
 /// The flow's name, its draft's revision and, for a launch of the draft, the draft: kept by this server while its

@@ -1,13 +1,15 @@
 //! Create: resolved launches become queued executions, any number in one statement (variables layered, the rows,
 //! their first events and the notifications that wake stream subscribers and waiting runners). Plain launches of
 //! one server share statements through group commit (`AppState::writers`); launches in a transaction
-//! (idempotent, ephemeral, by tag, scheduled) create theirs in it.
+//! (idempotent, ephemeral, by tag, scheduled) create theirs in it. A launch of a draft the server keeps is created
+//! only while the flow's draft is still that one (`NewExecution::kept_draft`).
 
 use crate::db::group_commit::BatchWrite;
 use crate::http::error::{ApiError, ApiResult, to_json, to_json_string};
 use crate::queue::events::{LOG, encode, status_event};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow};
 use crate::signals::QUEUE_CHANNEL;
+use chrono::{DateTime, Utc};
 use hookflow_shared::api::executions::{Execution, ExecutionStatus, Trigger};
 use hookflow_shared::api::runners::JobFlow;
 use serde_json::Value;
@@ -26,9 +28,13 @@ pub struct NewExecution {
     /// The launching replica, whose own polls are woken in memory (nil: none excluded).
     pub replica: Uuid,
     pub org_id: Uuid,
-    /// The flow as it runs: its published version (`None`: the draft) with collection requests inlined.
+    /// The flow as it runs: its published version (`None`: the draft) with collection requests inlined. The name
+    /// stored is the flow row's at creation.
     pub flow: JobFlow,
     pub draft_revision: i32,
+    /// The draft's revision and update time when the launch runs a draft this server kept without reading the flow
+    /// row: the execution is created only while the row still has both (else the launch resolves again).
+    pub kept_draft: Option<(i32, DateTime<Utc>)>,
     pub modules: BTreeMap<String, Value>,
     pub node_ids: Vec<String>,
     pub timeout_s: u64,
@@ -45,24 +51,32 @@ pub struct NewExecution {
 /// Layers variables (collections < organization < environment < launch; merged, and kept by layer for claims),
 /// inserts the rows with their `queued` event already counted (the log's rule, for a row that starts with events),
 /// and notifies; lookups go by key (`OFFSET 0` keeps the planner from joining whole tables, whatever its
-/// statistics say). A launch naming an environment its flow does not have inserts no row. The arrays are read
-/// through `(SELECT $n)` so the batch size stays unknown to the planner: the plan no longer depends on it and is
-/// made once per connection, not once per batch. `$1`..`$16` are one array each (a launch per element; labels and
-/// node ids as JSON arrays), `$17` the `queued` event, `$18` the replica.
+/// statistics say). A launch inserts no row when its flow is gone from its organization, when it names an
+/// environment its flow does not have, or when the flow's draft is no longer the kept one it expects. The arrays
+/// are read through `(SELECT $n)` so the batch size stays unknown to the planner: the plan no longer depends on it
+/// and is made once per connection, not once per batch. `$1`..`$3` and `$5`..`$16` are one array each (a launch
+/// per element; labels and node ids as JSON arrays), as are `$4` and `$18` (the kept draft's revision and update
+/// time, or nulls), `$17` the `queued` event, `$19` the replica.
 static INSERT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH launch AS (
              SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::uuid[]), (SELECT $3::uuid[]),
-                 (SELECT $4::text[]), (SELECT $5::int[]), (SELECT $6::int[]), (SELECT $7::text[]),
+                 (SELECT $4::int[]), (SELECT $5::int[]), (SELECT $6::int[]), (SELECT $7::text[]),
                  (SELECT $8::text[]), (SELECT $9::text[]), (SELECT $10::jsonb[]), (SELECT $11::jsonb[]),
                  (SELECT $12::jsonb[]), (SELECT $13::text[]), (SELECT $14::int[]), (SELECT $15::int[]),
-                 (SELECT $16::jsonb[]))
-             AS l(id, organization_id, flow_id, flow_name, flow_version, draft_revision, definition, modules,
-                 environment, launch, runner_labels, node_ids, trigger, max_attempts, timeout_s, collection)),
+                 (SELECT $16::jsonb[]), (SELECT $18::timestamptz[]))
+             AS l(id, organization_id, flow_id, kept_revision, flow_version, draft_revision, definition, modules,
+                 environment, launch, runner_labels, node_ids, trigger, max_attempts, timeout_s, collection,
+                 kept_updated_at)),
          layers AS (
-             SELECT l.*, l.collection || COALESCE(org.variables, '{{}}') AS base,
+             SELECT l.*, f.name AS flow_name, l.collection || COALESCE(org.variables, '{{}}') AS base,
                  COALESCE(env.variables, '{{}}') AS env_variables
              FROM launch l
+             JOIN LATERAL (
+                 SELECT name FROM flows f WHERE f.id = l.flow_id AND f.organization_id = l.organization_id
+                     AND (l.kept_revision IS NULL
+                         OR (f.draft_revision = l.kept_revision AND f.updated_at = l.kept_updated_at))
+                 OFFSET 0) f ON true
              CROSS JOIN LATERAL (
                  SELECT jsonb_object_agg(name, value) AS variables FROM variables v
                  WHERE v.organization_id = l.organization_id) org
@@ -85,7 +99,7 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
              ORDER BY l.id
              RETURNING {EXECUTION_COLUMNS}, e.event_count, $17::text[] AS events, e.watchers, e.organization_id,
                  CASE WHEN {} THEN pg_notify('{QUEUE_CHANNEL}', e.organization_id::text)::text END AS queue_notice){}",
-        crate::queue::watch::others_wait("e.organization_id", "$18"),
+        crate::queue::watch::others_wait("e.organization_id", "$19"),
         *LOG
     )
 });
@@ -96,7 +110,8 @@ struct Columns<'a> {
     ids: Vec<Uuid>,
     orgs: Vec<Uuid>,
     flows: Vec<Uuid>,
-    names: Vec<&'a str>,
+    kept_revisions: Vec<Option<i32>>,
+    kept_updated: Vec<Option<DateTime<Utc>>>,
     versions: Vec<Option<i32>>,
     revisions: Vec<i32>,
     /// Definitions and module definitions as JSON text (the columns are text: see the migration that made them so).
@@ -117,7 +132,8 @@ impl<'a> Columns<'a> {
         self.ids.push(id);
         self.orgs.push(new.org_id);
         self.flows.push(new.flow.id);
-        self.names.push(&new.flow.name);
+        self.kept_revisions.push(new.kept_draft.map(|(revision, _)| revision));
+        self.kept_updated.push(new.kept_draft.map(|(_, updated_at)| updated_at));
         self.versions.push(new.flow.version);
         self.revisions.push(new.draft_revision);
         self.definitions.push(to_json_string(&new.flow.definition)?);
@@ -137,12 +153,14 @@ impl<'a> Columns<'a> {
 /// Launches share statements: plain launches of one server through group commit (`AppState::writers`), launches in
 /// a transaction call `create`.
 impl BatchWrite for NewExecution {
-    type Out = ApiResult<Execution>;
+    type Out = ApiResult<Option<Execution>>;
 
     /// Creates queued executions, one per launch and in the same order, in one statement (in the caller's
-    /// transaction, if any); runners are woken when it commits. A launch naming an environment its flow does not
-    /// have gets its own 400; the others are created.
-    async fn write_many(conn: &mut PgConnection, launches: &[Self]) -> ApiResult<Vec<ApiResult<Execution>>> {
+    /// transaction, if any); runners are woken when it commits. A launch of a kept draft that no longer matches
+    /// the flow row (or whose flow or environment is gone) gets `None` and resolves again; another launch naming an
+    /// environment its flow does not have gets its own 400, one whose flow was deleted meanwhile 404; the others
+    /// are created.
+    async fn write_many(conn: &mut PgConnection, launches: &[Self]) -> ApiResult<Vec<ApiResult<Option<Execution>>>> {
         let Some(replica) = launches.first().map(|l| l.replica) else { return Ok(Vec::new()) };
         let queued = vec![encode(&status_event(ExecutionStatus::Queued, 1, None))?];
         let mut columns = Columns::default();
@@ -153,7 +171,7 @@ impl BatchWrite for NewExecution {
             .bind(&columns.ids)
             .bind(&columns.orgs)
             .bind(&columns.flows)
-            .bind(&columns.names)
+            .bind(&columns.kept_revisions)
             .bind(&columns.versions)
             .bind(&columns.revisions)
             .bind(&columns.definitions)
@@ -167,24 +185,25 @@ impl BatchWrite for NewExecution {
             .bind(&columns.timeouts)
             .bind(&columns.collection)
             .bind(&queued)
+            .bind(&columns.kept_updated)
             .bind(replica)
             .fetch_all(&mut *conn)
             .await?;
         let mut created: BTreeMap<Uuid, ExecutionRow> = rows.into_iter().map(|row| (row.id(), row)).collect();
         let answers = columns.ids.iter().zip(launches).map(|(id, new)| match (created.remove(id), &new.environment) {
-            (Some(row), _) => row.try_into(),
+            (Some(row), _) => row.try_into().map(Some),
+            (None, _) if new.kept_draft.is_some() => Ok(None),
             (None, Some(key)) => {
                 Err(ApiError::invalid(format!("invalid field `environment`: the flow has no environment `{key}`")))
             }
-            (None, None) => {
-                Err(ApiError::internal_because("an execution insert without an environment matched nothing"))
-            }
+            (None, None) => Err(ApiError::not_found("flow")),
         });
         Ok(answers.collect())
     }
 }
 
-/// Creates one queued execution (in the caller's transaction, if any); runners are woken when it commits.
+/// Creates one queued execution of a resolved launch (in the caller's transaction, if any); runners are woken
+/// when it commits.
 pub async fn create(conn: &mut PgConnection, new: NewExecution) -> ApiResult<Execution> {
-    new.write_one(conn).await?
+    new.write_one(conn).await??.ok_or_else(|| ApiError::internal_because("a resolved launch was taken for a kept one"))
 }
