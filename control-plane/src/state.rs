@@ -28,6 +28,8 @@ pub struct Inner {
     pub endpoints: EndpointCache,
     /// Flow drafts as last validated, for launches.
     pub drafts: crate::executions::drafts::Drafts,
+    /// Job tokens this server handed out to runners, for their completions.
+    pub issued_jobs: crate::queue::issued::IssuedJobs,
     pub keys: KeyCache,
     /// Browser sessions and memberships of people.
     pub people: PeopleCache,
@@ -153,6 +155,7 @@ impl AppState {
             replica,
             endpoints: EndpointCache::default(),
             drafts: Default::default(),
+            issued_jobs: Default::default(),
             keys: KeyCache::default(),
             people: PeopleCache::default(),
             signing: SigningKeys::default(),

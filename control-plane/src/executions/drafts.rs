@@ -94,7 +94,7 @@ mod tests {
     fn draft(revision: i32, size: usize) -> Arc<Draft> {
         let raw = serde_json::json!({"nodes": [{"id": "a", "kind": "delay", "delay_ms": 1}]});
         let parsed = hookflow_shared::flow::definition::validate(&raw).expect("valid");
-        Arc::new(Draft { revision, updated_at: Utc::now(), raw, parsed, size })
+        Arc::new(Draft { revision, updated_at: Utc::now(), raw, parsed, self_contained: true, size })
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
 use crate::queue::claim::{Claimer, Target, claim_many};
+use crate::queue::issued::IssuedJob;
 use crate::runner_protocol::caller::{RunnerCaller, touch_runner};
 use crate::state::AppState;
 use axum::Json;
@@ -41,6 +42,10 @@ pub async fn try_claim(
     loop {
         let wanted = max_jobs as usize - jobs.len();
         let claimed = claim_many(&mut conn, &app.settings, claimer, target, wanted).await?;
+        for job in &claimed {
+            let issued = IssuedJob { job_id: job.job_id, execution_id: job.execution_id, attempt: job.attempt };
+            app.issued_jobs.record(&job.job_token, issued);
+        }
         let found = claimed.len();
         jobs.extend(claimed);
         if found == 0 || found == wanted || caller.org_id.is_some() {

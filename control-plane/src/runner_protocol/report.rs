@@ -84,10 +84,24 @@ async fn report_nodes(JobCall { app, job_id, token }: JobCall, body: Body) -> Ap
     responses((status = 200, body = Execution), (status = 400), (status = 409)),
     security(("job_token" = [])))]
 async fn complete_job(JobCall { app, job_id, token }: JobCall, body: Body) -> ApiResult<Json<Execution>> {
-    let job = authorize(&mut *app.pool.acquire().await?, &token, job_id, false).await?;
+    // A token this server handed out for this job needs no database read; any other is checked there.
+    let (execution_id, attempt) = match app.issued_jobs.take(&token, job_id) {
+        Some(issued) => (issued.execution_id, issued.attempt),
+        None => {
+            let job = authorize(&mut *app.pool.acquire().await?, &token, job_id, false).await?;
+            (job.execution_id, job.attempt)
+        }
+    };
     let mut end: Complete = parse_json(&read_body(body, COMPLETE_BODY_LIMIT).await?)?;
     end.error = end.error.map(|e| e.chars().take(2000).collect());
-    let ending = Ending { execution_id: job.execution_id, attempt: job.attempt, job_id: Some(job_id), end };
-    // The statement re-checks that the job still holds the execution, so a rescue in between answers 409.
-    app.writers.completions.submit(ending).await?.map(Json).ok_or_else(stale_attempt)
+    let ending = Ending { execution_id, attempt, job_id: Some(job_id), end };
+    // The statement re-checks that the job still holds the execution: when it no longer does (a rescue, or a
+    // completion through another server), the token's state in the database gives the answer (401 or 409).
+    match app.writers.completions.submit(ending).await? {
+        Some(execution) => Ok(Json(execution)),
+        None => {
+            authorize(&mut *app.pool.acquire().await?, &token, job_id, false).await?;
+            Err(stale_attempt())
+        }
+    }
 }

@@ -1,0 +1,94 @@
+//! Job tokens this server handed out to runners and not yet seen completed here, so a completion sent back through
+//! it is checked (the token's hash names the job of the path) without a database round trip before its body is read.
+//! The completion statement re-checks that the job still holds its execution; a token this server does not know
+//! (another replica issued it, or it was forgotten) is checked in the database as before. Bounded: past
+//! [`CAPACITY`] tokens the oldest are forgotten.
+
+use hookflow_shared::token;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use uuid::Uuid;
+
+/// Tokens remembered at most (about 100 bytes each).
+const CAPACITY: usize = 50_000;
+
+/// What an issued token names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IssuedJob {
+    pub job_id: Uuid,
+    pub execution_id: Uuid,
+    pub attempt: i32,
+}
+
+#[derive(Debug, Default)]
+struct Entries {
+    by_hash: HashMap<Vec<u8>, IssuedJob>,
+    /// Hashes in the order they were issued, oldest first (some may be gone from `by_hash` already).
+    order: VecDeque<Vec<u8>>,
+}
+
+#[derive(Debug, Default)]
+pub struct IssuedJobs {
+    entries: Mutex<Entries>,
+}
+
+impl IssuedJobs {
+    /// Remembers the token handed out for `job`.
+    pub fn record(&self, job_token: &str, job: IssuedJob) {
+        let hash = token::hash(job_token);
+        let Ok(mut entries) = self.entries.lock() else { return };
+        while entries.order.len() >= CAPACITY {
+            let Some(oldest) = entries.order.pop_front() else { break };
+            entries.by_hash.remove(&oldest);
+        }
+        entries.order.push_back(hash.clone());
+        entries.by_hash.insert(hash, job);
+    }
+
+    /// The job `job_token` was issued for, when it is `job_id`, forgotten from now on (a completion is made once;
+    /// any later call goes to the database). `None` when this server does not know the token for that job.
+    pub fn take(&self, job_token: &str, job_id: Uuid) -> Option<IssuedJob> {
+        let hash = token::hash(job_token);
+        let mut entries = self.entries.lock().ok()?;
+        if entries.by_hash.get(&hash)?.job_id != job_id {
+            return None;
+        }
+        // Its place in `order` is left to age out: removing it there would cost a scan.
+        entries.by_hash.remove(&hash)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> IssuedJob {
+        IssuedJob { job_id: Uuid::now_v7(), execution_id: Uuid::now_v7(), attempt: 1 }
+    }
+
+    #[test]
+    fn a_token_names_its_own_job_once() {
+        let issued = IssuedJobs::default();
+        let (first, second) = (job(), job());
+        issued.record("hfj_first", first);
+        issued.record("hfj_second", second);
+        assert_eq!(issued.take("hfj_first", second.job_id), None, "a token sent for another job's path");
+        assert_eq!(issued.take("hfj_unknown", first.job_id), None);
+        assert_eq!(issued.take("hfj_first", first.job_id), Some(first));
+        assert_eq!(issued.take("hfj_first", first.job_id), None, "taken once");
+        assert_eq!(issued.take("hfj_second", second.job_id), Some(second));
+    }
+
+    #[test]
+    fn the_oldest_tokens_are_forgotten_past_the_capacity() {
+        let issued = IssuedJobs::default();
+        let oldest = job();
+        issued.record("hfj_oldest", oldest);
+        for n in 0..CAPACITY {
+            issued.record(&format!("hfj_{n}"), job());
+        }
+        assert_eq!(issued.take("hfj_oldest", oldest.job_id), None);
+        let entries = issued.entries.lock().expect("lock");
+        assert_eq!((entries.by_hash.len(), entries.order.len()), (CAPACITY, CAPACITY));
+    }
+}
