@@ -18,6 +18,7 @@ mod deploy_files;
 mod docs_links;
 mod embedded_cluster;
 mod engine;
+mod execution_cleanup;
 mod executions;
 mod flows;
 mod history;
