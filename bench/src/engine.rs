@@ -3,7 +3,7 @@
 //! and as `hookflow run` (the CLI process, start to exit), beside a bare reqwest loop against the same local target
 //! and Hurl (`$HURL`, else `hurl` on PATH) on the same requests in the same run.
 
-use crate::load::BoxError;
+use crate::load::{BoxError, median};
 use crate::setup::Rig;
 use hookflow_runner::engine::Engine;
 use hookflow_runner::execute::execute;
@@ -95,11 +95,6 @@ async fn end_to_end(rig: &Rig, flow_id: &str, n: usize) -> Result<f64, BoxError>
         return Err(format!("{stored} of {n} results stored ({outcome:?})").into());
     }
     Ok(n as f64 / elapsed.as_secs_f64())
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// The Hurl binary: `$HURL`, else `hurl` on PATH, when it answers `--version`.

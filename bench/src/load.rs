@@ -104,6 +104,12 @@ pub fn percentile_ms(samples: &[u32], p: f64) -> f64 {
     f64::from(sorted[index]) / 1000.0
 }
 
+/// The median of some figures (NaN for none), reordering them.
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 /// The median and the 99th percentile of microsecond samples, in milliseconds.
 pub fn p50_p99_ms(samples: &[u32]) -> (f64, f64) {
     (percentile_ms(samples, 50.0), percentile_ms(samples, 99.0))

@@ -2,7 +2,7 @@
 //! complete over HTTP) beside a raw SQL `SKIP LOCKED` claim-then-complete pair rate on the same database in the
 //! same run, and launch-to-runner latency with an idle long-polling runner.
 
-use crate::load::{BoxError, MachineBusy, on_load_runtime, percentile_ms};
+use crate::load::{BoxError, MachineBusy, median, on_load_runtime, percentile_ms};
 use crate::setup::Rig;
 use hookflow_shared::api::runners::FinalStatus;
 use hookflow_shared::wire::header;
@@ -22,6 +22,9 @@ pub struct Args {
     /// `--few-launchers` shows the rate where launch round trips, not the queue, are what limits.
     #[arg(long, default_value_t = 64)]
     launchers: usize,
+    /// Rounds of the raw pairs and the protocol run, taken in turns; the medians are compared.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+    rounds: u16,
     /// Concurrent launchers of the second protocol run.
     #[arg(long, default_value_t = 8)]
     few_launchers: usize,
@@ -220,21 +223,33 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
         "queue: {} jobs, {} claimers (runners of {} slots, or SQL workers), {} launchers (server, PostgreSQL and load share this machine)",
         args.jobs, args.workers, args.batch, args.launchers
     );
-    let busy = MachineBusy::start();
-    let raw = raw_sql_pairs(&rig, args.jobs, args.workers).await?;
-    println!("  raw SQL claim-then-complete pairs:   {raw:>8.0} /s (cores busy {:.0}%)", busy.share() * 100.0);
     // Warm-up, then the statistics autovacuum would gather within a minute of the tables filling: plans made for
     // empty tables would otherwise be measured.
     protocol_rate(&rig, &flow, &args, args.jobs / 4, args.launchers).await?;
     sqlx::query("ANALYZE").execute(&rig.pool).await?;
-    let run = protocol_rate(&rig, &flow, &args, args.jobs, args.launchers).await?;
-    println!(
-        "  executions through the protocol:    {:>8.0} /s (cores busy {:.0}%; launch, claim, complete over HTTP; launches {:.0} /s)",
-        run.executions,
-        run.busy * 100.0,
-        run.launches
-    );
-    println!("  ratio protocol / raw SQL:            {:>8.3} (target >= 0.9)", run.executions / raw);
+    // Rounds in turns, medians compared: one run of each varies by a tenth on a shared machine.
+    let (mut raws, mut runs) = (Vec::new(), Vec::new());
+    for round in 1..=args.rounds {
+        let busy = MachineBusy::start();
+        let raw = raw_sql_pairs(&rig, args.jobs, args.workers).await?;
+        let raw_busy = busy.share();
+        let run = protocol_rate(&rig, &flow, &args, args.jobs, args.launchers).await?;
+        println!(
+            "  round {round}: raw SQL pairs {raw:>6.0} /s (cores busy {:.0}%), protocol {:>6.0} /s (cores busy {:.0}%; \
+             launches {:.0} /s): {:.3}",
+            raw_busy * 100.0,
+            run.executions,
+            run.busy * 100.0,
+            run.launches,
+            run.executions / raw
+        );
+        raws.push(raw);
+        runs.push(run.executions);
+    }
+    let (raw, through) = (median(&mut raws), median(&mut runs));
+    println!("  raw SQL claim-then-complete pairs:   {raw:>8.0} /s (median of {})", args.rounds);
+    println!("  executions through the protocol:    {through:>8.0} /s (median; launch, claim, complete over HTTP)");
+    println!("  ratio protocol / raw SQL:            {:>8.3} (target >= 0.9)", through / raw);
     let few = protocol_rate(&rig, &flow, &args, args.jobs, args.few_launchers).await?;
     println!(
         "  the same with {} launchers:          {:>8.0} /s (cores busy {:.0}%; ratio {:.3}: each launcher waits for its answer)",
