@@ -2,6 +2,7 @@
 //! `chromedriver` process (started per browser on a free loopback port, killed when dropped), with helpers to
 //! wait for elements and text, type, click and take screenshots.
 
+use crate::scratch::Scratch;
 use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
@@ -20,22 +21,12 @@ pub fn screenshot_dir() -> std::path::PathBuf {
 pub struct Browser {
     pub client: Client,
     driver: Child,
-    _profile: TempDir,
+    _profile: Scratch,
 }
 
 impl std::fmt::Debug for Browser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Browser")
-    }
-}
-
-/// A directory removed when dropped (the browser's profile).
-#[derive(Debug)]
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -55,8 +46,7 @@ impl Browser {
             .stderr(Stdio::null())
             .spawn()
             .expect("chromedriver runs (Debian package chromium-driver; .ci/run installs it)");
-        let profile =
-            TempDir(std::env::temp_dir().join(format!("hookflow-chromium-{}", uuid::Uuid::new_v4().simple())));
+        let profile = Scratch::new("chromium");
         let mut capabilities = serde_json::Map::new();
         capabilities.insert(
             "goog:chromeOptions".into(),
@@ -64,7 +54,7 @@ impl Browser {
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic",
                 "--disable-features=Translate,OptimizationHints,MediaRouter",
-                format!("--window-size={width},900"), format!("--user-data-dir={}", profile.0.display()),
+                format!("--window-size={width},900"), format!("--user-data-dir={}", profile.display()),
             ]}),
         );
         let url = format!("http://127.0.0.1:{port}");

@@ -13,6 +13,7 @@ pub mod oidc;
 pub mod people;
 pub mod proxy;
 pub mod runner;
+pub mod scratch;
 pub mod sse;
 pub mod target;
 

@@ -9,10 +9,10 @@ use hookflow_tests::cli::{Cli, CliOutput};
 use hookflow_tests::exec::scoped;
 use hookflow_tests::proxy::Proxy;
 use hookflow_tests::runner::RunnerProcess;
+use hookflow_tests::scratch::Scratch;
 use hookflow_tests::target::Target;
 use reqwest::Method;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 
 const HOOKFLOW: &str = env!("CARGO_BIN_EXE_hookflow-under-test");
 const SECRET: &str = "cli-s3cret/p@ss";
@@ -55,10 +55,8 @@ async fn with_secret() -> (TestApp, Target) {
     (app, target)
 }
 
-fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("hookflow-cli-{}", uuid::Uuid::now_v7()));
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+fn scratch() -> Scratch {
+    Scratch::new("cli")
 }
 
 async fn executions(app: &TestApp, flow: &str) -> Vec<Value> {

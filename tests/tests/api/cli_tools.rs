@@ -9,6 +9,7 @@ use axum::routing::any;
 use hookflow_tests::TestApp;
 use hookflow_tests::cli::Cli;
 use hookflow_tests::proxy::Proxy;
+use hookflow_tests::scratch::Scratch;
 use hookflow_tests::target::Target;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -177,7 +178,8 @@ async fn flows_and_webhooks_commands_round_trip() {
     );
     let published = cli.run(Some(&app.admin), &["flows", "publish", &flow, "--note", "first"]).await;
     assert!(published.code == 0 && published.stdout.contains("published version 1"), "{}", published.all());
-    let file = std::env::temp_dir().join(format!("hookflow-export-{}.json", uuid::Uuid::now_v7()));
+    let scratch = Scratch::new("export");
+    let file = scratch.join("flow.json");
     let exported = cli.run(Some(&app.admin), &["flows", "export", &flow, "-o", &file.display().to_string()]).await;
     assert_eq!(exported.code, 0, "{}", exported.all());
     let again = cli.run(Some(&app.admin), &["flows", "import", &file.display().to_string()]).await;
@@ -210,8 +212,7 @@ async fn flows_and_webhooks_commands_round_trip() {
 /// The action's script, as the workflow runner would start it: inputs in INPUT_* variables, outputs to a file.
 async fn action(app: &TestApp, inputs: &[(&str, &str)]) -> (i32, String, String, String) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/github-action/run.sh");
-    let dir = std::env::temp_dir().join(format!("hookflow-action-{}", uuid::Uuid::now_v7()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = Scratch::new("action");
     let outputs = dir.join("outputs");
     let mut command = tokio::process::Command::new("bash");
     command
@@ -306,8 +307,7 @@ async fn the_ci_action_masks_the_key_first_and_fails_the_job_when_a_flow_fails()
 async fn collections_are_imported_and_synced_from_the_command_line() {
     let app = TestApp::spawn().await;
     let cli = cli(&app.base);
-    let dir = std::env::temp_dir().join(format!("hookflow-cli-openapi-{}", uuid::Uuid::now_v7()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = Scratch::new("cli-openapi");
     let petstore = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/openapi/petstore-3.0.yaml"))
         .expect("petstore");
     let (v1, v2) = (dir.join("v1.yaml"), dir.join("v2.yaml"));
