@@ -18,9 +18,25 @@ pub struct Rig {
     pub pool: sqlx::PgPool,
     pub org: uuid::Uuid,
     pub key: String,
-    cluster: embedded::EmbeddedCluster,
-    root: PathBuf,
+    cluster: Cluster,
     shutdown: CancellationToken,
+}
+
+/// A rig's cluster and its directory, stopped and removed when dropped: a scenario that fails half-way (or whose
+/// output pipe closed) leaves no PostgreSQL running in /tmp.
+#[derive(Debug)]
+struct Cluster {
+    running: Option<embedded::EmbeddedCluster>,
+    root: PathBuf,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(cluster) = self.running.take() {
+            let _ = cluster.stop();
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
 }
 
 impl Rig {
@@ -33,9 +49,11 @@ impl Rig {
         let root = PathBuf::from(format!("/tmp/hookflow-bench-{}", std::process::id()));
         // Durable, as the server runs: fsync and synchronous commit on.
         let options = embedded::ClusterOptions::new(root.clone(), embedded::Durability::Durable, 100);
-        let cluster = tokio::task::spawn_blocking(move || embedded::EmbeddedCluster::start(&options)).await??;
-        db::ensure_database(cluster.connect_options("postgres"), "hookflow").await?;
-        let pool = db::pool(cluster.connect_options("hookflow"), 20);
+        let running = tokio::task::spawn_blocking(move || embedded::EmbeddedCluster::start(&options)).await??;
+        let cluster = Cluster { running: Some(running), root };
+        let connect = |database| cluster.running.as_ref().map(|c| c.connect_options(database)).ok_or("no cluster");
+        db::ensure_database(connect("postgres")?, "hookflow").await?;
+        let pool = db::pool(connect("hookflow")?, 20);
         db::migrate(&pool).await?;
         let mut tx = pool.begin().await?;
         let org = organization::create(&mut tx, "bench", Actor::Operator).await?;
@@ -66,7 +84,7 @@ impl Rig {
         let state = AppState::new(pool.clone(), settings, shutdown.clone());
         hookflow_control_plane::tasks::start(&state);
         tokio::spawn(hookflow_control_plane::http::serve(listener, state));
-        Ok(Self { base, pool, org: org.id, key: key.key, cluster, root, shutdown })
+        Ok(Self { base, pool, org: org.id, key: key.key, cluster, shutdown })
     }
 
     /// Creates a webhook endpoint through the API and returns its id.
@@ -157,8 +175,9 @@ impl Rig {
     pub async fn stop(self) {
         self.shutdown.cancel();
         self.pool.close().await;
-        let cluster = self.cluster;
-        let _ = tokio::task::spawn_blocking(move || cluster.stop()).await;
-        let _ = std::fs::remove_dir_all(&self.root);
+        let mut cluster = self.cluster;
+        let running = cluster.running.take();
+        let _ = tokio::task::spawn_blocking(move || running.map(|c| c.stop())).await;
+        // Dropping it removes the directory.
     }
 }
