@@ -9,6 +9,7 @@ use crate::http::error::{ApiError, ApiResult, to_json, to_json_bytes};
 use crate::http::extract::{ApiPath, Id, parse_json};
 use crate::http::validate::check_labels;
 use crate::queue::claim::{Claimer, Target, claim};
+use crate::queue::create::resolved;
 use crate::queue::row::fetch_by_id;
 use crate::state::AppState;
 use axum::Json;
@@ -107,16 +108,17 @@ async fn launch_flow(
     if key.is_none() && !ephemeral {
         // The plain launch needs no transaction: it shares a statement with the launches made meanwhile. A draft
         // this server keeps is launched without reading anything first, while the statement finds it current.
-        let mut created = match resolve_kept(&request) {
+        let kept = match resolve_kept(&request) {
             Some(new) => app.writers.launches.submit(new).await??,
             None => None,
         };
-        if created.is_none() {
-            let new = resolve(&mut *app.pool.acquire().await?, &request).await?;
-            created = app.writers.launches.submit(new).await??;
-        }
-        let execution =
-            created.ok_or_else(|| ApiError::internal_because("a resolved launch was taken for a kept one"))?;
+        let execution = match kept {
+            Some(execution) => execution,
+            None => {
+                let new = resolve(&mut *app.pool.acquire().await?, &request).await?;
+                resolved(app.writers.launches.submit(new).await??)?
+            }
+        };
         app.queue.wake(caller.org_id);
         return Ok((StatusCode::CREATED, Json(execution)).into_response());
     }

@@ -205,5 +205,10 @@ impl BatchWrite for NewExecution {
 /// Creates one queued execution of a resolved launch (in the caller's transaction, if any); runners are woken
 /// when it commits.
 pub async fn create(conn: &mut PgConnection, new: NewExecution) -> ApiResult<Execution> {
-    new.write_one(conn).await??.ok_or_else(|| ApiError::internal_because("a resolved launch was taken for a kept one"))
+    resolved(new.write_one(conn).await??)
+}
+
+/// The outcome of a resolved launch's write: only a kept draft's launch is left out without an error.
+pub fn resolved(created: Option<Execution>) -> ApiResult<Execution> {
+    created.ok_or_else(|| ApiError::internal_because("a resolved launch was taken for a kept one"))
 }
