@@ -1,5 +1,7 @@
 //! Roles of people in an organization and the scopes each grants (API.md section 1): owners and admins hold
-//! every scope; members all but `keys:write`, `organization:write` and `runners:write`; viewers the `:read` ones.
+//! every scope but `runner:complete`; members all but `keys:write`, `organization:write`, `runners:write` and
+//! `runner:complete`; viewers the `:read` ones. Runners are machines, not people: no role holds
+//! `runner:complete`, and only owners and admins may put it into a key (the `runner` preset).
 
 use crate::scope::{Scope, ScopeSet};
 use serde::{Deserialize, Serialize};
@@ -29,13 +31,21 @@ impl Role {
         Self::ALL.into_iter().find(|r| r.as_str() == name)
     }
 
-    /// The scopes the role grants.
+    /// The scopes the role grants a person acting with it.
     pub fn scopes(self) -> ScopeSet {
+        self.key_scopes().iter().filter(|s| *s != Scope::RunnerComplete).collect()
+    }
+
+    /// The scopes a key made by a person of this role may hold: the role's own, and for owners and admins also
+    /// `runner:complete` (runner keys are made by the people who place runners).
+    pub fn key_scopes(self) -> ScopeSet {
         let all = Scope::ALL.iter().copied();
         match self {
             Role::Owner | Role::Admin => all.collect(),
             Role::Member => all
-                .filter(|s| !matches!(s, Scope::KeysWrite | Scope::OrganizationWrite | Scope::RunnersWrite))
+                .filter(|s| {
+                    !matches!(s, Scope::KeysWrite | Scope::OrganizationWrite | Scope::RunnersWrite | Scope::RunnerComplete)
+                })
                 .collect(),
             Role::Viewer => all.filter(|s| s.is_read()).collect(),
         }
@@ -54,15 +64,17 @@ mod tests {
 
     #[test]
     fn roles_map_to_the_contracts_scopes() {
-        assert_eq!(Role::Owner.scopes(), ScopeSet::all());
-        assert_eq!(Role::Admin.scopes(), ScopeSet::all());
-        let member = Role::Member.scopes();
-        for scope in [Scope::KeysWrite, Scope::OrganizationWrite, Scope::RunnersWrite] {
+        assert_eq!(Role::Owner.key_scopes(), ScopeSet::all());
+        assert_eq!(Role::Admin.key_scopes(), ScopeSet::all());
+        for role in Role::ALL {
+            assert!(!role.scopes().grants(Scope::RunnerComplete), "no person acts as a runner: {role}");
+        }
+        assert!(Role::Admin.scopes().grants(Scope::KeysWrite) && Role::Admin.scopes().grants(Scope::RunnersWrite));
+        let member = Role::Member.key_scopes();
+        for scope in [Scope::KeysWrite, Scope::OrganizationWrite, Scope::RunnersWrite, Scope::RunnerComplete] {
             assert!(!member.grants(scope), "{scope}");
         }
-        assert!(
-            member.grants(Scope::FlowsWrite) && member.grants(Scope::KeysRead) && member.grants(Scope::RunnerComplete)
-        );
+        assert!(member.grants(Scope::FlowsWrite) && member.grants(Scope::KeysRead));
         let viewer = Role::Viewer.scopes();
         assert!(Scope::ALL.iter().all(|s| viewer.grants(*s) == s.is_read()));
         assert_eq!(Role::parse("admin"), Some(Role::Admin));

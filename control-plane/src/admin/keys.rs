@@ -110,7 +110,7 @@ pub async fn create(conn: &mut PgConnection, new: NewKey) -> Result<CreatedApiKe
 /// Validates a creation request against the creator's own scopes and expiry: a key never grants more than its
 /// maker holds nor outlives it (without an `expires_at` it expires with its maker).
 fn validate<S>(caller: &Caller<S>, body: CreateApiKey) -> ApiResult<(String, ScopeSet, Option<DateTime<Utc>>)> {
-    let caller_scopes = &caller.scopes;
+    let caller_scopes = &caller.grantable;
     let name = display_name("name", &body.name)?;
     let scopes = match (body.scopes, body.preset) {
         (Some(_), Some(_)) => {
@@ -129,7 +129,7 @@ fn validate<S>(caller: &Caller<S>, body: CreateApiKey) -> ApiResult<(String, Sco
     if let Some(missing) = caller_scopes.missing_from(&scopes).next() {
         return Err(ApiError::new(
             ErrorCode::InsufficientScope,
-            format!("a key cannot grant `{missing}`: the calling key lacks that scope"),
+            format!("a key cannot grant `{missing}`: the caller may not grant that scope"),
         ));
     }
     let expires_at = body.expires_at.map(|t| t.0);

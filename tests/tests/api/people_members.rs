@@ -308,3 +308,41 @@ async fn every_operation_answers_each_role_as_section_1_says() {
         }
     }
 }
+
+/// Finding 3 of Hardening III: members held `runner:complete`, registered a "runner" with a label of their own and
+/// took a claim carrying a `runners_only` secret. No person acts as a runner now; owners and admins still make
+/// runner keys (the `runner` preset) for the machines they place, members and viewers cannot.
+#[tokio::test]
+async fn people_are_not_runners_and_only_owners_and_admins_make_runner_keys() {
+    let app = TestApp::spawn().await;
+    let org = app.admin.org;
+    let runner = json!({"name": "laptop", "labels": ["mine"], "version": "x", "max_concurrency": 1,
+        "host": {"hostname": "h", "os": "linux", "arch": "x86_64", "cpus": 1, "memory_bytes": 1}});
+    let runner_key = json!({"name": "runner", "preset": "runner"});
+    for role in [Role::Member, Role::Viewer] {
+        let (bearer, _) = app.bearer(&app.person(org, role).await, Some(org)).await;
+        let registered = app.call_bearer(Method::POST, "/runners", &bearer, Some(runner.clone())).await;
+        assert_eq!((registered.status.as_u16(), registered.code()), (403, "insufficient_scope"), "{role}");
+        let poll = json!({"runner_id": Uuid::now_v7(), "wait_s": 0});
+        let claimed = app.call_bearer(Method::POST, "/runner/jobs/next", &bearer, Some(poll)).await;
+        assert_eq!(claimed.status, 403, "{role}: {}", claimed.text);
+        let key = app.call_bearer(Method::POST, "/api-keys", &bearer, Some(runner_key.clone())).await;
+        assert_eq!(key.status, 403, "{role} made a runner key: {}", key.text);
+    }
+    // A member's key with keys:write cannot exist, and a member's own keys never gain runner:complete either.
+    let member = app.person(org, Role::Member).await;
+    let (bearer, _) = app.bearer(&member, Some(org)).await;
+    let smuggled = json!({"name": "sneaky", "scopes": ["flows:read", "runner:complete"]});
+    let refused = app.call_bearer(Method::POST, "/api-keys", &bearer, Some(smuggled)).await;
+    assert_eq!((refused.status.as_u16(), refused.code()), (403, "insufficient_scope"), "{}", refused.text);
+
+    for role in [Role::Owner, Role::Admin] {
+        let (bearer, _) = app.bearer(&app.person(org, role).await, Some(org)).await;
+        let registered = app.call_bearer(Method::POST, "/runners", &bearer, Some(runner.clone())).await;
+        assert_eq!(registered.status, 403, "{role} acting as a runner: {}", registered.text);
+        let key = app.call_bearer(Method::POST, "/api-keys", &bearer, Some(runner_key.clone())).await;
+        assert_eq!(key.status, 201, "{role}: {}", key.text);
+        let creds = hookflow_tests::Creds { key: key.body["key"].as_str().expect("key").to_owned(), org };
+        app.register_runner(&creds, &["placed"]).await;
+    }
+}

@@ -52,7 +52,7 @@ async fn lookup_key(state: &AppState, hash: &[u8]) -> ApiResult<Option<KeyIdenti
     if maker.is_some() {
         // The person who made it left: the key went with them. Demoted: it grants no more than the new role.
         let Some(role) = role.as_deref().and_then(Role::parse) else { return Ok(None) };
-        let allowed = role.scopes();
+        let allowed = role.key_scopes();
         scopes = scopes.iter().filter(|s| allowed.grants(*s)).collect();
     }
     Ok(Some(KeyIdentity { key_id, org_id, scopes, expires_at }))

@@ -52,6 +52,9 @@ pub struct Caller<S = scope::Any> {
     pub actor: Actor,
     /// When the caller's credential stops working: what it makes never outlives it.
     pub expires_at: Option<DateTime<Utc>>,
+    /// The scopes a key this caller makes may hold: a key's own scopes, or a person's role's key scopes (owners
+    /// and admins may make runner keys without acting as a runner themselves).
+    pub grantable: ScopeSet,
     _scope: PhantomData<S>,
 }
 
@@ -118,19 +121,26 @@ impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
                 "the API key does not belong to the organization in X-Organization-Id",
             ));
         }
-        Self::holding(org_id, identity.scopes, Actor::Key(identity.key_id), identity.expires_at)
+        let grantable = identity.scopes.clone();
+        Self::holding(org_id, identity.scopes, grantable, Actor::Key(identity.key_id), identity.expires_at)
     }
 }
 
 impl<S: scope::Required> Caller<S> {
     /// A caller that holds `scopes`, if they grant `S`.
-    fn holding(org_id: Uuid, scopes: ScopeSet, actor: Actor, expires_at: Option<DateTime<Utc>>) -> ApiResult<Self> {
+    fn holding(
+        org_id: Uuid,
+        scopes: ScopeSet,
+        grantable: ScopeSet,
+        actor: Actor,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> ApiResult<Self> {
         if let Some(required) = S::SCOPE
             && !scopes.grants(required)
         {
             return Err(ApiError::insufficient_scope(required));
         }
-        Ok(Caller { org_id, scopes, actor, expires_at, _scope: PhantomData })
+        Ok(Caller { org_id, scopes, actor, expires_at, grantable, _scope: PhantomData })
     }
 
     /// A person acting in the organization of `X-Organization-Id`, with the scopes of their role there.
@@ -146,7 +156,7 @@ impl<S: scope::Required> Caller<S> {
                 "you are not a member of the organization in X-Organization-Id",
             )
         })?;
-        Self::holding(org_id, role.scopes(), Actor::User(person.user_id), None)
+        Self::holding(org_id, role.scopes(), role.key_scopes(), Actor::User(person.user_id), None)
     }
 }
 
