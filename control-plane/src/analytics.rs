@@ -102,7 +102,7 @@ impl Series {
 }
 
 /// Capture volume over time.
-#[utoipa::path(get, path = "/webhooks/{id}/analytics/volume", params(Id, Window, BucketParam),
+#[utoipa::path(get, operation_id = "get_webhook_volume_analytics", path = "/webhooks/{id}/analytics/volume", params(Id, Window, BucketParam),
     responses((status = 200, body = Volume)))]
 async fn volume(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
@@ -134,7 +134,7 @@ async fn volume(
 }
 
 /// Captures by HTTP method.
-#[utoipa::path(get, path = "/webhooks/{id}/analytics/methods", params(Id, Window),
+#[utoipa::path(get, operation_id = "get_webhook_method_analytics", path = "/webhooks/{id}/analytics/methods", params(Id, Window),
     responses((status = 200, body = MethodBreakdown)))]
 async fn methods(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
@@ -167,7 +167,7 @@ async fn methods(
 }
 
 /// Organization totals: captures per endpoint and executions by status.
-#[utoipa::path(get, path = "/analytics/overview", params(Window), responses((status = 200, body = Overview)))]
+#[utoipa::path(get, operation_id = "get_analytics_overview", path = "/analytics/overview", params(Window), responses((status = 200, body = Overview)))]
 async fn overview(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiQuery(params): ApiQuery<Window>,

@@ -68,7 +68,7 @@ async fn evaluate_extractor(
 }
 
 /// The 14 assertion operators.
-#[utoipa::path(get, path = "/assertions/operators", responses((status = 200, body = OperatorList)))]
+#[utoipa::path(get, operation_id = "list_assertion_operators", path = "/assertions/operators", responses((status = 200, body = OperatorList)))]
 async fn list_operators(_caller: Caller<scope::Any>) -> Json<OperatorList> {
     let items = Operator::ALL
         .iter()

@@ -34,8 +34,11 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// Capture a request: any headers, query and body, no authentication. Also serves every sub-path
 /// (`/webhook/{id}/any/thing`), recorded as `path`. Answers only after the capture is durably stored.
-#[utoipa::path(method(get, post, put, patch, delete), path = "/webhook/{id}",
+#[utoipa::path(method(get, post, put, patch, delete), operation_id = "capture_webhook", path = "/webhook/{id}",
     params(("id" = Uuid, Path, description = "The endpoint id")),
+    request_body(description = "Any body up to the endpoint's `max_body_bytes`, stored exactly as sent (any \
+        content type; the document names the generic one)",
+        content = Option<hookflow_shared::api::documents::RawBody>, content_type = "application/octet-stream"),
     responses((status = 200, description = "Stored; the receipt, or the endpoint's custom response", body = CaptureReceipt),
         (status = 400, description = "The database refused this capture (its neighbours are stored)"),
         (status = 404), (status = 405), (status = 413), (status = 429), (status = 503),
@@ -186,22 +189,20 @@ fn receipt(endpoint: &Endpoint, request_id: Uuid, received_at: chrono::DateTime<
     }
 }
 
-/// The headers as hyper parsed them, for requests whose raw head was not recorded (HTTP/2).
 /// An endpoint's own answer. It is served on the API's origin, so it is sandboxed whatever it says: no content
-/// sniffing, a `sandbox` CSP (no script, a unique origin), and never a cookie (refused when the endpoint is
-/// written; dropped here as well for endpoints stored before that rule).
+/// sniffing, a `sandbox` CSP (no script, a unique origin), and only the headers the allow-list admits (refused
+/// when the endpoint is written; dropped here as well for endpoints stored before that rule): never framing,
+/// hop-by-hop, cookie, cache or browser-state headers.
 fn custom_response(custom: &CustomResponse) -> Response {
     let status = StatusCode::from_u16(custom.status).unwrap_or(StatusCode::OK);
     let mut response = (status, custom.body.clone()).into_response();
     response.extensions_mut().insert(crate::http::error::Verbatim);
     let headers = response.headers_mut();
-    for (name, value) in &custom.headers {
+    let allowed = custom.headers.iter().filter(|(name, _)| hookflow_shared::api::rules::custom_response_header_allowed(name));
+    for (name, value) in allowed {
         if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str())) {
             headers.insert(name, value);
         }
-    }
-    for refused in ["set-cookie", "set-cookie2", "location", "refresh"] {
-        headers.remove(refused);
     }
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox; default-src 'none'"));

@@ -184,7 +184,7 @@ async fn get_collection(
 }
 
 /// Rename, describe, or replace the variables of a collection.
-#[utoipa::path(patch, path = "/collections/{id}", params(Id),
+#[utoipa::path(patch, operation_id = "update_collection", path = "/collections/{id}", params(Id),
     request_body = PatchCollection,
     responses((status = 200, body = CollectionDetail), (status = 409)))]
 async fn patch_collection(
@@ -224,7 +224,7 @@ async fn delete_collection(Ctx { app, caller }: Ctx<scope::CollectionsWrite>, Id
 }
 
 /// The requests of a collection, in order.
-#[utoipa::path(get, path = "/collections/{id}/requests", params(Id, ListParams),
+#[utoipa::path(get, operation_id = "list_collection_requests", path = "/collections/{id}/requests", params(Id, ListParams),
     responses((status = 200, body = Page<CollectionRequest>)))]
 async fn list_requests(
     Ctx { app, caller }: Ctx<scope::CollectionsRead>,
@@ -262,7 +262,7 @@ async fn fetch_request(
 }
 
 /// Add a request to a collection.
-#[utoipa::path(post, path = "/collections/{id}/requests", params(Id),
+#[utoipa::path(post, operation_id = "create_collection_request", path = "/collections/{id}/requests", params(Id),
     request_body = WriteRequest,
     responses((status = 201, body = CollectionRequest), (status = 409)))]
 async fn create_request(
@@ -283,7 +283,7 @@ async fn create_request(
 }
 
 /// One request.
-#[utoipa::path(get, path = "/collections/{id}/requests/{request_id}",
+#[utoipa::path(get, operation_id = "get_collection_request", path = "/collections/{id}/requests/{request_id}",
     params(Id, ("request_id" = Uuid, Path)),
     responses((status = 200, body = CollectionRequest)))]
 async fn get_request(
@@ -296,7 +296,7 @@ async fn get_request(
 
 /// Replace a request. Values that differ from what the OpenAPI sync generated count as the user's edits and
 /// survive later syncs.
-#[utoipa::path(put, path = "/collections/{id}/requests/{request_id}",
+#[utoipa::path(put, operation_id = "replace_collection_request", path = "/collections/{id}/requests/{request_id}",
     params(Id, ("request_id" = Uuid, Path)), request_body = WriteRequest,
     responses((status = 200, body = CollectionRequest), (status = 409)))]
 async fn replace_request(
@@ -316,7 +316,7 @@ async fn replace_request(
 }
 
 /// Delete a request; refused (409, naming the flows) while a flow references it.
-#[utoipa::path(delete, path = "/collections/{id}/requests/{request_id}",
+#[utoipa::path(delete, operation_id = "delete_collection_request", path = "/collections/{id}/requests/{request_id}",
     params(Id, ("request_id" = Uuid, Path)),
     responses((status = 204), (status = 409)))]
 async fn delete_request(

@@ -106,7 +106,7 @@ pub async fn store_source(
 }
 
 /// Import an OpenAPI 3.0 or 3.1 description (JSON or YAML text, or a URL the server fetches) as a new collection.
-#[utoipa::path(post, path = "/collections/import/openapi", request_body = ImportOpenApi,
+#[utoipa::path(post, operation_id = "import_collection", path = "/collections/import/openapi", request_body = ImportOpenApi,
     responses((status = 201, body = ImportedCollection),
         (status = 409),
         (status = 413)))]

@@ -90,14 +90,14 @@ async fn describe(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<
 }
 
 /// The OpenAPI source a collection follows, with its recent syncs.
-#[utoipa::path(get, path = "/collections/{id}/openapi-sync", params(Id), responses((status = 200, body = OpenApiSync)))]
+#[utoipa::path(get, operation_id = "get_collection_sync", path = "/collections/{id}/openapi-sync", params(Id), responses((status = 200, body = OpenApiSync)))]
 async fn get_sync(Ctx { app, caller }: Ctx<scope::CollectionsRead>, Id(id): Id) -> ApiResult<Json<OpenApiSync>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(describe(&mut conn, caller.org_id, id).await?))
 }
 
 /// Set the OpenAPI source (a URL or the document) a collection follows.
-#[utoipa::path(put, path = "/collections/{id}/openapi-sync", params(Id),
+#[utoipa::path(put, operation_id = "put_collection_sync", path = "/collections/{id}/openapi-sync", params(Id),
     request_body = PutOpenApiSync,
     responses((status = 200, body = OpenApiSync)))]
 async fn put_sync(
@@ -259,7 +259,7 @@ async fn load_mapped(app: &AppState, org_id: Uuid, id: Uuid, source: &OpenApiSou
 }
 
 /// What syncing the source now would change, by operation key.
-#[utoipa::path(post, path = "/collections/{id}/openapi-sync/preview", params(Id),
+#[utoipa::path(post, operation_id = "preview_collection_sync", path = "/collections/{id}/openapi-sync/preview", params(Id),
     responses((status = 200, body = SyncDiff)))]
 async fn preview_sync(Ctx { app, caller }: Ctx<scope::CollectionsRead>, Id(id): Id) -> ApiResult<Json<SyncDiff>> {
     let (source, delete_removed) = config(&mut *app.pool.acquire().await?, caller.org_id, id).await?;
@@ -291,7 +291,7 @@ async fn update_request(
 }
 
 /// Apply the source: add, merge, deprecate (or delete) by operation key, and record the sync.
-#[utoipa::path(post, path = "/collections/{id}/openapi-sync", params(Id),
+#[utoipa::path(post, operation_id = "apply_collection_sync", path = "/collections/{id}/openapi-sync", params(Id),
     responses((status = 200, body = SyncApplied)))]
 async fn apply_sync(Ctx { app, caller }: Ctx<scope::CollectionsWrite>, Id(id): Id) -> ApiResult<Json<SyncApplied>> {
     let (source, delete_removed) = config(&mut *app.pool.acquire().await?, caller.org_id, id).await?;

@@ -156,7 +156,7 @@ async fn flows_tagged(conn: &mut PgConnection, org_id: Uuid, tags: &[String]) ->
 }
 
 /// Launch every flow carrying all of `tags` (at most 100 flows).
-#[utoipa::path(post, path = "/flows/launch", params(IdempotencyHeader), request_body = LaunchByTag,
+#[utoipa::path(post, operation_id = "launch_flows_by_tag", path = "/flows/launch", params(IdempotencyHeader), request_body = LaunchByTag,
     responses((status = 201, body = LaunchedExecutions),
         (status = 200, body = LaunchedExecutions, description = "Idempotent replay"), (status = 409), (status = 422)))]
 async fn launch_by_tag(

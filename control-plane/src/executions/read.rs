@@ -58,7 +58,7 @@ async fn get_execution(
 }
 
 /// Node results of the latest attempt, in node order.
-#[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}/nodes",
+#[utoipa::path(get, operation_id = "list_execution_nodes", path = "/flows/{flow_id}/executions/{execution_id}/nodes",
     params(ExecutionPath),
     responses((status = 200, body = NodeResultList)))]
 async fn node_results(

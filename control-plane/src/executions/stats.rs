@@ -20,7 +20,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 type BucketRow = (DateTime<Utc>, i64, i64, Option<f64>, Option<f64>);
 
 /// Succeeded and failed executions over time, with p50 and p95 durations.
-#[utoipa::path(get, path = "/flows/{id}/analytics/executions", params(Id, Window, BucketParam),
+#[utoipa::path(get, operation_id = "get_flow_execution_analytics", path = "/flows/{id}/analytics/executions", params(Id, Window, BucketParam),
     responses((status = 200, body = ExecutionStats)))]
 async fn execution_stats(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,

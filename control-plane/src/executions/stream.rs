@@ -92,7 +92,8 @@ fn is_final(data: &str) -> bool {
 #[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}/stream",
     params(ExecutionPath, LastEventIdHeader),
     responses((status = 200, description = "text/event-stream of `execution.status`, `node.started`, `node.completed` \
-            and a final `execution.completed`", content_type = "text/event-stream")))]
+            and a final `execution.completed`", body = hookflow_shared::api::documents::ExecutionEventStream,
+            content_type = "text/event-stream")))]
 async fn stream_execution(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ExecutionPath { flow_id, execution_id }: ExecutionPath,

@@ -123,7 +123,7 @@ async fn search_flows(Ctx { app, caller }: Ctx<scope::FlowsRead>, ApiJson(body):
 }
 
 /// Every tag in use with how many flows carry it.
-#[utoipa::path(get, path = "/flows/tags", responses((status = 200, body = TagList)))]
+#[utoipa::path(get, operation_id = "list_flow_tags", path = "/flows/tags", responses((status = 200, body = TagList)))]
 async fn list_tags(Ctx { app, caller }: Ctx<scope::FlowsRead>) -> ApiResult<Json<TagList>> {
     let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT tag, count(*) FROM flows, unnest(tags) AS tag WHERE organization_id = $1 GROUP BY tag ORDER BY 2 DESC, 1",
@@ -160,7 +160,7 @@ async fn replace_flow(
 }
 
 /// Change some fields; `draft_revision` increments.
-#[utoipa::path(patch, path = "/flows/{id}", params(Id), request_body = PatchFlow,
+#[utoipa::path(patch, operation_id = "update_flow", path = "/flows/{id}", params(Id), request_body = PatchFlow,
     responses((status = 200, body = Flow), (status = 409)))]
 async fn patch_flow(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
@@ -223,7 +223,7 @@ async fn validate_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -
 }
 
 /// **Added.** Check a definition that is not stored yet (an editor's), with the same rules as the stored draft's.
-#[utoipa::path(post, path = "/flows/validate", request_body = ValidateDefinition,
+#[utoipa::path(post, operation_id = "validate_flow_definition", path = "/flows/validate", request_body = ValidateDefinition,
     responses((status = 200, body = Validation)))]
 async fn validate_definition(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,

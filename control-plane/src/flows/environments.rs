@@ -27,7 +27,7 @@ pub fn environment(key: String, variables: BTreeMap<String, String>, updated_at:
 }
 
 /// Environments of a flow, by key.
-#[utoipa::path(get, path = "/flows/{id}/environments", params(Id), responses((status = 200, body = EnvironmentList)))]
+#[utoipa::path(get, operation_id = "list_flow_environments", path = "/flows/{id}/environments", params(Id), responses((status = 200, body = EnvironmentList)))]
 async fn list_environments(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> ApiResult<Json<EnvironmentList>> {
     let mut conn = app.pool.acquire().await?;
     ensure_exists(&mut conn, caller.org_id, id).await?;
@@ -53,7 +53,7 @@ pub struct EnvironmentKey {
 }
 
 /// Create or replace an environment.
-#[utoipa::path(put, path = "/flows/{id}/environments/{key}", params(Id, EnvironmentKey),
+#[utoipa::path(put, operation_id = "put_flow_environment", path = "/flows/{id}/environments/{key}", params(Id, EnvironmentKey),
     request_body = PutEnvironment,
     responses((status = 200, body = Environment)))]
 async fn put_environment(
@@ -79,7 +79,7 @@ async fn put_environment(
 }
 
 /// Delete an environment.
-#[utoipa::path(delete, path = "/flows/{id}/environments/{key}", params(Id, EnvironmentKey), responses((status = 204)))]
+#[utoipa::path(delete, operation_id = "delete_flow_environment", path = "/flows/{id}/environments/{key}", params(Id, EnvironmentKey), responses((status = 204)))]
 async fn delete_environment(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
     ApiPath((id, key)): ApiPath<(Uuid, String)>,

@@ -55,7 +55,7 @@ pub async fn insert_version(
 }
 
 /// Publish the current draft as the next version.
-#[utoipa::path(post, path = "/flows/{id}/publish", params(Id), request_body = Publish,
+#[utoipa::path(post, operation_id = "publish_flow", path = "/flows/{id}/publish", params(Id), request_body = Publish,
     responses((status = 201, body = FlowVersion)))]
 async fn publish(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
@@ -88,7 +88,7 @@ async fn publish(
 }
 
 /// Versions of a flow, newest first.
-#[utoipa::path(get, path = "/flows/{id}/versions", params(Id, ListParams),
+#[utoipa::path(get, operation_id = "list_flow_versions", path = "/flows/{id}/versions", params(Id, ListParams),
     responses((status = 200, body = Page<FlowVersion>)))]
 async fn list_versions(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
@@ -122,7 +122,7 @@ async fn fetch_version(
 }
 
 /// Read one version.
-#[utoipa::path(get, path = "/flows/{id}/versions/{version_id}",
+#[utoipa::path(get, operation_id = "get_flow_version", path = "/flows/{id}/versions/{version_id}",
     params(Id, ("version_id" = Uuid, Path)),
     responses((status = 200, body = FlowVersion)))]
 async fn get_version(
@@ -134,7 +134,7 @@ async fn get_version(
 }
 
 /// Make a version's definition the draft again.
-#[utoipa::path(post, path = "/flows/{id}/versions/{version_id}/restore",
+#[utoipa::path(post, operation_id = "restore_flow_version", path = "/flows/{id}/versions/{version_id}/restore",
     params(Id, ("version_id" = Uuid, Path)),
     responses((status = 200, body = Flow)))]
 async fn restore_version(

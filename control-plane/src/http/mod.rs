@@ -11,6 +11,7 @@ pub mod limits;
 pub mod listener;
 pub mod observe;
 pub mod openapi;
+pub mod openapi_shapes;
 pub mod owned;
 pub mod pagination;
 pub mod raw_head;
@@ -63,6 +64,7 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
 fn assembled() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
     let (routes, mut document) = documented().split_for_parts();
     openapi::complete_operations(&mut document);
+    openapi_shapes::for_generators(&mut document);
     (routes, document)
 }
 

@@ -43,7 +43,7 @@ pub const TAGS: [&str; 11] = [
         (name = "SpecialNodes", description = "Non-request node kinds: delay, module, set_variables."),
         (name = "Runner", description = "Runner registration, heartbeats, job claims and results."),
     ),
-    components(schemas(hookflow_shared::ErrorBody)),
+    components(schemas(hookflow_shared::ErrorBody, hookflow_shared::flow::definition::Latest)),
     modifiers(&SecuritySchemes)
 )]
 #[derive(Debug)]
@@ -73,6 +73,9 @@ impl Modify for SecuritySchemes {
                 HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("hfj_ job token").build(),
             ),
         );
+        for (name, schema) in hookflow_shared::api::rules::named_schemas() {
+            components.schemas.insert(name.to_owned(), schema);
+        }
         openapi.servers = None;
     }
 }

@@ -57,7 +57,7 @@ async fn answer(
 }
 
 /// Sign in with an email and a password.
-#[utoipa::path(post, path = "/auth/sessions", request_body = SignIn, security(()),
+#[utoipa::path(post, operation_id = "create_session", path = "/auth/sessions", request_body = SignIn, security(()),
     responses((status = 201, body = SessionTokens), (status = 400), (status = 401)))]
 async fn sign_in(
     State(app): State<AppState>,
@@ -89,7 +89,7 @@ async fn sign_in(
 }
 
 /// Trade a refresh token (body, or the app's cookie) for new tokens; the one presented dies.
-#[utoipa::path(post, path = "/auth/sessions/refresh", request_body = Refresh, security(()),
+#[utoipa::path(post, operation_id = "refresh_session", path = "/auth/sessions/refresh", request_body = Refresh, security(()),
     responses((status = 201, body = SessionTokens), (status = 400), (status = 401), (status = 403)))]
 async fn refresh(State(app): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult<Response> {
     let body: Refresh = if body.is_empty() { Refresh::default() } else { crate::http::extract::parse_json(&body)? };
@@ -186,9 +186,10 @@ async fn change_password(
 }
 
 /// The built-in identity provider's public keys.
-#[utoipa::path(get, path = "/.well-known/jwks.json", security(()),
-    responses((status = 200, description = "A JSON Web Key Set (Ed25519 keys, `alg` EdDSA)")))]
-async fn jwks(State(app): State<AppState>) -> ApiResult<Json<serde_json::Value>> {
+#[utoipa::path(get, operation_id = "get_signing_keys", path = "/.well-known/jwks.json", security(()),
+    responses((status = 200, description = "A JSON Web Key Set (Ed25519 keys, `alg` EdDSA)",
+        body = hookflow_shared::api::people::Jwks)))]
+async fn jwks(State(app): State<AppState>) -> ApiResult<Json<hookflow_shared::api::people::Jwks>> {
     let keys = app.signing.jwks(&app.pool, &app.settings.master_key).await;
     Ok(Json(keys.map_err(|e| ApiError::internal_because(format!("signing keys: {e}")))?))
 }

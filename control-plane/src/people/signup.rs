@@ -52,7 +52,7 @@ async fn create_organization(person: Person, ApiJson(body): ApiJson<CreateOrgani
 }
 
 /// Sign up: a new user and a new organization they own, signed in (only when the operator enabled it).
-#[utoipa::path(post, path = "/auth/signup", request_body = Signup, security(()),
+#[utoipa::path(post, operation_id = "sign_up", path = "/auth/signup", request_body = Signup, security(()),
     responses((status = 201, body = SignedUp), (status = 404, description = "Signing up is not enabled"),
         (status = 409)))]
 async fn signup(State(app): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult<Response> {

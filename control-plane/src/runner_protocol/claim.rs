@@ -56,7 +56,7 @@ pub async fn try_claim(
 
 /// Long poll for the next job: 200 with the claim (with `max_jobs`: `{jobs: [...]}`, at least one), or 204 when
 /// none came within `wait_s`.
-#[utoipa::path(post, path = runner_route::NEXT_JOB, request_body = NextJob,
+#[utoipa::path(post, operation_id = "claim_job", path = runner_route::NEXT_JOB, request_body = NextJob,
     responses((status = 200, body = Claimed, description = "One job, or `{jobs}` when the poll gave max_jobs"),
         (status = 204, description = "No job within wait_s"),
         (status = 404, description = "No such runner in the organization")))]

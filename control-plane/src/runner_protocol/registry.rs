@@ -84,7 +84,7 @@ fn check_sizes(cpus: u32, bytes: u64, field: &str) -> ApiResult<()> {
 }
 
 /// Register a runner.
-#[utoipa::path(post, path = runner_route::RUNNERS, request_body = RegisterRunner,
+#[utoipa::path(post, operation_id = "register_runner", path = runner_route::RUNNERS, request_body = RegisterRunner,
     responses((status = 201, body = Registered)))]
 async fn register(
     State(app): State<AppState>,
@@ -181,7 +181,7 @@ async fn delete_runner(Ctx { app, caller }: Ctx<scope::RunnersWrite>, Id(id): Id
 }
 
 /// Heartbeat: extends the leases of the listed jobs and answers which of them to stop.
-#[utoipa::path(post, path = runner_route::HEARTBEAT, params(Id), request_body = Heartbeat,
+#[utoipa::path(post, operation_id = "heartbeat_runner", path = runner_route::HEARTBEAT, params(Id), request_body = Heartbeat,
     responses((status = 200, body = HeartbeatReply)))]
 async fn heartbeat(
     State(app): State<AppState>,

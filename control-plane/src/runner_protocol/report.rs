@@ -59,7 +59,7 @@ impl axum::extract::FromRequestParts<AppState> for JobCall {
 
 /// Report one node result, or several (`{"results": [..]}`); repeats of a reported node are ignored. An empty
 /// list only extends the lease (the keep-alive of callers that send no runner heartbeats).
-#[utoipa::path(post, path = runner_route::JOB_NODES, params(("job_id" = Uuid, Path)),
+#[utoipa::path(post, operation_id = "report_job_nodes", path = runner_route::JOB_NODES, params(("job_id" = Uuid, Path)),
     request_body = NodeReport,
     responses((status = 200, body = ReportReply), (status = 400), (status = 409)),
     security(("job_token" = [])))]

@@ -77,20 +77,6 @@ fn check_retention(value: Option<&Retention>) -> ApiResult<()> {
     Ok(())
 }
 
-/// Headers a custom answer may not set: it is served on the API's (and the app's) origin, so it may not set
-/// cookies, redirect or refresh a browser, or loosen what the server itself sets on it.
-const REFUSED_RESPONSE_HEADERS: [&str; 9] = [
-    "set-cookie",
-    "set-cookie2",
-    "location",
-    "refresh",
-    "content-security-policy",
-    "x-content-type-options",
-    "strict-transport-security",
-    "access-control-allow-origin",
-    "access-control-allow-credentials",
-];
-
 fn check_response(value: Option<&CustomResponse>) -> ApiResult<()> {
     let Some(response) = value else { return Ok(()) };
     if !(200..=599).contains(&response.status) || (300..400).contains(&response.status) {
@@ -102,9 +88,10 @@ fn check_response(value: Option<&CustomResponse>) -> ApiResult<()> {
         {
             return Err(ApiError::invalid(format!("`response.headers`: `{name}` is not a valid header")));
         }
-        if REFUSED_RESPONSE_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+        if !hookflow_shared::api::rules::custom_response_header_allowed(name) {
             return Err(ApiError::invalid(format!(
-                "`response.headers`: `{name}` cannot be set on a capture answer (it is served on the API's origin)"
+                "`response.headers`: `{name}` cannot be set on a capture answer: only Content-Type, \
+                 Content-Language, Retry-After and `X-` headers of your own (it is served on the API's origin)"
             )));
         }
     }

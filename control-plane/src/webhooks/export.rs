@@ -41,9 +41,10 @@ pub struct ExportParams {
 }
 
 /// Export captured requests as NDJSON or HAR.
-#[utoipa::path(get, path = "/webhooks/{id}/requests/export", params(Id, ExportParams),
+#[utoipa::path(get, operation_id = "export_webhook_requests", path = "/webhooks/{id}/requests/export", params(Id, ExportParams),
     responses((status = 200, description = "NDJSON lines (`format=ndjson`) or a HAR 1.2 document (`format=har`)",
-        content(("application/x-ndjson"), ("application/json")))))]
+        content((hookflow_shared::api::documents::CaptureLines = "application/x-ndjson"),
+            (hookflow_shared::api::documents::HarDocument = "application/json")))))]
 pub async fn export_requests(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath(id): ApiPath<Uuid>,

@@ -19,7 +19,7 @@ const HOP_HEADERS: [&str; 8] =
     ["host", "content-length", "connection", "transfer-encoding", "keep-alive", "upgrade", "te", "proxy-connection"];
 
 /// Resend a captured request to `target_url` (its path and query are appended).
-#[utoipa::path(post, path = "/webhooks/{id}/requests/{request_id}/replay",
+#[utoipa::path(post, operation_id = "replay_webhook_request", path = "/webhooks/{id}/requests/{request_id}/replay",
     params(Id, ("request_id" = Uuid, Path)), request_body = ReplayRequest,
     responses((status = 200, body = ReplayResult)))]
 pub async fn replay_request(

@@ -17,7 +17,7 @@ use hookflow_shared::api::webhooks::{CapturedRequest, SearchSort};
 use uuid::Uuid;
 
 /// List captured requests, newest first (bodies over 64 KiB are left out: `body_truncated`).
-#[utoipa::path(get, path = "/webhooks/{id}/requests", params(Id, ListParams),
+#[utoipa::path(get, operation_id = "list_webhook_requests", path = "/webhooks/{id}/requests", params(Id, ListParams),
     responses((status = 200, body = Page<CapturedRequest>)))]
 pub async fn list_requests(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
@@ -43,7 +43,7 @@ async fn fetch_capture(app: &AppState, org_id: Uuid, webhook_id: Uuid, id: Uuid)
 }
 
 /// Read one captured request, whole.
-#[utoipa::path(get, path = "/webhooks/{id}/requests/{request_id}",
+#[utoipa::path(get, operation_id = "get_webhook_request", path = "/webhooks/{id}/requests/{request_id}",
     params(Id, ("request_id" = Uuid, Path)),
     responses((status = 200, body = CapturedRequest)))]
 pub async fn get_request(
@@ -54,9 +54,10 @@ pub async fn get_request(
 }
 
 /// The raw body bytes, with the original Content-Type.
-#[utoipa::path(get, path = "/webhooks/{id}/requests/{request_id}/body",
+#[utoipa::path(get, operation_id = "get_webhook_request_body", path = "/webhooks/{id}/requests/{request_id}/body",
     params(Id, ("request_id" = Uuid, Path)),
-    responses((status = 200, description = "The body exactly as received", content_type = "application/octet-stream")))]
+    responses((status = 200, description = "The body exactly as received",
+        body = hookflow_shared::api::documents::RawBody, content_type = "application/octet-stream")))]
 pub async fn get_request_body(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
@@ -76,7 +77,7 @@ pub async fn get_request_body(
 }
 
 /// Delete one captured request.
-#[utoipa::path(delete, path = "/webhooks/{id}/requests/{request_id}",
+#[utoipa::path(delete, operation_id = "delete_webhook_request", path = "/webhooks/{id}/requests/{request_id}",
     params(Id, ("request_id" = Uuid, Path)),
     responses((status = 204)))]
 pub async fn delete_request(
@@ -91,7 +92,7 @@ pub async fn delete_request(
 }
 
 /// Clear the endpoint's whole history (analytics counters keep what was received).
-#[utoipa::path(delete, path = "/webhooks/{id}/requests", params(Id), responses((status = 204)))]
+#[utoipa::path(delete, operation_id = "clear_webhook_requests", path = "/webhooks/{id}/requests", params(Id), responses((status = 204)))]
 pub async fn clear_requests(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiPath(id): ApiPath<Uuid>,

@@ -307,7 +307,7 @@ fn decode(cursor: &str) -> ApiResult<Cursor> {
 }
 
 /// Search captured requests with a filter, `q` terms and a sort.
-#[utoipa::path(post, path = "/webhooks/{id}/requests/search", params(Id),
+#[utoipa::path(post, operation_id = "search_webhook_requests", path = "/webhooks/{id}/requests/search", params(Id),
     request_body = SearchRequests,
     responses((status = 200, body = Page<CapturedRequest>)))]
 pub async fn search_requests(

@@ -88,9 +88,9 @@ impl Subscriber {
 }
 
 /// Live stream (SSE) of captures; resumes after `Last-Event-ID`.
-#[utoipa::path(get, path = "/webhooks/{id}/stream", params(Id, LastEventIdHeader),
+#[utoipa::path(get, operation_id = "stream_webhook_requests", path = "/webhooks/{id}/stream", params(Id, LastEventIdHeader),
     responses((status = 200, description = "text/event-stream of `request.captured` and `stream.lagged` events",
-            content_type = "text/event-stream")))]
+            body = hookflow_shared::api::documents::CaptureEventStream, content_type = "text/event-stream")))]
 pub async fn stream_requests(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath(id): ApiPath<Uuid>,

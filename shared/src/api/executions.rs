@@ -251,7 +251,7 @@ pub struct NodeResult {
     pub request: Option<SentRequest>,
     pub response: Option<ReceivedResponse>,
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(value_type = BTreeMap<String, serde_json::Value>)]
     pub extracted: BTreeMap<String, Value>,
     #[serde(default)]
     pub assertions: Vec<AssertionResult>,

@@ -21,7 +21,7 @@ pub struct WriteFlow {
     #[schema(schema_with = crate::api::rules::tags)]
     pub tags: Vec<String>,
     /// The flow definition (API.md section 3), stored as given once valid.
-    #[schema(value_type = Object)]
+    #[schema(value_type = crate::flow::definition::FlowDefinition)]
     pub definition: Value,
     /// A cron expression such as `0 * * * *`.
     pub schedule: Option<String>,
@@ -38,7 +38,7 @@ pub struct PatchFlow {
     pub description: Patch<String>,
     #[schema(schema_with = crate::api::rules::optional_tags)]
     pub tags: Option<Vec<String>>,
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<crate::flow::definition::FlowDefinition>)]
     pub definition: Option<Value>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<String>)]
@@ -51,6 +51,7 @@ pub struct Flow {
     pub name: String,
     pub description: Option<String>,
     pub tags: Vec<String>,
+    #[schema(value_type = crate::flow::definition::FlowDefinition)]
     pub definition: Value,
     pub schedule: Option<String>,
     pub draft_revision: i32,
@@ -92,7 +93,7 @@ pub struct TagList {
 #[serde(deny_unknown_fields)]
 pub struct ValidateDefinition {
     /// The flow definition (API.md section 3): an object, or the request is refused before any check.
-    #[schema(value_type = Object)]
+    #[schema(value_type = BTreeMap<String, Value>)]
     pub definition: Value,
     /// The flow the definition is meant for, so a module node naming it is reported.
     #[serde(default)]
@@ -119,6 +120,7 @@ pub struct FlowVersion {
     pub id: Uuid,
     pub version: i32,
     pub note: Option<String>,
+    #[schema(value_type = crate::flow::definition::FlowDefinition)]
     pub definition: Value,
     pub created_at: Timestamp,
 }
@@ -167,7 +169,7 @@ pub struct ExportedVersion {
     pub version: i32,
     #[schema(schema_with = crate::api::rules::short_text)]
     pub note: Option<String>,
-    #[schema(value_type = Object)]
+    #[schema(value_type = crate::flow::definition::FlowDefinition)]
     pub definition: Value,
 }
 

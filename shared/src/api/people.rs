@@ -167,3 +167,27 @@ pub struct AddMember {
 pub struct UpdateMember {
     pub role: Role,
 }
+
+/// `GET /.well-known/jwks.json`: the built-in provider's published signing keys.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Jwks {
+    pub keys: Vec<Jwk>,
+}
+
+/// One Ed25519 public key (RFC 8037).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Jwk {
+    /// Always `OKP`.
+    pub kty: String,
+    /// Always `Ed25519`.
+    pub crv: String,
+    /// Always `EdDSA`.
+    pub alg: String,
+    /// Always `sig`.
+    #[serde(rename = "use")]
+    pub use_: String,
+    /// The key id tokens name in their header.
+    pub kid: String,
+    /// The public key, base64url without padding.
+    pub x: String,
+}

@@ -132,8 +132,10 @@ pub fn collection_variables() -> ObjectBuilder {
 }
 
 /// A collection's variables, or null.
-pub fn optional_collection_variables() -> ObjectBuilder {
-    nullable(collection_variables(), Type::Object)
+pub fn optional_collection_variables() -> OneOfBuilder {
+    OneOfBuilder::new()
+        .item(utoipa::openapi::Ref::from_schema_name("CollectionVariableMap"))
+        .item(ObjectBuilder::new().schema_type(Type::Null))
 }
 
 /// Runner versions and host fields.
@@ -174,7 +176,7 @@ pub fn answer_status() -> OneOfBuilder {
 pub fn version_selector() -> OneOfBuilder {
     OneOfBuilder::new()
         .item(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1)).maximum(Some(i64::from(i32::MAX))))
-        .item(ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["latest"])))
+        .item(utoipa::openapi::Ref::from_schema_name("LatestVersion"))
         .item(ObjectBuilder::new().schema_type(Type::Null))
         .description(Some("A published version number or `\"latest\"`; absent or null runs the draft."))
 }
@@ -203,18 +205,73 @@ pub fn scopes() -> ArrayBuilder {
 }
 
 /// The presets a key can be made from.
-pub fn preset() -> ObjectBuilder {
-    ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::String, Type::Null])).enum_values(Some([
-        Some("ci"),
-        Some("runner"),
-        Some("read-only"),
-        None,
-    ]))
+pub fn preset() -> OneOfBuilder {
+    OneOfBuilder::new()
+        .item(utoipa::openapi::Ref::from_schema_name("KeyPreset"))
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+}
+
+/// Schemas the rules above refer to by name (a union member named, not numbered, in generated clients), for the
+/// document's components.
+pub fn named_schemas() -> [(&'static str, RefOr<Schema>); 2] {
+    let presets = crate::scope::Preset::ALL.iter().map(|p| p.name());
+    let preset = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(presets))
+        .description(Some("A named bundle of scopes (`GET /permissions` lists them)."));
+    let variables = collection_variables().description(Some("A collection's variables by name."));
+    [("KeyPreset", preset.into()), ("CollectionVariableMap", variables.into())]
 }
 
 /// A timestamp in a query: RFC 3339.
 pub fn timestamp() -> ObjectBuilder {
     ObjectBuilder::new().schema_type(Type::String).format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+}
+
+/// Headers an endpoint's custom capture answer may set besides `X-` names of its own: the answer is served on the
+/// API's (and the app's) origin, often through a keep-alive proxy.
+pub const CUSTOM_RESPONSE_HEADERS: [&str; 3] = ["content-type", "content-language", "retry-after"];
+
+/// `X-` headers a custom answer may still not set: browser policy, the server's own request id, and the
+/// internal-redirect and file-serving instructions of proxies (nginx, Apache, lighttpd) placed in front.
+const REFUSED_X_HEADERS: [&str; 11] = [
+    "x-content-type-options",
+    "x-frame-options",
+    "x-xss-protection",
+    "x-dns-prefetch-control",
+    "x-permitted-cross-domain-policies",
+    "x-request-id",
+    "x-forwarded-",
+    "x-real-ip",
+    "x-accel-",
+    "x-sendfile",
+    "x-lighttpd-",
+];
+
+/// Whether a custom capture answer may set this header (any letter case): an allow-list, so message framing
+/// (`Content-Length`, `Transfer-Encoding`), hop-by-hop (`Connection`, `Upgrade`), cookies, redirects, caching and
+/// browser-state headers (`Clear-Site-Data`, `Service-Worker-Allowed`, CSP, CORS) are never set by a tenant.
+pub fn custom_response_header_allowed(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    if CUSTOM_RESPONSE_HEADERS.contains(&name.as_str()) {
+        return true;
+    }
+    let own = name.len() > 2 && name.starts_with("x-");
+    own && !REFUSED_X_HEADERS.iter().any(|refused| {
+        if refused.ends_with('-') { name.starts_with(refused) } else { name == *refused || name.starts_with(&format!("{refused}-")) }
+    })
+}
+
+/// `[name, value]` header pairs in received order: each a two-string tuple stated with `prefixItems` and length
+/// bounds, its items typed as strings (client generators reject the `items: false` a tuple derive writes).
+pub fn header_pairs() -> ArrayBuilder {
+    let string = || ObjectBuilder::new().schema_type(Type::String);
+    let pair = ArrayBuilder::new()
+        .items(string())
+        .prefix_items([string().build(), string().build()])
+        .min_items(Some(2))
+        .max_items(Some(2));
+    ArrayBuilder::new().items(pair).description(Some("`[name, value]` pairs in received order, case kept, duplicates kept."))
 }
 
 #[cfg(test)]

@@ -127,7 +127,7 @@ pub struct JobFlow {
     pub name: String,
     /// The published version; null for the draft.
     pub version: Option<i32>,
-    #[schema(value_type = Object)]
+    #[schema(value_type = crate::flow::definition::FlowDefinition)]
     pub definition: Value,
 }
 
@@ -165,11 +165,11 @@ pub struct Job {
     /// Launch variables over environment variables over organization variables.
     pub variables: BTreeMap<String, String>,
     /// Only the secrets the definition, its modules and the variables reference.
-    #[schema(value_type = Object)]
+    #[schema(value_type = BTreeMap<String, String>)]
     pub secrets: SecretValues,
     /// Definitions of the published versions module nodes run, by `<flow id>@<version or latest>`.
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(value_type = BTreeMap<String, crate::flow::definition::FlowDefinition>)]
     pub modules: BTreeMap<String, Value>,
     pub job_token: String,
     pub lease_expires_at: Timestamp,
@@ -247,14 +247,20 @@ pub fn module_key(flow_id: Uuid, version: Option<u32>) -> String {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum NodeReport {
-    Many { results: Vec<NodeResult> },
+    Many(NodeResults),
     One(Box<NodeResult>),
+}
+
+/// Several node results in one report.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct NodeResults {
+    pub results: Vec<NodeResult>,
 }
 
 impl NodeReport {
     pub fn into_results(self) -> Vec<NodeResult> {
         match self {
-            NodeReport::Many { results } => results,
+            NodeReport::Many(many) => many.results,
             NodeReport::One(result) => vec![*result],
         }
     }

@@ -100,7 +100,7 @@ pub struct CapturedRequest {
     pub path: String,
     pub query_string: String,
     pub query: BTreeMap<String, Vec<String>>,
-    /// `[name, value]` pairs in received order, case kept, duplicates kept.
+    #[schema(schema_with = crate::api::rules::header_pairs)]
     pub headers: Vec<(String, String)>,
     pub content_type: Option<String>,
     /// The body, absent when `body_truncated` (fetch `.../body` for the bytes).
@@ -230,6 +230,7 @@ pub struct ReplayRequest {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReplayResult {
     pub status: u16,
+    #[schema(schema_with = crate::api::rules::header_pairs)]
     pub headers: Vec<(String, String)>,
     pub body: String,
     pub body_encoding: BodyEncoding,

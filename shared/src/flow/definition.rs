@@ -11,13 +11,19 @@ use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
 use uuid::Uuid;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A flow definition (API.md section 3): nodes run in order, with the flow's own variables and time budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FlowDefinition {
+    /// Variables every node can use as `{{name}}`, under environment and launch variables.
     #[serde(default)]
     pub variables: BTreeMap<String, String>,
+    /// Longest the whole run may take, in seconds.
     pub timeout_s: Option<u64>,
+    /// The nodes, each a `kind` with its own fields.
+    #[schema(min_items = 1)]
     pub nodes: Vec<Node>,
+    /// Where an editor placed the nodes; any JSON, kept as given.
     #[serde(default)]
     pub layout: Value,
 }
@@ -30,9 +36,10 @@ fn yes() -> bool {
 /// and then its own, refusing unknown fields (which rules out a flattened common part).
 macro_rules! node_kind {
     (pub struct $name:ident { $($(#[$meta:meta])* pub $field:ident: $ty:ty,)* }) => {
-        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
         #[serde(deny_unknown_fields)]
         pub struct $name {
+            /// Unique within the definition; results and extractors name the node by it.
             pub id: String,
             pub name: Option<String>,
             #[serde(default = "yes")]
@@ -67,7 +74,7 @@ node_kind! {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestSpec {
     pub method: String,
@@ -81,7 +88,7 @@ pub struct RequestSpec {
 
 /// A request of a collection used instead of an inline request, with optional overrides. The server resolves it
 /// when the flow is launched, so the run uses the request as it is then.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestRef {
     pub collection_id: Uuid,
@@ -91,7 +98,7 @@ pub struct RequestRef {
 
 /// What a flow changes in a referenced request: method, URL and body replace; headers and query merge over the
 /// request's (an empty value removes the entry).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestOverrides {
     pub method: Option<String>,
@@ -128,7 +135,7 @@ impl RequestOverrides {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Retry {
     pub count: u32,
@@ -143,15 +150,17 @@ node_kind! {
 }
 
 /// Which published version a module node runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum VersionSelector {
     Number(u32),
     Latest(Latest),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The newest published version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
+#[schema(as = LatestVersion)]
 pub enum Latest {
     Latest,
 }

@@ -4,5 +4,6 @@ pub mod assert;
 pub mod budget;
 pub mod definition;
 pub mod extract;
+mod node_schema;
 pub mod schedule;
 pub mod template;

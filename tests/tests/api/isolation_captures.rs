@@ -110,7 +110,24 @@ async fn a_request_refused_early_never_lends_its_headers_to_the_next() {
 #[tokio::test]
 async fn a_custom_answer_is_sandboxed_and_sets_no_cookie() {
     let app = TestApp::spawn().await;
-    for refused in ["Set-Cookie", "location", "Content-Security-Policy"] {
+    let refused_headers = [
+        "Set-Cookie",
+        "location",
+        "Content-Security-Policy",
+        "Content-Length",
+        "transfer-encoding",
+        "Connection",
+        "Upgrade",
+        "Clear-Site-Data",
+        "Service-Worker-Allowed",
+        "Cache-Control",
+        "Vary",
+        "X-Accel-Redirect",
+        "X-Sendfile",
+        "X-Frame-Options",
+        "X-Forwarded-Host",
+    ];
+    for refused in refused_headers {
         let body = json!({"name": "x", "response": {"status": 200, "headers": {refused: "v"}}});
         let error: ErrorBody = app.post("/webhooks", &body, 400).await;
         assert!(error.error.message.contains(refused), "{}", error.error.message);
@@ -123,6 +140,36 @@ async fn a_custom_answer_is_sandboxed_and_sets_no_cookie() {
     assert_eq!(answer.headers["x-content-type-options"], "nosniff");
     assert!(answer.headers["content-security-policy"].to_str().expect("csp").starts_with("sandbox"));
     assert!(answer.headers.get("set-cookie").is_none());
+}
+
+/// Finding 1 of Hardening III: with `Content-Length: 0` and a body that is a whole HTTP response, one capture got
+/// two answers on a keep-alive connection (the second the tenant's HTML without the sandbox). Headers outside the
+/// allow-list are refused at write, and dropped at serve for endpoints stored before the rule.
+#[tokio::test]
+async fn a_custom_answer_cannot_frame_a_second_response() {
+    let app = TestApp::spawn().await;
+    let allowed = json!({"name": "ok", "response": {"status": 503, "headers": {"Content-Type": "text/plain",
+        "Retry-After": "5", "X-Reply": "yes", "content-language": "en"}, "body": "later"}});
+    let id = app.create_webhook(allowed).await["id"].as_str().expect("id").to_owned();
+    let smuggled = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 29\r\n\r\n<script>steal()</script>\r\n";
+    let forged = json!({"status": 200, "headers": {"Content-Length": "0", "Connection": "keep-alive",
+        "Transfer-Encoding": "identity", "Clear-Site-Data": "\"*\"", "X-Reply": "kept"}, "body": smuggled});
+    let webhook_id: Uuid = id.parse().expect("uuid");
+    sqlx::query("UPDATE webhooks SET response = $1 WHERE id = $2")
+        .bind(&forged)
+        .bind(webhook_id)
+        .execute(&app.pool)
+        .await
+        .expect("forge a stored answer");
+    let request = format!("POST /webhook/{id} HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}");
+    let answer = app.raw_http(request.as_bytes()).await;
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head");
+    let head = head.to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{answer}");
+    assert!(head.contains(&format!("content-length: {}", smuggled.len())), "framed by the server: {answer}");
+    assert!(!head.contains("transfer-encoding") && !head.contains("clear-site-data"), "{answer}");
+    assert!(head.contains("x-reply: kept") && head.contains("content-security-policy: sandbox"), "{answer}");
+    assert_eq!(body, smuggled, "the smuggled response is this answer's body, not a second answer");
 }
 
 #[tokio::test]

@@ -217,3 +217,99 @@ async fn every_reference_resolves_and_the_limits_are_stated() {
         schemas["Operator"]["enum"].as_array().expect("enum").iter().filter_map(|v| v.as_str()).collect();
     assert!(operators.contains(&"isType") && operators.contains(&"notEquals"), "{operators:?}");
 }
+
+/// Every operation of the document, as (method, path, operation).
+fn operations(doc: &serde_json::Value) -> Vec<(String, String, &serde_json::Value)> {
+    let paths = doc["paths"].as_object().expect("paths");
+    let each = paths.iter().flat_map(|(path, item)| {
+        let item = item.as_object().expect("item");
+        item.iter().map(move |(method, op)| (method.to_uppercase(), path.clone(), op))
+    });
+    each.collect()
+}
+
+/// Every schema object of the document with its JSON pointer.
+fn schema_objects<'a>(value: &'a serde_json::Value, at: String, found: &mut Vec<(String, &'a serde_json::Value)>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            found.push((at.clone(), value));
+            map.iter().for_each(|(k, v)| schema_objects(v, format!("{at}/{k}"), found));
+        }
+        serde_json::Value::Array(items) => {
+            items.iter().enumerate().for_each(|(i, v)| schema_objects(v, format!("{at}/{i}"), found))
+        }
+        _ => {}
+    }
+}
+
+/// What openapi-python-client and openapi-typescript need (issue "Generated clients"; `.ci/clients/run.sh` runs
+/// the generators themselves): unique `<verb>_<resource>` operationIds, required path parameters, a schema for
+/// every answer with a body, the shared error body on every error, pages that refer to their items, tuples without
+/// `items: false`, named union members, and a flow definition typed as a union of node kinds.
+#[test]
+fn the_document_is_shaped_for_client_generators() {
+    let doc = serde_json::to_value(hookflow_control_plane::http::openapi_document()).expect("json");
+    let mut ids = BTreeSet::new();
+    let id_shape = |id: &str| {
+        let words: Vec<&str> = id.split('_').collect();
+        words.len() > 1
+            && words[0].chars().all(|c| c.is_ascii_lowercase())
+            && words.iter().all(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()))
+    };
+    for (method, path, op) in operations(&doc) {
+        let id = op["operationId"].as_str().unwrap_or_else(|| panic!("{method} {path} has no operationId"));
+        assert!(id_shape(id), "{method} {path}: `{id}` is not <verb>_<resource>");
+        assert!(ids.insert(id.to_owned()), "{method} {path}: operationId `{id}` is used twice");
+        for parameter in op["parameters"].as_array().into_iter().flatten() {
+            if parameter["in"] == "path" {
+                assert_eq!(parameter["required"], true, "{method} {path}: path parameter {}", parameter["name"]);
+            }
+        }
+        for (status, response) in op["responses"].as_object().expect("responses") {
+            let content = response["content"].as_object();
+            if status.starts_with('2') && status != "204" {
+                let content = content.unwrap_or_else(|| panic!("{method} {path} {status} has no content"));
+                for (media, body) in content {
+                    assert!(body.get("schema").is_some(), "{method} {path} {status} {media} has no schema");
+                }
+            }
+            if status.starts_with('4') || status.starts_with('5') {
+                let error = &response["content"]["application/json"]["schema"]["$ref"];
+                assert_eq!(error, "#/components/schemas/ErrorBody", "{method} {path} {status}");
+            }
+        }
+    }
+    assert_eq!(ids.len(), IMPLEMENTED.len());
+    for name in ["capture_webhook_post", "list_webhook_requests", "list_collection_requests", "get_webhook_request"] {
+        assert!(ids.contains(name), "{name}");
+    }
+    assert_eq!(doc["paths"]["/webhook/{id}"]["post"]["security"], serde_json::json!([]), "captures need no key");
+
+    let mut objects = Vec::new();
+    schema_objects(&doc, String::new(), &mut objects);
+    for (at, object) in &objects {
+        assert_ne!(object.get("items"), Some(&serde_json::Value::Bool(false)), "{at}: items false");
+        for union in ["oneOf", "anyOf"] {
+            for member in object[union].as_array().into_iter().flatten() {
+                let named = member.get("$ref").is_some() || !matches!(member["type"].as_str(), Some("object"));
+                let enumerated = member.get("enum").is_some() && member["type"] != "null";
+                assert!(named && !enumerated, "{at}: an inline {union} member gets a positional name: {member}");
+            }
+        }
+    }
+    let schemas = &doc["components"]["schemas"];
+    for (name, page) in schemas.as_object().expect("schemas") {
+        if let Some(item) = name.strip_prefix("Page_") {
+            assert_eq!(page["properties"]["items"]["items"]["$ref"], format!("#/components/schemas/{item}"), "{name}");
+        }
+    }
+    let header_pair = &schemas["CapturedRequest"]["properties"]["headers"]["items"];
+    assert_eq!((&header_pair["minItems"], &header_pair["maxItems"]), (&2.into(), &2.into()), "{header_pair}");
+    assert_eq!(schemas["WriteFlow"]["properties"]["definition"]["$ref"], "#/components/schemas/FlowDefinition");
+    let nodes = &schemas["FlowDefinition"]["properties"]["nodes"]["items"];
+    assert_eq!(nodes["$ref"], "#/components/schemas/FlowNode");
+    assert_eq!(schemas["FlowNode"]["discriminator"]["propertyName"], "kind");
+    let request = &schemas["RequestNode"];
+    assert_eq!(request["properties"]["kind"]["enum"], serde_json::json!(["request"]));
+    assert_eq!(request["properties"]["extractors"]["items"]["$ref"], "#/components/schemas/Extractor");
+}

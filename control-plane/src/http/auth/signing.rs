@@ -4,6 +4,7 @@
 //! ends the sessions signed just before it. Each replica keeps the keys in memory and reloads them when a token
 //! names a key it does not know (at most once per [`RELOAD_INTERVAL`]) or when a rotation is announced.
 
+use hookflow_shared::api::people::{Jwk, Jwks};
 use crate::crypto::{MasterKey, Sealed};
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair as _};
 use base64::Engine as _;
@@ -120,18 +121,22 @@ impl SigningKeys {
     }
 
     /// The JSON Web Key Set of the published keys.
-    pub async fn jwks(&self, pool: &PgPool, master: &MasterKey) -> Result<serde_json::Value, SigningError> {
+    pub async fn jwks(&self, pool: &PgPool, master: &MasterKey) -> Result<Jwks, SigningError> {
         self.signing_key(pool, master).await?;
         let loaded = self.loaded.read().unwrap_or_else(|e| e.into_inner());
-        let keys: Vec<serde_json::Value> = loaded
+        let keys = loaded
             .published
             .iter()
-            .map(|k| {
-                serde_json::json!({"kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "use": "sig", "kid": k.kid,
-                    "x": URL_SAFE_NO_PAD.encode(&k.raw)})
+            .map(|k| Jwk {
+                kty: "OKP".to_owned(),
+                crv: "Ed25519".to_owned(),
+                alg: "EdDSA".to_owned(),
+                use_: "sig".to_owned(),
+                kid: k.kid.clone(),
+                x: URL_SAFE_NO_PAD.encode(&k.raw),
             })
             .collect();
-        Ok(serde_json::json!({ "keys": keys }))
+        Ok(Jwks { keys })
     }
 
     async fn reload(&self, pool: &PgPool, master: &MasterKey) -> Result<(), SigningError> {
