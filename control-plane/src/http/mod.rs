@@ -94,6 +94,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::app::routes())
         .route_layer(axum::middleware::from_fn(observe::tag_route))
         .layer(DefaultBodyLimit::max(API_BODY_LIMIT))
+        .layer(axum::middleware::from_fn(observe::known_methods_only))
         .layer(axum::middleware::from_fn(error::error_body))
         .layer(axum::middleware::from_fn(observe::record))
         .layer(
@@ -101,8 +102,10 @@ pub fn router(state: AppState) -> Router {
                 .make_span_with(|request: &Request| {
                     let request_id =
                         request.headers().get(wire_header::REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
-                    // The path only: query strings may carry values a caller would not want in logs.
-                    tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
+                    // Closed sets only: the method's label and the route template (`observe::record` adds it to
+                    // the response's line); paths, queries and hosts are the sender's and stay out of logs.
+                    let method = observe::method_label(request.method());
+                    tracing::info_span!("request", method, request_id)
                 })
                 // `observe::record` writes the response's line, at a level that depends on the route.
                 .on_response(()),

@@ -242,3 +242,27 @@ async fn idle_connections_are_closed_and_slow_bodies_cut_off() {
     assert!(!answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert_eq!(app.rows(&format!("captures WHERE webhook_id = '{id}'")).await, 0);
 }
+
+/// Finding 4 of Hardening III: the raw method was a metrics label and a log field, so 200 requests with unique
+/// 100 KB methods made `/metrics` 320 MB. Unknown methods are answered 405 before routing, and labels are closed
+/// sets: the methods HTTP defines, or `other`.
+#[tokio::test]
+async fn unknown_methods_never_become_labels() {
+    let app = TestApp::spawn().await;
+    let handle = hookflow_control_plane::metrics::install();
+    let webhook = app.create_webhook(serde_json::json!({"name": "methods"})).await;
+    let id = webhook["id"].as_str().expect("id");
+    for i in 0..50 {
+        let method = format!("M{i}{}", "X".repeat(20_000));
+        let request = format!("{method} /webhook/{id} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+        let answer = app.raw_http(request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 405"), "{}", &answer[..answer.len().min(200)]);
+        assert!(answer.contains("method_not_allowed"), "the error body: {}", &answer[..answer.len().min(400)]);
+    }
+    let text = handle.render();
+    assert!(!text.contains("XXXXXXXX"), "a method became a label");
+    assert!(text.contains("method=\"other\""), "unknown methods are counted as `other`");
+    assert!(text.len() < 2_000_000, "metrics grew to {} bytes", text.len());
+    let stored = app.get::<serde_json::Value>(&format!("/webhooks/{id}/requests"), 200).await;
+    assert_eq!(stored["items"], serde_json::json!([]), "nothing was captured");
+}
