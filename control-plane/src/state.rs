@@ -148,8 +148,8 @@ impl AppState {
         Self(Arc::new(Inner {
             writers: Writers {
                 captures: CaptureWriter::start(pool.clone()),
-                launches: GroupCommit::start(pool.clone(), crate::queue::create::MAX_BATCH),
-                completions: GroupCommit::start(pool.clone(), crate::queue::finish::MAX_BATCH),
+                launches: GroupCommit::start(pool.clone(), crate::queue::create::MAX_BATCH, "launches"),
+                completions: GroupCommit::start(pool.clone(), crate::queue::finish::MAX_BATCH, "completions"),
             },
             hub: StreamHub::new(pool.clone(), replica, shutdown.clone(), settings.stream_buffer),
             replica,

@@ -44,7 +44,10 @@ impl Role {
             Role::Owner | Role::Admin => all.collect(),
             Role::Member => all
                 .filter(|s| {
-                    !matches!(s, Scope::KeysWrite | Scope::OrganizationWrite | Scope::RunnersWrite | Scope::RunnerComplete)
+                    !matches!(
+                        s,
+                        Scope::KeysWrite | Scope::OrganizationWrite | Scope::RunnersWrite | Scope::RunnerComplete
+                    )
                 })
                 .collect(),
             Role::Viewer => all.filter(|s| s.is_read()).collect(),

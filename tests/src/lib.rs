@@ -14,6 +14,7 @@ pub mod people;
 pub mod proxy;
 pub mod runner;
 pub mod scratch;
+pub mod server;
 pub mod sse;
 pub mod target;
 

@@ -7,6 +7,7 @@ pub mod cache;
 pub mod hub;
 pub mod writer;
 
+use crate::db::byte_budget::{Reservation, SMALL_WRITE};
 use crate::http::error::{ApiError, ApiResult, to_json_string};
 use crate::http::raw_head::{HeadQueue, RequestNumber};
 use crate::state::AppState;
@@ -22,7 +23,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
-use writer::{CaptureRecord, Outcome};
+use writer::{CaptureRecord, CaptureWriter, Outcome};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     // The sub-path form shares the handler; OpenAPI cannot express a path wildcard, so /webhook/{id} documents both.
@@ -98,7 +99,7 @@ async fn capture_inner(
         error.retry_after_s = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
         return Err(error);
     }
-    let body = read_body(&parts.headers, body, endpoint.max_body_bytes).await?;
+    let (body, _room) = read_body(&app.writers.captures, &parts.headers, body, endpoint.max_body_bytes).await?;
     let target = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let headers = recorded
         .and_then(|(queue, number)| queue.take(number, parts.method.as_str(), target))
@@ -115,8 +116,16 @@ async fn capture_inner(
     }
 }
 
-/// Reads the body within the endpoint's limit (a declared length over it is refused before reading).
-async fn read_body(headers: &HeaderMap, body: axum::body::Body, limit: usize) -> ApiResult<bytes::Bytes> {
+/// Reads the body within the endpoint's limit (a declared length over it is refused before reading), holding room
+/// for it in the writer's byte budget: a declared length is reserved before reading, a chunked body once it grows
+/// past a small one's size (then the endpoint's limit).
+async fn read_body(
+    writer: &CaptureWriter,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    limit: usize,
+) -> ApiResult<(bytes::Bytes, Reservation)> {
+    use http_body_util::BodyExt as _;
     let too_large = || {
         ApiError::new(
             ErrorCode::PayloadTooLarge,
@@ -127,13 +136,51 @@ async fn read_body(headers: &HeaderMap, body: axum::body::Body, limit: usize) ->
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());
     }
-    axum::body::to_bytes(body, limit).await.map_err(|e| {
-        if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
-            too_large()
-        } else {
-            ApiError::invalid("the request body could not be read")
+    let mut body = body;
+    let mut room = match writer.reserve(declared.unwrap_or(0)) {
+        Ok(room) => room,
+        Err(full) => return Err(discard(body, limit, full).await),
+    };
+    let mut reserved_limit = declared.is_some();
+    // Frames are kept as they came and joined once at the end (a body in one frame is not copied).
+    let (mut frames, mut size) = (Vec::<bytes::Bytes>::new(), 0usize);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| ApiError::invalid("the request body could not be read"))?;
+        let Ok(data) = frame.into_data() else { continue };
+        size += data.len();
+        if size > limit {
+            return Err(too_large());
         }
-    })
+        if !reserved_limit && size > SMALL_WRITE {
+            room = match writer.reserve(limit) {
+                Ok(room) => room,
+                Err(full) => return Err(discard(body, limit - size, full).await),
+            };
+            reserved_limit = true;
+        }
+        frames.push(data);
+    }
+    let body = match frames.len() {
+        0 => bytes::Bytes::new(),
+        1 => frames.swap_remove(0),
+        _ => frames.concat().into(),
+    };
+    Ok((body, room))
+}
+
+/// Reads the rest of a refused body without keeping it (up to `limit` bytes more), so the sender, still sending,
+/// reads the refusal instead of a reset connection; answers `refusal`.
+async fn discard(mut body: axum::body::Body, limit: usize, refusal: ApiError) -> ApiError {
+    use http_body_util::BodyExt as _;
+    let mut left = limit;
+    while let Some(Ok(frame)) = body.frame().await {
+        let Ok(data) = frame.into_data() else { continue };
+        if data.len() > left {
+            break;
+        }
+        left -= data.len();
+    }
+    refusal
 }
 
 /// A request as it arrived, before it becomes a record.
@@ -198,7 +245,8 @@ fn custom_response(custom: &CustomResponse) -> Response {
     let mut response = (status, custom.body.clone()).into_response();
     response.extensions_mut().insert(crate::http::error::Verbatim);
     let headers = response.headers_mut();
-    let allowed = custom.headers.iter().filter(|(name, _)| hookflow_shared::api::rules::custom_response_header_allowed(name));
+    let allowed =
+        custom.headers.iter().filter(|(name, _)| hookflow_shared::api::rules::custom_response_header_allowed(name));
     for (name, value) in allowed {
         if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str())) {
             headers.insert(name, value);

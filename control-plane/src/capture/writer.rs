@@ -3,7 +3,9 @@
 //! time. In the same statement a batch bumps this writer's slot of the endpoints' counts and of the per-minute
 //! analytics counters, and NOTIFYs the streams. A capture is acknowledged only after its batch commits. Ids
 //! (UUIDv7) are assigned here in batch order and batches commit in that order, so "captures after id X" is
-//! gap-free for live streams and resumption.
+//! gap-free for live streams and resumption. Bodies are held within a byte budget while they wait (a sender whose
+//! body would pass it is answered 503 before its body is read), and a batch closes at `BATCH_BYTES`: 150 bodies of
+//! 10 MiB never become one statement of 1.5 GB that PostgreSQL refuses with its small neighbours.
 //!
 //! Why one at a time: two batches in flight need an explicit transaction each (BEGIN, the statement, a wait for
 //! the earlier commit, COMMIT: three round trips instead of one) to keep commits in order, and split the waiting
@@ -11,6 +13,8 @@
 //! captures/s with two in flight, 31-33k with one.
 
 use crate::capture::batch;
+use crate::db::byte_budget::{self, ByteBudget, Reservation};
+use crate::http::error::ApiError;
 use chrono::{DateTime, Utc};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
@@ -22,6 +26,10 @@ const MAX_BATCH: usize = 512;
 const WRITER_SLOTS: u32 = 8;
 /// Captures waiting for the writer before senders wait too (back-pressure).
 const QUEUE: usize = 8192;
+/// Bytes one statement carries at most; a capture larger than this goes alone.
+const BATCH_BYTES: usize = 16 * 1024 * 1024;
+/// Bytes of large bodies (over 64 KiB each) read and waiting for the writer at once.
+const WAITING_BYTES: usize = 160 * 1024 * 1024;
 
 /// A request to store.
 #[derive(Debug)]
@@ -61,6 +69,18 @@ type Pending = (CaptureRecord, oneshot::Sender<Outcome>);
 #[derive(Debug, Clone)]
 pub struct CaptureWriter {
     queue: mpsc::Sender<Pending>,
+    budget: ByteBudget,
+}
+
+impl CaptureRecord {
+    /// About how many bytes the row takes in a statement.
+    fn bytes(&self) -> usize {
+        256 + self.body.len()
+            + self.headers_json.len()
+            + self.query_json.len()
+            + self.query_string.len()
+            + self.path.len()
+    }
 }
 
 impl CaptureWriter {
@@ -68,7 +88,13 @@ impl CaptureWriter {
     pub fn start(pool: sqlx::PgPool) -> Self {
         let (queue, pending) = mpsc::channel(QUEUE);
         tokio::spawn(run(pool, pending));
-        Self { queue }
+        Self { queue, budget: ByteBudget::new(WAITING_BYTES, "captures") }
+    }
+
+    /// Reserves room for a body of up to `bytes` before it is read (held until the capture is answered), or 503
+    /// with `Retry-After` when large bodies already fill the budget.
+    pub fn reserve(&self, bytes: usize) -> Result<Reservation, ApiError> {
+        self.budget.reserve(bytes)
     }
 
     /// Stores a capture; returns once it is committed (or failed).
@@ -86,21 +112,28 @@ async fn run(pool: sqlx::PgPool, mut pending: mpsc::Receiver<Pending>) {
     let mut batch: Vec<Pending> = Vec::with_capacity(MAX_BATCH);
     // Ends when every sender is gone and the queue is drained; the last batch has been answered by then.
     while pending.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        // Ids are taken here, in batch order; batches commit one after the other.
-        let ids: Vec<Uuid> = batch.iter().map(|_| Uuid::now_v7()).collect();
-        let records: Vec<&CaptureRecord> = batch.iter().map(|(r, _)| r).collect();
-        let outcomes = match batch::write(&pool, batch::Batch { records: &records, ids: &ids, slot }).await {
-            Ok(outcomes) => outcomes,
-            Err(e) => {
-                tracing::error!(error = %e, rows = records.len(), "storing captures failed; answering 503");
-                vec![Outcome::Failed; records.len()]
-            }
-        };
-        drop(records);
-        let stored = outcomes.iter().filter(|o| matches!(o, Outcome::Stored(_))).count();
-        crate::metrics::capture_batch(stored, outcomes.len() - stored);
-        for ((_, reply), outcome) in batch.drain(..).zip(outcomes) {
-            let _ = reply.send(outcome);
+        for run in byte_budget::cut(batch.iter().map(|(r, _)| r.bytes()), BATCH_BYTES) {
+            write_run(&pool, slot, batch.drain(..run)).await;
         }
+    }
+}
+
+/// Stores one batch and answers its captures. Ids are taken here, in batch order; batches commit one after the
+/// other.
+async fn write_run(pool: &sqlx::PgPool, slot: i16, run: impl Iterator<Item = Pending>) {
+    let (records, replies): (Vec<CaptureRecord>, Vec<_>) = run.unzip();
+    let ids: Vec<Uuid> = records.iter().map(|_| Uuid::now_v7()).collect();
+    let rows: Vec<&CaptureRecord> = records.iter().collect();
+    let outcomes = match batch::write(pool, batch::Batch { records: &rows, ids: &ids, slot }).await {
+        Ok(outcomes) => outcomes,
+        Err(e) => {
+            tracing::error!(error = %e, rows = rows.len(), "storing captures failed; answering 503");
+            vec![Outcome::Failed; rows.len()]
+        }
+    };
+    let stored = outcomes.iter().filter(|o| matches!(o, Outcome::Stored(_))).count();
+    crate::metrics::capture_batch(stored, outcomes.len() - stored);
+    for (reply, outcome) in replies.into_iter().zip(outcomes) {
+        let _ = reply.send(outcome);
     }
 }

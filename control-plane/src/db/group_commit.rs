@@ -1,8 +1,10 @@
 //! Group commit: callers hand their write to one task, which runs whatever arrived while the previous batch was
 //! being written as the next batch (one statement, one commit) and answers each caller with its own outcome. Under
 //! load, N concurrent writes cost one round trip, one executor start-up and one commit instead of N; alone, a
-//! write waits for nothing. A caller is answered only after its batch committed (or failed).
+//! write waits for nothing. A caller is answered only after its batch committed (or failed). Large writes wait
+//! within a byte budget (past it the caller is answered 503 at once), and a batch closes at `BATCH_BYTES`.
 
+use crate::db::byte_budget::{self, ByteBudget};
 use crate::http::error::{ApiError, ApiResult};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres};
@@ -12,6 +14,10 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Writes waiting for the task before callers wait too (back-pressure).
 const QUEUE: usize = 4096;
+/// Bytes one statement carries at most; a write larger than this goes alone.
+pub const BATCH_BYTES: usize = 16 * 1024 * 1024;
+/// Bytes of large writes that may wait for one task at once.
+pub const WAITING_BYTES: usize = 128 * 1024 * 1024;
 /// How long the task keeps its connection with nothing to write.
 const LINGER: Duration = Duration::from_millis(500);
 
@@ -21,6 +27,9 @@ pub trait BatchWrite: Sized + Send + Sync + 'static {
     type Out: Send + 'static;
 
     fn write_many(conn: &mut PgConnection, batch: &[Self]) -> impl Future<Output = ApiResult<Vec<Self::Out>>> + Send;
+
+    /// About how many bytes this write puts into a statement (its budget share and its part of a batch).
+    fn bytes(&self) -> usize;
 
     /// This write alone, as a batch of one (callers in a transaction, and a refused batch's writes one by one).
     fn write_one(&self, conn: &mut PgConnection) -> impl Future<Output = ApiResult<Self::Out>> + Send {
@@ -41,25 +50,28 @@ type Pending<W> = (W, oneshot::Sender<ApiResult<<W as BatchWrite>::Out>>);
 #[derive(Debug)]
 pub struct GroupCommit<W: BatchWrite> {
     queue: mpsc::Sender<Pending<W>>,
+    budget: ByteBudget,
 }
 
 impl<W: BatchWrite> Clone for GroupCommit<W> {
     fn clone(&self) -> Self {
-        Self { queue: self.queue.clone() }
+        Self { queue: self.queue.clone(), budget: self.budget.clone() }
     }
 }
 
 impl<W: BatchWrite> GroupCommit<W> {
-    /// Starts the task, which writes batches of at most `max_batch`, one at a time.
-    pub fn start(pool: PgPool, max_batch: usize) -> Self {
+    /// Starts the task, which writes batches of at most `max_batch` writes and `BATCH_BYTES`, one at a time;
+    /// `what` names the writes in the 503 of a full budget.
+    pub fn start(pool: PgPool, max_batch: usize, what: &'static str) -> Self {
         let (queue, pending) = mpsc::channel::<Pending<W>>(QUEUE);
         tokio::spawn(run(pool, pending, max_batch));
-        Self { queue }
+        Self { queue, budget: ByteBudget::new(WAITING_BYTES, what) }
     }
 
     /// Submits a write and waits until its batch committed (or failed); 503 when the task is gone (the server is
-    /// stopping).
+    /// stopping), and at once when large writes already fill the byte budget.
     pub async fn submit(&self, write: W) -> ApiResult<W::Out> {
+        let _reservation = self.budget.reserve(write.bytes())?;
         let (reply, outcome) = oneshot::channel();
         self.queue.send((write, reply)).await.map_err(|_| ApiError::unavailable())?;
         outcome.await.unwrap_or_else(|_| Err(ApiError::unavailable()))
@@ -86,10 +98,13 @@ async fn run<W: BatchWrite>(pool: PgPool, mut pending: mpsc::Receiver<Pending<W>
         if received == 0 {
             return;
         }
-        let (writes, replies): (Vec<W>, Vec<_>) = batch.drain(..).unzip();
-        let outcomes = write_batch(&pool, &mut held, &writes).await;
-        for (reply, outcome) in replies.into_iter().zip(outcomes) {
-            let _ = reply.send(outcome);
+        let runs = byte_budget::cut(batch.iter().map(|(write, _)| write.bytes()), BATCH_BYTES);
+        for run in runs {
+            let (writes, replies): (Vec<W>, Vec<_>) = batch.drain(..run).unzip();
+            let outcomes = write_batch(&pool, &mut held, &writes).await;
+            for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                let _ = reply.send(outcome);
+            }
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Database access: connecting (to a configured URL or the embedded cluster), the pool, migrations, the data
-//! directory, where the embedded cluster lives, the PATCH statement builder, the replicas' watches, and group commit.
+//! directory, where the embedded cluster lives, the PATCH statement builder, the replicas' watches, and group commit
+//! with its byte budgets.
 
+pub mod byte_budget;
 pub mod cluster_home;
 pub mod data_dir;
 pub mod embedded;

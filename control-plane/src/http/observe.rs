@@ -4,10 +4,10 @@
 //! log fields are closed sets (method names, route templates): nothing a stranger sends becomes a label, and
 //! methods outside HTTP's own are answered 405 before anything else reads the request.
 
-use axum::extract::{MatchedPath, Request};
-use axum::middleware::Next;
 use crate::http::error::ApiError;
+use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hookflow_shared::ErrorCode;
 use hookflow_shared::wire::runner_route;

@@ -155,6 +155,12 @@ impl<'a> Columns<'a> {
 impl BatchWrite for NewExecution {
     type Out = ApiResult<Option<Execution>>;
 
+    /// The definitions and modules dominate a launch's row.
+    fn bytes(&self) -> usize {
+        let modules: usize = self.modules.values().map(hookflow_shared::flow::budget::json_size).sum();
+        256 + hookflow_shared::flow::budget::json_size(&self.flow.definition) + modules
+    }
+
     /// Creates queued executions, one per launch and in the same order, in one statement (in the caller's
     /// transaction, if any); runners are woken when it commits. A launch of a kept draft that no longer matches
     /// the flow row (or whose flow or environment is gone) gets `None` and resolves again; another launch naming an

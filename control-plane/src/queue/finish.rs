@@ -78,6 +78,10 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
 impl BatchWrite for Ending {
     type Out = Option<Execution>;
 
+    fn bytes(&self) -> usize {
+        64 + self.end.error.as_ref().map_or(0, String::len)
+    }
+
     /// Ends executions in one statement: per ending, the execution as it ended, or `None` when it had already
     /// ended, (with `job_id`) moved on to another attempt, or an earlier ending of the batch ended it.
     async fn write_many(conn: &mut PgConnection, endings: &[Self]) -> ApiResult<Vec<Option<Execution>>> {

@@ -2,8 +2,8 @@
 //! a string to a generated client (read whole or line by line); the description says what the lines hold.
 
 use std::borrow::Cow;
-use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::{PartialSchema, ToSchema};
 
 /// Declares a string schema named after the type, with its description.

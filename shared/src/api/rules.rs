@@ -258,7 +258,11 @@ pub fn custom_response_header_allowed(name: &str) -> bool {
     }
     let own = name.len() > 2 && name.starts_with("x-");
     own && !REFUSED_X_HEADERS.iter().any(|refused| {
-        if refused.ends_with('-') { name.starts_with(refused) } else { name == *refused || name.starts_with(&format!("{refused}-")) }
+        if refused.ends_with('-') {
+            name.starts_with(refused)
+        } else {
+            name == *refused || name.starts_with(&format!("{refused}-"))
+        }
     })
 }
 
@@ -271,7 +275,9 @@ pub fn header_pairs() -> ArrayBuilder {
         .prefix_items([string().build(), string().build()])
         .min_items(Some(2))
         .max_items(Some(2));
-    ArrayBuilder::new().items(pair).description(Some("`[name, value]` pairs in received order, case kept, duplicates kept."))
+    ArrayBuilder::new()
+        .items(pair)
+        .description(Some("`[name, value]` pairs in received order, case kept, duplicates kept."))
 }
 
 #[cfg(test)]

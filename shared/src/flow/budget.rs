@@ -1,7 +1,21 @@
 //! Budgets for what users feed the parsers: an expression is at most 4 KiB and nests at most 32 levels (so
 //! recursive-descent parsers of XPath and JSONPath cannot exhaust the stack), and an XML document is at most
 //! 8 MiB, nests at most 256 elements and declares no entities (checked by a linear scan before parsing, so deep
-//! or quadratic documents never reach the parser). Exceeding one is an error that names the limit.
+//! or quadratic documents never reach the parser). Exceeding one is an error that names the limit. Also the size
+//! of a JSON value as text, estimated for the writers' byte budgets.
+
+/// About how many bytes a JSON value takes as text (strings and keys by their length, the rest a few bytes each),
+/// counted without encoding it: what a writer's byte budget charges for a definition.
+pub fn json_size(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match value {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(|v| json_size(v) + 1).sum::<usize>(),
+        Value::Object(map) => 2 + map.iter().map(|(k, v)| k.len() + 4 + json_size(v)).sum::<usize>(),
+    }
+}
 
 /// Longest expression.
 pub const MAX_EXPRESSION: usize = 4 * 1024;

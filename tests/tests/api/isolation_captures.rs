@@ -151,7 +151,8 @@ async fn a_custom_answer_cannot_frame_a_second_response() {
     let allowed = json!({"name": "ok", "response": {"status": 503, "headers": {"Content-Type": "text/plain",
         "Retry-After": "5", "X-Reply": "yes", "content-language": "en"}, "body": "later"}});
     let id = app.create_webhook(allowed).await["id"].as_str().expect("id").to_owned();
-    let smuggled = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 29\r\n\r\n<script>steal()</script>\r\n";
+    let smuggled =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 29\r\n\r\n<script>steal()</script>\r\n";
     let forged = json!({"status": 200, "headers": {"Content-Length": "0", "Connection": "keep-alive",
         "Transfer-Encoding": "identity", "Clear-Site-Data": "\"*\"", "X-Reply": "kept"}, "body": smuggled});
     let webhook_id: Uuid = id.parse().expect("uuid");
@@ -161,7 +162,8 @@ async fn a_custom_answer_cannot_frame_a_second_response() {
         .execute(&app.pool)
         .await
         .expect("forge a stored answer");
-    let request = format!("POST /webhook/{id} HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}");
+    let request =
+        format!("POST /webhook/{id} HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}");
     let answer = app.raw_http(request.as_bytes()).await;
     let (head, body) = answer.split_once("\r\n\r\n").expect("a head");
     let head = head.to_ascii_lowercase();

@@ -2,6 +2,7 @@
 //! the connection table caps and evicts them fairly, so `/healthz` and a capture from 127.0.0.1 still answer.
 //! (How fast they answer meanwhile is measured in hookflow-bench, not asserted here.)
 
+use hookflow_tests::server::{ServerProcess, line_with};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
@@ -9,19 +10,6 @@ use tokio::process::{Child, Command};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_hookflow-server-under-test");
 const HOLDER: &str = env!("CARGO_BIN_EXE_hold-connections");
-
-/// Waits for a line of `child`'s output (stdout or stderr, as `lines` reads) containing `needle`.
-async fn line_with(lines: &mut tokio::io::Lines<BufReader<impl tokio::io::AsyncRead + Unpin>>, needle: &str) -> String {
-    let wait = async {
-        while let Some(line) = lines.next_line().await.expect("read output") {
-            if line.contains(needle) {
-                return line;
-            }
-        }
-        panic!("the output ended before `{needle}`");
-    };
-    tokio::time::timeout(Duration::from_secs(120), wait).await.unwrap_or_else(|_| panic!("no `{needle}` in time"))
-}
 
 fn holder(target: &str, first: &str) -> Child {
     Command::new(HOLDER)
@@ -36,36 +24,13 @@ fn holder(target: &str, first: &str) -> Child {
 /// One scenario: a server process, two holders of 10,000 connections each, then requests from 127.0.0.1.
 #[tokio::test]
 async fn twenty_thousand_idle_connections_do_not_lock_out_other_clients() {
-    let data = std::env::temp_dir().join(format!("hookflow-flood-{}", uuid::Uuid::new_v4()));
-    let url = hookflow_tests::cluster::fresh_database_url().await;
-    let mut server = Command::new(SERVER)
-        .args(["--listen", "127.0.0.1:0", "--embedded-runner", "off", "--database-url", &url])
-        .arg("--data-dir")
-        .arg(&data)
-        .env("NO_COLOR", "1")
-        .env("HOOKFLOW_METRICS_LISTEN", "off")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn hookflow-server");
-    let mut out = BufReader::new(server.stdout.take().expect("stdout")).lines();
-    let mut err = BufReader::new(server.stderr.take().expect("stderr")).lines();
-    let org = line_with(&mut out, "organization id:").await.rsplit(' ').next().expect("org").to_owned();
-    let key = line_with(&mut out, "api key:").await.rsplit(' ').next().expect("key").to_owned();
-    let listening = line_with(&mut err, "hookflow-server listening").await;
-    let address: String = listening[listening.find("address=").expect("address") + 8..]
-        .chars()
-        .take_while(|c| !c.is_whitespace())
-        .collect();
-    tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
-    let base = format!("http://{address}");
+    let server = ServerProcess::spawn(SERVER, &[]).await;
+    let (base, address, key, org) = (&server.base, &server.address, &server.key, &server.org);
     let client = reqwest::Client::new();
     let webhook: serde_json::Value = client
         .post(format!("{base}/webhooks"))
-        .header("x-api-key", &key)
-        .header("x-organization-id", &org)
+        .header("x-api-key", key)
+        .header("x-organization-id", org)
         .json(&serde_json::json!({"name": "flooded"}))
         .send()
         .await
@@ -76,7 +41,7 @@ async fn twenty_thousand_idle_connections_do_not_lock_out_other_clients() {
     let capture_url = format!("{base}/webhook/{}", webhook["id"].as_str().expect("id"));
 
     let started = std::time::Instant::now();
-    let mut holders = [holder(&address, "127.0.0.2"), holder(&address, "127.0.0.12")];
+    let mut holders = [holder(address, "127.0.0.2"), holder(address, "127.0.0.12")];
     let mut held = 0;
     for holder in &mut holders {
         let mut lines = BufReader::new(holder.stdout.take().expect("stdout")).lines();
@@ -99,7 +64,5 @@ async fn twenty_thousand_idle_connections_do_not_lock_out_other_clients() {
         drop(holder.stdin.take());
         let _ = tokio::time::timeout(Duration::from_secs(30), holder.wait()).await;
     }
-    let _ = server.start_kill();
-    let _ = server.wait().await;
-    let _ = std::fs::remove_dir_all(&data);
+    server.stop().await;
 }

@@ -31,6 +31,7 @@ mod limits_connections;
 mod limits_outage;
 mod limits_parsers;
 mod limits_server;
+mod limits_writers;
 mod master_keys;
 mod openapi;
 mod organization;

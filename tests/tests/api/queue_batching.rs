@@ -20,6 +20,10 @@ struct Probe(i32);
 impl BatchWrite for Probe {
     type Out = i32;
 
+    fn bytes(&self) -> usize {
+        4
+    }
+
     async fn write_many(conn: &mut PgConnection, batch: &[Self]) -> ApiResult<Vec<i32>> {
         PROBE_BATCHES.lock().expect("probe").push(batch.len());
         let numbers: Vec<i32> = batch.iter().map(|p| p.0).collect();
@@ -41,7 +45,7 @@ async fn concurrent_writes_share_statements_and_a_refused_one_fails_alone() {
         .execute(&app.pool)
         .await
         .expect("table");
-    let writer = GroupCommit::<Probe>::start(app.pool.clone(), 64);
+    let writer = GroupCommit::<Probe>::start(app.pool.clone(), 64, "probes");
     let answers = join_all((-1..60).map(|n| writer.submit(Probe(n)))).await;
     for (n, answer) in (-1..60).zip(&answers) {
         match answer {
@@ -53,6 +57,62 @@ async fn concurrent_writes_share_statements_and_a_refused_one_fails_alone() {
     assert_eq!(app.rows("probe_writes").await, 60, "its batch neighbours were stored");
     let batches = PROBE_BATCHES.lock().expect("probe").clone();
     assert!(batches.iter().any(|&n| n > 1), "writes made together share a statement: {batches:?}");
+}
+
+/// Bytes each batch of `Heavy` writes carried.
+static HEAVY_BATCHES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// A write that says it is 10 MiB (`large`) or 100 bytes, storing only its number.
+struct Heavy {
+    n: i32,
+    large: bool,
+}
+
+impl BatchWrite for Heavy {
+    type Out = i32;
+
+    fn bytes(&self) -> usize {
+        if self.large { 10 * 1024 * 1024 } else { 100 }
+    }
+
+    async fn write_many(conn: &mut PgConnection, batch: &[Self]) -> ApiResult<Vec<i32>> {
+        HEAVY_BATCHES.lock().expect("heavy").push(batch.iter().map(Heavy::bytes).sum());
+        let numbers: Vec<i32> = batch.iter().map(|h| h.n).collect();
+        let stored: Vec<i32> =
+            sqlx::query_scalar("SELECT n FROM unnest($1::int[]) WITH ORDINALITY AS u(n, ord) ORDER BY ord")
+                .bind(&numbers)
+                .fetch_all(conn)
+                .await?;
+        Ok(stored)
+    }
+}
+
+/// Finding 5 of Hardening III: a group-commit writer had no byte budget (128 launches of 10 MiB definitions made
+/// one statement). Batches close at 16 MiB, and large writes past the waiting budget (128 MiB) are answered 503
+/// at once while small neighbours never are.
+#[tokio::test]
+async fn large_writes_are_budgeted_and_small_ones_are_never_refused_for_them() {
+    let app = TestApp::spawn().await;
+    let writer = GroupCommit::<Heavy>::start(app.pool.clone(), 512, "heavies");
+    let writes = (0..200).map(|n| Heavy { n, large: n % 2 == 0 });
+    let answers = join_all(writes.map(|w| writer.submit(w))).await;
+    let (mut stored_large, mut refused_large) = (0, 0);
+    for (n, answer) in (0..200).zip(&answers) {
+        match (n % 2 == 0, answer) {
+            (_, Ok(stored)) => {
+                assert_eq!(*stored, n);
+                stored_large += usize::from(n % 2 == 0);
+            }
+            (true, Err(error)) => {
+                assert_eq!((error.code, error.retry_after_s), (hookflow_shared::ErrorCode::Unavailable, Some(1)));
+                refused_large += 1;
+            }
+            (false, Err(error)) => panic!("a small write was refused: {error:?}"),
+        }
+    }
+    assert!(refused_large > 0 && stored_large >= 12, "stored {stored_large}, refused {refused_large}");
+    let batches = HEAVY_BATCHES.lock().expect("heavy").clone();
+    assert!(batches.iter().all(|&bytes| bytes <= 16 * 1024 * 1024), "a batch passed 16 MiB: {batches:?}");
 }
 
 #[tokio::test]

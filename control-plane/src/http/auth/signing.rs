@@ -4,11 +4,11 @@
 //! ends the sessions signed just before it. Each replica keeps the keys in memory and reloads them when a token
 //! names a key it does not know (at most once per [`RELOAD_INTERVAL`]) or when a rotation is announced.
 
-use hookflow_shared::api::people::{Jwk, Jwks};
 use crate::crypto::{MasterKey, Sealed};
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair as _};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hookflow_shared::api::people::{Jwk, Jwks};
 use jsonwebtoken::{DecodingKey, EncodingKey};
 use sqlx::PgPool;
 use std::sync::{Mutex, RwLock};

@@ -1,0 +1,113 @@
+//! A real `hookflow-server` process over a fresh database of the test cluster: its address, the first start's
+//! organization and admin key, and its process id (to read its memory from `/proc`).
+
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, Command};
+
+/// Waits for a line of a child's output containing `needle`, at most two minutes.
+pub async fn line_with(
+    lines: &mut tokio::io::Lines<BufReader<impl tokio::io::AsyncRead + Unpin>>,
+    needle: &str,
+) -> String {
+    let wait = async {
+        while let Some(line) = lines.next_line().await.expect("read output") {
+            if line.contains(needle) {
+                return line;
+            }
+        }
+        panic!("the output ended before `{needle}`");
+    };
+    tokio::time::timeout(Duration::from_secs(120), wait).await.unwrap_or_else(|_| panic!("no `{needle}` in time"))
+}
+
+#[derive(Debug)]
+pub struct ServerProcess {
+    pub child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    /// `127.0.0.1:<port>`.
+    pub address: String,
+    pub org: String,
+    pub key: String,
+    pub database_url: String,
+    data: std::path::PathBuf,
+}
+
+impl ServerProcess {
+    /// Starts `binary` (the server under test) on 127.0.0.1 port 0 with no embedded runner nor metrics listener,
+    /// plus `extra` arguments.
+    pub async fn spawn(binary: &str, extra: &[&str]) -> Self {
+        let data = std::env::temp_dir().join(format!("hookflow-process-{}", uuid::Uuid::new_v4()));
+        let database_url = crate::cluster::fresh_database_url().await;
+        let mut child = Command::new(binary)
+            .args(["--listen", "127.0.0.1:0", "--embedded-runner", "off", "--database-url", &database_url])
+            .args(extra)
+            .arg("--data-dir")
+            .arg(&data)
+            .env("NO_COLOR", "1")
+            .env("HOOKFLOW_METRICS_LISTEN", "off")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn hookflow-server");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut err = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let org = line_with(&mut out, "organization id:").await.rsplit(' ').next().expect("org").to_owned();
+        let key = line_with(&mut out, "api key:").await.rsplit(' ').next().expect("key").to_owned();
+        let listening = line_with(&mut err, "hookflow-server listening").await;
+        let address: String = listening[listening.find("address=").expect("address") + 8..]
+            .chars()
+            .take_while(|c| !c.is_whitespace())
+            .collect();
+        tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+        tokio::spawn(async move { while let Ok(Some(_)) = out.next_line().await {} });
+        Self { child, base: format!("http://{address}"), address, org, key, database_url, data }
+    }
+
+    /// Runs an operator command of the same binary on this server's database and data directory; its output.
+    pub async fn operator(&self, binary: &str, args: &[&str]) -> String {
+        let output = Command::new(binary)
+            .args(["--database-url", &self.database_url])
+            .arg("--data-dir")
+            .arg(&self.data)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .expect("run an operator command");
+        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// A new organization with an admin key, made by the operator commands: (organization id, key).
+    pub async fn organization(&self, binary: &str, name: &str) -> (String, String) {
+        let created = self.operator(binary, &["orgs", "create", "--name", name]).await;
+        let field = |text: &str, label: &str| {
+            let line = text.lines().find(|l| l.trim_start().starts_with(label)).expect(label);
+            line.rsplit(' ').next().expect("value").to_owned()
+        };
+        let org = field(&created, "organization id:");
+        let key =
+            self.operator(binary, &["keys", "create", "--org", &org, "--scopes", "webhooks:read,webhooks:write"]).await;
+        (org, field(&key, "key:"))
+    }
+
+    /// The process's peak resident memory so far (`VmHWM`), in bytes.
+    pub fn peak_rss(&self) -> u64 {
+        let pid = self.child.id().expect("running");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).expect("VmHWM");
+        line.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()).expect("kB") * 1024
+    }
+
+    /// Stops the process and removes its data directory.
+    pub async fn stop(mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+        let _ = std::fs::remove_dir_all(&self.data);
+    }
+}
