@@ -9,7 +9,8 @@ use crate::http::auth::external::{ExternalIssuers, IssuerConfig};
 use crate::http::auth::key_cache::KeyCache;
 use crate::http::auth::people_cache::PeopleCache;
 use crate::http::auth::signing::SigningKeys;
-use crate::http::limits::{Allowances, SignInThrottle};
+use crate::http::limits::Allowances;
+use crate::people::throttle::SignInThrottle;
 use crate::queue::create::NewExecution;
 use crate::queue::finish::Ending;
 use crate::signals::{Invalidation, QueueSignal};
@@ -94,6 +95,8 @@ pub struct Settings {
     pub queue_recheck: Duration,
     /// Hash of the embedded runner's per-process key, which claims for every organization.
     pub embedded_runner_key_hash: Option<Vec<u8>>,
+    /// Peers whose `Forwarded` / `X-Forwarded-For` headers name the client (`--trusted-proxies`).
+    pub trusted_proxies: crate::http::client_address::TrustedProxies,
     /// Connection caps and timeouts of the listener.
     pub limits: crate::http::listener::Limits,
     /// Requests per second one API key may make (bursts of twice that).
@@ -128,6 +131,7 @@ impl Settings {
             schedule_interval: Duration::from_secs(1),
             queue_recheck: Duration::from_secs(10),
             embedded_runner_key_hash: None,
+            trusted_proxies: crate::http::client_address::TrustedProxies::default(),
             limits: crate::http::listener::Limits::default(),
             key_rate_per_s: 2000,
             max_capture_rate_per_s: 10_000,

@@ -75,6 +75,8 @@ async fn capture_inner(
 ) -> ApiResult<Response> {
     let received_at = chrono::Utc::now();
     let (parts, body) = request.into_parts();
+    // Behind a trusted proxy the sender is who the proxy says; anyone else's forwarding headers are kept, not believed.
+    let peer = SocketAddr::new(app.settings.trusted_proxies.client(peer.ip(), &parts.headers), peer.port());
     if parts.method == Method::HEAD {
         return Err(ApiError::new(
             ErrorCode::MethodNotAllowed,
@@ -89,7 +91,7 @@ async fn capture_inner(
         Lookup::Unknown => return Err(ApiError::not_found("webhook")),
         Lookup::Miss => {
             // Every id memory does not know costs a query: a budget per address keeps floods off the database.
-            app.allowances.unknown_capture(peer.ip())?;
+            app.allowances.unknown_capture(crate::http::client_address::budget_key(peer.ip()))?;
             let max_rate = app.settings.max_capture_rate_per_s;
             app.endpoints.load(&app.pool, id, max_rate).await?.ok_or_else(|| ApiError::not_found("webhook"))?
         }

@@ -4,6 +4,7 @@
 //! authentication, pagination, field checks, probes and the OpenAPI document.
 
 pub mod auth;
+pub mod client_address;
 pub mod error;
 pub mod extract;
 pub mod health;

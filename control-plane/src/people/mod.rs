@@ -1,11 +1,13 @@
 //! People: the built-in identity provider's sessions and passwords, sign-up, organizations made by people, and
-//! the organization's members and invitations. Authenticating their tokens is `http::auth`'s.
+//! the organization's members and invitations, and the throttles of the password endpoints. Authenticating their
+//! tokens is `http::auth`'s.
 
 pub mod members;
 pub mod passwords;
 pub mod sessions;
 pub mod signup;
 pub mod store;
+pub mod throttle;
 pub mod tokens;
 
 use crate::state::AppState;

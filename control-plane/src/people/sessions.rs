@@ -5,6 +5,7 @@
 use crate::admin::audit::{self, AuditEvent};
 use crate::http::auth::users::memberships;
 use crate::http::auth::{Actor, Person};
+use crate::http::client_address::ClientAddress;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
 use crate::people::store::{self, Refreshed, normalize_email};
@@ -12,12 +13,11 @@ use crate::people::{passwords, tokens};
 use crate::signals::Invalidation;
 use crate::state::AppState;
 use axum::Json;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hookflow_shared::api::people::{ChangePassword, OrganizationRole, Refresh, SessionInfo, SessionTokens, SignIn};
 use sqlx::PgConnection;
-use std::net::SocketAddr;
 use uuid::Uuid;
 
 /// Records `action` for `user_id` in each organization they belong to.
@@ -61,25 +61,27 @@ async fn answer(
     responses((status = 201, body = SessionTokens), (status = 400), (status = 401)))]
 async fn sign_in(
     State(app): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ClientAddress(client): ClientAddress,
     headers: HeaderMap,
     ApiJson(body): ApiJson<SignIn>,
 ) -> ApiResult<Response> {
     let email = normalize_email(&body.email).ok_or_else(|| ApiError::invalid("invalid field `email`"))?;
-    app.sign_ins.check(&email, peer.ip())?;
+    let attempt = app.sign_ins.begin(&email, client)?;
     let mut conn = app.pool.acquire().await?;
     let user = store::find_by_email(&mut conn, &email).await?;
     let stored = user.as_ref().and_then(|u| u.password_hash.clone());
     if !passwords::verify(stored, body.password).await {
-        app.sign_ins.failed(&email, peer.ip());
-        if let Some(user) = &user {
-            audit_everywhere(&mut conn, user.id, Actor::Address(peer.ip()), "user.sign_in_failed").await?;
+        // The account's first failure of the throttle window is audited; the rest are counted, not written.
+        if attempt.failed()
+            && let Some(user) = &user
+        {
+            audit_everywhere(&mut conn, user.id, Actor::Address(client), "user.sign_in_failed").await?;
         }
-        tracing::info!(known = user.is_some(), address = %peer.ip(), "sign-in failed");
+        tracing::info!(known = user.is_some(), address = %client, "sign-in failed");
         return Err(ApiError::unauthorized());
     }
     let user = user.ok_or_else(ApiError::unauthorized)?;
-    app.sign_ins.succeeded(&email, peer.ip());
+    attempt.succeeded();
     let mut tx = app.pool.begin().await?;
     let (session_id, refresh) =
         store::open_session(&mut tx, user.id, chrono::Utc::now() + app.settings.session_ttl).await?;
@@ -160,7 +162,7 @@ async fn end_session(person: Person) -> ApiResult<Response> {
     responses((status = 204), (status = 401)))]
 async fn change_password(
     person: Person,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ClientAddress(client): ClientAddress,
     ApiJson(body): ApiJson<ChangePassword>,
 ) -> ApiResult<StatusCode> {
     let app = &person.app;
@@ -169,11 +171,12 @@ async fn change_password(
         .map_err(|e| ApiError::invalid(format!("invalid field `new_password`: {e}")))?;
     let mut conn = app.pool.acquire().await?;
     let user = store::find(&mut conn, user_id).await?.ok_or_else(ApiError::unauthorized)?;
-    app.sign_ins.check(&user.email, peer.ip())?;
+    let attempt = app.sign_ins.begin(&user.email, client)?;
     if !passwords::verify(user.password_hash.clone(), body.current_password).await {
-        app.sign_ins.failed(&user.email, peer.ip());
+        attempt.failed();
         return Err(ApiError::invalid("invalid field `current_password`: it is not your current password"));
     }
+    attempt.succeeded();
     let hash = passwords::hash(body.new_password).await.map_err(ApiError::internal_because)?;
     let mut tx = app.pool.begin().await?;
     store::set_password(&mut tx, user_id, &hash, false).await?;

@@ -3,6 +3,7 @@
 
 use crate::admin::organization;
 use crate::http::auth::{Actor, Person};
+use crate::http::client_address::ClientAddress;
 use crate::http::error::{ApiError, ApiResult, Created};
 use crate::http::extract::ApiJson;
 use crate::http::validate::display_name;
@@ -54,11 +55,17 @@ async fn create_organization(person: Person, ApiJson(body): ApiJson<CreateOrgani
 /// Sign up: a new user and a new organization they own, signed in (only when the operator enabled it).
 #[utoipa::path(post, operation_id = "sign_up", path = "/auth/signup", request_body = Signup, security(()),
     responses((status = 201, body = SignedUp), (status = 404, description = "Signing up is not enabled"),
-        (status = 409)))]
-async fn signup(State(app): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult<Response> {
+        (status = 409), (status = 429, description = "Too many sign-ups from this address")))]
+async fn signup(
+    State(app): State<AppState>,
+    ClientAddress(client): ClientAddress,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
     if !app.settings.signup {
         return Err(ApiError::not_found("signing up (not enabled on this server)"));
     }
+    app.sign_ins.sign_up(client)?;
     let body: Signup = crate::http::extract::parse_json(&body)?;
     let email = normalize_email(&body.email).ok_or_else(|| ApiError::invalid("invalid field `email`"))?;
     passwords::check_new(&body.password).map_err(|e| ApiError::invalid(format!("invalid field `password`: {e}")))?;

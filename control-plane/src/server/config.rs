@@ -155,6 +155,12 @@ pub struct LimitArgs {
     /// The highest `capture_rate_limit_per_s` an organization may set for its endpoints.
     #[arg(long, env = "HOOKFLOW_MAX_CAPTURE_RATE", default_value_t = 10_000, value_parser = clap::value_parser!(i32).range(1..))]
     pub max_capture_rate: i32,
+    /// Addresses and CIDR blocks of reverse proxies in front of the server, comma-separated (e.g.
+    /// `10.0.0.0/8,127.0.0.1`): their `Forwarded` / `X-Forwarded-For` headers name the client, whose address then
+    /// counts for sign-in throttles and rate budgets and is recorded as a capture's `source_ip`. Forwarding
+    /// headers from any other peer are ignored.
+    #[arg(long, env = "HOOKFLOW_TRUSTED_PROXIES", default_value = "", value_parser = crate::http::client_address::TrustedProxies::parse)]
+    pub trusted_proxies: crate::http::client_address::TrustedProxies,
     /// Live streams (capture and execution) one API key may hold open at once.
     #[arg(long, env = "HOOKFLOW_STREAMS_PER_KEY", default_value_t = 64)]
     pub streams_per_key: usize,

@@ -203,6 +203,83 @@ async fn failed_sign_ins_are_throttled_without_locking_the_person_out() {
     assert_eq!(statuses.last(), Some(&429));
 }
 
+/// Finding 6 of Hardening III: the throttle was check-then-act, so 150 concurrent guesses for one email were all
+/// checked (limit 5), each an argon2 hash. Attempts are reserved before hashing: at most five are hashed.
+#[tokio::test]
+async fn a_burst_of_guesses_is_reserved_before_any_hash() {
+    let app = TestApp::spawn().await;
+    let person = app.person(app.admin.org, Role::Viewer).await;
+    let body = json!({"email": person.email, "password": "guess guess guess"});
+    let burst = (0..150).map(|_| app.call(Method::POST, "/auth/sessions", None, Some(body.clone())));
+    let statuses: Vec<u16> = futures_util::future::join_all(burst).await.iter().map(|r| r.status.as_u16()).collect();
+    let hashed = statuses.iter().filter(|s| **s == 401).count();
+    assert!(hashed <= 5, "{hashed} guesses were hashed: {statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 150 - hashed, "{statuses:?}");
+    // Finding 13: the account's failures are one audit row per throttle window, not one per guess.
+    let rows =
+        app.rows(&format!("audit_log WHERE action = 'user.sign_in_failed' AND target = '{}'", person.user_id)).await;
+    assert_eq!(rows, 1, "one row for {hashed} failures");
+}
+
+/// Finding 7 of Hardening III: behind the recommended proxy every person had the proxy's address, so 50 failed
+/// sign-ins by anyone locked out password sign-in for everyone. With `--trusted-proxies` the forwarded client
+/// counts; forwarding headers of any other peer are not believed.
+#[tokio::test]
+async fn behind_a_trusted_proxy_each_client_has_its_own_budget() {
+    let proxied = TestApp::spawn_with(|s| {
+        s.trusted_proxies =
+            hookflow_control_plane::http::client_address::TrustedProxies::parse("127.0.0.1").expect("trusted proxies");
+    })
+    .await;
+    let person = proxied.person(proxied.admin.org, Role::Viewer).await;
+    let from = |client: &str, password: &str| {
+        let body =
+            json!({"email": format!("victim-{}@example.com", uuid::Uuid::new_v4().simple()), "password": password});
+        proxied
+            .client
+            .post(proxied.url("/auth/sessions"))
+            .header("x-forwarded-for", format!("6.6.6.6, {client}"))
+            .json(&body)
+    };
+    let mut statuses = Vec::new();
+    for _ in 0..55 {
+        statuses.push(from("203.0.113.7", "guess guess guess").send().await.expect("send").status().as_u16());
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == 401).count(), 50, "{statuses:?}");
+    assert_eq!(statuses.last(), Some(&429), "the sprayer behind the proxy is throttled");
+    let person_signs_in = proxied
+        .client
+        .post(proxied.url("/auth/sessions"))
+        .header("x-forwarded-for", "198.51.100.20")
+        .json(&json!({"email": person.email, "password": person.password}));
+    assert_eq!(person_signs_in.send().await.expect("send").status(), 201, "another client behind the proxy");
+
+    // Without trusted proxies, a forwarding header is the sender's own claim: changing it escapes nothing.
+    let direct = TestApp::spawn().await;
+    let mut statuses = Vec::new();
+    for i in 0..7 {
+        let spoof = format!("192.0.2.{i}");
+        let body = json!({"email": "someone@example.com", "password": "guess guess guess"});
+        let request = direct.client.post(direct.url("/auth/sessions")).header("x-forwarded-for", spoof).json(&body);
+        statuses.push(request.send().await.expect("send").status().as_u16());
+    }
+    assert_eq!(statuses, vec![401, 401, 401, 401, 401, 429, 429]);
+}
+
+/// Finding 17 of Hardening III: sign-up was unthrottled. A burst of 20 from one address meets 429.
+#[tokio::test]
+async fn sign_ups_are_throttled_per_address() {
+    let open = TestApp::spawn_with(|s| s.signup = true).await;
+    let mut statuses = Vec::new();
+    for i in 0..20 {
+        let body = json!({"email": format!("burst{i}@example.com"), "password": "a long enough password",
+            "organization_name": "Burst"});
+        statuses.push(open.call(Method::POST, "/auth/signup", None, Some(body)).await.status.as_u16());
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == 201).count(), 10, "{statuses:?}");
+    assert!(statuses[10..].iter().all(|s| *s == 429), "{statuses:?}");
+}
+
 fn kid(token: &str) -> String {
     jsonwebtoken::decode_header(token).expect("header").kid.expect("kid")
 }
