@@ -24,6 +24,7 @@ impl FromRequestParts<AppState> for RunnerCaller {
             && let Some(key) = parts.headers.get(header::API_KEY).and_then(|v| v.to_str().ok())
             && token::hash(key.trim()) == *expected
         {
+            crate::http::listener::prove(&parts.extensions);
             return Ok(Self { org_id: None });
         }
         let caller = Caller::<scope::RunnerComplete>::from_request_parts(parts, state).await?;

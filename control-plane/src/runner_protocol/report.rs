@@ -42,6 +42,16 @@ struct JobCall {
     app: AppState,
     job_id: Uuid,
     token: String,
+    /// Given once the token is found valid: the connection then leaves the connection caps.
+    proof: Option<crate::http::listener::Proof>,
+}
+
+impl JobCall {
+    fn proven(&self) {
+        if let Some(proof) = &self.proof {
+            proof.prove();
+        }
+    }
 }
 
 impl axum::extract::FromRequestParts<AppState> for JobCall {
@@ -53,7 +63,8 @@ impl axum::extract::FromRequestParts<AppState> for JobCall {
         TokenKind::Job.check(token).map_err(|_| ApiError::unauthorized())?;
         let token = token.to_owned();
         let ApiPath(job_id) = ApiPath::<Uuid>::from_request_parts(parts, app).await?;
-        Ok(JobCall { app: app.clone(), job_id, token })
+        let proof = crate::http::listener::Proof::of(&parts.extensions);
+        Ok(JobCall { app: app.clone(), job_id, token, proof })
     }
 }
 
@@ -63,10 +74,12 @@ impl axum::extract::FromRequestParts<AppState> for JobCall {
     request_body = NodeReport,
     responses((status = 200, body = ReportReply), (status = 400), (status = 409)),
     security(("job_token" = [])))]
-async fn report_nodes(JobCall { app, job_id, token }: JobCall, body: Body) -> ApiResult<Json<ReportReply>> {
-    let lease_s = app.settings.lease.as_secs_f64();
+async fn report_nodes(call: JobCall, body: Body) -> ApiResult<Json<ReportReply>> {
+    let JobCall { app, job_id, token, .. } = &call;
+    let (job_id, lease_s) = (*job_id, app.settings.lease.as_secs_f64());
     let mut tx = app.pool.begin().await?;
-    let job = authorize(&mut tx, &token, job_id, true).await?;
+    let job = authorize(&mut tx, token, job_id, true).await?;
+    call.proven();
     let results = parse_json::<NodeReport>(&read_body(body, REPORT_BODY_LIMIT).await?)?.into_results();
     let accepted = if results.is_empty() {
         keep_alive(&mut tx, &job, lease_s).await?;
@@ -83,15 +96,17 @@ async fn report_nodes(JobCall { app, job_id, token }: JobCall, body: Body) -> Ap
     request_body = Complete,
     responses((status = 200, body = Execution), (status = 400), (status = 409)),
     security(("job_token" = [])))]
-async fn complete_job(JobCall { app, job_id, token }: JobCall, body: Body) -> ApiResult<Json<Execution>> {
+async fn complete_job(call: JobCall, body: Body) -> ApiResult<Json<Execution>> {
     // A token this server handed out for this job needs no database read; any other is checked there.
-    let (execution_id, attempt) = match app.issued_jobs.take(&token, job_id) {
+    let (execution_id, attempt) = match call.app.issued_jobs.take(&call.token, call.job_id) {
         Some(issued) => (issued.execution_id, issued.attempt),
         None => {
-            let job = authorize(&mut *app.pool.acquire().await?, &token, job_id, false).await?;
+            let job = authorize(&mut *call.app.pool.acquire().await?, &call.token, call.job_id, false).await?;
             (job.execution_id, job.attempt)
         }
     };
+    call.proven();
+    let JobCall { app, job_id, token, .. } = call;
     let mut end: Complete = parse_json(&read_body(body, COMPLETE_BODY_LIMIT).await?)?;
     end.error = end.error.map(|e| e.chars().take(2000).collect());
     let ending = Ending { execution_id, attempt, job_id: Some(job_id), end };

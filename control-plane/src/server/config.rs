@@ -137,7 +137,8 @@ pub struct LimitArgs {
     /// longest-idle connection of the busiest address.
     #[arg(long, env = "HOOKFLOW_MAX_CONNECTIONS", default_value_t = 8192)]
     pub max_connections: usize,
-    /// Connections one client address may hold (a reverse proxy in front counts as one address).
+    /// Connections one client address may hold before they carry valid credentials (a reverse proxy in front
+    /// counts as one address; connections that authenticated, such as runners' long polls, are not counted).
     #[arg(long, env = "HOOKFLOW_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 1024)]
     pub max_connections_per_address: usize,
     /// Seconds a request's headers may take to arrive (and an idle HTTP/1 connection may wait for the next).

@@ -28,6 +28,7 @@ mod isolation_secrets;
 mod keys;
 mod launch_drafts;
 mod limits_connections;
+mod limits_fleet;
 mod limits_outage;
 mod limits_parsers;
 mod limits_server;

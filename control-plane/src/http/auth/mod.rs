@@ -109,10 +109,12 @@ impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         if let Some(token) = bearer_token(parts) {
             let person = bearer::authenticate(state, token).await?;
+            crate::http::listener::prove(&parts.extensions);
             return Self::person(parts, state, person).await;
         }
         let key = parts.headers.get(header::API_KEY).and_then(|v| v.to_str().ok()).map(str::trim);
         let identity = keys::authenticate_key(state, key.ok_or_else(ApiError::unauthorized)?).await?;
+        crate::http::listener::prove(&parts.extensions);
         state.allowances.key_request(identity.key_id)?;
         let org_id = organization_header(parts)?;
         if org_id != identity.org_id {

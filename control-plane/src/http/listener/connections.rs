@@ -1,12 +1,15 @@
-//! The connections a server holds: at most `max` in all and `per_address` from one address. When the cap is
-//! reached, a newcomer from an address under its share takes the place of the longest-idle connection of the
-//! address holding the most (a connection is idle while no request of it is in flight); when nothing is idle, the
-//! newcomer is refused. Connections idle longer than `idle_timeout` are closed. So one address (or a few) holding
-//! thousands of idle, half-open connections cannot keep anyone else out.
+//! The connections a server holds that have proven nothing yet: at most `max` in all and `per_address` from one
+//! address. When the cap is reached, a newcomer from an address under its share takes the place of the
+//! longest-idle such connection of the address holding the most (a connection is idle while no request of it is in
+//! flight); when nothing is idle, the newcomer is refused. A connection that carried a request with valid
+//! credentials (a key, a person's token, a job token) leaves these counts: a fleet of runners behind one NAT or
+//! proxy address holds as many connections as it needs (the process's file limit is the ceiling). Connections idle
+//! longer than `idle_timeout` are closed, proven or not. So one address (or a few) holding thousands of idle,
+//! half-open connections cannot keep anyone else out, and cannot keep out a fleet that authenticates.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -28,6 +31,8 @@ pub struct Connection {
     /// Milliseconds since the table's epoch when something last happened.
     last_active: AtomicU64,
     epoch: Instant,
+    /// Set once a request of it carried valid credentials.
+    proven: AtomicBool,
     /// Cancelled to close the connection.
     pub close: CancellationToken,
 }
@@ -69,8 +74,11 @@ impl Drop for InFlight {
 
 #[derive(Debug, Default)]
 struct Held {
+    /// Connections that have proven nothing yet, by address: what the caps count.
     by_address: HashMap<IpAddr, HashMap<u64, Arc<Connection>>>,
     total: usize,
+    /// Connections that carried valid credentials: closed when idle, never counted against the caps.
+    proven: HashMap<u64, Arc<Connection>>,
     next_id: u64,
 }
 
@@ -106,6 +114,7 @@ impl Connections {
             in_flight: AtomicUsize::new(0),
             last_active: AtomicU64::new(0),
             epoch: self.epoch,
+            proven: AtomicBool::new(false),
             close: CancellationToken::new(),
         });
         connection.touch();
@@ -114,9 +123,28 @@ impl Connections {
         Some(connection)
     }
 
+    /// A request of `connection` carried valid credentials: it leaves the caps' counts (once).
+    pub fn prove(&self, connection: &Arc<Connection>) {
+        if connection.proven.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(of_address) = held.by_address.get_mut(&connection.address) else { return };
+        if of_address.remove(&connection.id).is_some() {
+            if of_address.is_empty() {
+                held.by_address.remove(&connection.address);
+            }
+            held.total -= 1;
+            held.proven.insert(connection.id, connection.clone());
+        }
+    }
+
     /// Forgets a closed connection.
     pub fn release(&self, connection: &Connection) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.proven.remove(&connection.id).is_some() {
+            return;
+        }
         if let Some(of_address) = held.by_address.get_mut(&connection.address)
             && of_address.remove(&connection.id).is_some()
         {
@@ -131,7 +159,8 @@ impl Connections {
     pub fn close_idle(&self) -> usize {
         let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let mut closed = 0;
-        for connection in held.by_address.values().flat_map(HashMap::values) {
+        let unproven = held.by_address.values().flat_map(HashMap::values);
+        for connection in unproven.chain(held.proven.values()) {
             if connection.idle_for().is_some_and(|idle| idle >= self.limits.idle_timeout)
                 && !connection.close.is_cancelled()
             {
@@ -142,9 +171,10 @@ impl Connections {
         closed
     }
 
-    /// How many connections are held.
+    /// How many connections are held (proven or not).
     pub fn held(&self) -> usize {
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).total
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.total + held.proven.len()
     }
 }
 
@@ -188,6 +218,27 @@ mod tests {
         let other = table.admit("127.0.0.1".parse().expect("ip")).expect("a newcomer gets in at the cap");
         assert_eq!(table.held(), 4);
         drop((busy, fourth, other));
+    }
+
+    #[test]
+    fn proven_connections_leave_the_caps() {
+        let table = Connections::new(limits(3, 2));
+        let fleet: IpAddr = "127.0.0.2".parse().expect("ip");
+        let runners: Vec<_> = (0..10)
+            .map(|_| {
+                let connection = table.admit(fleet).expect("admitted");
+                let _poll = InFlight::start(&connection);
+                table.prove(&connection);
+                connection
+            })
+            .collect();
+        assert_eq!(table.held(), 10, "ten proven connections from one address, over both caps");
+        assert!(runners.iter().all(|c| !c.close.is_cancelled()));
+        let strangers: Vec<_> = (0..2).map(|_| table.admit("127.0.0.3".parse().expect("ip")).expect("s")).collect();
+        let _busy: Vec<_> = strangers.iter().map(InFlight::start).collect();
+        assert!(table.admit("127.0.0.3".parse().expect("ip")).is_none(), "unproven ones are still capped");
+        table.release(&runners[0]);
+        assert_eq!(table.held(), 11);
     }
 
     #[test]

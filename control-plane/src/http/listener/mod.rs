@@ -11,7 +11,7 @@ use axum::Router;
 use axum::body::{Body, HttpBody};
 use axum::extract::ConnectInfo;
 use bytes::Bytes;
-use connections::{ConnectionLimits, Connections, InFlight};
+use connections::{Connection, ConnectionLimits, Connections, InFlight};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
@@ -113,10 +113,12 @@ pub async fn serve(
         let router = router.clone();
         let served = Arc::new(AtomicU64::new(0));
         let held = connection.clone();
+        let table_for_requests = table.clone();
         let body_timeout = limits.body_timeout;
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             let in_flight = InFlight::start(&held);
             request.extensions_mut().insert(ConnectInfo(peer));
+            request.extensions_mut().insert(Proof { table: table_for_requests.clone(), connection: held.clone() });
             request.extensions_mut().insert(heads.clone());
             request.extensions_mut().insert(RequestNumber(served.fetch_add(1, Ordering::Relaxed)));
             let request = request.map(|body| Body::new(Deadline::new(body, body_timeout)));
@@ -147,6 +149,32 @@ pub async fn serve(
         tracing::warn!("some connections were still open after {DRAIN:?}; closing them");
     }
     Ok(())
+}
+
+/// A request's way to tell its connection's table that it carried valid credentials (`prove`).
+#[derive(Debug, Clone)]
+pub struct Proof {
+    table: Arc<Connections>,
+    connection: Arc<Connection>,
+}
+
+impl Proof {
+    /// The request's proof, when it came through this listener (tests calling the router directly carry none).
+    pub fn of(extensions: &axum::http::Extensions) -> Option<Self> {
+        extensions.get::<Proof>().cloned()
+    }
+
+    /// The request carried valid credentials: its connection leaves the connection caps (see `connections`).
+    pub fn prove(&self) {
+        self.table.prove(&self.connection);
+    }
+}
+
+/// Called where credentials were found valid (see `Proof::prove`).
+pub fn prove(extensions: &axum::http::Extensions) {
+    if let Some(proof) = extensions.get::<Proof>() {
+        proof.prove();
+    }
 }
 
 /// Closes idle connections every second until shutdown.
