@@ -1,5 +1,7 @@
-//! Command-line flags and `HOOKFLOW_*` environment variables of `hookflow-server`, parsed at the edge.
+//! Command-line flags and `HOOKFLOW_*` environment variables of `hookflow-server`, parsed at the edge. Boolean
+//! variables take 1/0, true/false, yes/no or on/off.
 
+use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -83,7 +85,7 @@ pub struct ServeArgs {
     /// by URL) reach loopback and private addresses, as if every organization were on the private-network
     /// allow-list (`hookflow-server orgs private-network`). For single-team installations; link-local and cloud
     /// metadata addresses stay refused.
-    #[arg(long, env = "HOOKFLOW_ALLOW_PRIVATE_TARGETS")]
+    #[arg(long, env = "HOOKFLOW_ALLOW_PRIVATE_TARGETS", value_parser = BoolishValueParser::new())]
     pub allow_private_targets: bool,
     /// Seconds between retention sweeps (captures past their endpoint's max_age_days or max_requests).
     #[arg(long, env = "HOOKFLOW_RETENTION_INTERVAL_S", default_value_t = 60)]
@@ -112,7 +114,7 @@ pub struct ServeArgs {
 pub struct PeopleArgs {
     /// Let anyone sign up (POST /auth/signup), creating a user and an organization they own. Off by default:
     /// operators create users (`hookflow-server users create`) and members invite people.
-    #[arg(long, env = "HOOKFLOW_SIGNUP")]
+    #[arg(long, env = "HOOKFLOW_SIGNUP", value_parser = BoolishValueParser::new())]
     pub signup: bool,
     /// Seconds an access token of the built-in provider is valid (sessions refresh it).
     #[arg(long, env = "HOOKFLOW_ACCESS_TOKEN_TTL_S", default_value_t = 900, value_parser = clap::value_parser!(u64).range(30..=86_400))]

@@ -42,5 +42,6 @@ mod queue_at_scale;
 mod queue_batching;
 mod resources;
 mod runner_e2e;
+mod startup;
 mod stream;
 mod webhooks;
