@@ -94,6 +94,10 @@ pub struct Settings {
     pub queue_recheck: Duration,
     /// Hash of the embedded runner's per-process key, which claims for every organization.
     pub embedded_runner_key_hash: Option<Vec<u8>>,
+    /// How the embedded runner's slots are shared between organizations, and how long it runs a flow.
+    pub embedded_runner: EmbeddedRunnerLimits,
+    /// Organizations one person may make (`POST /organizations`).
+    pub max_organizations_per_person: u32,
     /// Connection caps and timeouts of the listener.
     pub limits: crate::http::listener::Limits,
     /// Requests per second one API key may make (bursts of twice that).
@@ -128,6 +132,8 @@ impl Settings {
             schedule_interval: Duration::from_secs(1),
             queue_recheck: Duration::from_secs(10),
             embedded_runner_key_hash: None,
+            embedded_runner: EmbeddedRunnerLimits::new(4, 0.5, Duration::from_secs(900)),
+            max_organizations_per_person: 20,
             limits: crate::http::listener::Limits::default(),
             key_rate_per_s: 2000,
             max_capture_rate_per_s: 10_000,
@@ -137,6 +143,24 @@ impl Settings {
             signup: false,
             issuers: Vec::new(),
         }
+    }
+}
+
+/// The embedded runner serves every organization from one set of slots: each organization holds at most
+/// `org_slots` of them at once, and a run there lasts at most `max_run` (a longer `timeout_s` is cut to it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EmbeddedRunnerLimits {
+    pub org_slots: u32,
+    pub max_run: Duration,
+}
+
+impl EmbeddedRunnerLimits {
+    /// `share` (0 to 1) of `concurrency` slots per organization, at least one.
+    pub fn new(concurrency: u32, share: f64, max_run: Duration) -> Self {
+        let slots = (f64::from(concurrency.max(1)) * share.clamp(0.0, 1.0)).floor();
+        // In range: between 0 and `concurrency`.
+        let org_slots = (slots as u32).max(1);
+        Self { org_slots, max_run: max_run.max(Duration::from_secs(1)) }
     }
 }
 
@@ -186,6 +210,7 @@ impl AppState {
                 // Keys the person made follow their memberships.
                 self.keys.clear();
             }
+            Invalidation::Joined(id) => self.people.forget_memberships(id),
             Invalidation::SigningKeys => self.signing.forget(),
             Invalidation::MasterKeys => self.reload_master_keys(),
         }
@@ -218,5 +243,21 @@ impl std::ops::Deref for AppState {
     type Target = Inner;
     fn deref(&self) -> &Inner {
         &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_organization_holds_its_share_of_the_embedded_slots_and_at_least_one() {
+        let run = Duration::from_secs(900);
+        assert_eq!(EmbeddedRunnerLimits::new(4, 0.5, run).org_slots, 2);
+        assert_eq!(EmbeddedRunnerLimits::new(5, 0.5, run).org_slots, 2);
+        assert_eq!(EmbeddedRunnerLimits::new(2, 0.5, run).org_slots, 1);
+        assert_eq!(EmbeddedRunnerLimits::new(1, 0.5, run).org_slots, 1);
+        assert_eq!(EmbeddedRunnerLimits::new(8, 1.0, run).org_slots, 8);
+        assert_eq!(EmbeddedRunnerLimits::new(8, 0.01, run).org_slots, 1);
     }
 }

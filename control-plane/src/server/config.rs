@@ -100,6 +100,15 @@ pub struct ServeArgs {
     /// Jobs the embedded runner runs at the same time.
     #[arg(long, env = "HOOKFLOW_EMBEDDED_RUNNER_CONCURRENCY", default_value_t = 4)]
     pub embedded_runner_concurrency: u32,
+    /// Share of the embedded runner's slots one organization may hold at once (0 to 1; at least one slot), so
+    /// one tenant's slow runs never keep the others' queued.
+    #[arg(long, env = "HOOKFLOW_EMBEDDED_RUNNER_ORG_SHARE", default_value_t = 0.5, value_parser = share)]
+    pub embedded_runner_org_share: f64,
+    /// Seconds the embedded runner lets a flow run at most; a longer `timeout_s` is cut to this, and a run that
+    /// times out says so.
+    #[arg(long, env = "HOOKFLOW_EMBEDDED_RUNNER_MAX_RUN_S", default_value_t = 900,
+        value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub embedded_runner_max_run_s: u64,
     /// Seconds a claim holds a job without a heartbeat or result before it goes back to the queue.
     #[arg(long, env = "HOOKFLOW_LEASE_S", default_value_t = 30, value_parser = clap::value_parser!(u64).range(2..=3600))]
     pub lease_s: u64,
@@ -127,6 +136,10 @@ pub struct PeopleArgs {
     /// environment variable). Keys come from the issuer's discovery document.
     #[arg(long = "oidc-issuer", env = "HOOKFLOW_OIDC_ISSUERS", value_delimiter = ';')]
     pub oidc_issuers: Vec<crate::http::auth::external::IssuerConfig>,
+    /// Organizations one person may make with `POST /organizations` (those they were invited to do not count);
+    /// past it, 403 `quota_exceeded`.
+    #[arg(long, env = "HOOKFLOW_MAX_ORGANIZATIONS_PER_PERSON", default_value_t = 20)]
+    pub max_organizations_per_person: u32,
     /// Email of the owner user the first start creates (with a one-time password it prints).
     #[arg(long, env = "HOOKFLOW_OWNER_EMAIL", default_value = "owner@hookflow.local")]
     pub owner_email: String,
@@ -196,6 +209,13 @@ fn metrics_address(text: &str) -> Result<MetricsListen, String> {
     text.parse()
         .map(MetricsListen::At)
         .map_err(|e| format!("`{text}`: {e} (an address such as 127.0.0.1:9464, or off)"))
+}
+
+fn share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(share) if share > 0.0 && share <= 1.0 => Ok(share),
+        _ => Err(format!("`{text}`: a share between 0 and 1, such as 0.5")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -353,6 +373,13 @@ mod tests {
         assert!(parse_lifetime("0d").is_err());
         assert!(parse_lifetime("30 days").is_err());
         assert!(parse_lifetime("d").is_err());
+    }
+
+    #[test]
+    fn shares_are_fractions_of_one() {
+        assert_eq!(share("0.5"), Ok(0.5));
+        assert_eq!(share("1"), Ok(1.0));
+        assert!(share("0").is_err() && share("1.5").is_err() && share("half").is_err() && share("NaN").is_err());
     }
 
     #[test]

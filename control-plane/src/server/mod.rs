@@ -118,6 +118,12 @@ async fn serve_with(
         access_token_ttl: std::time::Duration::from_secs(args.people.access_token_ttl_s),
         session_ttl: std::time::Duration::from_secs(args.people.session_ttl_days * 86_400),
         signup: args.people.signup,
+        max_organizations_per_person: args.people.max_organizations_per_person,
+        embedded_runner: crate::state::EmbeddedRunnerLimits::new(
+            args.embedded_runner_concurrency,
+            args.embedded_runner_org_share,
+            std::time::Duration::from_secs(args.embedded_runner_max_run_s),
+        ),
         issuers: args.people.oidc_issuers.clone(),
         ..Settings::new(public_url.clone())
     };

@@ -20,6 +20,7 @@ mod embedded_cluster;
 mod engine;
 mod execution_cleanup;
 mod executions;
+mod fair_shares;
 mod flows;
 mod history;
 mod isolation_captures;

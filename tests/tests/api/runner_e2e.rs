@@ -291,7 +291,8 @@ async fn the_runner_takes_service_insecure_http_as_one_or_zero() {
     // 192.0.2.0/24 is documentation space: nothing is contacted, the URL is refused before.
     let env = [("SERVICE_INSECURE_HTTP", "0")];
     let mut refused = RunnerProcess::spawn_with_env(RUNNER, "http://192.0.2.1:9", &creds, &[], &[], &env).await;
-    let status = tokio::time::timeout(Duration::from_secs(30), refused.child.wait()).await.expect("exits").expect("wait");
+    let status =
+        tokio::time::timeout(Duration::from_secs(30), refused.child.wait()).await.expect("exits").expect("wait");
     assert!(!status.success(), "{}", refused.output());
     assert!(refused.output().contains("SERVICE_INSECURE_HTTP=1"), "{}", refused.output());
 
