@@ -39,6 +39,8 @@ pub struct Inner {
     pub external: ExternalIssuers,
     /// Failed sign-ins per (email, address) and per address.
     pub sign_ins: SignInThrottle,
+    /// Failed lookups of keys, job tokens and refresh tokens per address, and credentials known not to exist.
+    pub credential_failures: crate::http::auth::failures::CredentialFailures,
     /// What each client may still spend: requests per key, unknown capture lookups per address, streams per key.
     pub allowances: Arc<Allowances>,
     pub writers: Writers,
@@ -98,6 +100,8 @@ pub struct Settings {
     pub embedded_runner: EmbeddedRunnerLimits,
     /// Organizations one person may make (`POST /organizations`).
     pub max_organizations_per_person: u32,
+    /// Failed credential lookups one client address may cause per minute before it is answered 429.
+    pub credential_failures_per_minute: u32,
     /// Connection caps and timeouts of the listener.
     pub limits: crate::http::listener::Limits,
     /// Requests per second one API key may make (bursts of twice that).
@@ -134,6 +138,7 @@ impl Settings {
             embedded_runner_key_hash: None,
             embedded_runner: EmbeddedRunnerLimits::new(4, 0.5, Duration::from_secs(900)),
             max_organizations_per_person: 20,
+            credential_failures_per_minute: 60,
             limits: crate::http::listener::Limits::default(),
             key_rate_per_s: 2000,
             max_capture_rate_per_s: 10_000,
@@ -185,6 +190,9 @@ impl AppState {
             signing: SigningKeys::default(),
             external: ExternalIssuers::new(&settings.issuers),
             sign_ins: SignInThrottle::default(),
+            credential_failures: crate::http::auth::failures::CredentialFailures::new(
+                settings.credential_failures_per_minute,
+            ),
             allowances: Allowances::new(settings.key_rate_per_s, settings.streams_per_key),
             queue: QueueSignal::default(),
             execution_wakes: tokio::sync::broadcast::channel(4096).0,

@@ -173,6 +173,11 @@ pub struct LimitArgs {
     /// Live streams (capture and execution) one API key may hold open at once.
     #[arg(long, env = "HOOKFLOW_STREAMS_PER_KEY", default_value_t = 64)]
     pub streams_per_key: usize,
+    /// Failed lookups of API keys, job tokens and refresh tokens one client address may cause per minute; past
+    /// it the address is answered 429 with Retry-After before any lookup (credentials that worked here still do).
+    #[arg(long, env = "HOOKFLOW_CREDENTIAL_FAILURES_PER_MINUTE", default_value_t = 60,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    pub credential_failures_per_minute: u32,
     /// Seconds a database statement may run before it is cancelled.
     #[arg(long, env = "HOOKFLOW_STATEMENT_TIMEOUT_S", default_value_t = 30)]
     pub statement_timeout_s: u64,

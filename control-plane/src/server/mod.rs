@@ -119,6 +119,7 @@ async fn serve_with(
         session_ttl: std::time::Duration::from_secs(args.people.session_ttl_days * 86_400),
         signup: args.people.signup,
         max_organizations_per_person: args.people.max_organizations_per_person,
+        credential_failures_per_minute: args.limits.credential_failures_per_minute,
         embedded_runner: crate::state::EmbeddedRunnerLimits::new(
             args.embedded_runner_concurrency,
             args.embedded_runner_org_share,

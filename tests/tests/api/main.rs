@@ -14,6 +14,7 @@ mod cli_tools;
 mod collection_sync;
 mod collections;
 mod conventions;
+mod credential_failures;
 mod deploy_files;
 mod docs_links;
 mod embedded_cluster;

@@ -6,6 +6,7 @@
 
 pub mod bearer;
 pub mod external;
+pub mod failures;
 pub mod key_cache;
 pub mod keys;
 pub mod people_cache;
@@ -112,7 +113,8 @@ impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
             return Self::person(parts, state, person).await;
         }
         let key = parts.headers.get(header::API_KEY).and_then(|v| v.to_str().ok()).map(str::trim);
-        let identity = keys::authenticate_key(state, key.ok_or_else(ApiError::unauthorized)?).await?;
+        let identity =
+            keys::authenticate_key(state, key.ok_or_else(ApiError::unauthorized)?, client_address(parts)).await?;
         state.allowances.key_request(identity.key_id)?;
         let org_id = organization_header(parts)?;
         if org_id != identity.org_id {
@@ -244,6 +246,11 @@ impl<S> Caller<S> {
     pub fn require(&self, scope: Scope) -> ApiResult<()> {
         if self.scopes.grants(scope) { Ok(()) } else { Err(ApiError::insufficient_scope(scope)) }
     }
+}
+
+/// The client's address, as the listener saw it (none when the router is called without one).
+pub fn client_address(parts: &Parts) -> Option<std::net::IpAddr> {
+    parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0.ip())
 }
 
 /// Reads `X-Organization-Id`; missing or not a UUID answers 400 `organization_required`.
