@@ -126,7 +126,9 @@ impl Engine {
             Err(_) => Outcome {
                 status: FinalStatus::Failed,
                 error: Some(match &job.timeout_note {
-                    Some(note) => format!("the flow did not finish within its timeout of {} s ({note})", limit.as_secs()),
+                    Some(note) => {
+                        format!("the flow did not finish within its timeout of {} s ({note})", limit.as_secs())
+                    }
                     None => format!("the flow did not finish within its timeout of {} s", limit.as_secs()),
                 }),
             },

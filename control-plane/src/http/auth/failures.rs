@@ -166,7 +166,7 @@ mod tests {
         }
         let unknown = failures.unknown.lock().expect("lock");
         assert_eq!((unknown.by_hash.len(), unknown.order.len()), (UNKNOWN_CAPACITY, UNKNOWN_CAPACITY));
-        assert!(!unknown.by_hash.contains_key(&0usize.to_le_bytes().to_vec()), "the oldest went first");
+        assert!(!unknown.by_hash.contains_key(0usize.to_le_bytes().as_slice()), "the oldest went first");
     }
 
     #[test]
