@@ -22,7 +22,9 @@ pub struct CredentialArgs {
     #[arg(long = "organization-id", env = SERVICE_ORGANIZATION_ID, global = true, value_name = "UUID")]
     pub organization_id: Option<String>,
     /// Allow a plain-http server on another machine (the key then crosses the network in clear text).
-    #[arg(long = "insecure-http", env = "SERVICE_INSECURE_HTTP", global = true)]
+    /// The variable takes 1/0, true/false, yes/no, on/off.
+    #[arg(long = "insecure-http", env = "SERVICE_INSECURE_HTTP", global = true,
+        value_parser = clap::builder::BoolishValueParser::new())]
     pub insecure_http: bool,
 }
 

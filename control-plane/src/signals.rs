@@ -33,6 +33,9 @@ pub enum Invalidation {
     Session(Uuid),
     /// A user's memberships changed (keys they made, sessions they hold).
     User(Uuid),
+    /// A user joined a new organization (one they made): only their cached memberships are stale; no key or
+    /// session anyone holds changes.
+    Joined(Uuid),
     /// The built-in identity provider's signing keys were rotated.
     SigningKeys,
     /// The master key file changed (a rotation): servers that read their keys from it read it again.
@@ -48,6 +51,7 @@ impl Invalidation {
             Invalidation::Key(id) => ("key", id),
             Invalidation::Session(id) => ("session", id),
             Invalidation::User(id) => ("user", id),
+            Invalidation::Joined(id) => ("joined", id),
             Invalidation::SigningKeys => ("signing", Uuid::nil()),
             Invalidation::MasterKeys => ("master", Uuid::nil()),
         };
@@ -64,6 +68,7 @@ impl Invalidation {
             "key" => Invalidation::Key(id),
             "session" => Invalidation::Session(id),
             "user" => Invalidation::User(id),
+            "joined" => Invalidation::Joined(id),
             "signing" => Invalidation::SigningKeys,
             "master" => Invalidation::MasterKeys,
             _ => return None,
@@ -148,6 +153,7 @@ mod tests {
             Invalidation::Key(id),
             Invalidation::Session(id),
             Invalidation::User(id),
+            Invalidation::Joined(id),
             Invalidation::SigningKeys,
             Invalidation::MasterKeys,
         ] {

@@ -40,6 +40,8 @@ pub struct Inner {
     pub external: ExternalIssuers,
     /// Failed sign-ins per (email, address) and per address.
     pub sign_ins: SignInThrottle,
+    /// Failed lookups of keys, job tokens and refresh tokens per address, and credentials known not to exist.
+    pub credential_failures: crate::http::auth::failures::CredentialFailures,
     /// What each client may still spend: requests per key, unknown capture lookups per address, streams per key.
     pub allowances: Arc<Allowances>,
     pub writers: Writers,
@@ -97,6 +99,12 @@ pub struct Settings {
     pub embedded_runner_key_hash: Option<Vec<u8>>,
     /// Peers whose `Forwarded` / `X-Forwarded-For` headers name the client (`--trusted-proxies`).
     pub trusted_proxies: crate::http::client_address::TrustedProxies,
+    /// How the embedded runner's slots are shared between organizations, and how long it runs a flow.
+    pub embedded_runner: EmbeddedRunnerLimits,
+    /// Organizations one person may make (`POST /organizations`).
+    pub max_organizations_per_person: u32,
+    /// Failed credential lookups one client address may cause per minute before it is answered 429.
+    pub credential_failures_per_minute: u32,
     /// Connection caps and timeouts of the listener.
     pub limits: crate::http::listener::Limits,
     /// Requests per second one API key may make (bursts of twice that).
@@ -132,6 +140,9 @@ impl Settings {
             queue_recheck: Duration::from_secs(10),
             embedded_runner_key_hash: None,
             trusted_proxies: crate::http::client_address::TrustedProxies::default(),
+            embedded_runner: EmbeddedRunnerLimits::new(4, 0.5, Duration::from_secs(900)),
+            max_organizations_per_person: 20,
+            credential_failures_per_minute: 60,
             limits: crate::http::listener::Limits::default(),
             key_rate_per_s: 2000,
             max_capture_rate_per_s: 10_000,
@@ -141,6 +152,24 @@ impl Settings {
             signup: false,
             issuers: Vec::new(),
         }
+    }
+}
+
+/// The embedded runner serves every organization from one set of slots: each organization holds at most
+/// `org_slots` of them at once, and a run there lasts at most `max_run` (a longer `timeout_s` is cut to it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EmbeddedRunnerLimits {
+    pub org_slots: u32,
+    pub max_run: Duration,
+}
+
+impl EmbeddedRunnerLimits {
+    /// `share` (0 to 1) of `concurrency` slots per organization, at least one.
+    pub fn new(concurrency: u32, share: f64, max_run: Duration) -> Self {
+        let slots = (f64::from(concurrency.max(1)) * share.clamp(0.0, 1.0)).floor();
+        // In range: between 0 and `concurrency`.
+        let org_slots = (slots as u32).max(1);
+        Self { org_slots, max_run: max_run.max(Duration::from_secs(1)) }
     }
 }
 
@@ -165,6 +194,9 @@ impl AppState {
             signing: SigningKeys::default(),
             external: ExternalIssuers::new(&settings.issuers),
             sign_ins: SignInThrottle::default(),
+            credential_failures: crate::http::auth::failures::CredentialFailures::new(
+                settings.credential_failures_per_minute,
+            ),
             allowances: Allowances::new(settings.key_rate_per_s, settings.streams_per_key),
             queue: QueueSignal::default(),
             execution_wakes: tokio::sync::broadcast::channel(4096).0,
@@ -190,6 +222,7 @@ impl AppState {
                 // Keys the person made follow their memberships.
                 self.keys.clear();
             }
+            Invalidation::Joined(id) => self.people.forget_memberships(id),
             Invalidation::SigningKeys => self.signing.forget(),
             Invalidation::MasterKeys => self.reload_master_keys(),
         }
@@ -222,5 +255,21 @@ impl std::ops::Deref for AppState {
     type Target = Inner;
     fn deref(&self) -> &Inner {
         &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_organization_holds_its_share_of_the_embedded_slots_and_at_least_one() {
+        let run = Duration::from_secs(900);
+        assert_eq!(EmbeddedRunnerLimits::new(4, 0.5, run).org_slots, 2);
+        assert_eq!(EmbeddedRunnerLimits::new(5, 0.5, run).org_slots, 2);
+        assert_eq!(EmbeddedRunnerLimits::new(2, 0.5, run).org_slots, 1);
+        assert_eq!(EmbeddedRunnerLimits::new(1, 0.5, run).org_slots, 1);
+        assert_eq!(EmbeddedRunnerLimits::new(8, 1.0, run).org_slots, 8);
+        assert_eq!(EmbeddedRunnerLimits::new(8, 0.01, run).org_slots, 1);
     }
 }

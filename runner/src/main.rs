@@ -47,7 +47,8 @@ struct Args {
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=60))]
     poll_wait_s: u64,
     /// Allow a plain-http control plane on another machine (the key then crosses the network in clear text).
-    #[arg(long, env = "SERVICE_INSECURE_HTTP")]
+    /// The variable takes 1/0, true/false, yes/no, on/off.
+    #[arg(long, env = "SERVICE_INSECURE_HTTP", value_parser = clap::builder::BoolishValueParser::new())]
     insecure_http: bool,
     /// Serve Prometheus metrics (jobs running, results posted, reconnects) at `GET /metrics` on this address,
     /// e.g. 127.0.0.1:9465. Off when unset.

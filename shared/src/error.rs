@@ -21,6 +21,8 @@ pub enum ErrorCode {
     IdempotencyKeyReused,
     PayloadTooLarge,
     RateLimited,
+    /// A lasting allowance is used up (organizations one person may make): 403, no retry will help.
+    QuotaExceeded,
     Unavailable,
     Internal,
 }
@@ -33,7 +35,8 @@ impl ErrorCode {
             ErrorCode::OrganizationMismatch
             | ErrorCode::InsufficientScope
             | ErrorCode::PasswordChangeRequired
-            | ErrorCode::CsrfRequired => 403,
+            | ErrorCode::CsrfRequired
+            | ErrorCode::QuotaExceeded => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::Conflict => 409,
@@ -60,6 +63,7 @@ impl ErrorCode {
             ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
         }

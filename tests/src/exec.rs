@@ -133,11 +133,21 @@ impl TestApp {
         }
     }
 
-    /// A server running its embedded runner (every organization's flows), stopped with the app.
+    /// A server running its embedded runner (every organization's flows) with two slots, one per organization at
+    /// most, stopped with the app.
     pub async fn spawn_with_embedded_runner() -> Self {
+        Self::spawn_with_embedded_runner_for(Duration::from_secs(900)).await
+    }
+
+    /// As [`TestApp::spawn_with_embedded_runner`], running a flow for at most `max_run`.
+    pub async fn spawn_with_embedded_runner_for(max_run: Duration) -> Self {
         let key = hookflow_control_plane::server::embedded_runner::new_key();
         let hash = key.hash.clone();
-        let app = Self::spawn_with(|settings| settings.embedded_runner_key_hash = Some(hash)).await;
+        let app = Self::spawn_with(|settings| {
+            settings.embedded_runner_key_hash = Some(hash);
+            settings.embedded_runner = hookflow_control_plane::state::EmbeddedRunnerLimits::new(2, 0.5, max_run);
+        })
+        .await;
         let address = app.base.trim_start_matches("http://").parse().expect("address");
         hookflow_control_plane::server::embedded_runner::spawn(address, key, 2, app.shutdown_token());
         app

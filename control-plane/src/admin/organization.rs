@@ -56,14 +56,18 @@ impl From<OrgRow> for Organization {
 const ORG_COLUMNS: &str = "id, name, default_max_age_days, default_max_requests, default_max_body_bytes, \
                            capture_rate_limit_per_s, private_network, created_at";
 
-/// Creates an organization with default settings.
+/// Creates an organization with default settings; a person who makes one is remembered as its maker.
 pub async fn create(conn: &mut PgConnection, name: &str, actor: Actor) -> Result<Organization, sqlx::Error> {
     let id = Uuid::now_v7();
     let row: OrgRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO organizations (id, name) VALUES ($1, $2) RETURNING {ORG_COLUMNS}"
+        "INSERT INTO organizations (id, name, created_by_user) VALUES ($1, $2, $3) RETURNING {ORG_COLUMNS}"
     )))
     .bind(id)
     .bind(name)
+    .bind(match actor {
+        Actor::User(user_id) => Some(user_id),
+        Actor::Key(_) | Actor::Address(_) | Actor::Operator => None,
+    })
     .fetch_one(&mut *conn)
     .await?;
     audit::record(

@@ -93,9 +93,19 @@ async fn sign_in(
 /// Trade a refresh token (body, or the app's cookie) for new tokens; the one presented dies.
 #[utoipa::path(post, operation_id = "refresh_session", path = "/auth/sessions/refresh", request_body = Refresh, security(()),
     responses((status = 201, body = SessionTokens), (status = 400), (status = 401), (status = 403)))]
-async fn refresh(State(app): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> ApiResult<Response> {
+async fn refresh(
+    State(app): State<AppState>,
+    ClientAddress(client): ClientAddress,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
     let body: Refresh = if body.is_empty() { Refresh::default() } else { crate::http::extract::parse_json(&body)? };
     let presented = tokens::presented_refresh(&headers, body.refresh_token)?;
+    // Failed lookups are budgeted per address, and a dead token (unknown, or its session ended: both final) is
+    // answered from memory for a while (`http::auth::failures`).
+    hookflow_shared::token::TokenKind::Refresh.check(&presented).map_err(|_| ApiError::unauthorized())?;
+    let (address, hash) = (Some(client), hookflow_shared::token::hash(&presented));
+    app.credential_failures.before_lookup(address, &hash)?;
     let mut tx = app.pool.begin().await?;
     match store::use_refresh_token(&mut tx, &presented).await? {
         Refreshed::Rotated { session_id, user_id, refresh } => {
@@ -109,9 +119,13 @@ async fn refresh(State(app): State<AppState>, headers: HeaderMap, body: axum::bo
             tx.commit().await?;
             app.invalidate(Invalidation::Session(session_id));
             tracing::warn!(session = %session_id, "a used refresh token was presented again: the session is revoked");
+            app.credential_failures.failed(address);
             Err(ApiError::unauthorized())
         }
-        Refreshed::Dead => Err(ApiError::unauthorized()),
+        Refreshed::Dead => {
+            app.credential_failures.not_found(address, hash);
+            Err(ApiError::unauthorized())
+        }
     }
 }
 

@@ -36,20 +36,51 @@ pub async fn add_membership(
         .map(|_| ())
 }
 
-/// Create an organization; the caller becomes its owner (people only, not API keys).
+/// Create an organization; the caller becomes its owner (people only, not API keys). A person makes at most
+/// `--max-organizations-per-person` (403 `quota_exceeded` past it). Only the maker's memberships are announced
+/// as changed: nobody else's cached keys or sessions are touched.
 #[utoipa::path(post, path = "/organizations", request_body = CreateOrganization,
-    security(("bearer" = [])), responses((status = 201, body = OrganizationRole)))]
+    security(("bearer" = [])),
+    responses((status = 201, body = OrganizationRole),
+        (status = 403, description = "`quota_exceeded`: the caller made as many organizations as one person may")))]
 async fn create_organization(person: Person, ApiJson(body): ApiJson<CreateOrganization>) -> Created<OrganizationRole> {
     person.require_password_changed()?;
     let name = display_name("name", &body.name)?;
     let user_id = person.identity.user_id;
     let mut tx = person.app.pool.begin().await?;
+    check_organization_quota(&mut tx, user_id, person.app.settings.max_organizations_per_person).await?;
     let org = organization::create(&mut tx, &name, Actor::User(user_id)).await?;
     add_membership(&mut tx, org.id, user_id, Role::Owner).await?;
-    Invalidation::User(user_id).announce(&mut tx).await?;
+    Invalidation::Joined(user_id).announce(&mut tx).await?;
     tx.commit().await?;
-    person.app.invalidate(Invalidation::User(user_id));
+    person.app.invalidate(Invalidation::Joined(user_id));
     Ok((StatusCode::CREATED, Json(OrganizationRole { id: org.id, name: org.name, role: Role::Owner })))
+}
+
+/// Refuses a person who made `max` organizations already. Their user row stays locked until the transaction
+/// ends, so concurrent creations are counted one after the other.
+async fn check_organization_quota(conn: &mut PgConnection, user_id: Uuid, max: u32) -> ApiResult<()> {
+    // The lock first, the count in a statement of its own: its snapshot is taken once the lock is held, so it
+    // sees what a concurrent creation committed.
+    sqlx::query("SELECT 1 FROM users WHERE id = $1 FOR UPDATE")
+        .bind(user_id)
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or_else(ApiError::unauthorized)?;
+    let made: i64 = sqlx::query_scalar("SELECT count(*) FROM organizations WHERE created_by_user = $1")
+        .bind(user_id)
+        .fetch_one(&mut *conn)
+        .await?;
+    if made >= i64::from(max) {
+        return Err(ApiError::new(
+            hookflow_shared::ErrorCode::QuotaExceeded,
+            format!(
+                "you have made {made} organizations, the most one person may on this server \
+                 (--max-organizations-per-person); ask an operator, or an owner to invite you"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Sign up: a new user and a new organization they own, signed in (only when the operator enabled it).

@@ -1,7 +1,9 @@
 //! Claim: one statement picks up to N queued executions (`FOR UPDATE SKIP LOCKED`), leases them, records each
 //! job with its hashed token, and logs each `running` status and first `node.started` event; then the secrets
-//! each run references are decrypted for its claim. A runner serving every organization takes one execution of
-//! each organization per statement, least recently served organization first.
+//! each run references are decrypted for its claim. A runner serving every organization (the embedded runner)
+//! takes one execution of each organization per statement, least recently served organization first, and never
+//! more than an organization's share of its slots; it finds those organizations by walking the queue's own index
+//! (one probe per organization with queued work), so its cost does not grow with the number of organizations.
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::queue::events::{LOG, bump};
@@ -42,13 +44,32 @@ impl Claimer {
     }
 }
 
+impl Claimer {
+    /// How long the run may last: what the flow asked for, cut to `--embedded-runner-max-run-s` on the embedded
+    /// runner (one tenant's day-long runs must not hold its shared slots), with a note saying so.
+    fn run_time(self, asked_s: u64, settings: &Settings) -> (u64, Option<String>) {
+        let cap = settings.embedded_runner.max_run.as_secs();
+        match self {
+            Claimer::Runner { embedded: true, .. } if asked_s > cap => (
+                cap,
+                Some(format!(
+                    "the server's embedded runner runs a flow for at most {cap} s (--embedded-runner-max-run-s); \
+                     this flow asked for {asked_s} s: run it on an installed runner"
+                )),
+            ),
+            _ => (asked_s, None),
+        }
+    }
+}
+
 /// Which execution to claim.
 #[derive(Debug, Clone, Copy)]
 pub enum Target<'a> {
     /// The oldest queued execution of one organization whose labels the runner carries.
     Organization { org_id: Uuid, labels: &'a [String] },
-    /// The same across organizations, least recently served organization first (the embedded runner).
-    AnyOrganization { labels: &'a [String] },
+    /// The same across organizations, least recently served organization first, skipping organizations that
+    /// hold `org_slots` of this runner's jobs already (the embedded runner).
+    AnyOrganization { labels: &'a [String], org_slots: u32 },
     /// One queued execution, for an ephemeral launch.
     Execution { org_id: Uuid, execution_id: Uuid },
     /// An ephemeral claim whose answer was lost: handed out again with a new job and token while nothing has
@@ -67,9 +88,26 @@ impl Target<'_> {
                     WHERE organization_id = $5 AND status = 'queued' AND runner_labels <@ $6
                     ORDER BY id LIMIT cardinality($2::uuid[]) FOR UPDATE SKIP LOCKED)"
             }
+            // `queued` walks `executions_queued` from one organization with queued work to the next (a loose index
+            // scan); each is then looked up by its key (scalar subqueries: never a join the planner could turn into
+            // a scan of every organization), and skipped while it holds `$6` of this runner's jobs.
             Target::AnyOrganization { .. } => {
-                "WITH picked AS (
-                    SELECT q.* FROM (SELECT id FROM organizations ORDER BY last_claim_at NULLS FIRST, id) o
+                "WITH RECURSIVE queued(org) AS (
+                    (SELECT organization_id FROM executions WHERE status = 'queued' ORDER BY organization_id LIMIT 1)
+                    UNION ALL
+                    SELECT (SELECT e.organization_id FROM executions e
+                            WHERE e.status = 'queued' AND e.organization_id > q.org
+                            ORDER BY e.organization_id LIMIT 1)
+                    FROM queued q WHERE q.org IS NOT NULL),
+                turns AS (
+                    SELECT q.org AS id,
+                        (SELECT o.last_claim_at FROM organizations o WHERE o.id = q.org) AS last_claim_at
+                    FROM queued q
+                    WHERE q.org IS NOT NULL
+                        AND (SELECT count(*) FROM executions r
+                             WHERE r.organization_id = q.org AND r.status = 'running' AND r.runner_id = $1) < $6),
+                picked AS (
+                    SELECT q.* FROM (SELECT id FROM turns ORDER BY last_claim_at NULLS FIRST, id) o
                     CROSS JOIN LATERAL (
                         SELECT id, attempt, node_ids[1] AS first_node FROM executions
                         WHERE organization_id = o.id AND status = 'queued' AND runner_labels <@ $5
@@ -96,7 +134,8 @@ impl Target<'_> {
         match self {
             Target::AnyOrganization { .. } => {
                 ",
-served AS (UPDATE organizations o SET last_claim_at = now() FROM transition t WHERE o.id = t.organization_id)"
+served AS (UPDATE organizations o SET last_claim_at = now()
+    WHERE o.id = ANY(ARRAY(SELECT organization_id FROM transition)))"
             }
             _ => "",
         }
@@ -104,8 +143,9 @@ served AS (UPDATE organizations o SET last_claim_at = now() FROM transition t WH
 }
 
 /// The claim after the pick: `$1` runner, `$2` job ids, `$3` lease seconds, `$4` token hashes (the n-th picked
-/// row, by id, takes the n-th job id and hash).
-fn statement(target: &Target<'_>) -> String {
+/// row, by id, takes the n-th job id and hash); the target's parameters follow (public so tests and benchmarks
+/// can look at its plan).
+pub fn statement(target: &Target<'_>) -> String {
     format!(
         "{},
 numbered AS (SELECT p.*, row_number() OVER (ORDER BY p.id) AS n FROM picked p),
@@ -184,7 +224,7 @@ pub async fn claim_many(
         .bind(&hashes);
     let query = match target {
         Target::Organization { org_id, labels } => query.bind(org_id).bind(labels),
-        Target::AnyOrganization { labels } => query.bind(labels),
+        Target::AnyOrganization { labels, org_slots } => query.bind(labels).bind(i64::from(org_slots.max(1))),
         Target::Execution { org_id, execution_id } | Target::Reissue { org_id, execution_id } => {
             query.bind(org_id).bind(execution_id)
         }
@@ -218,6 +258,7 @@ async fn job_of(
     let parts = std::iter::once(&definition).chain(modules.values());
     let secrets = resolve_secrets(conn, settings, &row, parts, layers.as_ref(), claimer).await?;
     let network = claimer.network(row.private_network || settings.allow_private_targets);
+    let (timeout_s, timeout_note) = claimer.run_time(u64::try_from(row.timeout_s).unwrap_or(0), settings);
     Ok(Job {
         job_id: row.job_id,
         execution_id: row.id,
@@ -229,11 +270,12 @@ async fn job_of(
         modules,
         job_token,
         lease_expires_at: row.lease_expires_at.into(),
-        timeout_s: u64::try_from(row.timeout_s).unwrap_or(0),
+        timeout_s,
         network,
         layers,
         secret_hosts: secrets.hosts,
         withheld_secrets: secrets.withheld,
+        timeout_note,
     })
 }
 

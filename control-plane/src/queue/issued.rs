@@ -45,6 +45,13 @@ impl IssuedJobs {
         entries.by_hash.insert(hash, job);
     }
 
+    /// Whether this server issued `job_token` for `job_id` and has not seen it complete.
+    pub fn knows(&self, job_token: &str, job_id: Uuid) -> bool {
+        let hash = token::hash(job_token);
+        let Ok(entries) = self.entries.lock() else { return false };
+        entries.by_hash.get(&hash).is_some_and(|job| job.job_id == job_id)
+    }
+
     /// The job `job_token` was issued for, when it is `job_id`, forgotten from now on (a completion is made once;
     /// any later call goes to the database). `None` when this server does not know the token for that job.
     pub fn take(&self, job_token: &str, job_id: Uuid) -> Option<IssuedJob> {

@@ -29,9 +29,19 @@ pub fn stale_attempt() -> ApiError {
 
 type JobRow = (Uuid, Uuid, i32, bool, Option<Uuid>, String, Vec<String>, bool);
 
-/// Resolves a job token (already checked for its form) for `job_id`. With `lock`, the execution row stays locked
-/// for the transaction, fencing the write against rescues; without, the caller's write must re-check the job.
-pub async fn authorize(conn: &mut PgConnection, job_token: &str, job_id: Uuid, lock: bool) -> ApiResult<JobContext> {
+/// What the database says of a job token.
+#[derive(Debug)]
+pub enum JobToken {
+    /// No job has this token: it cannot start to exist (tokens are made at random and handed out once stored).
+    Unknown,
+    /// The job it names, or why it is refused (401 for another job's path or a completed job, 409 stale).
+    Known(ApiResult<JobContext>),
+}
+
+/// Resolves a job token (already checked for its form) for `job_id`, telling an unknown token apart (for the
+/// budget of failed lookups). With `lock`, the execution row stays locked for the transaction, fencing the write
+/// against rescues; without, the caller's write must re-check the job.
+pub async fn look_up(conn: &mut PgConnection, job_token: &str, job_id: Uuid, lock: bool) -> ApiResult<JobToken> {
     let row: Option<JobRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT j.id, j.execution_id, j.attempt, j.completed_at IS NOT NULL, e.job_id, e.status, {}, e.cancel_requested
          FROM jobs j JOIN executions e ON e.id = j.execution_id
@@ -43,15 +53,15 @@ pub async fn authorize(conn: &mut PgConnection, job_token: &str, job_id: Uuid, l
     .fetch_optional(conn)
     .await?;
     let Some((id, execution_id, attempt, completed, current_job, status, node_ids, cancel_requested)) = row else {
-        return Err(ApiError::unauthorized());
+        return Ok(JobToken::Unknown);
     };
     if id != job_id || completed {
-        return Err(ApiError::unauthorized());
+        return Ok(JobToken::Known(Err(ApiError::unauthorized())));
     }
     if current_job != Some(id) || status != "running" {
-        return Err(stale_attempt());
+        return Ok(JobToken::Known(Err(stale_attempt())));
     }
-    Ok(JobContext { job_id, execution_id, attempt, node_ids, cancel_requested })
+    Ok(JobToken::Known(Ok(JobContext { job_id, execution_id, attempt, node_ids, cancel_requested })))
 }
 
 /// Extends the lease of a locked job without reporting anything (callers that send no runner heartbeats).

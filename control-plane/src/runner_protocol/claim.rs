@@ -34,7 +34,7 @@ pub async fn try_claim(
 ) -> ApiResult<Vec<Job>> {
     let target = match caller.org_id {
         Some(org_id) => Target::Organization { org_id, labels },
-        None => Target::AnyOrganization { labels },
+        None => Target::AnyOrganization { labels, org_slots: app.settings.embedded_runner.org_slots },
     };
     let mut conn = app.pool.acquire().await?;
     let claimer = Claimer::Runner { id: runner_id, embedded: caller.org_id.is_none() };

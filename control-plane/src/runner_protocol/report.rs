@@ -1,17 +1,19 @@
 //! Reports under a job token: node results and completion. The token is read from the `Authorization` header
-//! and checked (`crate::queue::report::authorize`) before a byte of the body is read.
+//! and checked (`crate::queue::report::look_up`) before a byte of the body is read; a token this server did not
+//! issue is looked up only within its client address's budget of failed lookups (`http::auth::failures`).
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{ApiPath, parse_json};
 use crate::queue::finish::Ending;
-use crate::queue::report::{authorize, keep_alive, record, stale_attempt};
+use crate::queue::report::{JobContext, JobToken, keep_alive, look_up, record, stale_attempt};
 use crate::state::AppState;
 use axum::Json;
 use axum::body::Body;
 use axum::http::request::Parts;
+use hookflow_shared::ErrorCode;
 use hookflow_shared::api::executions::Execution;
 use hookflow_shared::api::runners::{Complete, NodeReport, ReportReply};
-use hookflow_shared::token::TokenKind;
+use hookflow_shared::token::{self, TokenKind};
 use hookflow_shared::wire::runner_route;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -42,6 +44,7 @@ struct JobCall {
     app: AppState,
     job_id: Uuid,
     token: String,
+    address: Option<std::net::IpAddr>,
     /// Given once the token is found valid: the connection then leaves the connection caps.
     proof: Option<crate::http::listener::Proof>,
 }
@@ -50,6 +53,22 @@ impl JobCall {
     fn proven(&self) {
         if let Some(proof) = &self.proof {
             proof.prove();
+        }
+    }
+
+    /// The job the token names, from the database; refusals count against the client's address, and a token no
+    /// job has is remembered as unknown.
+    async fn authorize(&self, conn: &mut sqlx::PgConnection, lock: bool) -> ApiResult<JobContext> {
+        match look_up(conn, &self.token, self.job_id, lock).await? {
+            JobToken::Unknown => {
+                self.app.credential_failures.not_found(self.address, token::hash(&self.token));
+                Err(ApiError::unauthorized())
+            }
+            JobToken::Known(Err(refused)) if refused.code == ErrorCode::Unauthorized => {
+                self.app.credential_failures.failed(self.address);
+                Err(refused)
+            }
+            JobToken::Known(found) => found,
         }
     }
 }
@@ -63,8 +82,13 @@ impl axum::extract::FromRequestParts<AppState> for JobCall {
         TokenKind::Job.check(token).map_err(|_| ApiError::unauthorized())?;
         let token = token.to_owned();
         let ApiPath(job_id) = ApiPath::<Uuid>::from_request_parts(parts, app).await?;
+        let address = crate::http::auth::client_address(app, parts);
+        // A token this server issued for this job is not a stranger's guess: it is never held back.
+        if !app.issued_jobs.knows(&token, job_id) {
+            app.credential_failures.before_lookup(address, &token::hash(&token))?;
+        }
         let proof = crate::http::listener::Proof::of(&parts.extensions);
-        Ok(JobCall { app: app.clone(), job_id, token, proof })
+        Ok(JobCall { app: app.clone(), job_id, token, address, proof })
     }
 }
 
@@ -75,10 +99,10 @@ impl axum::extract::FromRequestParts<AppState> for JobCall {
     responses((status = 200, body = ReportReply), (status = 400), (status = 409)),
     security(("job_token" = [])))]
 async fn report_nodes(call: JobCall, body: Body) -> ApiResult<Json<ReportReply>> {
-    let JobCall { app, job_id, token, .. } = &call;
-    let (job_id, lease_s) = (*job_id, app.settings.lease.as_secs_f64());
+    let app = &call.app;
+    let lease_s = app.settings.lease.as_secs_f64();
     let mut tx = app.pool.begin().await?;
-    let job = authorize(&mut tx, token, job_id, true).await?;
+    let job = call.authorize(&mut tx, true).await?;
     call.proven();
     let results = parse_json::<NodeReport>(&read_body(body, REPORT_BODY_LIMIT).await?)?.into_results();
     let accepted = if results.is_empty() {
@@ -97,16 +121,16 @@ async fn report_nodes(call: JobCall, body: Body) -> ApiResult<Json<ReportReply>>
     responses((status = 200, body = Execution), (status = 400), (status = 409)),
     security(("job_token" = [])))]
 async fn complete_job(call: JobCall, body: Body) -> ApiResult<Json<Execution>> {
+    let (app, job_id) = (&call.app, call.job_id);
     // A token this server handed out for this job needs no database read; any other is checked there.
-    let (execution_id, attempt) = match call.app.issued_jobs.take(&call.token, call.job_id) {
+    let (execution_id, attempt) = match app.issued_jobs.take(&call.token, job_id) {
         Some(issued) => (issued.execution_id, issued.attempt),
         None => {
-            let job = authorize(&mut *call.app.pool.acquire().await?, &call.token, call.job_id, false).await?;
+            let job = call.authorize(&mut *app.pool.acquire().await?, false).await?;
             (job.execution_id, job.attempt)
         }
     };
     call.proven();
-    let JobCall { app, job_id, token, .. } = call;
     let mut end: Complete = parse_json(&read_body(body, COMPLETE_BODY_LIMIT).await?)?;
     end.error = end.error.map(|e| e.chars().take(2000).collect());
     let ending = Ending { execution_id, attempt, job_id: Some(job_id), end };
@@ -115,7 +139,7 @@ async fn complete_job(call: JobCall, body: Body) -> ApiResult<Json<Execution>> {
     match app.writers.completions.submit(ending).await? {
         Some(execution) => Ok(Json(execution)),
         None => {
-            authorize(&mut *app.pool.acquire().await?, &token, job_id, false).await?;
+            call.authorize(&mut *app.pool.acquire().await?, false).await?;
             Err(stale_attempt())
         }
     }

@@ -1,5 +1,7 @@
-//! Command-line flags and `HOOKFLOW_*` environment variables of `hookflow-server`, parsed at the edge.
+//! Command-line flags and `HOOKFLOW_*` environment variables of `hookflow-server`, parsed at the edge. Boolean
+//! variables take 1/0, true/false, yes/no or on/off.
 
+use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -83,7 +85,7 @@ pub struct ServeArgs {
     /// by URL) reach loopback and private addresses, as if every organization were on the private-network
     /// allow-list (`hookflow-server orgs private-network`). For single-team installations; link-local and cloud
     /// metadata addresses stay refused.
-    #[arg(long, env = "HOOKFLOW_ALLOW_PRIVATE_TARGETS")]
+    #[arg(long, env = "HOOKFLOW_ALLOW_PRIVATE_TARGETS", value_parser = BoolishValueParser::new())]
     pub allow_private_targets: bool,
     /// Seconds between retention sweeps (captures past their endpoint's max_age_days or max_requests).
     #[arg(long, env = "HOOKFLOW_RETENTION_INTERVAL_S", default_value_t = 60)]
@@ -98,6 +100,15 @@ pub struct ServeArgs {
     /// Jobs the embedded runner runs at the same time.
     #[arg(long, env = "HOOKFLOW_EMBEDDED_RUNNER_CONCURRENCY", default_value_t = 4)]
     pub embedded_runner_concurrency: u32,
+    /// Share of the embedded runner's slots one organization may hold at once (0 to 1; at least one slot), so
+    /// one tenant's slow runs never keep the others' queued.
+    #[arg(long, env = "HOOKFLOW_EMBEDDED_RUNNER_ORG_SHARE", default_value_t = 0.5, value_parser = share)]
+    pub embedded_runner_org_share: f64,
+    /// Seconds the embedded runner lets a flow run at most; a longer `timeout_s` is cut to this, and a run that
+    /// times out says so.
+    #[arg(long, env = "HOOKFLOW_EMBEDDED_RUNNER_MAX_RUN_S", default_value_t = 900,
+        value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub embedded_runner_max_run_s: u64,
     /// Seconds a claim holds a job without a heartbeat or result before it goes back to the queue.
     #[arg(long, env = "HOOKFLOW_LEASE_S", default_value_t = 30, value_parser = clap::value_parser!(u64).range(2..=3600))]
     pub lease_s: u64,
@@ -112,7 +123,7 @@ pub struct ServeArgs {
 pub struct PeopleArgs {
     /// Let anyone sign up (POST /auth/signup), creating a user and an organization they own. Off by default:
     /// operators create users (`hookflow-server users create`) and members invite people.
-    #[arg(long, env = "HOOKFLOW_SIGNUP")]
+    #[arg(long, env = "HOOKFLOW_SIGNUP", value_parser = BoolishValueParser::new())]
     pub signup: bool,
     /// Seconds an access token of the built-in provider is valid (sessions refresh it).
     #[arg(long, env = "HOOKFLOW_ACCESS_TOKEN_TTL_S", default_value_t = 900, value_parser = clap::value_parser!(u64).range(30..=86_400))]
@@ -125,6 +136,10 @@ pub struct PeopleArgs {
     /// environment variable). Keys come from the issuer's discovery document.
     #[arg(long = "oidc-issuer", env = "HOOKFLOW_OIDC_ISSUERS", value_delimiter = ';')]
     pub oidc_issuers: Vec<crate::http::auth::external::IssuerConfig>,
+    /// Organizations one person may make with `POST /organizations` (those they were invited to do not count);
+    /// past it, 403 `quota_exceeded`.
+    #[arg(long, env = "HOOKFLOW_MAX_ORGANIZATIONS_PER_PERSON", default_value_t = 20)]
+    pub max_organizations_per_person: u32,
     /// Email of the owner user the first start creates (with a one-time password it prints).
     #[arg(long, env = "HOOKFLOW_OWNER_EMAIL", default_value = "owner@hookflow.local")]
     pub owner_email: String,
@@ -165,6 +180,11 @@ pub struct LimitArgs {
     /// Live streams (capture and execution) one API key may hold open at once.
     #[arg(long, env = "HOOKFLOW_STREAMS_PER_KEY", default_value_t = 64)]
     pub streams_per_key: usize,
+    /// Failed lookups of API keys, job tokens and refresh tokens one client address may cause per minute; past
+    /// it the address is answered 429 with Retry-After before any lookup (credentials that worked here still do).
+    #[arg(long, env = "HOOKFLOW_CREDENTIAL_FAILURES_PER_MINUTE", default_value_t = 60,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    pub credential_failures_per_minute: u32,
     /// Seconds a database statement may run before it is cancelled.
     #[arg(long, env = "HOOKFLOW_STATEMENT_TIMEOUT_S", default_value_t = 30)]
     pub statement_timeout_s: u64,
@@ -201,6 +221,13 @@ fn metrics_address(text: &str) -> Result<MetricsListen, String> {
     text.parse()
         .map(MetricsListen::At)
         .map_err(|e| format!("`{text}`: {e} (an address such as 127.0.0.1:9464, or off)"))
+}
+
+fn share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(share) if share > 0.0 && share <= 1.0 => Ok(share),
+        _ => Err(format!("`{text}`: a share between 0 and 1, such as 0.5")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -358,6 +385,13 @@ mod tests {
         assert!(parse_lifetime("0d").is_err());
         assert!(parse_lifetime("30 days").is_err());
         assert!(parse_lifetime("d").is_err());
+    }
+
+    #[test]
+    fn shares_are_fractions_of_one() {
+        assert_eq!(share("0.5"), Ok(0.5));
+        assert_eq!(share("1"), Ok(1.0));
+        assert!(share("0").is_err() && share("1.5").is_err() && share("half").is_err() && share("NaN").is_err());
     }
 
     #[test]

@@ -55,24 +55,46 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
 }
 
 async fn serve(storage_args: StorageArgs, args: ServeArgs) -> Result<(), BoxError> {
-    // Bind first: a taken port fails fast, before a database is started.
-    let listener =
-        crate::http::listener::bind(args.listen).map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    let local = listener.local_addr()?;
+    // Bind every listener first: a taken port fails fast, before a database or any task is started.
+    let listeners = Listeners::bind(&args).await?;
     let statement_timeout = std::time::Duration::from_secs(args.limits.statement_timeout_s.max(1));
     let storage = Storage::open_with(&storage_args, Opener::Server, args.db_max_connections, statement_timeout).await?;
-    let result = serve_with(&storage, &storage_args, &args, listener, local).await;
+    let result = serve_with(&storage, &storage_args, &args, listeners).await;
     let closed = storage.close().await;
     result.and(closed)
+}
+
+/// The server's listeners, bound before anything else starts.
+struct Listeners {
+    api: TcpListener,
+    local: std::net::SocketAddr,
+    metrics: Option<TcpListener>,
+}
+
+impl Listeners {
+    /// Binds the API listener, then the metrics listener (a refusal to bind either stops the start, naming the
+    /// flag that chooses the address).
+    async fn bind(args: &ServeArgs) -> Result<Self, BoxError> {
+        let api = crate::http::listener::bind(args.listen)
+            .map_err(|e| format!("cannot listen on {}: {e} (set --listen)", args.listen))?;
+        let local = api.local_addr()?;
+        let metrics = match args.metrics_listen {
+            config::MetricsListen::Off => None,
+            config::MetricsListen::At(address) => Some(TcpListener::bind(address).await.map_err(|e| {
+                format!("cannot listen for metrics on {address}: {e} (set --metrics-listen to another address, or off)")
+            })?),
+        };
+        Ok(Self { api, local, metrics })
+    }
 }
 
 async fn serve_with(
     storage: &Storage,
     storage_args: &StorageArgs,
     args: &ServeArgs,
-    listener: TcpListener,
-    local: std::net::SocketAddr,
+    listeners: Listeners,
 ) -> Result<(), BoxError> {
+    let Listeners { api: listener, local, metrics } = listeners;
     data_dir::create(&storage_args.data_dir)?;
     let master_keys =
         data_dir::master_keys(&storage_args.data_dir, args.master_key.as_deref(), &args.previous_master_keys)?;
@@ -97,6 +119,13 @@ async fn serve_with(
         access_token_ttl: std::time::Duration::from_secs(args.people.access_token_ttl_s),
         session_ttl: std::time::Duration::from_secs(args.people.session_ttl_days * 86_400),
         signup: args.people.signup,
+        max_organizations_per_person: args.people.max_organizations_per_person,
+        credential_failures_per_minute: args.limits.credential_failures_per_minute,
+        embedded_runner: crate::state::EmbeddedRunnerLimits::new(
+            args.embedded_runner_concurrency,
+            args.embedded_runner_org_share,
+            std::time::Duration::from_secs(args.embedded_runner_max_run_s),
+        ),
         issuers: args.people.oidc_issuers.clone(),
         ..Settings::new(public_url.clone())
     };
@@ -114,21 +143,13 @@ async fn serve_with(
     if let Some(key) = embedded_key {
         embedded_runner::spawn(local, key, args.embedded_runner_concurrency, shutdown.clone());
     }
-    serve_metrics(args.metrics_listen, &state).await?;
+    if let Some(metrics) = metrics {
+        tracing::info!(address = %metrics.local_addr()?, "metrics listening");
+        tokio::spawn(crate::metrics::endpoint::serve(metrics, state.clone()));
+    }
     tracing::info!(address = %local, public_url, "hookflow-server listening");
     http::serve(listener, state).await?;
     tracing::info!("shutting down");
-    Ok(())
-}
-
-/// Binds the metrics listener (a refusal to bind stops the start: an operator asked for it) and serves it.
-async fn serve_metrics(listen: config::MetricsListen, state: &AppState) -> Result<(), BoxError> {
-    let config::MetricsListen::At(address) = listen else { return Ok(()) };
-    let listener = TcpListener::bind(address)
-        .await
-        .map_err(|e| format!("cannot listen for metrics on {address}: {e} (set --metrics-listen, or off)"))?;
-    tracing::info!(address = %listener.local_addr()?, "metrics listening");
-    tokio::spawn(crate::metrics::endpoint::serve(listener, state.clone()));
     Ok(())
 }
 

@@ -125,7 +125,12 @@ impl Engine {
         match ran {
             Err(_) => Outcome {
                 status: FinalStatus::Failed,
-                error: Some(format!("the flow did not finish within its timeout of {} s", limit.as_secs())),
+                error: Some(match &job.timeout_note {
+                    Some(note) => {
+                        format!("the flow did not finish within its timeout of {} s ({note})", limit.as_secs())
+                    }
+                    None => format!("the flow did not finish within its timeout of {} s", limit.as_secs()),
+                }),
             },
             Ok(ran) if ran.cancelled => Outcome { status: FinalStatus::Cancelled, error: Some("cancelled".into()) },
             Ok(Ran { failed: Some(error), .. }) => {

@@ -186,6 +186,10 @@ pub struct Job {
     /// Secrets the run references that this claim does not carry (kept for registered runners).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub withheld_secrets: Vec<String>,
+    /// Why `timeout_s` is shorter than the flow asked for (the embedded runner's cap on a run), for the error of
+    /// a run that times out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_note: Option<String>,
 }
 
 /// The variables of a claim by where they came from, lowest first. Only environment values are templates (they
@@ -219,6 +223,7 @@ impl Job {
             layers: None,
             secret_hosts: BTreeMap::new(),
             withheld_secrets: Vec::new(),
+            timeout_note: None,
         }
     }
 }

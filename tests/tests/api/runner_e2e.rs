@@ -281,3 +281,25 @@ async fn a_runner_started_before_its_server_keeps_retrying_then_works() {
     let done = app.wait_finished(&flow, &id).await;
     assert_eq!(done["status"], "succeeded", "{}", runner.output());
 }
+
+/// Boolean variables take 1/0 (and true/false, yes/no): the refusal of plain http to another machine tells the
+/// operator to set `SERVICE_INSECURE_HTTP=1`, and the runner accepts exactly that.
+#[tokio::test]
+async fn the_runner_takes_service_insecure_http_as_one_or_zero() {
+    let app = TestApp::spawn_for_execution().await;
+    let creds = app.runner_creds(app.admin.org).await;
+    // 192.0.2.0/24 is documentation space: nothing is contacted, the URL is refused before.
+    let env = [("SERVICE_INSECURE_HTTP", "0")];
+    let mut refused = RunnerProcess::spawn_with_env(RUNNER, "http://192.0.2.1:9", &creds, &[], &[], &env).await;
+    let status =
+        tokio::time::timeout(Duration::from_secs(30), refused.child.wait()).await.expect("exits").expect("wait");
+    assert!(!status.success(), "{}", refused.output());
+    assert!(refused.output().contains("SERVICE_INSECURE_HTTP=1"), "{}", refused.output());
+
+    let env = [("SERVICE_INSECURE_HTTP", "1")];
+    let runner = RunnerProcess::spawn_with_env(RUNNER, &app.base, &creds, &[], &[], &env).await;
+    let flow = app.delay_flow("insecure-http-one").await;
+    let id = app.launch_draft(&flow).await;
+    let done = app.wait_finished(&flow, &id).await;
+    assert_eq!(done["status"], "succeeded", "{}", runner.output());
+}

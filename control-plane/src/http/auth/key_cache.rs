@@ -47,6 +47,9 @@ pub enum Cached {
         identity: KeyIdentity,
         record_use: bool,
     },
+    /// The key worked here within the last [`TTL`] twice over, and is due for a fresh lookup (which the budget of
+    /// failed lookups does not stop: it is not a stranger's guess).
+    Stale,
     Miss,
 }
 
@@ -77,9 +80,10 @@ impl KeyCache {
                 }
                 Cached::Hit { identity: entry.identity.clone(), record_use }
             }
-            Some(_) => {
+            Some(entry) => {
+                let recent = entry.cached_at.elapsed() < 2 * TTL;
                 entries.remove(hash);
-                Cached::Miss
+                if recent { Cached::Stale } else { Cached::Miss }
             }
             None => Cached::Miss,
         }

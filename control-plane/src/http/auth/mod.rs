@@ -6,6 +6,7 @@
 
 pub mod bearer;
 pub mod external;
+pub mod failures;
 pub mod key_cache;
 pub mod keys;
 pub mod people_cache;
@@ -113,7 +114,8 @@ impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
             return Self::person(parts, state, person).await;
         }
         let key = parts.headers.get(header::API_KEY).and_then(|v| v.to_str().ok()).map(str::trim);
-        let identity = keys::authenticate_key(state, key.ok_or_else(ApiError::unauthorized)?).await?;
+        let identity =
+            keys::authenticate_key(state, key.ok_or_else(ApiError::unauthorized)?, client_address(state, parts)).await?;
         crate::http::listener::prove(&parts.extensions);
         state.allowances.key_request(identity.key_id)?;
         let org_id = organization_header(parts)?;
@@ -246,6 +248,12 @@ impl<S> Caller<S> {
     pub fn require(&self, scope: Scope) -> ApiResult<()> {
         if self.scopes.grants(scope) { Ok(()) } else { Err(ApiError::insufficient_scope(scope)) }
     }
+}
+
+/// The client's address, as the listener saw it (none when the router is called without one).
+pub fn client_address(state: &AppState, parts: &Parts) -> Option<std::net::IpAddr> {
+    let peer = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0.ip())?;
+    Some(state.settings.trusted_proxies.client(peer, &parts.headers))
 }
 
 /// Reads `X-Organization-Id`; missing or not a UUID answers 400 `organization_required`.

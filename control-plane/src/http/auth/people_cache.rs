@@ -71,6 +71,11 @@ impl PeopleCache {
         self.memberships.write().unwrap_or_else(|e| e.into_inner()).remove(&user_id);
     }
 
+    /// A user's memberships only (they joined an organization).
+    pub fn forget_memberships(&self, user_id: Uuid) {
+        self.memberships.write().unwrap_or_else(|e| e.into_inner()).remove(&user_id);
+    }
+
     /// Everything: invalidations may have been missed.
     pub fn clear(&self) {
         self.sessions.write().unwrap_or_else(|e| e.into_inner()).clear();
