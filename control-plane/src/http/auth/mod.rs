@@ -6,6 +6,7 @@
 
 pub mod bearer;
 pub mod external;
+pub mod external_tokens;
 pub mod key_cache;
 pub mod keys;
 pub mod people_cache;
@@ -170,7 +171,12 @@ pub fn password_change_required() -> ApiError {
 
 /// The `Authorization: Bearer` token, if the request carries one.
 pub fn bearer_token(parts: &Parts) -> Option<&str> {
-    let value = parts.headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
+    bearer_in(&parts.headers)
+}
+
+/// The `Authorization: Bearer` token of these headers, if any.
+pub fn bearer_in(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let value = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.trim().split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
