@@ -8,7 +8,6 @@ use crate::http::auth::bearer::{self, Signer};
 use crate::http::auth::users::create_external_user;
 use crate::http::auth::{Actor, bearer_in, password_change_required};
 use crate::http::error::{ApiError, ApiResult, Created, conflict_on_unique};
-use crate::http::extract::ApiJson;
 use crate::people::signup::add_membership;
 use crate::signals::Invalidation;
 use crate::state::AppState;
@@ -113,10 +112,12 @@ async fn accepting_user(conn: &mut PgConnection, signer: &Signer<'_>, bearer: &s
 async fn accept_invitation(
     State(app): State<AppState>,
     headers: HeaderMap,
-    ApiJson(body): ApiJson<AcceptInvitation>,
+    body: axum::body::Bytes,
 ) -> Created<OrganizationRole> {
+    // The token is checked before the body is read.
     let bearer = bearer_in(&headers).ok_or_else(ApiError::unauthorized)?;
     let signer = bearer::authenticate_signer(&app, bearer).await?;
+    let body: AcceptInvitation = crate::http::extract::parse_json(&body)?;
     let mut tx = app.pool.begin().await?;
     let (invitation_id, org_id, name, role) = take(&mut tx, &body.token).await?;
     let user_id = accepting_user(&mut tx, &signer, bearer).await?;

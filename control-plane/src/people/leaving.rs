@@ -9,7 +9,7 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::http::owned::{self, Owned};
 use crate::people::members::{announce, current_role, invalidate, keep_an_owner};
 use axum::http::StatusCode;
-use hookflow_shared::Role;
+use hookflow_shared::{ErrorCode, Role};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -49,12 +49,13 @@ pub async fn end_membership<S>(
 /// Leave the organization of `X-Organization-Id` (people, not API keys); the keys you made there end with your
 /// membership. The last owner cannot leave.
 #[utoipa::path(delete, operation_id = "leave_organization", path = "/organization/membership",
-    responses((status = 204), (status = 400, description = "An API key is not a member: delete it instead"),
+    responses((status = 204), (status = 403, description = "An API key is not a member: delete it instead"),
         (status = 409, description = "The organization's last owner cannot leave")))]
 pub async fn leave_organization(Ctx { app, caller }: Ctx<scope::Any>) -> ApiResult<StatusCode> {
     let Actor::User(user_id) = caller.actor else {
-        return Err(ApiError::invalid(
-            "only a person leaves an organization; an API key ends with DELETE /api-keys/{id}",
+        return Err(ApiError::new(
+            ErrorCode::InsufficientScope,
+            "only a person leaves an organization; an API key is no member (DELETE /api-keys/{id} ends it)",
         ));
     };
     let mut tx = app.pool.begin().await?;

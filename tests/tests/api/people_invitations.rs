@@ -113,7 +113,7 @@ async fn people_inviting_answers_alike_adds_nobody_and_members_leave() {
     let refused = app.call_bearer(Method::DELETE, "/organization/membership", &owner_bearer, None).await;
     refused.assert_refused(409, "conflict", "last owner");
     let by_key = app.admin(Method::DELETE, "/organization/membership", None).await;
-    by_key.assert_refused(400, "invalid_request", "API key");
+    by_key.assert_refused(403, "insufficient_scope", "API key");
     let audit = app.admin(Method::GET, "/audit-log", None).await;
     assert!(audit.text.contains("member.left"), "{}", audit.text);
 }
