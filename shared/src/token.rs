@@ -18,6 +18,8 @@ pub enum TokenKind {
     Job,
     /// A browser session's single-use refresh token.
     Refresh,
+    /// An invitation to an organization, accepted once by whoever signs in with it.
+    Invitation,
 }
 
 impl TokenKind {
@@ -26,6 +28,7 @@ impl TokenKind {
             TokenKind::ApiKey => "hf_",
             TokenKind::Job => "hfj_",
             TokenKind::Refresh => "hfr_",
+            TokenKind::Invitation => "hfi_",
         }
     }
 

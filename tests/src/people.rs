@@ -1,5 +1,5 @@
-//! People in the tests: users made straight in the database (with a known password), sign-in over the API, and
-//! requests sent with a person's bearer token.
+//! People in the tests: users made straight in the database (with a known password), sign-in over the API,
+//! requests sent with a person's bearer token, and invitations sent and accepted over the API.
 
 use crate::app::{Reply, TestApp, read};
 use hookflow_control_plane::people::{passwords, signup, store};
@@ -73,4 +73,28 @@ impl TestApp {
         }
         read(request.send().await.expect("send request")).await
     }
+}
+
+impl TestApp {
+    /// `POST /organization/members` as the admin key: answers the invitation's token (from its link).
+    pub async fn invite(&self, email: &str, role: Role) -> String {
+        let reply =
+            self.admin(Method::POST, "/organization/members", Some(json!({"email": email, "role": role}))).await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        invitation_token(&reply.body)
+    }
+
+    /// `POST /auth/invitations/accept` with `bearer`'s token.
+    pub async fn accept(&self, bearer: &Bearer, token: &str) -> Reply {
+        let bearer = Bearer { token: bearer.token.clone(), org: None };
+        self.call_bearer(Method::POST, "/auth/invitations/accept", &bearer, Some(json!({"token": token}))).await
+    }
+}
+
+/// The token of an invitation answer, read from its link (`.../#/invite/<token>`), which must agree with `token`.
+pub fn invitation_token(answer: &Value) -> String {
+    let url = answer["invite_url"].as_str().expect("invite_url");
+    let token = url.split_once("#/invite/").expect("an app link").1.to_owned();
+    assert_eq!(answer["token"], token.as_str(), "the link carries the token");
+    token
 }

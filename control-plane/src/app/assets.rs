@@ -36,7 +36,7 @@ macro_rules! asset {
 pub static INDEX: &Asset = &ASSETS[0];
 
 /// Every file of the app.
-pub static ASSETS: [Asset; 20] = [
+pub static ASSETS: [Asset; 21] = [
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("app.css", "text/css; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),
@@ -56,6 +56,7 @@ pub static ASSETS: [Asset; 20] = [
     asset!("js/pages/collections.js", JS),
     asset!("js/pages/keys.js", JS),
     asset!("js/pages/people.js", JS),
+    asset!("js/pages/invite.js", JS),
     asset!("js/pages/admin.js", JS),
 ];
 

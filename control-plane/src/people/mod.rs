@@ -1,7 +1,10 @@
-//! People: the built-in identity provider's sessions and passwords, sign-up, organizations made by people, and
-//! the organization's members and invitations, and the throttles of the password endpoints. Authenticating their
-//! tokens is `http::auth`'s.
+//! People: the built-in identity provider's sessions and passwords, sign-up, organizations made by people, the
+//! organization's members and invitations (by one-time token), leaving, linking external identities, and the
+//! throttles of the password endpoints. Authenticating their tokens is `http::auth`'s.
 
+pub mod identities;
+pub mod invitations;
+pub mod leaving;
 pub mod members;
 pub mod passwords;
 pub mod sessions;
@@ -14,5 +17,10 @@ use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(sessions::routes()).merge(signup::routes()).merge(members::routes())
+    OpenApiRouter::new()
+        .merge(sessions::routes())
+        .merge(signup::routes())
+        .merge(members::routes())
+        .merge(invitations::routes())
+        .merge(identities::routes())
 }

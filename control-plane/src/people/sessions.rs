@@ -154,7 +154,8 @@ async fn get_session(person: Person) -> ApiResult<Json<SessionInfo>> {
     }))
 }
 
-/// Sign out: the session's tokens stop working at once, on every replica.
+/// Sign out: the session's tokens stop working at once, on every replica. An external provider's token presented
+/// here is refused from now on until it expires.
 #[utoipa::path(delete, path = "/auth/session", security(("bearer" = [])), responses((status = 204)))]
 async fn end_session(person: Person) -> ApiResult<Response> {
     let app = &person.app;
@@ -164,6 +165,9 @@ async fn end_session(person: Person) -> ApiResult<Response> {
         Invalidation::Session(session_id).announce(&mut tx).await?;
         tx.commit().await?;
         app.invalidate(Invalidation::Session(session_id));
+    }
+    if let Some(hash) = person.identity.external_token {
+        store::revoke_external_token(&app.pool, &hash, person.identity.expires_at).await?;
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
     response.headers_mut().insert(header::SET_COOKIE, tokens::clear_cookie(app));

@@ -1,7 +1,6 @@
 //! The people tables as the people routes and operator commands write them: users, passwords, sessions and
 //! their refresh tokens.
 
-use crate::http::auth::users::accept_invitations;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::people::User;
 use hookflow_shared::token;
@@ -50,7 +49,7 @@ pub async fn find(conn: &mut PgConnection, user_id: Uuid) -> Result<Option<UserR
         .await
 }
 
-/// Creates a user with a password hash; invitations waiting for the email become memberships.
+/// Creates a user with a password hash (in no organization: invitations bind by token, never by email).
 pub async fn create_user(
     conn: &mut PgConnection,
     email: &str,
@@ -63,9 +62,8 @@ pub async fn create_user(
         .bind(email)
         .bind(password_hash)
         .bind(password_change_required)
-        .execute(&mut *conn)
+        .execute(conn)
         .await?;
-    accept_invitations(conn, id, email).await?;
     Ok(id)
 }
 
@@ -170,6 +168,23 @@ pub async fn revoke_other_sessions(
     .execute(conn)
     .await
     .map(|_| ())
+}
+
+/// Refuses an external provider's token (by its hash) until it expires, on every replica (each request looks it
+/// up); revocations already past their token's expiry go.
+pub async fn revoke_external_token(
+    pool: &sqlx::PgPool,
+    token_hash: &[u8],
+    expires_at: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("DELETE FROM revoked_tokens WHERE expires_at < now()").execute(&mut *tx).await?;
+    sqlx::query("INSERT INTO revoked_tokens (token_hash, expires_at) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+        .bind(token_hash)
+        .bind(expires_at + chrono::TimeDelta::seconds(crate::http::auth::bearer::LEEWAY_S as i64))
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
 }
 
 /// When a session ends at the latest.

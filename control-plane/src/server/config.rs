@@ -133,7 +133,9 @@ pub struct PeopleArgs {
     pub session_ttl_days: u64,
     /// An external OpenID provider whose JWT access tokens are accepted, as
     /// "<issuer URL> audience=<aud> algorithms=RS256,ES256" (repeat the flag, or separate with `;` in the
-    /// environment variable). Keys come from the issuer's discovery document.
+    /// environment variable). Keys come from the issuer's discovery document. Options: client_id=<the app's
+    /// public client>, resource=<indicator>, clients=a,b (the clients whose tokens are accepted),
+    /// domains=example.com,example.org (email domains its people may have), max_lifetime_s=86400.
     #[arg(long = "oidc-issuer", env = "HOOKFLOW_OIDC_ISSUERS", value_delimiter = ';')]
     pub oidc_issuers: Vec<crate::http::auth::external::IssuerConfig>,
     /// Organizations one person may make with `POST /organizations` (those they were invited to do not count);

@@ -147,9 +147,72 @@ pub struct Member {
     pub invitation_id: Option<Uuid>,
     pub email: String,
     pub role: Role,
-    /// `active`, or `invited` (bound at the person's first sign-in with this email).
+    /// `active`, or `invited` (waiting for someone to accept its link; an email never binds by itself).
     pub status: String,
     pub created_at: Timestamp,
+    /// When an invitation stops working; null for a member.
+    pub expires_at: Option<Timestamp>,
+}
+
+/// `POST /organization/members` answer: the invitation and its link, shown this once. The answer is the same
+/// whether or not someone has an account with the email.
+#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CreatedInvitation {
+    pub invitation_id: Uuid,
+    /// Where the link is meant to go (the link works for whoever opens it: share it with that person only).
+    pub email: String,
+    pub role: Role,
+    /// Always `invited`.
+    pub status: String,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    /// The app's address that accepts the invitation: `<public URL>/#/invite/<token>`. Single use; only a hash of
+    /// the token is stored.
+    pub invite_url: String,
+    /// The invitation's token (`hfi_...`), for `POST /auth/invitations/accept`.
+    pub token: String,
+}
+
+impl std::fmt::Debug for CreatedInvitation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreatedInvitation").field("invitation_id", &self.invitation_id).finish_non_exhaustive()
+    }
+}
+
+/// `POST /auth/invitations/accept`.
+#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptInvitation {
+    /// The invitation's token (the part of its link after `#/invite/`).
+    #[schema(max_length = 64)]
+    pub token: String,
+}
+
+impl std::fmt::Debug for AcceptInvitation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AcceptInvitation { .. }")
+    }
+}
+
+/// `POST /auth/identities`: an external provider's access token to link to the signed-in account.
+#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LinkIdentity {
+    #[schema(max_length = 16384)]
+    pub token: String,
+}
+
+impl std::fmt::Debug for LinkIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LinkIdentity { .. }")
+    }
+}
+
+/// `POST /auth/identities` answer: the external identity now linked to the account.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct LinkedIdentity {
+    pub issuer: String,
+    pub subject: String,
 }
 
 /// `POST /organization/members`.

@@ -320,8 +320,9 @@ async fn a_viewer_sees_no_create_buttons_and_the_api_refuses_them() {
     browser.close().await;
 }
 
-/// External sign-in in the browser: the app runs the authorization code flow with PKCE as the provider's public
-/// client, and the invited person lands in the organization with the provider's token.
+/// External sign-in in the browser: the invited person opens the invitation's link, signs in through the
+/// provider (the app runs the authorization code flow with PKCE as its public client), accepts, and lands in the
+/// organization with the provider's token.
 #[tokio::test]
 async fn a_person_signs_in_through_the_external_provider() {
     let provider = hookflow_tests::oidc::start_provider();
@@ -335,13 +336,14 @@ async fn a_person_signs_in_through_the_external_provider() {
     .parse()
     .expect("config");
     let app = TestApp::spawn_with(move |s| s.issuers = vec![config]).await;
-    app.post::<Value>("/organization/members", &json!({"email": "bob@example.com", "role": "member"}), 201).await;
+    let invited: Value =
+        app.post("/organization/members", &json!({"email": "bob@example.com", "role": "member"}), 201).await;
     let page = reqwest::get(app.url("/")).await.expect("page");
     let csp = page.headers()["content-security-policy"].to_str().expect("csp").to_owned();
     assert!(csp.contains(&format!("connect-src 'self' {}", provider.issuer)), "{csp}");
 
     let browser = Browser::start(1280).await;
-    browser.goto(&format!("{}/", app.base)).await;
+    browser.goto(invited["invite_url"].as_str().expect("invite_url")).await;
     browser.click("button.external").await;
     browser.type_into("input[name=login]", "bob").await;
     browser.type_into("input[name=password]", "anything").await;
@@ -349,6 +351,8 @@ async fn a_person_signs_in_through_the_external_provider() {
     // The provider's consent page, then back to the app.
     browser.wait_text("button[type=submit]", "Continue").await;
     browser.click("button[type=submit]").await;
+    // Back in the app, nobody yet: the held invitation is offered, and accepting it makes Bob a member.
+    browser.click("#accept-invitation").await;
     browser.wait_text(".who", "bob@example.com").await;
     assert!(browser.text("#organization").await.contains("Acme (member)"));
     let url = browser.client.current_url().await.expect("url");
@@ -386,6 +390,8 @@ async fn collections_are_imported_and_synced_and_people_invited_in_the_app() {
     browser.click("#invite button[type=submit]").await;
     let members = browser.wait_text("#members", "carol@example.com").await;
     assert!(members.contains("invited"), "{members}");
+    let link = browser.run("return document.querySelector('#invite-link input').value", vec![]).await;
+    assert!(link.as_str().is_some_and(|l| l.starts_with(&format!("{}/#/invite/hfi_", app.base))), "{link}");
     let listed: Value = app.get("/organization/members", 200).await;
     let carol = listed["items"].as_array().expect("items").iter().find(|m| m["email"] == "carol@example.com").cloned();
     assert_eq!(carol.expect("invited")["role"], "viewer");

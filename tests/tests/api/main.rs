@@ -39,6 +39,8 @@ mod master_keys;
 mod openapi;
 mod organization;
 mod people_external;
+mod people_external_binding;
+mod people_invitations;
 mod people_members;
 mod people_sessions;
 mod private_network;

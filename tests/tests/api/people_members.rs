@@ -1,6 +1,6 @@
-//! Organizations, members and roles over the real server: organizations people create, invitations bound when the
-//! person appears, role changes and the last-owner rule, removal taking the member's keys with it, keys that never
-//! outrank their maker's role, cross-organization 404s, and the role x operation matrix of API.md section 1.
+//! Organizations, members and roles over the real server: organizations people create, invitations accepted by
+//! token, role changes and the last-owner rule, removal taking the member's keys with it, keys that never outrank
+//! their maker's role, cross-organization 404s, and the role x operation matrix of API.md section 1.
 
 use hookflow_shared::{Role, Scope};
 use hookflow_tests::TestApp;
@@ -20,15 +20,21 @@ async fn members_invitations_roles_and_the_last_owner() {
     let org: Uuid = created.body["id"].as_str().expect("id").parse().expect("uuid");
     let owner = Bearer { org: Some(org), ..signed_in };
 
-    // An existing person is added at once; an unknown email waits as an invitation.
+    // Everyone is invited, an existing person too, and joins by accepting the link.
     let colleague = app.user(false).await;
     let add = |email: &str, role: &str| json!({"email": email, "role": role});
     let added =
         app.call_bearer(Method::POST, "/organization/members", &owner, Some(add(&colleague.email, "admin"))).await;
-    assert_eq!((added.status.as_u16(), &added.body["status"]), (201, &json!("active")), "{}", added.text);
+    assert_eq!((added.status.as_u16(), &added.body["status"]), (201, &json!("invited")), "{}", added.text);
     let again =
         app.call_bearer(Method::POST, "/organization/members", &owner, Some(add(&colleague.email, "viewer"))).await;
     assert_eq!(again.status, 409);
+    let (colleague_bearer, _) = app.bearer(&colleague, None).await;
+    let accepted = app.accept(&colleague_bearer, &hookflow_tests::people::invitation_token(&added.body)).await;
+    assert_eq!((accepted.status.as_u16(), &accepted.body["role"]), (201, &json!("admin")), "{}", accepted.text);
+    let again =
+        app.call_bearer(Method::POST, "/organization/members", &owner, Some(add(&colleague.email, "viewer"))).await;
+    assert_eq!(again.status, 409, "a member already");
     let invited =
         app.call_bearer(Method::POST, "/organization/members", &owner, Some(add("Later@Example.com", "member"))).await;
     assert_eq!((invited.status.as_u16(), &invited.body["status"]), (201, &json!("invited")));
@@ -37,22 +43,21 @@ async fn members_invitations_roles_and_the_last_owner() {
     let emails: Vec<&str> =
         members.body["items"].as_array().expect("items").iter().filter_map(|m| m["email"].as_str()).collect();
     assert_eq!(emails.len(), 3, "{emails:?}");
-    // The invited person appears (here, made by the operator): the invitation becomes a membership.
+    // The invited person appears (here, made by the operator): nothing binds by email, the link does.
     let hash = hookflow_control_plane::people::passwords::hash("later's password".into()).await.expect("hash");
     let mut conn = app.pool.acquire().await.expect("connection");
     let later = hookflow_control_plane::people::store::create_user(&mut conn, "later@example.com", &hash, false)
         .await
         .expect("user");
-    let (later_bearer, _) = app
-        .bearer(
-            &hookflow_tests::people::Person {
-                user_id: later,
-                email: "later@example.com".into(),
-                password: "later's password".into(),
-            },
-            Some(org),
-        )
-        .await;
+    let later_person = hookflow_tests::people::Person {
+        user_id: later,
+        email: "later@example.com".into(),
+        password: "later's password".into(),
+    };
+    let (later_bearer, _) = app.bearer(&later_person, Some(org)).await;
+    assert_eq!(app.call_bearer(Method::GET, "/flows", &later_bearer, None).await.code(), "organization_mismatch");
+    let joined = app.accept(&later_bearer, &hookflow_tests::people::invitation_token(&invited.body)).await;
+    assert_eq!(joined.status, 201, "{}", joined.text);
     assert_eq!(app.call_bearer(Method::GET, "/flows", &later_bearer, None).await.status, 200);
 
     // Only an owner grants the owner role; an admin cannot, nor take it away.
@@ -104,7 +109,9 @@ async fn members_invitations_roles_and_the_last_owner() {
     let audit = app.call_bearer(Method::GET, "/audit-log", &founder_bearer, None).await;
     let actions: Vec<&str> =
         audit.body["items"].as_array().expect("items").iter().filter_map(|e| e["action"].as_str()).collect();
-    for action in ["member.added", "member.invited", "member.role_changed", "member.removed", "organization.created"] {
+    for action in
+        ["invitation.accepted", "member.invited", "member.role_changed", "member.removed", "organization.created"]
+    {
         assert!(actions.contains(&action), "{action} in {actions:?}");
     }
 
@@ -245,6 +252,8 @@ const OPERATIONS: &[(&str, &str, Option<Scope>)] = &[
     ("PUT", "/collections/{id}/openapi-sync", Some(Scope::CollectionsWrite)),
     ("POST", "/collections/{id}/openapi-sync/preview", Some(Scope::CollectionsRead)),
     ("POST", "/collections/{id}/openapi-sync", Some(Scope::CollectionsWrite)),
+    // Last: every role but the only owner leaves here.
+    ("DELETE", "/organization/membership", None),
 ];
 
 /// Operations not in the matrix, with why: they are not an organization's scoped operations.

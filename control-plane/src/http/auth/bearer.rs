@@ -2,7 +2,7 @@
 //! published keys and the session they name) and JWT access tokens of configured external providers. Every
 //! failure is the same 401; the token itself is never logged.
 
-use crate::http::auth::external;
+use crate::http::auth::external_tokens::{self, Resolved, Unlinked};
 use crate::http::auth::people_cache::SessionState;
 use crate::http::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -38,6 +38,16 @@ pub struct BearerIdentity {
     pub session_id: Option<Uuid>,
     pub expires_at: DateTime<Utc>,
     pub password_change_required: bool,
+    /// An external provider's token: its SHA-256, by which signing out revokes it.
+    pub external_token: Option<[u8; 32]>,
+}
+
+/// Who a bearer token speaks for where a person may be new here (accepting an invitation): someone known, or an
+/// external identity nobody has linked yet.
+#[derive(Debug)]
+pub enum Signer<'a> {
+    Known(BearerIdentity),
+    Unlinked(Unlinked<'a>),
 }
 
 /// Only the issuer, read before verification to choose the keys that verify.
@@ -48,15 +58,30 @@ struct Issuer {
 
 /// Verifies a bearer token and answers who it speaks for.
 pub async fn authenticate(state: &AppState, token: &str) -> ApiResult<BearerIdentity> {
+    match signer(state, token, true).await? {
+        Signer::Known(identity) => Ok(identity),
+        Signer::Unlinked(_) => Err(ApiError::unauthorized()),
+    }
+}
+
+/// Verifies a bearer token that may speak for an external identity nobody has linked yet (looked up afresh).
+pub async fn authenticate_signer<'a>(state: &'a AppState, token: &str) -> ApiResult<Signer<'a>> {
+    signer(state, token, false).await
+}
+
+async fn signer<'a>(state: &'a AppState, token: &str, remember_unknown: bool) -> ApiResult<Signer<'a>> {
     let header = jsonwebtoken::decode_header(token).map_err(|_| ApiError::unauthorized())?;
     let issuer: Issuer =
         jsonwebtoken::dangerous::insecure_decode_claims(token).map_err(|_| ApiError::unauthorized())?;
     let issuer = issuer.iss.ok_or_else(ApiError::unauthorized)?;
     if issuer == state.settings.public_url {
         let kid = header.kid.ok_or_else(ApiError::unauthorized)?;
-        return built_in(state, token, &kid).await;
+        return built_in(state, token, &kid).await.map(Signer::Known);
     }
-    external::authenticate(state, &issuer, token, &header).await
+    Ok(match external_tokens::resolve(state, &issuer, token, &header, remember_unknown).await? {
+        Resolved::Known(identity) => Signer::Known(identity),
+        Resolved::Unlinked(unlinked) => Signer::Unlinked(unlinked),
+    })
 }
 
 /// Validation of the built-in provider's tokens: EdDSA only, this server as issuer, `hookflow` as audience.
@@ -86,6 +111,7 @@ async fn built_in(state: &AppState, token: &str, kid: &str) -> ApiResult<BearerI
         session_id: Some(claims.sid),
         expires_at: DateTime::from_timestamp(claims.exp, 0).unwrap_or_default(),
         password_change_required: session.password_change_required,
+        external_token: None,
     })
 }
 

@@ -1,34 +1,33 @@
-//! External OpenID providers the operator configured: their JWT access tokens (RFC 9068) are accepted as bearer
-//! tokens. Per issuer: the audience, the algorithms (pinned: asymmetric only, never `none` nor HS*), keys from the
-//! JWKS its discovery document names, fetched through the guarded client and cached by `kid` (an unknown `kid`
-//! refetches at most once per [`REFETCH_INTERVAL`]). `exp`, `iss`, `aud` and `sub` are required. A person is found
-//! by (issuer, `sub`); the first token of an unbound identity binds it to the user with its verified email, or
-//! creates that user when invitations wait for the email.
+//! External OpenID providers the operator configured: their settings (`--oidc-issuer`) and their keys. Per issuer:
+//! the audience, the algorithms (pinned: asymmetric only, never `none` nor HS*), the clients whose tokens are
+//! accepted, the longest token lifetime, the email domains its people may have, and keys from the JWKS its
+//! discovery document names, fetched through the guarded client and cached by `kid` (an unknown `kid` refetches at
+//! most once per [`REFETCH_INTERVAL`]). Verifying tokens and finding their person is `external_tokens`'.
 
-use crate::http::auth::bearer::{BearerIdentity, LEEWAY_S};
-use crate::http::error::{ApiError, ApiResult};
-use crate::state::AppState;
-use chrono::DateTime;
 use hookflow_runner::outbound::{ClientOptions, Guard};
 use hookflow_shared::api::runners::NetworkPolicy;
 use jsonwebtoken::jwk::JwkSet;
-use jsonwebtoken::{Algorithm, DecodingKey, Header, Validation};
+use jsonwebtoken::{Algorithm, DecodingKey};
 use reqwest::Url;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
-use uuid::Uuid;
 
 /// Unknown key ids refetch the issuer's keys at most this often.
 pub const REFETCH_INTERVAL: Duration = Duration::from_secs(30);
 /// Largest discovery document, key set or userinfo answer read.
 const MAX_DOCUMENT: usize = 512 * 1024;
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest lifetime (`exp - iat`) of an access token accepted by default: a token meant to last for years is
+/// a stolen or misissued one.
+pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
 /// One configured issuer: `--oidc-issuer "https://idp.example.com audience=hookflow algorithms=RS256,ES256"`,
-/// plus, for the app's sign-in button, `client_id=<public client>` and optionally `resource=<resource indicator>`.
+/// plus, for the app's sign-in button, `client_id=<public client>` and optionally `resource=<resource indicator>`;
+/// `clients=a,b` (the `client_id`/`azp` a token must name, with the app's client), `domains=example.com,...` (the
+/// email domains its people may have) and `max_lifetime_s=<seconds>` (default 24 h).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssuerConfig {
     pub issuer: String,
@@ -38,6 +37,27 @@ pub struct IssuerConfig {
     pub app_client_id: Option<String>,
     /// The resource indicator (RFC 8707) the app asks tokens for, when the provider wants one.
     pub app_resource: Option<String>,
+    /// Other clients whose tokens are accepted. When this or `app_client_id` is set, a token's `client_id` (or
+    /// `azp`) must be one of them.
+    pub clients: Vec<String>,
+    /// Email domains (lower case) an identity of this issuer must have to be linked or accept an invitation;
+    /// empty: any.
+    pub domains: Vec<String>,
+    /// The longest `exp - iat` accepted.
+    pub max_lifetime: Duration,
+}
+
+impl IssuerConfig {
+    /// The clients a token must come from; empty: any.
+    pub fn allowed_clients(&self) -> impl Iterator<Item = &str> {
+        self.clients.iter().map(String::as_str).chain(self.app_client_id.as_deref())
+    }
+
+    /// Whether an email's domain is one this issuer's people may have.
+    pub fn allows_email(&self, email: &str) -> bool {
+        let domain = email.rsplit_once('@').map(|(_, d)| d).unwrap_or_default();
+        self.domains.is_empty() || self.domains.iter().any(|d| d == domain)
+    }
 }
 
 impl FromStr for IssuerConfig {
@@ -51,11 +71,21 @@ impl FromStr for IssuerConfig {
             return Err(format!("`{issuer}`: the issuer must be an http(s) URL"));
         }
         let (mut audience, mut algorithms, mut app_client_id, mut app_resource) = (None, Vec::new(), None, None);
+        let (mut clients, mut domains, mut max_lifetime) = (Vec::new(), Vec::new(), DEFAULT_MAX_LIFETIME);
         for part in parts {
             match part.split_once('=') {
                 Some(("audience", value)) if !value.is_empty() => audience = Some(value.to_owned()),
                 Some(("client_id", value)) if !value.is_empty() => app_client_id = Some(value.to_owned()),
                 Some(("resource", value)) if !value.is_empty() => app_resource = Some(value.to_owned()),
+                Some(("clients", value)) => clients = list(value),
+                Some(("domains", value)) => domains = list(&value.to_lowercase()),
+                Some(("max_lifetime_s", value)) => {
+                    let seconds: u64 = value.parse().map_err(|_| format!("`{part}`: give a number of seconds"))?;
+                    if seconds == 0 {
+                        return Err(format!("`{part}`: the lifetime must be positive"));
+                    }
+                    max_lifetime = Duration::from_secs(seconds);
+                }
                 Some(("algorithms", value)) => {
                     for name in value.split(',') {
                         algorithms.push(asymmetric(name)?);
@@ -63,7 +93,8 @@ impl FromStr for IssuerConfig {
                 }
                 _ => {
                     return Err(format!(
-                        "`{part}`: expected audience=..., algorithms=..., client_id=... or resource=..."
+                        "`{part}`: expected audience=, algorithms=, client_id=, resource=, clients=, domains= \
+                         or max_lifetime_s="
                     ));
                 }
             }
@@ -72,8 +103,13 @@ impl FromStr for IssuerConfig {
         if algorithms.is_empty() {
             algorithms.push(Algorithm::RS256);
         }
-        Ok(Self { issuer, audience, algorithms, app_client_id, app_resource })
+        Ok(Self { issuer, audience, algorithms, app_client_id, app_resource, clients, domains, max_lifetime })
     }
+}
+
+/// A comma-separated list without empty items.
+fn list(value: &str) -> Vec<String> {
+    value.split(',').map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned).collect()
 }
 
 /// An asymmetric signature algorithm; `none` and the HMAC family are refused (a public key is no secret).
@@ -92,10 +128,17 @@ struct Keys {
     fetched_at: Option<Instant>,
 }
 
-struct Provider {
-    config: IssuerConfig,
+/// One configured issuer with its cached keys.
+pub struct Provider {
+    pub config: IssuerConfig,
     keys: RwLock<Keys>,
     fetching: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Provider").field("issuer", &self.config.issuer).finish_non_exhaustive()
+    }
 }
 
 /// The configured providers with their cached keys.
@@ -119,7 +162,7 @@ impl ExternalIssuers {
         Self { providers }
     }
 
-    fn find(&self, issuer: &str) -> Option<&Provider> {
+    pub fn find(&self, issuer: &str) -> Option<&Provider> {
         self.providers.iter().find(|p| p.config.issuer == issuer.trim_end_matches('/'))
     }
 }
@@ -131,7 +174,7 @@ fn client() -> reqwest::Client {
         .client(&ClientOptions { timeout: Some(FETCH_TIMEOUT), ..ClientOptions::default() })
 }
 
-async fn fetch_json<T: serde::de::DeserializeOwned>(url: &Url, bearer: Option<&str>) -> Result<T, String> {
+pub async fn fetch_json<T: serde::de::DeserializeOwned>(url: &Url, bearer: Option<&str>) -> Result<T, String> {
     let mut request = client().get(url.clone());
     if let Some(token) = bearer {
         request = request.bearer_auth(token);
@@ -153,8 +196,13 @@ struct Discovery {
 }
 
 impl Provider {
+    /// The userinfo endpoint its discovery document named (known once its keys were fetched).
+    pub fn userinfo(&self) -> Option<Url> {
+        self.keys.read().unwrap_or_else(|e| e.into_inner()).userinfo.clone()
+    }
+
     /// The key for `kid`, refetching the key set when it is unknown (at most once per interval).
-    async fn key(&self, kid: &str) -> Option<DecodingKey> {
+    pub async fn key(&self, kid: &str) -> Option<DecodingKey> {
         if let Some(key) = self.keys.read().unwrap_or_else(|e| e.into_inner()).by_kid.get(kid) {
             return Some(key.clone());
         }
@@ -195,93 +243,6 @@ impl Provider {
     }
 }
 
-#[derive(Deserialize)]
-struct ExternalClaims {
-    sub: String,
-    exp: i64,
-    email: Option<String>,
-    email_verified: Option<bool>,
-}
-
-/// Verifies an external provider's access token and answers the person it speaks for.
-pub async fn authenticate(state: &AppState, issuer: &str, token: &str, header: &Header) -> ApiResult<BearerIdentity> {
-    let provider = state.external.find(issuer).ok_or_else(ApiError::unauthorized)?;
-    let config = &provider.config;
-    if !config.algorithms.contains(&header.alg) {
-        return Err(ApiError::unauthorized());
-    }
-    let kid = header.kid.as_deref().ok_or_else(ApiError::unauthorized)?;
-    let key = provider.key(kid).await.ok_or_else(ApiError::unauthorized)?;
-    let mut validation = Validation::new(header.alg);
-    validation.set_issuer(&[config.issuer.as_str(), &format!("{}/", config.issuer)]);
-    validation.set_audience(&[config.audience.as_str()]);
-    validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-    validation.validate_nbf = true;
-    validation.leeway = LEEWAY_S;
-    let claims =
-        jsonwebtoken::decode::<ExternalClaims>(token, &key, &validation).map_err(|_| ApiError::unauthorized())?.claims;
-    let user_id = person(state, provider, &claims, token).await?.ok_or_else(ApiError::unauthorized)?;
-    Ok(BearerIdentity {
-        user_id,
-        session_id: None,
-        expires_at: DateTime::from_timestamp(claims.exp, 0).unwrap_or_default(),
-        password_change_required: false,
-    })
-}
-
-/// The user bound to (issuer, sub); an unbound identity binds to the user of its verified email, created when
-/// invitations wait for it. `None`: nobody here knows this person.
-async fn person(
-    state: &AppState,
-    provider: &Provider,
-    claims: &ExternalClaims,
-    token: &str,
-) -> ApiResult<Option<Uuid>> {
-    let issuer = &provider.config.issuer;
-    let bound: Option<Uuid> =
-        sqlx::query_scalar("SELECT user_id FROM user_identities WHERE issuer = $1 AND subject = $2")
-            .bind(issuer)
-            .bind(&claims.sub)
-            .fetch_optional(&state.pool)
-            .await?;
-    if bound.is_some() {
-        return Ok(bound);
-    }
-    let Some(email) = verified_email(provider, claims, token).await else { return Ok(None) };
-    let mut tx = state.pool.begin().await?;
-    let Some(user_id) = crate::http::auth::users::user_for_verified_email(&mut tx, &email).await? else {
-        return Ok(None);
-    };
-    sqlx::query("INSERT INTO user_identities (issuer, subject, user_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING")
-        .bind(issuer)
-        .bind(&claims.sub)
-        .bind(user_id)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    tracing::info!(issuer = %issuer, user = %user_id, "external identity bound to a user");
-    Ok(Some(user_id))
-}
-
-/// The token's verified email, or the userinfo endpoint's.
-async fn verified_email(provider: &Provider, claims: &ExternalClaims, token: &str) -> Option<String> {
-    if let (Some(email), Some(true)) = (&claims.email, claims.email_verified) {
-        return Some(email.to_lowercase());
-    }
-    #[derive(Deserialize)]
-    struct UserInfo {
-        sub: String,
-        email: Option<String>,
-        email_verified: Option<bool>,
-    }
-    let url = provider.keys.read().unwrap_or_else(|e| e.into_inner()).userinfo.clone()?;
-    let info: UserInfo = fetch_json(&url, Some(token)).await.ok()?;
-    match (info.sub == claims.sub, info.email, info.email_verified) {
-        (true, Some(email), Some(true)) => Some(email.to_lowercase()),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,5 +257,22 @@ mod tests {
         assert!("https://idp.example.com audience=a algorithms=none".parse::<IssuerConfig>().is_err());
         assert!("https://idp.example.com".parse::<IssuerConfig>().is_err(), "an audience is required");
         assert!("ftp://idp audience=a".parse::<IssuerConfig>().is_err());
+        assert_eq!(parsed.max_lifetime, DEFAULT_MAX_LIFETIME);
+        assert!(parsed.allowed_clients().next().is_none() && parsed.allows_email("x@anything.org"));
+    }
+
+    #[test]
+    fn issuers_limit_clients_domains_and_lifetimes() {
+        let parsed: IssuerConfig =
+            "https://idp.example.com audience=a client_id=app clients=ci,cli domains=Example.COM,example.org \
+             max_lifetime_s=3600"
+                .parse()
+                .expect("ok");
+        assert_eq!(parsed.allowed_clients().collect::<Vec<_>>(), ["ci", "cli", "app"]);
+        assert!(parsed.allows_email("ada@example.com") && parsed.allows_email("bob@example.org"));
+        assert!(!parsed.allows_email("eve@example.net") && !parsed.allows_email("eve@sub.example.com"));
+        assert_eq!(parsed.max_lifetime, Duration::from_secs(3600));
+        assert!("https://idp.example.com audience=a max_lifetime_s=0".parse::<IssuerConfig>().is_err());
+        assert!("https://idp.example.com audience=a max_lifetime_s=day".parse::<IssuerConfig>().is_err());
     }
 }

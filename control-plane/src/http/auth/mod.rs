@@ -6,6 +6,7 @@
 
 pub mod bearer;
 pub mod external;
+pub mod external_tokens;
 pub mod failures;
 pub mod key_cache;
 pub mod keys;
@@ -115,7 +116,8 @@ impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
         }
         let key = parts.headers.get(header::API_KEY).and_then(|v| v.to_str().ok()).map(str::trim);
         let identity =
-            keys::authenticate_key(state, key.ok_or_else(ApiError::unauthorized)?, client_address(state, parts)).await?;
+            keys::authenticate_key(state, key.ok_or_else(ApiError::unauthorized)?, client_address(state, parts))
+                .await?;
         crate::http::listener::prove(&parts.extensions);
         state.allowances.key_request(identity.key_id)?;
         let org_id = organization_header(parts)?;
@@ -174,7 +176,12 @@ pub fn password_change_required() -> ApiError {
 
 /// The `Authorization: Bearer` token, if the request carries one.
 pub fn bearer_token(parts: &Parts) -> Option<&str> {
-    let value = parts.headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
+    bearer_in(&parts.headers)
+}
+
+/// The `Authorization: Bearer` token of these headers, if any.
+pub fn bearer_in(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let value = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.trim().split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }

@@ -1,7 +1,7 @@
-//! What authenticating a person needs on every request, kept in memory: the state of each browser session and
-//! each user's memberships. Entries live at most [`TTL`] and are dropped at once when a change is announced
-//! (`Invalidation::Session`, `User`, `Organization`), so sign-out, revocation and member removal take effect on
-//! every replica's next request.
+//! What authenticating a person needs on every request, kept in memory: the state of each browser session, each
+//! user's memberships, and external identities found unknown. Entries live at most [`TTL`] and are dropped at once
+//! when a change is announced (`Invalidation::Session`, `User`, `Organization`), so sign-out, revocation, member
+//! removal and a newly linked identity take effect on every replica's next request.
 
 use hookflow_shared::Role;
 use std::collections::HashMap;
@@ -13,6 +13,8 @@ use uuid::Uuid;
 pub const TTL: Duration = Duration::from_secs(60);
 /// Entries held per map before it is emptied (a flood of sessions cannot grow memory without bound).
 const MAX_ENTRIES: usize = 100_000;
+/// Unknown external identities remembered at once.
+const MAX_UNKNOWN_IDENTITIES: usize = 10_000;
 
 /// A browser session as authentication needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +31,8 @@ pub type Memberships = Vec<(Uuid, Role)>;
 pub struct PeopleCache {
     sessions: RwLock<HashMap<Uuid, (SessionState, Instant)>>,
     memberships: RwLock<HashMap<Uuid, (Memberships, Instant)>>,
+    /// External identities (issuer and subject) no user has: their tokens answer 401 without a lookup.
+    unknown_identities: RwLock<HashMap<String, Instant>>,
 }
 
 fn fresh<T: Clone>(map: &RwLock<HashMap<Uuid, (T, Instant)>>, id: Uuid) -> Option<T> {
@@ -61,14 +65,33 @@ impl PeopleCache {
         store(&self.memberships, user_id, memberships);
     }
 
+    /// Whether an external identity was found unknown within the last [`TTL`].
+    pub fn identity_unknown(&self, identity: &str) -> bool {
+        let map = self.unknown_identities.read().unwrap_or_else(|e| e.into_inner());
+        map.get(identity).is_some_and(|at| at.elapsed() < TTL)
+    }
+
+    pub fn store_unknown_identity(&self, identity: String) {
+        let mut map = self.unknown_identities.write().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= MAX_UNKNOWN_IDENTITIES {
+            map.retain(|_, at| at.elapsed() < TTL);
+            if map.len() >= MAX_UNKNOWN_IDENTITIES {
+                map.clear();
+            }
+        }
+        map.insert(identity, Instant::now());
+    }
+
     pub fn forget_session(&self, id: Uuid) {
         self.sessions.write().unwrap_or_else(|e| e.into_inner()).remove(&id);
     }
 
-    /// A user's sessions (password changed, sessions revoked) and memberships.
+    /// A user's sessions (password changed, sessions revoked) and memberships; and the unknown identities, one
+    /// of which may just have become this user's.
     pub fn forget_user(&self, user_id: Uuid) {
         self.sessions.write().unwrap_or_else(|e| e.into_inner()).retain(|_, (s, _)| s.user_id != user_id);
         self.memberships.write().unwrap_or_else(|e| e.into_inner()).remove(&user_id);
+        self.unknown_identities.write().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
     /// A user's memberships only (they joined an organization).
@@ -80,6 +103,7 @@ impl PeopleCache {
     pub fn clear(&self) {
         self.sessions.write().unwrap_or_else(|e| e.into_inner()).clear();
         self.memberships.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.unknown_identities.write().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
     /// Every membership in an organization (members added, removed or changed).
@@ -106,7 +130,10 @@ mod tests {
         assert_eq!(cache.session(session), Some(state));
         cache.forget_organization(org);
         assert!(cache.memberships(user).is_none() && cache.memberships(other).is_some());
+        cache.store_unknown_identity("issuer\nsub".into());
+        assert!(cache.identity_unknown("issuer\nsub") && !cache.identity_unknown("issuer\nother"));
         cache.forget_user(user);
         assert!(cache.session(session).is_none());
+        assert!(!cache.identity_unknown("issuer\nsub"), "a newly linked identity is looked up again");
     }
 }

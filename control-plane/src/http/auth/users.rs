@@ -1,4 +1,5 @@
-//! The people tables as authentication reads them: a user's memberships, and users made from invitations.
+//! The people tables as authentication reads and writes them: a user's memberships, external identities linked
+//! to users, and users who sign in only through one.
 
 use hookflow_shared::Role;
 use sqlx::PgConnection;
@@ -14,38 +15,41 @@ pub async fn memberships(conn: &mut PgConnection, user_id: Uuid) -> Result<Vec<(
     Ok(rows.into_iter().filter_map(|(org, role)| Some((org, Role::parse(&role)?))).collect())
 }
 
-/// Turns the invitations waiting for `email` into memberships of `user_id`; answers how many there were.
-pub async fn accept_invitations(conn: &mut PgConnection, user_id: Uuid, email: &str) -> Result<u64, sqlx::Error> {
-    let accepted = sqlx::query(
-        "WITH taken AS (DELETE FROM invitations WHERE email = $2 RETURNING organization_id, role)
-         INSERT INTO memberships (organization_id, user_id, role) SELECT organization_id, $1, role FROM taken
-         ON CONFLICT (organization_id, user_id) DO NOTHING",
+/// Links an external identity to `user_id`; `false` when it is linked already (to anyone).
+pub async fn link_identity(
+    conn: &mut PgConnection,
+    issuer: &str,
+    subject: &str,
+    user_id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    let linked = sqlx::query(
+        "INSERT INTO user_identities (issuer, subject, user_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
     )
+    .bind(issuer)
+    .bind(subject)
     .bind(user_id)
-    .bind(email)
     .execute(conn)
     .await?;
-    Ok(accepted.rows_affected())
+    Ok(linked.rows_affected() == 1)
 }
 
-/// The user an external identity with this verified email belongs to: the user of that email, or one made now
-/// when invitations wait for it. `None` when nobody invited the address.
-pub async fn user_for_verified_email(conn: &mut PgConnection, email: &str) -> Result<Option<Uuid>, sqlx::Error> {
-    let existing: Option<Uuid> =
-        sqlx::query_scalar("SELECT id FROM users WHERE email = $1").bind(email).fetch_optional(&mut *conn).await?;
-    if let Some(user_id) = existing {
-        accept_invitations(conn, user_id, email).await?;
-        return Ok(Some(user_id));
-    }
-    let invited: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM invitations WHERE email = $1)")
+/// A user who signs in only through this external identity, made when it accepts an invitation. `None` when an
+/// account has this email already: an identity never attaches itself to someone else's account (that account's
+/// person links it, signed in).
+pub async fn create_external_user(
+    conn: &mut PgConnection,
+    issuer: &str,
+    subject: &str,
+    email: &str,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    let user_id = Uuid::now_v7();
+    let created = sqlx::query("INSERT INTO users (id, email) VALUES ($1, $2) ON CONFLICT (email) DO NOTHING")
+        .bind(user_id)
         .bind(email)
-        .fetch_one(&mut *conn)
+        .execute(&mut *conn)
         .await?;
-    if !invited {
+    if created.rows_affected() == 0 || !link_identity(conn, issuer, subject, user_id).await? {
         return Ok(None);
     }
-    let user_id = Uuid::now_v7();
-    sqlx::query("INSERT INTO users (id, email) VALUES ($1, $2)").bind(user_id).bind(email).execute(&mut *conn).await?;
-    accept_invitations(conn, user_id, email).await?;
     Ok(Some(user_id))
 }

@@ -1,5 +1,6 @@
 // The app's frame: restores the session from the refresh cookie, routes `#/...` addresses to pages, and draws the
-// navigation with the organization switcher and sign-out. Each page is `render(main, params)` and may answer a
+// navigation with the organization switcher and sign-out. An invitation's link (`#/invite/<token>`) is held while
+// the person signs in, then offered for acceptance (before any organization: a new person has none). Each page is `render(main, params)` and may answer a
 // cleanup function (streams to stop) that runs when the person leaves it.
 
 import { session, refresh, loadSession, chooseOrganization, signOut } from './api.js';
@@ -14,6 +15,7 @@ import * as collections from './pages/collections.js';
 import * as keys from './pages/keys.js';
 import * as people from './pages/people.js';
 import * as admin from './pages/admin.js';
+import * as invite from './pages/invite.js';
 import { finishExternalSignIn } from './oidc.js';
 
 const ROUTES = [
@@ -60,18 +62,35 @@ function frame(main) {
   return fill(root, header, h('div', { class: 'layout' }, nav, main));
 }
 
+function landing() {
+  return invite.pending() ? '#/invite' : '#/webhooks';
+}
+
 async function show() {
   if (cleanup) { cleanup(); cleanup = null; }
+  const invited = /^\/invite\/([A-Za-z0-9_]+)$/.exec(route());
+  if (invited) invite.hold(invited[1]);
   const path = route();
   if (!session.token || path === '/signin' || session.passwordChangeRequired) {
     const main = h('main', { id: 'main', class: 'narrow' });
     fill(root, main);
-    await signin.render(main, { onSignedIn: async () => { await loadSession(); location.hash = '#/webhooks'; show(); } });
+    await signin.render(main, { onSignedIn: async () => { await loadSession(); location.hash = landing(); show(); } });
+    return;
+  }
+  if (path === '/invite' && invite.pending()) {
+    const main = h('main', { id: 'main', class: 'narrow' });
+    fill(root, main);
+    await invite.render(main, { onAccepted: async (joined) => {
+      await loadSession();
+      if (joined) chooseOrganization(joined.id);
+      location.hash = '#/webhooks';
+      show();
+    } });
     return;
   }
   if (!session.organizations.length) {
     fill(root, h('main', { class: 'narrow' }, h('h1', {}, 'No organization yet'),
-      h('p', {}, 'Ask an owner for an invitation, then sign in again.')));
+      h('p', {}, 'Ask an owner or admin for an invitation link and open it here.')));
     return;
   }
   const main = h('main', { id: 'main' });
@@ -93,7 +112,12 @@ async function show() {
 async function start() {
   try {
     if (await finishExternalSignIn()) {
-      await loadSession();
+      // Someone new through an external provider is nobody here until they accept the invitation they hold.
+      if (invite.pending()) {
+        history.replaceState(null, '', '/#/invite');
+      } else {
+        await loadSession();
+      }
     } else {
       await refresh();
       await loadSession();

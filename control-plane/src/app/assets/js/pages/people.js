@@ -1,7 +1,8 @@
-// Members and invitations: the list by email, inviting by email with a role, changing roles, removing members and
-// withdrawing invitations. The API enforces who may grant what (only owners grant owner; the last owner stays).
+// Members and invitations: the list by email, inviting by email with a role (the answer's one-time link is shown
+// to share with the person: it is what makes them a member), changing roles, removing members and withdrawing
+// invitations. The API enforces who may grant what (only owners grant owner; the last owner stays).
 
-import { h, fill, field, notice, table, when, badge } from '../dom.js';
+import { h, fill, field, notice, table, when, badge, copyButton } from '../dom.js';
 import { call, all, can } from '../api.js';
 
 const ROLES = ['viewer', 'member', 'admin', 'owner'];
@@ -25,14 +26,23 @@ export async function render(main) {
       } }, m.user_id ? 'Remove' : 'Withdraw') : '')],
     ], members));
   };
+  const shared = h('div', { id: 'invite-link' });
   const email = h('input', { type: 'email', required: true });
   const role = h('select', {}, ROLES.map((r) => h('option', { value: r, selected: r === 'member' }, r)));
   const invite = h('form', { class: 'inline', id: 'invite' }, field('Email', email), field('Role', role), h('button', { type: 'submit', class: 'primary' }, 'Invite'));
   invite.addEventListener('submit', async (event) => {
     event.preventDefault();
-    try { await call('POST', '/organization/members', { email: email.value.trim(), role: role.value }); email.value = ''; await load(); } catch (e) { error.show(e); }
+    try {
+      const invited = await call('POST', '/organization/members', { email: email.value.trim(), role: role.value });
+      email.value = '';
+      // The link exists only in this answer: shown once, to share with the invited person only.
+      fill(shared, h('p', {}, `Share this link with ${invited.email}: whoever opens it joins as ${invited.role}. It works once, until ${when(invited.expires_at)}, and is not shown again.`),
+        h('p', {}, h('input', { type: 'text', readonly: true, class: 'secret', value: invited.invite_url, 'aria-label': 'Invitation link' }), ' ',
+          copyButton('Copy', invited.invite_url)));
+      await load();
+    } catch (e) { error.show(e); }
   });
-  fill(main, h('h1', {}, 'Members'), error, write ? invite : null, list);
+  fill(main, h('h1', {}, 'Members'), error, write ? invite : null, shared, list);
   await load();
 }
 
