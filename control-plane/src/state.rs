@@ -72,6 +72,9 @@ pub struct Writers {
 pub struct Settings {
     /// Base URL clients reach the server at, without a trailing slash (capture URLs are built from it).
     pub public_url: String,
+    /// Base URL of capture URLs (`--capture-url`; the public URL unless the operator gives captures an origin of
+    /// their own).
+    pub capture_url: String,
     /// Whether server-side requests (replay) may go to loopback, private and link-local addresses.
     pub allow_private_targets: bool,
     /// How often retention runs.
@@ -125,8 +128,10 @@ pub struct Settings {
 
 impl Settings {
     pub fn new(public_url: impl Into<String>) -> Self {
+        let public_url = public_url.into();
         Self {
-            public_url: public_url.into(),
+            capture_url: public_url.clone(),
+            public_url,
             allow_private_targets: false,
             retention_interval: Duration::from_secs(60),
             stream_keep_alive: Duration::from_secs(15),

@@ -46,26 +46,37 @@ fn serve(app: &AppState, asset: &Asset, request: &HeaderMap) -> Response {
     if let Ok(value) = HeaderValue::from_str(&etag) {
         headers.insert(header::ETAG, value);
     }
-    security_headers(app, headers);
+    let host = request.get(header::HOST).and_then(|v| v.to_str().ok());
+    security_headers(app, host, headers);
     response
 }
 
-/// The Content-Security-Policy of every app response: scripts and styles only from this server, no inline code,
-/// no `eval`, no framing; requests only to this server and the external sign-in providers' origins.
-pub fn content_security_policy(app: &AppState) -> String {
+/// The Content-Security-Policy of every app response: scripts and styles only from the app's own files on this
+/// server (`<host>/app/js/` and `<host>/app/`, not the whole origin: capture URLs on the same origin serve what
+/// tenants choose), no inline code, no `eval`, no framing; requests only to this server and the external sign-in
+/// providers' origins. `host` is the page's own `Host` (a source without a scheme takes the page's); without a
+/// usable one, the origin (`'self'`).
+pub fn content_security_policy(app: &AppState, host: Option<&str>) -> String {
+    let host = host.filter(|h| {
+        !h.is_empty() && h.len() <= 255 && h.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
+    });
+    let (scripts, styles) = match host {
+        Some(host) => (format!("{host}{PREFIX}/js/"), format!("{host}{PREFIX}/")),
+        None => ("'self'".to_owned(), "'self'".to_owned()),
+    };
     let mut connect = String::from("'self'");
     for origin in config::provider_origins(app) {
         connect.push(' ');
         connect.push_str(&origin);
     }
     format!(
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; \
+        "default-src 'none'; script-src {scripts}; style-src {styles}; img-src 'self' data:; font-src 'self'; \
          connect-src {connect}; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
     )
 }
 
-fn security_headers(app: &AppState, headers: &mut HeaderMap) {
-    if let Ok(csp) = HeaderValue::from_str(&content_security_policy(app)) {
+fn security_headers(app: &AppState, host: Option<&str>, headers: &mut HeaderMap) {
+    if let Ok(csp) = HeaderValue::from_str(&content_security_policy(app, host)) {
         headers.insert(header::CONTENT_SECURITY_POLICY, csp);
     }
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));

@@ -73,6 +73,11 @@ pub struct ServeArgs {
     /// Base URL senders and clients reach this server at, used in capture URLs (default: http://<listen>).
     #[arg(long, env = "HOOKFLOW_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Base URL of capture URLs when senders should reach them on an origin of their own (e.g.
+    /// https://hooks.example.com): tenants' custom answers are then never served on the app's origin
+    /// (default: the public URL).
+    #[arg(long, env = "HOOKFLOW_CAPTURE_URL")]
+    pub capture_url: Option<String>,
     /// Base64 of 32 bytes that encrypts secrets at rest (default: generated once into <data-dir>/master.key, mode
     /// 0600; back it up).
     #[arg(long, env = "HOOKFLOW_MASTER_KEY", hide_env_values = true, global = true)]

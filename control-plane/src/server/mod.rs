@@ -103,8 +103,10 @@ async fn serve_with(
     if let Some(done) = bootstrap::first_start(&storage.pool, &args.people.owner_email).await? {
         println!("{}", bootstrap::announcement(&done, &public_url));
     }
+    let capture_url = args.capture_url.as_deref().map_or(public_url.clone(), |u| u.trim_end_matches('/').to_owned());
     let settings = Settings {
         public_url: public_url.clone(),
+        capture_url,
         allow_private_targets: args.allow_private_targets,
         retention_interval: std::time::Duration::from_secs(args.retention_interval_s.max(1)),
         master_key: master_keys.keyring(),

@@ -132,7 +132,7 @@ async fn create_webhook(
     let row = fetch(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
     app.invalidate(Invalidation::Endpoint(id));
-    Ok((StatusCode::CREATED, Json(row.into_api(&app.settings.public_url))))
+    Ok((StatusCode::CREATED, Json(row.into_api(&app.settings.capture_url))))
 }
 
 /// List endpoints, newest first.
@@ -150,7 +150,7 @@ async fn list_webhooks(Ctx { app, caller }: Ctx<scope::WebhooksRead>, params: Li
     .bind(page.fetch_limit())
     .fetch_all(&app.pool)
     .await?;
-    let items: Vec<Webhook> = rows.into_iter().map(|r| r.into_api(&app.settings.public_url)).collect();
+    let items: Vec<Webhook> = rows.into_iter().map(|r| r.into_api(&app.settings.capture_url)).collect();
     Ok(Json(pagination::finish(items, &page, |w| (w.created_at.0, w.id))?))
 }
 
@@ -158,7 +158,7 @@ async fn list_webhooks(Ctx { app, caller }: Ctx<scope::WebhooksRead>, params: Li
 #[utoipa::path(get, path = "/webhooks/{id}", params(Id), responses((status = 200, body = Webhook)))]
 async fn get_webhook(Ctx { app, caller }: Ctx<scope::WebhooksRead>, Id(id): Id) -> ApiResult<Json<Webhook>> {
     let mut conn = app.pool.acquire().await?;
-    Ok(Json(fetch(&mut conn, caller.org_id, id).await?.into_api(&app.settings.public_url)))
+    Ok(Json(fetch(&mut conn, caller.org_id, id).await?.into_api(&app.settings.capture_url)))
 }
 
 /// Change any of the create fields; `null` resets description, limits, retention or response to defaults.
@@ -198,7 +198,7 @@ async fn update_webhook(
     let row = fetch(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
     app.invalidate(Invalidation::Endpoint(id));
-    Ok(Json(row.into_api(&app.settings.public_url)))
+    Ok(Json(row.into_api(&app.settings.capture_url)))
 }
 
 /// Delete an endpoint and all its captures; its capture URL answers 404 from then on.

@@ -37,9 +37,9 @@ pub struct WebhookRow {
 }
 
 impl WebhookRow {
-    pub fn into_api(self, public_url: &str) -> Webhook {
+    pub fn into_api(self, capture_base: &str) -> Webhook {
         Webhook {
-            capture_url: format!("{public_url}/webhook/{}", self.id),
+            capture_url: format!("{capture_base}/webhook/{}", self.id),
             id: self.id,
             name: self.name,
             description: self.description,

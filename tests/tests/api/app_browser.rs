@@ -77,7 +77,11 @@ async fn a_person_signs_in_creates_a_webhook_and_inspects_captures_live() {
     for path in ["/", "/app/js/main.js", "/app/app.css"] {
         let response = reqwest::get(app.url(path)).await.expect("get");
         let csp = response.headers()["content-security-policy"].to_str().expect("csp").to_owned();
-        assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
+        // Scripts only from the app's own files, never the whole origin: capture URLs on the same origin serve
+        // what tenants choose (finding 15 of Hardening III).
+        let host = app.url("").trim_start_matches("http://").trim_end_matches('/').to_owned();
+        assert!(csp.contains(&format!("script-src {host}/app/js/;")), "{path}: {csp}");
+        assert!(!csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
         assert!(!csp.contains("unsafe"), "{path}: {csp}");
         assert_eq!(response.headers()["x-content-type-options"], "nosniff");
     }

@@ -183,3 +183,15 @@ async fn nul_bytes_in_api_input_answer_400() {
     let error: ErrorBody = app.post("/webhooks", &body, 400).await;
     assert!(error.error.message.contains("NUL"), "{}", error.error.message);
 }
+
+/// Finding 15 of Hardening III: capture URLs share the app's origin unless the operator gives them one of their
+/// own (`--capture-url`); then endpoints hand senders that origin.
+#[tokio::test]
+async fn capture_urls_can_live_on_an_origin_of_their_own() {
+    let app = TestApp::spawn_with(|s| s.capture_url = "https://hooks.example.test".into()).await;
+    let created = app.create_webhook(json!({"name": "own origin"})).await;
+    let id = created["id"].as_str().expect("id");
+    assert_eq!(created["capture_url"], format!("https://hooks.example.test/webhook/{id}"));
+    let listed: Value = app.get("/webhooks", 200).await;
+    assert_eq!(listed["items"][0]["capture_url"], created["capture_url"]);
+}
