@@ -16,3 +16,16 @@ def filter_case(context, case):
         and str((case.path_parameters or {}).get("id", "")).lower() == OWN_KEY_ID
     )
     return not deletes_own_key
+
+
+@schemathesis.hook
+def before_call(context, case, **kwargs):
+    """A runner's long poll waits up to `wait_s` (default 30 s, null meaning the default) when nothing is queued:
+    longer than the run's read timeout. Valid waits are shortened to one second (invalid ones are sent as they are,
+    so every check still runs)."""
+    if case.operation.path != "/runner/jobs/next" or not isinstance(case.body, dict):
+        return
+    wait = case.body.get("wait_s")
+    valid = wait is None or (isinstance(wait, int) and not isinstance(wait, bool) and 1 < wait <= 60)
+    if valid:
+        case.body["wait_s"] = 1

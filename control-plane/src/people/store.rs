@@ -22,17 +22,10 @@ impl UserRow {
     }
 }
 
-/// The canonical form of an email: trimmed and lower-cased; `None` when it is not an address.
+/// The canonical form of an email: lower-cased; `None` when it is not an address by the rule the OpenAPI document
+/// states (`rules::email_pattern`: printable ASCII, no spaces, a dotted domain).
 pub fn normalize_email(email: &str) -> Option<String> {
-    let email = email.trim().to_lowercase();
-    let (local, domain) = email.split_once('@')?;
-    let plausible = !local.is_empty()
-        && domain.contains('.')
-        && !domain.starts_with('.')
-        && !domain.ends_with('.')
-        && (3..=254).contains(&email.len())
-        && !email.chars().any(|c| c.is_whitespace() || c.is_control());
-    plausible.then_some(email)
+    hookflow_shared::api::rules::is_email(email).then(|| email.to_ascii_lowercase())
 }
 
 pub async fn find_by_email(conn: &mut PgConnection, email: &str) -> Result<Option<UserRow>, sqlx::Error> {

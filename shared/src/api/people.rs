@@ -9,7 +9,7 @@ use uuid::Uuid;
 #[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SignIn {
-    #[schema(max_length = 254)]
+    #[schema(schema_with = crate::api::rules::email)]
     pub email: String,
     #[schema(max_length = 1024)]
     pub password: String,
@@ -100,7 +100,7 @@ impl std::fmt::Debug for ChangePassword {
 #[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Signup {
-    #[schema(max_length = 254)]
+    #[schema(schema_with = crate::api::rules::email)]
     pub email: String,
     #[schema(min_length = 12, max_length = 1024)]
     pub password: String,
@@ -219,7 +219,7 @@ pub struct LinkedIdentity {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddMember {
-    #[schema(max_length = 254)]
+    #[schema(schema_with = crate::api::rules::email)]
     pub email: String,
     pub role: Role,
 }

@@ -266,6 +266,69 @@ pub fn custom_response_header_allowed(name: &str) -> bool {
     })
 }
 
+/// An email address as the server takes it (`is_email`): printable ASCII without spaces (so lower-casing is the
+/// same in Rust and in PostgreSQL); a local part without `@`, an `@`, and a domain holding a dot but not starting or
+/// ending with one; 3 to 254 characters.
+pub fn email_pattern() -> &'static str {
+    "^[\\x21-\\x3f\\x41-\\x7e]+@[\\x21-\\x2d\\x2f-\\x7e][\\x21-\\x7e]*\\.[\\x21-\\x7e]*[\\x21-\\x2d\\x2f-\\x7e]$"
+}
+
+/// Whether `email` is an address by the rule `email_pattern` states.
+pub fn is_email(email: &str) -> bool {
+    let Some((local, domain)) = email.split_once('@') else { return false };
+    !local.is_empty()
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && (3..=254).contains(&email.len())
+        && email.bytes().all(|b| (0x21..=0x7e).contains(&b))
+}
+
+/// An email address (see `email_pattern`).
+pub fn email() -> ObjectBuilder {
+    string(3, 254, Some(email_pattern())).description(Some("An email address (stored lower-cased)."))
+}
+
+/// A pattern matching `word` in any letter case (`[Cc][Oo]...`), for rules JSON Schema must state without flags.
+fn any_case(word: &str) -> String {
+    word.chars()
+        .map(|c| {
+            if c.is_ascii_alphabetic() {
+                format!("[{}{}]", c.to_ascii_uppercase(), c.to_ascii_lowercase())
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// The header names `custom_response_header_allowed` admits, as a pattern: the listed names, or `X-` and a token
+/// that is none of the refused ones.
+pub fn custom_response_header_pattern() -> String {
+    let listed: Vec<String> = CUSTOM_RESPONSE_HEADERS.iter().map(|h| any_case(h)).collect();
+    let refused: Vec<String> = REFUSED_X_HEADERS
+        .iter()
+        .map(|h| {
+            let rest = any_case(&h[2..]);
+            if h.ends_with('-') { rest } else { format!("{rest}(?:-|$)") }
+        })
+        .collect();
+    format!("^(?:{}|[Xx]-(?!{})[!#$%&'*+.^_`|~0-9A-Za-z-]+)$", listed.join("|"), refused.join("|"))
+}
+
+/// A custom answer's headers: allowed names (`custom_response_header_pattern`), values a header can carry (no
+/// control character but tab).
+pub fn custom_response_headers() -> ObjectBuilder {
+    let value =
+        ObjectBuilder::new().schema_type(Type::String).pattern(Some("^[^\\u0000-\\u0008\\u000a-\\u001f\\u007f]*$"));
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property_names(Some(
+            ObjectBuilder::new().schema_type(Type::String).pattern(Some(custom_response_header_pattern())),
+        ))
+        .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(Schema::Object(value.build())))))
+}
+
 /// `[name, value]` header pairs in received order: each a two-string tuple stated with `prefixItems` and length
 /// bounds, its items typed as strings (client generators reject the `items: false` a tuple derive writes).
 pub fn header_pairs() -> ArrayBuilder {
@@ -278,6 +341,35 @@ pub fn header_pairs() -> ArrayBuilder {
     ArrayBuilder::new()
         .items(pair)
         .description(Some("`[name, value]` pairs in received order, case kept, duplicates kept."))
+}
+
+#[cfg(test)]
+mod email_tests {
+    use super::*;
+
+    #[test]
+    fn the_email_rule_and_its_pattern_agree() {
+        let pattern = regex::Regex::new(email_pattern()).expect("pattern");
+        let cases = [
+            ("ada@example.com", true),
+            ("a@b.c", true),
+            ("a@b@c.d", true),
+            ("A+tag@Example.COM", true),
+            (" ada@example.com", false),
+            ("ada@example.com\n", false),
+            ("ada@example", false),
+            ("ada@.example.com", false),
+            ("ada@example.com.", false),
+            ("@example.com", false),
+            ("adä@example.com", false),
+            ("a b@example.com", false),
+            ("a@b", false),
+        ];
+        for (email, valid) in cases {
+            assert_eq!(is_email(email), valid, "{email:?}");
+            assert_eq!(pattern.is_match(email), valid, "pattern: {email:?}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -14,9 +14,12 @@ pub struct CustomResponse {
     /// HTTP status, 100 to 599.
     #[schema(schema_with = crate::api::rules::answer_status)]
     pub status: u16,
+    /// Headers of the answer: `Content-Type`, `Content-Language`, `Retry-After` and `X-` names of your own.
     #[serde(default)]
+    #[schema(schema_with = crate::api::rules::custom_response_headers)]
     pub headers: BTreeMap<String, String>,
     #[serde(default)]
+    #[schema(max_length = 65536)]
     pub body: String,
 }
 
