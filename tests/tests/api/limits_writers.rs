@@ -46,11 +46,15 @@ async fn large_captures_of_one_tenant_never_cost_another_tenants_small_ones() {
     };
     let (large, small) = tokio::join!(large, small);
 
-    let small_statuses: Vec<u16> = small.iter().map(|r| r.as_ref().map_or(0, |r| r.status().as_u16())).collect();
-    assert!(small_statuses.iter().all(|&s| s == 200), "every small capture is stored: {small_statuses:?}");
+    for answer in &small {
+        match answer {
+            Ok(reply) => assert_eq!(reply.status(), 200, "every small capture is stored: {:?}", reply.headers()),
+            Err(error) => panic!("a small capture failed: {error:?}"),
+        }
+    }
     let (mut stored, mut refused) = (0, 0);
     for answer in &large {
-        let answer = answer.as_ref().expect("every large capture is answered");
+        let answer = answer.as_ref().unwrap_or_else(|e| panic!("a large capture was not answered: {e:?}"));
         match answer.status().as_u16() {
             200 => stored += 1,
             503 => {
