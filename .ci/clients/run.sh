@@ -33,24 +33,12 @@ if [ "${HOOKFLOW_SKIP_BUILD:-}" != 1 ]; then
 fi
 binary="$root/target/debug/hookflow-server"
 
-work="$(mktemp -d /tmp/hookflow-clients.XXXXXX)"
-chmod 755 "$work"
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-base="http://127.0.0.1:$port"
 # The flow's request goes to this server's own /healthz, on loopback: the first start's organization is on the
 # private-network allow-list (README, Runners), so no --allow-private-targets.
 server_started="$(clock)"
-"$binary" --data-dir "$work/data" --listen "127.0.0.1:$port" --embedded-runner on --metrics-listen off \
-  >"$work/server.out" 2>"$work/server.err" &
-server=$!
-cleanup() {
-  kill "$server" 2>/dev/null || true
-  wait "$server" 2>/dev/null || true
-  # The server's log outlives the run, for a failure's investigation.
-  cp "$work/server.err" "${TMPDIR:-/tmp}/hookflow-clients-server.log" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=../lib/server.sh
+. "$root/.ci/lib/server.sh"
+start_server clients "$binary" --embedded-runner on
 
 # While the server starts: the document, both generators and tsc.
 t="$(clock)"
@@ -101,16 +89,9 @@ if [ "$ts_generated" = 1 ] && (cd "$work/ts" && ./node_modules/.bin/tsc --noEmit
 fi
 part "tsc --noEmit --strict" "$t"
 
-for _ in $(seq 1 120); do
-  curl -fsS "$base/readyz" >/dev/null 2>&1 && break
-  kill -0 "$server" 2>/dev/null || { cat "$work/server.err" >&2; exit 1; }
-  sleep 0.5
-done
-curl -fsS "$base/readyz" >/dev/null || { echo "clients: the server did not get ready" >&2; exit 1; }
+wait_ready
 part "server ready (from its start)" "$server_started"
-key="$(sed -n 's/^ *api key: *//p' "$work/server.out")"
-org="$(sed -n 's/^ *organization id: *//p' "$work/server.out")"
-[ -n "$key" ] && [ -n "$org" ] || { echo "no bootstrap key in the server's output" >&2; exit 1; }
+key="$admin_key"
 
 t="$(clock)"
 python_status=FAILED

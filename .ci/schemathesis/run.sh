@@ -11,30 +11,10 @@ if ! st --version 2>/dev/null | grep -q "$version"; then
 fi
 cargo build --quiet -p hookflow-control-plane --bin hookflow-server
 
-work="$(mktemp -d /tmp/hookflow-schemathesis.XXXXXX)"
-chmod 755 "$work"
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-base="http://127.0.0.1:$port"
-"$root/target/debug/hookflow-server" --data-dir "$work/data" --listen "127.0.0.1:$port" --embedded-runner off --metrics-listen off \
-  >"$work/server.out" 2>"$work/server.err" &
-server=$!
-cleanup() {
-  kill "$server" 2>/dev/null || true
-  wait "$server" 2>/dev/null || true
-  # The server's log outlives the run, for a failure's investigation.
-  cp "$work/server.err" "${TMPDIR:-/tmp}/hookflow-schemathesis-server.log" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-for _ in $(seq 1 120); do
-  curl -fsS "$base/readyz" >/dev/null 2>&1 && break
-  kill -0 "$server" 2>/dev/null || { cat "$work/server.err" >&2; exit 1; }
-  sleep 0.5
-done
-admin_key="$(sed -n 's/^ *api key: *//p' "$work/server.out")"
-org="$(sed -n 's/^ *organization id: *//p' "$work/server.out")"
-[ -n "$admin_key" ] && [ -n "$org" ] || { echo "no bootstrap key in the server's output" >&2; exit 1; }
+# shellcheck source=../lib/server.sh
+. "$root/.ci/lib/server.sh"
+start_server schemathesis "$root/target/debug/hookflow-server" --embedded-runner off
+wait_ready
 
 # A key of every scope for schemathesis; the bootstrap key stays out of the run.
 created="$(curl -fsS -X POST "$base/api-keys" -H "X-Api-Key: $admin_key" -H "X-Organization-Id: $org" \

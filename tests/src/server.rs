@@ -22,6 +22,21 @@ pub async fn line_with(
     tokio::time::timeout(Duration::from_secs(120), wait).await.unwrap_or_else(|_| panic!("no `{needle}` in time"))
 }
 
+/// The server under test on 127.0.0.1 port 0 over `database_url` and `data`, its output piped, killed when dropped.
+pub fn command(binary: &str, database_url: &str, data: &std::path::Path) -> Command {
+    let mut command = Command::new(binary);
+    command
+        .args(["--listen", "127.0.0.1:0", "--database-url", database_url])
+        .arg("--data-dir")
+        .arg(data)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
 #[derive(Debug)]
 pub struct ServerProcess {
     pub child: Child,
@@ -41,17 +56,10 @@ impl ServerProcess {
     pub async fn spawn(binary: &str, extra: &[&str]) -> Self {
         let data = std::env::temp_dir().join(format!("hookflow-process-{}", uuid::Uuid::new_v4()));
         let database_url = crate::cluster::fresh_database_url().await;
-        let mut child = Command::new(binary)
-            .args(["--listen", "127.0.0.1:0", "--embedded-runner", "off", "--database-url", &database_url])
+        let mut child = command(binary, &database_url, &data)
+            .args(["--embedded-runner", "off"])
             .args(extra)
-            .arg("--data-dir")
-            .arg(&data)
-            .env("NO_COLOR", "1")
             .env("HOOKFLOW_METRICS_LISTEN", "off")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .expect("spawn hookflow-server");
         let mut out = BufReader::new(child.stdout.take().expect("stdout")).lines();
@@ -63,9 +71,29 @@ impl ServerProcess {
             .chars()
             .take_while(|c| !c.is_whitespace())
             .collect();
-        tokio::spawn(async move { while let Ok(Some(_)) = err.next_line().await {} });
+        // The server's warnings and errors go to the test's output (shown when it fails).
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = err.next_line().await {
+                if line.contains("WARN") || line.contains("ERROR") {
+                    eprintln!("server: {line}");
+                }
+            }
+        });
         tokio::spawn(async move { while let Ok(Some(_)) = out.next_line().await {} });
         Self { child, base: format!("http://{address}"), address, org, key, database_url, data }
+    }
+
+    /// POSTs `body` to `path` as organization `org` with `key`; the JSON answer.
+    pub async fn post_as(&self, org: &str, key: &str, path: &str, body: &serde_json::Value) -> serde_json::Value {
+        let reply = reqwest::Client::new()
+            .post(format!("{}{path}", self.base))
+            .header("x-api-key", key)
+            .header("x-organization-id", org)
+            .json(body)
+            .send()
+            .await
+            .expect("send");
+        reply.json().await.expect("a JSON answer")
     }
 
     /// Runs an operator command of the same binary on this server's database and data directory; its output.

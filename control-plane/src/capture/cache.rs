@@ -2,7 +2,9 @@
 //! body limit, custom response, rate limiter), invalidated through the invalidation channel when an endpoint or
 //! its organization changes on any server. Unknown ids are remembered apart, for a while (a new endpoint is
 //! announced, so it is live at once everywhere): a flood of random ids fills only that map, never evicting a
-//! known endpoint (and with it its rate limiter).
+//! known endpoint (and with it its rate limiter). At most `LOADS` reads run at once, and a capture that waited for
+//! one looks in memory again first: a burst of captures to an endpoint memory does not know yet costs one read,
+//! not one pool connection each (which starved the capture writer and failed other tenants' captures with 503).
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hookflow_shared::api::webhooks::CustomResponse;
@@ -17,6 +19,9 @@ use uuid::Uuid;
 const NEGATIVE_TTL: Duration = Duration::from_secs(30);
 /// Unknown ids remembered before that map is emptied (bounds memory under floods of random ids).
 const MAX_UNKNOWN: usize = 100_000;
+
+/// Endpoint reads from the database running at once.
+const LOADS: usize = 4;
 
 /// What the capture path needs to know about an endpoint.
 #[derive(Debug)]
@@ -47,10 +52,17 @@ pub enum Lookup {
     Miss,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct EndpointCache {
     known: RwLock<HashMap<Uuid, Arc<Endpoint>>>,
     unknown: RwLock<HashMap<Uuid, Instant>>,
+    loads: tokio::sync::Semaphore,
+}
+
+impl Default for EndpointCache {
+    fn default() -> Self {
+        Self { known: RwLock::default(), unknown: RwLock::default(), loads: tokio::sync::Semaphore::new(LOADS) }
+    }
 }
 
 type EndpointRow = (Uuid, i64, Option<sqlx::types::Json<CustomResponse>>, i32);
@@ -69,6 +81,12 @@ impl EndpointCache {
 
     /// Reads `id` from the database into memory; capture rates above `max_rate` are held to it.
     pub async fn load(&self, pool: &PgPool, id: Uuid, max_rate: i32) -> Result<Option<Arc<Endpoint>>, sqlx::Error> {
+        let _turn = self.loads.acquire().await.map_err(|_| sqlx::Error::PoolClosed)?;
+        match self.lookup(id) {
+            Lookup::Known(endpoint) => return Ok(Some(endpoint)),
+            Lookup::Unknown => return Ok(None),
+            Lookup::Miss => {}
+        }
         let row: Option<EndpointRow> = sqlx::query_as(
             "SELECT w.organization_id, COALESCE(w.max_body_bytes, o.default_max_body_bytes), w.response,
                     o.capture_rate_limit_per_s

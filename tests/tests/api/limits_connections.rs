@@ -26,18 +26,7 @@ fn holder(target: &str, first: &str) -> Child {
 async fn twenty_thousand_idle_connections_do_not_lock_out_other_clients() {
     let server = ServerProcess::spawn(SERVER, &[]).await;
     let (base, address, key, org) = (&server.base, &server.address, &server.key, &server.org);
-    let client = reqwest::Client::new();
-    let webhook: serde_json::Value = client
-        .post(format!("{base}/webhooks"))
-        .header("x-api-key", key)
-        .header("x-organization-id", org)
-        .json(&serde_json::json!({"name": "flooded"}))
-        .send()
-        .await
-        .expect("create webhook")
-        .json()
-        .await
-        .expect("webhook");
+    let webhook = server.post_as(org, key, "/webhooks", &serde_json::json!({"name": "flooded"})).await;
     let capture_url = format!("{base}/webhook/{}", webhook["id"].as_str().expect("id"));
 
     let started = std::time::Instant::now();

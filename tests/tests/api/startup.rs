@@ -2,9 +2,7 @@
 //! on a taken metrics port stops at once with a message naming the flag, without starting (and then closing)
 //! its background tasks; boolean variables take 1/0 and yes/no.
 
-use std::process::Stdio;
 use std::time::Duration;
-use tokio::process::Command;
 
 const SERVER: &str = env!("CARGO_BIN_EXE_hookflow-server-under-test");
 
@@ -14,19 +12,12 @@ async fn a_second_server_on_a_taken_metrics_port_stops_before_starting_anything(
     let address = taken.local_addr().expect("address").to_string();
     let data = std::env::temp_dir().join(format!("hookflow-second-{}", uuid::Uuid::new_v4()));
     let url = hookflow_tests::cluster::fresh_database_url().await;
-    let child = Command::new(SERVER)
-        .args(["--listen", "127.0.0.1:0", "--embedded-runner", "on", "--database-url", &url])
-        .arg("--data-dir")
-        .arg(&data)
-        .env("NO_COLOR", "1")
+    let child = hookflow_tests::server::command(SERVER, &url, &data)
+        .args(["--embedded-runner", "on"])
         .env("HOOKFLOW_METRICS_LISTEN", &address)
         // Boolean variables as operators write them.
         .env("HOOKFLOW_ALLOW_PRIVATE_TARGETS", "yes")
         .env("HOOKFLOW_SIGNUP", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn hookflow-server");
     let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
