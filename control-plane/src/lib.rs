@@ -15,25 +15,21 @@
 //!
 //! `http::serve` runs the API on any listener; `server::run` is the binary's entry point.
 
-pub mod admin;
-pub mod analytics;
-pub mod app;
+pub mod api;
+pub mod auth;
 pub mod capture;
-pub mod catalog;
-pub mod collections;
 pub mod crypto;
 pub mod db;
-pub mod executions;
-pub mod flows;
+pub mod error;
+pub mod extract;
 pub mod http;
 pub mod metrics;
 pub mod outbound;
-pub mod people;
+pub mod pagination;
 pub mod queue;
-pub mod resources;
-pub mod runner_protocol;
 pub mod server;
 pub mod signals;
 pub mod state;
+pub mod strict_json;
 pub mod tasks;
-pub mod webhooks;
+pub mod validate;

@@ -1,16 +1,16 @@
 //! `AppState`: what every handler can reach, as plain data: the pool, settings, the in-process caches, the
 //! capture writer and stream hub, the wake-up signals and the shutdown token. Background loops are `tasks`'.
 
+use crate::api::people::throttle::SignInThrottle;
+use crate::auth::external::{ExternalIssuers, IssuerConfig};
+use crate::auth::key_cache::KeyCache;
+use crate::auth::people_cache::PeopleCache;
+use crate::auth::signing::SigningKeys;
 use crate::capture::cache::EndpointCache;
 use crate::capture::hub::StreamHub;
 use crate::capture::writer::CaptureWriter;
 use crate::db::group_commit::GroupCommit;
-use crate::http::auth::external::{ExternalIssuers, IssuerConfig};
-use crate::http::auth::key_cache::KeyCache;
-use crate::http::auth::people_cache::PeopleCache;
-use crate::http::auth::signing::SigningKeys;
 use crate::http::limits::Allowances;
-use crate::people::throttle::SignInThrottle;
 use crate::queue::create::NewExecution;
 use crate::queue::finish::Ending;
 use crate::signals::{Invalidation, QueueSignal};
@@ -28,7 +28,7 @@ pub struct Inner {
     pub settings: Settings,
     pub endpoints: EndpointCache,
     /// Flow drafts as last validated, for launches.
-    pub drafts: crate::executions::drafts::Drafts,
+    pub drafts: crate::api::executions::drafts::Drafts,
     /// Job tokens this server handed out to runners, for their completions.
     pub issued_jobs: crate::queue::issued::IssuedJobs,
     pub keys: KeyCache,
@@ -41,7 +41,7 @@ pub struct Inner {
     /// Failed sign-ins per (email, address) and per address.
     pub sign_ins: SignInThrottle,
     /// Failed lookups of keys, job tokens and refresh tokens per address, and credentials known not to exist.
-    pub credential_failures: crate::http::auth::failures::CredentialFailures,
+    pub credential_failures: crate::auth::failures::CredentialFailures,
     /// What each client may still spend: requests per key, unknown capture lookups per address, streams per key.
     pub allowances: Arc<Allowances>,
     pub writers: Writers,
@@ -199,7 +199,7 @@ impl AppState {
             signing: SigningKeys::default(),
             external: ExternalIssuers::new(&settings.issuers),
             sign_ins: SignInThrottle::default(),
-            credential_failures: crate::http::auth::failures::CredentialFailures::new(
+            credential_failures: crate::auth::failures::CredentialFailures::new(
                 settings.credential_failures_per_minute,
             ),
             allowances: Allowances::new(settings.key_rate_per_s, settings.streams_per_key),

@@ -7,6 +7,7 @@ pub mod cluster_home;
 pub mod data_dir;
 pub mod embedded;
 pub mod group_commit;
+pub mod owned;
 pub mod storage;
 pub mod update;
 pub mod watch;

@@ -4,7 +4,7 @@
 //! peer are ignored, so nobody can choose their own address. Budgets key IPv6 clients by their /64, which one
 //! client holds whole.
 
-use crate::http::error::ApiError;
+use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::HeaderMap;

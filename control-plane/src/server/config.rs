@@ -142,7 +142,7 @@ pub struct PeopleArgs {
     /// public client>, resource=<indicator>, clients=a,b (the clients whose tokens are accepted),
     /// domains=example.com,example.org (email domains its people may have), max_lifetime_s=86400.
     #[arg(long = "oidc-issuer", env = "HOOKFLOW_OIDC_ISSUERS", value_delimiter = ';')]
-    pub oidc_issuers: Vec<crate::http::auth::external::IssuerConfig>,
+    pub oidc_issuers: Vec<crate::auth::external::IssuerConfig>,
     /// Organizations one person may make with `POST /organizations` (those they were invited to do not count);
     /// past it, 403 `quota_exceeded`.
     #[arg(long, env = "HOOKFLOW_MAX_ORGANIZATIONS_PER_PERSON", default_value_t = 20)]

@@ -8,9 +8,9 @@ pub mod fd_limit;
 pub mod operator;
 pub mod rotate;
 
+use crate::api;
 use crate::db::data_dir;
 use crate::db::storage::{BoxError, Opener, Storage};
-use crate::http;
 use crate::state::{AppState, Settings};
 use config::{Cli, Command, EmbeddedRunner, LogArgs, LogFormat, ServeArgs, StorageArgs};
 use tokio::net::TcpListener;
@@ -26,8 +26,8 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
             result
         }
         Command::Openapi { max_capture_rate } => {
-            let mut document = crate::http::openapi_document();
-            crate::http::openapi::state_server_limits(&mut document, max_capture_rate);
+            let mut document = crate::api::openapi_document();
+            crate::api::openapi::state_server_limits(&mut document, max_capture_rate);
             println!("{}", serde_json::to_string_pretty(&document)?);
             Ok(())
         }
@@ -150,7 +150,7 @@ async fn serve_with(
         tokio::spawn(crate::metrics::endpoint::serve(metrics, state.clone()));
     }
     tracing::info!(address = %local, public_url, "hookflow-server listening");
-    http::serve(listener, state).await?;
+    api::serve(listener, state).await?;
     tracing::info!("shutting down");
     Ok(())
 }
