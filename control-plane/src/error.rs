@@ -110,7 +110,7 @@ impl From<sqlx::Error> for ApiError {
         {
             return Self::invalid("the request holds a NUL character (U+0000), which cannot be stored");
         }
-        if crate::db::is_unavailable(&error) {
+        if is_unavailable(&error) {
             tracing::warn!(error = %error, "database unavailable");
             Self::unavailable()
         } else {
@@ -197,4 +197,18 @@ fn is_json(response: &Response) -> bool {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"))
+}
+
+/// Whether an error means the database cannot be reached (answered 503), rather than a failed statement.
+pub fn is_unavailable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(db) => {
+            // Connection trouble, shutdown, too many connections, or a statement over its time limit.
+            db.code().is_some_and(|code| {
+                code.starts_with("08") || code.starts_with("57P") || code == "53300" || code == "57014"
+            })
+        }
+        _ => false,
+    }
 }

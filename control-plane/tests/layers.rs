@@ -34,17 +34,9 @@ const KNOWN: &[&str] = &[
     "upward arrow: auth/mod.rs (auth, layer components) -> state.rs (state, layer composition)",
     "upward arrow: capture/hub.rs (capture, layer components) -> api/webhooks/model.rs (api, layer resources)",
     "upward arrow: capture/mod.rs (capture, layer components) -> state.rs (state, layer composition)",
-    "upward arrow: db/storage.rs (db, layer storage) -> server/config.rs (server, layer processes)",
-    "upward arrow: error.rs (error, layer request) -> db/mod.rs (db, layer storage)",
-    "upward arrow: http/client_address.rs (http, layer infrastructure) -> state.rs (state, layer composition)",
-    "upward arrow: metrics/endpoint.rs (metrics, layer infrastructure) -> state.rs (state, layer composition)",
     "upward arrow: outbound/mod.rs (outbound, layer infrastructure) -> state.rs (state, layer composition)",
     "upward arrow: queue/claim.rs (queue, layer components) -> state.rs (state, layer composition)",
-    "upward arrow: queue/watch.rs (queue, layer components) -> state.rs (state, layer composition)",
-    "upward arrow: state.rs (state, layer composition) -> api/executions/drafts.rs (api, layer resources)",
-    "upward arrow: state.rs (state, layer composition) -> api/people/throttle.rs (api, layer resources)",
     "circle between files: capture/batch.rs, capture/writer.rs",
-    "circle between files: api/people/throttle.rs, auth/failures.rs, http/client_address.rs, queue/create.rs, queue/watch.rs, state.rs",
     "circle between files: api/people/store.rs, auth/bearer.rs, auth/external_tokens.rs",
     "circle between files: api/executions/mod.rs, api/executions/read.rs, api/executions/stream.rs",
     "circle between files: api/people/leaving.rs, api/people/members.rs",
@@ -172,7 +164,7 @@ fn expand(text: &str, prefix: Vec<String>, out: &mut Vec<Vec<String>>) -> usize 
 }
 
 /// The module paths a file refers to, absolute (without `crate`).
-fn references(source: &Source, is_dir_module: bool) -> Vec<Vec<String>> {
+fn references(source: &Source) -> Vec<Vec<String>> {
     let text = &source.text;
     let children: BTreeSet<&str> = text
         .lines()
@@ -320,9 +312,8 @@ fn file_graph(root: &Path) -> (BTreeMap<String, BTreeSet<String>>, BTreeMap<Stri
     let mut modules = BTreeMap::new();
     for (path, source) in &sources {
         let name = path.display().to_string();
-        let is_dir_module = path.ends_with("mod.rs") || path.ends_with("lib.rs") || path.ends_with("main.rs");
         let entry = edges.entry(name.clone()).or_default();
-        for reference in references(source, is_dir_module) {
+        for reference in references(source) {
             let target = (0..=reference.len()).rev().find_map(|n| files.get(&reference[..n]));
             if let Some(target) = target
                 && *target != name
@@ -403,6 +394,6 @@ fn the_parser_reads_groups_super_and_children() {
             "mod c;\nuse crate::{x::{y, z}, w};\nuse super::q::r; // crate::ignored\nfn f() { c::g(); crate::v::h() }",
         ),
     };
-    let refs: Vec<String> = references(&source, false).iter().map(|p| p.join("::")).collect();
+    let refs: Vec<String> = references(&source).iter().map(|p| p.join("::")).collect();
     assert_eq!(refs, ["x::y", "x::z", "w", "a::q::r", "a::b::c::g", "v::h"]);
 }

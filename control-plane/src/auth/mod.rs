@@ -12,6 +12,7 @@ pub mod key_cache;
 pub mod keys;
 pub mod people_cache;
 pub mod signing;
+pub mod throttle;
 pub mod users;
 
 use crate::error::{ApiError, ApiResult};

@@ -8,6 +8,7 @@
 
 pub mod claim;
 pub mod create;
+pub mod drafts;
 pub mod events;
 pub mod finish;
 pub mod issued;

@@ -55,6 +55,16 @@ pub struct StorageArgs {
 }
 
 impl StorageArgs {
+    /// What `db::storage` needs to open the database.
+    pub fn options(&self) -> crate::db::storage::StorageOptions {
+        crate::db::storage::StorageOptions {
+            data_dir: self.data_dir.clone(),
+            database_url: self.database_url(),
+            pg_bindir: self.pg_bindir.clone(),
+            embedded_cluster_dir: self.embedded_cluster_dir.clone(),
+        }
+    }
+
     /// The configured database URL, falling back to `DATABASE_URL`.
     pub fn database_url(&self) -> Option<String> {
         self.database_url.clone().or_else(|| std::env::var("DATABASE_URL").ok()).filter(|u| !u.is_empty())

@@ -60,12 +60,6 @@ pub async fn refuse_if_referenced(conn: &mut PgConnection, org_id: Uuid, what: R
 }
 
 /// Every `request_ref` in a definition's nodes.
-/// Whether any node of `definition` uses a collection request (which a launch then reads and inlines).
-pub fn uses_requests(definition: &Value) -> bool {
-    let nodes = definition["nodes"].as_array().map(Vec::as_slice).unwrap_or_default();
-    nodes.iter().any(|node| node.get("request_ref").is_some())
-}
-
 fn references(definition: &Value) -> Vec<RequestRef> {
     let nodes = definition["nodes"].as_array().map(Vec::as_slice).unwrap_or_default();
     nodes.iter().filter_map(|node| serde_json::from_value(node.get("request_ref")?.clone()).ok()).collect()

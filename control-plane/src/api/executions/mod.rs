@@ -1,7 +1,6 @@
 //! Executions as the API shows them: launching (with idempotency), reading, cancelling, streaming and their
 //! statistics. What happens to an execution (the state machine and its event log) lives in `queue`.
 
-pub mod drafts;
 pub mod idempotency;
 pub mod launch;
 pub mod read;

@@ -1,11 +1,11 @@
 //! What a launch runs: the draft or a published version of a flow, the published versions its module nodes run
 //! (to a depth of five), and the collection requests it references, resolved and handed to the queue.
 
-use crate::api::executions::drafts::{Draft, Drafts};
 use crate::api::flows::model::definition_error;
 use crate::error::{ApiError, ApiResult};
 use crate::queue;
 use crate::queue::create::NewExecution;
+use crate::queue::drafts::{Draft, Drafts};
 use crate::state::AppState;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::executions::{Execution, Launch, LaunchMode, Trigger};

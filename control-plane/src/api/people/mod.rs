@@ -10,7 +10,6 @@ pub mod passwords;
 pub mod sessions;
 pub mod signup;
 pub mod store;
-pub mod throttle;
 pub mod tokens;
 
 use crate::state::AppState;

@@ -77,7 +77,7 @@ async fn next_job(
     let wake = app.queue.for_runner(caller.org_id);
     if wait_s > 0 {
         // Before the first claim attempt: a launch on another replica that this attempt cannot see yet notifies.
-        crate::queue::watch::record_waiting(&app, caller.org_id).await;
+        crate::queue::watch::record_waiting(&app.pool, &app.queue, app.replica, caller.org_id).await;
     }
     loop {
         let mut jobs = try_claim(&app, caller, body.runner_id, &labels, body.max_jobs.unwrap_or(1)).await?;

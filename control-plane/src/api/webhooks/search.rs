@@ -110,7 +110,7 @@ pub async fn check_json_paths(pool: &PgPool, conds: &[Cond]) -> ApiResult<()> {
             let valid: Result<String, sqlx::Error> =
                 sqlx::query_scalar("SELECT $1::jsonpath::text").bind(path).fetch_one(pool).await;
             if let Err(e) = valid {
-                if crate::db::is_unavailable(&e) {
+                if crate::error::is_unavailable(&e) {
                     return Err(e.into());
                 }
                 return Err(ApiError::invalid(format!("`{path}` is not a valid JSONPath (e.g. $.action)")));

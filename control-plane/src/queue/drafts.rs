@@ -40,8 +40,7 @@ impl Draft {
         raw: serde_json::Value,
         parsed: FlowDefinition,
     ) -> Self {
-        let self_contained = !parsed.nodes.iter().any(|node| matches!(node, Node::Module(_)))
-            && !crate::api::collections::refs::uses_requests(&raw);
+        let self_contained = !parsed.nodes.iter().any(|node| matches!(node, Node::Module(_))) && !uses_requests(&raw);
         let size = text.len().saturating_mul(MEMORY_PER_TEXT_BYTE);
         Self { revision, updated_at, raw, parsed, self_contained, size }
     }
@@ -85,6 +84,12 @@ impl Drafts {
             }
         }
     }
+}
+
+/// Whether any node of `definition` uses a collection request (which a launch then reads and inlines).
+pub fn uses_requests(definition: &serde_json::Value) -> bool {
+    let nodes = definition["nodes"].as_array().map(Vec::as_slice).unwrap_or_default();
+    nodes.iter().any(|node| node.get("request_ref").is_some())
 }
 
 #[cfg(test)]
