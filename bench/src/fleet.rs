@@ -402,8 +402,8 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
 /// One organization queues a backlog, then every other organization launches one job at once; each has one
 /// runner of its own. How long each waits for its first claim says whether a backlog elsewhere slows them.
 async fn fairness(server: &ServerProcess, pool: &sqlx::PgPool, args: &Args, _flow: &str) -> Result<(), BoxError> {
-    use hookflow_control_plane::admin::{keys, organization};
-    use hookflow_control_plane::http::auth::Actor;
+    use hookflow_control_plane::api::admin::{keys, organization};
+    use hookflow_control_plane::auth::Actor;
     let mut orgs = Vec::new();
     for i in 0..args.organizations {
         let mut tx = pool.begin().await?;

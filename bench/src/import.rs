@@ -4,7 +4,7 @@
 
 use crate::load::BoxError;
 use crate::setup::Rig;
-use hookflow_control_plane::collections::openapi::{mapping, parse};
+use hookflow_control_plane::api::collections::openapi::{mapping, parse};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,7 @@
 use crate::capture::subscribe_and_send;
 use crate::load::{self, BoxError};
 use crate::setup::Rig;
-use hookflow_control_plane::people::{passwords, signup, store};
+use hookflow_control_plane::api::people::{passwords, signup, store};
 use hookflow_shared::Role;
 use hookflow_tests::browser::Browser;
 use std::collections::HashMap;

@@ -1,8 +1,8 @@
 //! A durable PostgreSQL cluster in a fresh /tmp directory and a real control plane on 127.0.0.1:0 over it.
 
-use hookflow_control_plane::admin::{keys, organization};
+use hookflow_control_plane::api::admin::{keys, organization};
+use hookflow_control_plane::auth::Actor;
 use hookflow_control_plane::db::{self, embedded};
-use hookflow_control_plane::http::auth::Actor;
 use hookflow_control_plane::state::{AppState, Settings};
 use hookflow_shared::ScopeSet;
 use hookflow_shared::wire::header;
@@ -83,7 +83,7 @@ impl Rig {
         adjust(&mut settings);
         let state = AppState::new(pool.clone(), settings, shutdown.clone());
         hookflow_control_plane::tasks::start(&state);
-        tokio::spawn(hookflow_control_plane::http::serve(listener, state));
+        tokio::spawn(hookflow_control_plane::api::serve(listener, state));
         Ok(Self { base, pool, org: org.id, key: key.key, cluster, shutdown })
     }
 

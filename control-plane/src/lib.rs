@@ -1,39 +1,39 @@
 //! hookflow control plane: the REST + SSE API, the capture path, the execution queue, authentication and the
-//! embedded PostgreSQL manager. The folders are the layers, lowest first:
+//! embedded PostgreSQL manager. The folders are the layers, lowest first; a module uses its own layer and those
+//! below, never above, and nothing forms a circle (`tests/layers.rs` checks both; docs/DESIGN.md has the table):
 //!
-//! - `signals`, `crypto`, `state`: wake-ups and NOTIFY channels, encryption at rest, and `AppState` (plain data).
-//! - `db/`: connecting, the embedded cluster, migrations, the data directory, the PATCH statement builder.
-//! - `http/`: the listener and router, errors, extractors, authentication, pagination, field checks, OpenAPI.
-//! - `outbound/`: the one guarded client for requests the server itself makes.
-//! - `queue/`: the execution state machine (create, claim, report, lease, finish, release) and its event log.
-//! - `tasks/`: background loops (LISTEN fan-out, retention, lease rescue, schedules).
-//! - one folder per resource, with its routes and SQL together: `webhooks/`, `capture/`, `analytics`, `flows/`,
-//!   `executions/`, `collections/`, `resources`, `admin/`, `catalog`, `runner_protocol/`.
-//! - `app/`: the web console's page shells and scripts, embedded in the binary and served at `/`.
-//! - `metrics`: the Prometheus metrics and their listener.
-//! - `server/`: the binary's commands (serve, operator commands), configuration, first start, embedded runner.
+//! - `signals`, `crypto`, `strict_json`: wake-ups and NOTIFY channels, encryption at rest, the strict JSON reader.
+//! - `error`, `extract`, `pagination`, `validate`: the crate-wide error type, extractors, pages, field checks.
+//! - `db/`: connecting, the embedded cluster, migrations, the data directory, the PATCH statement builder, group
+//!   commit, the replicas' watches, the owned-row deletes.
+//! - `metrics/`, `outbound/`, `http/`: the metrics and their listener, the one guarded client for requests the
+//!   server itself makes, the transport (accept loop, raw heads, client addresses, allowances, the observer).
+//! - `auth/`, `queue/`, `capture/`: identity (keys, sessions, job tokens, external issuers, signing keys,
+//!   throttles), the execution state machine and its event log, the capture path's writer, cache and hub.
+//! - `state`: `AppState`, the composition root that wires the components; nothing below it takes it.
+//! - `api/`: one folder or file per resource with its routes and SQL (`webhooks/`, `analytics`, `flows/`,
+//!   `executions/`, `collections/`, `resources/`, `admin/`, `people/`, `catalog`, `runner_protocol/`, the web
+//!   console `app/`), merged into the router and the OpenAPI document in `api/mod.rs`.
+//! - `tasks/`, `server/`: background loops (LISTEN fan-out, retention, lease rescue, schedules); the binary's
+//!   commands, configuration, first start, embedded runner.
 //!
-//! `http::serve` runs the API on any listener; `server::run` is the binary's entry point.
+//! `api::serve` runs the API on any listener; `server::run` is the binary's entry point.
 
-pub mod admin;
-pub mod analytics;
-pub mod app;
+pub mod api;
+pub mod auth;
 pub mod capture;
-pub mod catalog;
-pub mod collections;
 pub mod crypto;
 pub mod db;
-pub mod executions;
-pub mod flows;
+pub mod error;
+pub mod extract;
 pub mod http;
 pub mod metrics;
 pub mod outbound;
-pub mod people;
+pub mod pagination;
 pub mod queue;
-pub mod resources;
-pub mod runner_protocol;
 pub mod server;
 pub mod signals;
 pub mod state;
+pub mod strict_json;
 pub mod tasks;
-pub mod webhooks;
+pub mod validate;

@@ -1,16 +1,16 @@
 //! `AppState`: what every handler can reach, as plain data: the pool, settings, the in-process caches, the
 //! capture writer and stream hub, the wake-up signals and the shutdown token. Background loops are `tasks`'.
 
+use crate::auth::external::{ExternalIssuers, IssuerConfig};
+use crate::auth::key_cache::KeyCache;
+use crate::auth::people_cache::PeopleCache;
+use crate::auth::signing::SigningKeys;
+use crate::auth::throttle::SignInThrottle;
 use crate::capture::cache::EndpointCache;
 use crate::capture::hub::StreamHub;
 use crate::capture::writer::CaptureWriter;
 use crate::db::group_commit::GroupCommit;
-use crate::http::auth::external::{ExternalIssuers, IssuerConfig};
-use crate::http::auth::key_cache::KeyCache;
-use crate::http::auth::people_cache::PeopleCache;
-use crate::http::auth::signing::SigningKeys;
 use crate::http::limits::Allowances;
-use crate::people::throttle::SignInThrottle;
 use crate::queue::create::NewExecution;
 use crate::queue::finish::Ending;
 use crate::signals::{Invalidation, QueueSignal};
@@ -28,7 +28,7 @@ pub struct Inner {
     pub settings: Settings,
     pub endpoints: EndpointCache,
     /// Flow drafts as last validated, for launches.
-    pub drafts: crate::executions::drafts::Drafts,
+    pub drafts: crate::queue::drafts::Drafts,
     /// Job tokens this server handed out to runners, for their completions.
     pub issued_jobs: crate::queue::issued::IssuedJobs,
     pub keys: KeyCache,
@@ -41,7 +41,7 @@ pub struct Inner {
     /// Failed sign-ins per (email, address) and per address.
     pub sign_ins: SignInThrottle,
     /// Failed lookups of keys, job tokens and refresh tokens per address, and credentials known not to exist.
-    pub credential_failures: crate::http::auth::failures::CredentialFailures,
+    pub credential_failures: crate::auth::failures::CredentialFailures,
     /// What each client may still spend: requests per key, unknown capture lookups per address, streams per key.
     pub allowances: Arc<Allowances>,
     pub writers: Writers,
@@ -49,7 +49,7 @@ pub struct Inner {
     /// This process among the replicas sharing the database (in `queue_watchers` and `capture_watchers`).
     pub replica: uuid::Uuid,
     /// Wakes long-polling claims.
-    pub queue: QueueSignal,
+    pub queue: Arc<QueueSignal>,
     /// Ids of executions with new events (execution streams filter their own).
     pub execution_wakes: tokio::sync::broadcast::Sender<uuid::Uuid>,
     /// Cancelled when the server stops: streams end, background tasks return.
@@ -199,11 +199,11 @@ impl AppState {
             signing: SigningKeys::default(),
             external: ExternalIssuers::new(&settings.issuers),
             sign_ins: SignInThrottle::default(),
-            credential_failures: crate::http::auth::failures::CredentialFailures::new(
+            credential_failures: crate::auth::failures::CredentialFailures::new(
                 settings.credential_failures_per_minute,
             ),
             allowances: Allowances::new(settings.key_rate_per_s, settings.streams_per_key),
-            queue: QueueSignal::default(),
+            queue: Arc::default(),
             execution_wakes: tokio::sync::broadcast::channel(4096).0,
             pool,
             settings,
@@ -253,6 +253,12 @@ impl AppState {
             }
             Err(e) => tracing::error!(error = %e, "the master key file cannot be read; keeping the keys in memory"),
         }
+    }
+}
+
+impl crate::http::client_address::WithTrustedProxies for AppState {
+    fn trusted_proxies(&self) -> &crate::http::client_address::TrustedProxies {
+        &self.settings.trusted_proxies
     }
 }
 

@@ -1,10 +1,10 @@
 //! `TestApp`: the control plane's real router on 127.0.0.1:0 over a fresh database, with an organization and an
 //! all-scopes key ready, and helpers to call it as any key of any organization.
 
-use hookflow_control_plane::admin::{keys, organization};
-use hookflow_control_plane::http::auth::Actor;
+use hookflow_control_plane::api::admin::{keys, organization};
+use hookflow_control_plane::auth::Actor;
 use hookflow_control_plane::state::{AppState, Settings};
-use hookflow_control_plane::{db, http, tasks};
+use hookflow_control_plane::{api, db, http, tasks};
 use hookflow_shared::ScopeSet;
 use hookflow_shared::wire::header;
 use reqwest::{Method, StatusCode, header::HeaderMap};
@@ -120,7 +120,7 @@ impl TestApp {
         let state = AppState::new(pool.clone(), settings, shutdown.clone());
         let replica = state.replica;
         tasks::start(&state);
-        tokio::spawn(http::serve(listener, state));
+        tokio::spawn(api::serve(listener, state));
         Self {
             base,
             pool,

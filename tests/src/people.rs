@@ -2,7 +2,7 @@
 //! requests sent with a person's bearer token, and invitations sent and accepted over the API.
 
 use crate::app::{Reply, TestApp, read};
-use hookflow_control_plane::people::{passwords, signup, store};
+use hookflow_control_plane::api::people::{passwords, signup, store};
 use hookflow_shared::Role;
 use hookflow_shared::wire::header;
 use reqwest::Method;

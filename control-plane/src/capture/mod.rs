@@ -8,7 +8,7 @@ pub mod hub;
 pub mod writer;
 
 use crate::db::byte_budget::{Reservation, SMALL_WRITE};
-use crate::http::error::{ApiError, ApiResult, to_json_string};
+use crate::error::{ApiError, ApiResult, to_json_string};
 use crate::http::raw_head::{HeadQueue, RequestNumber};
 use crate::state::AppState;
 use axum::Extension;
@@ -245,7 +245,7 @@ fn receipt(endpoint: &Endpoint, request_id: Uuid, received_at: chrono::DateTime<
 fn custom_response(custom: &CustomResponse) -> Response {
     let status = StatusCode::from_u16(custom.status).unwrap_or(StatusCode::OK);
     let mut response = (status, custom.body.clone()).into_response();
-    response.extensions_mut().insert(crate::http::error::Verbatim);
+    response.extensions_mut().insert(crate::error::Verbatim);
     let headers = response.headers_mut();
     let allowed =
         custom.headers.iter().filter(|(name, _)| hookflow_shared::api::rules::custom_response_header_allowed(name));

@@ -14,7 +14,7 @@
 
 use crate::capture::batch;
 use crate::db::byte_budget::{self, ByteBudget, Reservation};
-use crate::http::error::ApiError;
+use crate::error::ApiError;
 use chrono::{DateTime, Utc};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;

@@ -3,7 +3,7 @@
 //! excess is the one refused, never its neighbours), and how a batch is cut so that one statement never carries
 //! more than a batch's worth of bytes (a write over it goes alone).
 
-use crate::http::error::ApiError;
+use crate::error::ApiError;
 use hookflow_shared::ErrorCode;
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};

@@ -5,7 +5,7 @@
 //! within a byte budget (past it the caller is answered 503 at once), and a batch closes at `BATCH_BYTES`.
 
 use crate::db::byte_budget::{self, ByteBudget};
-use crate::http::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres};
 use std::future::Future;

@@ -7,6 +7,7 @@ pub mod cluster_home;
 pub mod data_dir;
 pub mod embedded;
 pub mod group_commit;
+pub mod owned;
 pub mod storage;
 pub mod update;
 pub mod watch;
@@ -78,18 +79,4 @@ pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     let result = MIGRATOR.run(&mut *conn).await;
     let _ = sqlx::query("RESET statement_timeout").execute(&mut *conn).await;
     result
-}
-
-/// Whether an error means the database cannot be reached (answered 503), rather than a failed statement.
-pub fn is_unavailable(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
-        sqlx::Error::Database(db) => {
-            // Connection trouble, shutdown, too many connections, or a statement over its time limit.
-            db.code().is_some_and(|code| {
-                code.starts_with("08") || code.starts_with("57P") || code == "53300" || code == "57014"
-            })
-        }
-        _ => false,
-    }
 }

@@ -5,7 +5,6 @@
 use crate::db::data_dir::{self, DataDirError, DataDirLock};
 use crate::db::embedded::{ClusterOptions, Durability, EmbeddedCluster};
 use crate::db::{self, EMBEDDED_DATABASE};
-use crate::server::config::StorageArgs;
 use sqlx::PgPool;
 use std::error::Error;
 
@@ -25,21 +24,34 @@ pub struct Storage {
     _lock: Option<DataDirLock>,
 }
 
+/// Where the database is: a URL, or the embedded cluster in a data directory.
+#[derive(Debug, Clone)]
+pub struct StorageOptions {
+    /// The embedded cluster's data directory (also holds the master key and the lock).
+    pub data_dir: std::path::PathBuf,
+    /// A PostgreSQL URL: when set, no embedded cluster is started.
+    pub database_url: Option<String>,
+    /// Directory holding initdb, pg_ctl and postgres (found when unset).
+    pub pg_bindir: Option<std::path::PathBuf>,
+    /// Where the cluster's files go when the postgres user cannot enter the data directory.
+    pub embedded_cluster_dir: std::path::PathBuf,
+}
+
 pub type BoxError = Box<dyn Error + Send + Sync>;
 
 impl Storage {
-    pub async fn open(args: &StorageArgs, opener: Opener, max_connections: u32) -> Result<Self, BoxError> {
+    pub async fn open(args: &StorageOptions, opener: Opener, max_connections: u32) -> Result<Self, BoxError> {
         Self::open_with(args, opener, max_connections, db::STATEMENT_TIMEOUT).await
     }
 
     /// As [`Storage::open`], with the statement timeout of the pool's connections.
     pub async fn open_with(
-        args: &StorageArgs,
+        args: &StorageOptions,
         opener: Opener,
         max_connections: u32,
         statement_timeout: std::time::Duration,
     ) -> Result<Self, BoxError> {
-        if let Some(url) = args.database_url() {
+        if let Some(url) = args.database_url.clone() {
             let options = db::parse_url(&url).map_err(|e| format!("the database URL is not valid: {e}"))?;
             let pool = db::pool_with_timeout(options, max_connections, statement_timeout);
             migrate(&pool).await?;

@@ -4,8 +4,7 @@
 //! peer are ignored, so nobody can choose their own address. Budgets key IPv6 clients by their /64, which one
 //! client holds whole.
 
-use crate::http::error::ApiError;
-use crate::state::AppState;
+use crate::error::ApiError;
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
@@ -125,13 +124,18 @@ pub fn budget_key(address: IpAddr) -> IpAddr {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddress(pub IpAddr);
 
-impl FromRequestParts<AppState> for ClientAddress {
+/// A router state that knows which peers may name the client.
+pub trait WithTrustedProxies {
+    fn trusted_proxies(&self) -> &TrustedProxies;
+}
+
+impl<S: WithTrustedProxies + Send + Sync> FromRequestParts<S> for ClientAddress {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
         let peer = peer.ok_or_else(|| ApiError::internal_because("the listener gave no peer address"))?;
-        Ok(Self(state.settings.trusted_proxies.client(peer, &parts.headers)))
+        Ok(Self(state.trusted_proxies().client(peer, &parts.headers)))
     }
 }
 

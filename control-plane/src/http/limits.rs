@@ -3,7 +3,7 @@
 //! streams held open at once per key. Rate state is shrunk regularly, so it stays bounded however many clients
 //! come and go.
 
-use crate::http::error::ApiError;
+use crate::error::ApiError;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use hookflow_shared::ErrorCode;

@@ -4,7 +4,7 @@
 //! log fields are closed sets (method names, route templates): nothing a stranger sends becomes a label, and
 //! methods outside HTTP's own are answered 405 before anything else reads the request.
 
-use crate::http::error::ApiError;
+use crate::error::ApiError;
 use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
 use axum::middleware::Next;

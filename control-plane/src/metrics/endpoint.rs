@@ -2,7 +2,6 @@
 //! and age, runners online, the pool), read at scrape time.
 
 use crate::metrics::install;
-use crate::state::AppState;
 use axum::Router;
 use axum::extract::State;
 use axum::http::header;
@@ -10,18 +9,33 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use metrics::gauge;
 use metrics_exporter_prometheus::PrometheusHandle;
+use sqlx::PgPool;
+use std::time::Duration;
 use std::time::Instant;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
-/// Serves `GET /metrics` on `listener` until the state's shutdown token is cancelled.
-pub async fn serve(listener: TcpListener, app: AppState) -> std::io::Result<()> {
+/// What a scrape reads: the pool and how long a runner stays online without a heartbeat.
+#[derive(Debug, Clone)]
+struct Source {
+    pool: PgPool,
+    heartbeat_interval: Duration,
+}
+
+/// Serves `GET /metrics` on `listener` until `shutdown` is cancelled.
+pub async fn serve(
+    listener: TcpListener,
+    pool: PgPool,
+    heartbeat_interval: Duration,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
     let handle = install();
-    let shutdown = app.shutdown.clone();
+    let app = Source { pool, heartbeat_interval };
     let router = Router::new().route("/metrics", get(scrape)).with_state((app, handle));
     axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
 }
 
-async fn scrape(State((app, handle)): State<(AppState, PrometheusHandle)>) -> impl IntoResponse {
+async fn scrape(State((app, handle)): State<(Source, PrometheusHandle)>) -> impl IntoResponse {
     if let Err(e) = read_gauges(&app).await {
         tracing::warn!(error = %e, "reading the queue and runner gauges failed; they keep their last values");
     }
@@ -29,7 +43,7 @@ async fn scrape(State((app, handle)): State<(AppState, PrometheusHandle)>) -> im
 }
 
 /// Gauges the database knows, read when scraped.
-async fn read_gauges(app: &AppState) -> Result<(), sqlx::Error> {
+async fn read_gauges(app: &Source) -> Result<(), sqlx::Error> {
     let started = Instant::now();
     let mut conn = app.pool.acquire().await?;
     gauge!("hookflow_db_pool_acquire_seconds").set(started.elapsed().as_secs_f64());
@@ -40,7 +54,7 @@ async fn read_gauges(app: &AppState) -> Result<(), sqlx::Error> {
     )
     .fetch_one(&mut *conn)
     .await?;
-    let online_after = app.settings.heartbeat_interval.as_secs_f64() * 3.0;
+    let online_after = app.heartbeat_interval.as_secs_f64() * 3.0;
     let online: i64 =
         sqlx::query_scalar("SELECT count(*) FROM runners WHERE last_seen_at > now() - make_interval(secs => $1)")
             .bind(online_after)

@@ -3,7 +3,7 @@
 //! organization on the private-network allow-list (or allowed every organization); link-local and cloud
 //! metadata addresses never. No redirects are followed, no proxy is used, answers are read within a limit.
 
-use crate::http::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult};
 use crate::state::Settings;
 use hookflow_runner::outbound::{self as guard, ClientOptions, Guard, ReadError};
 use hookflow_shared::api::runners::NetworkPolicy;

@@ -5,7 +5,7 @@
 //! more than an organization's share of its slots; it finds those organizations by walking the queue's own index
 //! (one probe per organization with queued work), so its cost does not grow with the number of organizations.
 
-use crate::http::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult};
 use crate::queue::events::{LOG, bump};
 use crate::state::Settings;
 use chrono::{DateTime, Utc};

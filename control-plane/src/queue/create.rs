@@ -5,7 +5,7 @@
 //! only while the flow's draft is still that one (`NewExecution::kept_draft`).
 
 use crate::db::group_commit::BatchWrite;
-use crate::http::error::{ApiError, ApiResult, to_json, to_json_string};
+use crate::error::{ApiError, ApiResult, to_json, to_json_string};
 use crate::queue::events::{LOG, encode, status_event};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow};
 use crate::signals::QUEUE_CHANNEL;

@@ -4,7 +4,7 @@
 //! the same statement as their row change use [`bump`] in their `SET` and end with [`LOG`]; everything else calls
 //! [`append`]. A NOTIFY, delivered at commit, wakes the execution's stream subscribers on every replica.
 
-use crate::http::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult};
 use crate::signals::EXECUTIONS_CHANNEL;
 use hookflow_shared::api::executions::{ExecutionEvent, ExecutionStatus};
 use sqlx::PgConnection;

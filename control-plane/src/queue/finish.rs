@@ -4,7 +4,7 @@
 //! one, whose runner is told at its next heartbeat or report.
 
 use crate::db::group_commit::BatchWrite;
-use crate::http::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult};
 use crate::queue::events::{self, LOG, bump};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow, fetch};
 use hookflow_shared::api::executions::{Execution, ExecutionEvent, ExecutionStatus};

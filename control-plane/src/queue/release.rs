@@ -2,7 +2,7 @@
 //! next attempt, or ends when its attempts are used up (`runner_lost`) or a cancel was asked for. The rescuer
 //! looks for expired leases on every replica; `SKIP LOCKED` keeps replicas from doubling up.
 
-use crate::http::error::ApiResult;
+use crate::error::ApiResult;
 use crate::queue::events::{LOG, bump, encode};
 use crate::queue::finish::{Ending, finish};
 use crate::signals::QUEUE_CHANNEL;

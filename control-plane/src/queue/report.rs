@@ -3,7 +3,7 @@
 //! results are stored idempotently per (execution, attempt, node), logged as `node.completed` plus the next
 //! `node.started`, and extend the lease.
 
-use crate::http::error::{ApiError, ApiResult, to_json_string};
+use crate::error::{ApiError, ApiResult, to_json_string};
 use crate::queue::events;
 use hookflow_shared::api::executions::{ExecutionEvent, NodeResult};
 use hookflow_shared::token;

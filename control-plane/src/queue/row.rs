@@ -1,7 +1,7 @@
 //! An execution as stored and as the API shows it: the columns every read selects, the row type, and the reads
 //! by id (always within the caller's organization).
 
-use crate::http::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult};
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::executions::{Execution, ExecutionStatus, Summary, Trigger};
 use sqlx::PgConnection;

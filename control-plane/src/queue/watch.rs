@@ -4,7 +4,9 @@
 //! organization; launches ignore watches older than two minutes.
 
 use crate::db::watch::Watch;
-use crate::state::AppState;
+use crate::signals::QueueSignal;
+use sqlx::PgPool;
+use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -24,17 +26,18 @@ pub fn others_wait(org: &str, replica: &str) -> String {
 }
 
 /// Records that a poll of `org` (`None`: a runner serving every organization) waits on this replica, when due.
-pub async fn record_waiting(app: &AppState, org: Option<Uuid>) {
+/// `replica` is this process, `queue` wakes its polls.
+pub async fn record_waiting(pool: &PgPool, queue: &Arc<QueueSignal>, replica: Uuid, org: Option<Uuid>) {
     let org = org.unwrap_or(Uuid::nil());
-    if !app.queue.watch_due(org, REFRESH) {
+    if !queue.watch_due(org, REFRESH) {
         return;
     }
-    if !crate::db::watch::record(&app.pool, Watch::Queue { organization_id: org }, app.replica).await {
+    if !crate::db::watch::record(pool, Watch::Queue { organization_id: org }, replica).await {
         return;
     }
-    let app = app.clone();
+    let queue = queue.clone();
     tokio::spawn(async move {
         tokio::time::sleep(SETTLE).await;
-        if org.is_nil() { app.queue.wake_all() } else { app.queue.wake(org) }
+        if org.is_nil() { queue.wake_all() } else { queue.wake(org) }
     });
 }

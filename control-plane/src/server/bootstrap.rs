@@ -1,10 +1,10 @@
 //! First start: against an empty database, create an organization, an admin key with every scope and a 30-day
 //! expiry, and an owner user with a one-time password, exactly once even when several servers start together.
 
-use crate::admin::{keys, organization};
+use crate::api::admin::{keys, organization};
+use crate::api::people::{passwords, store};
+use crate::auth::Actor;
 use crate::db::storage::BoxError;
-use crate::http::auth::Actor;
-use crate::people::{passwords, store};
 use hookflow_shared::api::admin::{CreatedApiKey, Organization};
 use hookflow_shared::{Role, ScopeSet};
 use sqlx::PgPool;
@@ -51,7 +51,7 @@ pub async fn first_start(pool: &PgPool, owner_email: &str) -> Result<Option<Boot
         Some(existing) => existing.id,
         None => store::create_user(&mut tx, &owner_email, &hash, true).await?,
     };
-    crate::people::signup::add_membership(&mut tx, organization.id, owner, Role::Owner).await?;
+    crate::api::people::signup::add_membership(&mut tx, organization.id, owner, Role::Owner).await?;
     tx.commit().await?;
     Ok(Some(Bootstrapped { organization, key, owner_email, owner_password }))
 }

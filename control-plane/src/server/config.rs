@@ -55,6 +55,16 @@ pub struct StorageArgs {
 }
 
 impl StorageArgs {
+    /// What `db::storage` needs to open the database.
+    pub fn options(&self) -> crate::db::storage::StorageOptions {
+        crate::db::storage::StorageOptions {
+            data_dir: self.data_dir.clone(),
+            database_url: self.database_url(),
+            pg_bindir: self.pg_bindir.clone(),
+            embedded_cluster_dir: self.embedded_cluster_dir.clone(),
+        }
+    }
+
     /// The configured database URL, falling back to `DATABASE_URL`.
     pub fn database_url(&self) -> Option<String> {
         self.database_url.clone().or_else(|| std::env::var("DATABASE_URL").ok()).filter(|u| !u.is_empty())
@@ -142,7 +152,7 @@ pub struct PeopleArgs {
     /// public client>, resource=<indicator>, clients=a,b (the clients whose tokens are accepted),
     /// domains=example.com,example.org (email domains its people may have), max_lifetime_s=86400.
     #[arg(long = "oidc-issuer", env = "HOOKFLOW_OIDC_ISSUERS", value_delimiter = ';')]
-    pub oidc_issuers: Vec<crate::http::auth::external::IssuerConfig>,
+    pub oidc_issuers: Vec<crate::auth::external::IssuerConfig>,
     /// Organizations one person may make with `POST /organizations` (those they were invited to do not count);
     /// past it, 403 `quota_exceeded`.
     #[arg(long, env = "HOOKFLOW_MAX_ORGANIZATIONS_PER_PERSON", default_value_t = 20)]

@@ -8,9 +8,9 @@ pub mod fd_limit;
 pub mod operator;
 pub mod rotate;
 
+use crate::api;
 use crate::db::data_dir;
 use crate::db::storage::{BoxError, Opener, Storage};
-use crate::http;
 use crate::state::{AppState, Settings};
 use config::{Cli, Command, EmbeddedRunner, LogArgs, LogFormat, ServeArgs, StorageArgs};
 use tokio::net::TcpListener;
@@ -20,19 +20,19 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(cli.storage, cli.serve).await,
         Command::Orgs(command) => {
-            let storage = Storage::open(&cli.storage, Opener::Operator, 2).await?;
+            let storage = Storage::open(&cli.storage.options(), Opener::Operator, 2).await?;
             let result = operator::orgs(&storage.pool, command).await;
             storage.close().await?;
             result
         }
         Command::Openapi { max_capture_rate } => {
-            let mut document = crate::http::openapi_document();
-            crate::http::openapi::state_server_limits(&mut document, max_capture_rate);
+            let mut document = crate::api::openapi_document();
+            crate::api::openapi::state_server_limits(&mut document, max_capture_rate);
             println!("{}", serde_json::to_string_pretty(&document)?);
             Ok(())
         }
         Command::Keys(command) => {
-            let storage = Storage::open(&cli.storage, Opener::Operator, 2).await?;
+            let storage = Storage::open(&cli.storage.options(), Opener::Operator, 2).await?;
             let master = data_dir::master_keys(
                 &cli.storage.data_dir,
                 cli.serve.master_key.as_deref(),
@@ -46,7 +46,7 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
             result
         }
         Command::Users(command) => {
-            let storage = Storage::open(&cli.storage, Opener::Operator, 2).await?;
+            let storage = Storage::open(&cli.storage.options(), Opener::Operator, 2).await?;
             let result = operator::users(&storage.pool, command).await;
             storage.close().await?;
             result
@@ -58,7 +58,8 @@ async fn serve(storage_args: StorageArgs, args: ServeArgs) -> Result<(), BoxErro
     // Bind every listener first: a taken port fails fast, before a database or any task is started.
     let listeners = Listeners::bind(&args).await?;
     let statement_timeout = std::time::Duration::from_secs(args.limits.statement_timeout_s.max(1));
-    let storage = Storage::open_with(&storage_args, Opener::Server, args.db_max_connections, statement_timeout).await?;
+    let storage =
+        Storage::open_with(&storage_args.options(), Opener::Server, args.db_max_connections, statement_timeout).await?;
     let result = serve_with(&storage, &storage_args, &args, listeners).await;
     let closed = storage.close().await;
     result.and(closed)
@@ -147,10 +148,15 @@ async fn serve_with(
     }
     if let Some(metrics) = metrics {
         tracing::info!(address = %metrics.local_addr()?, "metrics listening");
-        tokio::spawn(crate::metrics::endpoint::serve(metrics, state.clone()));
+        tokio::spawn(crate::metrics::endpoint::serve(
+            metrics,
+            state.pool.clone(),
+            state.settings.heartbeat_interval,
+            state.shutdown.clone(),
+        ));
     }
     tracing::info!(address = %local, public_url, "hookflow-server listening");
-    http::serve(listener, state).await?;
+    api::serve(listener, state).await?;
     tracing::info!("shutting down");
     Ok(())
 }

@@ -2,12 +2,12 @@
 //! `users create|reset-password`):
 //! set up a multi-tenant installation from a shell, straight against the database, printing each secret once.
 
-use crate::admin::{keys, organization};
+use crate::api::admin::{keys, organization};
+use crate::api::people::{passwords, store};
+use crate::auth::Actor;
 use crate::crypto::MasterKey;
 use crate::db::data_dir::MasterKeys;
 use crate::db::storage::BoxError;
-use crate::http::auth::Actor;
-use crate::people::{passwords, store};
 use crate::server::config::{KeysCommand, OrgsCommand, UsersCommand};
 use crate::signals::Invalidation;
 use hookflow_shared::ScopeSet;
@@ -18,7 +18,7 @@ pub async fn orgs(pool: &PgPool, command: OrgsCommand) -> Result<(), BoxError> {
     let mut conn = pool.acquire().await?;
     match command {
         OrgsCommand::Create { name } => {
-            let name = crate::http::validate::display_name("name", &name).map_err(|e| e.message)?;
+            let name = crate::validate::display_name("name", &name).map_err(|e| e.message)?;
             let org = organization::create(&mut conn, &name, Actor::Operator).await?;
             println!("created organization {:?}\n  organization id: {}", org.name, org.id);
             println!("next: hookflow-server keys create --org {} --preset ci --expires-in 30d", org.id);
@@ -75,7 +75,7 @@ pub async fn keys(pool: &PgPool, master: MasterKeys, command: KeysCommand) -> Re
 }
 
 async fn rotate_signing(pool: &PgPool, master: &MasterKey) -> Result<(), BoxError> {
-    let kid = crate::http::auth::signing::create(pool, master).await?;
+    let kid = crate::auth::signing::create(pool, master).await?;
     let mut conn = pool.acquire().await?;
     Invalidation::SigningKeys.announce(&mut conn).await?;
     println!("created signing key {kid}: it signs new access tokens from now on; the previous key still verifies");
@@ -96,7 +96,7 @@ pub async fn users(pool: &PgPool, command: UsersCommand) -> Result<(), BoxError>
             }
             ensure_organization(&mut tx, org).await?;
             let user_id = store::create_user(&mut tx, &email, &hash, true).await?;
-            crate::people::signup::add_membership(&mut tx, org, user_id, role).await?;
+            crate::api::people::signup::add_membership(&mut tx, org, user_id, role).await?;
             tx.commit().await?;
             println!("created user {email} ({user_id}), {role} of organization {org}");
         }

@@ -143,7 +143,7 @@ async fn reencrypt_signing_keys(pool: &PgPool, keyring: &MasterKey) -> Result<(u
     .fetch_all(&mut *tx)
     .await?;
     for (kid, ciphertext, nonce, key_version) in rows {
-        let name = crate::http::auth::signing::sealed_name(&kid);
+        let name = crate::auth::signing::sealed_name(&kid);
         let Some(sealed) = reseal(keyring, Uuid::nil(), &name, Sealed { ciphertext, nonce, key_version }) else {
             unreadable += 1;
             continue;

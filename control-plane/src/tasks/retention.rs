@@ -2,8 +2,8 @@
 //! `max_requests` newest (the organization's defaults where the endpoint sets none), keeping counts right;
 //! it also forgets the stream and queue watches of replicas that stopped refreshing them.
 
+use crate::api::webhooks::model::subtract_stored;
 use crate::state::AppState;
-use crate::webhooks::model::subtract_stored;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -91,7 +91,7 @@ pub async fn run(app: AppState) {
             Ok(n) => tracing::info!(deleted = n, "retention removed old captures"),
             Err(e) => tracing::warn!(error = %e, "retention sweep failed; trying again later"),
         }
-        if let Err(e) = crate::executions::idempotency::expire(&app.pool).await {
+        if let Err(e) = crate::api::executions::idempotency::expire(&app.pool).await {
             tracing::warn!(error = %e, "expiring idempotency keys failed; trying again later");
         }
     }

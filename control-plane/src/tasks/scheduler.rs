@@ -2,7 +2,7 @@
 //! each occurrence and moving `schedule_next_at` forward in the same transaction, so exactly one process fires
 //! it. A scheduled launch runs the newest published version, or the draft when nothing is published.
 
-use crate::executions::resolve::{DEFAULT_MAX_ATTEMPTS, LaunchRequest, create_execution};
+use crate::api::executions::resolve::{DEFAULT_MAX_ATTEMPTS, LaunchRequest, create_execution};
 use crate::state::AppState;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::executions::Trigger;

@@ -7,6 +7,7 @@ pub mod collections;
 pub mod documents;
 pub mod executions;
 pub mod flows;
+pub mod node_results;
 pub mod page;
 pub mod patch;
 pub mod people;

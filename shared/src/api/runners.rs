@@ -1,6 +1,6 @@
 //! The runner protocol (API.md section 2, Runner): registration, heartbeats, claims and result reports.
 
-use crate::api::executions::NodeResult;
+use crate::api::node_results::NodeResult;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -360,7 +360,7 @@ pub struct Complete {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::executions::NodeStatus;
+    use crate::api::node_results::NodeStatus;
 
     fn result(node_id: &str) -> NodeResult {
         NodeResult {

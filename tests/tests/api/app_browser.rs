@@ -330,7 +330,7 @@ async fn a_viewer_sees_no_create_buttons_and_the_api_refuses_them() {
 #[tokio::test]
 async fn a_person_signs_in_through_the_external_provider() {
     let provider = hookflow_tests::oidc::start_provider();
-    let config: hookflow_control_plane::http::auth::external::IssuerConfig = format!(
+    let config: hookflow_control_plane::auth::external::IssuerConfig = format!(
         "{} audience={} algorithms=RS256 client_id={} resource={}",
         provider.issuer,
         hookflow_tests::oidc::AUDIENCE,

@@ -290,7 +290,7 @@ async fn bad_documents_and_forbidden_urls_get_clear_400s() {
     let app = TestApp::spawn().await;
     // As any organization the operator did not allow private networks.
     let mut conn = app.pool.acquire().await.expect("connection");
-    hookflow_control_plane::admin::organization::set_private_network(&mut conn, app.admin.org, false)
+    hookflow_control_plane::api::admin::organization::set_private_network(&mut conn, app.admin.org, false)
         .await
         .expect("deny");
     let path = "/collections/import/openapi";

@@ -4,7 +4,7 @@
 //! Attacks aim only at loopback or at addresses the test made in its own network namespace.
 
 use crate::RUNNER;
-use hookflow_control_plane::admin::organization;
+use hookflow_control_plane::api::admin::organization;
 use hookflow_tests::TestApp;
 use hookflow_tests::netns::Netns;
 use hookflow_tests::runner::RunnerProcess;

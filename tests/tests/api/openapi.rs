@@ -127,7 +127,7 @@ async fn the_document_matches_the_contract_and_the_routes() {
     assert!(doc.get("servers").is_none(), "no servers block");
     let tags: Vec<&str> =
         doc["tags"].as_array().expect("tags").iter().map(|t| t["name"].as_str().expect("name")).collect();
-    assert_eq!(tags, hookflow_control_plane::http::openapi::TAGS);
+    assert_eq!(tags, hookflow_control_plane::api::openapi::TAGS);
 
     let mut documented = BTreeSet::new();
     for (path, item) in doc["paths"].as_object().expect("paths") {
@@ -135,8 +135,7 @@ async fn the_document_matches_the_contract_and_the_routes() {
             documented.insert(format!("{} {path}", method.to_uppercase()));
             let tags = op["tags"].as_array().expect("every operation is tagged");
             assert!(
-                tags.iter()
-                    .all(|t| { hookflow_control_plane::http::openapi::TAGS.contains(&t.as_str().unwrap_or("")) })
+                tags.iter().all(|t| { hookflow_control_plane::api::openapi::TAGS.contains(&t.as_str().unwrap_or("")) })
             );
         }
     }
@@ -171,7 +170,7 @@ async fn the_document_matches_the_contract_and_the_routes() {
         assert!(!reply.text.contains("no route"), "{op}: {}", reply.text);
     }
     // And the routes outside the document are only the probes and the document itself.
-    for path in hookflow_control_plane::http::UNDOCUMENTED_ROUTES {
+    for path in hookflow_control_plane::api::UNDOCUMENTED_ROUTES {
         assert_eq!(app.call(Method::GET, path, None, None).await.status, 200, "{path}");
     }
 }
@@ -251,7 +250,7 @@ fn schema_objects<'a>(value: &'a serde_json::Value, at: String, found: &mut Vec<
 /// `items: false`, named union members, and a flow definition typed as a union of node kinds.
 #[test]
 fn the_document_is_shaped_for_client_generators() {
-    let doc = serde_json::to_value(hookflow_control_plane::http::openapi_document()).expect("json");
+    let doc = serde_json::to_value(hookflow_control_plane::api::openapi_document()).expect("json");
     let mut ids = BTreeSet::new();
     let id_shape = |id: &str| {
         let words: Vec<&str> = id.split('_').collect();

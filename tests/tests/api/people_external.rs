@@ -8,7 +8,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hookflow_control_plane::http::auth::external::IssuerConfig;
+use hookflow_control_plane::auth::external::IssuerConfig;
 use hookflow_tests::TestApp;
 use hookflow_tests::oidc::{AUDIENCE, forge, forge_typed, sign_in_at, start_provider};
 use hookflow_tests::people::Bearer;

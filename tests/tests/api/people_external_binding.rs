@@ -4,8 +4,8 @@
 //! another client, meant to live too long, or signed out (on every replica); unknown identities never make the
 //! server fetch userinfo.
 
-use hookflow_control_plane::http::auth::external::IssuerConfig;
-use hookflow_control_plane::people::{passwords, store};
+use hookflow_control_plane::api::people::{passwords, store};
+use hookflow_control_plane::auth::external::IssuerConfig;
 use hookflow_shared::Role;
 use hookflow_tests::TestApp;
 use hookflow_tests::oidc::{
@@ -43,7 +43,7 @@ async fn people_external_identity_never_binds_to_an_existing_account_by_email() 
     let app = TestApp::spawn_with(move |s| s.issuers = vec![issuer]).await;
     let bob = password_user(&app, "bob@example.com").await;
     let mut conn = app.pool.acquire().await.expect("connection");
-    hookflow_control_plane::people::signup::add_membership(&mut conn, app.admin.org, bob.user_id, Role::Owner)
+    hookflow_control_plane::api::people::signup::add_membership(&mut conn, app.admin.org, bob.user_id, Role::Owner)
         .await
         .expect("membership");
 

@@ -44,9 +44,9 @@ async fn members_invitations_roles_and_the_last_owner() {
         members.body["items"].as_array().expect("items").iter().filter_map(|m| m["email"].as_str()).collect();
     assert_eq!(emails.len(), 3, "{emails:?}");
     // The invited person appears (here, made by the operator): nothing binds by email, the link does.
-    let hash = hookflow_control_plane::people::passwords::hash("later's password".into()).await.expect("hash");
+    let hash = hookflow_control_plane::api::people::passwords::hash("later's password".into()).await.expect("hash");
     let mut conn = app.pool.acquire().await.expect("connection");
-    let later = hookflow_control_plane::people::store::create_user(&mut conn, "later@example.com", &hash, false)
+    let later = hookflow_control_plane::api::people::store::create_user(&mut conn, "later@example.com", &hash, false)
         .await
         .expect("user");
     let later_person = hookflow_tests::people::Person {

@@ -2,7 +2,7 @@
 //! revokes), sign-out on every replica, one-time passwords, sign-up off by default, throttling that cannot lock a
 //! person out, signing-key rotation, and no token or password in any answer or audit entry.
 
-use hookflow_control_plane::http::auth::signing;
+use hookflow_control_plane::auth::signing;
 use hookflow_control_plane::signals::Invalidation;
 use hookflow_shared::Role;
 use hookflow_tests::TestApp;

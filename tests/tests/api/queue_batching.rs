@@ -3,7 +3,7 @@
 
 use futures_util::future::join_all;
 use hookflow_control_plane::db::group_commit::{BatchWrite, GroupCommit};
-use hookflow_control_plane::http::error::ApiResult;
+use hookflow_control_plane::error::ApiResult;
 use hookflow_shared::wire::runner_route;
 use hookflow_tests::TestApp;
 use reqwest::Method;

@@ -244,7 +244,9 @@ async fn the_embedded_runner_runs_flows_of_every_organization() {
     // Another organization, allowed by the operator to reach this machine, is served by the same runner.
     let other = app.new_org("Other").await;
     let mut conn = app.pool.acquire().await.expect("connection");
-    hookflow_control_plane::admin::organization::set_private_network(&mut conn, other.org, true).await.expect("allow");
+    hookflow_control_plane::api::admin::organization::set_private_network(&mut conn, other.org, true)
+        .await
+        .expect("allow");
     let (theirs, _) = app.run_as(&other, definition, json!({})).await;
     assert_eq!(theirs["status"], "succeeded", "{theirs}");
     let listed = app.admin(Method::GET, runner_route::RUNNERS, None).await;

@@ -1,0 +1,164 @@
+//! Flows that use collection requests (`request_ref`): checked when a flow is written, resolved into inline requests
+//! when it is launched (so an edit or a sync reaches the next run), and guarding deletes while referenced.
+
+use crate::error::{ApiError, ApiResult, to_json};
+use hookflow_shared::flow::definition::{RequestRef, RequestSpec};
+use serde_json::Value;
+use sqlx::PgConnection;
+use sqlx::types::Json as SqlJson;
+use std::collections::{BTreeMap, HashMap};
+use uuid::Uuid;
+
+/// What a delete would remove.
+#[derive(Debug, Clone, Copy)]
+pub enum Referenced {
+    Collection(Uuid),
+    Request(Uuid),
+}
+
+/// Names of the flows whose draft or a published version references `what`.
+pub async fn referencing_flows(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    what: Referenced,
+) -> Result<Vec<String>, sqlx::Error> {
+    let (field, id) = match what {
+        Referenced::Collection(id) => ("collection_id", id),
+        Referenced::Request(id) => ("request_id", id),
+    };
+    // Ids are compared lower-cased: a definition is stored as written, and a UUID may be written in capitals.
+    sqlx::query_scalar(
+        "SELECT f.name FROM flows f WHERE f.organization_id = $1 AND (
+             EXISTS (SELECT 1 FROM jsonb_array_elements(f.definition->'nodes') n
+                     WHERE lower(n->'request_ref'->>$3) = $2)
+             OR EXISTS (SELECT 1 FROM flow_versions v, jsonb_array_elements(v.definition->'nodes') n
+                        WHERE v.flow_id = f.id AND lower(n->'request_ref'->>$3) = $2))
+         ORDER BY f.name",
+    )
+    .bind(org_id)
+    .bind(id.to_string())
+    .bind(field)
+    .fetch_all(conn)
+    .await
+}
+
+/// 409 naming the flows that reference `what`.
+pub async fn refuse_if_referenced(conn: &mut PgConnection, org_id: Uuid, what: Referenced) -> ApiResult<()> {
+    let flows = referencing_flows(conn, org_id, what).await?;
+    if flows.is_empty() {
+        return Ok(());
+    }
+    let thing = match what {
+        Referenced::Collection(_) => "a request of this collection",
+        Referenced::Request(_) => "this request",
+    };
+    let names: Vec<String> = flows.iter().map(|f| format!("`{f}`")).collect();
+    Err(ApiError::conflict(format!(
+        "{thing} is used by the flows {}; change those flows (and their published versions) first",
+        names.join(", ")
+    )))
+}
+
+/// Every `request_ref` in a definition's nodes.
+fn references(definition: &Value) -> Vec<RequestRef> {
+    let nodes = definition["nodes"].as_array().map(Vec::as_slice).unwrap_or_default();
+    nodes.iter().filter_map(|node| serde_json::from_value(node.get("request_ref")?.clone()).ok()).collect()
+}
+
+type Found = HashMap<Uuid, (Uuid, RequestSpec, BTreeMap<String, String>)>;
+
+/// The referenced requests of the organization, by id, with their collection and its variables.
+async fn load(conn: &mut PgConnection, org_id: Uuid, ids: &[Uuid]) -> Result<Found, sqlx::Error> {
+    type Row = (
+        Uuid,
+        Uuid,
+        String,
+        String,
+        SqlJson<BTreeMap<String, String>>,
+        SqlJson<BTreeMap<String, String>>,
+        Option<String>,
+        SqlJson<BTreeMap<String, String>>,
+    );
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT r.id, r.collection_id, r.method, r.url, r.headers, r.query, r.body, c.variables
+         FROM collection_requests r JOIN collections c ON c.id = r.collection_id
+         WHERE r.organization_id = $1 AND r.id = ANY($2)",
+    )
+    .bind(org_id)
+    .bind(ids)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, collection_id, method, url, headers, query, body, variables)| {
+            let spec = RequestSpec { method, url, headers: headers.0, query: query.0, body };
+            (id, (collection_id, spec, variables.0))
+        })
+        .collect())
+}
+
+/// Checks that every `request_ref` of a definition names a request of the organization, in that collection.
+pub async fn check(conn: &mut PgConnection, org_id: Uuid, definition: &Value) -> ApiResult<()> {
+    let refs = references(definition);
+    if refs.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = refs.iter().map(|r| r.request_id).collect();
+    let found = load(conn, org_id, &ids).await?;
+    for reference in &refs {
+        match found.get(&reference.request_id) {
+            Some((collection, ..)) if *collection == reference.collection_id => {}
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "invalid field `definition`: `request_ref` names request {} of collection {}, which does not exist",
+                    reference.request_id, reference.collection_id
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Replaces every `request_ref` in `definitions` by the request it names (overrides applied), and answers the
+/// variables of the collections used (the first collection wins a name both define).
+pub async fn resolve<'a>(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    definitions: impl IntoIterator<Item = &'a mut Value>,
+) -> ApiResult<BTreeMap<String, String>> {
+    let definitions: Vec<&mut Value> = definitions.into_iter().collect();
+    let ids: Vec<Uuid> = definitions.iter().flat_map(|d| references(d)).map(|r| r.request_id).collect();
+    let mut variables = BTreeMap::new();
+    if ids.is_empty() {
+        return Ok(variables);
+    }
+    let found = load(conn, org_id, &ids).await?;
+    for definition in definitions {
+        let Some(nodes) = definition.get_mut("nodes").and_then(Value::as_array_mut) else { continue };
+        for node in nodes {
+            let Some(reference) =
+                node.get("request_ref").and_then(|r| serde_json::from_value::<RequestRef>(r.clone()).ok())
+            else {
+                continue;
+            };
+            let node_id = node["id"].as_str().unwrap_or_default().to_owned();
+            let Some((collection, spec, collection_variables)) =
+                found.get(&reference.request_id).filter(|(c, ..)| *c == reference.collection_id)
+            else {
+                return Err(ApiError::invalid(format!(
+                    "node `{node_id}`: the collection request it uses no longer exists"
+                )));
+            };
+            let spec = reference.overrides.as_ref().map_or_else(|| spec.clone(), |o| o.apply(spec.clone()));
+            if let Some(object) = node.as_object_mut() {
+                object.remove("request_ref");
+                object.insert("request".into(), to_json(&spec)?);
+            }
+            tracing::debug!(node = %node_id, collection = %collection, "request_ref resolved");
+            for (name, value) in collection_variables {
+                variables.entry(name.clone()).or_insert_with(|| value.clone());
+            }
+        }
+    }
+    Ok(variables)
+}

@@ -1,0 +1,213 @@
+//! `POST /flows/{id}/launch` and `POST /flows/launch` (by tag): validate the body, honour `Idempotency-Key`,
+//! queue what the launch resolves to, and wake the claimers. `mode: ephemeral` claims the execution for the
+//! caller at once, in the launch's transaction.
+
+use crate::api::executions::idempotency::{self, Reservation};
+use crate::api::executions::resolve::{LaunchRequest, create_execution, resolve, resolve_kept};
+use crate::auth::{Ctx, scope};
+use crate::error::{ApiError, ApiResult, to_json, to_json_bytes};
+use crate::extract::{ApiPath, Id, parse_json};
+use crate::queue::claim::{Claimer, Target, claim};
+use crate::queue::create::resolved;
+use crate::queue::row::fetch_by_id;
+use crate::state::AppState;
+use crate::validate::check_labels;
+use axum::Json;
+use axum::body::Bytes;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use hookflow_shared::Scope;
+use hookflow_shared::api::executions::{Execution, Launch, LaunchByTag, LaunchMode, LaunchedExecutions, Trigger};
+use hookflow_shared::api::runners::Job;
+use hookflow_shared::flow::definition::VersionSelector;
+use hookflow_shared::wire::{IdempotencyHeader, header};
+use serde::de::DeserializeOwned;
+use sqlx::PgConnection;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(launch_flow)).routes(routes!(launch_by_tag))
+}
+
+/// The launch body, where an empty body means `{}`.
+fn body_or_default<T: DeserializeOwned + Default>(bytes: &Bytes) -> ApiResult<T> {
+    if bytes.iter().all(u8::is_ascii_whitespace) { Ok(T::default()) } else { parse_json(bytes) }
+}
+
+/// `cli` when the CLI says so, else what the operation implies.
+fn trigger(headers: &HeaderMap, default: Trigger) -> Trigger {
+    match headers.get(header::TRIGGER).and_then(|v| v.to_str().ok()) {
+        Some(value) if value == Trigger::Cli.as_str() => Trigger::Cli,
+        _ => default,
+    }
+}
+
+fn replayed(body: serde_json::Value) -> Response {
+    let mut response = (StatusCode::OK, Json(body)).into_response();
+    response.headers_mut().insert(header::IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    response
+}
+
+/// Claims a just-queued execution for the caller of an ephemeral launch: the execution as it now is, and the job.
+async fn claim_for_caller(
+    conn: &mut PgConnection,
+    app: &AppState,
+    org_id: Uuid,
+    execution: Execution,
+) -> ApiResult<(Execution, Option<Job>)> {
+    let target = Target::Execution { org_id, execution_id: execution.id };
+    match claim(conn, &app.settings, Claimer::Caller, target).await? {
+        Some(job) => Ok((fetch_by_id(conn, org_id, execution.id).await?, Some(job))),
+        None => Ok((execution, None)),
+    }
+}
+
+/// A retried ephemeral launch whose first answer (and so its job token) was lost: the claim is handed out again
+/// while nothing was reported under it.
+async fn reissue(
+    conn: &mut PgConnection,
+    app: &AppState,
+    org_id: Uuid,
+    replay: &serde_json::Value,
+) -> ApiResult<Option<Execution>> {
+    let Some(execution_id) = replay["id"].as_str().and_then(|id| Uuid::parse_str(id).ok()) else { return Ok(None) };
+    let target = Target::Reissue { org_id, execution_id };
+    let Some(job) = claim(conn, &app.settings, Claimer::Caller, target).await? else { return Ok(None) };
+    let mut execution = fetch_by_id(conn, org_id, execution_id).await?;
+    execution.job = Some(Box::new(job));
+    Ok(Some(execution))
+}
+
+/// Published versions are numbered from 1 (within PostgreSQL's `integer`).
+fn check_version(version: Option<VersionSelector>) -> ApiResult<()> {
+    match version {
+        Some(VersionSelector::Number(n)) if n == 0 || i32::try_from(n).is_err() => {
+            Err(ApiError::invalid(format!("invalid field `version`: {n} is not a version number (1 or more)")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Launch a flow: queued for a runner, or claimed at once for the caller (`mode: ephemeral`).
+#[utoipa::path(post, path = "/flows/{id}/launch", params(Id, IdempotencyHeader),
+    request_body = Launch,
+    responses((status = 201, body = Execution), (status = 200, body = Execution, description = "Idempotent replay"), (status = 409), (status = 422)))]
+async fn launch_flow(
+    Ctx { app, caller }: Ctx<scope::FlowsExecute>,
+    ApiPath(flow_id): ApiPath<Uuid>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let launch: Launch = body_or_default(&body)?;
+    check_labels("runner_labels", &launch.runner_labels)?;
+    check_version(launch.version)?;
+    let key = idempotency::from_headers(&headers, "launch", &to_json_bytes(&(flow_id, &launch))?)?;
+    let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
+    let request = LaunchRequest::new(&app, caller.org_id, flow_id, trigger(&headers, Trigger::Api), &launch);
+    if key.is_none() && !ephemeral {
+        // The plain launch needs no transaction: it shares a statement with the launches made meanwhile. A draft
+        // this server keeps is launched without reading anything first, while the statement finds it current.
+        let kept = match resolve_kept(&request) {
+            Some(new) => app.writers.launches.submit(new).await??,
+            None => None,
+        };
+        let execution = match kept {
+            Some(execution) => execution,
+            None => {
+                let new = resolve(&mut *app.pool.acquire().await?, &request).await?;
+                resolved(app.writers.launches.submit(new).await??)?
+            }
+        };
+        app.queue.wake(caller.org_id);
+        return Ok((StatusCode::CREATED, Json(execution)).into_response());
+    }
+    let mut tx = app.pool.begin().await?;
+    if let Some(key) = &key
+        && let Reservation::Replay(body) = idempotency::reserve(&mut tx, caller.org_id, key).await?
+    {
+        if ephemeral && let Some(execution) = reissue(&mut tx, &app, caller.org_id, &body).await? {
+            tx.commit().await?;
+            return Ok(replayed(to_json(&execution)?));
+        }
+        return Ok(replayed(body));
+    }
+    let mut execution = create_execution(&mut tx, &request).await?;
+    let mut job = None;
+    if ephemeral {
+        (execution, job) = claim_for_caller(&mut tx, &app, caller.org_id, execution).await?;
+    }
+    if let Some(key) = &key {
+        idempotency::store(&mut tx, caller.org_id, key, &to_json(&execution)?).await?;
+    }
+    tx.commit().await?;
+    app.queue.wake(caller.org_id);
+    execution.job = job.map(Box::new);
+    Ok((StatusCode::CREATED, Json(execution)).into_response())
+}
+
+/// The flows of the organization carrying every one of `tags`, by name, at most 100.
+async fn flows_tagged(conn: &mut PgConnection, org_id: Uuid, tags: &[String]) -> ApiResult<Vec<Uuid>> {
+    Ok(sqlx::query_scalar("SELECT id FROM flows WHERE organization_id = $1 AND tags @> $2 ORDER BY name LIMIT 100")
+        .bind(org_id)
+        .bind(tags)
+        .fetch_all(conn)
+        .await?)
+}
+
+/// Launch every flow carrying all of `tags` (at most 100 flows).
+#[utoipa::path(post, operation_id = "launch_flows_by_tag", path = "/flows/launch", params(IdempotencyHeader), request_body = LaunchByTag,
+    responses((status = 201, body = LaunchedExecutions),
+        (status = 200, body = LaunchedExecutions, description = "Idempotent replay"), (status = 409), (status = 422)))]
+async fn launch_by_tag(
+    Ctx { app, caller }: Ctx<scope::FlowsExecute>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    caller.require(Scope::FlowsRead)?;
+    let launch: LaunchByTag = parse_json(&body)?;
+    let tags = crate::api::flows::model::clean_tags(&launch.tags)?;
+    if tags.is_empty() {
+        return Err(ApiError::invalid("invalid field `tags`: name at least one tag"));
+    }
+    check_labels("runner_labels", &launch.runner_labels)?;
+    check_version(launch.version)?;
+    let key = idempotency::from_headers(&headers, "launch_by_tag", &to_json_bytes(&launch)?)?;
+    let mut tx = app.pool.begin().await?;
+    if let Some(key) = &key
+        && let Reservation::Replay(body) = idempotency::reserve(&mut tx, caller.org_id, key).await?
+    {
+        return Ok(replayed(body));
+    }
+    let flow_ids = flows_tagged(&mut tx, caller.org_id, &tags).await?;
+    let common = Launch {
+        environment: launch.environment,
+        version: launch.version,
+        variables: launch.variables,
+        runner_labels: launch.runner_labels,
+        mode: launch.mode,
+    };
+    let mut executions = Vec::with_capacity(flow_ids.len());
+    for flow_id in flow_ids {
+        let request = LaunchRequest::new(&app, caller.org_id, flow_id, trigger(&headers, Trigger::Tag), &common);
+        let execution = create_execution(&mut tx, &request).await?;
+        executions.push(match common.mode {
+            Some(LaunchMode::Ephemeral) => claim_for_caller(&mut tx, &app, caller.org_id, execution).await?,
+            _ => (execution, None),
+        });
+    }
+    if let Some(key) = &key {
+        let plain: Vec<&Execution> = executions.iter().map(|(e, _)| e).collect();
+        idempotency::store(&mut tx, caller.org_id, key, &serde_json::json!({"executions": plain})).await?;
+    }
+    tx.commit().await?;
+    app.queue.wake(caller.org_id);
+    let executions = executions
+        .into_iter()
+        .map(|(mut execution, job)| {
+            execution.job = job.map(Box::new);
+            execution
+        })
+        .collect();
+    Ok((StatusCode::CREATED, Json(LaunchedExecutions { executions })).into_response())
+}

@@ -1,0 +1,92 @@
+//! Reading executions (list, one, node results) and cancelling them: a queued execution is cancelled at once, a
+//! running one is flagged and its runner is told at its next heartbeat or result.
+
+use crate::api::executions::ExecutionPath;
+use crate::api::flows::model::ensure_exists;
+use crate::auth::{Ctx, scope};
+use crate::error::ApiResult;
+use crate::extract::{ApiPath, Id};
+use crate::pagination::{self, ListParams, Listed};
+use crate::queue::finish::{CancelTarget, cancel};
+use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow, fetch, into_executions};
+use crate::state::AppState;
+use axum::Json;
+use axum::http::StatusCode;
+use hookflow_shared::api::Page;
+use hookflow_shared::api::executions::{Execution, NodeResult, NodeResultList};
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_executions))
+        .routes(routes!(get_execution))
+        .routes(routes!(node_results))
+        .routes(routes!(cancel_execution))
+}
+
+/// A flow's executions, newest first.
+#[utoipa::path(get, path = "/flows/{id}/executions", params(Id, ListParams),
+    responses((status = 200, body = Page<Execution>)))]
+async fn list_executions(
+    Ctx { app, caller }: Ctx<scope::FlowsRead>,
+    ApiPath(flow_id): ApiPath<Uuid>,
+    params: ListParams,
+) -> Listed<Execution> {
+    let mut conn = app.pool.acquire().await?;
+    ensure_exists(&mut conn, caller.org_id, flow_id).await?;
+    let sql = format!(
+        "SELECT {EXECUTION_COLUMNS} FROM executions e
+         WHERE e.organization_id = $1 AND e.flow_id = $4 AND ($2::uuid IS NULL OR e.id < $2)
+         ORDER BY e.id DESC LIMIT $3"
+    );
+    let scope = (caller.org_id, Some(flow_id));
+    let rows = pagination::keyset_page(&mut *conn, sql, scope, &params, |r: ExecutionRow| r, ExecutionRow::id).await?;
+    Ok(Json(Page { items: into_executions(rows.items)?, next_cursor: rows.next_cursor }))
+}
+
+/// One execution.
+#[utoipa::path(get, path = "/flows/{flow_id}/executions/{execution_id}",
+    params(ExecutionPath),
+    responses((status = 200, body = Execution)))]
+async fn get_execution(
+    Ctx { app, caller }: Ctx<scope::FlowsRead>,
+    ExecutionPath { flow_id, execution_id }: ExecutionPath,
+) -> ApiResult<Json<Execution>> {
+    let mut conn = app.pool.acquire().await?;
+    fetch(&mut conn, caller.org_id, flow_id, execution_id).await.map(Json)
+}
+
+/// Node results of the latest attempt, in node order.
+#[utoipa::path(get, operation_id = "list_execution_nodes", path = "/flows/{flow_id}/executions/{execution_id}/nodes",
+    params(ExecutionPath),
+    responses((status = 200, body = NodeResultList)))]
+async fn node_results(
+    Ctx { app, caller }: Ctx<scope::FlowsRead>,
+    ExecutionPath { flow_id, execution_id }: ExecutionPath,
+) -> ApiResult<Json<NodeResultList>> {
+    let mut conn = app.pool.acquire().await?;
+    let execution = fetch(&mut conn, caller.org_id, flow_id, execution_id).await?;
+    let rows: Vec<sqlx::types::Json<NodeResult>> = sqlx::query_scalar(
+        "SELECT result FROM node_results WHERE execution_id = $1 AND attempt = $2 ORDER BY position, node_id",
+    )
+    .bind(execution_id)
+    .bind(execution.attempt)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Json(NodeResultList { items: rows.into_iter().map(|r| r.0).collect() }))
+}
+
+/// Cancel: queued executions end at once; running ones are stopped by their runner.
+#[utoipa::path(post, path = "/flows/{flow_id}/executions/{execution_id}/cancel",
+    params(ExecutionPath),
+    responses((status = 202, body = Execution), (status = 409)))]
+async fn cancel_execution(
+    Ctx { app, caller }: Ctx<scope::FlowsExecute>,
+    ExecutionPath { flow_id, execution_id }: ExecutionPath,
+) -> ApiResult<(StatusCode, Json<Execution>)> {
+    let mut tx = app.pool.begin().await?;
+    let execution = cancel(&mut tx, CancelTarget { org_id: caller.org_id, flow_id, execution_id }).await?;
+    tx.commit().await?;
+    Ok((StatusCode::ACCEPTED, Json(execution)))
+}

@@ -1,0 +1,155 @@
+//! The stored flow: its columns and row, reads by id within the organization, and the checks every write
+//! of a flow makes (definition, tags, schedule, unique name).
+
+use crate::error::{ApiError, ApiResult};
+use chrono::{DateTime, Utc};
+use hookflow_shared::api::flows::Flow;
+use hookflow_shared::api::rules::{TAG_MAX, TAGS_MAX, is_blank};
+use hookflow_shared::flow::definition::{self, Problem};
+use hookflow_shared::flow::schedule::Schedule;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+pub const FLOW_COLUMNS: &str = "f.id, f.name, f.description, f.tags, f.definition, f.schedule, f.draft_revision,
+     (SELECT max(v.version) FROM flow_versions v WHERE v.flow_id = f.id) AS published_version,
+     (SELECT x.status FROM executions x WHERE x.flow_id = f.id ORDER BY x.id DESC LIMIT 1) AS last_status,
+     f.created_at, f.updated_at";
+
+#[derive(Debug, sqlx::FromRow)]
+pub struct FlowRow {
+    id: Uuid,
+    name: String,
+    description: Option<String>,
+    tags: Vec<String>,
+    definition: serde_json::Value,
+    schedule: Option<String>,
+    draft_revision: i32,
+    published_version: Option<i32>,
+    last_status: Option<String>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl TryFrom<FlowRow> for Flow {
+    type Error = ApiError;
+
+    fn try_from(r: FlowRow) -> ApiResult<Self> {
+        Ok(Flow {
+            id: r.id,
+            name: r.name,
+            description: r.description,
+            tags: r.tags,
+            definition: r.definition,
+            schedule: r.schedule,
+            draft_revision: r.draft_revision,
+            published_version: r.published_version,
+            last_status: r.last_status.as_deref().map(str::parse).transpose().map_err(ApiError::internal_because)?,
+            created_at: r.created_at.into(),
+            updated_at: r.updated_at.into(),
+        })
+    }
+}
+
+/// Reads a flow of the caller's organization; another organization's id is 404.
+pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<Flow> {
+    let row: Option<FlowRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {FLOW_COLUMNS} FROM flows f WHERE f.organization_id = $1 AND f.id = $2"
+    )))
+    .bind(org_id)
+    .bind(id)
+    .fetch_optional(conn)
+    .await?;
+    row.ok_or_else(|| ApiError::not_found("flow"))?.try_into()
+}
+
+/// Checks that a flow of the caller's organization exists, without reading it; another organization's id is 404.
+pub async fn ensure_exists(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<()> {
+    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM flows WHERE organization_id = $1 AND id = $2)")
+        .bind(org_id)
+        .bind(id)
+        .fetch_one(conn)
+        .await?;
+    if exists { Ok(()) } else { Err(ApiError::not_found("flow")) }
+}
+
+/// A 400 listing every problem of a definition.
+pub fn definition_error(problems: &[Problem]) -> ApiError {
+    let listed: Vec<String> = problems
+        .iter()
+        .map(|p| match &p.node_id {
+            Some(node) => format!("node `{node}` {}: {}", p.field, p.message),
+            None => format!("{}: {}", if p.field.is_empty() { "definition" } else { &p.field }, p.message),
+        })
+        .collect();
+    ApiError::invalid(format!("invalid field `definition`: {}", listed.join("; ")))
+}
+
+/// Validates a definition for storing.
+pub fn check_definition(raw: &serde_json::Value) -> ApiResult<()> {
+    definition::validate(raw).map(|_| ()).map_err(|problems| definition_error(&problems))
+}
+
+/// Trims, deduplicates and checks tags.
+pub fn clean_tags(tags: &[String]) -> ApiResult<Vec<String>> {
+    if tags.len() > TAGS_MAX {
+        return Err(ApiError::invalid(format!("`tags`: at most {TAGS_MAX} tags")));
+    }
+    let mut clean: Vec<String> = Vec::new();
+    for tag in tags {
+        if is_blank(tag) || tag.chars().count() > TAG_MAX {
+            return Err(ApiError::invalid(format!(
+                "`tags`: each tag must be 1 to {TAG_MAX} characters, not only white space"
+            )));
+        }
+        let tag = tag.trim();
+        if !clean.iter().any(|t| t == tag) {
+            clean.push(tag.to_owned());
+        }
+    }
+    Ok(clean)
+}
+
+pub fn check_schedule(schedule: Option<&str>) -> ApiResult<()> {
+    match schedule {
+        Some(text) => {
+            Schedule::parse(text).map(|_| ()).map_err(|e| ApiError::invalid(format!("invalid field `schedule`: {e}")))
+        }
+        None => Ok(()),
+    }
+}
+
+/// A flow to insert, already validated.
+#[derive(Debug)]
+pub struct NewFlow<'a> {
+    pub org_id: Uuid,
+    pub name: &'a str,
+    pub description: Option<&'a str>,
+    pub tags: &'a [String],
+    pub definition: &'a serde_json::Value,
+    pub schedule: Option<&'a str>,
+}
+
+/// Inserts a flow and returns its new id; a taken name answers 409.
+pub async fn insert_flow(conn: &mut PgConnection, flow: NewFlow<'_>) -> ApiResult<Uuid> {
+    let id = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO flows (id, organization_id, name, description, tags, definition, schedule)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(id)
+    .bind(flow.org_id)
+    .bind(flow.name)
+    .bind(flow.description)
+    .bind(flow.tags)
+    .bind(flow.definition)
+    .bind(flow.schedule.map(str::trim))
+    .execute(conn)
+    .await
+    .map_err(name_taken)?;
+    Ok(id)
+}
+
+/// A unique-name violation answers 409.
+pub fn name_taken(error: sqlx::Error) -> ApiError {
+    crate::error::conflict_on_unique(error, "a flow with that name already exists in this organization")
+}

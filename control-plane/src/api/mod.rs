@@ -1,0 +1,129 @@
+//! The API: one folder or file per resource, each with its routes and SQL together, merged here into the router
+//! with the layers around it, the probes, the web console (`app`) and the OpenAPI document; and `serve`, which
+//! takes a bound listener and the state's shutdown token so tests run it on 127.0.0.1:0 and every loop stops on
+//! one signal. Below it: the transport (`http`), the error type, extractors, pagination and field checks at the
+//! crate root, identity (`auth`), the queue and the capture path.
+
+pub mod admin;
+pub mod analytics;
+pub mod app;
+pub mod catalog;
+pub mod collections;
+pub mod executions;
+pub mod flows;
+pub mod health;
+pub mod openapi;
+pub mod openapi_shapes;
+pub mod people;
+pub mod resources;
+pub mod runner_protocol;
+pub mod webhooks;
+
+use crate::capture;
+use crate::error;
+use crate::http::observe;
+use crate::state::AppState;
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{HeaderName, HeaderValue, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use hookflow_shared::wire::header as wire_header;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
+
+/// Default API request body limit: 1 MiB.
+pub const API_BODY_LIMIT: usize = 1024 * 1024;
+
+/// Every documented operation, with the document that describes them.
+fn documented() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .merge(admin::routes())
+        .merge(people::routes())
+        .merge(webhooks::routes())
+        .merge(capture::routes())
+        .merge(analytics::routes())
+        .merge(catalog::routes())
+        .merge(resources::routes())
+        .merge(flows::routes())
+        .merge(collections::routes())
+        .merge(executions::routes())
+        .merge(runner_protocol::routes())
+}
+
+/// The OpenAPI document as served at `/openapi.json`.
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    assembled().1
+}
+
+/// The routes and their completed document.
+fn assembled() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
+    let (routes, mut document) = documented().split_for_parts();
+    openapi::complete_operations(&mut document);
+    openapi_shapes::for_generators(&mut document);
+    (routes, document)
+}
+
+/// Routes outside the contract's operations: probes, the document itself and the app (its page, its settings
+/// and, for one of its files, its script).
+pub const UNDOCUMENTED_ROUTES: [&str; 6] =
+    ["/healthz", "/readyz", "/openapi.json", "/", "/app/config.json", "/app/js/main.js"];
+
+pub fn router(state: AppState) -> Router {
+    let (api, mut document) = assembled();
+    openapi::state_server_limits(&mut document, state.settings.max_capture_rate_per_s);
+    let document: Arc<[u8]> = match serde_json::to_vec(&document) {
+        Ok(bytes) => bytes.into(),
+        // The document is built from types of this crate; a failure here is a bug that every test would see.
+        Err(e) => panic!("the OpenAPI document cannot be serialized: {e}"),
+    };
+    let serve_document = move || {
+        let document = document.clone();
+        async move {
+            ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], document.to_vec()).into_response()
+        }
+    };
+    let x_request_id = HeaderName::from_static(wire_header::REQUEST_ID);
+    api.route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/openapi.json", get(serve_document))
+        .merge(crate::api::app::routes())
+        .route_layer(axum::middleware::from_fn(observe::tag_route))
+        .layer(DefaultBodyLimit::max(API_BODY_LIMIT))
+        .layer(axum::middleware::from_fn(observe::known_methods_only))
+        .layer(axum::middleware::from_fn(error::error_body))
+        .layer(axum::middleware::from_fn(observe::record))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|request: &Request| {
+                    let request_id =
+                        request.headers().get(wire_header::REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
+                    // Closed sets only: the method's label and the route template (`observe::record` adds it to
+                    // the response's line); paths, queries and hosts are the sender's and stay out of logs.
+                    let method = observe::method_label(request.method());
+                    tracing::info_span!("request", method, request_id)
+                })
+                // `observe::record` writes the response's line, at a level that depends on the route.
+                .on_response(()),
+        )
+        .layer(SetSensitiveRequestHeadersLayer::new([
+            header::AUTHORIZATION,
+            header::COOKIE,
+            HeaderName::from_static(wire_header::API_KEY),
+        ]))
+        .layer(PropagateRequestIdLayer::new(x_request_id.clone()))
+        .layer(SetRequestIdLayer::new(x_request_id, MakeRequestUuid))
+        .with_state(state)
+}
+
+/// Serves until the state's shutdown token is cancelled, then finishes in-flight requests.
+pub async fn serve(listener: TcpListener, state: AppState) -> std::io::Result<()> {
+    let shutdown = state.shutdown.clone();
+    let limits = state.settings.limits;
+    crate::http::listener::serve(listener, router(state), shutdown, limits).await
+}

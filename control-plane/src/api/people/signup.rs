@@ -1,0 +1,134 @@
+//! New organizations made by people: `POST /organizations` (the signed-in caller becomes its owner) and
+//! `POST /auth/signup` (a new user with a new organization; off unless the operator enabled it).
+
+use crate::api::admin::organization;
+use crate::api::people::store::{self, normalize_email};
+use crate::api::people::{passwords, tokens};
+use crate::auth::{Actor, Person};
+use crate::error::{ApiError, ApiResult, Created};
+use crate::extract::ApiJson;
+use crate::http::client_address::ClientAddress;
+use crate::signals::Invalidation;
+use crate::state::AppState;
+use crate::validate::display_name;
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hookflow_shared::Role;
+use hookflow_shared::api::people::{CreateOrganization, OrganizationRole, SignedUp, Signup};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// Makes `user_id` a member of `org_id` with `role`.
+pub async fn add_membership(
+    conn: &mut PgConnection,
+    org_id: Uuid,
+    user_id: Uuid,
+    role: Role,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, $3)")
+        .bind(org_id)
+        .bind(user_id)
+        .bind(role.as_str())
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
+/// Create an organization; the caller becomes its owner (people only, not API keys). A person makes at most
+/// `--max-organizations-per-person` (403 `quota_exceeded` past it). Only the maker's memberships are announced
+/// as changed: nobody else's cached keys or sessions are touched.
+#[utoipa::path(post, path = "/organizations", request_body = CreateOrganization,
+    security(("bearer" = [])),
+    responses((status = 201, body = OrganizationRole),
+        (status = 403, description = "`quota_exceeded`: the caller made as many organizations as one person may")))]
+async fn create_organization(person: Person, ApiJson(body): ApiJson<CreateOrganization>) -> Created<OrganizationRole> {
+    person.require_password_changed()?;
+    let name = display_name("name", &body.name)?;
+    let user_id = person.identity.user_id;
+    let mut tx = person.app.pool.begin().await?;
+    check_organization_quota(&mut tx, user_id, person.app.settings.max_organizations_per_person).await?;
+    let org = organization::create(&mut tx, &name, Actor::User(user_id)).await?;
+    add_membership(&mut tx, org.id, user_id, Role::Owner).await?;
+    Invalidation::Joined(user_id).announce(&mut tx).await?;
+    tx.commit().await?;
+    person.app.invalidate(Invalidation::Joined(user_id));
+    Ok((StatusCode::CREATED, Json(OrganizationRole { id: org.id, name: org.name, role: Role::Owner })))
+}
+
+/// Refuses a person who made `max` organizations already. Their user row stays locked until the transaction
+/// ends, so concurrent creations are counted one after the other.
+async fn check_organization_quota(conn: &mut PgConnection, user_id: Uuid, max: u32) -> ApiResult<()> {
+    // The lock first, the count in a statement of its own: its snapshot is taken once the lock is held, so it
+    // sees what a concurrent creation committed.
+    sqlx::query("SELECT 1 FROM users WHERE id = $1 FOR UPDATE")
+        .bind(user_id)
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or_else(ApiError::unauthorized)?;
+    let made: i64 = sqlx::query_scalar("SELECT count(*) FROM organizations WHERE created_by_user = $1")
+        .bind(user_id)
+        .fetch_one(&mut *conn)
+        .await?;
+    if made >= i64::from(max) {
+        return Err(ApiError::new(
+            hookflow_shared::ErrorCode::QuotaExceeded,
+            format!(
+                "you have made {made} organizations, the most one person may on this server \
+                 (--max-organizations-per-person); ask an operator, or an owner to invite you"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Sign up: a new user and a new organization they own, signed in (only when the operator enabled it).
+#[utoipa::path(post, operation_id = "sign_up", path = "/auth/signup", request_body = Signup, security(()),
+    responses((status = 201, body = SignedUp), (status = 404, description = "Signing up is not enabled"),
+        (status = 409), (status = 429, description = "Too many sign-ups from this address")))]
+async fn signup(
+    State(app): State<AppState>,
+    ClientAddress(client): ClientAddress,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    if !app.settings.signup {
+        return Err(ApiError::not_found("signing up (not enabled on this server)"));
+    }
+    app.sign_ins.sign_up(client)?;
+    let body: Signup = crate::extract::parse_json(&body)?;
+    let email = normalize_email(&body.email).ok_or_else(|| ApiError::invalid("invalid field `email`"))?;
+    passwords::check_new(&body.password).map_err(|e| ApiError::invalid(format!("invalid field `password`: {e}")))?;
+    let name = display_name("organization_name", &body.organization_name)?;
+    let hash = passwords::hash(body.password).await.map_err(ApiError::internal_because)?;
+    let mut tx = app.pool.begin().await?;
+    if store::find_by_email(&mut tx, &email).await?.is_some() {
+        return Err(ApiError::conflict("a user with this email exists; sign in instead"));
+    }
+    let user_id = store::create_user(&mut tx, &email, &hash, false).await?;
+    let org = organization::create(&mut tx, &name, Actor::User(user_id)).await?;
+    add_membership(&mut tx, org.id, user_id, Role::Owner).await?;
+    let session_ends = chrono::Utc::now() + app.settings.session_ttl;
+    let (session_id, refresh) = store::open_session(&mut tx, user_id, session_ends).await?;
+    tx.commit().await?;
+    let (access_token, expires_at) = tokens::access_token(&app, user_id, session_id).await?;
+    let cookie = tokens::wants_cookie(&headers);
+    let body = SignedUp {
+        user: hookflow_shared::api::people::User { id: user_id, email },
+        organization: OrganizationRole { id: org.id, name: org.name, role: Role::Owner },
+        access_token,
+        refresh_token: (!cookie).then(|| refresh.clone()),
+        expires_at: expires_at.into(),
+    };
+    let mut response = (StatusCode::CREATED, Json(body)).into_response();
+    if cookie {
+        response.headers_mut().insert(header::SET_COOKIE, tokens::refresh_cookie(&app, &refresh, session_ends));
+    }
+    Ok(response)
+}
+
+pub fn routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
+    use utoipa_axum::routes;
+    utoipa_axum::router::OpenApiRouter::new().routes(routes!(create_organization)).routes(routes!(signup))
+}

@@ -1,0 +1,52 @@
+//! Who a runner is: an organization's key holding `runner:complete`, or the server's own embedded runner with a
+//! per-process key that serves every organization; and the check that a runner id belongs to the caller.
+
+use crate::auth::{Caller, scope};
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use hookflow_shared::token;
+use hookflow_shared::wire::header;
+use uuid::Uuid;
+
+/// A runner's credentials: an organization's key, or the embedded runner's (`org_id: None`, every organization).
+#[derive(Debug, Clone, Copy)]
+pub struct RunnerCaller {
+    pub org_id: Option<Uuid>,
+}
+
+impl FromRequestParts<AppState> for RunnerCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        if let Some(expected) = &state.settings.embedded_runner_key_hash
+            && let Some(key) = parts.headers.get(header::API_KEY).and_then(|v| v.to_str().ok())
+            && token::hash(key.trim()) == *expected
+        {
+            crate::http::listener::prove(&parts.extensions);
+            return Ok(Self { org_id: None });
+        }
+        let caller = Caller::<scope::RunnerComplete>::from_request_parts(parts, state).await?;
+        Ok(Self { org_id: Some(caller.org_id) })
+    }
+}
+
+/// Checks a runner id against the caller and marks the runner seen; returns its labels. Another organization's
+/// runner is 404.
+pub async fn touch_runner(app: &AppState, caller: RunnerCaller, runner_id: Uuid) -> ApiResult<Vec<String>> {
+    // The row is written at most once a second, so many pollers of one runner do not queue on its lock.
+    let labels: Option<Vec<String>> = sqlx::query_scalar(
+        "WITH runner AS (
+             SELECT id, labels, last_seen_at FROM runners WHERE id = $1 AND organization_id IS NOT DISTINCT FROM $2),
+         seen AS (
+             UPDATE runners r SET last_seen_at = now() FROM runner
+             WHERE r.id = runner.id AND runner.last_seen_at < now() - interval '1 second')
+         SELECT labels FROM runner",
+    )
+    .bind(runner_id)
+    .bind(caller.org_id)
+    .fetch_optional(&app.pool)
+    .await?;
+    labels.ok_or_else(|| ApiError::not_found("runner"))
+}

@@ -1,0 +1,213 @@
+//! Webhook endpoints: create (live at once), list newest first, read, change, delete (with their captures).
+//! Every change NOTIFYs the capture caches of all servers.
+
+use crate::api::admin::organization::MAX_BODY_BYTES_LIMIT;
+use crate::api::webhooks::model::{WEBHOOK_COLUMNS, WebhookRow};
+use crate::auth::{Ctx, scope};
+use crate::db::owned::{self, Owned};
+use crate::db::update::Update;
+use crate::error::{ApiError, ApiResult, Created};
+use crate::extract::{ApiJson, Id};
+use crate::pagination::{self, ListParams, Listed};
+use crate::signals::Invalidation;
+use crate::state::AppState;
+use crate::validate::{bounded_text, display_name};
+use axum::Json;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use hookflow_shared::api::admin::Retention;
+use hookflow_shared::api::webhooks::{CreateWebhook, CustomResponse, UpdateWebhook, Webhook};
+use hookflow_shared::api::{Page, Patch};
+use sqlx::PgConnection;
+use utoipa_axum::{router::OpenApiRouter, routes};
+use uuid::Uuid;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_webhook, list_webhooks)).routes(routes!(
+        get_webhook,
+        update_webhook,
+        delete_webhook
+    ))
+}
+
+/// Reads an endpoint of the caller's organization; another organization's id is 404.
+pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<WebhookRow> {
+    let row: Option<WebhookRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {WEBHOOK_COLUMNS} FROM webhooks w JOIN organizations o ON o.id = w.organization_id
+         WHERE w.organization_id = $1 AND w.id = $2"
+    )))
+    .bind(org_id)
+    .bind(id)
+    .fetch_optional(conn)
+    .await?;
+    row.ok_or_else(|| ApiError::not_found("webhook"))
+}
+
+/// Checks that an endpoint of this organization exists (for the nested resources).
+pub async fn ensure_exists(app: &AppState, org_id: Uuid, id: Uuid) -> ApiResult<()> {
+    let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM webhooks WHERE organization_id = $1 AND id = $2")
+        .bind(org_id)
+        .bind(id)
+        .fetch_optional(&app.pool)
+        .await?;
+    found.map(|_| ()).ok_or_else(|| ApiError::not_found("webhook"))
+}
+
+/// Tells every replica's capture cache that the endpoint changed, when the transaction commits.
+async fn announce_change(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
+    Invalidation::Endpoint(id).announce(conn).await
+}
+
+fn check_body_limit(value: Option<i64>) -> ApiResult<()> {
+    if value.is_some_and(|n| !(1..=MAX_BODY_BYTES_LIMIT).contains(&n)) {
+        return Err(ApiError::invalid("`max_body_bytes` must be between 1 and 10485760 (10 MiB)"));
+    }
+    Ok(())
+}
+
+fn check_retention(value: Option<&Retention>) -> ApiResult<()> {
+    if let Some(r) = value {
+        if r.max_age_days.is_some_and(|d| d < 1) {
+            return Err(ApiError::invalid("`retention.max_age_days` must be at least 1 (or null)"));
+        }
+        if r.max_requests.is_some_and(|n| n < 1) {
+            return Err(ApiError::invalid("`retention.max_requests` must be at least 1 (or null)"));
+        }
+    }
+    Ok(())
+}
+
+fn check_response(value: Option<&CustomResponse>) -> ApiResult<()> {
+    let Some(response) = value else { return Ok(()) };
+    if !(200..=599).contains(&response.status) || (300..400).contains(&response.status) {
+        return Err(ApiError::invalid("`response.status` must be an HTTP status from 200 to 599, not a redirect"));
+    }
+    for (name, value) in &response.headers {
+        if axum::http::HeaderName::try_from(name.as_str()).is_err()
+            || axum::http::HeaderValue::try_from(value.as_str()).is_err()
+        {
+            return Err(ApiError::invalid(format!("`response.headers`: `{name}` is not a valid header")));
+        }
+        if !hookflow_shared::api::rules::custom_response_header_allowed(name) {
+            return Err(ApiError::invalid(format!(
+                "`response.headers`: `{name}` cannot be set on a capture answer: only Content-Type, \
+                 Content-Language, Retry-After and `X-` headers of your own (it is served on the API's origin)"
+            )));
+        }
+    }
+    if response.body.chars().count() > 65_536 {
+        return Err(ApiError::invalid("`response.body` must be at most 65536 characters"));
+    }
+    Ok(())
+}
+
+/// Create an endpoint; it captures at `capture_url` at once.
+#[utoipa::path(post, path = "/webhooks", request_body = CreateWebhook, responses((status = 201, body = Webhook)))]
+async fn create_webhook(
+    Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
+    ApiJson(body): ApiJson<CreateWebhook>,
+) -> Created<Webhook> {
+    let name = display_name("name", &body.name)?;
+    bounded_text("description", body.description.as_deref(), 2000)?;
+    check_body_limit(body.max_body_bytes)?;
+    check_retention(body.retention.as_ref())?;
+    check_response(body.response.as_ref())?;
+    let id = Uuid::new_v4();
+    let mut tx = app.pool.begin().await?;
+    sqlx::query(
+        "INSERT INTO webhooks (id, organization_id, name, description, max_body_bytes, max_age_days, max_requests, response)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(id)
+    .bind(caller.org_id)
+    .bind(&name)
+    .bind(&body.description)
+    .bind(body.max_body_bytes)
+    .bind(body.retention.and_then(|r| r.max_age_days))
+    .bind(body.retention.and_then(|r| r.max_requests))
+    .bind(body.response.map(sqlx::types::Json))
+    .execute(&mut *tx)
+    .await?;
+    announce_change(&mut tx, id).await?;
+    let row = fetch(&mut tx, caller.org_id, id).await?;
+    tx.commit().await?;
+    app.invalidate(Invalidation::Endpoint(id));
+    Ok((StatusCode::CREATED, Json(row.into_api(&app.settings.capture_url))))
+}
+
+/// List endpoints, newest first.
+#[utoipa::path(get, path = "/webhooks", params(ListParams), responses((status = 200, body = Page<Webhook>)))]
+async fn list_webhooks(Ctx { app, caller }: Ctx<scope::WebhooksRead>, params: ListParams) -> Listed<Webhook> {
+    let page = params.page::<(DateTime<Utc>, Uuid)>()?;
+    let rows: Vec<WebhookRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {WEBHOOK_COLUMNS} FROM webhooks w JOIN organizations o ON o.id = w.organization_id
+         WHERE w.organization_id = $1 AND ($2::timestamptz IS NULL OR (w.created_at, w.id) < ($2, $3))
+         ORDER BY w.created_at DESC, w.id DESC LIMIT $4"
+    )))
+    .bind(caller.org_id)
+    .bind(page.after.map(|a| a.0))
+    .bind(page.after.map(|a| a.1))
+    .bind(page.fetch_limit())
+    .fetch_all(&app.pool)
+    .await?;
+    let items: Vec<Webhook> = rows.into_iter().map(|r| r.into_api(&app.settings.capture_url)).collect();
+    Ok(Json(pagination::finish(items, &page, |w| (w.created_at.0, w.id))?))
+}
+
+/// Read an endpoint.
+#[utoipa::path(get, path = "/webhooks/{id}", params(Id), responses((status = 200, body = Webhook)))]
+async fn get_webhook(Ctx { app, caller }: Ctx<scope::WebhooksRead>, Id(id): Id) -> ApiResult<Json<Webhook>> {
+    let mut conn = app.pool.acquire().await?;
+    Ok(Json(fetch(&mut conn, caller.org_id, id).await?.into_api(&app.settings.capture_url)))
+}
+
+/// Change any of the create fields; `null` resets description, limits, retention or response to defaults.
+#[utoipa::path(patch, path = "/webhooks/{id}", params(Id), request_body = UpdateWebhook,
+    responses((status = 200, body = Webhook)))]
+async fn update_webhook(
+    Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
+    Id(id): Id,
+    ApiJson(body): ApiJson<UpdateWebhook>,
+) -> ApiResult<Json<Webhook>> {
+    let name = body.name.as_deref().map(|n| display_name("name", n)).transpose()?;
+    bounded_text("description", body.description.value().map(String::as_str), 2000)?;
+    check_body_limit(body.max_body_bytes.value().copied())?;
+    check_retention(body.retention.value())?;
+    check_response(body.response.value())?;
+    // A retention replaces both of its limits; `null` clears both.
+    let (max_age_days, max_requests) = match body.retention {
+        Patch::Keep => (Patch::Keep, Patch::Keep),
+        Patch::Clear => (Patch::Clear, Patch::Clear),
+        Patch::Set(r) => (Patch::from_option(r.max_age_days), Patch::from_option(r.max_requests)),
+    };
+    let mut tx = app.pool.begin().await?;
+    let updated = Update::new("webhooks")
+        .set_some("name", name)
+        .patch("description", body.description)
+        .patch("max_body_bytes", body.max_body_bytes)
+        .patch("max_age_days", max_age_days)
+        .patch("max_requests", max_requests)
+        .patch("response", body.response.map(sqlx::types::Json))
+        .sql("updated_at", "now()")
+        .execute(&mut tx, caller.org_id, id)
+        .await?;
+    if updated == 0 {
+        return Err(ApiError::not_found("webhook"));
+    }
+    announce_change(&mut tx, id).await?;
+    let row = fetch(&mut tx, caller.org_id, id).await?;
+    tx.commit().await?;
+    app.invalidate(Invalidation::Endpoint(id));
+    Ok(Json(row.into_api(&app.settings.capture_url)))
+}
+
+/// Delete an endpoint and all its captures; its capture URL answers 404 from then on.
+#[utoipa::path(delete, path = "/webhooks/{id}", params(Id), responses((status = 204)))]
+async fn delete_webhook(Ctx { app, caller }: Ctx<scope::WebhooksWrite>, Id(id): Id) -> ApiResult<StatusCode> {
+    let mut tx = app.pool.begin().await?;
+    owned::delete(&mut *tx, Owned::Webhook, caller.org_id, id).await?;
+    announce_change(&mut tx, id).await?;
+    tx.commit().await?;
+    app.invalidate(Invalidation::Endpoint(id));
+    Ok(StatusCode::NO_CONTENT)
+}

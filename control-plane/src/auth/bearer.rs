@@ -1,0 +1,136 @@
+//! `Authorization: Bearer` tokens of people: access tokens of the built-in provider (EdDSA, checked against its
+//! published keys and the session they name) and JWT access tokens of configured external providers. Every
+//! failure is the same 401; the token itself is never logged.
+
+use crate::auth::external_tokens::{self, Resolved, Unlinked};
+use crate::auth::people_cache::SessionState;
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use chrono::{DateTime, Utc};
+use jsonwebtoken::{Algorithm, Validation};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The audience of the built-in provider's access tokens.
+pub const AUDIENCE: &str = "hookflow";
+/// Clock skew tolerated on `exp` and `nbf`.
+pub const LEEWAY_S: u64 = 30;
+
+/// The claims of the built-in provider's access tokens.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AccessClaims {
+    pub iss: String,
+    pub aud: String,
+    /// The user.
+    pub sub: Uuid,
+    /// The session.
+    pub sid: Uuid,
+    pub iat: i64,
+    pub nbf: i64,
+    pub exp: i64,
+}
+
+/// Who a bearer token speaks for.
+#[derive(Debug, Clone, Copy)]
+pub struct BearerIdentity {
+    pub user_id: Uuid,
+    /// The built-in session, if the token is the built-in provider's.
+    pub session_id: Option<Uuid>,
+    pub expires_at: DateTime<Utc>,
+    pub password_change_required: bool,
+    /// An external provider's token: its SHA-256, by which signing out revokes it.
+    pub external_token: Option<[u8; 32]>,
+}
+
+/// Who a bearer token speaks for where a person may be new here (accepting an invitation): someone known, or an
+/// external identity nobody has linked yet.
+#[derive(Debug)]
+pub enum Signer<'a> {
+    Known(BearerIdentity),
+    Unlinked(Unlinked<'a>),
+}
+
+/// Only the issuer, read before verification to choose the keys that verify.
+#[derive(Deserialize)]
+struct Issuer {
+    iss: Option<String>,
+}
+
+/// Verifies a bearer token and answers who it speaks for.
+pub async fn authenticate(state: &AppState, token: &str) -> ApiResult<BearerIdentity> {
+    match signer(state, token, true).await? {
+        Signer::Known(identity) => Ok(identity),
+        Signer::Unlinked(_) => Err(ApiError::unauthorized()),
+    }
+}
+
+/// Verifies a bearer token that may speak for an external identity nobody has linked yet (looked up afresh).
+pub async fn authenticate_signer<'a>(state: &'a AppState, token: &str) -> ApiResult<Signer<'a>> {
+    signer(state, token, false).await
+}
+
+async fn signer<'a>(state: &'a AppState, token: &str, remember_unknown: bool) -> ApiResult<Signer<'a>> {
+    let header = jsonwebtoken::decode_header(token).map_err(|_| ApiError::unauthorized())?;
+    let issuer: Issuer =
+        jsonwebtoken::dangerous::insecure_decode_claims(token).map_err(|_| ApiError::unauthorized())?;
+    let issuer = issuer.iss.ok_or_else(ApiError::unauthorized)?;
+    if issuer == state.settings.public_url {
+        let kid = header.kid.ok_or_else(ApiError::unauthorized)?;
+        return built_in(state, token, &kid).await.map(Signer::Known);
+    }
+    Ok(match external_tokens::resolve(state, &issuer, token, &header, remember_unknown).await? {
+        Resolved::Known(identity) => Signer::Known(identity),
+        Resolved::Unlinked(unlinked) => Signer::Unlinked(unlinked),
+    })
+}
+
+/// Validation of the built-in provider's tokens: EdDSA only, this server as issuer, `hookflow` as audience.
+pub fn built_in_validation(issuer: &str) -> Validation {
+    let mut validation = Validation::new(Algorithm::EdDSA);
+    validation.set_issuer(&[issuer]);
+    validation.set_audience(&[AUDIENCE]);
+    validation.set_required_spec_claims(&["exp", "nbf", "iss", "aud", "sub"]);
+    validation.validate_nbf = true;
+    validation.leeway = LEEWAY_S;
+    validation
+}
+
+async fn built_in(state: &AppState, token: &str, kid: &str) -> ApiResult<BearerIdentity> {
+    let settings = &state.settings;
+    let key = state.signing.verifying_key(&state.pool, &settings.master_key, kid).await;
+    let key = key.ok_or_else(ApiError::unauthorized)?;
+    let claims = jsonwebtoken::decode::<AccessClaims>(token, &key, &built_in_validation(&settings.public_url))
+        .map_err(|_| ApiError::unauthorized())?
+        .claims;
+    let session = session_state(state, claims.sid).await?;
+    if !session.live || session.user_id != claims.sub {
+        return Err(ApiError::unauthorized());
+    }
+    Ok(BearerIdentity {
+        user_id: claims.sub,
+        session_id: Some(claims.sid),
+        expires_at: DateTime::from_timestamp(claims.exp, 0).unwrap_or_default(),
+        password_change_required: session.password_change_required,
+        external_token: None,
+    })
+}
+
+/// A session's state: from memory, or the database (an unknown session is not live).
+async fn session_state(state: &AppState, session_id: Uuid) -> ApiResult<SessionState> {
+    if let Some(known) = state.people.session(session_id) {
+        return Ok(known);
+    }
+    let row: Option<(Uuid, bool, bool)> = sqlx::query_as(
+        "SELECT s.user_id, s.revoked_at IS NULL AND s.expires_at > now(), u.password_change_required
+         FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1",
+    )
+    .bind(session_id)
+    .fetch_optional(&state.pool)
+    .await?;
+    let session = match row {
+        Some((user_id, live, password_change_required)) => SessionState { user_id, live, password_change_required },
+        None => SessionState { user_id: Uuid::nil(), live: false, password_change_required: false },
+    };
+    state.people.store_session(session_id, session);
+    Ok(session)
+}

@@ -1,0 +1,277 @@
+//! Authentication and tenancy. The `Caller<S>` extractor checks, in the contract's order: credentials (401: an
+//! API key, or a person's bearer token), `X-Organization-Id` (400), that the key belongs to that organization or
+//! the person is a member of it (403 `organization_mismatch`) and that the key or the person's role carries the
+//! scope `S` (403 `insufficient_scope`). Handlers declare their scope in their signature. `Person` is a signed-in
+//! person whatever the organization (the Auth routes).
+
+pub mod bearer;
+pub mod external;
+pub mod external_tokens;
+pub mod failures;
+pub mod key_cache;
+pub mod keys;
+pub mod people_cache;
+pub mod signing;
+pub mod throttle;
+pub mod users;
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use bearer::BearerIdentity;
+use chrono::{DateTime, Utc};
+use hookflow_shared::wire::header;
+use hookflow_shared::{ErrorCode, Role, Scope, ScopeSet};
+use std::marker::PhantomData;
+use uuid::Uuid;
+
+/// Who is acting, as written to the audit log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Actor {
+    Key(Uuid),
+    User(Uuid),
+    /// Someone not signed in (a failed sign-in), by client address.
+    Address(std::net::IpAddr),
+    Operator,
+}
+
+impl std::fmt::Display for Actor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Actor::Key(id) => write!(f, "key:{id}"),
+            Actor::User(id) => write!(f, "user:{id}"),
+            Actor::Address(ip) => write!(f, "address:{ip}"),
+            Actor::Operator => f.write_str("operator"),
+        }
+    }
+}
+
+/// An authenticated caller acting in one organization, holding scope `S`.
+#[derive(Debug)]
+pub struct Caller<S = scope::Any> {
+    pub org_id: Uuid,
+    pub scopes: ScopeSet,
+    pub actor: Actor,
+    /// When the caller's credential stops working: what it makes never outlives it.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// The scopes a key this caller makes may hold: a key's own scopes, or a person's role's key scopes (owners
+    /// and admins may make runner keys without acting as a runner themselves).
+    pub grantable: ScopeSet,
+    _scope: PhantomData<S>,
+}
+
+/// Marker types naming the scope an operation needs: `Caller<scope::KeysWrite>`.
+pub mod scope {
+    use hookflow_shared::Scope;
+
+    pub trait Required {
+        const SCOPE: Option<Scope>;
+    }
+
+    /// Any valid credential will do.
+    #[derive(Debug)]
+    pub struct Any;
+    impl Required for Any {
+        const SCOPE: Option<Scope> = None;
+    }
+
+    macro_rules! markers {
+        ($($name:ident),*) => {$(
+            #[derive(Debug)]
+            pub struct $name;
+            impl Required for $name {
+                const SCOPE: Option<Scope> = Some(Scope::$name);
+            }
+        )*};
+    }
+
+    markers!(
+        WebhooksRead,
+        WebhooksWrite,
+        FlowsRead,
+        FlowsWrite,
+        FlowsExecute,
+        CollectionsRead,
+        CollectionsWrite,
+        ResourcesRead,
+        ResourcesWrite,
+        KeysRead,
+        KeysWrite,
+        OrganizationRead,
+        OrganizationWrite,
+        RunnersRead,
+        RunnersWrite,
+        RunnerComplete
+    );
+}
+
+impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        if let Some(token) = bearer_token(parts) {
+            let person = bearer::authenticate(state, token).await?;
+            crate::http::listener::prove(&parts.extensions);
+            return Self::person(parts, state, person).await;
+        }
+        let key = parts.headers.get(header::API_KEY).and_then(|v| v.to_str().ok()).map(str::trim);
+        let identity =
+            keys::authenticate_key(state, key.ok_or_else(ApiError::unauthorized)?, client_address(state, parts))
+                .await?;
+        crate::http::listener::prove(&parts.extensions);
+        state.allowances.key_request(identity.key_id)?;
+        let org_id = organization_header(parts)?;
+        if org_id != identity.org_id {
+            return Err(ApiError::new(
+                ErrorCode::OrganizationMismatch,
+                "the API key does not belong to the organization in X-Organization-Id",
+            ));
+        }
+        let grantable = identity.scopes.clone();
+        Self::holding(org_id, identity.scopes, grantable, Actor::Key(identity.key_id), identity.expires_at)
+    }
+}
+
+impl<S: scope::Required> Caller<S> {
+    /// A caller that holds `scopes`, if they grant `S`.
+    fn holding(
+        org_id: Uuid,
+        scopes: ScopeSet,
+        grantable: ScopeSet,
+        actor: Actor,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> ApiResult<Self> {
+        if let Some(required) = S::SCOPE
+            && !scopes.grants(required)
+        {
+            return Err(ApiError::insufficient_scope(required));
+        }
+        Ok(Caller { org_id, scopes, actor, expires_at, grantable, _scope: PhantomData })
+    }
+
+    /// A person acting in the organization of `X-Organization-Id`, with the scopes of their role there.
+    async fn person(parts: &Parts, state: &AppState, person: BearerIdentity) -> ApiResult<Self> {
+        state.allowances.key_request(person.user_id)?;
+        if person.password_change_required {
+            return Err(password_change_required());
+        }
+        let org_id = organization_header(parts)?;
+        let role = role_in(state, person.user_id, org_id).await?.ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::OrganizationMismatch,
+                "you are not a member of the organization in X-Organization-Id",
+            )
+        })?;
+        Self::holding(org_id, role.scopes(), role.key_scopes(), Actor::User(person.user_id), None)
+    }
+}
+
+/// The 403 of a session opened with a one-time password, for anything but changing it.
+pub fn password_change_required() -> ApiError {
+    ApiError::new(
+        ErrorCode::PasswordChangeRequired,
+        "change your one-time password first (PUT /auth/password); nothing else works until then",
+    )
+}
+
+/// The `Authorization: Bearer` token, if the request carries one.
+pub fn bearer_token(parts: &Parts) -> Option<&str> {
+    bearer_in(&parts.headers)
+}
+
+/// The `Authorization: Bearer` token of these headers, if any.
+pub fn bearer_in(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let value = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// A person's role in an organization (memberships are cached, and dropped when they change).
+pub async fn role_in(state: &AppState, user_id: Uuid, org_id: Uuid) -> ApiResult<Option<Role>> {
+    let memberships = match state.people.memberships(user_id) {
+        Some(known) => known,
+        None => {
+            let mut conn = state.pool.acquire().await?;
+            let found = users::memberships(&mut conn, user_id).await?;
+            state.people.store_memberships(user_id, found.clone());
+            found
+        }
+    };
+    Ok(memberships.into_iter().find(|(org, _)| *org == org_id).map(|(_, role)| role))
+}
+
+/// A signed-in person, whatever the organization: the Auth routes and `POST /organizations`. A session opened
+/// with a one-time password passes; handlers that need it changed call [`Person::require_password_changed`].
+#[derive(Debug)]
+pub struct Person {
+    pub app: AppState,
+    pub identity: BearerIdentity,
+}
+
+impl FromRequestParts<AppState> for Person {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let token = bearer_token(parts).ok_or_else(ApiError::unauthorized)?;
+        let identity = bearer::authenticate(state, token).await?;
+        state.allowances.key_request(identity.user_id)?;
+        Ok(Self { app: state.clone(), identity })
+    }
+}
+
+impl Person {
+    pub fn require_password_changed(&self) -> ApiResult<()> {
+        if self.identity.password_change_required { Err(password_change_required()) } else { Ok(()) }
+    }
+}
+
+/// A handler's context: the application state and the caller, who holds scope `S`. Handlers take it as
+/// `Ctx { app, caller }: Ctx<scope::WebhooksRead>`, declaring their scope in their signature.
+#[derive(Debug)]
+pub struct Ctx<S = scope::Any> {
+    pub app: AppState,
+    pub caller: Caller<S>,
+}
+
+impl<S: scope::Required + Send> FromRequestParts<AppState> for Ctx<S> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        Ok(Self { app: state.clone(), caller })
+    }
+}
+
+impl<S> Caller<S> {
+    /// The credential allowances are counted against (streams held open, requests per second).
+    pub fn credential_id(&self) -> Uuid {
+        match self.actor {
+            Actor::Key(id) | Actor::User(id) => id,
+            Actor::Address(_) | Actor::Operator => Uuid::nil(),
+        }
+    }
+
+    /// Checks a second scope some operations need in addition to the one in the signature.
+    pub fn require(&self, scope: Scope) -> ApiResult<()> {
+        if self.scopes.grants(scope) { Ok(()) } else { Err(ApiError::insufficient_scope(scope)) }
+    }
+}
+
+/// The client's address, as the listener saw it (none when the router is called without one).
+pub fn client_address(state: &AppState, parts: &Parts) -> Option<std::net::IpAddr> {
+    let peer = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0.ip())?;
+    Some(state.settings.trusted_proxies.client(peer, &parts.headers))
+}
+
+/// Reads `X-Organization-Id`; missing or not a UUID answers 400 `organization_required`.
+pub fn organization_header(parts: &Parts) -> ApiResult<Uuid> {
+    parts
+        .headers
+        .get(header::ORGANIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| Uuid::parse_str(v.trim()).ok())
+        .ok_or_else(|| {
+            ApiError::new(ErrorCode::OrganizationRequired, "send X-Organization-Id with your organization's id")
+        })
+}

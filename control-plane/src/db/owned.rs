@@ -1,0 +1,79 @@
+//! Deleting one row of the caller's organization: a row that is not there, or is another organization's, answers
+//! 404 naming what was asked for. The statements for every kind of owned row are here, in one table.
+
+use crate::error::{ApiError, ApiResult};
+use sqlx::{Encode, PgExecutor, Postgres, Type};
+use uuid::Uuid;
+
+/// A kind of row an organization owns, deleted by its key (and, for rows within a parent, the parent's id).
+#[derive(Debug, Clone, Copy)]
+pub enum Owned {
+    Flow,
+    Webhook,
+    Runner,
+    Secret,
+    Variable,
+    Member,
+    Invitation,
+    Collection,
+    /// A collection's request, by id within its collection.
+    CollectionRequest,
+    /// A flow's environment, by key within its flow.
+    Environment,
+    /// A captured request, by id within its endpoint.
+    Capture,
+}
+
+impl Owned {
+    /// The statement (`$1` organization, `$2` key, `$3` parent) and the noun a 404 names.
+    fn statement(self) -> (&'static str, &'static str) {
+        match self {
+            Owned::Flow => ("DELETE FROM flows WHERE organization_id = $1 AND id = $2", "flow"),
+            Owned::Webhook => ("DELETE FROM webhooks WHERE organization_id = $1 AND id = $2", "webhook"),
+            Owned::Runner => ("DELETE FROM runners WHERE organization_id = $1 AND id = $2", "runner"),
+            Owned::Secret => ("DELETE FROM secrets WHERE organization_id = $1 AND name = $2", "secret"),
+            Owned::Variable => ("DELETE FROM variables WHERE organization_id = $1 AND name = $2", "variable"),
+            Owned::Member => ("DELETE FROM memberships WHERE organization_id = $1 AND user_id = $2", "member"),
+            Owned::Invitation => ("DELETE FROM invitations WHERE organization_id = $1 AND id = $2", "invitation"),
+            Owned::Collection => ("DELETE FROM collections WHERE organization_id = $1 AND id = $2", "collection"),
+            Owned::CollectionRequest => (
+                "DELETE FROM collection_requests WHERE organization_id = $1 AND id = $2 AND collection_id = $3",
+                "request",
+            ),
+            Owned::Environment => (
+                "DELETE FROM flow_environments WHERE organization_id = $1 AND key = $2 AND flow_id = $3",
+                "environment",
+            ),
+            Owned::Capture => {
+                ("DELETE FROM captures WHERE organization_id = $1 AND id = $2 AND webhook_id = $3", "captured request")
+            }
+        }
+    }
+}
+
+/// Deletes the organization's row of `kind` with `key`; 404 when nothing was deleted.
+pub async fn delete<'c, K>(conn: impl PgExecutor<'c>, kind: Owned, org: Uuid, key: K) -> ApiResult<()>
+where
+    K: for<'q> Encode<'q, Postgres> + Type<Postgres> + Send,
+{
+    run(conn, kind, sqlx::query(kind.statement().0).bind(org).bind(key)).await
+}
+
+/// Deletes the organization's row of `kind` with `key` within the parent `parent`; 404 when nothing was deleted.
+pub async fn delete_in<'c, K>(conn: impl PgExecutor<'c>, kind: Owned, org: Uuid, parent: Uuid, key: K) -> ApiResult<()>
+where
+    K: for<'q> Encode<'q, Postgres> + Type<Postgres> + Send,
+{
+    run(conn, kind, sqlx::query(kind.statement().0).bind(org).bind(key).bind(parent)).await
+}
+
+async fn run<'c, 'q>(
+    conn: impl PgExecutor<'c>,
+    kind: Owned,
+    query: sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>,
+) -> ApiResult<()> {
+    if query.execute(conn).await?.rows_affected() == 0 {
+        return Err(ApiError::not_found(kind.statement().1));
+    }
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! Flow drafts as this server last read and validated them, so a launch of an unchanged draft neither reads nor
+//! parses nor validates its definition again (for a 1,000-node flow, about 5 ms of the launch). Every write of a
+//! draft increments its revision and sets its update time (`flows::crud`, `flows::versions`); an entry is used only
+//! while both still match the row the launch reads, so another replica's edit is seen at once. The cache holds
+//! drafts of at most [`BUDGET`] bytes in memory, estimated from their JSON text; the oldest entries leave first.
+
+use chrono::{DateTime, Utc};
+use hookflow_shared::flow::definition::{FlowDefinition, Node};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use uuid::Uuid;
+
+/// Memory the drafts kept may take, at most.
+const BUDGET: usize = 24 * 1024 * 1024;
+/// A draft larger than this is not kept (it would push out many others).
+const LARGEST: usize = BUDGET / 3;
+/// Bytes of memory per byte of JSON text, parsed as a value and as a definition (measured: 5.9 MB for the 295 KB
+/// of a 1,000-node flow).
+const MEMORY_PER_TEXT_BYTE: usize = 20;
+
+/// One draft: the definition as stored (collection references not yet inlined) and as validated.
+#[derive(Debug)]
+pub struct Draft {
+    pub revision: i32,
+    pub updated_at: DateTime<Utc>,
+    pub raw: serde_json::Value,
+    pub parsed: FlowDefinition,
+    /// Whether a launch of it needs nothing else read: no module nodes, no collection requests.
+    pub self_contained: bool,
+    /// Estimated memory it takes.
+    size: usize,
+}
+
+impl Draft {
+    /// A draft read as `text` at `revision`, last written at `updated_at`.
+    pub fn read(
+        revision: i32,
+        updated_at: DateTime<Utc>,
+        text: &str,
+        raw: serde_json::Value,
+        parsed: FlowDefinition,
+    ) -> Self {
+        let self_contained = !parsed.nodes.iter().any(|node| matches!(node, Node::Module(_))) && !uses_requests(&raw);
+        let size = text.len().saturating_mul(MEMORY_PER_TEXT_BYTE);
+        Self { revision, updated_at, raw, parsed, self_contained, size }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Entries {
+    by_flow: HashMap<Uuid, Arc<Draft>>,
+    /// Flows in the order their entries were made, oldest first (an id may appear again after a newer revision).
+    order: VecDeque<Uuid>,
+    size: usize,
+}
+
+#[derive(Debug, Default)]
+pub struct Drafts {
+    entries: Mutex<Entries>,
+}
+
+impl Drafts {
+    /// The draft kept for `flow_id`, whatever its revision (the caller compares it with the row).
+    pub fn get(&self, flow_id: Uuid) -> Option<Arc<Draft>> {
+        self.entries.lock().ok()?.by_flow.get(&flow_id).cloned()
+    }
+
+    /// Keeps `draft` for `flow_id` in place of an older one; the oldest entries leave while over the budget.
+    pub fn keep(&self, flow_id: Uuid, draft: Arc<Draft>) {
+        if draft.size > LARGEST {
+            return;
+        }
+        let Ok(mut entries) = self.entries.lock() else { return };
+        if let Some(old) = entries.by_flow.insert(flow_id, Arc::clone(&draft)) {
+            entries.size -= old.size;
+            entries.order.retain(|id| *id != flow_id);
+        }
+        entries.size += draft.size;
+        entries.order.push_back(flow_id);
+        while entries.size > BUDGET {
+            let Some(oldest) = entries.order.pop_front() else { break };
+            if let Some(gone) = entries.by_flow.remove(&oldest) {
+                entries.size -= gone.size;
+            }
+        }
+    }
+}
+
+/// Whether any node of `definition` uses a collection request (which a launch then reads and inlines).
+pub fn uses_requests(definition: &serde_json::Value) -> bool {
+    let nodes = definition["nodes"].as_array().map(Vec::as_slice).unwrap_or_default();
+    nodes.iter().any(|node| node.get("request_ref").is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draft(revision: i32, size: usize) -> Arc<Draft> {
+        let raw = serde_json::json!({"nodes": [{"id": "a", "kind": "delay", "delay_ms": 1}]});
+        let parsed = hookflow_shared::flow::definition::validate(&raw).expect("valid");
+        Arc::new(Draft { revision, updated_at: Utc::now(), raw, parsed, self_contained: true, size })
+    }
+
+    #[test]
+    fn a_newer_revision_replaces_the_old_and_the_oldest_leave_over_the_budget() {
+        let drafts = Drafts::default();
+        let a = Uuid::now_v7();
+        drafts.keep(a, draft(1, LARGEST));
+        drafts.keep(a, draft(2, LARGEST));
+        assert_eq!(drafts.get(a).map(|d| d.revision), Some(2));
+        assert_eq!(drafts.entries.lock().expect("lock").size, LARGEST, "the old revision no longer counts");
+        let others: Vec<Uuid> = (0..2).map(|_| Uuid::now_v7()).collect();
+        for id in &others {
+            drafts.keep(*id, draft(1, LARGEST));
+        }
+        assert!(drafts.get(a).is_some(), "three drafts of the largest size fit");
+        drafts.keep(Uuid::now_v7(), draft(1, LARGEST));
+        assert!(drafts.get(a).is_none(), "the oldest left");
+        assert!(others.iter().all(|id| drafts.get(*id).is_some()));
+        drafts.keep(a, draft(3, LARGEST + 1));
+        assert!(drafts.get(a).is_none(), "a draft over the largest size is not kept");
+    }
+}
