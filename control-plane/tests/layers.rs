@@ -36,7 +36,6 @@ const KNOWN: &[&str] = &[
     "upward arrow: capture/mod.rs (capture, layer components) -> state.rs (state, layer composition)",
     "upward arrow: outbound/mod.rs (outbound, layer infrastructure) -> state.rs (state, layer composition)",
     "upward arrow: queue/claim.rs (queue, layer components) -> state.rs (state, layer composition)",
-    "circle between files: capture/batch.rs, capture/writer.rs",
     "circle between files: api/people/store.rs, auth/bearer.rs, auth/external_tokens.rs",
     "circle between files: api/executions/mod.rs, api/executions/read.rs, api/executions/stream.rs",
     "circle between files: api/people/leaving.rs, api/people/members.rs",

@@ -1,9 +1,41 @@
-//! One batch of captures in one statement: the rows, the endpoints' counts, the per-minute counters and the
+//! A capture to store and what became of it, and one batch of captures in one statement: the rows, the endpoints' counts, the per-minute counters and the
 //! NOTIFYs. A row the database refuses never fails its neighbours: the batch is stored again in halves under
 //! savepoints until the refused rows stand alone, and only they are answered `Rejected`.
 
-use crate::capture::writer::{CaptureRecord, Outcome};
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
+
+/// A request to store.
+#[derive(Debug)]
+pub struct CaptureRecord {
+    pub org_id: Uuid,
+    pub webhook_id: Uuid,
+    pub method: String,
+    pub path: String,
+    pub query_string: String,
+    /// The query as JSON (`{name: [values]}`), encoded by the request's handler.
+    pub query_json: String,
+    /// The headers as JSON (`[[name, value], ...]`), encoded by the request's handler.
+    pub headers_json: String,
+    pub content_type: Option<String>,
+    pub body: bytes::Bytes,
+    pub body_sha256: Vec<u8>,
+    pub body_utf8: bool,
+    pub source_ip: String,
+    pub received_at: DateTime<Utc>,
+}
+
+/// What became of a capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Stored(Uuid),
+    /// The endpoint was deleted while the capture waited.
+    EndpointGone,
+    /// This row cannot be stored (a value the database refuses); its neighbours were.
+    Rejected,
+    /// The transaction failed (database down): nothing was stored.
+    Failed,
+}
 
 /// Stores one batch with one statement (atomic on its own, one round trip): the rows, the endpoints' counts, the
 /// per-minute counters and the NOTIFYs (only for endpoints a replica's stream hub watches). Rows whose endpoint
@@ -49,12 +81,13 @@ pub struct Batch<'a> {
 /// Stores `batch`: one statement that commits on its own, in one round trip. A batch holding a row the database
 /// refuses is stored again in halves under savepoints until the refused rows are alone, so every other row is
 /// stored.
-pub async fn write(pool: &sqlx::PgPool, batch: Batch<'_>) -> Result<Vec<Outcome>, sqlx::Error> {
+pub async fn write(conn: &mut sqlx::PgConnection, batch: Batch<'_>) -> Result<Vec<Outcome>, sqlx::Error> {
+    use sqlx::Connection as _;
     let Batch { records, ids, slot } = batch;
-    match bind(ids, records, slot).fetch_all(pool).await {
+    match bind(ids, records, slot).fetch_all(&mut *conn).await {
         Ok(stored) => Ok(finish(ids, stored)),
         Err(e) if is_row_error(&e) => {
-            let mut tx = pool.begin().await?;
+            let mut tx = conn.begin().await?;
             let outcomes = isolate(&mut tx, records, ids, slot).await?;
             tx.commit().await?;
             Ok(outcomes)

@@ -4,7 +4,7 @@
 //! write waits for nothing. A caller is answered only after its batch committed (or failed). Large writes wait
 //! within a byte budget (past it the caller is answered 503 at once), and a batch closes at `BATCH_BYTES`.
 
-use crate::db::byte_budget::{self, ByteBudget};
+use crate::db::byte_budget::{self, ByteBudget, Reservation};
 use crate::error::{ApiError, ApiResult};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres};
@@ -63,15 +63,31 @@ impl<W: BatchWrite> GroupCommit<W> {
     /// Starts the task, which writes batches of at most `max_batch` writes and `BATCH_BYTES`, one at a time;
     /// `what` names the writes in the 503 of a full budget.
     pub fn start(pool: PgPool, max_batch: usize, what: &'static str) -> Self {
-        let (queue, pending) = mpsc::channel::<Pending<W>>(QUEUE);
+        Self::start_sized(pool, max_batch, QUEUE, WAITING_BYTES, what)
+    }
+
+    /// `start` with the queue's length and the waiting budget's size given.
+    pub fn start_sized(pool: PgPool, max_batch: usize, queue: usize, waiting_bytes: usize, what: &'static str) -> Self {
+        let (queue, pending) = mpsc::channel::<Pending<W>>(queue);
         tokio::spawn(run(pool, pending, max_batch));
-        Self { queue, budget: ByteBudget::new(WAITING_BYTES, what) }
+        Self { queue, budget: ByteBudget::new(waiting_bytes, what) }
+    }
+
+    /// Room in the byte budget for a write of `bytes` (held until dropped), or 503 with `Retry-After` when large
+    /// writes fill it: for callers that reserve before they have the write (a body not read yet).
+    pub fn reserve(&self, bytes: usize) -> ApiResult<Reservation> {
+        self.budget.reserve(bytes)
     }
 
     /// Submits a write and waits until its batch committed (or failed); 503 when the task is gone (the server is
     /// stopping), and at once when large writes already fill the byte budget.
     pub async fn submit(&self, write: W) -> ApiResult<W::Out> {
         let _reservation = self.budget.reserve(write.bytes())?;
+        self.submit_reserved(write).await
+    }
+
+    /// `submit` for a write whose room the caller reserved (`reserve`) and holds until this returns.
+    pub async fn submit_reserved(&self, write: W) -> ApiResult<W::Out> {
         let (reply, outcome) = oneshot::channel();
         self.queue.send((write, reply)).await.map_err(|_| ApiError::unavailable())?;
         outcome.await.unwrap_or_else(|_| Err(ApiError::unavailable()))
