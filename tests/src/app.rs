@@ -5,6 +5,7 @@ use hookflow_control_plane::admin::{keys, organization};
 use hookflow_control_plane::http::auth::Actor;
 use hookflow_control_plane::state::{AppState, Settings};
 use hookflow_control_plane::{db, http, tasks};
+use hookflow_client::{Client, Credentials};
 use hookflow_shared::ScopeSet;
 use hookflow_shared::wire::header;
 use reqwest::{Method, StatusCode, header::HeaderMap};
@@ -29,6 +30,13 @@ pub struct Reply {
     pub headers: HeaderMap,
     pub body: Value,
     pub text: String,
+}
+
+impl Creds {
+    /// As the typed client sends them.
+    pub fn credentials(&self) -> Credentials {
+        Credentials::api_key(self.key.clone(), self.org)
+    }
 }
 
 impl Reply {
@@ -171,6 +179,21 @@ impl TestApp {
 
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// The typed client, as the admin key.
+    pub fn api(&self) -> Client {
+        self.api_as(&self.admin)
+    }
+
+    /// The typed client, as `creds`.
+    pub fn api_as(&self, creds: &Creds) -> Client {
+        self.api_with(creds.credentials())
+    }
+
+    /// The typed client, as anyone (`Credentials::None` for anonymous calls).
+    pub fn api_with(&self, credentials: Credentials) -> Client {
+        Client::with_http(self.client.clone(), &self.base, credentials)
     }
 
     /// Sends a request with `creds` (or none) and an optional JSON body.
