@@ -244,6 +244,27 @@ impl Webhooks<'_> {
         self.0.get(&format!("/webhooks/{id}/requests/{request}")).await
     }
 
+    pub async fn delete_request(&self, id: impl Display, request: impl Display) -> Result<(), ApiFailure> {
+        self.0.delete(&format!("/webhooks/{id}/requests/{request}")).await
+    }
+
+    /// Deletes every captured request of the endpoint.
+    pub async fn clear_requests(&self, id: impl Display) -> Result<(), ApiFailure> {
+        self.0.delete(&format!("/webhooks/{id}/requests")).await
+    }
+
+    /// A captured request's body, byte for byte.
+    pub async fn body(&self, id: impl Display, request: impl Display) -> Result<bytes::Bytes, ApiFailure> {
+        let response = self.0.send_raw(self.0.request(Method::GET, &format!("/webhooks/{id}/requests/{request}/body"))).await?;
+        response.bytes().await.map_err(ApiFailure::Transport)
+    }
+
+    /// `GET /webhooks/{id}/requests/export` (`format=ndjson|har`, `q=...`): the response, to stream or read.
+    pub async fn export(&self, id: impl Display, query: Query<'_>) -> Result<reqwest::Response, ApiFailure> {
+        let path = with_query(&format!("/webhooks/{id}/requests/export"), query);
+        self.0.send_raw(self.0.request(Method::GET, &path)).await
+    }
+
     pub async fn search(&self, id: impl Display, search: &SearchRequests) -> Result<Page<CapturedRequest>, ApiFailure> {
         self.0.post(&format!("/webhooks/{id}/requests/search"), search).await
     }
