@@ -19,6 +19,10 @@ use hookflow_shared::api::flows::{
     Environment, EnvironmentList, Flow, FlowDocument, FlowVersion, PatchFlow, Publish, PutEnvironment, SearchFlows,
     TagList, ValidateDefinition, Validation, WriteFlow,
 };
+use hookflow_shared::api::people::{
+    AcceptInvitation, AddMember, ChangePassword, CreatedInvitation, Jwks, Member, OrganizationRole, Refresh,
+    SessionInfo, SessionTokens, SignIn, SignedUp, Signup, UpdateMember,
+};
 use hookflow_shared::api::resources::{PutSecret, PutValue, SecretInfo, Variable};
 use hookflow_shared::api::runners::{
     Complete, Heartbeat, HeartbeatReply, JobBatch, NextJob, RegisterRunner, Registered, ReportReply, Runner,
@@ -73,6 +77,10 @@ impl Client {
 
     pub fn runners(&self) -> Runners<'_> {
         Runners(self)
+    }
+
+    pub fn people(&self) -> People<'_> {
+        People(self)
     }
 }
 
@@ -515,5 +523,79 @@ impl Runners<'_> {
     pub async fn complete(&self, job: Uuid, complete: &Complete) -> Result<(), ApiFailure> {
         let _: serde_json::Value = self.0.post(&runner_route::job_complete(job), complete).await?;
         Ok(())
+    }
+}
+
+/// People: sessions (sign-in, refresh, sign-out), sign-up, the signing keys, members and invitations. Routes of the
+/// person take a client with `Credentials::Bearer` (no organization); member management takes any credentials of
+/// the organization.
+#[derive(Debug, Clone, Copy)]
+pub struct People<'a>(&'a Client);
+
+impl People<'_> {
+    /// `POST /auth/sessions`.
+    pub async fn sign_in(&self, email: &str, password: &str) -> Result<SessionTokens, ApiFailure> {
+        self.0.post("/auth/sessions", &SignIn { email: email.into(), password: password.into() }).await
+    }
+
+    /// `POST /auth/sessions/refresh` with the refresh token in the body.
+    pub async fn refresh(&self, refresh_token: &str) -> Result<SessionTokens, ApiFailure> {
+        self.0.post("/auth/sessions/refresh", &Refresh { refresh_token: Some(refresh_token.into()) }).await
+    }
+
+    /// `GET /auth/session`.
+    pub async fn session(&self) -> Result<SessionInfo, ApiFailure> {
+        self.0.get("/auth/session").await
+    }
+
+    /// `DELETE /auth/session`: signs out.
+    pub async fn sign_out(&self) -> Result<(), ApiFailure> {
+        self.0.delete("/auth/session").await
+    }
+
+    /// `PUT /auth/password`.
+    pub async fn change_password(&self, change: &ChangePassword) -> Result<(), ApiFailure> {
+        self.0.send_raw(self.0.request(Method::PUT, "/auth/password").json(change)).await.map(drop)
+    }
+
+    /// `POST /auth/signup` (when the server allows it).
+    pub async fn signup(&self, signup: &Signup) -> Result<SignedUp, ApiFailure> {
+        self.0.post("/auth/signup", signup).await
+    }
+
+    /// `GET /.well-known/jwks.json`.
+    pub async fn jwks(&self) -> Result<Jwks, ApiFailure> {
+        self.0.get("/.well-known/jwks.json").await
+    }
+
+    pub async fn members(&self, query: Query<'_>) -> Result<Page<Member>, ApiFailure> {
+        self.0.get(&with_query("/organization/members", query)).await
+    }
+
+    /// `POST /organization/members`: an invitation.
+    pub async fn invite(&self, member: &AddMember) -> Result<CreatedInvitation, ApiFailure> {
+        self.0.post("/organization/members", member).await
+    }
+
+    pub async fn update_member(&self, user: impl Display, update: &UpdateMember) -> Result<Member, ApiFailure> {
+        self.0.patch(&format!("/organization/members/{user}"), update).await
+    }
+
+    pub async fn remove_member(&self, user: impl Display) -> Result<(), ApiFailure> {
+        self.0.delete(&format!("/organization/members/{user}")).await
+    }
+
+    pub async fn revoke_invitation(&self, id: impl Display) -> Result<(), ApiFailure> {
+        self.0.delete(&format!("/organization/invitations/{id}")).await
+    }
+
+    /// `POST /auth/invitations/accept`, as the invited person.
+    pub async fn accept_invitation(&self, token: &str) -> Result<OrganizationRole, ApiFailure> {
+        self.0.post("/auth/invitations/accept", &AcceptInvitation { token: token.into() }).await
+    }
+
+    /// `DELETE /organization/membership`: the person leaves the organization.
+    pub async fn leave(&self) -> Result<(), ApiFailure> {
+        self.0.delete("/organization/membership").await
     }
 }

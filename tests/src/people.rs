@@ -24,7 +24,19 @@ pub struct Bearer {
     pub org: Option<Uuid>,
 }
 
+impl Bearer {
+    /// As the typed client sends it.
+    pub fn credentials(&self) -> hookflow_client::Credentials {
+        hookflow_client::Credentials::bearer(self.token.clone(), self.org)
+    }
+}
+
 impl TestApp {
+    /// The typed client, as a signed-in person.
+    pub fn api_bearer(&self, bearer: &Bearer) -> hookflow_client::Client {
+        self.api_with(bearer.credentials())
+    }
+
     /// A new user with a password (no change required), `role` in `org`.
     pub async fn person(&self, org: Uuid, role: Role) -> Person {
         self.member(org, role, false).await
