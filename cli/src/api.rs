@@ -46,7 +46,8 @@ fn from_refusal(refusal: Refusal) -> CliError {
 impl Api {
     pub fn new(credentials: Credentials) -> Result<Self, CliError> {
         let http = hookflow_runner::client::api_http_client(concat!("hookflow-cli/", env!("CARGO_PKG_VERSION")));
-        let as_key = hookflow_client::Credentials::api_key(credentials.api_key.expose().clone(), credentials.organization_id);
+        let as_key =
+            hookflow_client::Credentials::api_key(credentials.api_key.expose().clone(), credentials.organization_id);
         let client = hookflow_client::Client::with_http(http, &credentials.base_url, as_key);
         Ok(Self { client, credentials })
     }
@@ -67,7 +68,9 @@ impl Api {
             ApiFailure::Decode { error, .. } => {
                 CliError::Network(format!("the server's answer could not be read: {error}"))
             }
-            refused @ ApiFailure::Refused(_) => from_refusal(refused.refusal().unwrap_or_else(|| Refusal::parse(0, b""))),
+            refused @ ApiFailure::Refused(_) => {
+                from_refusal(refused.refusal().unwrap_or_else(|| Refusal::parse(0, b"")))
+            }
         }
     }
 

@@ -263,7 +263,8 @@ impl Webhooks<'_> {
 
     /// A captured request's body, byte for byte.
     pub async fn body(&self, id: impl Display, request: impl Display) -> Result<bytes::Bytes, ApiFailure> {
-        let response = self.0.send_raw(self.0.request(Method::GET, &format!("/webhooks/{id}/requests/{request}/body"))).await?;
+        let response =
+            self.0.send_raw(self.0.request(Method::GET, &format!("/webhooks/{id}/requests/{request}/body"))).await?;
         response.bytes().await.map_err(ApiFailure::Transport)
     }
 

@@ -1,11 +1,11 @@
 //! `TestApp`: the control plane's real router on 127.0.0.1:0 over a fresh database, with an organization and an
 //! all-scopes key ready, and helpers to call it as any key of any organization.
 
+use hookflow_client::{Client, Credentials};
 use hookflow_control_plane::admin::{keys, organization};
 use hookflow_control_plane::http::auth::Actor;
 use hookflow_control_plane::state::{AppState, Settings};
 use hookflow_control_plane::{db, http, tasks};
-use hookflow_client::{Client, Credentials};
 use hookflow_shared::ScopeSet;
 use hookflow_shared::wire::header;
 use reqwest::{Method, StatusCode, header::HeaderMap};

@@ -1,9 +1,9 @@
 //! The authentication table of API.md section 0, row by row and in its order.
 
 use hookflow_shared::ScopeSet;
-use hookflow_shared::wire::header;
 use hookflow_shared::api::admin::CreateApiKey;
-use hookflow_tests::{Creds, Credentials, TestApp};
+use hookflow_shared::wire::header;
+use hookflow_tests::{Credentials, Creds, TestApp};
 use reqwest::Method;
 use serde_json::json;
 

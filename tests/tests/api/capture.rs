@@ -1,9 +1,9 @@
 //! The capture URL: what is stored (exactly as sent), limits, rate limits, custom answers, methods, errors.
 
-use hookflow_shared::api::admin::UpdateOrganization;
-use hookflow_shared::api::webhooks::BodyEncoding;
 use base64::Engine as _;
 use futures_util::future::join_all;
+use hookflow_shared::api::admin::UpdateOrganization;
+use hookflow_shared::api::webhooks::BodyEncoding;
 use hookflow_shared::wire::header;
 use hookflow_tests::TestApp;
 use reqwest::Method;
@@ -117,7 +117,8 @@ async fn binary_bodies_round_trip_byte_exact() {
     assert_eq!(raw.bytes().await.expect("bytes").to_vec(), bytes);
     let stored = app.api().webhooks().request(&id, capture_id).await.expect("the capture");
     assert_eq!(stored.body_encoding, BodyEncoding::Base64);
-    let decoded = base64::engine::general_purpose::STANDARD.decode(stored.body.as_deref().expect("body")).expect("base64");
+    let decoded =
+        base64::engine::general_purpose::STANDARD.decode(stored.body.as_deref().expect("body")).expect("base64");
     assert_eq!(decoded, bytes);
     assert_eq!(stored.body_size, 3000);
 }

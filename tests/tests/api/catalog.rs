@@ -112,7 +112,12 @@ async fn special_nodes_and_authentication() {
     let nodes = app.api().catalog().special_nodes().await.expect("special nodes");
     let kinds: Vec<&str> = nodes.items.iter().map(|k| k.kind.as_str()).collect();
     assert_eq!(kinds, ["delay", "module", "set_variables"]);
-    assert!(json!(nodes.items[0].fields).as_array().expect("fields").contains(&json!({"name": "delay_ms", "type": "integer", "required": true})));
+    assert!(
+        json!(nodes.items[0].fields)
+            .as_array()
+            .expect("fields")
+            .contains(&json!({"name": "delay_ms", "type": "integer", "required": true}))
+    );
     // Any valid credential, whatever its scopes; none at all is 401.
     let runner = app.api_as(&app.creds_with(&["runner:complete"]).await);
     let anonymous = app.api_with(Credentials::None);

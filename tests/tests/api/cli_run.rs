@@ -3,8 +3,8 @@
 //! answer was lost retried once under the same Idempotency-Key, --fail-fast and --timeout, and no secret or key
 //! in anything it prints or writes.
 
-use hookflow_shared::api::resources::PutSecret;
 use crate::RUNNER;
+use hookflow_shared::api::resources::PutSecret;
 use hookflow_tests::TestApp;
 use hookflow_tests::cli::{Cli, CliOutput};
 use hookflow_tests::exec::scoped;

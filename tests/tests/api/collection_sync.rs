@@ -132,7 +132,9 @@ async fn a_sync_previews_then_applies_changes_keeping_user_edits() {
 
     // The same description again: nothing to do.
     let again = api.collections().apply_sync(id).await.expect("apply");
-    for (name, list) in [("added", &again.diff.added), ("modified", &again.diff.modified), ("removed", &again.diff.removed)] {
+    for (name, list) in
+        [("added", &again.diff.added), ("modified", &again.diff.modified), ("removed", &again.diff.removed)]
+    {
         assert!(list.is_empty(), "{name}: {list:?}");
     }
     let same = api.collections().get(id).await.expect("detail");

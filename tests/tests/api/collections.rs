@@ -4,11 +4,11 @@
 
 use axum::Router;
 use axum::routing::get;
+use hookflow_shared::api::Patch;
 use hookflow_shared::api::collections::{
     CollectionDetail, CollectionRequest, ImportOpenApi, ImportedCollection, OpenApiSource, PatchCollection,
     PutOpenApiSync, WriteCollection, WriteRequest,
 };
-use hookflow_shared::api::Patch;
 use hookflow_tests::exec::scoped;
 use hookflow_tests::{Credentials, TestApp};
 use reqwest::Method;
@@ -101,11 +101,8 @@ async fn collections_and_requests_have_crud_scopes_and_isolation() {
     let replaced = api.collections().put_request(&id, request_id, &replacement).await.expect("replace");
     assert_eq!(replaced.url, "{{base_url}}/v2/orders");
     assert_eq!(replaced.folder, None, "PUT replaces the whole request");
-    let patch = PatchCollection {
-        name: Some("Orders".into()),
-        description: Patch::Set("v2".into()),
-        ..Default::default()
-    };
+    let patch =
+        PatchCollection { name: Some("Orders".into()), description: Patch::Set("v2".into()), ..Default::default() };
     let patched = api.collections().patch(&id, &patch).await.expect("patch").collection;
     assert_eq!((patched.name.as_str(), patched.description.as_deref()), ("Orders", Some("v2")));
     assert_eq!(patched.variables["base_url"], "https://api.example.com", "variables stay when not named");
@@ -168,7 +165,10 @@ async fn the_petstore_imports_with_folders_names_urls_and_parameters() {
     assert_eq!(list.operation_key.as_deref(), Some("GET /pets"));
     assert!(list.query.is_empty(), "an optional parameter without example is left out");
     let show = request(collection, "Info for a specific pet");
-    assert_eq!((show.url.as_str(), show.operation_key.as_deref()), ("{{base_url}}/pets/{{petId}}", Some("GET /pets/{}")));
+    assert_eq!(
+        (show.url.as_str(), show.operation_key.as_deref()),
+        ("{{base_url}}/pets/{{petId}}", Some("GET /pets/{}"))
+    );
     assert_eq!(request(collection, "Create a pet").method, "POST");
     let id = collection.collection.id;
     let sync = api.collections().get_sync(id).await.expect("sync");

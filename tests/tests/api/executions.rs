@@ -2,17 +2,17 @@
 //! and stream, leases and rescue, labels, cancellation, idempotency, errors, scopes and isolation.
 
 use futures_util::future::join_all;
-use hookflow_shared::wire::{header, runner_route};
+use hookflow_shared::api::Patch;
 use hookflow_shared::api::executions::{ExecutionStatus, Launch, LaunchByTag};
 use hookflow_shared::api::flows::{PatchFlow, Publish, PutEnvironment, WriteFlow};
 use hookflow_shared::api::resources::PutSecret;
 use hookflow_shared::api::runners::{Heartbeat, HeartbeatReply, Metrics};
-use hookflow_shared::api::Patch;
+use hookflow_shared::wire::{header, runner_route};
 use hookflow_tests::app::Creds;
-use hookflow_tests::{Credentials, TestApp};
 use hookflow_tests::exec::scoped;
 use hookflow_tests::notices::Notices;
 use hookflow_tests::sse::Sse;
+use hookflow_tests::{Credentials, TestApp};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -41,7 +41,9 @@ async fn a_claim_runs_through_reports_and_completion() {
     api.secrets().put("UNUSED", &secret("never-sent")).await.expect("put");
     api.variables().put("user", "org-user").await.expect("put");
     let flow = app.create_flow("protocol", two_nodes()).await;
-    let env = PutEnvironment { variables: [("user", "env-user"), ("region", "eu")].map(|(k, v)| (k.into(), v.into())).into() };
+    let env = PutEnvironment {
+        variables: [("user", "env-user"), ("region", "eu")].map(|(k, v)| (k.into(), v.into())).into(),
+    };
     api.flows().put_environment(&flow, "staging", &env).await.expect("put staging");
     let execution = app.launch(&flow, json!({"environment": "staging", "variables": {"region": "us"}})).await;
     assert_eq!(execution["status"], "queued");

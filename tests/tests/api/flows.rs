@@ -26,7 +26,10 @@ fn write(name: &str, definition: Value) -> WriteFlow {
 }
 
 async fn create(app: &TestApp, name: &str, tags: &[&str]) -> Flow {
-    let flow = WriteFlow { tags: tags.iter().map(|t| t.to_string()).collect(), ..write(name, definition("{{base_url}}/login")) };
+    let flow = WriteFlow {
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        ..write(name, definition("{{base_url}}/login"))
+    };
     app.api().flows().create(&flow).await.expect("create the flow")
 }
 
@@ -45,11 +48,13 @@ async fn a_flow_is_created_changed_and_deleted() {
     assert_eq!(flow.published_version, None);
     assert_eq!(flow.definition, definition("{{base_url}}/login"), "stored as given");
 
-    let put = WriteFlow { schedule: Some("*/15 * * * *".into()), ..write("checkout v2", definition("{{base_url}}/v2")) };
+    let put =
+        WriteFlow { schedule: Some("*/15 * * * *".into()), ..write("checkout v2", definition("{{base_url}}/v2")) };
     let put = api.flows().put(id, &put).await.expect("put");
     assert_eq!((put.draft_revision, put.tags), (2, Vec::<String>::new()));
     assert_eq!(put.schedule.as_deref(), Some("*/15 * * * *"));
-    let patch = PatchFlow { description: Patch::Set("the happy path".into()), schedule: Patch::Clear, ..Default::default() };
+    let patch =
+        PatchFlow { description: Patch::Set("the happy path".into()), schedule: Patch::Clear, ..Default::default() };
     let patched = api.flows().patch(id, &patch).await.expect("patch");
     assert_eq!(patched.draft_revision, 3);
     assert_eq!(patched.schedule, None);

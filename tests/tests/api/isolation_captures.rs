@@ -2,11 +2,11 @@
 //! captures, a row the database refuses never fails its batch, a request refused early never lends its head to
 //! the next request on the connection, a custom answer is sandboxed, and NUL bytes in API input answer 400.
 
-use hookflow_shared::api::webhooks::CreateWebhook;
 use bytes::Bytes;
 use chrono::Utc;
 use hookflow_control_plane::capture::writer::{CaptureRecord, CaptureWriter, Outcome};
 use hookflow_shared::ErrorBody;
+use hookflow_shared::api::webhooks::CreateWebhook;
 use hookflow_tests::TestApp;
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -13,7 +13,11 @@ fn with_preset(name: &str, preset: &str) -> CreateApiKey {
 }
 
 fn with_scopes(name: &str, scopes: &[&str]) -> CreateApiKey {
-    CreateApiKey { name: name.into(), scopes: Some(scopes.iter().map(|s| s.to_string()).collect()), ..Default::default() }
+    CreateApiKey {
+        name: name.into(),
+        scopes: Some(scopes.iter().map(|s| s.to_string()).collect()),
+        ..Default::default()
+    }
 }
 
 async fn create(api: &Client, key: &CreateApiKey) -> CreatedApiKey {

@@ -59,7 +59,8 @@ async fn collection_requests_are_inlined_afresh_at_each_launch_of_a_kept_draft()
     let api = app.api();
     let orders = WriteCollection { name: "Orders API".into(), ..Default::default() };
     let collection = api.collections().create(&orders).await.expect("create").collection.id;
-    let list = |url: &str| WriteRequest { name: "List".into(), method: "GET".into(), url: url.into(), ..Default::default() };
+    let list =
+        |url: &str| WriteRequest { name: "List".into(), method: "GET".into(), url: url.into(), ..Default::default() };
     let request = api.collections().add_request(collection, &list("http://127.0.0.1:9/v1/orders")).await;
     let request = request.expect("add").id;
     let definition = json!({"nodes": [{"id": "list", "kind": "request",

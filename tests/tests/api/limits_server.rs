@@ -3,10 +3,10 @@
 //! endpoints, keys are rate limited, the capture-rate ceiling holds, live streams are counted per key, searches
 //! are capped, exports stream big bodies whole, and a statement stuck behind a lock answers 503.
 
+use hookflow_control_plane::db;
 use hookflow_shared::api::admin::UpdateOrganization;
 use hookflow_shared::api::webhooks::{FieldMatch, MatchOp, SearchFilter, SearchRequests};
 use hookflow_tests::Credentials;
-use hookflow_control_plane::db;
 use hookflow_tests::{Creds, TestApp};
 use reqwest::Method;
 use serde_json::json;
@@ -119,8 +119,7 @@ async fn organizations_cannot_raise_their_capture_rate_past_the_operators_ceilin
     assert_eq!(reply.status(), 400, "{reply}");
     assert!(reply.message().contains("between 1 and 100"), "{reply}");
     assert_eq!(api.organization().update(&rate(100)).await.expect("at the ceiling").capture_rate_limit_per_s, 100);
-    let document: serde_json::Value =
-        app.api_with(Credentials::None).get("/openapi.json").await.expect("the document");
+    let document: serde_json::Value = app.api_with(Credentials::None).get("/openapi.json").await.expect("the document");
     let rate = &document["components"]["schemas"]["UpdateOrganization"]["properties"]["capture_rate_limit_per_s"];
     assert_eq!(rate["maximum"], 100, "the document states this server's ceiling");
 }

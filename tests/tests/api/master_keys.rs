@@ -3,10 +3,10 @@
 //! the new key delivers every secret to a claim, verifies earlier sessions and signs new ones. Values under a key
 //! the ring lacks are reported, never lost.
 
-use hookflow_shared::api::resources::PutSecret;
 use hookflow_control_plane::crypto::MasterKey;
 use hookflow_control_plane::server::rotate;
 use hookflow_shared::Role;
+use hookflow_shared::api::resources::PutSecret;
 use hookflow_tests::TestApp;
 use hookflow_tests::people::Bearer;
 use reqwest::Method;

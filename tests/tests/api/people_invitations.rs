@@ -3,10 +3,10 @@
 //! nobody without consent; tokens work once and expire; members leave by themselves (the last owner cannot); and a
 //! removed member's keys end, with the keys those keys made, for good.
 
+use hookflow_shared::Role;
 use hookflow_shared::api::admin::CreateApiKey;
 use hookflow_shared::api::people::Signup;
 use hookflow_tests::Credentials;
-use hookflow_shared::Role;
 use hookflow_tests::TestApp;
 use hookflow_tests::people::{Bearer, invitation_token};
 use reqwest::Method;

@@ -3,8 +3,8 @@
 //! their maker's role, cross-organization 404s, and the role x operation matrix of API.md section 1.
 
 use hookflow_shared::api::webhooks::CreateWebhook;
-use hookflow_tests::Credentials;
 use hookflow_shared::{Role, Scope};
+use hookflow_tests::Credentials;
 use hookflow_tests::TestApp;
 use hookflow_tests::people::Bearer;
 use reqwest::Method;

@@ -6,8 +6,8 @@ use hookflow_control_plane::http::auth::signing;
 use hookflow_control_plane::signals::Invalidation;
 use hookflow_shared::Role;
 use hookflow_shared::api::people::Signup;
-use hookflow_tests::{Credentials, TestApp};
 use hookflow_tests::people::Bearer;
+use hookflow_tests::{Credentials, TestApp};
 use reqwest::Method;
 use serde_json::json;
 
@@ -304,10 +304,7 @@ async fn signing_keys_rotate_and_the_jwks_publishes_the_newest_two() {
     // The published document as the wire spells it (no private part may appear under any name).
     let jwks: serde_json::Value = app.api_with(Credentials::None).get("/.well-known/jwks.json").await.expect("jwks");
     assert_eq!(jwks["keys"][0]["kid"], kid(&first.token));
-    assert_eq!(
-        (jwks["keys"][0]["alg"].as_str(), jwks["keys"][0]["crv"].as_str()),
-        (Some("EdDSA"), Some("Ed25519"))
-    );
+    assert_eq!((jwks["keys"][0]["alg"].as_str(), jwks["keys"][0]["crv"].as_str()), (Some("EdDSA"), Some("Ed25519")));
     assert!(jwks["keys"][0].get("d").is_none(), "no private part is published");
 
     // What `hookflow-server keys rotate-signing` does: a new key, announced to every replica.

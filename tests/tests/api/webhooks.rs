@@ -1,8 +1,8 @@
 //! Webhook endpoints: CRUD, validation, scopes, isolation, pagination.
 
+use hookflow_shared::api::Patch;
 use hookflow_shared::api::admin::Retention;
 use hookflow_shared::api::webhooks::{CreateWebhook, CustomResponse, UpdateWebhook};
-use hookflow_shared::api::Patch;
 use hookflow_tests::TestApp;
 use reqwest::Method;
 use serde_json::json;
