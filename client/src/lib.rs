@@ -125,6 +125,12 @@ impl Client {
         self.credentials.apply(self.http.request(method, self.url(path)))
     }
 
+    /// Escape hatch for the runner protocol's job calls: a request to `path` under a job token instead of the
+    /// client's credentials (no clone of the client or the token).
+    pub fn request_as_job(&self, method: Method, path: &str, job_token: &str) -> RequestBuilder {
+        self.http.request(method, self.url(path)).bearer_auth(job_token)
+    }
+
     /// Sends `request`; answers the response when its status is a success, else the refusal.
     pub async fn send_raw(&self, request: RequestBuilder) -> Result<Response, ApiFailure> {
         let response = request.send().await.map_err(ApiFailure::Transport)?;
