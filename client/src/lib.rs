@@ -222,3 +222,41 @@ pub fn with_query(path: &str, query: &[(&str, &str)]) -> String {
     params.extend_pairs(query);
     format!("{path}?{}", params.finish())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_never_print_a_key_or_token() {
+        let org = Uuid::nil();
+        for credentials in [
+            Credentials::api_key("hf_secret", org),
+            Credentials::bearer("eyJsecret", Some(org)),
+            Credentials::JobToken("hfj_secret".into()),
+        ] {
+            let shown = format!("{credentials:?} {:?}", Client::new("http://127.0.0.1:1/", credentials.clone()));
+            assert!(!shown.contains("secret"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn queries_are_encoded_and_base_urls_lose_their_slash() {
+        assert_eq!(with_query("/flows", &[]), "/flows");
+        assert_eq!(with_query("/flows", &[("q", "a b&c"), ("limit", "1")]), "/flows?q=a+b%26c&limit=1");
+        let client = Client::new("http://127.0.0.1:1/", Credentials::None);
+        assert_eq!(client.url("/flows"), "http://127.0.0.1:1/flows");
+    }
+
+    #[test]
+    fn the_request_carries_the_credentials_headers() {
+        let org = Uuid::now_v7();
+        let client = Client::new("http://127.0.0.1:1", Credentials::api_key("hf_key", org));
+        let request = client.request(Method::GET, "/flows").build().expect("a request");
+        assert_eq!(request.headers()[header::API_KEY], "hf_key");
+        assert_eq!(request.headers()[header::ORGANIZATION], org.to_string().as_str());
+        let job = client.request_as_job(Method::POST, "/runner/jobs/x/nodes", "hfj_t").build().expect("a request");
+        assert_eq!(job.headers()[reqwest::header::AUTHORIZATION], "Bearer hfj_t");
+        assert!(!job.headers().contains_key(header::API_KEY), "a job call carries the job token only");
+    }
+}
