@@ -68,7 +68,8 @@ impl TestApp {
 
     /// Registers a runner; returns its id.
     pub async fn register_runner(&self, creds: &Creds, labels: &[&str]) -> String {
-        let host = Host { hostname: "test".into(), os: "linux".into(), arch: "x86_64".into(), cpus: 2, memory_bytes: 1024 };
+        let host =
+            Host { hostname: "test".into(), os: "linux".into(), arch: "x86_64".into(), cpus: 2, memory_bytes: 1024 };
         let registration = RegisterRunner {
             name: "test runner".into(),
             labels: labels.iter().map(|l| l.to_string()).collect(),
