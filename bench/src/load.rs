@@ -63,17 +63,6 @@ impl Connection {
     }
 }
 
-/// One request on a fresh connection.
-pub async fn request(
-    base: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: Vec<u8>,
-) -> Result<(u16, Bytes), BoxError> {
-    Connection::open(base).await?.send(method, path, headers, Bytes::from(body)).await
-}
-
 /// What a load run measured.
 #[derive(Debug)]
 pub struct LoadResult {

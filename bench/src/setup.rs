@@ -5,7 +5,9 @@ use hookflow_control_plane::auth::Actor;
 use hookflow_control_plane::db::{self, embedded};
 use hookflow_control_plane::state::{AppState, Settings};
 use hookflow_shared::ScopeSet;
-use hookflow_shared::wire::header;
+use hookflow_shared::api::executions::Launch;
+use hookflow_shared::api::flows::WriteFlow;
+use hookflow_shared::api::webhooks::CreateWebhook;
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
@@ -87,57 +89,31 @@ impl Rig {
         Ok(Self { base, pool, org: org.id, key: key.key, cluster, shutdown })
     }
 
-    /// Creates a webhook endpoint through the API and returns its id.
-    pub async fn webhook(&self, name: &str) -> Result<String, BoxError> {
-        let body = serde_json::json!({"name": name}).to_string();
-        let (status, answer) = crate::load::request(
-            &self.base,
-            "POST",
-            "/webhooks",
-            &[
-                (header::API_KEY, &self.key),
-                (header::ORGANIZATION, &self.org.to_string()),
-                ("Content-Type", "application/json"),
-            ],
-            body.into_bytes(),
-        )
-        .await?;
-        if status != 201 {
-            return Err(format!("creating a webhook answered {status}").into());
-        }
-        let answer: serde_json::Value = serde_json::from_slice(&answer)?;
-        Ok(answer["id"].as_str().ok_or("no id")?.to_owned())
+    /// The typed API client with the rig's key (setup calls only: the scenarios measure with their own clients).
+    pub fn api(&self) -> hookflow_client::Client {
+        hookflow_client::Client::new(&self.base, hookflow_client::Credentials::api_key(self.key.clone(), self.org))
     }
 
+    /// Creates a webhook endpoint through the API and returns its id.
+    pub async fn webhook(&self, name: &str) -> Result<String, BoxError> {
+        let create = CreateWebhook { name: name.into(), ..CreateWebhook::default() };
+        Ok(self.api().webhooks().create(&create).await?.id.to_string())
+    }
+
+    /// `POST path` with a JSON body; answers the JSON answer of a success.
     pub async fn post(&self, path: &str, body: serde_json::Value) -> Result<serde_json::Value, BoxError> {
-        let (status, answer) = crate::load::request(
-            &self.base,
-            "POST",
-            path,
-            &[
-                (header::API_KEY, &self.key),
-                (header::ORGANIZATION, &self.org.to_string()),
-                ("Content-Type", "application/json"),
-            ],
-            body.to_string().into_bytes(),
-        )
-        .await?;
-        if !(200..300).contains(&status) {
-            return Err(format!("POST {path} answered {status}: {}", String::from_utf8_lossy(&answer)).into());
-        }
-        Ok(serde_json::from_slice(&answer)?)
+        Ok(self.api().post(path, &body).await?)
     }
 
     /// Creates a flow through the API and returns its id.
     pub async fn flow(&self, name: &str, definition: serde_json::Value) -> Result<String, BoxError> {
-        let answer = self.post("/flows", serde_json::json!({"name": name, "definition": definition})).await?;
-        Ok(answer["id"].as_str().ok_or("no id")?.to_owned())
+        let flow = WriteFlow { name: name.into(), definition, ..WriteFlow::default() };
+        Ok(self.api().flows().create(&flow).await?.id.to_string())
     }
 
     /// Launches a flow's draft and returns the execution id.
     pub async fn launch(&self, flow: &str) -> Result<String, BoxError> {
-        let answer = self.post(&format!("/flows/{flow}/launch"), serde_json::json!({})).await?;
-        Ok(answer["id"].as_str().ok_or("no id")?.to_owned())
+        Ok(self.api().flows().launch(flow, &Launch::default()).await?.id.to_string())
     }
 
     /// A runner-protocol client with the rig's key.

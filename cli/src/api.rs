@@ -1,17 +1,18 @@
-//! The REST client: every call carries the key and organization headers, and every refusal becomes a
-//! `CliError::Api` with the server's error code and message (never the key).
+//! The REST client: `hookflow_client::Client` under the CLI's credentials (key and organization headers on every
+//! call), with every refusal turned into a `CliError::Api` carrying the server's error code and message (never the
+//! key) and every transport failure into a `CliError::Network` naming the server.
 
 use crate::config::Credentials;
 use crate::error::CliError;
-use hookflow_shared::api::page::Page;
-use hookflow_shared::wire::{Refusal, header};
+use hookflow_client::ApiFailure;
+use hookflow_shared::wire::Refusal;
 use reqwest::{Method, RequestBuilder, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 #[derive(Debug, Clone)]
 pub struct Api {
-    http: reqwest::Client,
+    client: hookflow_client::Client,
     credentials: Credentials,
 }
 
@@ -35,68 +36,73 @@ pub fn network_error(base_url: &str, e: &reqwest::Error) -> CliError {
 pub async fn refusal(response: Response) -> CliError {
     let status = response.status().as_u16();
     let body = response.bytes().await.unwrap_or_default();
-    let refusal = Refusal::parse(status, &body);
-    CliError::Api { status, code: refusal.code_name().to_owned(), message: refusal.message }
+    from_refusal(Refusal::parse(status, &body))
+}
+
+fn from_refusal(refusal: Refusal) -> CliError {
+    CliError::Api { status: refusal.status, code: refusal.code_name().to_owned(), message: refusal.message }
 }
 
 impl Api {
     pub fn new(credentials: Credentials) -> Result<Self, CliError> {
         let http = hookflow_runner::client::api_http_client(concat!("hookflow-cli/", env!("CARGO_PKG_VERSION")));
-        Ok(Self { http, credentials })
+        let as_key =
+            hookflow_client::Credentials::api_key(credentials.api_key.expose().clone(), credentials.organization_id);
+        let client = hookflow_client::Client::with_http(http, &credentials.base_url, as_key);
+        Ok(Self { client, credentials })
     }
 
     pub fn credentials(&self) -> &Credentials {
         &self.credentials
     }
 
+    /// The typed client under these credentials.
+    pub fn client(&self) -> &hookflow_client::Client {
+        &self.client
+    }
+
+    /// A client failure as the CLI reports it.
+    pub fn error(&self, failure: ApiFailure) -> CliError {
+        match failure {
+            ApiFailure::Transport(e) => network_error(&self.credentials.base_url, &e),
+            ApiFailure::Decode { error, .. } => {
+                CliError::Network(format!("the server's answer could not be read: {error}"))
+            }
+            refused @ ApiFailure::Refused(_) => {
+                from_refusal(refused.refusal().unwrap_or_else(|| Refusal::parse(0, b"")))
+            }
+        }
+    }
+
     /// A request to `path` (relative to the base URL) with the key and organization headers.
     pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
-        self.http
-            .request(method, format!("{}{path}", self.credentials.base_url))
-            .header(header::API_KEY, self.credentials.api_key.expose())
-            .header(header::ORGANIZATION, self.credentials.organization_id.to_string())
+        self.client.request(method, path)
     }
 
     /// Sends and answers the response if it is a success.
     pub async fn send_raw(&self, request: RequestBuilder) -> Result<Response, CliError> {
-        let response = request.send().await.map_err(|e| network_error(&self.credentials.base_url, &e))?;
-        if response.status().is_success() { Ok(response) } else { Err(refusal(response).await) }
+        self.client.send_raw(request).await.map_err(|e| self.error(e))
     }
 
     /// Sends and decodes the JSON answer.
     pub async fn send<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T, CliError> {
-        let response = self.send_raw(request).await?;
-        response.json().await.map_err(|e| CliError::Network(format!("the server's answer could not be read: {e}")))
+        self.client.send(request).await.map_err(|e| self.error(e))
     }
 
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, CliError> {
-        self.send(self.request(Method::GET, path)).await
+        self.client.get(path).await.map_err(|e| self.error(e))
     }
 
     pub async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T, CliError> {
-        self.send(self.request(Method::POST, path).json(body)).await
+        self.client.post(path, body).await.map_err(|e| self.error(e))
     }
 
     pub async fn delete(&self, path: &str) -> Result<(), CliError> {
-        self.send_raw(self.request(Method::DELETE, path)).await.map(|_| ())
+        self.client.delete(path).await.map_err(|e| self.error(e))
     }
 
     /// Every item of a list, following `next_cursor`.
     pub async fn list_all<T: DeserializeOwned>(&self, path: &str, query: &[(&str, &str)]) -> Result<Vec<T>, CliError> {
-        let mut items = Vec::new();
-        let mut cursor: Option<String> = None;
-        loop {
-            let mut params = form_urlencoded::Serializer::new(String::new());
-            params.append_pair("limit", "100").extend_pairs(query);
-            if let Some(cursor) = &cursor {
-                params.append_pair("cursor", cursor);
-            }
-            let page: Page<T> = self.get(&format!("{path}?{}", params.finish())).await?;
-            items.extend(page.items);
-            match page.next_cursor {
-                Some(next) => cursor = Some(next),
-                None => return Ok(items),
-            }
-        }
+        self.client.list_all(path, query).await.map_err(|e| self.error(e))
     }
 }

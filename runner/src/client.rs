@@ -1,13 +1,15 @@
 //! The runner-protocol client: registration, heartbeats, long-poll claims and reports, over reqwest (rustls).
-//! Only outbound HTTP(S) to the control plane is needed.
+//! Only outbound HTTP(S) to the control plane is needed. Requests are built by `hookflow_client::Client` (the base
+//! URL, the key and organization headers, job tokens); this module keeps the protocol's own answers (204 as none,
+//! job calls' 401/409 as a lost job) and its cheap report bodies (encoded once, sent as bytes).
 
 use hookflow_shared::api::runners::{
     Complete, FinalStatus, Heartbeat, HeartbeatReply, Job, JobBatch, Metrics, NextJob, RegisterRunner, Registered,
     ReportReply,
 };
 use hookflow_shared::redacted::Redacted;
-use hookflow_shared::wire::{Refusal, header, runner_route};
-use reqwest::StatusCode;
+use hookflow_shared::wire::{Refusal, runner_route};
+use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::time::Duration;
@@ -49,8 +51,7 @@ pub struct Connection {
 
 #[derive(Debug, Clone)]
 pub struct Client {
-    http: reqwest::Client,
-    connection: Connection,
+    api: hookflow_client::Client,
 }
 
 /// Checks a control plane's base URL: http or https, and plain http only to a loopback host unless
@@ -93,20 +94,21 @@ pub fn api_http_client(user_agent: &str) -> reqwest::Client {
 impl Client {
     pub fn new(connection: Connection) -> Self {
         let http = api_http_client(concat!("hookflow-runner/", env!("CARGO_PKG_VERSION")));
-        let base_url = connection.base_url.trim_end_matches('/').to_owned();
-        Self { http, connection: Connection { base_url, ..connection } }
+        let credentials = hookflow_client::Credentials::ApiKey {
+            key: connection.api_key.expose().clone(),
+            org: connection.organization_id,
+        };
+        Self { api: hookflow_client::Client::with_http(http, &connection.base_url, credentials) }
     }
 
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.connection.base_url)
+    /// A `POST` to `path` with the key (and organization) headers.
+    fn post_with_key(&self, path: &str) -> reqwest::RequestBuilder {
+        self.api.request(Method::POST, path)
     }
 
-    fn with_key(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        let builder = builder.header(header::API_KEY, self.connection.api_key.expose());
-        match self.connection.organization_id {
-            Some(org) => builder.header(header::ORGANIZATION, org.to_string()),
-            None => builder,
-        }
+    /// A `POST` to `path` under a job's token.
+    fn post_as_job(&self, path: &str, job: &Job) -> reqwest::RequestBuilder {
+        self.api.request_as_job(Method::POST, path, &job.job_token)
     }
 
     async fn send<T: DeserializeOwned>(
@@ -138,7 +140,7 @@ impl Client {
         path: &str,
         body: &B,
     ) -> Result<Option<T>, ClientError> {
-        self.send(self.with_key(self.http.post(self.url(path)).json(body)), false).await
+        self.send(self.post_with_key(path).json(body), false).await
     }
 
     pub async fn register(&self, registration: &RegisterRunner) -> Result<Registered, ClientError> {
@@ -160,7 +162,7 @@ impl Client {
     /// Long-polls for up to `max_jobs` jobs (a runner's free slots); empty when none came within `wait_s`.
     pub async fn next_jobs(&self, runner_id: Uuid, wait_s: u64, max_jobs: u32) -> Result<Vec<Job>, ClientError> {
         let request = self
-            .with_key(self.http.post(self.url(runner_route::NEXT_JOB)))
+            .post_with_key(runner_route::NEXT_JOB)
             .json(&NextJob { runner_id, wait_s: Some(wait_s), max_jobs: Some(max_jobs) })
             .timeout(Duration::from_secs(wait_s + 15));
         Ok(self.send::<JobBatch>(request, false).await?.map(|batch| batch.jobs).unwrap_or_default())
@@ -170,9 +172,7 @@ impl Client {
     /// [`hookflow_shared::api::runners::NodeReportBatch::into_body`]).
     pub async fn report(&self, job: &Job, body: bytes::Bytes, count: usize) -> Result<ReportReply, ClientError> {
         let request = self
-            .http
-            .post(self.url(&runner_route::job_nodes(job.job_id)))
-            .bearer_auth(&job.job_token)
+            .post_as_job(&runner_route::job_nodes(job.job_id), job)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
         let reply = self.send(request, true).await?.unwrap_or_default();
@@ -181,11 +181,7 @@ impl Client {
     }
 
     pub async fn complete(&self, job: &Job, status: FinalStatus, error: Option<String>) -> Result<(), ClientError> {
-        let request = self
-            .http
-            .post(self.url(&runner_route::job_complete(job.job_id)))
-            .bearer_auth(&job.job_token)
-            .json(&Complete { status, error });
+        let request = self.post_as_job(&runner_route::job_complete(job.job_id), job).json(&Complete { status, error });
         self.send::<serde_json::Value>(request, true).await.map(|_| ())
     }
 }

@@ -1,12 +1,13 @@
 //! `TestApp`: the control plane's real router on 127.0.0.1:0 over a fresh database, with an organization and an
 //! all-scopes key ready, and helpers to call it as any key of any organization.
 
+use hookflow_client::{Client, Credentials};
 use hookflow_control_plane::api::admin::{keys, organization};
 use hookflow_control_plane::auth::Actor;
 use hookflow_control_plane::state::{AppState, Settings};
 use hookflow_control_plane::{api, db, http, tasks};
 use hookflow_shared::ScopeSet;
-use hookflow_shared::wire::header;
+use hookflow_shared::api::webhooks::CreateWebhook;
 use reqwest::{Method, StatusCode, header::HeaderMap};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -29,6 +30,13 @@ pub struct Reply {
     pub headers: HeaderMap,
     pub body: Value,
     pub text: String,
+}
+
+impl Creds {
+    /// As the typed client sends them.
+    pub fn credentials(&self) -> Credentials {
+        Credentials::api_key(self.key.clone(), self.org)
+    }
 }
 
 impl Reply {
@@ -173,12 +181,27 @@ impl TestApp {
         format!("{}{path}", self.base)
     }
 
-    /// Sends a request with `creds` (or none) and an optional JSON body.
+    /// The typed client, as the admin key.
+    pub fn api(&self) -> Client {
+        self.api_as(&self.admin)
+    }
+
+    /// The typed client, as `creds`.
+    pub fn api_as(&self, creds: &Creds) -> Client {
+        self.api_with(creds.credentials())
+    }
+
+    /// The typed client, as anyone (`Credentials::None` for anonymous calls).
+    pub fn api_with(&self, credentials: Credentials) -> Client {
+        Client::with_http(self.client.clone(), &self.base, credentials)
+    }
+
+    /// The untyped call, for tests where the wire spelling is the point (malformed bodies, exact shapes): sends
+    /// a request with `creds` (or none) and an optional JSON body through the client's escape hatch, whatever the
+    /// answer.
     pub async fn call(&self, method: Method, path: &str, creds: Option<&Creds>, body: Option<Value>) -> Reply {
-        let mut request = self.client.request(method, self.url(path));
-        if let Some(creds) = creds {
-            request = request.header(header::API_KEY, &creds.key).header(header::ORGANIZATION, creds.org.to_string());
-        }
+        let credentials = creds.map_or(Credentials::None, Creds::credentials);
+        let mut request = self.api_with(credentials).request(method, path);
         if let Some(body) = body {
             request = request.json(&body);
         }
@@ -245,9 +268,9 @@ impl TestApp {
 impl TestApp {
     /// Creates an endpoint from `body` as the admin and returns it.
     pub async fn create_webhook(&self, body: Value) -> Value {
-        let reply = self.admin(Method::POST, "/webhooks", Some(body)).await;
-        assert_eq!(reply.status, 201, "{}", reply.text);
-        reply.body
+        let create: CreateWebhook = serde_json::from_value(body).expect("a webhook body");
+        let created = self.api().webhooks().create(&create).await.expect("create the webhook");
+        serde_json::to_value(created).expect("json")
     }
 
     /// How many rows `from` holds: a table, or a table and a `WHERE` clause of the test's own text (a test's
@@ -259,7 +282,8 @@ impl TestApp {
 
     /// Creates an endpoint named `name` with the defaults; answers its id.
     pub async fn webhook_named(&self, name: &str) -> String {
-        self.create_webhook(serde_json::json!({"name": name})).await["id"].as_str().expect("id").to_owned()
+        let create = CreateWebhook { name: name.into(), ..CreateWebhook::default() };
+        self.api().webhooks().create(&create).await.expect("create the webhook").id.to_string()
     }
 
     /// Sends an unauthenticated request to a capture URL (`rest` is what follows `/webhook/`).

@@ -3,6 +3,9 @@
 
 use crate::app::{Creds, Reply, TestApp};
 use hookflow_shared::ScopeSet;
+use hookflow_shared::api::executions::{ExecutionStatus, Launch};
+use hookflow_shared::api::flows::WriteFlow;
+use hookflow_shared::api::runners::{Host, RegisterRunner};
 use hookflow_shared::scope::Preset;
 use hookflow_shared::wire::{header, runner_route};
 use reqwest::Method;
@@ -29,25 +32,22 @@ impl TestApp {
 
     /// Creates a flow as the admin and returns its id.
     pub async fn create_flow(&self, name: &str, definition: Value) -> String {
-        let reply = self.admin(Method::POST, "/flows", Some(json!({"name": name, "definition": definition}))).await;
-        assert_eq!(reply.status, 201, "{}", reply.text);
-        reply.body["id"].as_str().expect("flow id").to_owned()
+        let flow = WriteFlow { name: name.into(), definition, ..WriteFlow::default() };
+        self.api().flows().create(&flow).await.expect("create the flow").id.to_string()
     }
 
-    /// Launches a flow as the admin; returns the execution.
+    /// Launches a flow as the admin (a launch body written as JSON, read as `Launch` first); returns the execution.
     pub async fn launch(&self, flow: &str, body: Value) -> Value {
-        let reply = self.admin(Method::POST, &format!("/flows/{flow}/launch"), Some(body)).await;
-        assert_eq!(reply.status, 201, "{}", reply.text);
-        reply.body
+        let launch: Launch = serde_json::from_value(body).expect("a launch body");
+        let execution = self.api().flows().launch(flow, &launch).await.expect("launch");
+        serde_json::to_value(execution).expect("json")
     }
 
     /// Launches a flow as the admin key with an `Idempotency-Key`; answers the reply, whatever its status.
     pub async fn launch_idempotent(&self, flow: &str, key: &str, body: Value) -> Reply {
         let response = self
-            .client
-            .post(self.url(&format!("/flows/{flow}/launch")))
-            .header(header::API_KEY, &self.admin.key)
-            .header(header::ORGANIZATION, self.admin.org.to_string())
+            .api()
+            .request(Method::POST, &format!("/flows/{flow}/launch"))
             .header(header::IDEMPOTENCY_KEY, key)
             .json(&body)
             .send()
@@ -68,11 +68,17 @@ impl TestApp {
 
     /// Registers a runner; returns its id.
     pub async fn register_runner(&self, creds: &Creds, labels: &[&str]) -> String {
-        let body = json!({"name": "test runner", "labels": labels, "version": "test", "max_concurrency": 2,
-            "host": {"hostname": "test", "os": "linux", "arch": "x86_64", "cpus": 2, "memory_bytes": 1024}});
-        let reply = self.call(Method::POST, runner_route::RUNNERS, Some(creds), Some(body)).await;
-        assert_eq!(reply.status, 201, "{}", reply.text);
-        reply.body["id"].as_str().expect("runner id").to_owned()
+        let host =
+            Host { hostname: "test".into(), os: "linux".into(), arch: "x86_64".into(), cpus: 2, memory_bytes: 1024 };
+        let registration = RegisterRunner {
+            name: "test runner".into(),
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+            version: "test".into(),
+            max_concurrency: 2,
+            host,
+        };
+        let registered = self.api_as(creds).runners().register(&registration).await.expect("register the runner");
+        registered.id.to_string()
     }
 
     /// One long poll.
@@ -89,16 +95,15 @@ impl TestApp {
             "complete" => runner_route::job_complete(job_id),
             other => panic!("no job route `{other}`"),
         };
-        let url = self.url(&path);
         let token = job["job_token"].as_str().expect("job token");
-        let response = self.client.post(url).bearer_auth(token).json(&body).send().await.expect("send");
+        let as_job = self.api_with(hookflow_client::Credentials::JobToken(token.to_owned()));
+        let response = as_job.request(Method::POST, &path).json(&body).send().await.expect("send");
         crate::app::read(response).await
     }
 
     pub async fn execution(&self, flow: &str, execution: &str) -> Value {
-        let reply = self.admin(Method::GET, &format!("/flows/{flow}/executions/{execution}"), None).await;
-        assert_eq!(reply.status, 200, "{}", reply.text);
-        reply.body
+        let execution = self.api().executions().get(flow, execution).await.expect("the execution");
+        serde_json::to_value(execution).expect("json")
     }
 
     /// Polls the execution until `done` holds (at most `within`), and returns it.
@@ -124,7 +129,8 @@ impl TestApp {
     pub async fn wait_runner(&self, done: impl Fn(&Value) -> bool) -> Value {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
         loop {
-            let listed = self.admin(Method::GET, runner_route::RUNNERS, None).await.body;
+            let listed = self.api().runners().list(&[]).await.expect("the runners");
+            let listed = serde_json::to_value(listed).expect("json");
             if let Some(found) = listed["items"].as_array().and_then(|items| items.iter().find(|r| done(r))) {
                 return found.clone();
             }
@@ -156,27 +162,22 @@ impl TestApp {
     /// Creates a flow as `creds`, launches it with `launch` and waits for it to finish; answers the execution and
     /// its node results.
     pub async fn run_as(&self, creds: &Creds, definition: Value, launch: Value) -> (Value, Value) {
-        let name = format!("flow-{}", Uuid::now_v7());
-        let created =
-            self.call(Method::POST, "/flows", Some(creds), Some(json!({"name": name, "definition": definition})));
-        let created = created.await;
-        assert_eq!(created.status, 201, "{}", created.text);
-        let flow = created.body["id"].as_str().expect("flow id").to_owned();
-        let launched = self.call(Method::POST, &format!("/flows/{flow}/launch"), Some(creds), Some(launch)).await;
-        assert_eq!(launched.status, 201, "{}", launched.text);
-        let id = launched.body["id"].as_str().expect("execution id").to_owned();
+        let api = self.api_as(creds);
+        let flow = WriteFlow { name: format!("flow-{}", Uuid::now_v7()), definition, ..WriteFlow::default() };
+        let flow = api.flows().create(&flow).await.expect("create the flow").id;
+        let launch: Launch = serde_json::from_value(launch).expect("a launch body");
+        let id = api.flows().launch(flow, &launch).await.expect("launch").id;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        let path = format!("/flows/{flow}/executions/{id}");
         let execution = loop {
-            let current = self.call(Method::GET, &path, Some(creds), None).await.body;
-            if !matches!(current["status"].as_str(), Some("queued" | "running")) {
+            let current = api.executions().get(flow, id).await.expect("the execution");
+            if !matches!(current.status, ExecutionStatus::Queued | ExecutionStatus::Running) {
                 break current;
             }
-            assert!(tokio::time::Instant::now() < deadline, "execution never finished; last seen {current}");
+            assert!(tokio::time::Instant::now() < deadline, "execution never finished; last seen {current:?}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
-        let nodes = self.call(Method::GET, &format!("{path}/nodes"), Some(creds), None).await.body;
-        (execution, nodes)
+        let nodes = api.executions().nodes(flow, id).await.expect("the node results");
+        (serde_json::to_value(execution).expect("json"), serde_json::to_value(nodes).expect("json"))
     }
 
     /// Waits for a finished status.

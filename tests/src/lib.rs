@@ -19,3 +19,4 @@ pub mod sse;
 pub mod target;
 
 pub use app::{Creds, Reply, TestApp};
+pub use hookflow_client::{self as client, ApiFailure, Client, Credentials};

@@ -4,7 +4,7 @@
 use crate::app::{Reply, TestApp, read};
 use hookflow_control_plane::api::people::{passwords, signup, store};
 use hookflow_shared::Role;
-use hookflow_shared::wire::header;
+use hookflow_shared::api::people::AddMember;
 use reqwest::Method;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -24,7 +24,19 @@ pub struct Bearer {
     pub org: Option<Uuid>,
 }
 
+impl Bearer {
+    /// As the typed client sends it.
+    pub fn credentials(&self) -> hookflow_client::Credentials {
+        hookflow_client::Credentials::bearer(self.token.clone(), self.org)
+    }
+}
+
 impl TestApp {
+    /// The typed client, as a signed-in person.
+    pub fn api_bearer(&self, bearer: &Bearer) -> hookflow_client::Client {
+        self.api_with(bearer.credentials())
+    }
+
     /// A new user with a password (no change required), `role` in `org`.
     pub async fn person(&self, org: Uuid, role: Role) -> Person {
         self.member(org, role, false).await
@@ -64,10 +76,7 @@ impl TestApp {
 
     /// Sends a request with a bearer token (and its organization, if any).
     pub async fn call_bearer(&self, method: Method, path: &str, bearer: &Bearer, body: Option<Value>) -> Reply {
-        let mut request = self.client.request(method, self.url(path)).bearer_auth(&bearer.token);
-        if let Some(org) = bearer.org {
-            request = request.header(header::ORGANIZATION, org.to_string());
-        }
+        let mut request = self.api_bearer(bearer).request(method, path);
         if let Some(body) = body {
             request = request.json(&body);
         }
@@ -78,10 +87,9 @@ impl TestApp {
 impl TestApp {
     /// `POST /organization/members` as the admin key: answers the invitation's token (from its link).
     pub async fn invite(&self, email: &str, role: Role) -> String {
-        let reply =
-            self.admin(Method::POST, "/organization/members", Some(json!({"email": email, "role": role}))).await;
-        assert_eq!(reply.status, 201, "{}", reply.text);
-        invitation_token(&reply.body)
+        let invitation = AddMember { email: email.into(), role };
+        let created = self.api().people().invite(&invitation).await.expect("invite");
+        invitation_token(&serde_json::to_value(created).expect("json"))
     }
 
     /// `POST /auth/invitations/accept` with `bearer`'s token.

@@ -66,9 +66,9 @@ pub async fn run(api: &Api, command: FlowsCommand) -> Result<(), CliError> {
                 ]
             });
         }
-        FlowsCommand::Get { id } => print_json(&api.get::<Flow>(&format!("/flows/{id}")).await?),
+        FlowsCommand::Get { id } => print_json(&api.client().flows().get(id).await.map_err(|e| api.error(e))?),
         FlowsCommand::Export { id, output } => {
-            let document: FlowDocument = api.get(&format!("/flows/{id}/export")).await?;
+            let document: FlowDocument = api.client().flows().export(id).await.map_err(|e| api.error(e))?;
             let text = serde_json::to_string_pretty(&document)
                 .map_err(|e| CliError::runtime(format!("cannot encode the export: {e}")))?;
             match output {
@@ -88,7 +88,8 @@ pub async fn run(api: &Api, command: FlowsCommand) -> Result<(), CliError> {
             println!("imported flow {} ({})", flow.id, flow.name);
         }
         FlowsCommand::Publish { id, note } => {
-            let version: FlowVersion = api.post(&format!("/flows/{id}/publish"), &Publish { note }).await?;
+            let version: FlowVersion =
+                api.client().flows().publish(id, &Publish { note }).await.map_err(|e| api.error(e))?;
             println!("published version {} of flow {id}", version.version);
         }
     }

@@ -87,8 +87,8 @@ pub async fn run(api: &Api, command: KeysCommand) -> Result<(), CliError> {
         KeysCommand::Create { name, scopes, preset, expires_in, expires_at, json } => {
             let expires_at = expires_in.map(|span| Utc::now() + span).or(expires_at).map(Timestamp);
             let scopes = (!scopes.is_empty()).then_some(scopes);
-            let created: CreatedApiKey =
-                api.post("/api-keys", &CreateApiKey { name, scopes, preset, expires_at }).await?;
+            let body = CreateApiKey { name, scopes, preset, expires_at };
+            let created = api.client().keys().create(&body).await.map_err(|e| api.error(e))?;
             show_created(&created, json);
         }
         KeysCommand::List { json } => {
@@ -98,11 +98,11 @@ pub async fn run(api: &Api, command: KeysCommand) -> Result<(), CliError> {
             });
         }
         KeysCommand::Delete { id } => {
-            api.delete(&format!("/api-keys/{id}")).await?;
+            api.client().keys().delete(id).await.map_err(|e| api.error(e))?;
             println!("deleted key {id}");
         }
         KeysCommand::Rotate { id, expires_in } => {
-            let old: ApiKey = api.get(&format!("/api-keys/{id}")).await?;
+            let old = api.client().keys().get(id).await.map_err(|e| api.error(e))?;
             let today = Utc::now().format("%Y-%m-%d");
             let base_name = old.name.split(" (rotated ").next().unwrap_or(&old.name);
             let body = CreateApiKey {
@@ -111,7 +111,7 @@ pub async fn run(api: &Api, command: KeysCommand) -> Result<(), CliError> {
                 preset: None,
                 expires_at: Some(Timestamp(Utc::now() + expires_in)),
             };
-            let created: CreatedApiKey = api.post("/api-keys", &body).await?;
+            let created = api.client().keys().create(&body).await.map_err(|e| api.error(e))?;
             show_created(&created, false);
             println!(
                 "\nTo finish the rotation:\n  1. Store the new key where the old one is kept (for CI, the secret behind SERVICE_API_KEY).\n  \

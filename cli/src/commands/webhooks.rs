@@ -112,7 +112,7 @@ pub async fn run(api: &Api, command: WebhooksCommand, style: Style) -> Result<()
     match command {
         WebhooksCommand::Create { name, description, max_body_bytes, json } => {
             let body = CreateWebhook { name, description, max_body_bytes, retention: None, response: None };
-            let webhook: Webhook = api.post("/webhooks", &body).await?;
+            let webhook: Webhook = api.client().webhooks().create(&body).await.map_err(|e| api.error(e))?;
             if json {
                 print_json(&webhook);
             } else {

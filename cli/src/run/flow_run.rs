@@ -59,7 +59,7 @@ pub async fn run_flow(
     let mut name = target.name.clone();
     if name.is_none() && !ephemeral {
         // Remote runs need flows:read for the stream anyway; this also turns an unknown id into a clear 404.
-        let flow: Flow = api.get(&format!("/flows/{}", target.flow_id)).await?;
+        let flow: Flow = api.client().flows().get(target.flow_id).await.map_err(|e| api.error(e))?;
         name = Some(flow.name);
     }
     let started = Instant::now();

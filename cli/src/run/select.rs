@@ -34,7 +34,7 @@ async fn flows_tagged(api: &Api, tags: &[String]) -> Result<Vec<Flow>, CliError>
     let mut cursor = None;
     loop {
         let search = SearchFlows { tags: tags.to_vec(), limit: Some(100), cursor, ..SearchFlows::default() };
-        let page: Page<Flow> = api.post("/flows/search", &search).await?;
+        let page: Page<Flow> = api.client().flows().search(&search).await.map_err(|e| api.error(e))?;
         flows.extend(page.items);
         match page.next_cursor {
             Some(next) => cursor = Some(next),

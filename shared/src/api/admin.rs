@@ -25,7 +25,7 @@ pub struct PresetInfo {
 }
 
 /// `POST /api-keys`: either `scopes` or `preset`.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateApiKey {
     #[schema(schema_with = crate::api::rules::name)]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 /// `POST /flows` and `PUT /flows/{id}`.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteFlow {
     #[schema(schema_with = crate::api::rules::name)]

@@ -24,7 +24,7 @@ pub struct CustomResponse {
 }
 
 /// `POST /webhooks`.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhook {
     #[schema(schema_with = crate::api::rules::name)]

@@ -1,6 +1,9 @@
 //! Analytics: volume buckets with zeros filled and sums equal to captures, method breakdown, overview; and
 //! retention by age and by count.
 
+use hookflow_shared::api::admin::{Retention, UpdateOrganization};
+use hookflow_shared::api::analytics::Bucket;
+use hookflow_shared::api::webhooks::CreateWebhook;
 use hookflow_tests::TestApp;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -15,27 +18,25 @@ async fn volume_and_methods_count_every_capture() {
     let now = chrono::Utc::now();
     let from = (now - chrono::Duration::minutes(5)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let to = (now + chrono::Duration::minutes(2)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let volume = app
-        .admin(Method::GET, &format!("/webhooks/{id}/analytics/volume?bucket=minute&from={from}&to={to}"), None)
-        .await;
-    assert_eq!(volume.status, 200, "{}", volume.text);
-    assert_eq!(volume.body["bucket"], "minute");
-    assert_eq!(volume.body["total"], 5);
-    let points = volume.body["points"].as_array().expect("points");
+    let hooks = app.api();
+    let hooks = hooks.webhooks();
+    let volume = hooks.volume(&id, &[("bucket", "minute"), ("from", &from), ("to", &to)]).await.expect("volume");
+    assert_eq!(volume.bucket, Bucket::Minute);
+    assert_eq!(volume.total, 5);
+    let points = &volume.points;
     assert!((7..=8).contains(&points.len()), "{} points", points.len());
-    assert_eq!(points.iter().map(|p| p["count"].as_i64().expect("count")).sum::<i64>(), 5);
-    assert!(points.iter().filter(|p| p["count"] == 0).count() >= 5, "empty minutes are 0");
-    assert!(points[0]["t"].as_str().expect("t").ends_with(":00.000000Z"));
+    assert_eq!(points.iter().map(|p| p.count).sum::<i64>(), 5);
+    assert!(points.iter().filter(|p| p.count == 0).count() >= 5, "empty minutes are 0");
+    assert!(json!(points[0].t).as_str().expect("t").ends_with(":00.000000Z"));
 
-    let hourly = app.admin(Method::GET, &format!("/webhooks/{id}/analytics/volume"), None).await;
-    assert_eq!((hourly.body["bucket"].as_str(), hourly.body["total"].as_i64()), (Some("hour"), Some(5)));
-    assert!((24..=25).contains(&hourly.body["points"].as_array().map_or(0, Vec::len)), "default window: 24 h");
+    let hourly = hooks.volume(&id, &[]).await.expect("volume");
+    assert_eq!((hourly.bucket, hourly.total), (Bucket::Hour, 5));
+    assert!((24..=25).contains(&hourly.points.len()), "default window: 24 h");
 
-    let methods = app.admin(Method::GET, &format!("/webhooks/{id}/analytics/methods"), None).await;
-    assert_eq!(methods.body["total"], 5);
-    assert_eq!(methods.body["methods"][0], json!({"method": "POST", "count": 3, "share": 0.6}));
-    let shares: f64 =
-        methods.body["methods"].as_array().expect("methods").iter().map(|m| m["share"].as_f64().expect("share")).sum();
+    let methods = hooks.methods(&id, &[]).await.expect("methods");
+    assert_eq!(methods.total, 5);
+    assert_eq!(json!(methods.methods[0]), json!({"method": "POST", "count": 3, "share": 0.6}));
+    let shares: f64 = methods.methods.iter().map(|m| m.share).sum();
     assert!((shares - 1.0).abs() < 1e-9);
 }
 
@@ -68,23 +69,18 @@ async fn history_buckets_aggregate_counters() {
     assert_eq!(counts(&hours), [5, 0, 2]);
     assert_eq!(hours["points"][1]["t"], "2026-01-01T11:00:00.000000Z");
     assert_eq!(counts(&volume("bucket=day&from=2026-01-01T00:00:00Z&to=2026-01-03T00:00:00Z").await), [7, 10]);
-    let methods = app
-        .admin(
-            Method::GET,
-            &format!("/webhooks/{id}/analytics/methods?from=2026-01-01T00:00:00Z&to=2026-01-01T11:00:00Z"),
-            None,
-        )
-        .await;
-    assert_eq!(methods.body["methods"], json!([{"method": "POST", "count": 5, "share": 1.0}]));
+    let window = [("from", "2026-01-01T00:00:00Z"), ("to", "2026-01-01T11:00:00Z")];
+    let methods = app.api().webhooks().methods(&id, &window).await.expect("methods");
+    assert_eq!(json!(methods.methods), json!([{"method": "POST", "count": 5, "share": 1.0}]));
 
     for bad in [
-        "bucket=week",
-        "from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z",
-        "from=yesterday",
-        "bucket=minute&from=2020-01-01T00:00:00Z&to=2026-01-01T00:00:00Z",
+        &[("bucket", "week")][..],
+        &[("from", "2026-01-02T00:00:00Z"), ("to", "2026-01-01T00:00:00Z")],
+        &[("from", "yesterday")],
+        &[("bucket", "minute"), ("from", "2020-01-01T00:00:00Z"), ("to", "2026-01-01T00:00:00Z")],
     ] {
-        let reply = app.admin(Method::GET, &format!("/webhooks/{id}/analytics/volume?{bad}"), None).await;
-        assert_eq!((reply.status.as_u16(), reply.code()), (400, "invalid_request"), "{bad}");
+        let reply = app.api().webhooks().volume(&id, bad).await.expect_err("a bad window");
+        assert_eq!((reply.status(), reply.code()), (400, "invalid_request"), "{bad:?}");
     }
 }
 
@@ -98,17 +94,17 @@ async fn the_overview_totals_the_organization() {
     }
     app.capture(Method::POST, &quiet, "x").await;
     let other = app.new_org("Globex").await;
-    let foreign = app.call(Method::POST, "/webhooks", Some(&other), Some(json!({"name": "theirs"}))).await;
-    app.capture(Method::POST, foreign.body["id"].as_str().expect("id"), "x").await;
+    let theirs = CreateWebhook { name: "theirs".into(), ..Default::default() };
+    let foreign = app.api_as(&other).webhooks().create(&theirs).await.expect("create");
+    app.capture(Method::POST, &foreign.id.to_string(), "x").await;
 
-    let overview = app.admin(Method::GET, "/analytics/overview", None).await;
-    assert_eq!(overview.status, 200, "{}", overview.text);
-    assert_eq!(overview.body["captures"]["total"], 4);
-    assert_eq!(overview.body["captures"]["endpoints"][0], json!({"webhook_id": busy, "name": "busy", "count": 3}));
-    assert_eq!(overview.body["captures"]["endpoints"].as_array().map(Vec::len), Some(2), "only this organization");
-    assert_eq!(overview.body["executions"]["succeeded"], 0);
-    let reader = app.creds_with(&["flows:read"]).await;
-    assert_eq!(app.call(Method::GET, "/analytics/overview", Some(&reader), None).await.code(), "insufficient_scope");
+    let overview = app.api().organization().overview(&[]).await.expect("overview");
+    assert_eq!(overview.captures.total, 4);
+    assert_eq!(json!(overview.captures.endpoints[0]), json!({"webhook_id": busy, "name": "busy", "count": 3}));
+    assert_eq!(overview.captures.endpoints.len(), 2, "only this organization");
+    assert_eq!(overview.executions["succeeded"], 0);
+    let reader = app.api_as(&app.creds_with(&["flows:read"]).await);
+    assert_eq!(reader.organization().overview(&[]).await.expect_err("no scope").code(), "insufficient_scope");
 }
 
 #[tokio::test]
@@ -142,28 +138,29 @@ async fn retention_keeps_the_newest_and_drops_the_old() {
         .await
         .expect("age");
     // The organization default applies to endpoints without their own.
-    app.admin(
-        Method::PATCH,
-        "/organization",
-        Some(json!({"default_retention": {"max_age_days": null, "max_requests": 1}})),
-    )
-    .await;
+    let one = UpdateOrganization {
+        default_retention: Some(Retention { max_age_days: None, max_requests: Some(1) }),
+        ..Default::default()
+    };
+    app.api().organization().update(&one).await.expect("update");
     let defaulted = app.webhook_named("defaulted").await;
     app.capture(Method::POST, &defaulted, "a").await;
     let last = app.capture(Method::POST, &defaulted, "b").await.body["request_id"].as_str().expect("id").to_owned();
 
     let deleted = hookflow_control_plane::tasks::retention::sweep(&app.pool).await.expect("sweep");
     assert_eq!(deleted, 2 + 1 + 1);
-    let ids = |page: serde_json::Value| -> Vec<String> {
-        page["items"].as_array().expect("items").iter().map(|c| c["id"].as_str().expect("id").to_owned()).collect()
+    let api = app.api();
+    let ids = async |webhook: &str| -> Vec<String> {
+        let page = api.webhooks().requests(webhook, &[]).await.expect("list");
+        page.items.iter().map(|c| c.id.to_string()).collect()
     };
-    let kept = ids(app.admin(Method::GET, &format!("/webhooks/{capped}/requests"), None).await.body);
+    let kept = ids(&capped).await;
     assert_eq!(kept, [sent[4].clone(), sent[3].clone(), sent[2].clone()]);
-    assert_eq!(ids(app.admin(Method::GET, &format!("/webhooks/{aged}/requests"), None).await.body), [fresh]);
-    assert_eq!(ids(app.admin(Method::GET, &format!("/webhooks/{defaulted}/requests"), None).await.body), [last]);
-    assert_eq!(app.admin(Method::GET, &format!("/webhooks/{capped}"), None).await.body["request_count"], 3);
-    let analytics = app.admin(Method::GET, &format!("/webhooks/{capped}/analytics/volume"), None).await;
-    assert_eq!(analytics.body["total"], 5, "analytics count what was received");
+    assert_eq!(ids(&aged).await, [fresh]);
+    assert_eq!(ids(&defaulted).await, [last]);
+    assert_eq!(api.webhooks().get(&capped).await.expect("get").request_count, 3);
+    let analytics = api.webhooks().volume(&capped, &[]).await.expect("volume");
+    assert_eq!(analytics.total, 5, "analytics count what was received");
     assert_eq!(hookflow_control_plane::tasks::retention::sweep(&app.pool).await.expect("sweep"), 0, "idempotent");
 }
 
@@ -180,8 +177,8 @@ async fn the_background_task_enforces_retention() {
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let count = app.admin(Method::GET, &format!("/webhooks/{id}"), None).await.body["request_count"].as_i64();
-        if count == Some(1) {
+        let count = app.api().webhooks().get(&id).await.expect("get").request_count;
+        if count == 1 {
             break;
         }
         assert!(std::time::Instant::now() < deadline, "retention never ran");

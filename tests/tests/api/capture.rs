@@ -2,6 +2,8 @@
 
 use base64::Engine as _;
 use futures_util::future::join_all;
+use hookflow_shared::api::admin::UpdateOrganization;
+use hookflow_shared::api::webhooks::BodyEncoding;
 use hookflow_shared::wire::header;
 use hookflow_tests::TestApp;
 use reqwest::Method;
@@ -113,12 +115,12 @@ async fn binary_bodies_round_trip_byte_exact() {
         .expect("send");
     assert_eq!(raw.headers()["content-type"], "application/x-protobuf");
     assert_eq!(raw.bytes().await.expect("bytes").to_vec(), bytes);
-    let json = app.admin(Method::GET, &format!("/webhooks/{id}/requests/{capture_id}"), None).await.body;
-    assert_eq!(json["body_encoding"], "base64");
+    let stored = app.api().webhooks().request(&id, capture_id).await.expect("the capture");
+    assert_eq!(stored.body_encoding, BodyEncoding::Base64);
     let decoded =
-        base64::engine::general_purpose::STANDARD.decode(json["body"].as_str().expect("body")).expect("base64");
+        base64::engine::general_purpose::STANDARD.decode(stored.body.as_deref().expect("body")).expect("base64");
     assert_eq!(decoded, bytes);
-    assert_eq!(json["body_size"], 3000);
+    assert_eq!(stored.body_size, 3000);
 }
 
 #[tokio::test]
@@ -139,8 +141,7 @@ async fn methods_unknown_endpoints_and_not_allowed() {
     let unknown = app.capture(Method::POST, &uuid::Uuid::new_v4().to_string(), "x").await;
     assert_eq!((unknown.status.as_u16(), unknown.code()), (404, "not_found"));
     assert_eq!(app.capture(Method::POST, "not-a-uuid", "x").await.status, 404);
-    let stored = app.admin(Method::GET, &format!("/webhooks/{id}"), None).await;
-    assert_eq!(stored.body["request_count"], 5);
+    assert_eq!(app.api().webhooks().get(&id).await.expect("get").request_count, 5);
 }
 
 #[tokio::test]
@@ -171,7 +172,8 @@ async fn bodies_over_the_limit_are_refused_and_not_stored() {
 #[tokio::test]
 async fn the_rate_limit_answers_429_with_retry_after() {
     let app = TestApp::spawn().await;
-    app.admin(Method::PATCH, "/organization", Some(json!({"capture_rate_limit_per_s": 2}))).await;
+    let two = UpdateOrganization { capture_rate_limit_per_s: Some(2), ..Default::default() };
+    app.api().organization().update(&two).await.expect("update");
     let id = app.webhook_named("limited").await;
     let mut accepted = 0;
     let mut limited = None;
@@ -204,8 +206,8 @@ async fn a_custom_response_is_sent_verbatim_after_storing() {
     assert_eq!(reply.status, 418);
     assert_eq!(reply.headers["x-reply"], "yes");
     assert_eq!(reply.text, "short and stout");
-    let stored = app.admin(Method::GET, &format!("/webhooks/{id}/requests"), None).await;
-    assert_eq!(stored.body["items"][0]["body"], "brew");
+    let stored = app.api().webhooks().requests(&id, &[]).await.expect("list");
+    assert_eq!(stored.items[0].body.as_deref(), Some("brew"));
 }
 
 #[tokio::test]
@@ -226,8 +228,7 @@ async fn concurrent_captures_are_all_stored_and_counted() {
     for reply in join_all(sends).await {
         assert_eq!(reply.expect("send").status(), 200);
     }
-    let hook = app.admin(Method::GET, &format!("/webhooks/{id}"), None).await;
-    assert_eq!(hook.body["request_count"], 200);
+    assert_eq!(app.api().webhooks().get(&id).await.expect("get").request_count, 200);
     let ids: i64 =
         sqlx::query_scalar("SELECT count(DISTINCT id) FROM captures").fetch_one(&app.pool).await.expect("count");
     assert_eq!(ids, 200);

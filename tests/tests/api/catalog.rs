@@ -1,18 +1,23 @@
 //! Catalog and sandboxes: extractor kinds and evaluation, the 14 operators and evaluation, special nodes.
 
-use hookflow_tests::TestApp;
+use hookflow_shared::api::catalog::{EvaluateAssertions, EvaluateExtractor, Extracted};
+use hookflow_tests::{Credentials, TestApp};
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{Value, json};
+
+/// Evaluates an extractor written as its JSON body (read as the wire type first).
+async fn evaluate(app: &TestApp, body: Value) -> Extracted {
+    let body: EvaluateExtractor = serde_json::from_value(body).expect("an extractor body");
+    app.api().catalog().evaluate_extractor(&body).await.expect("evaluate")
+}
 
 #[tokio::test]
 async fn extractor_kinds_and_evaluation() {
     let app = TestApp::spawn().await;
-    let kinds = app.admin(Method::GET, "/extractors", None).await;
-    assert_eq!(kinds.status, 200);
-    let names: Vec<&str> =
-        kinds.body["items"].as_array().expect("items").iter().map(|k| k["kind"].as_str().expect("kind")).collect();
+    let kinds = app.api().catalog().extractors().await.expect("extractors");
+    let names: Vec<&str> = kinds.items.iter().map(|k| k.kind.as_str()).collect();
     assert_eq!(names, ["jsonPath", "xmlPath", "statusCode", "header", "body"]);
-    assert_eq!(kinds.body["items"][3]["fields"][1], json!({"name": "header", "type": "string", "required": true}));
+    assert_eq!(json!(kinds.items[3].fields[1]), json!({"name": "header", "type": "string", "required": true}));
 
     let response = json!({"status": 201, "headers": {"X-Trace": "r-1", "Content-Type": "application/json"},
         "body": "{\"token\": \"abc\", \"items\": [{\"id\": 1}, {\"id\": 2}]}"});
@@ -23,20 +28,17 @@ async fn extractor_kinds_and_evaluation() {
         (json!({"name": "h", "kind": "header", "header": "x-trace"}), json!("r-1")),
         (json!({"name": "b", "kind": "body", "regex": "\"token\": \"(\\w+)\""}), json!("abc")),
     ] {
-        let reply = app
-            .admin(Method::POST, "/extractors/evaluate", Some(json!({"extractor": extractor, "response": response})))
-            .await;
-        assert_eq!((reply.status.as_u16(), &reply.body["value"]), (200, &value), "{extractor}");
+        let extracted = evaluate(&app, json!({"extractor": extractor, "response": response})).await;
+        assert_eq!(extracted.value.as_ref(), Some(&value), "{extractor}");
     }
-    let xml = app
-        .admin(
-            Method::POST,
-            "/extractors/evaluate",
-            Some(json!({"extractor": {"name": "x", "kind": "xmlPath", "expression": "/a/b"},
-            "response": {"status": 200, "headers": {}, "body": "<a><b>hi</b></a>"}})),
-        )
-        .await;
-    assert_eq!(xml.body["value"], "hi");
+    let xml = evaluate(
+        &app,
+        json!({"extractor": {"name": "x", "kind": "xmlPath", "expression": "/a/b"},
+        "response": {"status": 200, "headers": {}, "body": "<a><b>hi</b></a>"}}),
+    )
+    .await;
+    assert_eq!(xml.value, Some(json!("hi")));
+    // Absent when nothing matched: the wire form has no `value` at all.
     let nothing = app
         .admin(
             Method::POST,
@@ -65,16 +67,12 @@ async fn extractor_kinds_and_evaluation() {
 #[tokio::test]
 async fn operators_and_assertion_evaluation() {
     let app = TestApp::spawn().await;
-    let operators = app.admin(Method::GET, "/assertions/operators", None).await;
-    let items = operators.body["items"].as_array().expect("items");
+    let operators = app.api().catalog().operators().await.expect("operators");
+    let items = &operators.items;
     assert_eq!(items.len(), 14);
-    assert_eq!(items[11], json!({"name": "exists", "description": items[11]["description"], "takes_expected": false}));
+    assert_eq!((items[11].name.as_str(), items[11].takes_expected), ("exists", false));
 
-    let reply = app
-        .admin(
-            Method::POST,
-            "/assertions/evaluate",
-            Some(json!({
+    let body: EvaluateAssertions = serde_json::from_value(json!({
                 "assertions": [
                     {"source": "status", "operator": "equals", "expected": 200},
                     {"source": "status", "operator": "equals", "expected": "200"},
@@ -86,19 +84,17 @@ async fn operators_and_assertion_evaluation() {
                     {"source": "nothing", "operator": "exists"}
                 ],
                 "values": {"status": 200.0, "token": "abc", "count": "9", "name": "bob", "nothing": null}
-            })),
-        )
-        .await;
-    assert_eq!(reply.status, 200, "{}", reply.text);
-    let results = reply.body["results"].as_array().expect("results");
-    let passed: Vec<bool> = results.iter().map(|r| r["passed"].as_bool().expect("passed")).collect();
+    }))
+    .expect("an assertions body");
+    let results = app.api().catalog().evaluate_assertions(&body).await.expect("evaluate").results;
+    let passed: Vec<bool> = results.iter().map(|r| r.passed).collect();
     assert_eq!(passed, [true, true, true, false, false, false, true, true]);
-    assert_eq!(results[4]["reason"], "type_mismatch");
-    assert_eq!(results[5]["reason"], "missing");
-    assert_eq!(results[3]["actual"], "9");
-    assert_eq!(results[0]["source"], "status");
-    assert_eq!(results[0]["operator"], "equals");
-    assert_eq!(results[0]["reason"], json!(null));
+    assert_eq!(results[4].reason.as_deref(), Some("type_mismatch"));
+    assert_eq!(results[5].reason.as_deref(), Some("missing"));
+    assert_eq!(results[3].actual, Some(json!("9")));
+    assert_eq!(results[0].source, "status");
+    assert_eq!(json!(results[0].operator), "equals");
+    assert_eq!(results[0].reason, None);
 
     for bad in [
         json!({"assertions": [{"source": "a", "operator": "roughlyEquals", "expected": 1}], "values": {}}),
@@ -113,20 +109,27 @@ async fn operators_and_assertion_evaluation() {
 #[tokio::test]
 async fn special_nodes_and_authentication() {
     let app = TestApp::spawn().await;
-    let nodes = app.admin(Method::GET, "/special-nodes", None).await;
-    let kinds: Vec<&str> =
-        nodes.body["items"].as_array().expect("items").iter().map(|k| k["kind"].as_str().expect("kind")).collect();
+    let nodes = app.api().catalog().special_nodes().await.expect("special nodes");
+    let kinds: Vec<&str> = nodes.items.iter().map(|k| k.kind.as_str()).collect();
     assert_eq!(kinds, ["delay", "module", "set_variables"]);
     assert!(
-        nodes.body["items"][0]["fields"]
+        json!(nodes.items[0].fields)
             .as_array()
             .expect("fields")
             .contains(&json!({"name": "delay_ms", "type": "integer", "required": true}))
     );
     // Any valid credential, whatever its scopes; none at all is 401.
-    let runner = app.creds_with(&["runner:complete"]).await;
-    for path in ["/extractors", "/assertions/operators", "/special-nodes"] {
-        assert_eq!(app.call(Method::GET, path, Some(&runner), None).await.status, 200, "{path}");
-        assert_eq!(app.call(Method::GET, path, None, None).await.status, 401, "{path}");
+    let runner = app.api_as(&app.creds_with(&["runner:complete"]).await);
+    let anonymous = app.api_with(Credentials::None);
+    for client in [&runner, &anonymous] {
+        let expected = if client.credentials() == &Credentials::None { 401 } else { 200 };
+        let catalog = client.catalog();
+        let statuses = [
+            catalog.extractors().await.map(drop),
+            catalog.operators().await.map(drop),
+            catalog.special_nodes().await.map(drop),
+        ]
+        .map(|answer| answer.map_or_else(|e| e.status(), |()| 200));
+        assert_eq!(statuses, [expected; 3], "{:?}", client.credentials());
     }
 }

@@ -4,6 +4,7 @@
 //! in anything it prints or writes.
 
 use crate::RUNNER;
+use hookflow_shared::api::resources::PutSecret;
 use hookflow_tests::TestApp;
 use hookflow_tests::cli::{Cli, CliOutput};
 use hookflow_tests::exec::scoped;
@@ -50,8 +51,8 @@ fn failing(target: &str) -> Value {
 async fn with_secret() -> (TestApp, Target) {
     let app = TestApp::spawn_for_execution().await;
     let target = Target::spawn().await;
-    let stored = app.admin(Method::PUT, "/secrets/API_PASSWORD", Some(json!({"value": SECRET}))).await;
-    assert_eq!(stored.status, 200);
+    let secret = PutSecret { value: SECRET.into(), allowed_hosts: vec![], runners_only: false };
+    app.api().secrets().put("API_PASSWORD", &secret).await.expect("put the secret");
     (app, target)
 }
 
@@ -60,8 +61,8 @@ fn scratch() -> Scratch {
 }
 
 async fn executions(app: &TestApp, flow: &str) -> Vec<Value> {
-    let list = app.admin(Method::GET, &format!("/flows/{flow}/executions"), None).await;
-    list.body["items"].as_array().expect("items").clone()
+    let list = app.api().executions().list(flow, &[]).await.expect("executions");
+    list.items.iter().map(|e| serde_json::to_value(e).expect("json")).collect()
 }
 
 fn assert_quiet(output: &CliOutput, files: &[&str], key: &str) {

@@ -145,15 +145,14 @@ async fn keys_can_be_created_listed_rotated_and_deleted() {
     let rotated = cli.run(Some(&app.admin), &["keys", "rotate", id, "--expires-in", "90d"]).await;
     assert_eq!(rotated.code, 0, "{}", rotated.all());
     assert!(rotated.stdout.contains(&format!("hookflow keys delete {id}")), "{}", rotated.stdout);
-    let keys = app.admin(Method::GET, "/api-keys", None).await.body["items"].as_array().expect("items").clone();
-    let replacement =
-        keys.iter().find(|k| k["name"].as_str().is_some_and(|n| n.starts_with("ci (rotated "))).expect("new key");
-    assert_eq!(replacement["scopes"], key["scopes"]);
-    assert!(replacement["expires_at"].is_string());
+    let keys = app.api().keys().list(&[]).await.expect("keys").items;
+    let replacement = keys.iter().find(|k| k.name.starts_with("ci (rotated ")).expect("new key");
+    assert_eq!(serde_json::json!(replacement.scopes), key["scopes"]);
+    assert!(replacement.expires_at.is_some());
 
     let deleted = cli.run(Some(&app.admin), &["keys", "delete", id]).await;
     assert_eq!(deleted.code, 0, "{}", deleted.all());
-    assert_eq!(app.admin(Method::GET, &format!("/api-keys/{id}"), None).await.status, 404);
+    assert_eq!(app.api().keys().get(id).await.expect_err("deleted").status(), 404);
     let gone = cli.run(Some(&app.admin), &["keys", "delete", id]).await;
     assert_eq!(gone.code, 4, "{}", gone.all());
     let bad = cli.run(Some(&app.admin), &["keys", "create", "--name", "x", "--scope", "no:such"]).await;
@@ -190,8 +189,8 @@ async fn flows_and_webhooks_commands_round_trip() {
     let imported = cli.run(Some(&other), &["flows", "import", &file.display().to_string()]).await;
     assert_eq!(imported.code, 0, "{}", imported.all());
     let new_id = imported.stdout.split_whitespace().nth(2).expect("new id");
-    let copy = app.call(Method::GET, &format!("/flows/{new_id}"), Some(&other), None).await;
-    assert_eq!((copy.body["name"].as_str(), copy.body["published_version"].as_i64()), (Some("exported"), Some(1)));
+    let copy = app.api_as(&other).flows().get(new_id).await.expect("the copy");
+    assert_eq!((copy.name.as_str(), copy.published_version), ("exported", Some(1)));
     let got = cli.run(Some(&other), &["flows", "get", new_id]).await;
     assert_eq!(serde_json::from_str::<Value>(&got.stdout).expect("json")["id"], new_id);
     let missing = cli.run(Some(&app.admin), &["flows", "import", "/nonexistent/file.json"]).await;
@@ -332,8 +331,8 @@ async fn collections_are_imported_and_synced_from_the_command_line() {
     let applied = cli.run(Some(&app.admin), &["collections", "sync", &id]).await;
     assert_eq!(applied.code, 0, "{}", applied.all());
     assert!(applied.stdout.contains("1 modified") && applied.stdout.contains("0 deleted"), "{}", applied.stdout);
-    let collection = app.admin(Method::GET, &format!("/collections/{id}"), None).await.body;
-    assert!(collection["requests"].as_array().expect("requests").iter().any(|r| r["name"] == "List the pets"));
+    let collection = app.api().collections().get(id).await.expect("the collection");
+    assert!(collection.requests.iter().any(|r| r.name == "List the pets"));
 
     let broken = dir.join("broken.yaml");
     std::fs::write(&broken, "openapi: 3.0.3\ninfo: [").expect("broken");

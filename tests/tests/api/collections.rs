@@ -4,8 +4,13 @@
 
 use axum::Router;
 use axum::routing::get;
-use hookflow_tests::TestApp;
+use hookflow_shared::api::Patch;
+use hookflow_shared::api::collections::{
+    CollectionDetail, CollectionRequest, ImportOpenApi, ImportedCollection, OpenApiSource, PatchCollection,
+    PutOpenApiSync, WriteCollection, WriteRequest,
+};
 use hookflow_tests::exec::scoped;
+use hookflow_tests::{Credentials, TestApp};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::Instant;
@@ -15,54 +20,62 @@ pub fn data(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
+/// Imports a description given as its JSON body (read as the wire type first); answers the import as JSON.
 pub async fn import(app: &TestApp, body: Value) -> Value {
-    let reply = app.admin(Method::POST, "/collections/import/openapi", Some(body)).await;
-    assert_eq!(reply.status, 201, "{}", reply.text);
-    reply.body
+    let body: ImportOpenApi = serde_json::from_value(body).expect("an import body");
+    serde_json::to_value(import_typed(app, &body).await).expect("json")
 }
 
-fn request<'a>(collection: &'a Value, name: &str) -> &'a Value {
-    let requests = collection["requests"].as_array().expect("requests");
-    requests.iter().find(|r| r["name"] == name).unwrap_or_else(|| panic!("no request {name} in {requests:?}"))
+async fn import_typed(app: &TestApp, body: &ImportOpenApi) -> ImportedCollection {
+    app.api().collections().import_openapi(body).await.expect("import")
+}
+
+fn document(name: &str) -> ImportOpenApi {
+    ImportOpenApi { name: None, source: OpenApiSource { url: None, document: Some(data(name)) } }
+}
+
+fn request<'a>(collection: &'a CollectionDetail, name: &str) -> &'a CollectionRequest {
+    let requests = &collection.requests;
+    requests.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("no request {name} in {requests:?}"))
+}
+
+fn write_request(name: &str, method: &str, url: &str) -> WriteRequest {
+    WriteRequest { name: name.into(), method: method.into(), url: url.into(), ..Default::default() }
 }
 
 /// One scenario told in order, each step depending on the one before: it reads best whole.
 #[tokio::test]
 async fn collections_and_requests_have_crud_scopes_and_isolation() {
     let app = TestApp::spawn().await;
-    let created = app
-        .admin(
-            Method::POST,
-            "/collections",
-            Some(json!({"name": "Orders API", "variables": {"base_url": "https://api.example.com"}})),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.text);
-    let id = created.body["id"].as_str().expect("id").to_owned();
-    assert_eq!(
-        (created.body["request_count"].as_i64(), created.body["requests"].as_array().map(Vec::len)),
-        (Some(0), Some(0))
-    );
-    let twice = app.admin(Method::POST, "/collections", Some(json!({"name": "Orders API"}))).await;
-    assert_eq!((twice.status.as_u16(), twice.code()), (409, "conflict"));
+    let api = app.api();
+    let orders = WriteCollection {
+        name: "Orders API".into(),
+        variables: [("base_url".to_owned(), "https://api.example.com".to_owned())].into(),
+        ..Default::default()
+    };
+    let created = api.collections().create(&orders).await.expect("create");
+    let id = created.collection.id.to_string();
+    assert_eq!((created.collection.request_count, created.requests.len()), (0, 0));
+    let twice = WriteCollection { name: "Orders API".into(), ..Default::default() };
+    let twice = api.collections().create(&twice).await.expect_err("a taken name");
+    assert_eq!((twice.status(), twice.code()), (409, "conflict"));
     let unknown = app.admin(Method::POST, "/collections", Some(json!({"name": "x", "colour": "red"}))).await;
     assert_eq!((unknown.status.as_u16(), unknown.code()), (400, "invalid_request"));
 
     let requests = format!("/collections/{id}/requests");
-    let body = json!({"name": "List orders", "folder": "orders", "method": "get", "url": "{{base_url}}/orders",
-        "headers": {"accept": "application/json"}, "query": {"limit": "10"}});
-    let first = app.admin(Method::POST, &requests, Some(body)).await;
-    assert_eq!(first.status, 201, "{}", first.text);
-    assert_eq!(first.body["method"], "GET");
-    let second = app
-        .admin(
-            Method::POST,
-            &requests,
-            Some(json!({"name": "Create order", "method": "POST", "url": "{{base_url}}/orders",
-            "body": "{\"sku\": \"{{sku}}\"}"})),
-        )
-        .await;
-    assert_eq!(second.status, 201, "{}", second.text);
+    let body = WriteRequest {
+        folder: Some("orders".into()),
+        headers: [("accept".to_owned(), "application/json".to_owned())].into(),
+        query: [("limit".to_owned(), "10".to_owned())].into(),
+        ..write_request("List orders", "get", "{{base_url}}/orders")
+    };
+    let first = api.collections().add_request(&id, &body).await.expect("add");
+    assert_eq!(first.method, "GET");
+    let second = WriteRequest {
+        body: Some("{\"sku\": \"{{sku}}\"}".into()),
+        ..write_request("Create order", "POST", "{{base_url}}/orders")
+    };
+    api.collections().add_request(&id, &second).await.expect("add");
     for bad in [
         json!({"name": "x", "method": "BREW", "url": "/"}),
         json!({"name": "x", "method": "GET", "url": ""}),
@@ -72,36 +85,29 @@ async fn collections_and_requests_have_crud_scopes_and_isolation() {
         let reply = app.admin(Method::POST, &requests, Some(bad.clone())).await;
         assert_eq!((reply.status.as_u16(), reply.code()), (400, "invalid_request"), "{bad}");
     }
-    let page = app.admin(Method::GET, &format!("{requests}?limit=1"), None).await;
-    assert_eq!(page.body["items"][0]["name"], "List orders");
-    let cursor = page.body["next_cursor"].as_str().expect("a second page");
-    let next = app.admin(Method::GET, &format!("{requests}?limit=1&cursor={cursor}"), None).await;
-    assert_eq!(
-        (next.body["items"][0]["name"].as_str(), next.body["next_cursor"].as_str()),
-        (Some("Create order"), None)
-    );
+    let page = api.collections().requests(&id, &[("limit", "1")]).await.expect("a page");
+    assert_eq!(page.items[0].name, "List orders");
+    let cursor = page.next_cursor.as_deref().expect("a second page");
+    let next = api.collections().requests(&id, &[("limit", "1"), ("cursor", cursor)]).await.expect("a page");
+    assert_eq!((next.items[0].name.as_str(), next.next_cursor), ("Create order", None));
 
-    let detail = app.admin(Method::GET, &format!("/collections/{id}"), None).await.body;
-    assert_eq!(detail["folders"], json!([{"name": "orders", "request_count": 1}]));
-    assert_eq!(detail["request_count"], 2);
-    let request_id = first.body["id"].as_str().expect("request id");
+    let detail = api.collections().get(&id).await.expect("detail");
+    let folders: Vec<(&str, i64)> = detail.folders.iter().map(|f| (f.name.as_str(), f.request_count)).collect();
+    assert_eq!(folders, [("orders", 1)]);
+    assert_eq!(detail.collection.request_count, 2);
+    let request_id = first.id;
     let one = format!("{requests}/{request_id}");
-    let replaced = app
-        .admin(
-            Method::PUT,
-            &one,
-            Some(json!({"name": "List all orders", "method": "GET", "url": "{{base_url}}/v2/orders"})),
-        )
-        .await;
-    assert_eq!((replaced.status.as_u16(), replaced.body["url"].as_str()), (200, Some("{{base_url}}/v2/orders")));
-    assert_eq!(replaced.body["folder"], Value::Null, "PUT replaces the whole request");
-    let patched = app
-        .admin(Method::PATCH, &format!("/collections/{id}"), Some(json!({"name": "Orders", "description": "v2"})))
-        .await;
-    assert_eq!((patched.body["name"].as_str(), patched.body["description"].as_str()), (Some("Orders"), Some("v2")));
-    assert_eq!(patched.body["variables"]["base_url"], "https://api.example.com", "variables stay when not named");
-    let listed = app.admin(Method::GET, "/collections", None).await;
-    assert_eq!(listed.body["items"][0]["name"], "Orders");
+    let replacement = write_request("List all orders", "GET", "{{base_url}}/v2/orders");
+    let replaced = api.collections().put_request(&id, request_id, &replacement).await.expect("replace");
+    assert_eq!(replaced.url, "{{base_url}}/v2/orders");
+    assert_eq!(replaced.folder, None, "PUT replaces the whole request");
+    let patch =
+        PatchCollection { name: Some("Orders".into()), description: Patch::Set("v2".into()), ..Default::default() };
+    let patched = api.collections().patch(&id, &patch).await.expect("patch").collection;
+    assert_eq!((patched.name.as_str(), patched.description.as_deref()), ("Orders", Some("v2")));
+    assert_eq!(patched.variables["base_url"], "https://api.example.com", "variables stay when not named");
+    let listed = api.collections().list(&[]).await.expect("list");
+    assert_eq!(listed.items[0].name, "Orders");
 
     // Another organization sees none of it; scopes gate reads and writes.
     let other = app.new_org("Other").await;
@@ -127,127 +133,116 @@ async fn collections_and_requests_have_crud_scopes_and_isolation() {
         let reply = app.call(method.clone(), &path, Some(&other), body).await;
         assert_eq!((reply.status.as_u16(), reply.code()), (404, "not_found"), "{method} {path}: {}", reply.text);
     }
-    assert!(
-        app.call(Method::GET, "/collections", Some(&other), None).await.body["items"]
-            .as_array()
-            .expect("items")
-            .is_empty()
-    );
-    let reader = scoped(&app, app.admin.org, &["collections:read"]).await;
-    assert_eq!(app.call(Method::GET, &one, Some(&reader), None).await.status, 200);
-    let denied = app.call(Method::DELETE, &one, Some(&reader), None).await;
-    assert_eq!((denied.status.as_u16(), denied.code()), (403, "insufficient_scope"));
-    let flows_only = scoped(&app, app.admin.org, &["flows:read"]).await;
-    assert_eq!(app.call(Method::GET, "/collections", Some(&flows_only), None).await.status, 403);
-    assert_eq!(app.call(Method::GET, "/collections", None, None).await.status, 401);
+    assert!(app.api_as(&other).collections().list(&[]).await.expect("list").items.is_empty());
+    let reader = app.api_as(&scoped(&app, app.admin.org, &["collections:read"]).await);
+    reader.collections().get_request(&id, request_id).await.expect("collections:read reads");
+    let denied = reader.collections().delete_request(&id, request_id).await.expect_err("read only");
+    assert_eq!((denied.status(), denied.code()), (403, "insufficient_scope"));
+    let flows_only = app.api_as(&scoped(&app, app.admin.org, &["flows:read"]).await);
+    assert_eq!(flows_only.collections().list(&[]).await.expect_err("no collections scope").status(), 403);
+    let anonymous = app.api_with(Credentials::None);
+    assert_eq!(anonymous.collections().list(&[]).await.expect_err("anonymous").status(), 401);
 
-    assert_eq!(app.admin(Method::DELETE, &one, None).await.status, 204);
-    assert_eq!(app.admin(Method::GET, &one, None).await.status, 404);
-    assert_eq!(app.admin(Method::DELETE, &format!("/collections/{id}"), None).await.status, 204);
-    assert_eq!(app.admin(Method::GET, &requests, None).await.status, 404);
+    api.collections().delete_request(&id, request_id).await.expect("delete");
+    assert_eq!(api.collections().get_request(&id, request_id).await.expect_err("gone").status(), 404);
+    api.collections().delete(&id).await.expect("delete");
+    assert_eq!(api.collections().requests(&id, &[]).await.expect_err("gone").status(), 404);
 }
 
 #[tokio::test]
 async fn the_petstore_imports_with_folders_names_urls_and_parameters() {
     let app = TestApp::spawn().await;
-    let imported = import(&app, json!({"source": {"document": data("petstore-3.0.yaml")}})).await;
-    assert_eq!(imported["summary"]["requests"], 3);
-    assert_eq!(imported["summary"]["folders"], 1);
-    let collection = &imported["collection"];
-    assert_eq!(collection["name"], "Swagger Petstore");
-    assert_eq!(collection["variables"]["base_url"], "http://petstore.swagger.io/v1");
-    assert_eq!(collection["folders"], json!([{"name": "pets", "request_count": 3}]));
+    let api = app.api();
+    let imported = import_typed(&app, &document("petstore-3.0.yaml")).await;
+    assert_eq!((imported.summary.requests, imported.summary.folders), (3, 1));
+    let collection = &imported.collection;
+    assert_eq!(collection.collection.name, "Swagger Petstore");
+    assert_eq!(collection.collection.variables["base_url"], "http://petstore.swagger.io/v1");
+    let folders: Vec<(&str, i64)> = collection.folders.iter().map(|f| (f.name.as_str(), f.request_count)).collect();
+    assert_eq!(folders, [("pets", 3)]);
     let list = request(collection, "List all pets");
-    assert_eq!((list["method"].as_str(), list["url"].as_str()), (Some("GET"), Some("{{base_url}}/pets")));
-    assert_eq!(list["operation_key"], "GET /pets");
-    assert_eq!(list["query"], json!({}), "an optional parameter without example is left out");
+    assert_eq!((list.method.as_str(), list.url.as_str()), ("GET", "{{base_url}}/pets"));
+    assert_eq!(list.operation_key.as_deref(), Some("GET /pets"));
+    assert!(list.query.is_empty(), "an optional parameter without example is left out");
     let show = request(collection, "Info for a specific pet");
     assert_eq!(
-        (show["url"].as_str(), show["operation_key"].as_str()),
-        (Some("{{base_url}}/pets/{{petId}}"), Some("GET /pets/{}"))
+        (show.url.as_str(), show.operation_key.as_deref()),
+        ("{{base_url}}/pets/{{petId}}", Some("GET /pets/{}"))
     );
-    assert_eq!(request(collection, "Create a pet")["method"], "POST");
-    let sync = app
-        .admin(Method::GET, &format!("/collections/{}/openapi-sync", collection["id"].as_str().expect("id")), None)
-        .await;
-    assert_eq!(
-        (sync.body["status"].as_str(), sync.body["history"].as_array().map(Vec::len)),
-        (Some("synced"), Some(1))
-    );
-    assert_eq!(sync.body["document_sha256"].as_str().map(str::len), Some(64));
-    let id = collection["id"].as_str().expect("id");
-    let resync = app.admin(Method::POST, &format!("/collections/{id}/openapi-sync"), None).await;
-    assert_eq!(resync.status, 200, "{}", resync.text);
-    assert_eq!(resync.body["unchanged"].as_array().map(Vec::len), Some(3), "{}", resync.text);
-    assert_eq!(resync.body["document_sha256"], sync.body["document_sha256"]);
+    assert_eq!(request(collection, "Create a pet").method, "POST");
+    let id = collection.collection.id;
+    let sync = api.collections().get_sync(id).await.expect("sync");
+    assert_eq!((sync.status.as_str(), sync.history.len()), ("synced", 1));
+    assert_eq!(sync.document_sha256.as_deref().map(str::len), Some(64));
+    let resync = api.collections().apply_sync(id).await.expect("resync");
+    assert_eq!(resync.diff.unchanged.len(), 3, "{resync:?}");
+    assert_eq!(Some(resync.diff.document_sha256), sync.document_sha256);
 }
 
 #[tokio::test]
 async fn galaxy_3_1_imports_with_webhooks_cycles_bodies_and_security() {
     let app = TestApp::spawn().await;
-    let imported =
-        import(&app, json!({"name": "Galaxy", "source": {"document": data("scalar-galaxy-3.1.yaml")}})).await;
-    let (summary, collection) = (&imported["summary"], &imported["collection"]);
-    assert_eq!(summary["requests"], 10, "{summary}");
-    assert_eq!(summary["folders"], 3);
-    let warnings = summary["warnings"].to_string();
+    let api = app.api();
+    let galaxy = ImportOpenApi { name: Some("Galaxy".into()), ..document("scalar-galaxy-3.1.yaml") };
+    let imported = import_typed(&app, &galaxy).await;
+    let (summary, collection) = (&imported.summary, &imported.collection);
+    assert_eq!(summary.requests, 10, "{summary:?}");
+    assert_eq!(summary.folders, 3);
+    let warnings = summary.warnings.join("\n");
     assert!(warnings.contains("newPlanet") && warnings.contains("webhook"), "{warnings}");
     assert!(warnings.contains("multipart/form-data"), "{warnings}");
-    assert_eq!(collection["variables"]["base_url"], "https://galaxy.scalar.com");
+    assert_eq!(collection.collection.variables["base_url"], "https://galaxy.scalar.com");
     let create = request(collection, "Create a planet");
-    assert_eq!(create["headers"]["content-type"], "application/json");
-    let body: Value = serde_json::from_str(create["body"].as_str().expect("body")).expect("a JSON body");
+    assert_eq!(create.headers["content-type"], "application/json");
+    let body: Value = serde_json::from_str(create.body.as_deref().expect("body")).expect("a JSON body");
     assert!(body["name"].is_string(), "the body comes from the (cyclic) Planet schema or its example: {body}");
-    assert_eq!(create["headers"]["authorization"], "Bearer {{token}}", "the first global requirement");
-    assert_eq!(request(collection, "Get authenticated user")["headers"]["authorization"], "Basic {{basic_auth}}");
+    assert_eq!(create.headers["authorization"], "Bearer {{token}}", "the first global requirement");
+    assert_eq!(request(collection, "Get authenticated user").headers["authorization"], "Basic {{basic_auth}}");
     let public = request(collection, "Get all planets");
-    assert!(public["headers"].get("authorization").is_none(), "`security: []` means none");
-    assert_eq!(public["folder"], "Planets");
-    assert_eq!(request(collection, "Get a planet")["url"], "{{base_url}}/planets/{{planetId}}");
+    assert!(!public.headers.contains_key("authorization"), "`security: []` means none");
+    assert_eq!(public.folder.as_deref(), Some("Planets"));
+    assert_eq!(request(collection, "Get a planet").url, "{{base_url}}/planets/{{planetId}}");
 
     // A new summary in the description: the preview names it, the apply renames the (unedited) request.
-    let id = collection["id"].as_str().expect("id");
+    let id = collection.collection.id;
     let edited = data("scalar-galaxy-3.1.yaml").replace("summary: Get all planets", "summary: List every planet");
-    let sync = format!("/collections/{id}/openapi-sync");
-    assert_eq!(app.admin(Method::PUT, &sync, Some(json!({"source": {"document": edited}}))).await.status, 200);
-    let preview = app.admin(Method::POST, &format!("{sync}/preview"), None).await.body;
+    let source = PutOpenApiSync { source: OpenApiSource { url: None, document: Some(edited) }, delete_removed: false };
+    api.collections().put_sync(id, &source).await.expect("put the sync");
+    let preview = api.collections().preview_sync(id).await.expect("preview");
     assert_eq!(
-        preview["modified"],
+        serde_json::to_value(&preview.modified).expect("json"),
         json!([{"operation_key": "GET /planets", "name": "Get all planets",
-        "request_id": public["id"], "changes": ["summary"]}])
+        "request_id": public.id, "changes": ["summary"]}])
     );
-    assert_eq!(preview["unchanged"].as_array().map(Vec::len), Some(9));
-    assert_eq!(app.admin(Method::POST, &sync, None).await.status, 200);
-    let after = app.admin(Method::GET, &format!("/collections/{id}"), None).await.body;
-    assert_eq!(request(&after, "List every planet")["id"], public["id"]);
+    assert_eq!(preview.unchanged.len(), 9);
+    api.collections().apply_sync(id).await.expect("apply");
+    let after = api.collections().get(id).await.expect("detail");
+    assert_eq!(request(&after, "List every planet").id, public.id);
 }
 
 #[tokio::test]
 async fn the_stripe_api_imports_hundreds_of_operations_and_resyncs_unchanged() {
     let app = TestApp::spawn().await;
     let started = Instant::now();
-    let imported = import(&app, json!({"source": {"document": data("stripe-3.0.yaml")}})).await;
+    let imported = import_typed(&app, &document("stripe-3.0.yaml")).await;
     let elapsed = started.elapsed();
-    let count = imported["summary"]["requests"].as_u64().expect("count");
+    let count = imported.summary.requests;
     println!("stripe-3.0.yaml: {count} operations imported in {} ms", elapsed.as_millis());
     assert!(count > 250, "{count}");
-    let collection = &imported["collection"];
-    assert_eq!(collection["variables"]["base_url"], "https://api.stripe.com");
-    let id = collection["id"].as_str().expect("id");
-    let create = collection["requests"]
-        .as_array()
-        .expect("requests")
+    let collection = &imported.collection;
+    assert_eq!(collection.collection.variables["base_url"], "https://api.stripe.com");
+    let create = collection
+        .requests
         .iter()
-        .find(|r| r["operation_key"] == "POST /v1/customers")
+        .find(|r| r.operation_key.as_deref() == Some("POST /v1/customers"))
         .expect("POST /v1/customers");
-    assert_eq!(create["headers"]["content-type"], "application/x-www-form-urlencoded");
-    assert_eq!(create["headers"]["authorization"], "Basic {{basic_auth}}");
-    let preview = app.admin(Method::POST, &format!("/collections/{id}/openapi-sync/preview"), None).await;
-    assert_eq!(preview.status, 200, "{}", preview.text);
-    for list in ["added", "modified", "removed"] {
-        assert_eq!(preview.body[list].as_array().map(Vec::len), Some(0), "{list}: {}", preview.body[list]);
+    assert_eq!(create.headers["content-type"], "application/x-www-form-urlencoded");
+    assert_eq!(create.headers["authorization"], "Basic {{basic_auth}}");
+    let preview = app.api().collections().preview_sync(collection.collection.id).await.expect("preview");
+    for (name, list) in [("added", &preview.added), ("modified", &preview.modified), ("removed", &preview.removed)] {
+        assert!(list.is_empty(), "{name}: {list:?}");
     }
-    assert_eq!(preview.body["unchanged"].as_array().map(Vec::len), Some(usize::try_from(count).expect("count")));
+    assert_eq!(preview.unchanged.len(), count);
 }
 
 async fn serve(files: Vec<(&'static str, String)>) -> String {
@@ -274,15 +269,11 @@ async fn descriptions_import_from_urls_and_relative_servers_resolve_against_them
     assert_eq!(imported["summary"]["requests"], 3);
     let local = import(&app, json!({"source": {"url": format!("{base}/specs/local.yaml")}})).await;
     assert_eq!(local["collection"]["variables"]["base_url"], format!("{base}/api/v2"));
-    let missing = app
-        .admin(
-            Method::POST,
-            "/collections/import/openapi",
-            Some(json!({"source": {"url": format!("{base}/nope.yaml")}})),
-        )
-        .await;
-    assert_eq!(missing.status, 400);
-    assert!(missing.body["error"]["message"].as_str().expect("message").contains("404"), "{}", missing.text);
+    let missing =
+        ImportOpenApi { name: None, source: OpenApiSource { url: Some(format!("{base}/nope.yaml")), document: None } };
+    let missing = app.api().collections().import_openapi(&missing).await.expect_err("no such document");
+    assert_eq!(missing.status(), 400);
+    assert!(missing.message().contains("404"), "{missing}");
 }
 
 #[tokio::test]
@@ -316,8 +307,7 @@ async fn bad_documents_and_forbidden_urls_get_clear_400s() {
         let message = reply.body["error"]["message"].as_str().expect("message");
         assert!(message.contains(expected), "{body}: expected {expected:?} in {message:?}");
     }
-    let listed = app.admin(Method::GET, "/collections", None).await;
-    assert!(listed.body["items"].as_array().expect("items").is_empty(), "nothing was stored");
+    assert!(app.api().collections().list(&[]).await.expect("list").items.is_empty(), "nothing was stored");
     let writer_only = scoped(&app, app.admin.org, &["collections:read"]).await;
     let denied = app.call(Method::POST, path, Some(&writer_only), Some(json!({"source": {"document": "{}"}}))).await;
     assert_eq!(denied.status, 403);

@@ -2,7 +2,6 @@
 //! rows (the statements that write them hold the execution's row), a statement trigger on `executions` deletes them.
 
 use hookflow_tests::TestApp;
-use reqwest::Method;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -37,8 +36,7 @@ async fn deleting_a_flow_deletes_its_executions_jobs_results_and_events_and_noth
         assert_eq!(children(&app, id).await, (1, 1, 5));
         executions.push(id);
     }
-    let deleted = app.admin(Method::DELETE, &format!("/flows/{doomed}"), None).await;
-    assert_eq!(deleted.status, 204, "{}", deleted.text);
+    app.api().flows().delete(&doomed).await.expect("delete the flow");
     assert_eq!(children(&app, executions[0]).await, (0, 0, 0), "the deleted flow's execution left nothing");
     assert_eq!(children(&app, executions[1]).await, (1, 1, 5), "another flow's execution is untouched");
 }

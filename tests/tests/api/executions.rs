@@ -2,12 +2,17 @@
 //! and stream, leases and rescue, labels, cancellation, idempotency, errors, scopes and isolation.
 
 use futures_util::future::join_all;
+use hookflow_shared::api::Patch;
+use hookflow_shared::api::executions::{ExecutionStatus, Launch, LaunchByTag};
+use hookflow_shared::api::flows::{PatchFlow, Publish, PutEnvironment, WriteFlow};
+use hookflow_shared::api::resources::PutSecret;
+use hookflow_shared::api::runners::{Heartbeat, HeartbeatReply, Metrics};
 use hookflow_shared::wire::{header, runner_route};
-use hookflow_tests::TestApp;
-use hookflow_tests::app::{Creds, Reply};
+use hookflow_tests::app::Creds;
 use hookflow_tests::exec::scoped;
 use hookflow_tests::notices::Notices;
 use hookflow_tests::sse::Sse;
+use hookflow_tests::{Credentials, TestApp};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -30,12 +35,16 @@ fn node_result(node: &str, status: &str) -> Value {
 #[tokio::test]
 async fn a_claim_runs_through_reports_and_completion() {
     let app = TestApp::spawn_for_execution().await;
-    app.admin(Method::PUT, "/secrets/API_PASSWORD", Some(json!({"value": "hunter2-secret"}))).await;
-    app.admin(Method::PUT, "/secrets/UNUSED", Some(json!({"value": "never-sent"}))).await;
-    app.admin(Method::PUT, "/variables/user", Some(json!({"value": "org-user"}))).await;
+    let api = app.api();
+    let secret = |value: &str| PutSecret { value: value.into(), allowed_hosts: vec![], runners_only: false };
+    api.secrets().put("API_PASSWORD", &secret("hunter2-secret")).await.expect("put");
+    api.secrets().put("UNUSED", &secret("never-sent")).await.expect("put");
+    api.variables().put("user", "org-user").await.expect("put");
     let flow = app.create_flow("protocol", two_nodes()).await;
-    let env = json!({"variables": {"user": "env-user", "region": "eu"}});
-    assert_eq!(app.admin(Method::PUT, &format!("/flows/{flow}/environments/staging"), Some(env)).await.status, 200);
+    let env = PutEnvironment {
+        variables: [("user", "env-user"), ("region", "eu")].map(|(k, v)| (k.into(), v.into())).into(),
+    };
+    api.flows().put_environment(&flow, "staging", &env).await.expect("put staging");
     let execution = app.launch(&flow, json!({"environment": "staging", "variables": {"region": "us"}})).await;
     assert_eq!(execution["status"], "queued");
     assert_eq!(execution["trigger"], "api");
@@ -88,18 +97,16 @@ async fn a_claim_runs_through_reports_and_completion() {
         assert_eq!((late.status.as_u16(), late.code()), (401, "unauthorized"), "the token died with the job");
     }
 
-    let nodes = app.admin(Method::GET, &format!("/flows/{flow}/executions/{id}/nodes"), None).await;
-    assert_eq!(nodes.status, 200);
-    let items = nodes.body["items"].as_array().expect("items");
-    assert_eq!(items.iter().map(|n| n["node_id"].as_str()).collect::<Vec<_>>(), [Some("login"), Some("wait")]);
-    assert_eq!(items[0]["status"], "passed", "the first report of a node stands");
-    assert_eq!(items[0]["attempt"], 1);
-    assert_eq!(items[0]["extracted"], json!({"token": "t-1"}));
+    let items = api.executions().nodes(&flow, &id).await.expect("nodes").items;
+    assert_eq!(items.iter().map(|n| n.node_id.as_str()).collect::<Vec<_>>(), ["login", "wait"]);
+    assert_eq!(items[0].status.as_str(), "passed", "the first report of a node stands");
+    assert_eq!(items[0].attempt, 1);
+    assert_eq!(json!(items[0].extracted), json!({"token": "t-1"}));
 
-    let list = app.admin(Method::GET, &format!("/flows/{flow}/executions"), None).await;
-    assert_eq!(list.body["items"][0]["id"], id.as_str());
-    let flow_body = app.admin(Method::GET, &format!("/flows/{flow}"), None).await;
-    assert_eq!(flow_body.body["last_status"], "succeeded");
+    let list = api.executions().list(&flow, &[]).await.expect("list");
+    assert_eq!(list.items[0].id.to_string(), id);
+    let flow_body = api.flows().get(&flow).await.expect("flow");
+    assert_eq!(flow_body.last_status, Some(ExecutionStatus::Succeeded));
 
     // A late subscriber gets the whole story, then the stream closes.
     let mut sse = Sse::open(&app, &format!("/flows/{flow}/executions/{id}/stream"), None).await;
@@ -212,8 +219,7 @@ async fn transitions_notify_only_the_executions_a_stream_watches() {
 
     // The unwatched one ends first; notifications arrive in commit order, so any for it would come first.
     for id in [&unwatched, &watched] {
-        let cancel = app.admin(Method::POST, &format!("/flows/{flow}/executions/{id}/cancel"), None).await;
-        assert!(cancel.status.is_success(), "{}", cancel.text);
+        app.api().executions().cancel(&flow, id).await.expect("cancel");
     }
     assert_eq!(notices.next().await, watched, "the unwatched execution's transition sent no NOTIFY");
     let completed = sse.event().await;
@@ -320,8 +326,9 @@ async fn jobs_go_only_to_runners_carrying_every_required_label() {
     assert_eq!(claimed.body["execution_id"], execution["id"]);
     let unlabelled = app.launch(&flow, json!({})).await;
     assert_eq!(app.next_job(&creds, &plain, 1).await.body["execution_id"], unlabelled["id"], "no labels: anyone");
-    let bad = app.admin(Method::POST, &format!("/flows/{flow}/launch"), Some(json!({"runner_labels": [""]}))).await;
-    assert_eq!((bad.status.as_u16(), bad.code()), (400, "invalid_request"));
+    let empty_label = Launch { runner_labels: vec![String::new()], ..Default::default() };
+    let bad = app.api().flows().launch(&flow, &empty_label).await.expect_err("an empty label");
+    assert_eq!((bad.status(), bad.code()), (400, "invalid_request"));
 }
 
 #[tokio::test]
@@ -333,28 +340,28 @@ async fn expired_leases_are_retried_as_the_next_attempt_and_stale_reports_get_40
     let id = app.launch_draft(&flow).await;
     let first = app.next_job(&creds, &runner, 5).await.body;
     // Heartbeats keep the lease alive past its 2 s.
+    let runner_id: uuid::Uuid = runner.parse().expect("runner id");
+    let as_runner = app.api_as(&creds);
     for _ in 0..3 {
-        let beat = app
-            .call(Method::POST, &runner_route::heartbeat(runner.parse().expect("runner id")), Some(&creds),
-                Some(json!({"running_jobs": [first["job_id"]], "metrics": {"cpu_percent": 12.5, "memory_used_bytes": 1000, "load_avg_1m": 0.5}})))
-            .await;
-        assert_eq!(beat.status, 200, "{}", beat.text);
-        assert_eq!(beat.body, json!({"cancel": []}));
+        let metrics = Metrics { cpu_percent: 12.5, memory_used_bytes: 1000, load_avg_1m: 0.5 };
+        let body = Heartbeat { running_jobs: vec![job_id(&first)], metrics: Some(metrics) };
+        let beat = as_runner.runners().heartbeat(runner_id, &body).await.expect("a heartbeat");
+        assert!(beat.cancel.is_empty(), "{beat:?}");
         tokio::time::sleep(Duration::from_millis(900)).await;
     }
     assert_eq!(app.execution(&flow, &id).await["status"], "running", "heartbeats extended the lease");
-    let shown = app.admin(Method::GET, &runner_route::runner(runner.parse().expect("runner id")), None).await;
-    assert_eq!(shown.body["status"], "online");
-    assert_eq!(shown.body["metrics"]["cpu_percent"], 12.5);
-    assert_eq!(shown.body["running_jobs"], 1);
+    let shown = app.api().runners().get(runner_id).await.expect("the runner");
+    assert_eq!(shown.status, "online");
+    assert_eq!(shown.metrics.map(|m| m.cpu_percent), Some(12.5));
+    assert_eq!(shown.running_jobs, 1);
 
     // Silence: the rescuer requeues it as attempt 2.
     let requeued = app.wait_execution(&flow, &id, Duration::from_secs(10), |e| e["attempt"] == 2).await;
     assert_eq!(requeued["status"], "queued");
     let stale = app.job_call(&first, "nodes", node_result("wait", "passed")).await;
     assert_eq!((stale.status.as_u16(), stale.code()), (409, "conflict"));
-    let beat = heartbeat(&app, &creds, &runner, &first["job_id"]).await;
-    assert_eq!(beat.body["cancel"], json!([first["job_id"]]), "the runner is told to drop the stale job");
+    let beat = heartbeat(&app, &creds, &runner, &first).await;
+    assert_eq!(beat.cancel, [job_id(&first)], "the runner is told to drop the stale job");
     let second = app.next_job(&creds, &runner, 5).await.body;
     assert_eq!(second["attempt"], 2);
     assert_ne!(second["job_token"], first["job_token"]);
@@ -380,21 +387,24 @@ async fn cancelling_stops_queued_runs_at_once_and_tells_runners_of_running_ones(
     let app = TestApp::spawn_for_execution().await;
     let flow = app.delay_flow("cancel").await;
     let queued = app.launch_draft(&flow).await;
-    let cancel = app.admin(Method::POST, &format!("/flows/{flow}/executions/{queued}/cancel"), None).await;
-    assert_eq!(cancel.status, 202, "{}", cancel.text);
-    assert_eq!(cancel.body["status"], "cancelled");
-    let again = app.admin(Method::POST, &format!("/flows/{flow}/executions/{queued}/cancel"), None).await;
-    assert_eq!((again.status.as_u16(), again.code()), (409, "conflict"));
+    let api = app.api();
+    let cancel = api.send_raw(api.request(Method::POST, &format!("/flows/{flow}/executions/{queued}/cancel"))).await;
+    let cancel = cancel.expect("cancel");
+    assert_eq!(cancel.status(), 202);
+    let cancel: hookflow_shared::api::executions::Execution = cancel.json().await.expect("an execution");
+    assert_eq!(cancel.status, ExecutionStatus::Cancelled);
+    let again = api.executions().cancel(&flow, &queued).await.expect_err("already over");
+    assert_eq!((again.status(), again.code()), (409, "conflict"));
 
     let running = app.launch_draft(&flow).await;
     let creds = app.runner_creds(app.admin.org).await;
     let runner = app.register_runner(&creds, &[]).await;
     let job = app.next_job(&creds, &runner, 5).await.body;
     assert_eq!(job["execution_id"], running.as_str(), "the cancelled one was never handed out");
-    let asked = app.admin(Method::POST, &format!("/flows/{flow}/executions/{running}/cancel"), None).await;
-    assert_eq!((asked.status.as_u16(), asked.body["status"].as_str()), (202, Some("running")));
-    let beat = heartbeat(&app, &creds, &runner, &job["job_id"]).await;
-    assert_eq!(beat.body["cancel"], json!([job["job_id"]]));
+    let asked = api.executions().cancel(&flow, &running).await.expect("cancel");
+    assert_eq!(asked.status, ExecutionStatus::Running);
+    let beat = heartbeat(&app, &creds, &runner, &job).await;
+    assert_eq!(beat.cancel, [job_id(&job)]);
     assert_eq!(app.job_call(&job, "nodes", node_result("wait", "skipped")).await.body["cancel"], true);
     app.job_call(&job, "complete", json!({"status": "cancelled"})).await;
     assert_eq!(app.execution(&flow, &running).await["status"], "cancelled");
@@ -433,17 +443,20 @@ async fn launch_resolves_versions_environments_and_refuses_what_is_not_there() {
     let app = TestApp::spawn_for_execution().await;
     let flow = app.delay_flow("versions").await;
     let path = format!("/flows/{flow}/launch");
-    let none = app.admin(Method::POST, &path, Some(json!({"version": "latest"}))).await;
+    let api = app.api();
+    let latest: Launch = serde_json::from_value(json!({"version": "latest"})).expect("a launch");
+    let none = api.flows().launch(&flow, &latest).await.expect_err("nothing published");
     none.assert_refused(400, "invalid_request", "version");
-    assert_eq!(app.admin(Method::POST, &format!("/flows/{flow}/publish"), None).await.status, 201);
+    api.flows().publish(&flow, &Publish::default()).await.expect("publish");
     let latest = app.launch(&flow, json!({"version": "latest"})).await;
     assert_eq!(latest["flow_version"], 1);
     assert_eq!(app.launch(&flow, json!({"version": 1})).await["flow_version"], 1);
-    let missing = app.admin(Method::POST, &path, Some(json!({"version": 7}))).await;
-    assert_eq!(missing.status, 400);
-    let env = app.admin(Method::POST, &path, Some(json!({"environment": "prod"}))).await;
-    assert_eq!(env.status, 400);
-    assert!(env.body["error"]["message"].as_str().expect("message").contains("environment"));
+    let seven: Launch = serde_json::from_value(json!({"version": 7})).expect("a launch");
+    assert_eq!(api.flows().launch(&flow, &seven).await.expect_err("no version 7").status(), 400);
+    let prod = Launch { environment: Some("prod".into()), ..Default::default() };
+    let env = api.flows().launch(&flow, &prod).await.expect_err("no such environment");
+    assert_eq!(env.status(), 400);
+    assert!(env.message().contains("environment"));
     let unknown = app.admin(Method::POST, &path, Some(json!({"colour": "red"}))).await;
     assert_eq!(unknown.status, 400);
     assert!(unknown.text.contains("colour"));
@@ -458,8 +471,8 @@ async fn launch_resolves_versions_environments_and_refuses_what_is_not_there() {
         .await
         .expect("send");
     assert_eq!(empty.status(), 201, "an empty body launches the draft");
-    let absent = app.admin(Method::POST, &format!("/flows/{}/launch", uuid::Uuid::now_v7()), None).await;
-    assert_eq!((absent.status.as_u16(), absent.code()), (404, "not_found"));
+    let absent = api.flows().launch(uuid::Uuid::now_v7(), &Launch::default()).await.expect_err("no such flow");
+    assert_eq!((absent.status(), absent.code()), (404, "not_found"));
 }
 
 #[tokio::test]
@@ -468,10 +481,11 @@ async fn modules_are_resolved_at_launch_and_shipped_with_the_claim() {
     let inner = app.delay_flow("inner").await;
     let outer_definition = json!({"nodes": [{"id": "sub", "kind": "module", "flow_id": inner, "version": "latest"}]});
     let outer = app.create_flow("outer", outer_definition).await;
-    let unpublished = app.admin(Method::POST, &format!("/flows/{outer}/launch"), None).await;
-    assert_eq!(unpublished.status, 400, "the module has no published version");
-    assert!(unpublished.body["error"]["message"].as_str().expect("message").contains("sub"));
-    app.admin(Method::POST, &format!("/flows/{inner}/publish"), None).await;
+    let api = app.api();
+    let unpublished = api.flows().launch(&outer, &Launch::default()).await.expect_err("an unpublished module");
+    assert_eq!(unpublished.status(), 400, "the module has no published version");
+    assert!(unpublished.message().contains("sub"));
+    api.flows().publish(&inner, &Publish::default()).await.expect("publish");
     app.launch(&outer, json!({})).await;
     let creds = app.runner_creds(app.admin.org).await;
     let runner = app.register_runner(&creds, &[]).await;
@@ -483,22 +497,24 @@ async fn modules_are_resolved_at_launch_and_shipped_with_the_claim() {
 #[tokio::test]
 async fn launch_by_tag_starts_every_flow_carrying_the_tags() {
     let app = TestApp::spawn_for_execution().await;
-    for (name, tags) in [("a", json!(["smoke", "eu"])), ("b", json!(["smoke"])), ("c", json!(["nightly"]))] {
-        let body = json!({"name": name, "tags": tags,
-            "definition": {"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]}});
-        assert_eq!(app.admin(Method::POST, "/flows", Some(body)).await.status, 201);
+    let api = app.api();
+    let tags = |tags: &[&str]| tags.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+    for (name, with) in [("a", tags(&["smoke", "eu"])), ("b", tags(&["smoke"])), ("c", tags(&["nightly"]))] {
+        let definition = json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]});
+        let flow = WriteFlow { name: name.into(), tags: with, definition, ..Default::default() };
+        api.flows().create(&flow).await.expect("create");
     }
-    let reply = app.admin(Method::POST, "/flows/launch", Some(json!({"tags": ["smoke"]}))).await;
-    assert_eq!(reply.status, 201, "{}", reply.text);
-    let executions = reply.body["executions"].as_array().expect("executions");
+    let smoke = LaunchByTag { tags: tags(&["smoke"]), ..Default::default() };
+    let executions = api.flows().launch_by_tag(&smoke).await.expect("launch by tag").executions;
     assert_eq!(executions.len(), 2);
-    assert!(executions.iter().all(|e| e["trigger"] == "tag" && e["status"] == "queued"));
-    let both = app.admin(Method::POST, "/flows/launch", Some(json!({"tags": ["smoke", "eu"]}))).await;
-    assert_eq!(both.body["executions"].as_array().map(Vec::len), Some(1), "every tag must match");
-    let none = app.admin(Method::POST, "/flows/launch", Some(json!({"tags": []}))).await;
-    assert_eq!(none.status, 400);
-    let execute_only = scoped(&app, app.admin.org, &["flows:execute"]).await;
-    let denied = app.call(Method::POST, "/flows/launch", Some(&execute_only), Some(json!({"tags": ["smoke"]}))).await;
+    assert!(executions.iter().all(|e| e.trigger.as_str() == "tag" && e.status == ExecutionStatus::Queued));
+    let both = LaunchByTag { tags: tags(&["smoke", "eu"]), ..Default::default() };
+    let both = api.flows().launch_by_tag(&both).await.expect("launch by tag");
+    assert_eq!(both.executions.len(), 1, "every tag must match");
+    let none = api.flows().launch_by_tag(&LaunchByTag::default()).await.expect_err("no tags");
+    assert_eq!(none.status(), 400);
+    let execute_only = app.api_as(&scoped(&app, app.admin.org, &["flows:execute"]).await);
+    let denied = execute_only.flows().launch_by_tag(&smoke).await.expect_err("no flows:read");
     denied.assert_refused(403, "insufficient_scope", "flows:read");
 }
 
@@ -566,15 +582,14 @@ async fn scopes_and_organizations_fence_every_execution_operation() {
         let reply = app.call(method.clone(), &path, Some(&other), None).await;
         assert_eq!((reply.status.as_u16(), reply.code()), (404, "not_found"), "{method} {path}");
     }
-    let reader = scoped(&app, app.admin.org, &["flows:read"]).await;
-    let launch = app.call(Method::POST, &format!("/flows/{flow}/launch"), Some(&reader), None).await;
-    assert_eq!((launch.status.as_u16(), launch.code()), (403, "insufficient_scope"));
-    let cancel = app.call(Method::POST, &format!("/flows/{flow}/executions/{id}/cancel"), Some(&reader), None).await;
-    assert_eq!(cancel.status, 403);
-    let executor = scoped(&app, app.admin.org, &["flows:execute"]).await;
-    let list = app.call(Method::GET, &format!("/flows/{flow}/executions"), Some(&executor), None).await;
-    assert_eq!(list.status, 403);
-    assert_eq!(app.call(Method::GET, &format!("/flows/{flow}/executions"), None, None).await.status, 401);
+    let reader = app.api_as(&scoped(&app, app.admin.org, &["flows:read"]).await);
+    let launch = reader.flows().launch(&flow, &Launch::default()).await.expect_err("no flows:execute");
+    assert_eq!((launch.status(), launch.code()), (403, "insufficient_scope"));
+    assert_eq!(reader.executions().cancel(&flow, &id).await.expect_err("no flows:execute").status(), 403);
+    let executor = app.api_as(&scoped(&app, app.admin.org, &["flows:execute"]).await);
+    assert_eq!(executor.executions().list(&flow, &[]).await.expect_err("no flows:read").status(), 403);
+    let anonymous = app.api_with(Credentials::None);
+    assert_eq!(anonymous.executions().list(&flow, &[]).await.expect_err("anonymous").status(), 401);
 
     // Runner endpoints: the runner:complete scope, and runners of another organization are 404.
     let no_runner_scope = scoped(&app, app.admin.org, &["flows:read"]).await;
@@ -587,27 +602,12 @@ async fn scopes_and_organizations_fence_every_execution_operation() {
     let runner = app.register_runner(&creds, &[]).await;
     let other_runner_creds = app.runner_creds(other.org).await;
     assert_eq!(app.next_job(&other_runner_creds, &runner, 1).await.status, 404);
-    let beat = app
-        .call(
-            Method::POST,
-            &runner_route::heartbeat(runner.parse().expect("runner id")),
-            Some(&other_runner_creds),
-            Some(json!({})),
-        )
-        .await;
-    assert_eq!(beat.status, 404);
-    assert_eq!(
-        app.call(Method::GET, &runner_route::runner(runner.parse().expect("runner id")), Some(&other), None)
-            .await
-            .status,
-        404
-    );
-    assert_eq!(
-        app.call(Method::DELETE, &runner_route::runner(runner.parse().expect("runner id")), Some(&other), None)
-            .await
-            .status,
-        404
-    );
+    let runner_id: uuid::Uuid = runner.parse().expect("runner id");
+    let beat = app.api_as(&other_runner_creds).runners().heartbeat(runner_id, &Heartbeat::default()).await;
+    assert_eq!(beat.expect_err("another organization's runner").status(), 404);
+    let theirs_api = app.api_as(&other);
+    assert_eq!(theirs_api.runners().get(runner_id).await.expect_err("not theirs").status(), 404);
+    assert_eq!(theirs_api.runners().delete(runner_id).await.expect_err("not theirs").status(), 404);
     // Another organization's runner never sees this organization's work.
     let theirs = app.register_runner(&other_runner_creds, &[]).await;
     assert_eq!(app.next_job(&other_runner_creds, &theirs, 1).await.status, 204);
@@ -621,37 +621,27 @@ async fn runners_are_listed_and_removing_one_requeues_its_jobs() {
     let app = TestApp::spawn_for_execution().await;
     let creds = app.runner_creds(app.admin.org).await;
     let runner = app.register_runner(&creds, &["linux"]).await;
-    let listed = app.admin(Method::GET, runner_route::RUNNERS, None).await;
-    assert_eq!(listed.status, 200);
-    let item = &listed.body["items"][0];
-    assert_eq!(item["id"], runner.as_str());
-    assert_eq!(item["labels"], json!(["linux"]));
-    assert_eq!(item["status"], "online");
-    assert_eq!(item["host"]["cpus"], 2);
-    let reader = scoped(&app, app.admin.org, &["runners:read"]).await;
-    assert_eq!(app.call(Method::GET, runner_route::RUNNERS, Some(&reader), None).await.status, 200);
-    assert_eq!(
-        app.call(Method::DELETE, &runner_route::runner(runner.parse().expect("runner id")), Some(&reader), None)
-            .await
-            .status,
-        403
-    );
+    let api = app.api();
+    let runner_id: uuid::Uuid = runner.parse().expect("runner id");
+    let listed = api.runners().list(&[]).await.expect("list");
+    let item = &listed.items[0];
+    assert_eq!(item.id, runner_id);
+    assert_eq!(item.labels, ["linux"]);
+    assert_eq!(item.status, "online");
+    assert_eq!(item.host.cpus, 2);
+    let reader = app.api_as(&scoped(&app, app.admin.org, &["runners:read"]).await);
+    reader.runners().list(&[]).await.expect("runners:read lists");
+    assert_eq!(reader.runners().delete(runner_id).await.expect_err("read only").status(), 403);
 
     let flow = app.delay_flow("requeue").await;
     let id = app.launch_draft(&flow).await;
     let job = app.next_job(&creds, &runner, 5).await.body;
-    assert_eq!(
-        app.admin(Method::DELETE, &runner_route::runner(runner.parse().expect("runner id")), None).await.status,
-        204
-    );
+    api.runners().delete(runner_id).await.expect("remove the runner");
     let requeued = app.execution(&flow, &id).await;
     assert_eq!((requeued["status"].as_str(), requeued["attempt"].as_i64()), (Some("queued"), Some(2)));
     assert_eq!(app.job_call(&job, "complete", json!({"status": "succeeded"})).await.status, 409);
     assert_eq!(app.next_job(&creds, &runner, 1).await.status, 404, "a removed runner cannot poll");
-    assert_eq!(
-        app.admin(Method::GET, &runner_route::runner(runner.parse().expect("runner id")), None).await.status,
-        404
-    );
+    assert_eq!(api.runners().get(runner_id).await.expect_err("removed").status(), 404);
     let bad = app
         .call(
             Method::POST,
@@ -668,9 +658,13 @@ async fn runners_are_listed_and_removing_one_requeues_its_jobs() {
 async fn schedules_fire_once_per_occurrence_across_replicas() {
     let app = TestApp::spawn_for_execution().await;
     let replica = app.replica().await;
-    let body = json!({"name": "every-2s", "schedule": "*/2 * * * * *",
-        "definition": {"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]}});
-    let flow = app.admin(Method::POST, "/flows", Some(body)).await.body["id"].as_str().expect("id").to_owned();
+    let every_2s = WriteFlow {
+        name: "every-2s".into(),
+        schedule: Some("*/2 * * * * *".into()),
+        definition: json!({"nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]}),
+        ..Default::default()
+    };
+    let flow = app.api().flows().create(&every_2s).await.expect("create").id.to_string();
     tokio::time::sleep(Duration::from_secs(7)).await;
     let created: Vec<(chrono::DateTime<chrono::Utc>, String)> =
         sqlx::query_as("SELECT created_at, trigger FROM executions WHERE flow_id = $1::uuid ORDER BY created_at")
@@ -688,7 +682,8 @@ async fn schedules_fire_once_per_occurrence_across_replicas() {
         );
     }
     // Removing the schedule stops it.
-    app.admin(Method::PATCH, &format!("/flows/{flow}"), Some(json!({"schedule": null}))).await;
+    let unscheduled = PatchFlow { schedule: Patch::Clear, ..Default::default() };
+    app.api().flows().patch(&flow, &unscheduled).await.expect("patch");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = app.rows("executions").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -709,26 +704,32 @@ async fn execution_analytics_count_outcomes_and_durations() {
         app.job_call(&job, "complete", json!({"status": status})).await;
     }
     app.launch(&flow, json!({})).await;
-    let stats = app.admin(Method::GET, &format!("/flows/{flow}/analytics/executions?bucket=minute"), None).await;
-    assert_eq!(stats.status, 200, "{}", stats.text);
-    let points = stats.body["points"].as_array().expect("points");
+    let api = app.api();
+    let stats = api.flows().analytics(&flow, &[("bucket", "minute")]).await.expect("stats");
+    let points = &stats.points;
     assert!(points.len() >= 1440, "every minute of the default 24 h window");
-    let succeeded: i64 = points.iter().map(|p| p["succeeded"].as_i64().unwrap_or(0)).sum();
-    let failed: i64 = points.iter().map(|p| p["failed"].as_i64().unwrap_or(0)).sum();
+    let succeeded: i64 = points.iter().map(|p| p.succeeded).sum();
+    let failed: i64 = points.iter().map(|p| p.failed).sum();
     assert_eq!((succeeded, failed), (2, 1));
-    let busy = points.iter().find(|p| p["succeeded"].as_i64() > Some(0)).expect("a busy bucket");
-    assert!(busy["p50_ms"].as_f64().is_some() && busy["p95_ms"].as_f64().is_some());
-    assert_eq!(points[0]["p50_ms"], json!(null), "an empty bucket has no percentiles");
-    let overview = app.admin(Method::GET, "/analytics/overview", None).await;
-    assert_eq!(overview.body["executions"]["succeeded"], 2);
-    assert_eq!(overview.body["executions"]["failed"], 1);
-    assert_eq!(overview.body["executions"]["queued"], 1);
-    let bad = app.admin(Method::GET, &format!("/flows/{flow}/analytics/executions?bucket=week"), None).await;
-    assert_eq!(bad.status, 400);
+    let busy = points.iter().find(|p| p.succeeded > 0).expect("a busy bucket");
+    assert!(busy.p50_ms.is_some() && busy.p95_ms.is_some());
+    assert_eq!(points[0].p50_ms, None, "an empty bucket has no percentiles");
+    let overview = api.organization().overview(&[]).await.expect("overview");
+    assert_eq!(overview.executions["succeeded"], 2);
+    assert_eq!(overview.executions["failed"], 1);
+    assert_eq!(overview.executions["queued"], 1);
+    let bad = api.flows().analytics(&flow, &[("bucket", "week")]).await.expect_err("no week buckets");
+    assert_eq!(bad.status(), 400);
+}
+
+/// A claimed job's id.
+fn job_id(job: &Value) -> uuid::Uuid {
+    job["job_id"].as_str().and_then(|id| id.parse().ok()).expect("a job id")
 }
 
 /// A runner's heartbeat naming the one job it runs.
-async fn heartbeat(app: &TestApp, creds: &Creds, runner: &str, job_id: &Value) -> Reply {
-    let body = json!({"running_jobs": [job_id]});
-    app.call(Method::POST, &runner_route::heartbeat(runner.parse().expect("runner id")), Some(creds), Some(body)).await
+async fn heartbeat(app: &TestApp, creds: &Creds, runner: &str, job: &Value) -> HeartbeatReply {
+    let body = Heartbeat { running_jobs: vec![job_id(job)], metrics: None };
+    let runner = runner.parse().expect("runner id");
+    app.api_as(creds).runners().heartbeat(runner, &body).await.expect("a heartbeat")
 }

@@ -1,9 +1,14 @@
 //! Flows: draft CRUD and validation, search and tags, versions, environments, export/import, schedules, scopes
 //! and isolation.
 
+use hookflow_shared::api::flows::{
+    Flow, FlowDocument, PatchFlow, Publish, PutEnvironment, SearchFlows, ValidateDefinition, WriteFlow,
+};
+use hookflow_shared::api::{Page, Patch};
 use hookflow_tests::TestApp;
 use reqwest::Method;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 fn definition(url: &str) -> Value {
     json!({"variables": {"base_url": "https://api.example.com"}, "timeout_s": 300,
@@ -16,53 +21,52 @@ fn definition(url: &str) -> Value {
     ]})
 }
 
-async fn create(app: &TestApp, name: &str, tags: Value) -> Value {
-    let reply = app
-        .admin(
-            Method::POST,
-            "/flows",
-            Some(json!({"name": name, "tags": tags, "definition": definition("{{base_url}}/login")})),
-        )
-        .await;
-    assert_eq!(reply.status, 201, "{}", reply.text);
-    reply.body
+fn write(name: &str, definition: Value) -> WriteFlow {
+    WriteFlow { name: name.into(), definition, ..WriteFlow::default() }
+}
+
+async fn create(app: &TestApp, name: &str, tags: &[&str]) -> Flow {
+    let flow = WriteFlow {
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        ..write(name, definition("{{base_url}}/login"))
+    };
+    app.api().flows().create(&flow).await.expect("create the flow")
+}
+
+fn ids(page: &Page<Flow>) -> Vec<uuid::Uuid> {
+    page.items.iter().map(|f| f.id).collect()
 }
 
 #[tokio::test]
 async fn a_flow_is_created_changed_and_deleted() {
     let app = TestApp::spawn().await;
-    let flow = create(&app, "checkout", json!(["smoke", "payments", "smoke"])).await;
-    let id = flow["id"].as_str().expect("id").to_owned();
-    assert_eq!(flow["tags"], json!(["smoke", "payments"]), "tags deduplicated");
-    assert_eq!(flow["draft_revision"], 1);
-    assert_eq!(flow["published_version"], json!(null));
-    assert_eq!(flow["definition"], definition("{{base_url}}/login"), "stored as given");
+    let api = app.api();
+    let flow = create(&app, "checkout", &["smoke", "payments", "smoke"]).await;
+    let id = flow.id;
+    assert_eq!(flow.tags, ["smoke", "payments"], "tags deduplicated");
+    assert_eq!(flow.draft_revision, 1);
+    assert_eq!(flow.published_version, None);
+    assert_eq!(flow.definition, definition("{{base_url}}/login"), "stored as given");
 
-    let put = app
-        .admin(
-            Method::PUT,
-            &format!("/flows/{id}"),
-            Some(json!({"name": "checkout v2", "definition": definition("{{base_url}}/v2"),
-            "schedule": "*/15 * * * *"})),
-        )
-        .await;
-    assert_eq!(put.status, 200, "{}", put.text);
-    assert_eq!((put.body["draft_revision"].as_i64(), put.body["tags"].clone()), (Some(2), json!([])));
-    assert_eq!(put.body["schedule"], "*/15 * * * *");
-    let patched = app
-        .admin(Method::PATCH, &format!("/flows/{id}"), Some(json!({"description": "the happy path", "schedule": null})))
-        .await;
-    assert_eq!(patched.body["draft_revision"], 3);
-    assert_eq!(patched.body["schedule"], json!(null));
-    assert_eq!(patched.body["name"], "checkout v2");
-    assert_eq!(app.admin(Method::GET, &format!("/flows/{id}"), None).await.body, patched.body);
+    let put =
+        WriteFlow { schedule: Some("*/15 * * * *".into()), ..write("checkout v2", definition("{{base_url}}/v2")) };
+    let put = api.flows().put(id, &put).await.expect("put");
+    assert_eq!((put.draft_revision, put.tags), (2, Vec::<String>::new()));
+    assert_eq!(put.schedule.as_deref(), Some("*/15 * * * *"));
+    let patch =
+        PatchFlow { description: Patch::Set("the happy path".into()), schedule: Patch::Clear, ..Default::default() };
+    let patched = api.flows().patch(id, &patch).await.expect("patch");
+    assert_eq!(patched.draft_revision, 3);
+    assert_eq!(patched.schedule, None);
+    assert_eq!(patched.name, "checkout v2");
+    let got = api.flows().get(id).await.expect("get");
+    assert_eq!(serde_json::to_value(got).expect("json"), serde_json::to_value(&patched).expect("json"));
 
-    let duplicate =
-        app.admin(Method::POST, "/flows", Some(json!({"name": "checkout v2", "definition": definition("x")}))).await;
-    assert_eq!((duplicate.status.as_u16(), duplicate.code()), (409, "conflict"));
-    assert_eq!(app.admin(Method::DELETE, &format!("/flows/{id}"), None).await.status, 204);
-    assert_eq!(app.admin(Method::GET, &format!("/flows/{id}"), None).await.status, 404);
-    assert_eq!(app.admin(Method::DELETE, &format!("/flows/{id}"), None).await.status, 404);
+    let duplicate = api.flows().create(&write("checkout v2", definition("x"))).await.expect_err("a taken name");
+    assert_eq!((duplicate.status(), duplicate.code()), (409, "conflict"));
+    api.flows().delete(id).await.expect("delete");
+    assert_eq!(api.flows().get(id).await.expect_err("gone").status(), 404);
+    assert_eq!(api.flows().delete(id).await.expect_err("gone").status(), 404);
 }
 
 #[tokio::test]
@@ -95,76 +99,74 @@ async fn invalid_definitions_and_fields_are_400_with_the_problem() {
     // Definitions up to 10 MiB are accepted (the API default is 1 MiB).
     let mut big = definition("x");
     big["nodes"][0]["request"]["body"] = json!("b".repeat(2 * 1024 * 1024));
-    assert_eq!(app.admin(Method::POST, "/flows", Some(json!({"name": "big", "definition": big}))).await.status, 201);
+    app.api().flows().create(&write("big", big)).await.expect("a 2 MiB definition");
 }
 
 #[tokio::test]
 async fn list_search_and_tags() {
     let app = TestApp::spawn().await;
-    let a = create(&app, "alpha checkout", json!(["smoke", "payments"])).await;
-    let b = create(&app, "beta login", json!(["smoke"])).await;
-    let c = create(&app, "gamma", json!([])).await;
-    let ids = |reply: &hookflow_tests::Reply| -> Vec<String> {
-        reply.body["items"]
-            .as_array()
-            .expect("items")
-            .iter()
-            .map(|f| f["id"].as_str().expect("id").to_owned())
-            .collect()
+    let api = app.api();
+    let a = create(&app, "alpha checkout", &["smoke", "payments"]).await;
+    let b = create(&app, "beta login", &["smoke"]).await;
+    let c = create(&app, "gamma", &[]).await;
+    let all = api.flows().list(&[]).await.expect("list");
+    assert_eq!(ids(&all), [c.id, b.id, a.id]);
+    let smoke = api.flows().list(&[("tag", "smoke"), ("limit", "1")]).await.expect("list");
+    assert_eq!(ids(&smoke), [b.id]);
+    let cursor = smoke.next_cursor.as_deref().expect("a next page");
+    let next = api.flows().list(&[("tag", "smoke"), ("limit", "1"), ("cursor", cursor)]).await.expect("list");
+    assert_eq!(ids(&next), [a.id]);
+    assert_eq!(ids(&api.flows().list(&[("q", "LOGIN")]).await.expect("list")), [b.id]);
+    let both = SearchFlows { tags: vec!["smoke".into(), "payments".into()], ..Default::default() };
+    assert_eq!(ids(&api.flows().search(&both).await.expect("search")), [a.id]);
+    let none = SearchFlows {
+        q: Some("checkout".into()),
+        last_status: Some(hookflow_shared::api::executions::ExecutionStatus::Failed),
+        ..Default::default()
     };
-    let all = app.admin(Method::GET, "/flows", None).await;
-    assert_eq!(ids(&all), [&c["id"], &b["id"], &a["id"]].map(|v| v.as_str().expect("id").to_owned()));
-    let smoke = app.admin(Method::GET, "/flows?tag=smoke&limit=1", None).await;
-    assert_eq!(ids(&smoke), [b["id"].as_str().expect("id")]);
-    let next = app.next_page("/flows?tag=smoke&limit=1", &smoke).await;
-    assert_eq!(ids(&next), [a["id"].as_str().expect("id")]);
-    assert_eq!(ids(&app.admin(Method::GET, "/flows?q=LOGIN", None).await), [b["id"].as_str().expect("id")]);
-    let search = app.admin(Method::POST, "/flows/search", Some(json!({"tags": ["smoke", "payments"]}))).await;
-    assert_eq!(ids(&search), [a["id"].as_str().expect("id")]);
-    let none = app.admin(Method::POST, "/flows/search", Some(json!({"q": "checkout", "last_status": "failed"}))).await;
-    assert_eq!(none.body["items"], json!([]));
-    assert_eq!(app.admin(Method::POST, "/flows/search", Some(json!({"limit": 0}))).await.code(), "invalid_request");
-    assert_eq!(app.admin(Method::GET, "/flows?limit=500", None).await.status, 200, "clamped, not refused");
-    let tags = app.admin(Method::GET, "/flows/tags", None).await;
-    assert_eq!(tags.body, json!({"items": [{"tag": "smoke", "count": 2}, {"tag": "payments", "count": 1}]}));
+    assert!(api.flows().search(&none).await.expect("search").items.is_empty());
+    let zero = SearchFlows { limit: Some(0), ..Default::default() };
+    assert_eq!(api.flows().search(&zero).await.expect_err("limit 0").code(), "invalid_request");
+    api.flows().list(&[("limit", "500")]).await.expect("clamped, not refused");
+    let tags = api.flows().tags().await.expect("tags");
+    let tags: Vec<(&str, i64)> = tags.items.iter().map(|t| (t.tag.as_str(), t.count)).collect();
+    assert_eq!(tags, [("smoke", 2), ("payments", 1)]);
 }
 
 #[tokio::test]
 async fn versions_are_immutable_snapshots_and_restorable() {
     let app = TestApp::spawn().await;
-    let flow = create(&app, "versioned", json!([])).await;
-    let id = flow["id"].as_str().expect("id");
-    let v1 = app.admin(Method::POST, &format!("/flows/{id}/publish"), Some(json!({"note": "first"}))).await;
-    assert_eq!(v1.status, 201, "{}", v1.text);
-    assert_eq!((v1.body["version"].as_i64(), v1.body["note"].as_str()), (Some(1), Some("first")));
-    app.admin(Method::PATCH, &format!("/flows/{id}"), Some(json!({"definition": definition("{{base_url}}/changed")})))
-        .await;
-    let v2 = app.admin(Method::POST, &format!("/flows/{id}/publish"), None).await;
-    assert_eq!(v2.body["version"], 2);
-    assert_eq!(v2.body["definition"]["nodes"][0]["request"]["url"], "{{base_url}}/changed");
+    let api = app.api();
+    let id = create(&app, "versioned", &[]).await.id;
+    let v1 = api.flows().publish(id, &Publish { note: Some("first".into()) }).await.expect("publish");
+    assert_eq!((v1.version, v1.note.as_deref()), (1, Some("first")));
+    let changed = PatchFlow { definition: Some(definition("{{base_url}}/changed")), ..Default::default() };
+    api.flows().patch(id, &changed).await.expect("patch");
+    // No body at all, as a bare publish is sent.
+    let v2: hookflow_shared::api::flows::FlowVersion =
+        api.post_empty(&format!("/flows/{id}/publish")).await.expect("publish without a body");
+    assert_eq!(v2.version, 2);
+    assert_eq!(v2.definition["nodes"][0]["request"]["url"], "{{base_url}}/changed");
 
-    let v1_id = v1.body["id"].as_str().expect("id");
-    let again = app.admin(Method::GET, &format!("/flows/{id}/versions/{v1_id}"), None).await;
-    assert_eq!(again.body, v1.body, "a published version never changes");
-    let list = app.admin(Method::GET, &format!("/flows/{id}/versions"), None).await;
-    let numbers: Vec<i64> =
-        list.body["items"].as_array().expect("items").iter().map(|v| v["version"].as_i64().expect("n")).collect();
+    let again = api.flows().version(id, v1.id).await.expect("version");
+    assert_eq!(
+        serde_json::to_value(again).expect("json"),
+        serde_json::to_value(&v1).expect("json"),
+        "a published version never changes"
+    );
+    let list = api.flows().versions(id).await.expect("versions");
+    let numbers: Vec<i32> = list.items.iter().map(|v| v.version).collect();
     assert_eq!(numbers, [2, 1], "newest first");
-    assert_eq!(app.admin(Method::GET, &format!("/flows/{id}"), None).await.body["published_version"], 2);
+    assert_eq!(api.flows().get(id).await.expect("get").published_version, Some(2));
 
-    let restored = app.admin(Method::POST, &format!("/flows/{id}/versions/{v1_id}/restore"), None).await;
-    assert_eq!(restored.status, 200, "{}", restored.text);
-    assert_eq!(restored.body["definition"], v1.body["definition"]);
-    assert_eq!(restored.body["draft_revision"], 3);
-    let log = app.admin(Method::GET, "/audit-log?limit=3", None).await;
-    let actions: Vec<&str> =
-        log.body["items"].as_array().expect("items").iter().map(|e| e["action"].as_str().expect("a")).collect();
+    let restored = api.flows().restore(id, v1.id).await.expect("restore");
+    assert_eq!(restored.definition, v1.definition);
+    assert_eq!(restored.draft_revision, 3);
+    let log = api.organization().audit_log(&[("limit", "3")]).await.expect("audit log");
+    let actions: Vec<&str> = log.items.iter().map(|e| e.action.as_str()).collect();
     assert_eq!(actions, ["flow.restored", "flow.published", "flow.published"]);
 
-    assert_eq!(
-        app.admin(Method::GET, &format!("/flows/{id}/versions/{}", uuid::Uuid::now_v7()), None).await.status,
-        404
-    );
+    assert_eq!(api.flows().version(id, uuid::Uuid::now_v7()).await.expect_err("no such version").status(), 404);
     assert_eq!(
         app.admin(Method::POST, &format!("/flows/{id}/publish"), Some(json!({"notes": "x"}))).await.code(),
         "invalid_request"
@@ -174,22 +176,20 @@ async fn versions_are_immutable_snapshots_and_restorable() {
 #[tokio::test]
 async fn validation_checks_module_references() {
     let app = TestApp::spawn().await;
-    let child = create(&app, "child", json!([])).await;
-    let child_id = child["id"].as_str().expect("id");
+    let api = app.api();
+    let child_id = create(&app, "child", &[]).await.id;
     let mut parent_definition = definition("x");
     parent_definition["nodes"][1] = json!({"id": "sub", "kind": "module", "flow_id": child_id, "version": "latest"});
-    let parent =
-        app.admin(Method::POST, "/flows", Some(json!({"name": "parent", "definition": parent_definition}))).await;
-    let parent_id = parent.body["id"].as_str().expect("id");
-    let report = app.admin(Method::POST, &format!("/flows/{parent_id}/validate"), None).await;
-    assert_eq!(report.body["valid"], false);
-    assert_eq!(report.body["problems"][0]["node_id"], "sub");
-    assert!(report.body["problems"][0]["message"].as_str().expect("m").contains("no published version"));
-    app.admin(Method::POST, &format!("/flows/{child_id}/publish"), None).await;
-    let report = app.admin(Method::POST, &format!("/flows/{parent_id}/validate"), None).await;
-    assert_eq!(report.body, json!({"valid": true, "problems": []}));
+    let parent_id = api.flows().create(&write("parent", parent_definition)).await.expect("create").id;
+    let report = api.flows().validate(parent_id).await.expect("validate");
+    assert!(!report.valid);
+    assert_eq!(report.problems[0].node_id.as_deref(), Some("sub"));
+    assert!(report.problems[0].message.contains("no published version"));
+    api.flows().publish(child_id, &Publish::default()).await.expect("publish");
+    let report = api.flows().validate(parent_id).await.expect("validate");
+    assert!(report.valid && report.problems.is_empty(), "{:?}", report.problems);
     let reader = app.creds_with(&["flows:read"]).await;
-    assert_eq!(app.call(Method::POST, &format!("/flows/{parent_id}/validate"), Some(&reader), None).await.status, 200);
+    app.api_as(&reader).flows().validate(parent_id).await.expect("flows:read validates");
 }
 
 /// `POST /flows/validate`: an unsaved definition gets the stored draft's checks, node by node and field by field,
@@ -217,17 +217,13 @@ async fn unsaved_definitions_are_validated_with_the_same_rules() {
     assert_eq!(fine, json!({"valid": true, "problems": []}));
 
     // A module naming this flow itself, or another organization's flow.
-    let own = create(&app, "own", json!([])).await;
-    let own_id = own["id"].as_str().expect("id");
-    let other = app.new_org("Other").await;
-    let theirs = app
-        .call(Method::POST, "/flows", Some(&other), Some(json!({"name": "theirs", "definition": definition("x")})))
-        .await;
-    app.call(Method::POST, &format!("/flows/{}/publish", theirs.body["id"].as_str().expect("id")), Some(&other), None)
-        .await;
+    let own_id = create(&app, "own", &[]).await.id;
+    let other = app.api_as(&app.new_org("Other").await);
+    let theirs = other.flows().create(&write("theirs", definition("x"))).await.expect("create").id;
+    other.flows().publish(theirs, &Publish::default()).await.expect("publish");
     let modules = json!({"nodes": [
         {"id": "me", "kind": "module", "flow_id": own_id},
-        {"id": "them", "kind": "module", "flow_id": theirs.body["id"]}
+        {"id": "them", "kind": "module", "flow_id": theirs}
     ]});
     let report = app.post::<Value>("/flows/validate", &json!({"definition": modules, "flow_id": own_id}), 200).await;
     assert_eq!(report["problems"][0]["node_id"], "me");
@@ -243,31 +239,28 @@ async fn unsaved_definitions_are_validated_with_the_same_rules() {
     assert_eq!((list.status.as_u16(), list.code()), (400, "invalid_request"));
     let null = app.admin(Method::POST, "/flows/validate", Some(json!({"definition": null}))).await;
     assert_eq!((null.status.as_u16(), null.code()), (400, "invalid_request"));
-    let writer = app.creds_with(&["webhooks:read"]).await;
-    let refused = app.call(Method::POST, "/flows/validate", Some(&writer), Some(json!({"definition": {}}))).await;
-    assert_eq!((refused.status.as_u16(), refused.code()), (403, "insufficient_scope"));
+    let writer = app.api_as(&app.creds_with(&["webhooks:read"]).await);
+    let empty = ValidateDefinition { definition: json!({}), flow_id: None };
+    let refused = writer.flows().validate_definition(&empty).await.expect_err("no flows:read");
+    assert_eq!((refused.status(), refused.code()), (403, "insufficient_scope"));
 }
 
 #[tokio::test]
 async fn environments_hold_variables_and_secret_references() {
     let app = TestApp::spawn().await;
-    let flow = create(&app, "env", json!([])).await;
-    let id = flow["id"].as_str().expect("id");
-    let put = app
-        .admin(
-            Method::PUT,
-            &format!("/flows/{id}/environments/staging"),
-            Some(
-                json!({"variables": {"base_url": "https://staging.example.com", "password": "{{secret.STAGING_PW}}"}}),
-            ),
-        )
-        .await;
-    assert_eq!(put.status, 200, "{}", put.text);
-    assert_eq!(put.body["secret_refs"], json!(["STAGING_PW"]));
-    app.admin(Method::PUT, &format!("/flows/{id}/environments/prod"), Some(json!({"variables": {}}))).await;
-    let list = app.admin(Method::GET, &format!("/flows/{id}/environments"), None).await;
-    let keys: Vec<&str> =
-        list.body["items"].as_array().expect("items").iter().map(|e| e["key"].as_str().expect("key")).collect();
+    let api = app.api();
+    let id = create(&app, "env", &[]).await.id;
+    let staging = PutEnvironment {
+        variables: BTreeMap::from([
+            ("base_url".into(), "https://staging.example.com".into()),
+            ("password".into(), "{{secret.STAGING_PW}}".into()),
+        ]),
+    };
+    let put = api.flows().put_environment(id, "staging", &staging).await.expect("put staging");
+    assert_eq!(put.secret_refs, ["STAGING_PW"]);
+    api.flows().put_environment(id, "prod", &PutEnvironment { variables: BTreeMap::new() }).await.expect("put prod");
+    let list = api.flows().environments(id).await.expect("environments");
+    let keys: Vec<&str> = list.items.iter().map(|e| e.key.as_str()).collect();
     assert_eq!(keys, ["prod", "staging"]);
     for bad in [
         ("bad key!", json!({"variables": {}})),
@@ -279,56 +272,53 @@ async fn environments_hold_variables_and_secret_references() {
             .await;
         assert_eq!(reply.code(), "invalid_request", "{}", bad.0);
     }
-    assert_eq!(app.admin(Method::DELETE, &format!("/flows/{id}/environments/prod"), None).await.status, 204);
-    assert_eq!(app.admin(Method::DELETE, &format!("/flows/{id}/environments/prod"), None).await.status, 404);
+    api.flows().delete_environment(id, "prod").await.expect("delete");
+    assert_eq!(api.flows().delete_environment(id, "prod").await.expect_err("gone").status(), 404);
 }
 
 #[tokio::test]
 async fn export_imports_into_another_organization_without_secret_values() {
     let app = TestApp::spawn().await;
     let secret_value = "pa55-do-not-export";
-    app.admin(Method::PUT, "/secrets/API_PASSWORD", Some(json!({"value": secret_value}))).await;
-    let flow = create(&app, "portable", json!(["smoke"])).await;
-    let id = flow["id"].as_str().expect("id");
-    app.admin(Method::POST, &format!("/flows/{id}/publish"), Some(json!({"note": "v1"}))).await;
-    app.admin(
-        Method::PUT,
-        &format!("/flows/{id}/environments/staging"),
-        Some(json!({"variables": {"pw": "{{secret.API_PASSWORD}}"}})),
-    )
-    .await;
-    let export = app.admin(Method::GET, &format!("/flows/{id}/export"), None).await;
-    assert_eq!(export.status, 200);
-    assert_eq!(export.body["format"], "hookflow.flow/v1");
-    assert_eq!(export.body["versions"][0]["note"], "v1");
-    assert!(!export.text.contains(secret_value), "never secret values");
-    assert!(export.text.contains("{{secret.API_PASSWORD}}"), "only references");
+    let api = app.api();
+    let secret = hookflow_shared::api::resources::PutSecret {
+        value: secret_value.into(),
+        allowed_hosts: vec![],
+        runners_only: false,
+    };
+    api.secrets().put("API_PASSWORD", &secret).await.expect("put the secret");
+    let flow = create(&app, "portable", &["smoke"]).await;
+    let id = flow.id;
+    api.flows().publish(id, &Publish { note: Some("v1".into()) }).await.expect("publish");
+    let staging = PutEnvironment { variables: BTreeMap::from([("pw".into(), "{{secret.API_PASSWORD}}".into())]) };
+    api.flows().put_environment(id, "staging", &staging).await.expect("put staging");
+    let export: FlowDocument = api.flows().export(id).await.expect("export");
+    let text = serde_json::to_string(&export).expect("json");
+    assert_eq!(export.format, "hookflow.flow/v1");
+    assert_eq!(export.versions[0].note.as_deref(), Some("v1"));
+    assert!(!text.contains(secret_value), "never secret values");
+    assert!(text.contains("{{secret.API_PASSWORD}}"), "only references");
 
-    let other = app.new_org("Globex").await;
-    let imported = app.call(Method::POST, "/flows/import", Some(&other), Some(export.body.clone())).await;
-    assert_eq!(imported.status, 201, "{}", imported.text);
-    let new_id = imported.body["id"].as_str().expect("id");
-    assert_ne!(new_id, id);
-    assert_eq!(imported.body["published_version"], 1);
-    assert_eq!(imported.body["definition"], flow["definition"]);
-    let envs = app.call(Method::GET, &format!("/flows/{new_id}/environments"), Some(&other), None).await;
-    assert_eq!(envs.body["items"][0]["secret_refs"], json!(["API_PASSWORD"]));
-    let twice = app.call(Method::POST, "/flows/import", Some(&other), Some(export.body.clone())).await;
+    let other = app.api_as(&app.new_org("Globex").await);
+    let imported = other.flows().import(&export).await.expect("import");
+    assert_ne!(imported.id, id);
+    assert_eq!(imported.published_version, Some(1));
+    assert_eq!(imported.definition, flow.definition);
+    let envs = other.flows().environments(imported.id).await.expect("environments");
+    assert_eq!(envs.items[0].secret_refs, ["API_PASSWORD"]);
+    let twice = other.flows().import(&export).await.expect_err("imported twice");
     assert_eq!(twice.code(), "conflict", "the name is taken now");
-    let mut wrong = export.body.clone();
-    wrong["format"] = json!("other/v9");
-    assert_eq!(app.call(Method::POST, "/flows/import", Some(&other), Some(wrong)).await.code(), "invalid_request");
+    let wrong = FlowDocument { format: "other/v9".into(), ..export };
+    assert_eq!(other.flows().import(&wrong).await.expect_err("another format").code(), "invalid_request");
 }
 
 #[tokio::test]
 async fn scopes_and_other_organizations() {
     let app = TestApp::spawn().await;
-    let flow = create(&app, "mine", json!([])).await;
-    let id = flow["id"].as_str().expect("id");
-    let version = app.admin(Method::POST, &format!("/flows/{id}/publish"), None).await;
-    let version_id = version.body["id"].as_str().expect("id");
+    let id = create(&app, "mine", &[]).await.id;
+    let version_id = app.api().flows().publish(id, &Publish::default()).await.expect("publish").id;
     let reader = app.creds_with(&["flows:read"]).await;
-    assert_eq!(app.call(Method::GET, "/flows", Some(&reader), None).await.status, 200);
+    app.api_as(&reader).flows().list(&[]).await.expect("flows:read lists");
     for (method, path) in [
         (Method::POST, "/flows".to_owned()),
         (Method::DELETE, format!("/flows/{id}")),
@@ -340,8 +330,8 @@ async fn scopes_and_other_organizations() {
             "{path}"
         );
     }
-    let executor = app.creds_with(&["flows:execute"]).await;
-    assert_eq!(app.call(Method::GET, "/flows", Some(&executor), None).await.code(), "insufficient_scope");
+    let executor = app.api_as(&app.creds_with(&["flows:execute"]).await);
+    assert_eq!(executor.flows().list(&[]).await.expect_err("no flows:read").code(), "insufficient_scope");
 
     let other = app.new_org("Globex").await;
     for (method, path, body) in [
@@ -362,8 +352,9 @@ async fn scopes_and_other_organizations() {
         let reply = app.call(method.clone(), &path, Some(&other), body).await;
         assert_eq!((reply.status.as_u16(), reply.code()), (404, "not_found"), "{method} {path}: {}", reply.text);
     }
-    assert_eq!(app.call(Method::GET, "/flows", Some(&other), None).await.body["items"], json!([]));
-    assert_eq!(app.call(Method::GET, "/flows/tags", Some(&other), None).await.body["items"], json!([]));
-    let still = app.admin(Method::GET, &format!("/flows/{id}"), None).await;
-    assert_eq!((still.body["name"].as_str(), still.body["draft_revision"].as_i64()), (Some("mine"), Some(1)));
+    let theirs = app.api_as(&other);
+    assert!(theirs.flows().list(&[]).await.expect("list").items.is_empty());
+    assert!(theirs.flows().tags().await.expect("tags").items.is_empty());
+    let still = app.api().flows().get(id).await.expect("get");
+    assert_eq!((still.name.as_str(), still.draft_revision), ("mine", 1));
 }

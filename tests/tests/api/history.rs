@@ -1,6 +1,6 @@
 //! History of an endpoint: list, read, delete, clear, search (filter, q, sort, pages), export, replay.
 
-use hookflow_shared::wire::header;
+use hookflow_shared::api::webhooks::{CreateWebhook, CustomResponse, ReplayRequest, SearchRequests};
 use hookflow_tests::TestApp;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -15,10 +15,11 @@ async fn send(app: &TestApp, id: &str, method: Method, rest: &str, headers: &[(&
     receipt["request_id"].as_str().expect("request_id").to_owned()
 }
 
+/// A search written as its JSON (read as the wire type first, so a misspelled field fails here); answers the ids.
 async fn search(app: &TestApp, id: &str, body: Value) -> Vec<String> {
-    let reply = app.admin(Method::POST, &format!("/webhooks/{id}/requests/search"), Some(body.clone())).await;
-    assert_eq!(reply.status, 200, "{body}: {}", reply.text);
-    reply.body["items"].as_array().expect("items").iter().map(|c| c["id"].as_str().expect("id").to_owned()).collect()
+    let search: SearchRequests = serde_json::from_value(body.clone()).unwrap_or_else(|e| panic!("{body}: {e}"));
+    let page = app.api().webhooks().search(id, &search).await.unwrap_or_else(|e| panic!("{body}: {e}"));
+    page.items.iter().map(|c| c.id.to_string()).collect()
 }
 
 #[tokio::test]
@@ -29,33 +30,28 @@ async fn list_read_delete_and_clear() {
     for i in 0..5 {
         sent.push(send(&app, &id, Method::POST, "", &[], &format!("{i}")).await);
     }
-    let page = app.admin(Method::GET, &format!("/webhooks/{id}/requests?limit=3"), None).await;
-    let ids: Vec<&str> =
-        page.body["items"].as_array().expect("items").iter().map(|c| c["id"].as_str().expect("id")).collect();
-    assert_eq!(ids, [&sent[4], &sent[3], &sent[2]], "newest first");
-    let cursor = page.body["next_cursor"].as_str().expect("more");
-    let rest = app.admin(Method::GET, &format!("/webhooks/{id}/requests?limit=3&cursor={cursor}"), None).await;
-    assert_eq!(rest.body["items"].as_array().map(Vec::len), Some(2));
-    assert_eq!(rest.body["next_cursor"], json!(null));
-    assert_eq!(
-        app.admin(Method::GET, &format!("/webhooks/{id}/requests?limit=0"), None).await.code(),
-        "invalid_request"
-    );
+    let hooks = app.api();
+    let hooks = hooks.webhooks();
+    let page = hooks.requests(&id, &[("limit", "3")]).await.expect("a page");
+    let ids: Vec<String> = page.items.iter().map(|c| c.id.to_string()).collect();
+    assert_eq!(ids, [sent[4].clone(), sent[3].clone(), sent[2].clone()], "newest first");
+    let cursor = page.next_cursor.as_deref().expect("more");
+    let rest = hooks.requests(&id, &[("limit", "3"), ("cursor", cursor)]).await.expect("a page");
+    assert_eq!(rest.items.len(), 2);
+    assert_eq!(rest.next_cursor, None);
+    assert_eq!(hooks.requests(&id, &[("limit", "0")]).await.expect_err("limit 0").code(), "invalid_request");
 
-    let one = format!("/webhooks/{id}/requests/{}", sent[0]);
-    assert_eq!(app.admin(Method::DELETE, &one, None).await.status, 204);
-    assert_eq!(app.admin(Method::GET, &one, None).await.status, 404);
-    assert_eq!(app.admin(Method::DELETE, &one, None).await.status, 404);
-    let unknown = format!("/webhooks/{id}/requests/{}", uuid::Uuid::now_v7());
-    assert_eq!(app.admin(Method::GET, &format!("{unknown}/body"), None).await.status, 404);
-    assert_eq!(app.admin(Method::GET, &format!("/webhooks/{id}"), None).await.body["request_count"], 4);
+    hooks.delete_request(&id, &sent[0]).await.expect("delete");
+    assert_eq!(hooks.request(&id, &sent[0]).await.expect_err("gone").status(), 404);
+    assert_eq!(hooks.delete_request(&id, &sent[0]).await.expect_err("gone").status(), 404);
+    assert_eq!(hooks.body(&id, uuid::Uuid::now_v7()).await.expect_err("unknown").status(), 404);
+    assert_eq!(hooks.get(&id).await.expect("webhook").request_count, 4);
 
-    assert_eq!(app.admin(Method::DELETE, &format!("/webhooks/{id}/requests"), None).await.status, 204);
-    let empty = app.admin(Method::GET, &format!("/webhooks/{id}/requests"), None).await;
-    assert_eq!(empty.body, json!({"items": [], "next_cursor": null}));
-    assert_eq!(app.admin(Method::GET, &format!("/webhooks/{id}"), None).await.body["request_count"], 0);
-    let missing = format!("/webhooks/{}/requests", uuid::Uuid::new_v4());
-    assert_eq!(app.admin(Method::DELETE, &missing, None).await.status, 404);
+    hooks.clear_requests(&id).await.expect("clear");
+    let empty = hooks.requests(&id, &[]).await.expect("list");
+    assert!(empty.items.is_empty() && empty.next_cursor.is_none());
+    assert_eq!(hooks.get(&id).await.expect("webhook").request_count, 0);
+    assert_eq!(hooks.clear_requests(uuid::Uuid::new_v4()).await.expect_err("no such webhook").status(), 404);
 }
 
 #[tokio::test]
@@ -64,13 +60,13 @@ async fn lists_leave_out_bodies_over_64_kib() {
     let id = app.webhook_named("big").await;
     let big = "x".repeat(70_000);
     let capture = send(&app, &id, Method::POST, "", &[], &big).await;
-    let list = app.admin(Method::GET, &format!("/webhooks/{id}/requests"), None).await;
-    let item = &list.body["items"][0];
-    assert_eq!(item["body_truncated"], true);
-    assert!(item.get("body").is_none_or(Value::is_null));
-    assert_eq!(item["body_size"], 70_000);
-    let whole = app.admin(Method::GET, &format!("/webhooks/{id}/requests/{capture}"), None).await;
-    assert_eq!(whole.body["body"].as_str().map(str::len), Some(70_000));
+    let list = app.api().webhooks().requests(&id, &[]).await.expect("list");
+    let item = &list.items[0];
+    assert!(item.body_truncated);
+    assert_eq!(item.body, None);
+    assert_eq!(item.body_size, 70_000);
+    let whole = app.api().webhooks().request(&id, &capture).await.expect("one");
+    assert_eq!(whole.body.as_deref().map(str::len), Some(70_000));
 }
 
 /// One scenario told in order, each step depending on the one before: it reads best whole.
@@ -135,24 +131,16 @@ async fn search_by_filter_text_and_sort() {
     assert_eq!(by_method[3], get);
 
     // Keyset pages over a sorted search.
-    let first = app
-        .admin(
-            Method::POST,
-            &format!("/webhooks/{id}/requests/search"),
-            Some(json!({"sort": {"field": "body_size", "order": "desc"}, "limit": 3})),
-        )
-        .await;
-    let cursor = first.body["next_cursor"].as_str().expect("more").to_owned();
+    let first: SearchRequests =
+        serde_json::from_value(json!({"sort": {"field": "body_size", "order": "desc"}, "limit": 3})).expect("search");
+    let first = app.api().webhooks().search(&id, &first).await.expect("search");
+    let cursor = first.next_cursor.expect("more");
     let second =
         search(&app, &id, json!({"sort": {"field": "body_size", "order": "desc"}, "limit": 3, "cursor": cursor})).await;
     assert_eq!(second, std::slice::from_ref(&get));
-    let wrong = app
-        .admin(
-            Method::POST,
-            &format!("/webhooks/{id}/requests/search"),
-            Some(json!({"sort": {"field": "method"}, "cursor": cursor})),
-        )
-        .await;
+    let wrong: SearchRequests =
+        serde_json::from_value(json!({"sort": {"field": "method"}, "cursor": cursor})).expect("search");
+    let wrong = app.api().webhooks().search(&id, &wrong).await.expect_err("another sort's cursor");
     assert_eq!(wrong.code(), "invalid_request");
 
     for bad in [
@@ -183,13 +171,10 @@ async fn export_as_ndjson_and_har() {
         .as_str()
         .expect("id")
         .to_owned();
+    let api = app.api();
     let export = |query: &str| {
-        let url = app.url(&format!("/webhooks/{id}/requests/export?{query}"));
-        app.client
-            .get(url)
-            .header(header::API_KEY, &app.admin.key)
-            .header(header::ORGANIZATION, app.admin.org.to_string())
-            .send()
+        let request = api.request(Method::GET, &format!("/webhooks/{id}/requests/export?{query}"));
+        request.send()
     };
     let ndjson = export("format=ndjson").await.expect("send");
     assert_eq!(ndjson.headers()["content-type"], "application/x-ndjson");
@@ -220,11 +205,10 @@ async fn export_as_ndjson_and_har() {
 async fn replay_resends_the_request_byte_exact() {
     let app = TestApp::spawn_with(|s| s.allow_private_targets = true).await;
     let source = app.webhook_named("source").await;
-    let target =
-        app.create_webhook(json!({"name": "target", "response": {"status": 201, "body": "got it"}})).await["id"]
-            .as_str()
-            .expect("id")
-            .to_owned();
+    let api = app.api();
+    let answer = CustomResponse { status: 201, headers: Default::default(), body: "got it".into() };
+    let target = CreateWebhook { name: "target".into(), response: Some(answer), ..Default::default() };
+    let target = api.webhooks().create(&target).await.expect("create").id;
     let body: Vec<u8> = (0..=255u8).collect();
     let sent = app
         .client
@@ -237,36 +221,22 @@ async fn replay_resends_the_request_byte_exact() {
         .expect("send");
     let capture: Value = sent.json().await.expect("receipt");
     let capture_id = capture["request_id"].as_str().expect("id");
-    let result = app
-        .admin(
-            Method::POST,
-            &format!("/webhooks/{source}/requests/{capture_id}/replay"),
-            Some(json!({"target_url": format!("{}/webhook/{target}", app.base)})),
-        )
-        .await;
-    assert_eq!(result.status, 200, "{}", result.text);
-    assert_eq!(result.body["status"], 201);
-    assert_eq!(result.body["body"], "got it");
-    assert!(result.body["duration_ms"].is_u64());
-    let replayed = app.admin(Method::GET, &format!("/webhooks/{target}/requests"), None).await.body["items"][0].clone();
-    assert_eq!(replayed["method"], "PATCH");
-    assert_eq!(replayed["path"], "/orders/7");
-    assert_eq!(replayed["query_string"], "x=1&x=2");
-    assert!(replayed["headers"].as_array().expect("headers").contains(&json!(["x-signature", "abc"])));
-    let raw = app
-        .client
-        .get(app.url(&format!("/webhooks/{target}/requests/{}/body", replayed["id"].as_str().expect("id"))))
-        .header(header::API_KEY, &app.admin.key)
-        .header(header::ORGANIZATION, app.admin.org.to_string())
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(raw.bytes().await.expect("bytes").to_vec(), body);
+    let replay = ReplayRequest { target_url: format!("{}/webhook/{target}", app.base) };
+    let result = api.webhooks().replay(&source, capture_id, &replay).await.expect("replay");
+    assert_eq!(result.status, 201);
+    assert_eq!(result.body, "got it");
+    let replayed = api.webhooks().requests(target, &[]).await.expect("list").items.remove(0);
+    assert_eq!(replayed.method, "PATCH");
+    assert_eq!(replayed.path, "/orders/7");
+    assert_eq!(replayed.query_string, "x=1&x=2");
+    assert!(replayed.headers.contains(&("x-signature".into(), "abc".into())));
+    let raw = api.webhooks().body(target, replayed.id).await.expect("body");
+    assert_eq!(raw.to_vec(), body);
 
     for target in ["nope", "ftp://example.com/"] {
-        let path = format!("/webhooks/{source}/requests/{capture_id}/replay");
-        let refused = app.admin(Method::POST, &path, Some(json!({"target_url": target}))).await;
-        assert_eq!((refused.status.as_u16(), refused.code()), (400, "invalid_request"), "{target}");
+        let replay = ReplayRequest { target_url: target.into() };
+        let refused = api.webhooks().replay(&source, capture_id, &replay).await.expect_err(target);
+        assert_eq!((refused.status(), refused.code()), (400, "invalid_request"), "{target}");
     }
 }
 
@@ -274,15 +244,10 @@ async fn replay_resends_the_request_byte_exact() {
 async fn replay_refuses_private_targets_by_default() {
     let app = TestApp::spawn().await;
     // A tenant the operator did not put on the private-network list.
-    let tenant = app.new_org("Tenant").await;
-    let created = app.call(Method::POST, "/webhooks", Some(&tenant), Some(json!({"name": "ssrf"}))).await;
-    let id = created.body["id"].as_str().expect("id").to_owned();
+    let tenant = app.api_as(&app.new_org("Tenant").await);
+    let created = tenant.webhooks().create(&CreateWebhook { name: "ssrf".into(), ..Default::default() }).await;
+    let id = created.expect("create").id.to_string();
     let capture = send(&app, &id, Method::POST, "", &[], "x").await;
-    let replay = |target: &'static str, creds| {
-        let path = format!("/webhooks/{id}/requests/{capture}/replay");
-        let app = &app;
-        async move { app.call(Method::POST, &path, Some(creds), Some(json!({"target_url": target}))).await }
-    };
     for target in [
         "http://127.0.0.1:9/",
         "http://localhost/",
@@ -293,8 +258,8 @@ async fn replay_refuses_private_targets_by_default() {
         "http://[64:ff9b::7f00:1]/",
         "http://10.0.0.1/",
     ] {
-        let reply = replay(target, &tenant).await;
-        assert_eq!((reply.status.as_u16(), reply.code()), (400, "invalid_request"), "{target}");
-        assert!(reply.body["error"]["message"].as_str().unwrap_or_default().contains("not allowed"), "{}", reply.text);
+        let replay = ReplayRequest { target_url: target.into() };
+        let reply = tenant.webhooks().replay(&id, &capture, &replay).await.expect_err(target);
+        reply.assert_refused(400, "invalid_request", "not allowed");
     }
 }

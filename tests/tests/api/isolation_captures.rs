@@ -6,6 +6,7 @@ use bytes::Bytes;
 use chrono::Utc;
 use hookflow_control_plane::capture::writer::{CaptureRecord, CaptureWriter, Outcome};
 use hookflow_shared::ErrorBody;
+use hookflow_shared::api::webhooks::CreateWebhook;
 use hookflow_tests::TestApp;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -16,8 +17,8 @@ async fn a_senders_nul_byte_never_fails_another_tenants_captures() {
     let app = TestApp::spawn().await;
     let other = app.new_org("Other").await;
     let mine = app.webhook_named("mine").await;
-    let created = app.call(Method::POST, "/webhooks", Some(&other), Some(json!({"name": "theirs"}))).await;
-    let theirs = created.body["id"].as_str().expect("id").to_owned();
+    let theirs = CreateWebhook { name: "theirs".into(), ..Default::default() };
+    let theirs = app.api_as(&other).webhooks().create(&theirs).await.expect("create").id.to_string();
     let mut sent = Vec::new();
     for round in 0..5 {
         for i in 0..63 {

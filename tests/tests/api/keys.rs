@@ -1,11 +1,28 @@
 //! API keys: creation shown once, validation, escalation refused, listing with keyset pagination, and
 //! cross-organization isolation.
 
+use hookflow_shared::api::admin::{CreateApiKey, CreatedApiKey};
 use hookflow_shared::wire::header;
-use hookflow_tests::{Creds, TestApp};
+use hookflow_tests::{Client, Creds, TestApp};
 use reqwest::Method;
 use serde_json::json;
 use std::collections::HashSet;
+
+fn with_preset(name: &str, preset: &str) -> CreateApiKey {
+    CreateApiKey { name: name.into(), preset: Some(preset.into()), ..Default::default() }
+}
+
+fn with_scopes(name: &str, scopes: &[&str]) -> CreateApiKey {
+    CreateApiKey {
+        name: name.into(),
+        scopes: Some(scopes.iter().map(|s| s.to_string()).collect()),
+        ..Default::default()
+    }
+}
+
+async fn create(api: &Client, key: &CreateApiKey) -> CreatedApiKey {
+    api.keys().create(key).await.expect("create the key")
+}
 
 #[tokio::test]
 async fn a_created_key_is_shown_once_and_works_for_its_scopes() {
@@ -31,24 +48,25 @@ async fn a_created_key_is_shown_once_and_works_for_its_scopes() {
     let one = app.admin(Method::GET, &format!("/api-keys/{id}"), None).await;
     assert_eq!(one.status, 200);
     assert_eq!(one.body["name"], "deploy");
+    // The wire shape: no field carries the secret again.
     assert!(one.body.get("key").is_none(), "the secret is never shown again");
     let list = app.admin(Method::GET, "/api-keys", None).await;
     assert!(!list.text.contains(&key) && !list.text.contains("hash"), "{}", list.text);
 
     let creds = Creds { key, org: app.admin.org };
-    assert_eq!(app.call(Method::GET, "/api-keys", Some(&creds), None).await.status, 200);
-    let denied =
-        app.call(Method::POST, "/api-keys", Some(&creds), Some(json!({"name": "x", "scopes": ["keys:read"]}))).await;
+    let as_key = app.api_as(&creds);
+    as_key.keys().list(&[]).await.expect("keys:read lists");
+    let denied = as_key.keys().create(&with_scopes("x", &["keys:read"])).await.expect_err("no keys:write");
     assert_eq!(denied.code(), "insufficient_scope");
 }
 
 #[tokio::test]
 async fn the_stored_form_is_a_hash() {
     let app = TestApp::spawn().await;
-    let reply = app.admin(Method::POST, "/api-keys", Some(json!({"name": "x", "preset": "runner"}))).await;
-    let key = reply.body["key"].as_str().expect("key");
+    let created = create(&app.api(), &with_preset("x", "runner")).await;
+    let key = created.key.as_str();
     let stored: Vec<u8> = sqlx::query_scalar("SELECT key_hash FROM api_keys WHERE prefix = $1")
-        .bind(reply.body["prefix"].as_str())
+        .bind(&created.record.prefix)
         .fetch_one(&app.pool)
         .await
         .expect("row");
@@ -77,32 +95,19 @@ async fn presets_expand_to_their_scopes() {
             ]),
         ),
     ] {
-        let reply = app.admin(Method::POST, "/api-keys", Some(json!({"name": preset, "preset": preset}))).await;
-        assert_eq!(reply.status, 201, "{}", reply.text);
-        assert_eq!(reply.body["scopes"], scopes, "{preset}");
+        let created = create(&app.api(), &with_preset(preset, preset)).await;
+        assert_eq!(json!(created.record.scopes), scopes, "{preset}");
     }
 }
 
 #[tokio::test]
 async fn a_key_cannot_grant_what_its_creator_lacks() {
     let app = TestApp::spawn().await;
-    let limited = app.creds_with(&["keys:write", "flows:read"]).await;
-    let ok = app
-        .call(Method::POST, "/api-keys", Some(&limited), Some(json!({"name": "sub", "scopes": ["flows:read"]})))
-        .await;
-    assert_eq!(ok.status, 201, "{}", ok.text);
-    let escalate = app
-        .call(
-            Method::POST,
-            "/api-keys",
-            Some(&limited),
-            Some(json!({"name": "up", "scopes": ["flows:read", "flows:write"]})),
-        )
-        .await;
-    assert_eq!((escalate.status.as_u16(), escalate.code()), (403, "insufficient_scope"));
-    assert!(escalate.body["error"]["message"].as_str().unwrap_or_default().contains("flows:write"));
-    let via_preset =
-        app.call(Method::POST, "/api-keys", Some(&limited), Some(json!({"name": "up", "preset": "ci"}))).await;
+    let limited = app.api_as(&app.creds_with(&["keys:write", "flows:read"]).await);
+    create(&limited, &with_scopes("sub", &["flows:read"])).await;
+    let escalate = limited.keys().create(&with_scopes("up", &["flows:read", "flows:write"])).await;
+    escalate.expect_err("an escalation").assert_refused(403, "insufficient_scope", "flows:write");
+    let via_preset = limited.keys().create(&with_preset("up", "ci")).await.expect_err("an escalation");
     assert_eq!(via_preset.code(), "insufficient_scope", "ci needs flows:execute");
 }
 
@@ -149,49 +154,44 @@ async fn invalid_bodies_are_400_naming_the_problem() {
 #[tokio::test]
 async fn another_organizations_key_is_404() {
     let app = TestApp::spawn().await;
+    let api = app.api();
     let other = app.new_org("Globex").await;
-    let theirs =
-        app.call(Method::POST, "/api-keys", Some(&other), Some(json!({"name": "theirs", "preset": "ci"}))).await;
-    let id = theirs.body["id"].as_str().expect("id");
-    for method in [Method::GET, Method::DELETE] {
-        let reply = app.admin(method, &format!("/api-keys/{id}"), None).await;
-        assert_eq!((reply.status.as_u16(), reply.code()), (404, "not_found"));
-    }
-    let list = app.admin(Method::GET, "/api-keys", None).await;
-    assert!(!list.text.contains(id));
-    assert_eq!(app.admin(Method::GET, "/api-keys/not-a-uuid", None).await.status, 404);
-    let still = Creds { key: theirs.body["key"].as_str().expect("key").to_owned(), org: other.org };
-    assert_eq!(app.call(Method::GET, "/permissions", Some(&still), None).await.status, 200, "not deleted");
+    let theirs = create(&app.api_as(&other), &with_preset("theirs", "ci")).await;
+    let id = theirs.record.id;
+    let got = api.keys().get(id).await.expect_err("not ours");
+    assert_eq!((got.status(), got.code()), (404, "not_found"));
+    let deleted = api.keys().delete(id).await.expect_err("not ours");
+    assert_eq!((deleted.status(), deleted.code()), (404, "not_found"));
+    let list = api.keys().list(&[]).await.expect("list");
+    assert!(list.items.iter().all(|k| k.id != id));
+    assert_eq!(api.keys().get("not-a-uuid").await.expect_err("no such key").status(), 404);
+    let still = Creds { key: theirs.key, org: other.org };
+    app.api_as(&still).keys().permissions().await.expect("not deleted");
 }
 
 #[tokio::test]
 async fn listing_pages_with_a_stable_cursor() {
     let app = TestApp::spawn().await;
+    let api = app.api();
     for i in 0..7 {
-        let reply =
-            app.admin(Method::POST, "/api-keys", Some(json!({"name": format!("k{i}"), "preset": "runner"}))).await;
-        assert_eq!(reply.status, 201);
+        create(&api, &with_preset(&format!("k{i}"), "runner")).await;
     }
     let mut seen = Vec::new();
     let mut cursor: Option<String> = None;
     let mut pages = 0;
     loop {
-        let path = match &cursor {
-            Some(c) => format!("/api-keys?limit=3&cursor={c}"),
-            None => "/api-keys?limit=3".to_owned(),
-        };
-        let page = app.admin(Method::GET, &path, None).await;
-        assert_eq!(page.status, 200, "{}", page.text);
-        let items = page.body["items"].as_array().expect("items");
-        assert!(items.len() <= 3);
-        seen.extend(items.iter().map(|k| k["id"].as_str().expect("id").to_owned()));
+        let mut query = vec![("limit", "3")];
+        query.extend(cursor.as_deref().map(|c| ("cursor", c)));
+        let page = api.keys().list(&query).await.expect("a page");
+        assert!(page.items.len() <= 3);
+        seen.extend(page.items.iter().map(|k| k.id.to_string()));
         pages += 1;
         if pages == 1 {
             // A key inserted between pages does not shift the pages already being walked.
-            app.admin(Method::POST, "/api-keys", Some(json!({"name": "late", "preset": "runner"}))).await;
+            create(&api, &with_preset("late", "runner")).await;
         }
-        match page.body["next_cursor"].as_str() {
-            Some(next) => cursor = Some(next.to_owned()),
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
             None => break,
         }
     }
@@ -206,7 +206,6 @@ async fn listing_pages_with_a_stable_cursor() {
         let reply = app.admin(Method::GET, &format!("/api-keys?{bad}"), None).await;
         assert_eq!((reply.status.as_u16(), reply.code()), (400, "invalid_request"), "{bad}");
     }
-    let clamped = app.admin(Method::GET, "/api-keys?limit=1000", None).await;
-    assert_eq!(clamped.status, 200);
-    assert_eq!(clamped.body["items"].as_array().map(Vec::len), Some(9));
+    let clamped = api.keys().list(&[("limit", "1000")]).await.expect("clamped, not refused");
+    assert_eq!(clamped.items.len(), 9);
 }

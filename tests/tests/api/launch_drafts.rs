@@ -3,6 +3,9 @@
 //! are inlined afresh each time (the kept draft keeps its references). A plain launch of a kept draft reads nothing
 //! first: the statement that creates it checks the draft, the flow's organization and the environment.
 
+use hookflow_shared::api::collections::{WriteCollection, WriteRequest};
+use hookflow_shared::api::executions::Launch;
+use hookflow_shared::api::flows::{PatchFlow, Publish, PutEnvironment, WriteFlow};
 use hookflow_tests::{Creds, TestApp};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -28,19 +31,23 @@ async fn every_launch_runs_the_flow_as_it_is_now_whichever_replica_edited_it() {
         assert_eq!(first_node(launched_definition(&app, &flow, json!({})).await).as_deref(), Some("first"));
     }
     for (editor, method, node) in [(&other, Method::PATCH, "second"), (&app, Method::PUT, "third")] {
-        let mut body = json!({"definition": one_node(node)});
+        let flows = editor.api();
+        let flows = flows.flows();
         if method == Method::PUT {
-            body["name"] = json!("edited");
+            let put = WriteFlow { name: "edited".into(), definition: one_node(node), ..Default::default() };
+            flows.put(&flow, &put).await.expect("put");
+        } else {
+            let patch = PatchFlow { definition: Some(one_node(node)), ..Default::default() };
+            flows.patch(&flow, &patch).await.expect("patch");
         }
-        let edited = editor.admin(method, &format!("/flows/{flow}"), Some(body)).await;
-        assert_eq!(edited.status, 200, "{}", edited.text);
         for _ in 0..2 {
             let ran = first_node(launched_definition(&app, &flow, json!({})).await);
             assert_eq!(ran.as_deref(), Some(node), "the launch after an edit through another server runs the edit");
         }
     }
-    assert_eq!(other.admin(Method::POST, &format!("/flows/{flow}/publish"), None).await.status, 201);
-    other.admin(Method::PATCH, &format!("/flows/{flow}"), Some(json!({"definition": one_node("fourth")}))).await;
+    other.api().flows().publish(&flow, &Publish::default()).await.expect("publish");
+    let fourth = PatchFlow { definition: Some(one_node("fourth")), ..Default::default() };
+    other.api().flows().patch(&flow, &fourth).await.expect("patch");
     let version = first_node(launched_definition(&app, &flow, json!({"version": 1})).await);
     assert_eq!(version.as_deref(), Some("third"), "a published version runs as published");
     assert_eq!(first_node(launched_definition(&app, &flow, json!({})).await).as_deref(), Some("fourth"));
@@ -49,13 +56,13 @@ async fn every_launch_runs_the_flow_as_it_is_now_whichever_replica_edited_it() {
 #[tokio::test]
 async fn collection_requests_are_inlined_afresh_at_each_launch_of_a_kept_draft() {
     let app = TestApp::spawn_for_execution().await;
-    let collection = app.admin(Method::POST, "/collections", Some(json!({"name": "Orders API"}))).await;
-    let collection = collection.body["id"].as_str().expect("collection id").to_owned();
-    let requests = format!("/collections/{collection}/requests");
-    let request = json!({"name": "List", "method": "GET", "url": "http://127.0.0.1:9/v1/orders"});
-    let request = app.admin(Method::POST, &requests, Some(request)).await;
-    assert_eq!(request.status, 201, "{}", request.text);
-    let request = request.body["id"].as_str().expect("request id").to_owned();
+    let api = app.api();
+    let orders = WriteCollection { name: "Orders API".into(), ..Default::default() };
+    let collection = api.collections().create(&orders).await.expect("create").collection.id;
+    let list =
+        |url: &str| WriteRequest { name: "List".into(), method: "GET".into(), url: url.into(), ..Default::default() };
+    let request = api.collections().add_request(collection, &list("http://127.0.0.1:9/v1/orders")).await;
+    let request = request.expect("add").id;
     let definition = json!({"nodes": [{"id": "list", "kind": "request",
         "request_ref": {"collection_id": collection, "request_id": request}}]});
     let flow = app.create_flow("uses a collection", definition).await;
@@ -64,9 +71,7 @@ async fn collection_requests_are_inlined_afresh_at_each_launch_of_a_kept_draft()
         let inlined = url(launched_definition(&app, &flow, json!({})).await);
         assert_eq!(inlined.as_deref(), Some("http://127.0.0.1:9/v1/orders"));
     }
-    let moved = json!({"name": "List", "method": "GET", "url": "http://127.0.0.1:9/v2/orders"});
-    let replaced = app.admin(Method::PUT, &format!("{requests}/{request}"), Some(moved)).await;
-    assert_eq!(replaced.status, 200, "{}", replaced.text);
+    api.collections().put_request(collection, request, &list("http://127.0.0.1:9/v2/orders")).await.expect("put");
     let inlined = url(launched_definition(&app, &flow, json!({})).await);
     assert_eq!(inlined.as_deref(), Some("http://127.0.0.1:9/v2/orders"), "the request as it is now");
 }
@@ -92,8 +97,8 @@ async fn plain_launches_of_a_kept_draft_run_it_as_it_is_now_and_stay_in_their_or
         app.launch_draft(&flow).await;
         assert_eq!(claimed(&app, &runner).await, ("kept".to_owned(), "first".to_owned()));
     }
-    let edit = json!({"name": "renamed", "definition": one_node("second")});
-    assert_eq!(other.admin(Method::PATCH, &format!("/flows/{flow}"), Some(edit)).await.status, 200);
+    let edit = PatchFlow { name: Some("renamed".into()), definition: Some(one_node("second")), ..Default::default() };
+    other.api().flows().patch(&flow, &edit).await.expect("patch");
     app.launch_draft(&flow).await;
     assert_eq!(claimed(&app, &runner).await, ("renamed".to_owned(), "second".to_owned()), "the edit runs");
     app.launch_draft(&flow).await;
@@ -101,23 +106,23 @@ async fn plain_launches_of_a_kept_draft_run_it_as_it_is_now_and_stay_in_their_or
 
     // Another organization naming the flow's id gets 404 and creates nothing, though this server keeps the draft.
     let stranger = app.new_org("stranger").await;
-    let foreign = app.call(Method::POST, &format!("/flows/{flow}/launch"), Some(&stranger), Some(json!({}))).await;
-    assert_eq!(foreign.status, 404, "{}", foreign.text);
-    let listed = app.admin(Method::GET, &format!("/flows/{flow}/executions"), None).await;
-    assert_eq!(listed.body["items"].as_array().map(Vec::len), Some(4), "{}", listed.text);
+    let foreign = app.api_as(&stranger).flows().launch(&flow, &Launch::default()).await;
+    assert_eq!(foreign.expect_err("not theirs").status(), 404);
+    let listed = app.api().executions().list(&flow, &[]).await.expect("list");
+    assert_eq!(listed.items.len(), 4, "{listed:?}");
 
     // Environments are checked by the statement: a missing one is refused, an existing one applies its variables.
-    let missing = app.admin(Method::POST, &format!("/flows/{flow}/launch"), Some(json!({"environment": "nope"}))).await;
-    assert_eq!(missing.status, 400, "{}", missing.text);
-    assert_eq!(missing.body["error"]["code"], "invalid_request", "{}", missing.text);
-    let put = json!({"variables": {"region": "eu"}});
-    assert_eq!(other.admin(Method::PUT, &format!("/flows/{flow}/environments/staging"), Some(put)).await.status, 200);
+    let nope = Launch { environment: Some("nope".into()), ..Default::default() };
+    let missing = app.api().flows().launch(&flow, &nope).await.expect_err("no such environment");
+    assert_eq!((missing.status(), missing.code()), (400, "invalid_request"), "{missing}");
+    let put = PutEnvironment { variables: [("region".to_owned(), "eu".to_owned())].into() };
+    other.api().flows().put_environment(&flow, "staging", &put).await.expect("put staging");
     app.launch(&flow, json!({"environment": "staging"})).await;
     let job = app.next_job(&runner.0, &runner.1, 5).await;
     assert_eq!(job.body["variables"]["region"], "eu", "{}", job.text);
 
     // A flow deleted through another server is not launched from the kept draft.
     other.delete(&format!("/flows/{flow}"), 204).await;
-    let gone = app.admin(Method::POST, &format!("/flows/{flow}/launch"), Some(json!({}))).await;
-    assert_eq!(gone.status, 404, "{}", gone.text);
+    let gone = app.api().flows().launch(&flow, &Launch::default()).await.expect_err("deleted");
+    assert_eq!(gone.status(), 404, "{gone}");
 }

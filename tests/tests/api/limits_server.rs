@@ -4,6 +4,9 @@
 //! are capped, exports stream big bodies whole, and a statement stuck behind a lock answers 503.
 
 use hookflow_control_plane::db;
+use hookflow_shared::api::admin::UpdateOrganization;
+use hookflow_shared::api::webhooks::{FieldMatch, MatchOp, SearchFilter, SearchRequests};
+use hookflow_tests::Credentials;
 use hookflow_tests::{Creds, TestApp};
 use reqwest::Method;
 use serde_json::json;
@@ -95,28 +98,28 @@ async fn each_key_is_rate_limited_on_its_own() {
     let app = TestApp::spawn_with(|s| s.key_rate_per_s = 5).await;
     let other = app.new_org("Other").await;
     let mut limited = 0;
+    let api = app.api();
     for _ in 0..40 {
-        let reply = app.call(Method::GET, "/permissions", Some(&app.admin), None).await;
-        if reply.status == 429 {
-            assert_eq!(reply.code(), "rate_limited");
-            assert!(reply.headers.contains_key("retry-after"));
+        if let Err(refused) = api.keys().permissions().await {
+            assert_eq!((refused.status(), refused.code()), (429, "rate_limited"), "{refused}");
+            assert!(refused.as_refused().is_some_and(|r| r.headers.contains_key("retry-after")));
             limited += 1;
         }
     }
     assert!(limited >= 20, "past the burst of 10, a key is throttled: {limited} of 40");
-    let reply = app.call(Method::GET, "/permissions", Some(&other), None).await;
-    assert_eq!(reply.status, 200, "another key keeps its own allowance");
+    app.api_as(&other).keys().permissions().await.expect("another key keeps its own allowance");
 }
 
 #[tokio::test]
 async fn organizations_cannot_raise_their_capture_rate_past_the_operators_ceiling() {
     let app = TestApp::spawn_with(|s| s.max_capture_rate_per_s = 100).await;
-    let reply = app.admin(Method::PATCH, "/organization", Some(json!({"capture_rate_limit_per_s": 101}))).await;
-    assert_eq!(reply.status, 400, "{}", reply.text);
-    assert!(reply.text.contains("between 1 and 100"), "{}", reply.text);
-    let reply = app.admin(Method::PATCH, "/organization", Some(json!({"capture_rate_limit_per_s": 100}))).await;
-    assert_eq!((reply.status.as_u16(), &reply.body["capture_rate_limit_per_s"]), (200, &json!(100)));
-    let document = app.call(Method::GET, "/openapi.json", None, None).await.body;
+    let api = app.api();
+    let rate = |per_s| UpdateOrganization { capture_rate_limit_per_s: Some(per_s), ..Default::default() };
+    let reply = api.organization().update(&rate(101)).await.expect_err("past the ceiling");
+    assert_eq!(reply.status(), 400, "{reply}");
+    assert!(reply.message().contains("between 1 and 100"), "{reply}");
+    assert_eq!(api.organization().update(&rate(100)).await.expect("at the ceiling").capture_rate_limit_per_s, 100);
+    let document: serde_json::Value = app.api_with(Credentials::None).get("/openapi.json").await.expect("the document");
     let rate = &document["components"]["schemas"]["UpdateOrganization"]["properties"]["capture_rate_limit_per_s"];
     assert_eq!(rate["maximum"], 100, "the document states this server's ceiling");
 }
@@ -162,19 +165,24 @@ async fn live_streams_are_counted_per_key() {
 async fn searches_are_capped_at_32_conditions() {
     let app = TestApp::spawn().await;
     let hook = app.create_webhook(json!({"name": "searched"})).await;
-    let path = format!("/webhooks/{}/requests/search", hook["id"].as_str().expect("id"));
-    let conditions = |n: usize| -> Vec<serde_json::Value> {
-        (0..n).map(|i| json!({"name": format!("x-h{i}"), "op": "exists"})).collect()
+    let id = hook["id"].as_str().expect("id");
+    let hooks = app.api();
+    let hooks = hooks.webhooks();
+    let conditions = |n: usize| -> Vec<FieldMatch> {
+        (0..n).map(|i| FieldMatch { name: format!("x-h{i}"), op: MatchOp::Exists, value: None }).collect()
     };
-    let reply = app.admin(Method::POST, &path, Some(json!({"filter": {"headers": conditions(32)}}))).await;
-    assert_eq!(reply.status, 200, "{}", reply.text);
-    let reply = app.admin(Method::POST, &path, Some(json!({"filter": {"headers": conditions(33)}}))).await;
-    assert_eq!(reply.status, 400, "{}", reply.text);
-    assert!(reply.text.contains("at most 32"), "{}", reply.text);
+    let search = |q: Option<String>, n| SearchRequests {
+        q,
+        filter: SearchFilter { headers: conditions(n), ..Default::default() },
+        ..Default::default()
+    };
+    hooks.search(id, &search(None, 32)).await.expect("32 conditions");
+    let reply = hooks.search(id, &search(None, 33)).await.expect_err("33 conditions");
+    assert_eq!(reply.status(), 400, "{reply}");
+    assert!(reply.message().contains("at most 32"), "{reply}");
     // `q` terms count too.
     let terms: Vec<String> = (0..20).map(|i| format!("header.x-q{i}:v")).collect();
-    let body = json!({"q": terms.join(" "), "filter": {"headers": conditions(20)}});
-    assert_eq!(app.admin(Method::POST, &path, Some(body)).await.status, 400);
+    assert_eq!(hooks.search(id, &search(Some(terms.join(" ")), 20)).await.expect_err("40 conditions").status(), 400);
 }
 
 #[tokio::test]
@@ -187,11 +195,10 @@ async fn exports_stream_large_bodies_whole() {
         let body = vec![b'a' + i % 26; 1024 * 1024];
         assert_eq!(app.capture(Method::POST, &id, body).await.status, 200);
     }
-    let reply =
-        app.call(Method::GET, &format!("/webhooks/{id}/requests/export?format=ndjson"), Some(&app.admin), None).await;
-    assert_eq!(reply.status, 200);
+    let reply = app.api().webhooks().export(&id, &[("format", "ndjson")]).await.expect("export");
+    let text = reply.text().await.expect("the export");
     let lines: Vec<serde_json::Value> =
-        reply.text.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+        text.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
     assert_eq!(lines.len(), 24);
     assert!(lines.iter().all(|l| l["body_size"] == 1024 * 1024), "every body exported whole");
 }
@@ -202,16 +209,17 @@ async fn a_statement_stuck_behind_a_lock_answers_503() {
     let pool = db::pool_with_timeout(options.clone(), 10, Duration::from_millis(500));
     let mut app = TestApp::spawn_on(pool).await;
     app.admin = app.new_org("Acme").await;
-    assert_eq!(app.call(Method::GET, "/webhooks", Some(&app.admin), None).await.status, 200);
+    let api = app.api();
+    api.webhooks().list(&[]).await.expect("list");
     // Another session holds the table: without a statement timeout the request would wait for it forever.
     let holder = db::pool(options, 1);
     let mut lock = holder.begin().await.expect("begin");
     sqlx::query("LOCK TABLE webhooks IN ACCESS EXCLUSIVE MODE").execute(&mut *lock).await.expect("lock");
-    let reply = app.call(Method::GET, "/webhooks", Some(&app.admin), None).await;
-    assert_eq!((reply.status.as_u16(), reply.code()), (503, "unavailable"), "{}", reply.text);
-    assert!(reply.headers.contains_key("retry-after"));
+    let reply = api.webhooks().list(&[]).await.expect_err("stuck behind the lock");
+    assert_eq!((reply.status(), reply.code()), (503, "unavailable"), "{reply}");
+    assert!(reply.as_refused().is_some_and(|r| r.headers.contains_key("retry-after")));
     lock.rollback().await.expect("release");
-    assert_eq!(app.call(Method::GET, "/webhooks", Some(&app.admin), None).await.status, 200);
+    api.webhooks().list(&[]).await.expect("list once the lock is gone");
 }
 
 #[tokio::test]

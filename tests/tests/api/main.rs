@@ -51,3 +51,4 @@ mod runner_e2e;
 mod startup;
 mod stream;
 mod webhooks;
+mod wire_shapes;

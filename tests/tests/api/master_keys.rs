@@ -6,6 +6,7 @@
 use hookflow_control_plane::crypto::MasterKey;
 use hookflow_control_plane::server::rotate;
 use hookflow_shared::Role;
+use hookflow_shared::api::resources::PutSecret;
 use hookflow_tests::TestApp;
 use hookflow_tests::people::Bearer;
 use reqwest::Method;
@@ -21,8 +22,8 @@ async fn a_rotation_reencrypts_everything_online_and_the_old_key_can_go() {
     let app = TestApp::spawn_with(|s| s.master_key = MasterKey::new(OLD)).await;
     let other = app.new_org("Other").await;
     for (creds, name, value) in [(&app.admin, "API_PASSWORD", "first-secret"), (&other, "TOKEN", "second-secret")] {
-        let path = format!("/secrets/{name}");
-        assert_eq!(app.call(Method::PUT, &path, Some(creds), Some(json!({"value": value}))).await.status, 200);
+        let secret = PutSecret { value: value.into(), allowed_hosts: vec![], runners_only: false };
+        app.api_as(creds).secrets().put(name, &secret).await.expect("put the secret");
     }
     // A person's session: the built-in provider's signing key is sealed under the master key too.
     let person = app.person(app.admin.org, Role::Member).await;

@@ -4,6 +4,9 @@
 //! removed member's keys end, with the keys those keys made, for good.
 
 use hookflow_shared::Role;
+use hookflow_shared::api::admin::CreateApiKey;
+use hookflow_shared::api::people::Signup;
+use hookflow_tests::Credentials;
 use hookflow_tests::TestApp;
 use hookflow_tests::people::{Bearer, invitation_token};
 use reqwest::Method;
@@ -30,11 +33,13 @@ async fn people_invitation_binds_by_token_not_by_the_email_a_stranger_signs_up_w
     assert!(!invited.text.contains("password"));
 
     // The attack: sign up with the invited address.
-    let signup = json!({"email": "cfo@example.com", "password": "a stranger's password", "organization_name": "Mine"});
-    let stranger = app.call(Method::POST, "/auth/signup", None, Some(signup)).await;
-    assert_eq!(stranger.status, 201, "{}", stranger.text);
-    let bearer =
-        Bearer { token: stranger.body["access_token"].as_str().expect("token").into(), org: Some(app.admin.org) };
+    let signup = Signup {
+        email: "cfo@example.com".into(),
+        password: "a stranger's password".into(),
+        organization_name: "Mine".into(),
+    };
+    let stranger = app.api_with(Credentials::None).people().signup(&signup).await.expect("sign up");
+    let bearer = Bearer { token: stranger.access_token, org: Some(app.admin.org) };
     let session = app.call_bearer(Method::GET, "/auth/session", &bearer, None).await;
     let orgs = session.body["organizations"].as_array().expect("organizations");
     assert_eq!(orgs.len(), 1, "only the stranger's own organization: {}", session.text);
@@ -70,8 +75,8 @@ async fn people_invitation_binds_by_token_not_by_the_email_a_stranger_signs_up_w
     assert_eq!(late.expect("listed")["status"], "expired");
     let fresh = app.invite("late@example.com", Role::Viewer).await;
     assert_eq!(app.accept(&bearer, &fresh).await.status, 201, "an expired invitation makes way for a new one");
-    let anonymous = app.call(Method::POST, "/auth/invitations/accept", None, Some(json!({"token": token}))).await;
-    assert_eq!(anonymous.status, 401);
+    let anonymous = app.api_with(Credentials::None).people().accept_invitation(&token).await;
+    assert_eq!(anonymous.expect_err("no person").status(), 401);
     // Neither the token nor its link is in the audit log.
     let audit = app.admin(Method::GET, "/audit-log", None).await;
     assert!(!audit.text.contains(&token) && !audit.text.contains("hfi_"), "{}", audit.text);
@@ -112,10 +117,10 @@ async fn people_inviting_answers_alike_adds_nobody_and_members_leave() {
     let (owner_bearer, _) = app.bearer(&owner, Some(app.admin.org)).await;
     let refused = app.call_bearer(Method::DELETE, "/organization/membership", &owner_bearer, None).await;
     refused.assert_refused(409, "conflict", "last owner");
-    let by_key = app.admin(Method::DELETE, "/organization/membership", None).await;
+    let by_key = app.api().people().leave().await.expect_err("a key is no member");
     by_key.assert_refused(403, "insufficient_scope", "API key");
-    let audit = app.admin(Method::GET, "/audit-log", None).await;
-    assert!(audit.text.contains("member.left"), "{}", audit.text);
+    let audit = app.api().organization().audit_log(&[]).await.expect("audit log");
+    assert!(audit.items.iter().any(|e| e.action == "member.left"), "{audit:?}");
 }
 
 /// Finding 11: keys made by a removed member were only suspended, and re-adding the person revived them. Removing
@@ -136,18 +141,18 @@ async fn people_removing_a_member_ends_their_keys_and_the_keys_those_made() {
         .await;
     assert_eq!(made.status, 201, "{}", made.text);
     let first = hookflow_tests::Creds { key: made.body["key"].as_str().expect("key").into(), org };
-    let grand = app
-        .call(Method::POST, "/api-keys", Some(&first), Some(json!({"name": "made by mine", "scopes": ["flows:read"]})))
-        .await;
-    assert_eq!(grand.status, 201, "{}", grand.text);
-    let second = hookflow_tests::Creds { key: grand.body["key"].as_str().expect("key").into(), org };
+    let by_mine =
+        CreateApiKey { name: "made by mine".into(), scopes: Some(vec!["flows:read".into()]), ..Default::default() };
+    let grand = app.api_as(&first).keys().create(&by_mine).await.expect("create");
+    let second = hookflow_tests::Creds { key: grand.key.clone(), org };
     let operator_key = app.creds_with(&["flows:read"]).await;
     for creds in [&first, &second, &operator_key] {
-        assert_eq!(app.call(Method::GET, "/flows", Some(creds), None).await.status, 200);
+        app.api_as(creds).flows().list(&[]).await.expect("a working key");
     }
 
     app.delete(&format!("/organization/members/{}", admin.user_id), 204).await;
-    let ids = [made.body["id"].as_str().expect("id"), grand.body["id"].as_str().expect("id")];
+    let grand_id = grand.record.id.to_string();
+    let ids = [made.body["id"].as_str().expect("id"), grand_id.as_str()];
     for id in ids {
         assert_eq!(app.rows(&format!("api_keys WHERE id = '{id}'")).await, 0, "key {id} ended with the removal");
     }
@@ -155,11 +160,10 @@ async fn people_removing_a_member_ends_their_keys_and_the_keys_those_made() {
     let token = app.invite(&admin.email, Role::Admin).await;
     assert_eq!(app.accept(&bearer, &token).await.status, 201);
     for creds in [&first, &second] {
-        assert_eq!(app.call(Method::GET, "/flows", Some(creds), None).await.status, 401);
+        assert_eq!(app.api_as(creds).flows().list(&[]).await.expect_err("an ended key").status(), 401);
     }
-    assert_eq!(app.call(Method::GET, "/flows", Some(&operator_key), None).await.status, 200, "others' keys stay");
-    let audit = app.admin(Method::GET, "/audit-log", None).await;
-    let removed =
-        audit.body["items"].as_array().expect("items").iter().find(|e| e["action"] == "member.removed").cloned();
-    assert_eq!(removed.expect("recorded")["details"]["keys_ended"], 2);
+    app.api_as(&operator_key).flows().list(&[]).await.expect("others' keys stay");
+    let audit = app.api().organization().audit_log(&[]).await.expect("audit log");
+    let removed = audit.items.iter().find(|e| e.action == "member.removed").expect("recorded");
+    assert_eq!(removed.details["keys_ended"], 2);
 }

@@ -2,7 +2,9 @@
 //! token, role changes and the last-owner rule, removal taking the member's keys with it, keys that never outrank
 //! their maker's role, cross-organization 404s, and the role x operation matrix of API.md section 1.
 
+use hookflow_shared::api::webhooks::CreateWebhook;
 use hookflow_shared::{Role, Scope};
+use hookflow_tests::Credentials;
 use hookflow_tests::TestApp;
 use hookflow_tests::people::Bearer;
 use reqwest::Method;
@@ -94,7 +96,7 @@ async fn members_invitations_roles_and_the_last_owner() {
         app.call_bearer(Method::POST, "/api-keys", &admin, Some(json!({"name": "mine", "preset": "read-only"}))).await;
     assert_eq!(key.status, 201, "{}", key.text);
     let creds = hookflow_tests::Creds { key: key.body["key"].as_str().expect("key").into(), org };
-    assert_eq!(app.call(Method::GET, "/flows", Some(&creds), None).await.status, 200);
+    app.api_as(&creds).flows().list(&[]).await.expect("the member's key works");
     // The colleague, an owner now, makes the founder an owner again; the founder then removes the colleague.
     let founder_path = format!("/organization/members/{}", founder.user_id);
     assert_eq!(app.call_bearer(Method::PATCH, &founder_path, &admin, Some(json!({"role": "owner"}))).await.status, 200);
@@ -103,7 +105,8 @@ async fn members_invitations_roles_and_the_last_owner() {
         .call_bearer(Method::DELETE, &format!("/organization/members/{}", colleague.user_id), &founder_bearer, None)
         .await;
     assert_eq!(removed.status, 204, "{}", removed.text);
-    assert_eq!(app.call(Method::GET, "/flows", Some(&creds), None).await.status, 401, "the key left with its maker");
+    let left = app.api_as(&creds).flows().list(&[]).await.expect_err("the key left with its maker");
+    assert_eq!(left.status(), 401, "the key left with its maker");
     let gone = app.call_bearer(Method::GET, "/flows", &admin, None).await;
     assert_eq!((gone.status.as_u16(), gone.code()), (403, "organization_mismatch"));
     let audit = app.call_bearer(Method::GET, "/audit-log", &founder_bearer, None).await;
@@ -144,8 +147,9 @@ async fn keys_never_outrank_their_makers_role() {
         app.call_bearer(Method::POST, "/api-keys", &bearer, Some(json!({"name": "everything", "scopes": all}))).await;
     assert_eq!(key.status, 201, "{}", key.text);
     let creds = hookflow_tests::Creds { key: key.body["key"].as_str().expect("key").into(), org: app.admin.org };
-    let write = json!({"name": "hook"});
-    assert_eq!(app.call(Method::POST, "/webhooks", Some(&creds), Some(write.clone())).await.status, 201);
+    let as_key = app.api_as(&creds);
+    let write = CreateWebhook { name: "hook".into(), ..Default::default() };
+    as_key.webhooks().create(&write).await.expect("create");
     // Demoted to viewer: the key now grants the viewer's scopes only.
     app.patch::<serde_json::Value>(
         &format!("/organization/members/{}", person.user_id),
@@ -153,9 +157,9 @@ async fn keys_never_outrank_their_makers_role() {
         200,
     )
     .await;
-    let refused = app.call(Method::POST, "/webhooks", Some(&creds), Some(write)).await;
-    assert_eq!((refused.status.as_u16(), refused.code()), (403, "insufficient_scope"));
-    assert_eq!(app.call(Method::GET, "/webhooks", Some(&creds), None).await.status, 200);
+    let refused = as_key.webhooks().create(&write).await.expect_err("a viewer's key");
+    assert_eq!((refused.status(), refused.code()), (403, "insufficient_scope"));
+    as_key.webhooks().list(&[]).await.expect("a viewer reads");
     // A member cannot make keys at all (no keys:write), and a key made by the member's key cannot outlive them.
     let member = app.person(app.admin.org, Role::Member).await;
     let (member_bearer, _) = app.bearer(&member, Some(app.admin.org)).await;
@@ -271,7 +275,8 @@ const OUTSIDE: &[&str] = &[
 #[tokio::test]
 async fn every_operation_answers_each_role_as_section_1_says() {
     let app = TestApp::spawn().await;
-    let document = app.call(Method::GET, "/openapi.json", None, None).await.body;
+    let document: serde_json::Value =
+        app.api_with(Credentials::None).get("/openapi.json").await.expect("the served document");
     let mut documented = Vec::new();
     for (path, item) in document["paths"].as_object().expect("paths") {
         for method in item.as_object().expect("item").keys() {

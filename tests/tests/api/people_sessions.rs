@@ -5,8 +5,9 @@
 use hookflow_control_plane::auth::signing;
 use hookflow_control_plane::signals::Invalidation;
 use hookflow_shared::Role;
-use hookflow_tests::TestApp;
+use hookflow_shared::api::people::Signup;
 use hookflow_tests::people::Bearer;
+use hookflow_tests::{Credentials, TestApp};
 use reqwest::Method;
 use serde_json::json;
 
@@ -38,32 +39,28 @@ async fn sign_in_refresh_reuse_and_sign_out_on_every_replica() {
     assert_eq!((elsewhere.status.as_u16(), elsewhere.code()), (403, "organization_mismatch"));
 
     // Refresh: new tokens, and the refresh token presented dies.
-    let refreshed =
-        app.call(Method::POST, "/auth/sessions/refresh", None, Some(json!({"refresh_token": refresh}))).await;
-    assert_eq!(refreshed.status, 201, "{}", refreshed.text);
-    let next_refresh = refreshed.body["refresh_token"].as_str().expect("refresh").to_owned();
+    let people = app.api_with(Credentials::None);
+    let people = people.people();
+    let refreshed = people.refresh(&refresh).await.expect("refresh");
+    let next_refresh = refreshed.refresh_token.expect("a refresh token");
     assert_ne!(next_refresh, refresh);
-    let next =
-        Bearer { token: refreshed.body["access_token"].as_str().expect("token").into(), org: Some(app.admin.org) };
+    let next = Bearer { token: refreshed.access_token, org: Some(app.admin.org) };
     assert_eq!(replica.call_bearer(Method::GET, "/webhooks", &next, None).await.status, 200);
     // Presenting the used token again: someone copied it. The whole session ends, on every replica.
-    let reused = app.call(Method::POST, "/auth/sessions/refresh", None, Some(json!({"refresh_token": refresh}))).await;
-    assert_eq!((reused.status.as_u16(), reused.code()), (401, "unauthorized"));
+    let reused = people.refresh(&refresh).await.expect_err("a used refresh token");
+    assert_eq!((reused.status(), reused.code()), (401, "unauthorized"));
     for server in [&app, &replica] {
         assert_eq!(server.call_bearer(Method::GET, "/webhooks", &next, None).await.status, 401);
     }
-    let after =
-        app.call(Method::POST, "/auth/sessions/refresh", None, Some(json!({"refresh_token": next_refresh}))).await;
-    assert_eq!(after.status, 401, "the rotated token died with its session");
+    let after = people.refresh(&next_refresh).await.expect_err("a dead session");
+    assert_eq!(after.status(), 401, "the rotated token died with its session");
 
     // Sign-out ends the session at once, on the other replica too (it had it cached).
     let (fresh, fresh_refresh) = app.bearer(&person, Some(app.admin.org)).await;
     assert_eq!(replica.call_bearer(Method::GET, "/webhooks", &fresh, None).await.status, 200);
     assert_eq!(app.call_bearer(Method::DELETE, "/auth/session", &fresh, None).await.status, 204);
     assert_eq!(refused_soon(&replica, &fresh).await, 401, "the replica heard of the sign-out");
-    let dead =
-        app.call(Method::POST, "/auth/sessions/refresh", None, Some(json!({"refresh_token": fresh_refresh}))).await;
-    assert_eq!(dead.status, 401);
+    assert_eq!(people.refresh(&fresh_refresh).await.expect_err("signed out").status(), 401);
 }
 
 #[tokio::test]
@@ -151,20 +148,24 @@ async fn a_one_time_password_must_be_changed_first() {
 #[tokio::test]
 async fn signup_is_off_unless_enabled() {
     let app = TestApp::spawn().await;
-    let body = json!({"email": "new@example.com", "password": "a long enough password", "organization_name": "New"});
-    let reply = app.call(Method::POST, "/auth/signup", None, Some(body.clone())).await;
-    assert_eq!(reply.status, 404, "{}", reply.text);
+    let signup = |email: &str, password: &str, organization: &str| Signup {
+        email: email.into(),
+        password: password.into(),
+        organization_name: organization.into(),
+    };
+    let body = signup("new@example.com", "a long enough password", "New");
+    let reply = app.api_with(Credentials::None).people().signup(&body).await.expect_err("sign-up is off");
+    assert_eq!(reply.status(), 404, "{reply}");
 
     let open = TestApp::spawn_with(|s| s.signup = true).await;
-    let reply = open.call(Method::POST, "/auth/signup", None, Some(body.clone())).await;
-    assert_eq!(reply.status, 201, "{}", reply.text);
-    assert_eq!(reply.body["organization"]["role"], "owner");
-    let org: uuid::Uuid = reply.body["organization"]["id"].as_str().expect("org").parse().expect("uuid");
-    let bearer = Bearer { token: reply.body["access_token"].as_str().expect("token").into(), org: Some(org) };
-    assert_eq!(open.call_bearer(Method::GET, "/organization", &bearer, None).await.body["name"], "New");
-    assert_eq!(open.call(Method::POST, "/auth/signup", None, Some(body)).await.status, 409);
-    let weak = json!({"email": "weak@example.com", "password": "short", "organization_name": "W"});
-    assert_eq!(open.call(Method::POST, "/auth/signup", None, Some(weak)).await.status, 400);
+    let anonymous = open.api_with(Credentials::None);
+    let signed_up = anonymous.people().signup(&body).await.expect("sign up");
+    assert_eq!(signed_up.organization.role, Role::Owner);
+    let bearer = Bearer { token: signed_up.access_token, org: Some(signed_up.organization.id) };
+    assert_eq!(open.api_bearer(&bearer).organization().get().await.expect("organization").name, "New");
+    assert_eq!(anonymous.people().signup(&body).await.expect_err("taken").status(), 409);
+    let weak = signup("weak@example.com", "short", "W");
+    assert_eq!(anonymous.people().signup(&weak).await.expect_err("a weak password").status(), 400);
 }
 
 /// One scenario: an attacker guessing from elsewhere is throttled; the person, from their own address, is not.
@@ -209,9 +210,15 @@ async fn failed_sign_ins_are_throttled_without_locking_the_person_out() {
 async fn a_burst_of_guesses_is_reserved_before_any_hash() {
     let app = TestApp::spawn().await;
     let person = app.person(app.admin.org, Role::Viewer).await;
-    let body = json!({"email": person.email, "password": "guess guess guess"});
-    let burst = (0..150).map(|_| app.call(Method::POST, "/auth/sessions", None, Some(body.clone())));
-    let statuses: Vec<u16> = futures_util::future::join_all(burst).await.iter().map(|r| r.status.as_u16()).collect();
+    let anonymous = app.api_with(Credentials::None);
+    let people = anonymous.people();
+    let email = person.email.as_str();
+    let burst = (0..150).map(|_| async move { people.sign_in(email, "guess guess guess").await });
+    let statuses: Vec<u16> = futures_util::future::join_all(burst)
+        .await
+        .iter()
+        .map(|r| r.as_ref().map_or_else(|e| e.status(), |_| 201))
+        .collect();
     let hashed = statuses.iter().filter(|s| **s == 401).count();
     assert!(hashed <= 5, "{hashed} guesses were hashed: {statuses:?}");
     assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 150 - hashed, "{statuses:?}");
@@ -271,10 +278,14 @@ async fn behind_a_trusted_proxy_each_client_has_its_own_budget() {
 async fn sign_ups_are_throttled_per_address() {
     let open = TestApp::spawn_with(|s| s.signup = true).await;
     let mut statuses = Vec::new();
+    let anonymous = open.api_with(Credentials::None);
     for i in 0..20 {
-        let body = json!({"email": format!("burst{i}@example.com"), "password": "a long enough password",
-            "organization_name": "Burst"});
-        statuses.push(open.call(Method::POST, "/auth/signup", None, Some(body)).await.status.as_u16());
+        let body = Signup {
+            email: format!("burst{i}@example.com"),
+            password: "a long enough password".into(),
+            organization_name: "Burst".into(),
+        };
+        statuses.push(anonymous.people().signup(&body).await.map_or_else(|e| e.status(), |_| 201));
     }
     assert_eq!(statuses.iter().filter(|s| **s == 201).count(), 10, "{statuses:?}");
     assert!(statuses[10..].iter().all(|s| *s == 429), "{statuses:?}");
@@ -290,14 +301,11 @@ async fn signing_keys_rotate_and_the_jwks_publishes_the_newest_two() {
     let app = TestApp::spawn().await;
     let person = app.person(app.admin.org, Role::Member).await;
     let (first, _) = app.bearer(&person, Some(app.admin.org)).await;
-    let jwks = app.call(Method::GET, "/.well-known/jwks.json", None, None).await;
-    assert_eq!(jwks.status, 200);
-    assert_eq!(jwks.body["keys"][0]["kid"], kid(&first.token));
-    assert_eq!(
-        (jwks.body["keys"][0]["alg"].as_str(), jwks.body["keys"][0]["crv"].as_str()),
-        (Some("EdDSA"), Some("Ed25519"))
-    );
-    assert!(jwks.body["keys"][0].get("d").is_none(), "no private part is published");
+    // The published document as the wire spells it (no private part may appear under any name).
+    let jwks: serde_json::Value = app.api_with(Credentials::None).get("/.well-known/jwks.json").await.expect("jwks");
+    assert_eq!(jwks["keys"][0]["kid"], kid(&first.token));
+    assert_eq!((jwks["keys"][0]["alg"].as_str(), jwks["keys"][0]["crv"].as_str()), (Some("EdDSA"), Some("Ed25519")));
+    assert!(jwks["keys"][0].get("d").is_none(), "no private part is published");
 
     // What `hookflow-server keys rotate-signing` does: a new key, announced to every replica.
     let rotate = || async {
@@ -317,12 +325,8 @@ async fn signing_keys_rotate_and_the_jwks_publishes_the_newest_two() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let second = second.expect("new sessions are signed with the new key");
-    let kids: Vec<String> = app.call(Method::GET, "/.well-known/jwks.json", None, None).await.body["keys"]
-        .as_array()
-        .expect("keys")
-        .iter()
-        .map(|k| k["kid"].as_str().expect("kid").to_owned())
-        .collect();
+    let jwks = app.api_with(Credentials::None).people().jwks().await.expect("jwks");
+    let kids: Vec<String> = jwks.keys.iter().map(|k| k.kid.clone()).collect();
     assert_eq!(kids, [second_kid.clone(), kid(&first.token)]);
     assert_eq!(app.call_bearer(Method::GET, "/webhooks", &first, None).await.status, 200, "the previous key verifies");
 

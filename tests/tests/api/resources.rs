@@ -1,9 +1,14 @@
 //! Resources: write-only secrets encrypted at rest (bound to their organization and name), and variables.
 
 use hookflow_control_plane::crypto::{MasterKey, Sealed};
+use hookflow_shared::api::resources::PutSecret;
 use hookflow_tests::TestApp;
 use reqwest::Method;
 use serde_json::json;
+
+fn secret(value: &str) -> PutSecret {
+    PutSecret { value: value.into(), allowed_hosts: vec![], runners_only: false }
+}
 
 #[tokio::test]
 async fn secrets_are_write_only_and_encrypted_at_rest() {
@@ -15,9 +20,10 @@ async fn secrets_are_write_only_and_encrypted_at_rest() {
     assert_eq!(put.status, 200, "{}", put.text);
     assert_eq!(put.body["name"], "API_PASSWORD");
     assert!(put.body.get("value").is_none());
-    app.admin(Method::PUT, "/secrets/B_TOKEN", Some(json!({"value": "other"}))).await;
-    let replaced = app.admin(Method::PUT, "/secrets/API_PASSWORD", Some(json!({"value": format!("{value}!")}))).await;
-    assert_eq!(replaced.body["created_at"], put.body["created_at"]);
+    let api = app.api();
+    api.secrets().put("B_TOKEN", &secret("other")).await.expect("put");
+    let replaced = api.secrets().put("API_PASSWORD", &secret(&format!("{value}!"))).await.expect("replace");
+    assert_eq!(json!(replaced.created_at), put.body["created_at"]);
 
     let list = app.admin(Method::GET, "/secrets", None).await;
     let names: Vec<&str> =
@@ -58,67 +64,64 @@ async fn secrets_are_write_only_and_encrypted_at_rest() {
     .execute(&app.pool)
     .await
     .expect("copy");
-    let theirs = app.call(Method::GET, "/secrets", Some(&other), None).await;
-    assert_eq!(theirs.body["items"].as_array().map(Vec::len), Some(1), "each organization sees its own names only");
+    let theirs = app.api_as(&other).secrets().list(&[]).await.expect("list");
+    assert_eq!(theirs.items.len(), 1, "each organization sees its own names only");
 
-    assert_eq!(app.admin(Method::DELETE, "/secrets/B_TOKEN", None).await.status, 204);
-    assert_eq!(app.admin(Method::DELETE, "/secrets/B_TOKEN", None).await.code(), "not_found");
-    assert_eq!(app.admin(Method::DELETE, "/secrets/STOLEN", None).await.status, 404, "another organization's secret");
+    api.secrets().delete("B_TOKEN").await.expect("delete");
+    assert_eq!(api.secrets().delete("B_TOKEN").await.expect_err("gone").code(), "not_found");
+    let stolen = api.secrets().delete("STOLEN").await.expect_err("another organization's secret");
+    assert_eq!(stolen.status(), 404, "another organization's secret");
 }
 
 #[tokio::test]
 async fn variables_round_trip() {
     let app = TestApp::spawn().await;
-    let put = app.admin(Method::PUT, "/variables/base_url", Some(json!({"value": "https://api.example.com"}))).await;
-    assert_eq!(put.status, 200, "{}", put.text);
-    assert_eq!(put.body["value"], "https://api.example.com");
-    app.admin(Method::PUT, "/variables/region", Some(json!({"value": "eu"}))).await;
-    let list = app.admin(Method::GET, "/variables?limit=1", None).await;
-    assert_eq!(list.body["items"][0]["name"], "base_url");
-    let next = list.body["next_cursor"].as_str().expect("more");
-    let rest = app.admin(Method::GET, &format!("/variables?limit=1&cursor={next}"), None).await;
-    assert_eq!(
-        rest.body["items"][0],
-        json!({"name": "region", "value": "eu", "created_at": rest.body["items"][0]["created_at"],
-        "updated_at": rest.body["items"][0]["updated_at"]})
-    );
-    assert_eq!(app.admin(Method::DELETE, "/variables/region", None).await.status, 204);
-    assert_eq!(app.admin(Method::DELETE, "/variables/region", None).await.status, 404);
-    let other = app.new_org("Globex").await;
-    assert_eq!(app.call(Method::GET, "/variables", Some(&other), None).await.body["items"], json!([]));
-    assert_eq!(app.call(Method::DELETE, "/variables/base_url", Some(&other), None).await.status, 404);
+    let api = app.api();
+    let put = api.variables().put("base_url", "https://api.example.com").await.expect("put");
+    assert_eq!(put.value, "https://api.example.com");
+    api.variables().put("region", "eu").await.expect("put");
+    let list = api.variables().list(&[("limit", "1")]).await.expect("list");
+    assert_eq!(list.items[0].name, "base_url");
+    let next = list.next_cursor.as_deref().expect("more");
+    let rest = api.variables().list(&[("limit", "1"), ("cursor", next)]).await.expect("list");
+    // The exact shape of a variable on the wire (its timestamps aside).
+    let mut region = serde_json::to_value(&rest.items[0]).expect("json");
+    region["created_at"] = json!("<t>");
+    region["updated_at"] = json!("<t>");
+    assert_eq!(region, json!({"name": "region", "value": "eu", "created_at": "<t>", "updated_at": "<t>"}));
+    api.variables().delete("region").await.expect("delete");
+    assert_eq!(api.variables().delete("region").await.expect_err("gone").status(), 404);
+    let other = app.api_as(&app.new_org("Globex").await);
+    assert!(other.variables().list(&[]).await.expect("list").items.is_empty());
+    assert_eq!(other.variables().delete("base_url").await.expect_err("not theirs").status(), 404);
 }
 
 #[tokio::test]
 async fn names_values_and_scopes_are_checked() {
     let app = TestApp::spawn().await;
+    let api = app.api();
     for name in ["1ABC", "has-dash", "sp%20ace", "x.y"] {
-        let reply = app.admin(Method::PUT, &format!("/secrets/{name}"), Some(json!({"value": "v"}))).await;
-        assert_eq!(reply.code(), "invalid_request", "{name}");
-        let reply = app.admin(Method::PUT, &format!("/variables/{name}"), Some(json!({"value": "v"}))).await;
-        assert_eq!(reply.code(), "invalid_request", "{name}");
+        assert_eq!(api.secrets().put(name, &secret("v")).await.expect_err(name).code(), "invalid_request", "{name}");
+        assert_eq!(api.variables().put(name, "v").await.expect_err(name).code(), "invalid_request", "{name}");
     }
     for body in
         [json!({}), json!({"value": 5}), json!({"value": "v", "extra": 1}), json!({"value": "x".repeat(70_000)})]
     {
         assert_eq!(app.admin(Method::PUT, "/secrets/OK", Some(body.clone())).await.code(), "invalid_request", "{body}");
     }
-    let reader = app.creds_with(&["resources:read"]).await;
-    assert_eq!(app.call(Method::GET, "/secrets", Some(&reader), None).await.status, 200);
-    assert_eq!(
-        app.call(Method::PUT, "/secrets/X", Some(&reader), Some(json!({"value": "v"}))).await.code(),
-        "insufficient_scope"
-    );
-    assert_eq!(app.call(Method::DELETE, "/variables/X", Some(&reader), None).await.code(), "insufficient_scope");
-    let none = app.creds_with(&["flows:read"]).await;
-    assert_eq!(app.call(Method::GET, "/variables", Some(&none), None).await.code(), "insufficient_scope");
+    let reader = app.api_as(&app.creds_with(&["resources:read"]).await);
+    reader.secrets().list(&[]).await.expect("resources:read lists");
+    assert_eq!(reader.secrets().put("X", &secret("v")).await.expect_err("read only").code(), "insufficient_scope");
+    assert_eq!(reader.variables().delete("X").await.expect_err("read only").code(), "insufficient_scope");
+    let none = app.api_as(&app.creds_with(&["flows:read"]).await);
+    assert_eq!(none.variables().list(&[]).await.expect_err("no resources scope").code(), "insufficient_scope");
 }
 
 #[tokio::test]
 async fn a_database_dump_holds_no_plaintext_secret() {
     let app = TestApp::spawn().await;
     let value = "plaintext-that-pg_dump-must-not-find-7431";
-    assert_eq!(app.admin(Method::PUT, "/secrets/DUMPED", Some(json!({"value": value}))).await.status, 200);
+    app.api().secrets().put("DUMPED", &secret(value)).await.expect("put");
     let options = app.pool.connect_options();
     let bindir = hookflow_control_plane::db::embedded::find_bindir().expect("PostgreSQL binaries");
     let socket = options.get_socket().expect("the test cluster listens on a socket");

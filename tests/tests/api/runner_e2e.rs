@@ -3,7 +3,8 @@
 //! 2, graceful SIGTERM, label routing, cancellation, and the embedded runner.
 
 use crate::RUNNER;
-use hookflow_shared::wire::runner_route;
+use hookflow_shared::api::flows::Publish;
+use hookflow_shared::api::resources::PutSecret;
 use hookflow_tests::TestApp;
 use hookflow_tests::runner::RunnerProcess;
 use hookflow_tests::sse::Sse;
@@ -46,15 +47,25 @@ fn echo_module(target: &str) -> Value {
 
 async fn published_module(app: &TestApp, target: &Target) -> String {
     let module = app.create_flow("echo module", echo_module(&target.base)).await;
-    assert_eq!(app.admin(Method::POST, &format!("/flows/{module}/publish"), None).await.status, 201);
+    app.api().flows().publish(&module, &Publish::default()).await.expect("publish");
     module
+}
+
+async fn put_secret(app: &TestApp, name: &str, value: &str) {
+    let secret = PutSecret { value: value.into(), allowed_hosts: vec![], runners_only: false };
+    app.api().secrets().put(name, &secret).await.expect("put the secret");
+}
+
+/// An execution's node results, as JSON.
+async fn nodes(app: &TestApp, flow: &str, execution: &str) -> Value {
+    serde_json::to_value(app.api().executions().nodes(flow, execution).await.expect("nodes")).expect("json")
 }
 
 #[tokio::test]
 async fn a_runner_process_runs_a_flow_with_extractors_assertions_and_modules() {
     let app = TestApp::spawn_for_execution().await;
     let target = Target::spawn().await;
-    app.admin(Method::PUT, "/secrets/API_PASSWORD", Some(json!({"value": SECRET}))).await;
+    put_secret(&app, "API_PASSWORD", SECRET).await;
     let module = published_module(&app, &target).await;
     let flow = app.create_flow("checkout", checkout(&target.base, &module)).await;
     let creds = app.runner_creds(app.admin.org).await;
@@ -65,7 +76,7 @@ async fn a_runner_process_runs_a_flow_with_extractors_assertions_and_modules() {
     assert_eq!(done["status"], "succeeded", "{done}\n{}", runner.output());
     assert_eq!(done["summary"], json!({"nodes_total": 6, "passed": 5, "failed": 0, "skipped": 1}));
 
-    let nodes = app.admin(Method::GET, &format!("/flows/{flow}/executions/{id}/nodes"), None).await.body;
+    let nodes = nodes(&app, &flow, &id).await;
     let items = nodes["items"].as_array().expect("items");
     let order: Vec<&str> = items.iter().map(|n| n["node_id"].as_str().unwrap_or("")).collect();
     assert_eq!(order, ["login", "orders", "pause", "set", "sub", "never"]);
@@ -110,8 +121,8 @@ async fn a_runner_process_runs_a_flow_with_extractors_assertions_and_modules() {
 async fn secrets_never_reach_results_streams_or_logs() {
     let app = TestApp::spawn_for_execution().await;
     let target = Target::spawn().await;
-    app.admin(Method::PUT, "/secrets/API_PASSWORD", Some(json!({"value": SECRET}))).await;
-    app.admin(Method::PUT, "/secrets/BASIC", Some(json!({"value": "dXNlcjpwYXNz-basic"}))).await;
+    put_secret(&app, "API_PASSWORD", SECRET).await;
+    put_secret(&app, "BASIC", "dXNlcjpwYXNz-basic").await;
     let definition = json!({"nodes": [
         {"id": "echo", "kind": "request",
          "request": {"method": "POST", "url": format!("{}/echo", target.base),
@@ -182,8 +193,7 @@ async fn a_killed_runners_job_is_finished_by_another_as_attempt_two() {
     assert_eq!(done["status"], "succeeded", "{done}\n{}", second.output());
     assert_eq!(done["attempt"], 2);
     assert_ne!(done["runner_id"], first_runner, "finished by the other runner");
-    let nodes = app.admin(Method::GET, &format!("/flows/{flow}/executions/{id}/nodes"), None).await;
-    assert_eq!(nodes.body["items"][0]["attempt"], 2, "results of the latest attempt");
+    assert_eq!(nodes(&app, &flow, &id).await["items"][0]["attempt"], 2, "results of the latest attempt");
 }
 
 #[tokio::test]
@@ -220,12 +230,10 @@ async fn runner_processes_respect_labels_and_cancellation() {
     assert_eq!(app.execution(&flow, &id).await["status"], "queued", "no runner carries `gpu`");
     let gpu = RunnerProcess::spawn(RUNNER, &app.base, &creds, &["gpu", "linux"], &[]).await;
     let running = app.wait_execution(&flow, &id, Duration::from_secs(20), |e| e["status"] == "running").await;
-    let runners = app.admin(Method::GET, runner_route::RUNNERS, None).await.body;
-    let gpu_runner =
-        runners["items"].as_array().expect("items").iter().find(|r| r["labels"] == json!(["gpu", "linux"]));
-    assert_eq!(running["runner_id"], gpu_runner.expect("gpu runner")["id"]);
-    let asked = app.admin(Method::POST, &format!("/flows/{flow}/executions/{id}/cancel"), None).await;
-    assert_eq!(asked.status, 202);
+    let runners = app.api().runners().list(&[]).await.expect("runners");
+    let gpu_runner = runners.items.iter().find(|r| r.labels == ["gpu", "linux"]).expect("gpu runner");
+    assert_eq!(running["runner_id"], json!(gpu_runner.id));
+    app.api().executions().cancel(&flow, &id).await.expect("cancel");
     let done = app.wait_finished(&flow, &id).await;
     assert_eq!(done["status"], "cancelled", "{done}\n{}", gpu.output());
     assert_eq!(target.hits(), 0, "the node after the delay never ran");
@@ -249,8 +257,8 @@ async fn the_embedded_runner_runs_flows_of_every_organization() {
         .expect("allow");
     let (theirs, _) = app.run_as(&other, definition, json!({})).await;
     assert_eq!(theirs["status"], "succeeded", "{theirs}");
-    let listed = app.admin(Method::GET, runner_route::RUNNERS, None).await;
-    assert_eq!(listed.body["items"], json!([]), "the embedded runner belongs to no organization");
+    let listed = app.api().runners().list(&[]).await.expect("runners");
+    assert!(listed.items.is_empty(), "the embedded runner belongs to no organization");
 }
 
 /// Forwards connections from `listener` to `target` (host:port).

@@ -1,8 +1,15 @@
 //! Webhook endpoints: CRUD, validation, scopes, isolation, pagination.
 
+use hookflow_shared::api::Patch;
+use hookflow_shared::api::admin::Retention;
+use hookflow_shared::api::webhooks::{CreateWebhook, CustomResponse, UpdateWebhook};
 use hookflow_tests::TestApp;
 use reqwest::Method;
 use serde_json::json;
+
+fn named(name: &str) -> CreateWebhook {
+    CreateWebhook { name: name.into(), ..Default::default() }
+}
 
 #[tokio::test]
 async fn an_endpoint_is_created_read_changed_and_deleted() {
@@ -17,38 +24,38 @@ async fn an_endpoint_is_created_read_changed_and_deleted() {
     assert!(hook["created_at"].as_str().expect("created_at").ends_with('Z'));
     assert_eq!(app.capture(Method::POST, &id, "{}").await.status, 200, "live at once");
 
-    let got = app.admin(Method::GET, &format!("/webhooks/{id}"), None).await;
-    assert_eq!(got.body["request_count"], 1);
-    assert!(got.body["last_request_at"].is_string());
+    let hooks = app.api();
+    let hooks = hooks.webhooks();
+    let got = hooks.get(&id).await.expect("get");
+    assert_eq!(got.request_count, 1);
+    assert!(got.last_request_at.is_some());
 
-    let patched = app
-        .admin(
-            Method::PATCH,
-            &format!("/webhooks/{id}"),
-            Some(json!({"name": "GitHub prod", "description": "pushes",
-            "max_body_bytes": 2048, "retention": {"max_age_days": 3, "max_requests": null},
-            "response": {"status": 202, "body": "thanks"}})),
-        )
-        .await;
-    assert_eq!(patched.status, 200, "{}", patched.text);
-    assert_eq!(patched.body["name"], "GitHub prod");
-    assert_eq!(patched.body["max_body_bytes"], 2048);
-    assert_eq!(patched.body["retention"]["max_age_days"], 3);
-    assert_eq!(patched.body["response"]["status"], 202);
-    let reset = app
-        .admin(
-            Method::PATCH,
-            &format!("/webhooks/{id}"),
-            Some(json!({"description": null, "max_body_bytes": null, "response": null})),
-        )
-        .await;
-    assert_eq!(reset.body["description"], json!(null));
-    assert_eq!(reset.body["max_body_bytes"], 1_048_576, "back to the organization default");
-    assert_eq!(reset.body["name"], "GitHub prod", "absent fields stay");
-    assert_eq!(reset.body["retention"]["max_age_days"], 3);
+    let update = UpdateWebhook {
+        name: Some("GitHub prod".into()),
+        description: Patch::Set("pushes".into()),
+        max_body_bytes: Patch::Set(2048),
+        retention: Patch::Set(Retention { max_age_days: Some(3), max_requests: None }),
+        response: Patch::Set(CustomResponse { status: 202, headers: Default::default(), body: "thanks".into() }),
+    };
+    let patched = hooks.update(&id, &update).await.expect("patch");
+    assert_eq!(patched.name, "GitHub prod");
+    assert_eq!(patched.max_body_bytes, 2048);
+    assert_eq!(patched.retention.max_age_days, Some(3));
+    assert_eq!(patched.response.map(|r| r.status), Some(202));
+    let reset = UpdateWebhook {
+        description: Patch::Clear,
+        max_body_bytes: Patch::Clear,
+        response: Patch::Clear,
+        ..Default::default()
+    };
+    let reset = hooks.update(&id, &reset).await.expect("patch");
+    assert_eq!(reset.description, None);
+    assert_eq!(reset.max_body_bytes, 1_048_576, "back to the organization default");
+    assert_eq!(reset.name, "GitHub prod", "absent fields stay");
+    assert_eq!(reset.retention.max_age_days, Some(3));
 
-    assert_eq!(app.admin(Method::DELETE, &format!("/webhooks/{id}"), None).await.status, 204);
-    assert_eq!(app.admin(Method::GET, &format!("/webhooks/{id}"), None).await.status, 404);
+    hooks.delete(&id).await.expect("delete");
+    assert_eq!(hooks.get(&id).await.expect_err("gone").status(), 404);
     let gone = app.capture(Method::POST, &id, "{}").await;
     assert_eq!((gone.status.as_u16(), gone.code()), (404, "not_found"));
     let count = app.rows("captures").await;
@@ -76,11 +83,11 @@ async fn invalid_endpoint_bodies_are_400_naming_the_field() {
         assert!(reply.body["error"]["message"].as_str().unwrap_or_default().contains(named), "{body}: {}", reply.text);
     }
     let hook = app.create_webhook(json!({"name": "ok"})).await;
-    let path = format!("/webhooks/{}", hook["id"].as_str().expect("id"));
-    let reply = app.admin(Method::PATCH, &path, Some(json!({"max_body_bytes": 0}))).await;
+    let zero = UpdateWebhook { max_body_bytes: Patch::Set(0), ..Default::default() };
+    let reply = app.api().webhooks().update(hook["id"].as_str().expect("id"), &zero).await.expect_err("0 bytes");
     assert_eq!(reply.code(), "invalid_request");
-    let listed = app.admin(Method::GET, "/webhooks", None).await;
-    assert_eq!(listed.body["items"].as_array().map(Vec::len), Some(1), "nothing stored by refused requests");
+    let listed = app.api().webhooks().list(&[]).await.expect("list");
+    assert_eq!(listed.items.len(), 1, "nothing stored by refused requests");
 }
 
 #[tokio::test]
@@ -88,14 +95,12 @@ async fn scopes_and_other_organizations() {
     let app = TestApp::spawn().await;
     let hook = app.create_webhook(json!({"name": "mine"})).await;
     let id = hook["id"].as_str().expect("id");
-    let reader = app.creds_with(&["webhooks:read"]).await;
-    assert_eq!(app.call(Method::GET, "/webhooks", Some(&reader), None).await.status, 200);
-    let denied = app.call(Method::POST, "/webhooks", Some(&reader), Some(json!({"name": "x"}))).await;
-    assert_eq!(denied.code(), "insufficient_scope");
-    let denied = app.call(Method::DELETE, &format!("/webhooks/{id}/requests"), Some(&reader), None).await;
-    assert_eq!(denied.code(), "insufficient_scope");
-    let nobody = app.creds_with(&["flows:read"]).await;
-    assert_eq!(app.call(Method::GET, "/webhooks", Some(&nobody), None).await.code(), "insufficient_scope");
+    let reader = app.api_as(&app.creds_with(&["webhooks:read"]).await);
+    reader.webhooks().list(&[]).await.expect("webhooks:read lists");
+    assert_eq!(reader.webhooks().create(&named("x")).await.expect_err("read only").code(), "insufficient_scope");
+    assert_eq!(reader.webhooks().clear_requests(id).await.expect_err("read only").code(), "insufficient_scope");
+    let nobody = app.api_as(&app.creds_with(&["flows:read"]).await);
+    assert_eq!(nobody.webhooks().list(&[]).await.expect_err("no webhooks scope").code(), "insufficient_scope");
 
     let other = app.new_org("Globex").await;
     let capture = app.capture(Method::POST, id, "{}").await;
@@ -123,10 +128,9 @@ async fn scopes_and_other_organizations() {
         let reply = app.call(method.clone(), &path, Some(&other), body).await;
         assert_eq!((reply.status.as_u16(), reply.code()), (404, "not_found"), "{method} {path}: {}", reply.text);
     }
-    let theirs = app.call(Method::GET, "/webhooks", Some(&other), None).await;
-    assert_eq!(theirs.body["items"], json!([]));
-    let still = app.admin(Method::GET, &format!("/webhooks/{id}"), None).await;
-    assert_eq!((still.body["name"].as_str(), still.body["request_count"].as_i64()), (Some("mine"), Some(1)));
+    assert!(app.api_as(&other).webhooks().list(&[]).await.expect("list").items.is_empty());
+    let still = app.api().webhooks().get(id).await.expect("get");
+    assert_eq!((still.name.as_str(), still.request_count), ("mine", 1));
 }
 
 #[tokio::test]
@@ -139,20 +143,16 @@ async fn endpoints_list_newest_first_in_pages() {
         );
     }
     made.reverse();
-    let first = app.admin(Method::GET, "/webhooks?limit=2", None).await;
-    let second = app.next_page("/webhooks?limit=2", &first).await;
-    let third = app.next_page("/webhooks?limit=2", &second).await;
-    assert_eq!(third.body["next_cursor"], json!(null));
-    let seen: Vec<String> = [first, second, third]
-        .iter()
-        .flat_map(|p| {
-            p.body["items"]
-                .as_array()
-                .expect("items")
-                .iter()
-                .map(|w| w["id"].as_str().expect("id").to_owned())
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let api = app.api();
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    for page in 1..=3 {
+        let mut query = vec![("limit", "2")];
+        query.extend(cursor.as_deref().map(|c| ("cursor", c)));
+        let listed = api.webhooks().list(&query).await.expect("a page");
+        seen.extend(listed.items.iter().map(|w| w.id.to_string()));
+        cursor = listed.next_cursor;
+        assert_eq!(cursor.is_none(), page == 3, "three pages of two, the last one ending it");
+    }
     assert_eq!(seen, made);
 }
