@@ -1,8 +1,9 @@
 //! The client's address: the connection's peer, or, when the peer is a trusted proxy (`--trusted-proxies`), the
-//! address that proxy and those behind it say they received the request from (`Forwarded: for=`, else
-//! `X-Forwarded-For`, read from the right: the first address that is not a trusted proxy). Headers from any other
-//! peer are ignored, so nobody can choose their own address. Budgets key IPv6 clients by their /64, which one
-//! client holds whole.
+//! address that proxy and those behind it say they received the request from, in the one header the operator's
+//! proxy writes (`--forwarded-header`: `X-Forwarded-For` by default, or `Forwarded`'s `for=`), read from the right:
+//! the first address that is not a trusted proxy. The other header is never read: proxies pass a header they do
+//! not write through untouched, so a client could name its own address in it. Headers from any other peer are
+//! ignored. Budgets key IPv6 clients by their /64, which one client holds whole.
 
 use crate::error::ApiError;
 use axum::extract::{ConnectInfo, FromRequestParts};
@@ -11,9 +12,19 @@ use axum::http::request::Parts;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
-/// Networks whose forwarding headers are believed.
+/// The header a trusted proxy writes the client into.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, ...` (nginx, HAProxy, cloud load balancers, Caddy, Traefik).
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded: for=client, for=proxy1`.
+    Forwarded,
+}
+
+/// Networks whose forwarding header is believed, and which header that is.
 #[derive(Debug, Clone, Default)]
-pub struct TrustedProxies(Arc<[(IpAddr, u8)]>);
+pub struct TrustedProxies(Arc<[(IpAddr, u8)]>, ForwardedHeader);
 
 impl TrustedProxies {
     /// Parses a comma-separated list of addresses and CIDR blocks (`10.0.0.0/8, ::1, 192.168.1.5`).
@@ -28,10 +39,22 @@ impl TrustedProxies {
                 None => Some(longest),
             };
             let prefix = prefix.ok_or_else(|| format!("`{item}`: the prefix length must be 0 to {longest}"))?;
-            Ok((address, prefix))
+            // An IPv4-mapped network is its IPv4 network (peers are compared as IPv4).
+            match address {
+                IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => match (v6.to_ipv4_mapped(), prefix.checked_sub(96)) {
+                    (Some(v4), Some(prefix)) => Ok((IpAddr::V4(v4), prefix)),
+                    _ => Err(format!("`{item}`: an IPv4-mapped network needs a prefix of 96 to 128")),
+                },
+                _ => Ok((address, prefix)),
+            }
         };
         let items = list.split(',').map(str::trim).filter(|s| !s.is_empty());
-        Ok(Self(items.map(parse_one).collect::<Result<Vec<_>, _>>()?.into()))
+        Ok(Self(items.map(parse_one).collect::<Result<Vec<_>, _>>()?.into(), ForwardedHeader::default()))
+    }
+
+    /// These proxies, writing the client into `header`.
+    pub fn reading(self, header: ForwardedHeader) -> Self {
+        Self(self.0, header)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -49,7 +72,7 @@ impl TrustedProxies {
         if !self.contains(peer) {
             return peer;
         }
-        let forwarded = forwarded_for(headers);
+        let forwarded = forwarded_for(headers, self.1);
         let mut chain = forwarded.iter().rev();
         let mut last = None;
         for address in chain.by_ref() {
@@ -85,12 +108,12 @@ fn in_network(address: IpAddr, network: IpAddr, prefix: u8) -> bool {
     }
 }
 
-/// The addresses a request passed through, first hop first: RFC 7239 `Forwarded` (`for=`), else
-/// `X-Forwarded-For`. Anything unparsable (obfuscated identifiers, `unknown`) is skipped.
-fn forwarded_for(headers: &HeaderMap) -> Vec<IpAddr> {
+/// The addresses a request passed through, first hop first, from the one header the proxies write (`Forwarded`'s
+/// `for=`, or `X-Forwarded-For`). Anything unparsable (obfuscated identifiers, `unknown`) is skipped.
+fn forwarded_for(headers: &HeaderMap, header: ForwardedHeader) -> Vec<IpAddr> {
     let values = |name: &str| headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).collect::<Vec<_>>();
-    let forwarded = values("forwarded");
-    if !forwarded.is_empty() {
+    if header == ForwardedHeader::Forwarded {
+        let forwarded = values("forwarded");
         let elements = forwarded.into_iter().flat_map(|v| v.split(','));
         let fors = elements.filter_map(|element| {
             element.split(';').find_map(|pair| {
@@ -159,7 +182,12 @@ mod tests {
         assert_eq!(trusted.client(ip("198.51.100.7"), &spoofed), ip("198.51.100.7"), "an untrusted peer is the client");
         assert_eq!(trusted.client(ip("127.0.0.1"), &spoofed), ip("203.0.113.9"), "the spoofed left end is ignored");
         let forwarded = headers(&[("forwarded", "for=192.0.2.60;proto=http, for=\"[2001:db8::7]:4711\"")]);
-        assert_eq!(trusted.client(ip("10.9.9.9"), &forwarded), ip("2001:db8::7"));
+        // A header the proxy does not write is the client's own claim: never read.
+        assert_eq!(trusted.client(ip("10.9.9.9"), &forwarded), ip("10.9.9.9"), "Forwarded is not read by default");
+        let rfc = trusted.clone().reading(ForwardedHeader::Forwarded);
+        let both = headers(&[("forwarded", "for=192.0.2.61"), ("x-forwarded-for", "6.6.6.6")]);
+        assert_eq!(rfc.client(ip("10.9.9.9"), &both), ip("192.0.2.61"), "only the named header");
+        assert_eq!(rfc.client(ip("10.9.9.9"), &forwarded), ip("2001:db8::7"));
         assert_eq!(
             trusted.client(ip("::ffff:127.0.0.1"), &headers(&[])),
             ip("::ffff:127.0.0.1"),
@@ -167,6 +195,10 @@ mod tests {
         );
         assert_eq!(trusted.client(ip("127.0.0.1"), &headers(&[("x-forwarded-for", "10.0.0.1")])), ip("10.0.0.1"));
         assert!(TrustedProxies::parse("10.0.0.0/33").is_err() && TrustedProxies::parse("proxy").is_err());
+        // An IPv4-mapped network is its IPv4 network: /104 is 10.0.0.0/8, never a prefix past 32 bits.
+        let mapped = TrustedProxies::parse("::ffff:10.0.0.0/104").expect("mapped");
+        assert!(mapped.contains(ip("10.1.2.3")) && !mapped.contains(ip("11.0.0.1")));
+        assert!(TrustedProxies::parse("::ffff:10.0.0.0/64").is_err());
         assert!(TrustedProxies::default().is_empty() && !TrustedProxies::default().contains(ip("127.0.0.1")));
     }
 

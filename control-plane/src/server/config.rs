@@ -194,6 +194,10 @@ pub struct LimitArgs {
     /// headers from any other peer are ignored.
     #[arg(long, env = "HOOKFLOW_TRUSTED_PROXIES", default_value = "", value_parser = crate::http::client_address::TrustedProxies::parse)]
     pub trusted_proxies: crate::http::client_address::TrustedProxies,
+    /// The header those proxies write the client's address into (the other is never read: a proxy passes a header
+    /// it does not write through, so a client could name its own address there).
+    #[arg(long, env = "HOOKFLOW_FORWARDED_HEADER", value_enum, default_value = "x-forwarded-for")]
+    pub forwarded_header: crate::http::client_address::ForwardedHeader,
     /// Live streams (capture and execution) one API key may hold open at once.
     #[arg(long, env = "HOOKFLOW_STREAMS_PER_KEY", default_value_t = 64)]
     pub streams_per_key: usize,

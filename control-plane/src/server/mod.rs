@@ -115,7 +115,7 @@ async fn serve_with(
         lease: std::time::Duration::from_secs(args.lease_s),
         heartbeat_interval: std::time::Duration::from_secs((args.lease_s / 3).clamp(1, 10)),
         limits: listener_limits(&args.limits),
-        trusted_proxies: args.limits.trusted_proxies.clone(),
+        trusted_proxies: args.limits.trusted_proxies.clone().reading(args.limits.forwarded_header),
         key_rate_per_s: args.limits.key_rate_limit,
         max_capture_rate_per_s: args.limits.max_capture_rate,
         streams_per_key: args.limits.streams_per_key.max(1),

@@ -249,8 +249,10 @@ async fn behind_a_trusted_proxy_each_client_has_its_own_budget() {
             .json(&body)
     };
     let mut statuses = Vec::new();
-    for _ in 0..55 {
-        statuses.push(from("203.0.113.7", "guess guess guess").send().await.expect("send").status().as_u16());
+    for i in 0..55 {
+        // A `Forwarded` header the proxy does not write is the sprayer's own claim, changed at every guess: never read.
+        let spoofed = from("203.0.113.7", "guess guess guess").header("forwarded", format!("for=192.0.2.{i}"));
+        statuses.push(spoofed.send().await.expect("send").status().as_u16());
     }
     assert_eq!(statuses.iter().filter(|s| **s == 401).count(), 50, "{statuses:?}");
     assert_eq!(statuses.last(), Some(&429), "the sprayer behind the proxy is throttled");
