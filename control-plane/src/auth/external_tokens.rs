@@ -46,9 +46,12 @@ pub enum Resolved<'a> {
     Unlinked(Unlinked<'a>),
 }
 
-/// The SHA-256 of a token: how a signed-out token is remembered.
+/// How a signed-out token is remembered: the SHA-256 of its signed part (header and claims, before the last `.`).
+/// Not of the whole token: an ECDSA signature can be re-encoded (`s` -> `n - s`) into another valid one, which
+/// would make a signed-out token look new.
 pub fn token_hash(token: &str) -> [u8; 32] {
-    Sha256::digest(token.as_bytes()).into()
+    let signed = token.rsplit_once('.').map_or(token, |(signed, _)| signed);
+    Sha256::digest(signed.as_bytes()).into()
 }
 
 /// RFC 9068 types access tokens `at+jwt`; a token typed otherwise (an ID token's `JWT`) is not one.
@@ -188,6 +191,13 @@ impl Unlinked<'_> {
 mod tests {
     use super::*;
     use jsonwebtoken::Algorithm;
+
+    #[test]
+    fn a_re_encoded_signature_is_the_same_signed_out_token() {
+        // ECDSA's (r, s) and (r, n - s) both verify: the signed part, not the signature, names the token.
+        assert_eq!(token_hash("aGVhZA.Y2xhaW1z.c2lnMQ"), token_hash("aGVhZA.Y2xhaW1z.c2lnMg"));
+        assert_ne!(token_hash("aGVhZA.Y2xhaW1z.c2lnMQ"), token_hash("aGVhZA.b3RoZXI.c2lnMQ"));
+    }
 
     #[test]
     fn only_access_tokens_are_typed_right() {

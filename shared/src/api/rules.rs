@@ -233,8 +233,9 @@ pub fn timestamp() -> ObjectBuilder {
 pub const CUSTOM_RESPONSE_HEADERS: [&str; 3] = ["content-type", "content-language", "retry-after"];
 
 /// `X-` headers a custom answer may still not set: browser policy, the server's own request id, and the
-/// internal-redirect and file-serving instructions of proxies (nginx, Apache, lighttpd) placed in front.
-const REFUSED_X_HEADERS: [&str; 11] = [
+/// internal-redirect, file-serving, cache-purge and health instructions of proxies placed in front (nginx, Apache,
+/// lighttpd, LiteSpeed, Envoy).
+const REFUSED_X_HEADERS: [&str; 14] = [
     "x-content-type-options",
     "x-frame-options",
     "x-xss-protection",
@@ -246,6 +247,9 @@ const REFUSED_X_HEADERS: [&str; 11] = [
     "x-accel-",
     "x-sendfile",
     "x-lighttpd-",
+    "x-envoy-",
+    "x-litespeed-",
+    "x-sendfile2",
 ];
 
 /// Whether a custom capture answer may set this header (any letter case): an allow-list, so message framing

@@ -124,6 +124,8 @@ async fn a_custom_answer_is_sandboxed_and_sets_no_cookie() {
         "Cache-Control",
         "Vary",
         "X-Accel-Redirect",
+        "X-Envoy-Immediate-Health-Check-Fail",
+        "X-LiteSpeed-Location",
         "X-Sendfile",
         "X-Frame-Options",
         "X-Forwarded-Host",
