@@ -41,10 +41,12 @@ impl TrustedProxies {
             let prefix = prefix.ok_or_else(|| format!("`{item}`: the prefix length must be 0 to {longest}"))?;
             // An IPv4-mapped network is its IPv4 network (peers are compared as IPv4).
             match address {
-                IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => match (v6.to_ipv4_mapped(), prefix.checked_sub(96)) {
-                    (Some(v4), Some(prefix)) => Ok((IpAddr::V4(v4), prefix)),
-                    _ => Err(format!("`{item}`: an IPv4-mapped network needs a prefix of 96 to 128")),
-                },
+                IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => {
+                    match (v6.to_ipv4_mapped(), prefix.checked_sub(96)) {
+                        (Some(v4), Some(prefix)) => Ok((IpAddr::V4(v4), prefix)),
+                        _ => Err(format!("`{item}`: an IPv4-mapped network needs a prefix of 96 to 128")),
+                    }
+                }
                 _ => Ok((address, prefix)),
             }
         };

@@ -150,7 +150,17 @@ async fn people_removing_a_member_ends_their_keys_and_the_keys_those_made() {
         app.api_as(creds).flows().list(&[]).await.expect("a working key");
     }
 
+    // Before being removed, the admin invites another account of their own and keeps the link.
+    let alternate = app.user(false).await;
+    let kept = json!({"email": alternate.email, "role": "admin"});
+    let kept = app.call_bearer(Method::POST, "/organization/members", &bearer, Some(kept)).await;
+    assert_eq!(kept.status, 201, "{}", kept.text);
+    let kept_token = kept.body["token"].as_str().expect("token").to_owned();
+
     app.delete(&format!("/organization/members/{}", admin.user_id), 204).await;
+    let (alternate_bearer, _) = app.bearer(&alternate, None).await;
+    let comeback = app.accept(&alternate_bearer, &kept_token).await;
+    assert_eq!(comeback.status, 404, "a kept link brings the removed admin back: {}", comeback.text);
     let grand_id = grand.record.id.to_string();
     let ids = [made.body["id"].as_str().expect("id"), grand_id.as_str()];
     for id in ids {
@@ -166,4 +176,5 @@ async fn people_removing_a_member_ends_their_keys_and_the_keys_those_made() {
     let audit = app.api().organization().audit_log(&[]).await.expect("audit log");
     let removed = audit.items.iter().find(|e| e.action == "member.removed").expect("recorded");
     assert_eq!(removed.details["keys_ended"], 2);
+    assert_eq!(removed.details["invitations_withdrawn"], 1);
 }

@@ -1,7 +1,7 @@
 //! A person leaving an organization, removed by an owner or admin or by their own choice
 //! (`DELETE /organization/membership`): the membership ends, and with it, in the same transaction, the keys they
-//! made there and the keys those keys made (a person coming back finds none of them working again). The last owner
-//! cannot leave.
+//! made there and the keys those keys made (a person coming back finds none of them working again), and the
+//! invitations they or those keys sent (a link kept for later cannot bring them back). The last owner cannot leave.
 
 use crate::api::admin::audit::{self, AuditEvent};
 use crate::api::people::members::{announce, current_role, invalidate, keep_an_owner};
@@ -39,7 +39,19 @@ pub async fn end_membership<S>(
     .bind(user_id)
     .fetch_all(&mut *conn)
     .await?;
-    let details = serde_json::json!({ "role": role.as_str(), "keys_ended": ended.len() });
+    // Invitations the person (or a key of theirs) sent die too: a link kept for later would bring them back.
+    let senders: Vec<String> = std::iter::once(Actor::User(user_id))
+        .chain(ended.iter().map(|id| Actor::Key(*id)))
+        .map(|a| a.to_string())
+        .collect();
+    let withdrawn = sqlx::query("DELETE FROM invitations WHERE organization_id = $1 AND invited_by = ANY($2)")
+        .bind(caller.org_id)
+        .bind(&senders)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    let details =
+        serde_json::json!({ "role": role.as_str(), "keys_ended": ended.len(), "invitations_withdrawn": withdrawn });
     let event = AuditEvent { org_id: caller.org_id, actor: caller.actor, action, target: user_id.to_string(), details };
     audit::record(conn, event).await?;
     // The user's invalidation drops every cached key on every replica, these included.
