@@ -101,14 +101,15 @@ async fn capture_inner(
         error.retry_after_s = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
         return Err(error);
     }
-    let (body, _room) = read_body(&app.writers.captures, &parts.headers, body, endpoint.max_body_bytes).await?;
+    let (body, room) =
+        read_body(&app.writers.captures, endpoint.org_id, &parts.headers, body, endpoint.max_body_bytes).await?;
     let target = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let headers = recorded
         .and_then(|(queue, number)| queue.take(number, parts.method.as_str(), target))
         .map(|head| head.headers)
         .unwrap_or_else(|| hookflow_runner::outbound::header_pairs(&parts.headers));
     let request = Captured { parts: &parts, path, headers: &headers, body, peer, received_at };
-    match app.writers.captures.store(request.record(&endpoint)?).await {
+    match app.writers.captures.store(request.record(&endpoint)?, room).await {
         Outcome::Stored(request_id) => Ok(receipt(&endpoint, request_id, received_at)),
         Outcome::EndpointGone => Err(ApiError::not_found("webhook")),
         Outcome::Rejected => {
@@ -119,10 +120,12 @@ async fn capture_inner(
 }
 
 /// Reads the body within the endpoint's limit (a declared length over it is refused before reading), holding room
-/// for it in the writer's byte budget: a declared length is reserved before reading, a chunked body once it grows
-/// past a small one's size (then the endpoint's limit).
+/// for it in the writer's byte budget, counted against the endpoint's organization's share: a declared length is
+/// reserved before reading, a chunked body once it grows past a small one's size (then the endpoint's limit). The
+/// room goes with the capture to the writer.
 async fn read_body(
     writer: &CaptureWriter,
+    org_id: Uuid,
     headers: &HeaderMap,
     body: axum::body::Body,
     limit: usize,
@@ -139,7 +142,7 @@ async fn read_body(
         return Err(too_large());
     }
     let mut body = body;
-    let mut room = match writer.reserve(declared.unwrap_or(0)) {
+    let mut room = match writer.reserve_for(org_id, declared.unwrap_or(0)) {
         Ok(room) => room,
         Err(full) => return Err(discard(body, limit, full).await),
     };
@@ -154,7 +157,7 @@ async fn read_body(
             return Err(too_large());
         }
         if !reserved_limit && size > SMALL_WRITE {
-            room = match writer.reserve(limit) {
+            room = match writer.reserve_for(org_id, limit) {
                 Ok(room) => room,
                 Err(full) => return Err(discard(body, limit - size, full).await),
             };

@@ -83,8 +83,15 @@ impl CaptureWriter {
         self.commit.reserve(bytes)
     }
 
-    /// Stores a capture whose room the caller holds; returns once it is committed (or failed).
-    pub async fn store(&self, record: CaptureRecord) -> Outcome {
-        self.commit.submit_reserved(record).await.unwrap_or(Outcome::Failed)
+    /// `reserve` counted against the organization's share (a quarter of the budget): one tenant's stalled or slow
+    /// senders never hold room other tenants' bodies need.
+    pub fn reserve_for(&self, org_id: Uuid, bytes: usize) -> Result<Reservation, ApiError> {
+        self.commit.reserve_for(org_id, bytes)
+    }
+
+    /// Stores a capture with its room in the budget (given back once it is stored); returns once it is committed
+    /// (or failed).
+    pub async fn store(&self, record: CaptureRecord, room: Reservation) -> Outcome {
+        self.commit.submit_reserved(record, room).await.unwrap_or(Outcome::Failed)
     }
 }

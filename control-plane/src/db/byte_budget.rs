@@ -5,8 +5,10 @@
 
 use crate::error::ApiError;
 use hookflow_shared::ErrorCode;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use uuid::Uuid;
 
 /// Writes up to this size need no reservation: small writes are bounded by the writers' queues (thousands of
 /// entries), and are never refused because large ones fill the budget.
@@ -16,40 +18,80 @@ const UNIT: usize = 1024;
 /// Seconds a refused sender is told to wait: the writer drains a budget within a few batches.
 const RETRY_AFTER_S: u64 = 1;
 
-/// Bytes of large writes that may wait for one writer at once.
+/// Bytes of large writes that may wait for one writer at once, and the share one owner (an organization) may hold
+/// of them: a tenant's stalled or slow senders hold at most its share, never the whole budget.
 #[derive(Debug, Clone)]
 pub struct ByteBudget {
     permits: Arc<Semaphore>,
+    shares: Arc<Mutex<HashMap<Uuid, u32>>>,
+    share: u32,
     what: &'static str,
 }
 
-/// A write's share of a budget, given back when it is dropped (once the write was answered).
-#[derive(Debug)]
-pub struct Reservation(#[allow(dead_code)] Option<OwnedSemaphorePermit>);
+/// A write's share of a budget, given back when it is dropped: by the writer, once the write is stored (not when
+/// its sender goes away while it waits).
+#[derive(Debug, Default)]
+pub struct Reservation {
+    /// Held for its drop, which gives the room back.
+    _permit: Option<OwnedSemaphorePermit>,
+    units: u32,
+    owner: Option<(Arc<Mutex<HashMap<Uuid, u32>>>, Uuid)>,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Some((shares, owner)) = self.owner.take() {
+            let mut shares = shares.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(held) = shares.get_mut(&owner) {
+                *held = held.saturating_sub(self.units);
+                if *held == 0 {
+                    shares.remove(&owner);
+                }
+            }
+        }
+    }
+}
 
 impl ByteBudget {
-    /// A budget of `bytes` for large writes of `what` (named in the 503's message).
-    pub fn new(bytes: usize, what: &'static str) -> Self {
-        Self { permits: Arc::new(Semaphore::new(bytes.div_ceil(UNIT))), what }
+    /// A budget of `bytes` for large writes of `what` (named in the 503's message); one owner may hold at most
+    /// `share_bytes` of it.
+    pub fn new(bytes: usize, share_bytes: usize, what: &'static str) -> Self {
+        let share = u32::try_from(share_bytes.div_ceil(UNIT)).unwrap_or(u32::MAX);
+        Self { permits: Arc::new(Semaphore::new(bytes.div_ceil(UNIT))), shares: Arc::default(), share, what }
     }
 
     /// Reserves room for a write of `bytes`, or answers 503 with `Retry-After` when the budget cannot hold it now.
     pub fn reserve(&self, bytes: usize) -> Result<Reservation, ApiError> {
+        self.reserve_for(None, bytes)
+    }
+
+    /// `reserve` counted against `owner`'s share too (when given).
+    pub fn reserve_for(&self, owner: Option<Uuid>, bytes: usize) -> Result<Reservation, ApiError> {
         if bytes <= SMALL_WRITE {
-            return Ok(Reservation(None));
+            return Ok(Reservation::default());
         }
         let units = u32::try_from(bytes.div_ceil(UNIT)).unwrap_or(u32::MAX);
-        match self.permits.clone().try_acquire_many_owned(units) {
-            Ok(permit) => Ok(Reservation(Some(permit))),
-            Err(_) => {
-                let mut error = ApiError::new(
-                    ErrorCode::Unavailable,
-                    format!("too many large {} are waiting to be stored; retry shortly", self.what),
-                );
-                error.retry_after_s = Some(RETRY_AFTER_S);
-                Err(error)
-            }
+        let mut shares = self.shares.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(owner) = owner
+            && shares.get(&owner).copied().unwrap_or(0).saturating_add(units) > self.share.max(units)
+        {
+            return Err(self.full());
         }
+        let permit = self.permits.clone().try_acquire_many_owned(units).map_err(|_| self.full())?;
+        let owner = owner.map(|owner| {
+            *shares.entry(owner).or_default() += units;
+            (self.shares.clone(), owner)
+        });
+        Ok(Reservation { _permit: Some(permit), units, owner })
+    }
+
+    fn full(&self) -> ApiError {
+        let mut error = ApiError::new(
+            ErrorCode::Unavailable,
+            format!("too many large {} are waiting to be stored; retry shortly", self.what),
+        );
+        error.retry_after_s = Some(RETRY_AFTER_S);
+        error
     }
 
     /// Bytes of large writes that could still be reserved now.
@@ -92,7 +134,7 @@ mod tests {
 
     #[test]
     fn large_writes_share_the_budget_and_small_ones_never_wait() {
-        let budget = ByteBudget::new(3 * 1024 * 1024, "captures");
+        let budget = ByteBudget::new(3 * 1024 * 1024, 3 * 1024 * 1024, "captures");
         let first = budget.reserve(2 * 1024 * 1024).expect("fits");
         let refused = budget.reserve(2 * 1024 * 1024).expect_err("over the budget");
         assert_eq!((refused.code, refused.retry_after_s), (ErrorCode::Unavailable, Some(1)));
@@ -100,5 +142,20 @@ mod tests {
         drop((first, small));
         assert_eq!(budget.available(), 3 * 1024 * 1024);
         budget.reserve(2 * 1024 * 1024).expect("room again once answered");
+    }
+
+    #[test]
+    fn one_owner_holds_at_most_its_share() {
+        let budget = ByteBudget::new(8 * 1024 * 1024, 2 * 1024 * 1024, "captures");
+        let (greedy, other) = (Uuid::now_v7(), Uuid::now_v7());
+        let held = budget.reserve_for(Some(greedy), 2 * 1024 * 1024).expect("its share");
+        assert!(budget.reserve_for(Some(greedy), 1024 * 1024).is_err(), "past its share");
+        let theirs = budget.reserve_for(Some(other), 2 * 1024 * 1024).expect("another owner's share is its own");
+        drop(held);
+        budget.reserve_for(Some(greedy), 2 * 1024 * 1024).expect("its share again");
+        // A single write larger than the share still goes through alone.
+        drop(theirs);
+        let lone = budget.reserve_for(Some(other), 3 * 1024 * 1024).expect("one large write");
+        drop(lone);
     }
 }

@@ -44,7 +44,9 @@ pub trait BatchWrite: Sized + Send + Sync + 'static {
 }
 
 /// A write waiting for its batch, with where its outcome goes.
-type Pending<W> = (W, oneshot::Sender<ApiResult<<W as BatchWrite>::Out>>);
+/// The write's room in the byte budget travels with it: it is given back once the write is stored, even when its
+/// sender went away while it waited (else a cancelled sender's body would wait outside the budget).
+type Pending<W> = (W, oneshot::Sender<ApiResult<<W as BatchWrite>::Out>>, Reservation);
 
 /// The handle callers submit to; the task ends when every clone is dropped and the queue is drained.
 #[derive(Debug)]
@@ -70,7 +72,7 @@ impl<W: BatchWrite> GroupCommit<W> {
     pub fn start_sized(pool: PgPool, max_batch: usize, queue: usize, waiting_bytes: usize, what: &'static str) -> Self {
         let (queue, pending) = mpsc::channel::<Pending<W>>(queue);
         tokio::spawn(run(pool, pending, max_batch));
-        Self { queue, budget: ByteBudget::new(waiting_bytes, what) }
+        Self { queue, budget: ByteBudget::new(waiting_bytes, waiting_bytes / 4, what) }
     }
 
     /// Room in the byte budget for a write of `bytes` (held until dropped), or 503 with `Retry-After` when large
@@ -79,17 +81,23 @@ impl<W: BatchWrite> GroupCommit<W> {
         self.budget.reserve(bytes)
     }
 
+    /// `reserve` counted against `owner`'s share of the budget (a quarter of it).
+    pub fn reserve_for(&self, owner: uuid::Uuid, bytes: usize) -> ApiResult<Reservation> {
+        self.budget.reserve_for(Some(owner), bytes)
+    }
+
     /// Submits a write and waits until its batch committed (or failed); 503 when the task is gone (the server is
     /// stopping), and at once when large writes already fill the byte budget.
     pub async fn submit(&self, write: W) -> ApiResult<W::Out> {
-        let _reservation = self.budget.reserve(write.bytes())?;
-        self.submit_reserved(write).await
+        let room = self.budget.reserve(write.bytes())?;
+        self.submit_reserved(write, room).await
     }
 
-    /// `submit` for a write whose room the caller reserved (`reserve`) and holds until this returns.
-    pub async fn submit_reserved(&self, write: W) -> ApiResult<W::Out> {
+    /// `submit` for a write whose room the caller reserved (`reserve`, `reserve_for`): the room goes with the write and
+    /// is given back once it is stored.
+    pub async fn submit_reserved(&self, write: W, room: Reservation) -> ApiResult<W::Out> {
         let (reply, outcome) = oneshot::channel();
-        self.queue.send((write, reply)).await.map_err(|_| ApiError::unavailable())?;
+        self.queue.send((write, reply, room)).await.map_err(|_| ApiError::unavailable())?;
         outcome.await.unwrap_or_else(|_| Err(ApiError::unavailable()))
     }
 }
@@ -114,10 +122,17 @@ async fn run<W: BatchWrite>(pool: PgPool, mut pending: mpsc::Receiver<Pending<W>
         if received == 0 {
             return;
         }
-        let runs = byte_budget::cut(batch.iter().map(|(write, _)| write.bytes()), BATCH_BYTES);
+        let runs = byte_budget::cut(batch.iter().map(|(write, _, _)| write.bytes()), BATCH_BYTES);
         for run in runs {
-            let (writes, replies): (Vec<W>, Vec<_>) = batch.drain(..run).unzip();
+            let (mut writes, mut replies, mut rooms) = (Vec::with_capacity(run), Vec::with_capacity(run), Vec::new());
+            for (write, reply, room) in batch.drain(..run) {
+                writes.push(write);
+                replies.push(reply);
+                rooms.push(room);
+            }
             let outcomes = write_batch(&pool, &mut held, &writes).await;
+            // The writes' room is given back once they are stored, whether or not their senders still wait.
+            drop((writes, rooms));
             for (reply, outcome) in replies.into_iter().zip(outcomes) {
                 let _ = reply.send(outcome);
             }

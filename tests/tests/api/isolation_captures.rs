@@ -73,7 +73,7 @@ async fn a_row_the_database_refuses_never_fails_its_batch() {
         let query = if i % 10 == 3 { r#"{"x": ["\u0000"]}"# } else { "{}" };
         let writer = writer.clone();
         let record = record(app.admin.org, id, query);
-        pending.push(tokio::spawn(async move { writer.store(record).await }));
+        pending.push(tokio::spawn(async move { writer.store(record, Default::default()).await }));
     }
     let mut outcomes = Vec::new();
     for handle in pending {
@@ -197,4 +197,39 @@ async fn capture_urls_can_live_on_an_origin_of_their_own() {
     assert_eq!(created["capture_url"], format!("https://hooks.example.test/webhook/{id}"));
     let listed: Value = app.get("/webhooks", 200).await;
     assert_eq!(listed["items"][0]["capture_url"], created["capture_url"]);
+}
+
+/// Review of Hardening III: a declared length is reserved in full before the body is read, so sixteen senders
+/// declaring 10 MiB and stalling filled the writer's byte budget and every other tenant's large capture was
+/// answered 503. One organization's endpoints now hold at most a quarter of the budget.
+#[tokio::test]
+async fn one_tenants_stalled_senders_leave_room_for_others() {
+    use tokio::io::AsyncWriteExt as _;
+    let app = TestApp::spawn().await;
+    let created = app.create_webhook(json!({"name": "stalled", "max_body_bytes": 10 * 1024 * 1024})).await;
+    let id = created["id"].as_str().expect("id").to_owned();
+    let address = app.url("").trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let mut stalled = Vec::new();
+    for _ in 0..24 {
+        let mut sender = tokio::net::TcpStream::connect(&address).await.expect("connect");
+        let head = format!("POST /webhook/{id} HTTP/1.1\r\nHost: h\r\nContent-Length: 10485760\r\n\r\n");
+        sender.write_all(head.as_bytes()).await.expect("head");
+        sender.write_all(&vec![b'x'; 100_000]).await.expect("a little body");
+        stalled.push(sender);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let other = app.new_org("Neighbour").await;
+    let client = app.api_as(&other);
+    let theirs = client.webhooks();
+    let body = hookflow_shared::api::webhooks::CreateWebhook {
+        name: "theirs".into(),
+        max_body_bytes: Some(10 * 1024 * 1024),
+        ..Default::default()
+    };
+    let endpoint = theirs.create(&body).await.expect("the neighbour's endpoint");
+    for _ in 0..3 {
+        let answer = app.capture(Method::POST, &endpoint.id.to_string(), vec![b'y'; 5 * 1024 * 1024]).await;
+        assert_eq!(answer.status, 200, "{}", answer.text);
+    }
+    drop(stalled);
 }
