@@ -190,15 +190,16 @@ impl<K: Hash + Eq + Clone, V> BoundedCache<K, V> {
         Some(slot.value)
     }
 
-    /// Drops `key` and returns its value when it has not expired and `take` says yes to it; otherwise leaves it.
-    pub fn remove_if<Q>(&self, key: &Q, take: impl FnOnce(&V) -> bool) -> Option<V>
+    /// Drops `key` and returns its value when it has not expired and `take` says yes to it (given its age);
+    /// otherwise leaves it.
+    pub fn remove_if<Q>(&self, key: &Q, take: impl FnOnce(&V, Duration) -> bool) -> Option<V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
         let mut inner = self.write_inner();
         let slot = inner.map.get(key)?;
-        if !self.fresh(slot) || !take(&slot.value) {
+        if !self.fresh(slot) || !take(&slot.value, slot.at.elapsed()) {
             return None;
         }
         let slot = inner.map.remove(key)?;
@@ -316,8 +317,8 @@ mod tests {
         }
         cache.retain(|_, parity| *parity == 0);
         assert_eq!(cache.len(), 5);
-        assert_eq!(cache.remove_if(&2, |v| *v == 1), None);
-        assert_eq!(cache.remove_if(&2, |v| *v == 0), Some(0));
+        assert_eq!(cache.remove_if(&2, |v, _| *v == 1), None);
+        assert_eq!(cache.remove_if(&2, |v, _| *v == 0), Some(0));
         assert_eq!(cache.update(&4, |v, _| std::mem::replace(v, 7)), Some(0));
         assert_eq!(cache.get(&4), Some(7));
         cache.clear();
