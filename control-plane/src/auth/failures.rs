@@ -3,11 +3,13 @@
 //! again is answered from memory for [`UNKNOWN_TTL`]), and an address that failed its budget within a minute is
 //! answered 429 with `Retry-After` before any lookup. Only failures count: credentials that work are never
 //! refused because of others' failures, and a credential this replica has seen work (a key in the key cache, a
-//! job token it issued) is served whatever its address did. Both maps are bounded.
+//! job token it issued) is served whatever its address did. Both maps are bounded; the unknown credentials are a
+//! [`BoundedCache`] (the oldest forgotten first, one at a time).
 
+use crate::cache::BoundedCache;
 use crate::error::ApiError;
 use hookflow_shared::ErrorCode;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -29,19 +31,13 @@ struct Window {
     started: Instant,
 }
 
-#[derive(Debug, Default)]
-struct Unknown {
-    /// Hash of the credential -> when the database said it does not exist.
-    by_hash: HashMap<Vec<u8>, Instant>,
-    /// Hashes oldest first (some may be gone from `by_hash`).
-    order: VecDeque<Vec<u8>>,
-}
 
 #[derive(Debug)]
 pub struct CredentialFailures {
     per_address: u32,
     by_address: Mutex<HashMap<IpAddr, Window>>,
-    unknown: Mutex<Unknown>,
+    /// Hashes of credentials the database said do not exist.
+    unknown: BoundedCache<Vec<u8>, ()>,
 }
 
 /// The address a budget is kept for: an IPv6 client is counted by its /64 (`http::client_address`).
@@ -52,7 +48,11 @@ fn bucket(address: IpAddr) -> IpAddr {
 impl CredentialFailures {
     /// `per_address` failures per address within [`WINDOW`] (at least one).
     pub fn new(per_address: u32) -> Self {
-        Self { per_address: per_address.max(1), by_address: Mutex::default(), unknown: Mutex::default() }
+        Self {
+            per_address: per_address.max(1),
+            by_address: Mutex::default(),
+            unknown: BoundedCache::new(UNKNOWN_CAPACITY).with_ttl(UNKNOWN_TTL),
+        }
     }
 
     /// Before a lookup of a credential this replica has not seen work: 429 while `address` has spent its budget,
@@ -104,18 +104,11 @@ impl CredentialFailures {
     /// The database does not know the credential hashed `hash`, sent from `address`: counted, and remembered.
     pub fn not_found(&self, address: Option<IpAddr>, hash: Vec<u8>) {
         self.failed(address);
-        let mut unknown = self.unknown.lock().unwrap_or_else(|e| e.into_inner());
-        while unknown.order.len() >= UNKNOWN_CAPACITY {
-            let Some(oldest) = unknown.order.pop_front() else { break };
-            unknown.by_hash.remove(&oldest);
-        }
-        unknown.order.push_back(hash.clone());
-        unknown.by_hash.insert(hash, Instant::now());
+        self.unknown.insert(hash, ());
     }
 
     fn is_unknown(&self, hash: &[u8]) -> bool {
-        let unknown = self.unknown.lock().unwrap_or_else(|e| e.into_inner());
-        unknown.by_hash.get(hash).is_some_and(|at| at.elapsed() < UNKNOWN_TTL)
+        self.unknown.contains(hash)
     }
 }
 
@@ -154,9 +147,8 @@ mod tests {
         for n in 0..UNKNOWN_CAPACITY + 10 {
             failures.not_found(None, n.to_le_bytes().to_vec());
         }
-        let unknown = failures.unknown.lock().expect("lock");
-        assert_eq!((unknown.by_hash.len(), unknown.order.len()), (UNKNOWN_CAPACITY, UNKNOWN_CAPACITY));
-        assert!(!unknown.by_hash.contains_key(0usize.to_le_bytes().as_slice()), "the oldest went first");
+        assert_eq!(failures.unknown.len(), UNKNOWN_CAPACITY);
+        assert!(!failures.unknown.contains(0usize.to_le_bytes().as_slice()), "the oldest went first");
     }
 
     #[test]
