@@ -149,8 +149,26 @@ impl<K: Hash + Eq + Clone, V> BoundedCache<K, V> {
         if weight > self.budget {
             return false;
         }
+        self.insert_locked(&mut self.write_inner(), key, value, weight);
+        true
+    }
+
+    /// `f` of the value of `key` and its age, under the exclusive lock; when absent or expired, `make()` is
+    /// inserted first (as [`Self::insert`] does; its weight must fit the budget) and `f` sees it at age zero.
+    pub fn upsert<R>(&self, key: K, make: impl FnOnce() -> V, f: impl FnOnce(&mut V, Duration) -> R) -> R {
         let mut guard = self.write_inner();
-        let inner = &mut *guard;
+        if let Some(slot) = guard.map.get_mut(&key).filter(|slot| self.fresh(slot)) {
+            let age = slot.at.elapsed();
+            return f(&mut slot.value, age);
+        }
+        let value = make();
+        let weight = (self.weigh)(&value).min(self.budget);
+        self.insert_locked(&mut guard, key.clone(), value, weight);
+        let slot = guard.map.get_mut(&key).expect("the newest entry is never pushed out");
+        f(&mut slot.value, Duration::ZERO)
+    }
+
+    fn insert_locked(&self, inner: &mut Inner<K, V>, key: K, value: V, weight: usize) {
         if let Some(old) = inner.map.remove(&key) {
             inner.weight -= old.weight;
         }
@@ -159,7 +177,8 @@ impl<K: Hash + Eq + Clone, V> BoundedCache<K, V> {
         inner.order.push_back((key.clone(), seq));
         inner.map.insert(key, Slot { value, at: Instant::now(), seq, weight });
         inner.weight += weight;
-        while let Some((oldest, seq)) = inner.order.front() {
+        let newest = seq;
+        while let Some((oldest, seq)) = inner.order.front().filter(|(_, seq)| *seq != newest) {
             if let Some(slot) = inner.map.get(oldest).filter(|slot| slot.seq == *seq) {
                 let over = inner.map.len() > self.capacity || inner.weight > self.budget;
                 if !over && self.fresh(slot) {
@@ -175,7 +194,6 @@ impl<K: Hash + Eq + Clone, V> BoundedCache<K, V> {
             let map = &inner.map;
             inner.order.retain(|(key, seq)| map.get(key).is_some_and(|slot| slot.seq == *seq));
         }
-        true
     }
 
     /// Drops `key`, returning its value (expired or not).
@@ -321,6 +339,8 @@ mod tests {
         assert_eq!(cache.remove_if(&2, |v, _| *v == 0), Some(0));
         assert_eq!(cache.update(&4, |v, _| std::mem::replace(v, 7)), Some(0));
         assert_eq!(cache.get(&4), Some(7));
+        assert_eq!(cache.upsert(4, || 0, |v, _| std::mem::replace(v, 8)), 7, "an entry is changed in place");
+        assert_eq!(cache.upsert(40, || 1, |v, age| (*v, age)), (1, Duration::ZERO), "a new one is made first");
         cache.clear();
         assert!(cache.is_empty() && cache.read_inner().order.is_empty());
     }

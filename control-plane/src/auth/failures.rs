@@ -3,16 +3,14 @@
 //! again is answered from memory for [`UNKNOWN_TTL`]), and an address that failed its budget within a minute is
 //! answered 429 with `Retry-After` before any lookup. Only failures count: credentials that work are never
 //! refused because of others' failures, and a credential this replica has seen work (a key in the key cache, a
-//! job token it issued) is served whatever its address did. Both maps are bounded; the unknown credentials are a
-//! [`BoundedCache`] (the oldest forgotten first, one at a time).
+//! job token it issued) is served whatever its address did. Both maps are [`BoundedCache`]s (the oldest forgotten
+//! first, one at a time).
 
 use crate::cache::BoundedCache;
 use crate::error::ApiError;
 use hookflow_shared::ErrorCode;
-use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The window failures are counted in.
 pub const WINDOW: Duration = Duration::from_secs(60);
@@ -22,20 +20,16 @@ pub const WINDOW: Duration = Duration::from_secs(60);
 pub const UNKNOWN_TTL: Duration = Duration::from_secs(30);
 /// Unknown credentials remembered at most (the oldest are forgotten first), about 100 bytes each.
 const UNKNOWN_CAPACITY: usize = 50_000;
-/// Addresses counted at most; past it, windows that ended are dropped, then everything.
+/// Addresses counted at most; past it, the windows started longest ago are dropped first, one at a time.
 const ADDRESS_CAPACITY: usize = 100_000;
 
-#[derive(Debug, Clone, Copy)]
-struct Window {
-    failures: u32,
-    started: Instant,
-}
 
 
 #[derive(Debug)]
 pub struct CredentialFailures {
     per_address: u32,
-    by_address: Mutex<HashMap<IpAddr, Window>>,
+    /// Failures of each address in its current window, which started when its entry was made ([`WINDOW`] TTL).
+    by_address: BoundedCache<IpAddr, u32>,
     /// Hashes of credentials the database said do not exist.
     unknown: BoundedCache<Vec<u8>, ()>,
 }
@@ -50,7 +44,7 @@ impl CredentialFailures {
     pub fn new(per_address: u32) -> Self {
         Self {
             per_address: per_address.max(1),
-            by_address: Mutex::default(),
+            by_address: BoundedCache::new(ADDRESS_CAPACITY).with_ttl(WINDOW),
             unknown: BoundedCache::new(UNKNOWN_CAPACITY).with_ttl(UNKNOWN_TTL),
         }
     }
@@ -70,10 +64,11 @@ impl CredentialFailures {
 
     /// 429 with `Retry-After` (the rest of the window) while `address` has spent its budget.
     pub fn check(&self, address: IpAddr) -> Result<(), ApiError> {
-        let map = self.by_address.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(window) = map.get(&bucket(address)) else { return Ok(()) };
-        let Some(left) = WINDOW.checked_sub(window.started.elapsed()) else { return Ok(()) };
-        if window.failures < self.per_address {
+        let Some((failures, age)) = self.by_address.read(&bucket(address), |failures, age| (*failures, age)) else {
+            return Ok(());
+        };
+        let Some(left) = WINDOW.checked_sub(age) else { return Ok(()) };
+        if failures < self.per_address {
             return Ok(());
         }
         let mut error = ApiError::new(
@@ -87,18 +82,7 @@ impl CredentialFailures {
     /// A credential of `address` was refused.
     pub fn failed(&self, address: Option<IpAddr>) {
         let Some(address) = address else { return };
-        let mut map = self.by_address.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= ADDRESS_CAPACITY {
-            map.retain(|_, w| w.started.elapsed() < WINDOW);
-            if map.len() >= ADDRESS_CAPACITY {
-                map.clear();
-            }
-        }
-        let window = map.entry(bucket(address)).or_insert(Window { failures: 0, started: Instant::now() });
-        if window.started.elapsed() >= WINDOW {
-            *window = Window { failures: 0, started: Instant::now() };
-        }
-        window.failures = window.failures.saturating_add(1);
+        self.by_address.upsert(bucket(address), || 0, |failures, _| *failures = failures.saturating_add(1));
     }
 
     /// The database does not know the credential hashed `hash`, sent from `address`: counted, and remembered.
