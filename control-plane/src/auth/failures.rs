@@ -23,8 +23,6 @@ const UNKNOWN_CAPACITY: usize = 50_000;
 /// Addresses counted at most; past it, the windows started longest ago are dropped first, one at a time.
 const ADDRESS_CAPACITY: usize = 100_000;
 
-
-
 #[derive(Debug)]
 pub struct CredentialFailures {
     per_address: u32,

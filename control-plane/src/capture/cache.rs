@@ -8,9 +8,9 @@
 //! Both maps are [`BoundedCache`]s: past their capacity the oldest entries leave one at a time (a flood of random
 //! ids pushes out older unknown ids, never the recent ones, and never the known endpoints).
 
+use crate::cache::BoundedCache;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hookflow_shared::api::webhooks::CustomResponse;
-use crate::cache::BoundedCache;
 use sqlx::PgPool;
 use std::num::NonZeroU32;
 use std::sync::Arc;
