@@ -3,14 +3,14 @@
 //! again is answered from memory for [`UNKNOWN_TTL`]), and an address that failed its budget within a minute is
 //! answered 429 with `Retry-After` before any lookup. Only failures count: credentials that work are never
 //! refused because of others' failures, and a credential this replica has seen work (a key in the key cache, a
-//! job token it issued) is served whatever its address did. Both maps are bounded.
+//! job token it issued) is served whatever its address did. Both maps are [`BoundedCache`]s (the oldest forgotten
+//! first, one at a time).
 
+use crate::cache::BoundedCache;
 use crate::error::ApiError;
 use hookflow_shared::ErrorCode;
-use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The window failures are counted in.
 pub const WINDOW: Duration = Duration::from_secs(60);
@@ -20,28 +20,16 @@ pub const WINDOW: Duration = Duration::from_secs(60);
 pub const UNKNOWN_TTL: Duration = Duration::from_secs(30);
 /// Unknown credentials remembered at most (the oldest are forgotten first), about 100 bytes each.
 const UNKNOWN_CAPACITY: usize = 50_000;
-/// Addresses counted at most; past it, windows that ended are dropped, then everything.
+/// Addresses counted at most; past it, the windows started longest ago are dropped first, one at a time.
 const ADDRESS_CAPACITY: usize = 100_000;
-
-#[derive(Debug, Clone, Copy)]
-struct Window {
-    failures: u32,
-    started: Instant,
-}
-
-#[derive(Debug, Default)]
-struct Unknown {
-    /// Hash of the credential -> when the database said it does not exist.
-    by_hash: HashMap<Vec<u8>, Instant>,
-    /// Hashes oldest first (some may be gone from `by_hash`).
-    order: VecDeque<Vec<u8>>,
-}
 
 #[derive(Debug)]
 pub struct CredentialFailures {
     per_address: u32,
-    by_address: Mutex<HashMap<IpAddr, Window>>,
-    unknown: Mutex<Unknown>,
+    /// Failures of each address in its current window, which started when its entry was made ([`WINDOW`] TTL).
+    by_address: BoundedCache<IpAddr, u32>,
+    /// Hashes of credentials the database said do not exist.
+    unknown: BoundedCache<Vec<u8>, ()>,
 }
 
 /// The address a budget is kept for: an IPv6 client is counted by its /64 (`http::client_address`).
@@ -52,7 +40,11 @@ fn bucket(address: IpAddr) -> IpAddr {
 impl CredentialFailures {
     /// `per_address` failures per address within [`WINDOW`] (at least one).
     pub fn new(per_address: u32) -> Self {
-        Self { per_address: per_address.max(1), by_address: Mutex::default(), unknown: Mutex::default() }
+        Self {
+            per_address: per_address.max(1),
+            by_address: BoundedCache::new(ADDRESS_CAPACITY).with_ttl(WINDOW),
+            unknown: BoundedCache::new(UNKNOWN_CAPACITY).with_ttl(UNKNOWN_TTL),
+        }
     }
 
     /// Before a lookup of a credential this replica has not seen work: 429 while `address` has spent its budget,
@@ -70,10 +62,11 @@ impl CredentialFailures {
 
     /// 429 with `Retry-After` (the rest of the window) while `address` has spent its budget.
     pub fn check(&self, address: IpAddr) -> Result<(), ApiError> {
-        let map = self.by_address.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(window) = map.get(&bucket(address)) else { return Ok(()) };
-        let Some(left) = WINDOW.checked_sub(window.started.elapsed()) else { return Ok(()) };
-        if window.failures < self.per_address {
+        let Some((failures, age)) = self.by_address.read(&bucket(address), |failures, age| (*failures, age)) else {
+            return Ok(());
+        };
+        let Some(left) = WINDOW.checked_sub(age) else { return Ok(()) };
+        if failures < self.per_address {
             return Ok(());
         }
         let mut error = ApiError::new(
@@ -87,35 +80,17 @@ impl CredentialFailures {
     /// A credential of `address` was refused.
     pub fn failed(&self, address: Option<IpAddr>) {
         let Some(address) = address else { return };
-        let mut map = self.by_address.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= ADDRESS_CAPACITY {
-            map.retain(|_, w| w.started.elapsed() < WINDOW);
-            if map.len() >= ADDRESS_CAPACITY {
-                map.clear();
-            }
-        }
-        let window = map.entry(bucket(address)).or_insert(Window { failures: 0, started: Instant::now() });
-        if window.started.elapsed() >= WINDOW {
-            *window = Window { failures: 0, started: Instant::now() };
-        }
-        window.failures = window.failures.saturating_add(1);
+        self.by_address.upsert(bucket(address), || 0, |failures, _| *failures = failures.saturating_add(1));
     }
 
     /// The database does not know the credential hashed `hash`, sent from `address`: counted, and remembered.
     pub fn not_found(&self, address: Option<IpAddr>, hash: Vec<u8>) {
         self.failed(address);
-        let mut unknown = self.unknown.lock().unwrap_or_else(|e| e.into_inner());
-        while unknown.order.len() >= UNKNOWN_CAPACITY {
-            let Some(oldest) = unknown.order.pop_front() else { break };
-            unknown.by_hash.remove(&oldest);
-        }
-        unknown.order.push_back(hash.clone());
-        unknown.by_hash.insert(hash, Instant::now());
+        self.unknown.insert(hash, ());
     }
 
     fn is_unknown(&self, hash: &[u8]) -> bool {
-        let unknown = self.unknown.lock().unwrap_or_else(|e| e.into_inner());
-        unknown.by_hash.get(hash).is_some_and(|at| at.elapsed() < UNKNOWN_TTL)
+        self.unknown.contains(hash)
     }
 }
 
@@ -154,9 +129,8 @@ mod tests {
         for n in 0..UNKNOWN_CAPACITY + 10 {
             failures.not_found(None, n.to_le_bytes().to_vec());
         }
-        let unknown = failures.unknown.lock().expect("lock");
-        assert_eq!((unknown.by_hash.len(), unknown.order.len()), (UNKNOWN_CAPACITY, UNKNOWN_CAPACITY));
-        assert!(!unknown.by_hash.contains_key(0usize.to_le_bytes().as_slice()), "the oldest went first");
+        assert_eq!(failures.unknown.len(), UNKNOWN_CAPACITY);
+        assert!(!failures.unknown.contains(0usize.to_le_bytes().as_slice()), "the oldest went first");
     }
 
     #[test]

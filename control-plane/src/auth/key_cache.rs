@@ -1,12 +1,13 @@
 //! API keys resolved from memory: after one database lookup a key's identity (organization, scopes, expiry) is
 //! kept by the hash of the key, so a request costs no query. A deleted key is dropped at once on the replica
 //! that deleted it and, through the invalidation channel, on every other; expiry is checked on every request
-//! from the cached time; entries also age out, a safety net for a notification missed while reconnecting.
+//! from the cached time; entries also age out, a safety net for a notification missed while reconnecting. The
+//! entries are a [`BoundedCache`] (kept two [`TTL`]s, to tell a stale key from a stranger's); past
+//! [`MAX_ENTRIES`] the oldest leave one at a time.
 
+use crate::cache::BoundedCache;
 use chrono::{DateTime, Utc};
 use hookflow_shared::ScopeSet;
-use std::collections::HashMap;
-use std::sync::RwLock;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
@@ -14,7 +15,7 @@ use uuid::Uuid;
 const TTL: Duration = Duration::from_secs(60);
 /// How often a key's `last_used_at` is written.
 pub const LAST_USE_EVERY: Duration = Duration::from_secs(60);
-/// Entries kept before the map is emptied (only keys that authenticated are cached).
+/// Entries kept at most, the oldest forgotten first (only keys that authenticated are cached).
 const MAX_ENTRIES: usize = 100_000;
 
 /// Who a key is.
@@ -35,7 +36,6 @@ impl KeyIdentity {
 #[derive(Debug)]
 struct Entry {
     identity: KeyIdentity,
-    cached_at: Instant,
     last_use_recorded: Instant,
 }
 
@@ -53,37 +53,42 @@ pub enum Cached {
     Miss,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct KeyCache {
-    entries: RwLock<HashMap<Vec<u8>, Entry>>,
+    /// By the hash of the key; an entry's age is the time since its lookup.
+    entries: BoundedCache<Vec<u8>, Entry>,
+}
+
+impl Default for KeyCache {
+    fn default() -> Self {
+        Self { entries: BoundedCache::new(MAX_ENTRIES).with_ttl(2 * TTL) }
+    }
 }
 
 impl KeyCache {
     pub fn get(&self, hash: &[u8]) -> Cached {
-        {
-            let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
-            match entries.get(hash) {
-                None => return Cached::Miss,
-                Some(entry) if entry.cached_at.elapsed() >= TTL => {}
-                Some(entry) if entry.last_use_recorded.elapsed() < LAST_USE_EVERY => {
-                    return Cached::Hit { identity: entry.identity.clone(), record_use: false };
-                }
-                Some(_) => {}
-            }
+        let quick = self.entries.read(hash, |entry, age| {
+            (age < TTL && entry.last_use_recorded.elapsed() < LAST_USE_EVERY).then(|| entry.identity.clone())
+        });
+        match quick {
+            None => return Cached::Miss,
+            Some(Some(identity)) => return Cached::Hit { identity, record_use: false },
+            Some(None) => {}
         }
-        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
-        match entries.get_mut(hash) {
-            Some(entry) if entry.cached_at.elapsed() < TTL => {
+        let found = self.entries.update(hash, |entry, age| {
+            (age < TTL).then(|| {
                 let record_use = entry.last_use_recorded.elapsed() >= LAST_USE_EVERY;
                 if record_use {
                     entry.last_use_recorded = Instant::now();
                 }
                 Cached::Hit { identity: entry.identity.clone(), record_use }
-            }
-            Some(entry) => {
-                let recent = entry.cached_at.elapsed() < 2 * TTL;
-                entries.remove(hash);
-                if recent { Cached::Stale } else { Cached::Miss }
+            })
+        });
+        match found {
+            Some(Some(hit)) => hit,
+            Some(None) => {
+                self.entries.remove_if(hash, |_, age| age >= TTL);
+                Cached::Stale
             }
             None => Cached::Miss,
         }
@@ -91,27 +96,22 @@ impl KeyCache {
 
     /// Remembers a key just read from the database (whose last use was just written, or is recent).
     pub fn insert(&self, hash: Vec<u8>, identity: KeyIdentity) {
-        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= MAX_ENTRIES {
-            entries.clear();
-        }
-        let now = Instant::now();
-        entries.insert(hash, Entry { identity, cached_at: now, last_use_recorded: now });
+        self.entries.insert(hash, Entry { identity, last_use_recorded: Instant::now() });
     }
 
     /// Drops a key (deleted).
     pub fn forget_key(&self, key_id: Uuid) {
-        self.entries.write().unwrap_or_else(|e| e.into_inner()).retain(|_, e| e.identity.key_id != key_id);
+        self.entries.retain(|_, e| e.identity.key_id != key_id);
     }
 
     /// Drops every key of an organization.
     pub fn forget_organization(&self, org_id: Uuid) {
-        self.entries.write().unwrap_or_else(|e| e.into_inner()).retain(|_, e| e.identity.org_id != org_id);
+        self.entries.retain(|_, e| e.identity.org_id != org_id);
     }
 
     /// Drops everything (notifications may have been missed).
     pub fn clear(&self) {
-        self.entries.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.entries.clear();
     }
 }
 

@@ -1,17 +1,17 @@
 //! What authenticating a person needs on every request, kept in memory: the state of each browser session, each
 //! user's memberships, and external identities found unknown. Entries live at most [`TTL`] and are dropped at once
 //! when a change is announced (`Invalidation::Session`, `User`, `Organization`), so sign-out, revocation, member
-//! removal and a newly linked identity take effect on every replica's next request.
+//! removal and a newly linked identity take effect on every replica's next request. Each map is a
+//! [`BoundedCache`]: past its capacity the oldest entries leave one at a time.
 
+use crate::cache::BoundedCache;
 use hookflow_shared::Role;
-use std::collections::HashMap;
-use std::sync::RwLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use uuid::Uuid;
 
 /// The safety net under the invalidations.
 pub const TTL: Duration = Duration::from_secs(60);
-/// Entries held per map before it is emptied (a flood of sessions cannot grow memory without bound).
+/// Entries held per map, the oldest forgotten first (a flood of sessions cannot grow memory without bound).
 const MAX_ENTRIES: usize = 100_000;
 /// Unknown external identities remembered at once.
 const MAX_UNKNOWN_IDENTITIES: usize = 10_000;
@@ -27,91 +27,77 @@ pub struct SessionState {
 /// A user's organizations and roles.
 pub type Memberships = Vec<(Uuid, Role)>;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PeopleCache {
-    sessions: RwLock<HashMap<Uuid, (SessionState, Instant)>>,
-    memberships: RwLock<HashMap<Uuid, (Memberships, Instant)>>,
+    sessions: BoundedCache<Uuid, SessionState>,
+    memberships: BoundedCache<Uuid, Memberships>,
     /// External identities (issuer and subject) no user has: their tokens answer 401 without a lookup.
-    unknown_identities: RwLock<HashMap<String, Instant>>,
+    unknown_identities: BoundedCache<String, ()>,
 }
 
-fn fresh<T: Clone>(map: &RwLock<HashMap<Uuid, (T, Instant)>>, id: Uuid) -> Option<T> {
-    let map = map.read().unwrap_or_else(|e| e.into_inner());
-    map.get(&id).filter(|(_, at)| at.elapsed() < TTL).map(|(value, _)| value.clone())
-}
-
-fn store<T>(map: &RwLock<HashMap<Uuid, (T, Instant)>>, id: Uuid, value: T) {
-    let mut map = map.write().unwrap_or_else(|e| e.into_inner());
-    if map.len() >= MAX_ENTRIES {
-        map.clear();
+impl Default for PeopleCache {
+    fn default() -> Self {
+        Self {
+            sessions: BoundedCache::new(MAX_ENTRIES).with_ttl(TTL),
+            memberships: BoundedCache::new(MAX_ENTRIES).with_ttl(TTL),
+            unknown_identities: BoundedCache::new(MAX_UNKNOWN_IDENTITIES).with_ttl(TTL),
+        }
     }
-    map.insert(id, (value, Instant::now()));
 }
 
 impl PeopleCache {
     pub fn session(&self, id: Uuid) -> Option<SessionState> {
-        fresh(&self.sessions, id)
+        self.sessions.get(&id)
     }
 
     pub fn store_session(&self, id: Uuid, state: SessionState) {
-        store(&self.sessions, id, state);
+        self.sessions.insert(id, state);
     }
 
     pub fn memberships(&self, user_id: Uuid) -> Option<Memberships> {
-        fresh(&self.memberships, user_id)
+        self.memberships.get(&user_id)
     }
 
     pub fn store_memberships(&self, user_id: Uuid, memberships: Memberships) {
-        store(&self.memberships, user_id, memberships);
+        self.memberships.insert(user_id, memberships);
     }
 
     /// Whether an external identity was found unknown within the last [`TTL`].
     pub fn identity_unknown(&self, identity: &str) -> bool {
-        let map = self.unknown_identities.read().unwrap_or_else(|e| e.into_inner());
-        map.get(identity).is_some_and(|at| at.elapsed() < TTL)
+        self.unknown_identities.contains(identity)
     }
 
     pub fn store_unknown_identity(&self, identity: String) {
-        let mut map = self.unknown_identities.write().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= MAX_UNKNOWN_IDENTITIES {
-            map.retain(|_, at| at.elapsed() < TTL);
-            if map.len() >= MAX_UNKNOWN_IDENTITIES {
-                map.clear();
-            }
-        }
-        map.insert(identity, Instant::now());
+        self.unknown_identities.insert(identity, ());
     }
 
     pub fn forget_session(&self, id: Uuid) {
-        self.sessions.write().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        self.sessions.remove(&id);
     }
 
     /// A user's sessions (password changed, sessions revoked) and memberships; and the unknown identities, one
     /// of which may just have become this user's.
     pub fn forget_user(&self, user_id: Uuid) {
-        self.sessions.write().unwrap_or_else(|e| e.into_inner()).retain(|_, (s, _)| s.user_id != user_id);
-        self.memberships.write().unwrap_or_else(|e| e.into_inner()).remove(&user_id);
-        self.unknown_identities.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.sessions.retain(|_, s| s.user_id != user_id);
+        self.memberships.remove(&user_id);
+        self.unknown_identities.clear();
     }
 
     /// A user's memberships only (they joined an organization).
     pub fn forget_memberships(&self, user_id: Uuid) {
-        self.memberships.write().unwrap_or_else(|e| e.into_inner()).remove(&user_id);
+        self.memberships.remove(&user_id);
     }
 
     /// Everything: invalidations may have been missed.
     pub fn clear(&self) {
-        self.sessions.write().unwrap_or_else(|e| e.into_inner()).clear();
-        self.memberships.write().unwrap_or_else(|e| e.into_inner()).clear();
-        self.unknown_identities.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.sessions.clear();
+        self.memberships.clear();
+        self.unknown_identities.clear();
     }
 
     /// Every membership in an organization (members added, removed or changed).
     pub fn forget_organization(&self, org_id: Uuid) {
-        self.memberships
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|_, (orgs, _)| !orgs.iter().any(|(org, _)| *org == org_id));
+        self.memberships.retain(|_, orgs| !orgs.iter().any(|(org, _)| *org == org_id));
     }
 }
 

@@ -5,20 +5,24 @@
 //! known endpoint (and with it its rate limiter). At most `LOADS` reads run at once, and a capture that waited for
 //! one looks in memory again first: a burst of captures to an endpoint memory does not know yet costs one read,
 //! not one pool connection each (which starved the capture writer and failed other tenants' captures with 503).
+//! Both maps are [`BoundedCache`]s: past their capacity the oldest entries leave one at a time (a flood of random
+//! ids pushes out older unknown ids, never the recent ones, and never the known endpoints).
 
+use crate::cache::BoundedCache;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hookflow_shared::api::webhooks::CustomResponse;
 use sqlx::PgPool;
-use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use uuid::Uuid;
 
 /// How long an unknown id is answered 404 from memory.
 const NEGATIVE_TTL: Duration = Duration::from_secs(30);
-/// Unknown ids remembered before that map is emptied (bounds memory under floods of random ids).
+/// Unknown ids remembered at most, the oldest forgotten first (bounds memory under floods of random ids).
 const MAX_UNKNOWN: usize = 100_000;
+/// Known endpoints kept at most, the oldest loaded forgotten first (loaded again on their next capture).
+const MAX_KNOWN: usize = 1_000_000;
 
 /// Endpoint reads from the database running at once.
 const LOADS: usize = 4;
@@ -54,14 +58,18 @@ pub enum Lookup {
 
 #[derive(Debug)]
 pub struct EndpointCache {
-    known: RwLock<HashMap<Uuid, Arc<Endpoint>>>,
-    unknown: RwLock<HashMap<Uuid, Instant>>,
+    known: BoundedCache<Uuid, Arc<Endpoint>>,
+    unknown: BoundedCache<Uuid, ()>,
     loads: tokio::sync::Semaphore,
 }
 
 impl Default for EndpointCache {
     fn default() -> Self {
-        Self { known: RwLock::default(), unknown: RwLock::default(), loads: tokio::sync::Semaphore::new(LOADS) }
+        Self {
+            known: BoundedCache::new(MAX_KNOWN),
+            unknown: BoundedCache::new(MAX_UNKNOWN).with_ttl(NEGATIVE_TTL),
+            loads: tokio::sync::Semaphore::new(LOADS),
+        }
     }
 }
 
@@ -70,13 +78,10 @@ type EndpointRow = (Uuid, i64, Option<sqlx::types::Json<CustomResponse>>, i32);
 impl EndpointCache {
     /// What memory knows of `id`.
     pub fn lookup(&self, id: Uuid) -> Lookup {
-        if let Some(endpoint) = self.known.read().unwrap_or_else(|e| e.into_inner()).get(&id) {
-            return Lookup::Known(endpoint.clone());
+        if let Some(endpoint) = self.known.get(&id) {
+            return Lookup::Known(endpoint);
         }
-        match self.unknown.read().unwrap_or_else(|e| e.into_inner()).get(&id) {
-            Some(at) if at.elapsed() < NEGATIVE_TTL => Lookup::Unknown,
-            _ => Lookup::Miss,
-        }
+        if self.unknown.contains(&id) { Lookup::Unknown } else { Lookup::Miss }
     }
 
     /// Reads `id` from the database into memory; capture rates above `max_rate` are held to it.
@@ -96,11 +101,7 @@ impl EndpointCache {
         .fetch_optional(pool)
         .await?;
         let Some((org_id, max_body_bytes, response, rate)) = row else {
-            let mut unknown = self.unknown.write().unwrap_or_else(|e| e.into_inner());
-            if unknown.len() >= MAX_UNKNOWN {
-                unknown.clear();
-            }
-            unknown.insert(id, Instant::now());
+            self.unknown.insert(id, ());
             return Ok(None);
         };
         let rate = u32::try_from(rate.min(max_rate)).ok().and_then(NonZeroU32::new).unwrap_or(NonZeroU32::MIN);
@@ -111,25 +112,25 @@ impl EndpointCache {
             response: response.map(|r| r.0),
             limiter: RateLimiter::direct(Quota::per_second(rate)),
         });
-        self.unknown.write().unwrap_or_else(|e| e.into_inner()).remove(&id);
-        self.known.write().unwrap_or_else(|e| e.into_inner()).insert(id, endpoint.clone());
+        self.unknown.remove(&id);
+        self.known.insert(id, endpoint.clone());
         Ok(Some(endpoint))
     }
 
     /// Drops every endpoint of an organization (its limits changed).
     pub fn forget_organization(&self, org_id: Uuid) {
-        self.known.write().unwrap_or_else(|e| e.into_inner()).retain(|_, endpoint| endpoint.org_id != org_id);
+        self.known.retain(|_, endpoint| endpoint.org_id != org_id);
     }
 
     /// Forgets what memory knows of `id` (it changed, was created or was deleted).
     pub fn invalidate(&self, id: Uuid) {
-        self.known.write().unwrap_or_else(|e| e.into_inner()).remove(&id);
-        self.unknown.write().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        self.known.remove(&id);
+        self.unknown.remove(&id);
     }
 
     /// Forgets everything: after the NOTIFY connection was lost, changes may have been missed.
     pub fn clear(&self) {
-        self.known.write().unwrap_or_else(|e| e.into_inner()).clear();
-        self.unknown.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.known.clear();
+        self.unknown.clear();
     }
 }

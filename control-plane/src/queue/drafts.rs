@@ -2,12 +2,13 @@
 //! parses nor validates its definition again (for a 1,000-node flow, about 5 ms of the launch). Every write of a
 //! draft increments its revision and sets its update time (`flows::crud`, `flows::versions`); an entry is used only
 //! while both still match the row the launch reads, so another replica's edit is seen at once. The cache holds
-//! drafts of at most [`BUDGET`] bytes in memory, estimated from their JSON text; the oldest entries leave first.
+//! drafts of at most [`BUDGET`] bytes in memory, estimated from their JSON text; the oldest entries leave first,
+//! one at a time (a [`BoundedCache`] weighted by the estimate).
 
+use crate::cache::BoundedCache;
 use chrono::{DateTime, Utc};
 use hookflow_shared::flow::definition::{FlowDefinition, Node};
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// Memory the drafts kept may take, at most.
@@ -46,23 +47,22 @@ impl Draft {
     }
 }
 
-#[derive(Debug, Default)]
-struct Entries {
-    by_flow: HashMap<Uuid, Arc<Draft>>,
-    /// Flows in the order their entries were made, oldest first (an id may appear again after a newer revision).
-    order: VecDeque<Uuid>,
-    size: usize,
+#[derive(Debug)]
+pub struct Drafts {
+    /// By flow, weighed by their estimated memory.
+    entries: BoundedCache<Uuid, Arc<Draft>>,
 }
 
-#[derive(Debug, Default)]
-pub struct Drafts {
-    entries: Mutex<Entries>,
+impl Default for Drafts {
+    fn default() -> Self {
+        Self { entries: BoundedCache::new(usize::MAX).with_budget(BUDGET, |draft| draft.size) }
+    }
 }
 
 impl Drafts {
     /// The draft kept for `flow_id`, whatever its revision (the caller compares it with the row).
     pub fn get(&self, flow_id: Uuid) -> Option<Arc<Draft>> {
-        self.entries.lock().ok()?.by_flow.get(&flow_id).cloned()
+        self.entries.get(&flow_id)
     }
 
     /// Keeps `draft` for `flow_id` in place of an older one; the oldest entries leave while over the budget.
@@ -70,19 +70,7 @@ impl Drafts {
         if draft.size > LARGEST {
             return;
         }
-        let Ok(mut entries) = self.entries.lock() else { return };
-        if let Some(old) = entries.by_flow.insert(flow_id, Arc::clone(&draft)) {
-            entries.size -= old.size;
-            entries.order.retain(|id| *id != flow_id);
-        }
-        entries.size += draft.size;
-        entries.order.push_back(flow_id);
-        while entries.size > BUDGET {
-            let Some(oldest) = entries.order.pop_front() else { break };
-            if let Some(gone) = entries.by_flow.remove(&oldest) {
-                entries.size -= gone.size;
-            }
-        }
+        self.entries.insert(flow_id, draft);
     }
 }
 
@@ -109,7 +97,7 @@ mod tests {
         drafts.keep(a, draft(1, LARGEST));
         drafts.keep(a, draft(2, LARGEST));
         assert_eq!(drafts.get(a).map(|d| d.revision), Some(2));
-        assert_eq!(drafts.entries.lock().expect("lock").size, LARGEST, "the old revision no longer counts");
+        assert_eq!(drafts.entries.weight(), LARGEST, "the old revision no longer counts");
         let others: Vec<Uuid> = (0..2).map(|_| Uuid::now_v7()).collect();
         for id in &others {
             drafts.keep(*id, draft(1, LARGEST));

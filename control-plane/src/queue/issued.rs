@@ -2,11 +2,10 @@
 //! it is checked (the token's hash names the job of the path) without a database round trip before its body is read.
 //! The completion statement re-checks that the job still holds its execution; a token this server does not know
 //! (another replica issued it, or it was forgotten) is checked in the database as before. Bounded: past
-//! [`CAPACITY`] tokens the oldest are forgotten.
+//! [`CAPACITY`] tokens the oldest are forgotten, one at a time (a [`BoundedCache`]).
 
+use crate::cache::BoundedCache;
 use hookflow_shared::token;
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 use uuid::Uuid;
 
 /// Tokens remembered at most (about 100 bytes each).
@@ -20,48 +19,33 @@ pub struct IssuedJob {
     pub attempt: i32,
 }
 
-#[derive(Debug, Default)]
-struct Entries {
-    by_hash: HashMap<Vec<u8>, IssuedJob>,
-    /// Hashes in the order they were issued, oldest first (some may be gone from `by_hash` already).
-    order: VecDeque<Vec<u8>>,
+#[derive(Debug)]
+pub struct IssuedJobs {
+    /// By the hash of the token, oldest issued first out.
+    entries: BoundedCache<Vec<u8>, IssuedJob>,
 }
 
-#[derive(Debug, Default)]
-pub struct IssuedJobs {
-    entries: Mutex<Entries>,
+impl Default for IssuedJobs {
+    fn default() -> Self {
+        Self { entries: BoundedCache::new(CAPACITY) }
+    }
 }
 
 impl IssuedJobs {
     /// Remembers the token handed out for `job`.
     pub fn record(&self, job_token: &str, job: IssuedJob) {
-        let hash = token::hash(job_token);
-        let Ok(mut entries) = self.entries.lock() else { return };
-        while entries.order.len() >= CAPACITY {
-            let Some(oldest) = entries.order.pop_front() else { break };
-            entries.by_hash.remove(&oldest);
-        }
-        entries.order.push_back(hash.clone());
-        entries.by_hash.insert(hash, job);
+        self.entries.insert(token::hash(job_token), job);
     }
 
     /// Whether this server issued `job_token` for `job_id` and has not seen it complete.
     pub fn knows(&self, job_token: &str, job_id: Uuid) -> bool {
-        let hash = token::hash(job_token);
-        let Ok(entries) = self.entries.lock() else { return false };
-        entries.by_hash.get(&hash).is_some_and(|job| job.job_id == job_id)
+        self.entries.read(token::hash(job_token).as_slice(), |job, _| job.job_id == job_id).unwrap_or(false)
     }
 
     /// The job `job_token` was issued for, when it is `job_id`, forgotten from now on (a completion is made once;
     /// any later call goes to the database). `None` when this server does not know the token for that job.
     pub fn take(&self, job_token: &str, job_id: Uuid) -> Option<IssuedJob> {
-        let hash = token::hash(job_token);
-        let mut entries = self.entries.lock().ok()?;
-        if entries.by_hash.get(&hash)?.job_id != job_id {
-            return None;
-        }
-        // Its place in `order` is left to age out: removing it there would cost a scan.
-        entries.by_hash.remove(&hash)
+        self.entries.remove_if(token::hash(job_token).as_slice(), |job, _| job.job_id == job_id)
     }
 }
 
@@ -95,7 +79,6 @@ mod tests {
             issued.record(&format!("hfj_{n}"), job());
         }
         assert_eq!(issued.take("hfj_oldest", oldest.job_id), None);
-        let entries = issued.entries.lock().expect("lock");
-        assert_eq!((entries.by_hash.len(), entries.order.len()), (CAPACITY, CAPACITY));
+        assert_eq!(issued.entries.len(), CAPACITY);
     }
 }
