@@ -18,12 +18,15 @@ const UNIT: usize = 1024;
 /// Seconds a refused sender is told to wait: the writer drains a budget within a few batches.
 const RETRY_AFTER_S: u64 = 1;
 
+/// Room each owner holds, in units.
+type Shares = Arc<Mutex<HashMap<Uuid, u32>>>;
+
 /// Bytes of large writes that may wait for one writer at once, and the share one owner (an organization) may hold
 /// of them: a tenant's stalled or slow senders hold at most its share, never the whole budget.
 #[derive(Debug, Clone)]
 pub struct ByteBudget {
     permits: Arc<Semaphore>,
-    shares: Arc<Mutex<HashMap<Uuid, u32>>>,
+    shares: Shares,
     share: u32,
     what: &'static str,
 }
@@ -35,7 +38,7 @@ pub struct Reservation {
     /// Held for its drop, which gives the room back.
     _permit: Option<OwnedSemaphorePermit>,
     units: u32,
-    owner: Option<(Arc<Mutex<HashMap<Uuid, u32>>>, Uuid)>,
+    owner: Option<(Shares, Uuid)>,
 }
 
 impl Drop for Reservation {
