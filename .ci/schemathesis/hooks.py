@@ -26,6 +26,8 @@ def before_call(context, case, **kwargs):
     if case.operation.path != "/runner/jobs/next" or not isinstance(case.body, dict):
         return
     wait = case.body.get("wait_s")
-    valid = wait is None or (isinstance(wait, int) and not isinstance(wait, bool) and 1 < wait <= 60)
+    # JSON has one number type: 10.0 is the integer 10 to the server.
+    number = isinstance(wait, (int, float)) and not isinstance(wait, bool) and float(wait).is_integer()
+    valid = wait is None or (number and 1 < wait <= 60)
     if valid:
         case.body["wait_s"] = 1
