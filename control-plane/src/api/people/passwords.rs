@@ -57,27 +57,35 @@ pub fn check_new(password: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Runs blocking `work` in one of `slots`. The slot goes into the blocking task: a request that goes away while
+/// its hash runs keeps the slot until the hash is done, so disconnecting clients cannot pile up argon2 work
+/// beyond the slots.
+async fn in_slot<T: Send + 'static>(slots: &Arc<Semaphore>, work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let slot = slots.clone().acquire_owned().await.ok()?;
+    tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        work()
+    })
+    .await
+    .ok()
+}
+
 /// Hashes a password for storing.
 pub async fn hash(password: String) -> Result<String, PasswordError> {
-    let _slot = SLOTS.clone().acquire_owned().await.map_err(|_| PasswordError)?;
-    tokio::task::spawn_blocking(move || hash_now(&password).map_err(|_| PasswordError))
-        .await
-        .map_err(|_| PasswordError)?
+    in_slot(&SLOTS, move || hash_now(&password).map_err(|_| PasswordError)).await.unwrap_or(Err(PasswordError))
 }
 
 /// Whether `password` matches `stored`; with no stored hash (unknown email, or a user of external providers
 /// only) the dummy is checked, so the answer takes as long and is false.
 pub async fn verify(stored: Option<String>, password: String) -> bool {
-    let Ok(_slot) = SLOTS.clone().acquire_owned().await else { return false };
-    tokio::task::spawn_blocking(move || match stored {
+    let check = move || match stored {
         Some(stored) => verify_now(&stored, &password),
         None => {
             verify_now(&DUMMY, &password);
             false
         }
-    })
-    .await
-    .unwrap_or(false)
+    };
+    in_slot(&SLOTS, check).await.unwrap_or(false)
 }
 
 /// A one-time password: 20 random letters and digits (about 119 bits), to be changed at the first sign-in.
@@ -92,6 +100,29 @@ pub fn one_time() -> String {
 #[derive(Debug, Clone, Copy, thiserror::Error)]
 #[error("the password could not be hashed")]
 pub struct PasswordError;
+
+#[cfg(test)]
+mod slot_tests {
+    use super::*;
+
+    /// Review of Hardening III: the slot was released when a request went away while its hash kept running, so
+    /// connect-send-disconnect piled up argon2 work beyond the slots.
+    #[tokio::test]
+    async fn a_request_that_goes_away_keeps_its_slot_until_the_work_is_done() {
+        let slots = Arc::new(Semaphore::new(1));
+        let held = slots.clone();
+        let request =
+            tokio::spawn(
+                async move { in_slot(&held, || std::thread::sleep(std::time::Duration::from_millis(300))).await },
+            );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        request.abort();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert_eq!(slots.available_permits(), 0, "the hash still runs: its slot is still taken");
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        assert_eq!(slots.available_permits(), 1, "given back once the work is done");
+    }
+}
 
 #[cfg(test)]
 mod tests {
