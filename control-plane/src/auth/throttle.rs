@@ -6,13 +6,14 @@
 //! Failures are also counted per account, so a failed sign-in is written to the audit log once per account and
 //! window, not once per guess. Sign-ups are counted per client.
 
+use crate::cache::BoundedCache;
 use crate::error::ApiError;
 use crate::http::client_address::budget_key;
 use hookflow_shared::ErrorCode;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The window failures and sign-ups are counted in.
 pub const WINDOW: Duration = Duration::from_secs(15 * 60);
@@ -25,7 +26,7 @@ const IN_FLIGHT_PER_EMAIL: u32 = 2;
 const IN_FLIGHT_TOTAL: u32 = 16;
 /// Sign-ups allowed per client within a window.
 pub const SIGNUPS_PER_CLIENT: u32 = 10;
-/// Counters kept before expired ones are dropped.
+/// Counter windows kept at most (the oldest leave first).
 const ENTRIES: usize = 100_000;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -43,38 +44,37 @@ enum Slot {
     Total,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Window {
-    count: u32,
-    started: Instant,
+/// Counters live one window each (their entry is made when the window starts) in the server's one bounded cache:
+/// past `ENTRIES` the oldest windows leave one at a time.
+#[derive(Debug)]
+struct Counts {
+    windows: BoundedCache<Counter, u32>,
+    in_flight: HashMap<Slot, u32>,
 }
 
-#[derive(Debug, Default)]
-struct Counts {
-    windows: HashMap<Counter, Window>,
-    in_flight: HashMap<Slot, u32>,
+impl Default for Counts {
+    fn default() -> Self {
+        Self { windows: BoundedCache::new(ENTRIES).with_ttl(WINDOW), in_flight: HashMap::new() }
+    }
 }
 
 impl Counts {
     /// The counter's value in its current window, and the seconds left of that window.
     fn value(&self, counter: &Counter) -> (u32, u64) {
-        match self.windows.get(counter) {
-            Some(w) if w.started.elapsed() < WINDOW => (w.count, (WINDOW - w.started.elapsed()).as_secs().max(1)),
-            _ => (0, WINDOW.as_secs()),
-        }
+        let current = self.windows.read(counter, |count, age| (*count, WINDOW.saturating_sub(age).as_secs().max(1)));
+        current.unwrap_or((0, WINDOW.as_secs()))
     }
 
     /// Adds `by` (which may be negative) to a counter, starting a new window when the last one ended.
     fn add(&mut self, counter: Counter, by: i64) -> u32 {
-        if self.windows.len() >= ENTRIES {
-            self.windows.retain(|_, w| w.started.elapsed() < WINDOW);
-        }
-        let window = self.windows.entry(counter).or_insert(Window { count: 0, started: Instant::now() });
-        if window.started.elapsed() >= WINDOW {
-            *window = Window { count: 0, started: Instant::now() };
-        }
-        window.count = u32::try_from((i64::from(window.count) + by).max(0)).unwrap_or(u32::MAX);
-        window.count
+        self.windows.upsert(
+            counter,
+            || 0,
+            |count, _| {
+                *count = u32::try_from((i64::from(*count) + by).max(0)).unwrap_or(u32::MAX);
+                *count
+            },
+        )
     }
 
     fn occupy(&mut self, slot: Slot, by: i32) {
