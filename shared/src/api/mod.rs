@@ -14,6 +14,7 @@ pub mod people;
 pub mod resources;
 pub mod rules;
 pub mod runners;
+pub mod signatures;
 pub mod webhooks;
 
 pub use page::Page;

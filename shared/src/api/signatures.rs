@@ -1,0 +1,259 @@
+//! Signature verification bodies: an endpoint's `verification` settings, a capture's `signature` verdict and the
+//! re-check (`POST /webhooks/{id}/requests/{request_id}/verify`).
+
+use serde::{Deserialize, Serialize};
+
+/// The most secrets an endpoint holds at once (two during a rotation).
+pub const MAX_SECRETS: usize = 2;
+/// The default and the largest timestamp tolerance, in seconds.
+pub const DEFAULT_TOLERANCE_S: u32 = 300;
+pub const MAX_TOLERANCE_S: u32 = 604_800;
+/// The longest secret accepted, in bytes.
+pub const MAX_SECRET_BYTES: usize = 1024;
+
+/// How a sender signs its webhooks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SignatureScheme {
+    Stripe,
+    Github,
+    Slack,
+    Shopify,
+    /// Standard Webhooks and Svix (`webhook-*` or `svix-*` headers, `whsec_` secrets).
+    StandardWebhooks,
+    Twilio,
+    Paddle,
+    Gitlab,
+    Linear,
+    Zoom,
+    Square,
+    /// The secret is the application's hex Ed25519 public key.
+    Discord,
+    /// A generic HMAC described by `header`, `algorithm`, `encoding`, `prefix`, `timestamp_header`, `separator`.
+    Hmac,
+}
+
+impl SignatureScheme {
+    pub const ALL: [SignatureScheme; 13] = [
+        Self::Stripe,
+        Self::Github,
+        Self::Slack,
+        Self::Shopify,
+        Self::StandardWebhooks,
+        Self::Twilio,
+        Self::Paddle,
+        Self::Gitlab,
+        Self::Linear,
+        Self::Zoom,
+        Self::Square,
+        Self::Discord,
+        Self::Hmac,
+    ];
+
+    /// The name on the wire (`standard_webhooks`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stripe => "stripe",
+            Self::Github => "github",
+            Self::Slack => "slack",
+            Self::Shopify => "shopify",
+            Self::StandardWebhooks => "standard_webhooks",
+            Self::Twilio => "twilio",
+            Self::Paddle => "paddle",
+            Self::Gitlab => "gitlab",
+            Self::Linear => "linear",
+            Self::Zoom => "zoom",
+            Self::Square => "square",
+            Self::Discord => "discord",
+            Self::Hmac => "hmac",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+/// The digest of the generic `hmac` scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum HmacAlgorithm {
+    Sha1,
+    #[default]
+    Sha256,
+    Sha512,
+}
+
+/// How the generic `hmac` scheme writes the signature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SignatureEncoding {
+    #[default]
+    Hex,
+    Base64,
+}
+
+/// `record` stores every capture with its verdict; `enforce` also answers the sender 401 on an `invalid`,
+/// `missing` or `duplicate` signature (the capture is still stored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VerificationMode {
+    #[default]
+    Record,
+    Enforce,
+}
+
+fn default_tolerance() -> u32 {
+    DEFAULT_TOLERANCE_S
+}
+
+/// How an endpoint's senders sign (the `hmac` options only with `"scheme": "hmac"`). Written with its secrets;
+/// read back without them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerificationSettings {
+    pub scheme: SignatureScheme,
+    /// One secret, or two during a rotation: used as given (UTF-8 bytes), except `standard_webhooks` (`whsec_`
+    /// then base64) and `discord` (a hex Ed25519 public key). Never answered.
+    #[schema(min_items = 1, max_items = 2)]
+    pub secrets: Vec<String>,
+    /// Seconds a signed timestamp may lie from the time of receipt, past or future (schemes that sign one).
+    #[serde(default = "default_tolerance")]
+    #[schema(minimum = 0, maximum = 604_800, default = 300)]
+    pub tolerance_s: u32,
+    #[serde(default)]
+    pub mode: VerificationMode,
+    // The options of the generic `hmac` scheme (refused with any other scheme).
+    /// The header carrying the signature (required for `hmac`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 200)]
+    pub header: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<HmacAlgorithm>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<SignatureEncoding>,
+    /// Text before the signature in the header, such as `sha256=` (default empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 100)]
+    pub prefix: Option<String>,
+    /// A header carrying a signed timestamp: the signed content is then `<timestamp><separator><body>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 200)]
+    pub timestamp_header: Option<String>,
+    /// Between the timestamp and the body (default `.`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 100)]
+    pub separator: Option<String>,
+}
+
+/// An endpoint's verification as read: the settings without their secrets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Verification {
+    pub scheme: SignatureScheme,
+    /// How many secrets are stored (1, or 2 during a rotation).
+    pub secrets_count: u8,
+    pub tolerance_s: u32,
+    pub mode: VerificationMode,
+    // The `hmac` options, as written.
+    /// The header carrying the signature (required for `hmac`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 200)]
+    pub header: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<HmacAlgorithm>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<SignatureEncoding>,
+    /// Text before the signature in the header, such as `sha256=` (default empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 100)]
+    pub prefix: Option<String>,
+    /// A header carrying a signed timestamp: the signed content is then `<timestamp><separator><body>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 200)]
+    pub timestamp_header: Option<String>,
+    /// Between the timestamp and the body (default `.`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 100)]
+    pub separator: Option<String>,
+}
+
+/// What became of a capture's signature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// A stored secret verified it (`secret_index` says which).
+    Valid,
+    /// A signature is there but does not verify (`reason` says why).
+    Invalid,
+    /// The endpoint expects a signature and the capture carries none.
+    Missing,
+    /// The endpoint has no verification.
+    Unverified,
+    /// Standard Webhooks: a valid signature on a `webhook-id` this endpoint received before.
+    Duplicate,
+}
+
+impl Verdict {
+    pub const ALL: [Verdict; 5] = [Self::Valid, Self::Invalid, Self::Missing, Self::Unverified, Self::Duplicate];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Valid => "valid",
+            Self::Invalid => "invalid",
+            Self::Missing => "missing",
+            Self::Unverified => "unverified",
+            Self::Duplicate => "duplicate",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == name)
+    }
+}
+
+/// A capture's signature verdict, computed when it arrived.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Signature {
+    pub verdict: Verdict,
+    pub scheme: Option<SignatureScheme>,
+    pub reason: Option<String>,
+    /// Which stored secret verified it (0 or 1).
+    pub secret_index: Option<u8>,
+}
+
+impl Signature {
+    /// The verdict of a capture on an endpoint without verification.
+    pub fn unverified() -> Self {
+        Self { verdict: Verdict::Unverified, scheme: None, reason: None, secret_index: None }
+    }
+}
+
+/// `POST /webhooks/{id}/requests/{request_id}/verify`: `{}` checks with the stored secrets, `{"secret": ...}` with
+/// a candidate that is not stored.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyCapture {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 1024)]
+    pub secret: Option<String>,
+}
+
+/// What a signature check would have needed, answered when it is `invalid`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ExpectedSignature {
+    /// Hex SHA-256 of the exact bytes that were signed (for example `t.body` for Stripe).
+    pub signed_content_sha256: String,
+    /// The first 8 characters of the signature computed with the first secret, as the header would carry it
+    /// without a scheme prefix such as `sha256=`, `v0=`, `v1=` or `v1,`.
+    pub signature_prefix: String,
+}
+
+/// The answer to a re-check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct VerifyResult {
+    pub verdict: Verdict,
+    pub reason: Option<String>,
+    pub secret_index: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<ExpectedSignature>,
+}
