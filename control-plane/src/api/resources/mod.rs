@@ -7,7 +7,6 @@ pub mod variables;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiPath;
 use crate::state::AppState;
-use hookflow_shared::api::rules::VALUE_MAX;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -41,13 +40,6 @@ fn check_name(name: &str) -> ApiResult<()> {
         return Err(ApiError::invalid(format!(
             "`{name}` is not a valid name: a letter or _, then letters, digits and _, at most 128 characters"
         )));
-    }
-    Ok(())
-}
-
-fn check_value(value: &str) -> ApiResult<()> {
-    if value.chars().count() > VALUE_MAX {
-        return Err(ApiError::invalid(format!("`value` must be at most {VALUE_MAX} characters")));
     }
     Ok(())
 }
