@@ -2,6 +2,7 @@
 //! idle server (a handful of lines, no colour codes in a file, one JSON object a line with `--log-format json`).
 
 use crate::harness::*;
+use crate::prometheus::{self, sum as value};
 use std::time::Duration;
 
 /// The metrics listener's address, from the server's log line.
@@ -18,8 +19,7 @@ async fn scrape(url: &str) -> prometheus_parse::Scrape {
     let response = reqwest::get(url).await.expect("scrape");
     assert_eq!(response.status(), 200);
     assert!(response.headers()["content-type"].to_str().expect("type").starts_with("text/plain"));
-    let text = response.text().await.expect("text");
-    prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("the Prometheus text format")
+    prometheus::parse(&response.text().await.expect("text"))
 }
 
 /// Sets the organization's secret `TOKEN` to `value` through the API.
@@ -33,22 +33,6 @@ async fn put_secret(base: &str, key: &str, org: &str, value: &str) {
         .await
         .expect("secret");
     assert_eq!(put.status(), 200);
-}
-
-/// The sum of a metric's samples whose labels include every pair of `labels`.
-fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
-    scrape
-        .samples
-        .iter()
-        .filter(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-        .map(|s| match s.value {
-            prometheus_parse::Value::Counter(v)
-            | prometheus_parse::Value::Gauge(v)
-            | prometheus_parse::Value::Untyped(v) => v,
-            prometheus_parse::Value::Histogram(ref buckets) => buckets.last().map_or(0.0, |b| b.count),
-            prometheus_parse::Value::Summary(_) => 0.0,
-        })
-        .sum()
 }
 
 #[tokio::test]
