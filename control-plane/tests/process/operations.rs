@@ -14,14 +14,6 @@ fn metrics_url(server: &mut Server) -> String {
     format!("http://{address}/metrics")
 }
 
-/// Every sample of one scrape, parsed by a Prometheus text-format parser.
-async fn scrape(url: &str) -> prometheus_parse::Scrape {
-    let response = reqwest::get(url).await.expect("scrape");
-    assert_eq!(response.status(), 200);
-    assert!(response.headers()["content-type"].to_str().expect("type").starts_with("text/plain"));
-    prometheus::parse(&response.text().await.expect("text"))
-}
-
 /// Sets the organization's secret `TOKEN` to `value` through the API.
 async fn put_secret(base: &str, key: &str, org: &str, value: &str) {
     let put = reqwest::Client::new()
@@ -33,6 +25,14 @@ async fn put_secret(base: &str, key: &str, org: &str, value: &str) {
         .await
         .expect("secret");
     assert_eq!(put.status(), 200);
+}
+
+/// Every sample of one scrape, parsed by a Prometheus text-format parser.
+async fn scrape(url: &str) -> prometheus_parse::Scrape {
+    let response = reqwest::get(url).await.expect("scrape");
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().expect("type").starts_with("text/plain"));
+    prometheus::parse(&response.text().await.expect("text"))
 }
 
 #[tokio::test]

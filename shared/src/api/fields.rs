@@ -199,6 +199,25 @@ impl fmt::Debug for Email {
 
 text_field!(Email);
 
+/// What every list or map field shares: read through `Deref` (as a slice, a map), taken back by `into_inner`.
+macro_rules! collection_field {
+    ($name:ident, $inner:ty, $target:ty) => {
+        impl $name {
+            pub fn into_inner(self) -> $inner {
+                self.0
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = $target;
+
+            fn deref(&self) -> &$target {
+                &self.0
+            }
+        }
+    };
+}
+
 /// Tags of a flow, or those a launch selects flows by: at most 20, each 1 to 64 characters and not only white
 /// space. It keeps the list as sent (what it serializes to); [`Tags::distinct`] is what is stored.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -235,13 +254,7 @@ impl TryFrom<Vec<String>> for Tags {
     }
 }
 
-impl std::ops::Deref for Tags {
-    type Target = [String];
-
-    fn deref(&self) -> &[String] {
-        &self.0
-    }
-}
+collection_field!(Tags, Vec<String>, [String]);
 
 /// Labels of a runner, or those a launch requires of its runner: at most 20, each 1 to 64 characters without
 /// white space at either end.
@@ -250,12 +263,9 @@ impl std::ops::Deref for Tags {
 pub struct Labels(Vec<String>);
 
 impl Labels {
+    /// For `skip_serializing_if`, which names a function of the field's own type.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
-    }
-
-    pub fn into_inner(self) -> Vec<String> {
-        self.0
     }
 }
 
@@ -273,25 +283,13 @@ impl TryFrom<Vec<String>> for Labels {
     }
 }
 
-impl std::ops::Deref for Labels {
-    type Target = [String];
-
-    fn deref(&self) -> &[String] {
-        &self.0
-    }
-}
+collection_field!(Labels, Vec<String>, [String]);
 
 /// A collection's variables: at most 200, named with letters, digits, `_` and `-` (1 to 100), values of at most
 /// 10,000 characters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "BTreeMap<String, String>")]
 pub struct CollectionVariables(BTreeMap<String, String>);
-
-impl CollectionVariables {
-    pub fn into_inner(self) -> BTreeMap<String, String> {
-        self.0
-    }
-}
 
 impl TryFrom<BTreeMap<String, String>> for CollectionVariables {
     type Error = Refusal;
@@ -314,13 +312,7 @@ impl TryFrom<BTreeMap<String, String>> for CollectionVariables {
     }
 }
 
-impl std::ops::Deref for CollectionVariables {
-    type Target = BTreeMap<String, String>;
-
-    fn deref(&self) -> &BTreeMap<String, String> {
-        &self.0
-    }
-}
+collection_field!(CollectionVariables, BTreeMap<String, String>, BTreeMap<String, String>);
 
 #[cfg(test)]
 mod tests {

@@ -149,13 +149,9 @@ pub async fn insert_collection(conn: &mut PgConnection, org_id: Uuid, body: NewC
     responses((status = 201, body = CollectionDetail), (status = 409)))]
 async fn create_collection(
     Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
-    ApiJson(body): ApiJson<WriteCollection>,
+    ApiJson(WriteCollection { name, description, variables }): ApiJson<WriteCollection>,
 ) -> Created<CollectionDetail> {
-    let new = NewCollection {
-        name: body.name.as_str(),
-        description: body.description.as_deref(),
-        variables: &body.variables,
-    };
+    let new = NewCollection { name: name.as_str(), description: description.as_deref(), variables: &variables };
     let mut conn = app.pool.acquire().await?;
     let id = insert_collection(&mut conn, caller.org_id, new).await?;
     Ok((StatusCode::CREATED, Json(detail(&mut conn, caller.org_id, id).await?)))
