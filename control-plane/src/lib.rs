@@ -35,6 +35,7 @@ pub mod pagination;
 pub mod queue;
 pub mod server;
 pub mod signals;
+pub mod signature;
 pub mod state;
 pub mod strict_json;
 pub mod tasks;
