@@ -46,6 +46,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         content = Option<hookflow_shared::api::documents::RawBody>, content_type = "application/octet-stream"),
     responses((status = 200, description = "Stored; the receipt, or the endpoint's custom response", body = CaptureReceipt),
         (status = 400, description = "The database refused this capture (its neighbours are stored)"),
+        (status = 401, description = "The endpoint enforces signatures and this one is invalid, missing or a \
+            duplicate (`signature_invalid`; the capture is stored)"),
         (status = 404), (status = 405), (status = 413), (status = 429), (status = 503),
         (status = "default", description = "The endpoint's custom response: the status (200 to 599, not 3xx), \
             headers and body it sets")),

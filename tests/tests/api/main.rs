@@ -48,6 +48,8 @@ mod queue_at_scale;
 mod queue_batching;
 mod resources;
 mod runner_e2e;
+mod signatures;
+mod signatures_endpoint;
 mod startup;
 mod stream;
 mod webhooks;
