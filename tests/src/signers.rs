@@ -73,7 +73,10 @@ pub fn slack(s: Sign<'_>) -> Signed {
     let sig = hex::encode(hmac_sha256(s.secret.as_bytes(), &content));
     with_body(
         &s,
-        vec![header("X-Slack-Request-Timestamp", s.timestamp.to_string()), header("X-Slack-Signature", format!("v0={sig}"))],
+        vec![
+            header("X-Slack-Request-Timestamp", s.timestamp.to_string()),
+            header("X-Slack-Signature", format!("v0={sig}")),
+        ],
     )
 }
 
@@ -109,10 +112,7 @@ pub fn twilio(s: Sign<'_>) -> Signed {
         content.push_str(&value);
     }
     let sig = b64(&hmac_sha1(s.secret.as_bytes(), content.as_bytes()));
-    with_body(
-        &s,
-        vec![header("Content-Type", "application/x-www-form-urlencoded"), header("X-Twilio-Signature", sig)],
-    )
+    with_body(&s, vec![header("Content-Type", "application/x-www-form-urlencoded"), header("X-Twilio-Signature", sig)])
 }
 
 /// `Paddle-Signature: ts=<ts>;h1=<hex HMAC-SHA256 of "<ts>:<body>">`.

@@ -6,6 +6,7 @@ pub const RUNNER: &str = env!("CARGO_BIN_EXE_hookflow-runner-under-test");
 
 mod analytics;
 mod app_browser;
+mod app_signatures;
 mod auth;
 mod capture;
 mod catalog;

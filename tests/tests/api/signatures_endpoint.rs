@@ -33,7 +33,8 @@ async fn settings_are_read_back_without_their_secrets_and_null_removes_them() {
             assert!(!text.contains(secret.as_str()), "a secret came back: {text}");
         }
     }
-    let defaults = app.create_webhook(json!({"name": "d", "verification": {"scheme": "github", "secrets": ["s"]}})).await;
+    let defaults =
+        app.create_webhook(json!({"name": "d", "verification": {"scheme": "github", "secrets": ["s"]}})).await;
     assert_eq!(defaults["verification"]["mode"], "record");
     assert_eq!(defaults["verification"]["tolerance_s"], 300);
     let removed = app.admin(Method::PATCH, &format!("/webhooks/{id}"), Some(json!({"verification": null}))).await;
@@ -66,14 +67,19 @@ async fn settings_no_verifier_can_use_are_refused_naming_the_field() {
         json!({"scheme": "github", "secrets": ["s"], "colour": "red"}),
     ];
     for verification in bad {
-        let reply = app.admin(Method::POST, "/webhooks", Some(json!({"name": "x", "verification": verification}))).await;
+        let reply =
+            app.admin(Method::POST, "/webhooks", Some(json!({"name": "x", "verification": verification}))).await;
         reply.assert_refused(400, "invalid_request", "");
         assert!(!reply.text.contains("whsec_!!!") && !reply.text.contains("not-whsec"), "{}", reply.text);
     }
     assert_eq!(app.rows("webhooks").await, 0, "nothing refused was stored");
     let id = app.webhook_named("ok").await;
     let reply = app
-        .admin(Method::PATCH, &format!("/webhooks/{id}"), Some(json!({"verification": {"scheme": "hmac", "secrets": ["s"]}})))
+        .admin(
+            Method::PATCH,
+            &format!("/webhooks/{id}"),
+            Some(json!({"verification": {"scheme": "hmac", "secrets": ["s"]}})),
+        )
         .await;
     reply.assert_refused(400, "invalid_request", "header");
 }
@@ -151,14 +157,18 @@ async fn search_stream_export_and_analytics_carry_the_verdict() {
     let export = export.bearer_auth(&app.admin.key).send().await.expect("export").text().await.expect("text");
     let lines: Vec<Value> = export.lines().map(|l| serde_json::from_str(l).expect("a line")).collect();
     assert_eq!(lines.len(), 1, "{export}");
-    assert_eq!(lines[0]["signature"], json!({"verdict": "valid", "scheme": "stripe", "reason": null, "secret_index": 0}));
+    assert_eq!(
+        lines[0]["signature"],
+        json!({"verdict": "valid", "scheme": "stripe", "reason": null, "secret_index": 0})
+    );
     let har = app.client.get(app.url(&format!("/webhooks/{id}/requests/export?format=har")));
     let har: Value = har.bearer_auth(&app.admin.key).send().await.expect("har").json().await.expect("json");
     let entries = har["log"]["entries"].as_array().expect("entries");
     assert!(entries.iter().any(|e| e["_signature"]["verdict"] == "invalid"), "{har}");
 
     let volume = app.api().webhooks().volume(&id, &[]).await.expect("volume");
-    let (valid, invalid, count) = volume.points.iter().fold((0, 0, 0), |a, p| (a.0 + p.valid, a.1 + p.invalid, a.2 + p.count));
+    let (valid, invalid, count) =
+        volume.points.iter().fold((0, 0, 0), |a, p| (a.0 + p.valid, a.1 + p.invalid, a.2 + p.count));
     assert_eq!((valid, invalid, count), (1, 1, 3), "missing is counted in neither");
 }
 
@@ -190,12 +200,16 @@ async fn the_recheck_shows_what_was_expected_and_tries_a_candidate_secret() {
     assert_eq!((result.verdict, result.secret_index), (Verdict::Valid, None), "the sender's secret was this one");
     assert_eq!(app.rows("captures WHERE signature_verdict = 'invalid'").await, 1, "a re-check changes nothing stored");
 
-    let reply = app.admin(Method::POST, &format!("/webhooks/{id}/requests/{}/verify", uuid::Uuid::new_v4()), Some(json!({}))).await;
+    let reply = app
+        .admin(Method::POST, &format!("/webhooks/{id}/requests/{}/verify", uuid::Uuid::new_v4()), Some(json!({})))
+        .await;
     reply.assert_refused(404, "not_found", "");
-    let reply = app.admin(Method::POST, &format!("/webhooks/{id}/requests/{bad}/verify"), Some(json!({"colour": 1}))).await;
+    let reply =
+        app.admin(Method::POST, &format!("/webhooks/{id}/requests/{bad}/verify"), Some(json!({"colour": 1}))).await;
     reply.assert_refused(400, "invalid_request", "colour");
     let plain = app.webhook_named("plain").await;
-    let (_, receipt) = send(&app, &app.url(&format!("/webhook/{plain}")), &signers::Signed { headers: vec![], body: vec![] }).await;
+    let (_, receipt) =
+        send(&app, &app.url(&format!("/webhook/{plain}")), &signers::Signed { headers: vec![], body: vec![] }).await;
     let capture = receipt["request_id"].as_str().expect("id");
     let result = hooks.verify(&plain, capture, &VerifyCapture::default()).await.expect("verify");
     assert_eq!(result.verdict, Verdict::Unverified);
@@ -219,11 +233,19 @@ async fn scopes_and_other_organizations() {
         "webhooks:write",
     );
     let flows_only = app.creds_with(&["flows:read"]).await;
-    app.call(Method::POST, &path, Some(&flows_only), Some(json!({}))).await.assert_refused(403, "insufficient_scope", "");
+    app.call(Method::POST, &path, Some(&flows_only), Some(json!({}))).await.assert_refused(
+        403,
+        "insufficient_scope",
+        "",
+    );
     app.call(Method::POST, &path, None, Some(json!({}))).await.assert_refused(401, "unauthorized", "");
     let stranger = app.new_org("Other").await;
     app.call(Method::POST, &path, Some(&stranger), Some(json!({}))).await.assert_refused(404, "not_found", "");
-    app.call(Method::PATCH, &format!("/webhooks/{id}"), Some(&stranger), Some(patch)).await.assert_refused(404, "not_found", "");
+    app.call(Method::PATCH, &format!("/webhooks/{id}"), Some(&stranger), Some(patch)).await.assert_refused(
+        404,
+        "not_found",
+        "",
+    );
 }
 
 #[tokio::test]
@@ -237,10 +259,12 @@ async fn secrets_never_reach_answers_the_audit_log_or_exports() {
     let url = app.url(&format!("/webhook/{id}"));
     let now = chrono::Utc::now().timestamp();
     let wrong = format!("whsec_{}", signers::b64(b"wrong"));
-    let signed = signers::standard_webhooks(Sign { secret: &wrong, body: b"{}", timestamp: now, url: &url }, "msg_1", "webhook");
+    let signed =
+        signers::standard_webhooks(Sign { secret: &wrong, body: b"{}", timestamp: now, url: &url }, "msg_1", "webhook");
     let (_, receipt) = send(&app, &url, &signed).await;
     let capture = receipt["request_id"].as_str().expect("id");
-    let rotated = json!({"verification": {"scheme": "standard_webhooks", "secrets": [secret, wrong], "mode": "enforce"}});
+    let rotated =
+        json!({"verification": {"scheme": "standard_webhooks", "secrets": [secret, wrong], "mode": "enforce"}});
     let patched = app.admin(Method::PATCH, &format!("/webhooks/{id}"), Some(rotated)).await;
     let texts = [
         created.text,
