@@ -6,6 +6,7 @@ pub const RUNNER: &str = env!("CARGO_BIN_EXE_hookflow-runner-under-test");
 
 mod analytics;
 mod app_browser;
+mod app_signatures;
 mod auth;
 mod capture;
 mod catalog;
@@ -48,6 +49,8 @@ mod queue_at_scale;
 mod queue_batching;
 mod resources;
 mod runner_e2e;
+mod signatures;
+mod signatures_endpoint;
 mod startup;
 mod stream;
 mod webhooks;
