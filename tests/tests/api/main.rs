@@ -3,6 +3,8 @@
 
 /// The runner daemon built from the runner crate's `main.rs` (this package's `hookflow-runner-under-test`).
 pub const RUNNER: &str = env!("CARGO_BIN_EXE_hookflow-runner-under-test");
+/// The server built from its own `main.rs` (this package's `hookflow-server-under-test`).
+pub const SERVER: &str = env!("CARGO_BIN_EXE_hookflow-server-under-test");
 
 mod analytics;
 mod app_browser;

@@ -287,3 +287,39 @@ async fn secrets_never_reach_answers_the_audit_log_or_exports() {
         .expect("sealed");
     assert!(!String::from_utf8_lossy(&stored).contains("must-not-leak"), "sealed, not stored in clear");
 }
+
+#[tokio::test]
+async fn secrets_never_reach_the_server_log_even_at_debug_level() {
+    use hookflow_tests::server::ServerProcess;
+    let server = ServerProcess::spawn(crate::SERVER, &["--log", "debug"]).await;
+    let secret = "gh-secret-that-must-not-reach-the-log";
+    let candidate = "candidate-secret-that-must-not-reach-the-log";
+    let body = json!({"name": "logged", "verification": {"scheme": "github", "secrets": [secret], "mode": "enforce"}});
+    let created = server.post_as(&server.org, &server.key, "/webhooks", &body).await;
+    let id = created["id"].as_str().expect("id").to_owned();
+    let url = format!("{}/webhook/{id}", server.base);
+    let client = reqwest::Client::new();
+    let genuine = signers::github(Sign { secret, body: b"{}", timestamp: 0, url: &url });
+    let forged = signers::github(Sign { secret: candidate, body: b"{}", timestamp: 0, url: &url });
+    let mut ids = Vec::new();
+    for signed in [&genuine, &forged] {
+        let (name, value) = &signed.headers[0];
+        let answer = client.post(&url).header(name, value).body("{}").send().await.expect("capture");
+        if answer.status() == 200 {
+            ids.push(answer.json::<Value>().await.expect("receipt")["request_id"].as_str().expect("id").to_owned());
+        }
+    }
+    assert_eq!(ids.len(), 1, "the forged one is refused");
+    let path = format!("/webhooks/{id}/requests/{}/verify", ids[0]);
+    server.post_as(&server.org, &server.key, &path, &json!({"secret": candidate})).await;
+    server.post_as(&server.org, &server.key, &path, &json!({"secret": "x".repeat(2000)})).await;
+    let bad = json!({"name": "bad", "verification": {"scheme": "discord", "secrets": [secret]}});
+    server.post_as(&server.org, &server.key, "/webhooks", &bad).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let output = server.output();
+    assert!(output.contains("DEBUG") || output.contains("debug"), "the log is at debug level: {output:.2000}");
+    for value in [secret, candidate] {
+        assert!(!output.contains(value), "a secret reached the log");
+    }
+    server.stop().await;
+}
