@@ -2,8 +2,9 @@
 //! embedded PostgreSQL manager. The folders are the layers, lowest first; a module uses its own layer and those
 //! below, never above, and nothing forms a circle (`tests/layers.rs` checks both; docs/DESIGN.md has the table):
 //!
-//! - `signals`, `crypto`, `strict_json`, `cache`: wake-ups and NOTIFY channels, encryption at rest, the strict JSON
-//!   reader, the bounded cache primitive (entries, weight, TTL; oldest out first) behind every in-memory cache.
+//! - `signals`, `crypto`, `strict_json`, `cache`, `signature/`: wake-ups and NOTIFY channels, encryption at rest, the
+//!   strict JSON reader, the bounded cache primitive (entries, weight, TTL; oldest out first) behind every in-memory
+//!   cache, webhook signature verification (pure: settings in, verdicts out).
 //! - `error`, `extract`, `pagination`, `validate`: the crate-wide error type, extractors (a body parsed into its
 //!   fields' types), pages, the field rules for values that arrive otherwise.
 //! - `db/`: connecting, the embedded cluster and where it lives, migrations, the data directory, the PATCH
@@ -39,6 +40,7 @@ pub mod pagination;
 pub mod queue;
 pub mod server;
 pub mod signals;
+pub mod signature;
 pub mod state;
 pub mod strict_json;
 pub mod tasks;

@@ -117,6 +117,7 @@ pub async fn run(api: &Api, command: WebhooksCommand, style: Style) -> Result<()
                 max_body_bytes,
                 retention: None,
                 response: None,
+                verification: None,
             };
             let webhook: Webhook = api.client().webhooks().create(&body).await.map_err(|e| api.error(e))?;
             if json {
