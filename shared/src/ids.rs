@@ -35,6 +35,11 @@ macro_rules! ids {
                     Self(Uuid::nil())
                 }
 
+                /// Whether this is the all-zero id.
+                pub const fn is_nil(self) -> bool {
+                    self.0.is_nil()
+                }
+
                 /// The UUID underneath.
                 pub const fn as_uuid(self) -> Uuid {
                     self.0

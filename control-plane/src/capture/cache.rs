@@ -11,11 +11,11 @@
 use crate::cache::BoundedCache;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hookflow_shared::api::webhooks::CustomResponse;
+use hookflow_shared::{OrgId, WebhookId};
 use sqlx::PgPool;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
-use uuid::Uuid;
 
 /// How long an unknown id is answered 404 from memory.
 const NEGATIVE_TTL: Duration = Duration::from_secs(30);
@@ -30,8 +30,8 @@ const LOADS: usize = 4;
 /// What the capture path needs to know about an endpoint.
 #[derive(Debug)]
 pub struct Endpoint {
-    pub id: Uuid,
-    pub org_id: Uuid,
+    pub id: WebhookId,
+    pub org_id: OrgId,
     pub max_body_bytes: usize,
     pub response: Option<CustomResponse>,
     limiter: DefaultDirectRateLimiter,
@@ -58,8 +58,8 @@ pub enum Lookup {
 
 #[derive(Debug)]
 pub struct EndpointCache {
-    known: BoundedCache<Uuid, Arc<Endpoint>>,
-    unknown: BoundedCache<Uuid, ()>,
+    known: BoundedCache<WebhookId, Arc<Endpoint>>,
+    unknown: BoundedCache<WebhookId, ()>,
     loads: tokio::sync::Semaphore,
 }
 
@@ -73,11 +73,11 @@ impl Default for EndpointCache {
     }
 }
 
-type EndpointRow = (Uuid, i64, Option<sqlx::types::Json<CustomResponse>>, i32);
+type EndpointRow = (OrgId, i64, Option<sqlx::types::Json<CustomResponse>>, i32);
 
 impl EndpointCache {
     /// What memory knows of `id`.
-    pub fn lookup(&self, id: Uuid) -> Lookup {
+    pub fn lookup(&self, id: WebhookId) -> Lookup {
         if let Some(endpoint) = self.known.get(&id) {
             return Lookup::Known(endpoint);
         }
@@ -85,7 +85,12 @@ impl EndpointCache {
     }
 
     /// Reads `id` from the database into memory; capture rates above `max_rate` are held to it.
-    pub async fn load(&self, pool: &PgPool, id: Uuid, max_rate: i32) -> Result<Option<Arc<Endpoint>>, sqlx::Error> {
+    pub async fn load(
+        &self,
+        pool: &PgPool,
+        id: WebhookId,
+        max_rate: i32,
+    ) -> Result<Option<Arc<Endpoint>>, sqlx::Error> {
         let _turn = self.loads.acquire().await.map_err(|_| sqlx::Error::PoolClosed)?;
         match self.lookup(id) {
             Lookup::Known(endpoint) => return Ok(Some(endpoint)),
@@ -118,12 +123,12 @@ impl EndpointCache {
     }
 
     /// Drops every endpoint of an organization (its limits changed).
-    pub fn forget_organization(&self, org_id: Uuid) {
+    pub fn forget_organization(&self, org_id: OrgId) {
         self.known.retain(|_, endpoint| endpoint.org_id != org_id);
     }
 
     /// Forgets what memory knows of `id` (it changed, was created or was deleted).
-    pub fn invalidate(&self, id: Uuid) {
+    pub fn invalidate(&self, id: WebhookId) {
         self.known.remove(&id);
         self.unknown.remove(&id);
     }

@@ -17,12 +17,11 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header}
 use axum::response::{IntoResponse, Response};
 use cache::{Endpoint, Lookup};
 use hookflow_shared::api::webhooks::{CaptureReceipt, CustomResponse};
-use hookflow_shared::{ErrorCode, Timestamp};
+use hookflow_shared::{CaptureId, ErrorCode, OrgId, Timestamp, WebhookId};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 use writer::{CaptureRecord, CaptureWriter, Outcome};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -85,7 +84,7 @@ async fn capture_inner(
     }
     let rest = parts.uri.path().strip_prefix("/webhook/").unwrap_or_default();
     let (id, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let id = Uuid::parse_str(id).map_err(|_| ApiError::not_found("webhook"))?;
+    let id: WebhookId = id.parse().map_err(|_| ApiError::not_found("webhook"))?;
     let endpoint = match app.endpoints.lookup(id) {
         Lookup::Known(endpoint) => endpoint,
         Lookup::Unknown => return Err(ApiError::not_found("webhook")),
@@ -125,7 +124,7 @@ async fn capture_inner(
 /// room goes with the capture to the writer.
 async fn read_body(
     writer: &CaptureWriter,
-    org_id: Uuid,
+    org_id: OrgId,
     headers: &HeaderMap,
     body: axum::body::Body,
     limit: usize,
@@ -229,7 +228,7 @@ impl Captured<'_> {
 }
 
 /// The answer to a stored capture: the endpoint's custom response, or the receipt.
-fn receipt(endpoint: &Endpoint, request_id: Uuid, received_at: chrono::DateTime<chrono::Utc>) -> Response {
+fn receipt(endpoint: &Endpoint, request_id: CaptureId, received_at: chrono::DateTime<chrono::Utc>) -> Response {
     match &endpoint.response {
         Some(custom) => custom_response(custom),
         None => axum::Json(CaptureReceipt {
