@@ -249,6 +249,8 @@ impl AppState {
             Ok(keys) => {
                 self.settings.master_key.replace(keys.current, keys.previous);
                 self.signing.forget();
+                // Verification secrets no key opened may open now.
+                self.endpoints.clear();
                 tracing::info!(version = self.settings.master_key.current_version(), "master keys reloaded");
             }
             Err(e) => tracing::error!(error = %e, "the master key file cannot be read; keeping the keys in memory"),

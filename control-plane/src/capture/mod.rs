@@ -5,17 +5,21 @@
 pub mod batch;
 pub mod cache;
 pub mod hub;
+pub mod signing;
 pub mod writer;
 
 use crate::db::byte_budget::{Reservation, SMALL_WRITE};
 use crate::error::{ApiError, ApiResult, to_json_string};
 use crate::http::raw_head::{HeadQueue, RequestNumber};
+use crate::signature::Message;
 use crate::state::AppState;
 use axum::Extension;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use batch::CaptureSignature;
 use cache::{Endpoint, Lookup};
+use hookflow_shared::api::signatures::{Verdict, VerificationMode};
 use hookflow_shared::api::webhooks::{CaptureReceipt, CustomResponse};
 use hookflow_shared::{CaptureId, ErrorCode, OrgId, Timestamp, WebhookId};
 use sha2::{Digest, Sha256};
@@ -41,6 +45,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         content = Option<hookflow_shared::api::documents::RawBody>, content_type = "application/octet-stream"),
     responses((status = 200, description = "Stored; the receipt, or the endpoint's custom response", body = CaptureReceipt),
         (status = 400, description = "The database refused this capture (its neighbours are stored)"),
+        (status = 401, description = "The endpoint enforces signatures and this one is invalid, missing or a \
+            duplicate (`signature_invalid`; the capture is stored)"),
         (status = 404), (status = 405), (status = 413), (status = 429), (status = 503),
         (status = "default", description = "The endpoint's custom response: the status (200 to 599, not 3xx), \
             headers and body it sets")),
@@ -92,7 +98,10 @@ async fn capture_inner(
             // Every id memory does not know costs a query: a budget per address keeps floods off the database.
             app.allowances.unknown_capture(crate::http::client_address::budget_key(peer.ip()))?;
             let max_rate = app.settings.max_capture_rate_per_s;
-            app.endpoints.load(&app.pool, id, max_rate).await?.ok_or_else(|| ApiError::not_found("webhook"))?
+            app.endpoints
+                .load(&app.pool, &app.settings.master_key, id, max_rate)
+                .await?
+                .ok_or_else(|| ApiError::not_found("webhook"))?
         }
     };
     if let Err(wait) = endpoint.check_rate() {
@@ -107,15 +116,46 @@ async fn capture_inner(
         .and_then(|(queue, number)| queue.take(number, parts.method.as_str(), target))
         .map(|head| head.headers)
         .unwrap_or_else(|| hookflow_runner::outbound::header_pairs(&parts.headers));
+    let signature = match &endpoint.verification {
+        None => CaptureSignature::unverified(),
+        Some(verification) => {
+            let url = signed_url(&app.settings.capture_url, id, path, parts.uri.query().unwrap_or_default());
+            let message = Message { headers: &headers, body: &body, url: &url, received_at };
+            verification.judge(&app.pool, id, message).await
+        }
+    };
+    let refusal = refuses(&endpoint, &signature);
     let request = Captured { parts: &parts, path, headers: &headers, body, peer, received_at };
-    match app.writers.captures.store(request.record(&endpoint)?, room).await {
-        Outcome::Stored(request_id) => Ok(receipt(&endpoint, request_id, received_at)),
+    match app.writers.captures.store(request.record(&endpoint, signature)?, room).await {
+        Outcome::Stored(request_id) => match refusal {
+            Some(refused) => Err(refused),
+            None => Ok(receipt(&endpoint, request_id, received_at)),
+        },
         Outcome::EndpointGone => Err(ApiError::not_found("webhook")),
         Outcome::Rejected => {
             Err(ApiError::invalid("this capture holds a value the database cannot store; nothing was kept"))
         }
         Outcome::Failed => Err(ApiError::unavailable()),
     }
+}
+
+/// The URL the sender called, as Twilio and Square sign it: the capture URL, the path, then the query.
+pub fn signed_url(capture_base: &str, id: WebhookId, path: &str, query: &str) -> String {
+    if query.is_empty() {
+        format!("{capture_base}/webhook/{id}{path}")
+    } else {
+        format!("{capture_base}/webhook/{id}{path}?{query}")
+    }
+}
+
+/// The 401 an `enforce` endpoint answers (after storing) when the signature is invalid, missing or a duplicate.
+fn refuses(endpoint: &Endpoint, signature: &CaptureSignature) -> Option<ApiError> {
+    let enforced = endpoint.verification.as_ref().is_some_and(|v| v.mode == VerificationMode::Enforce);
+    let refused = matches!(signature.verdict, Verdict::Invalid | Verdict::Missing | Verdict::Duplicate);
+    (enforced && refused).then(|| {
+        let reason = signature.reason.clone().unwrap_or_else(|| format!("signature {}", signature.verdict.as_str()));
+        ApiError::new(ErrorCode::SignatureInvalid, reason)
+    })
 }
 
 /// Reads the body within the endpoint's limit (a declared length over it is refused before reading), holding room
@@ -198,7 +238,7 @@ struct Captured<'a> {
 }
 
 impl Captured<'_> {
-    fn record(self, endpoint: &Endpoint) -> ApiResult<CaptureRecord> {
+    fn record(self, endpoint: &Endpoint, signature: CaptureSignature) -> ApiResult<CaptureRecord> {
         let query_string = self.parts.uri.query().unwrap_or_default().to_owned();
         let mut query: BTreeMap<String, Vec<String>> = BTreeMap::new();
         // The decoded view cannot hold U+0000 (PostgreSQL refuses it): it reads U+FFFD there, while
@@ -223,6 +263,7 @@ impl Captured<'_> {
             body: self.body,
             source_ip: self.peer.ip().to_string(),
             received_at: self.received_at,
+            signature,
         })
     }
 }

@@ -59,6 +59,7 @@ fn record(org_id: OrgId, webhook_id: WebhookId, query_json: &str) -> CaptureReco
         body_utf8: true,
         source_ip: "127.0.0.1".into(),
         received_at: Utc::now(),
+        signature: hookflow_control_plane::capture::batch::CaptureSignature::unverified(),
     }
 }
 
