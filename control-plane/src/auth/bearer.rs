@@ -7,9 +7,9 @@ use crate::auth::people_cache::SessionState;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use chrono::{DateTime, Utc};
+use hookflow_shared::{SessionId, UserId};
 use jsonwebtoken::{Algorithm, Validation};
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 /// The audience of the built-in provider's access tokens.
 pub const AUDIENCE: &str = "hookflow";
@@ -22,9 +22,9 @@ pub struct AccessClaims {
     pub iss: String,
     pub aud: String,
     /// The user.
-    pub sub: Uuid,
+    pub sub: UserId,
     /// The session.
-    pub sid: Uuid,
+    pub sid: SessionId,
     pub iat: i64,
     pub nbf: i64,
     pub exp: i64,
@@ -33,9 +33,9 @@ pub struct AccessClaims {
 /// Who a bearer token speaks for.
 #[derive(Debug, Clone, Copy)]
 pub struct BearerIdentity {
-    pub user_id: Uuid,
+    pub user_id: UserId,
     /// The built-in session, if the token is the built-in provider's.
-    pub session_id: Option<Uuid>,
+    pub session_id: Option<SessionId>,
     pub expires_at: DateTime<Utc>,
     pub password_change_required: bool,
     /// An external provider's token: its SHA-256, by which signing out revokes it.
@@ -116,11 +116,11 @@ async fn built_in(state: &AppState, token: &str, kid: &str) -> ApiResult<BearerI
 }
 
 /// A session's state: from memory, or the database (an unknown session is not live).
-async fn session_state(state: &AppState, session_id: Uuid) -> ApiResult<SessionState> {
+async fn session_state(state: &AppState, session_id: SessionId) -> ApiResult<SessionState> {
     if let Some(known) = state.people.session(session_id) {
         return Ok(known);
     }
-    let row: Option<(Uuid, bool, bool)> = sqlx::query_as(
+    let row: Option<(UserId, bool, bool)> = sqlx::query_as(
         "SELECT s.user_id, s.revoked_at IS NULL AND s.expires_at > now(), u.password_change_required
          FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1",
     )
@@ -129,7 +129,7 @@ async fn session_state(state: &AppState, session_id: Uuid) -> ApiResult<SessionS
     .await?;
     let session = match row {
         Some((user_id, live, password_change_required)) => SessionState { user_id, live, password_change_required },
-        None => SessionState { user_id: Uuid::nil(), live: false, password_change_required: false },
+        None => SessionState { user_id: UserId::nil(), live: false, password_change_required: false },
     };
     state.people.store_session(session_id, session);
     Ok(session)

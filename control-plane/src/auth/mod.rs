@@ -22,15 +22,15 @@ use axum::http::request::Parts;
 use bearer::BearerIdentity;
 use chrono::{DateTime, Utc};
 use hookflow_shared::wire::header;
-use hookflow_shared::{ErrorCode, Role, Scope, ScopeSet};
+use hookflow_shared::{ApiKeyId, ErrorCode, OrgId, Role, Scope, ScopeSet, UserId};
 use std::marker::PhantomData;
 use uuid::Uuid;
 
 /// Who is acting, as written to the audit log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Actor {
-    Key(Uuid),
-    User(Uuid),
+    Key(ApiKeyId),
+    User(UserId),
     /// Someone not signed in (a failed sign-in), by client address.
     Address(std::net::IpAddr),
     Operator,
@@ -50,7 +50,7 @@ impl std::fmt::Display for Actor {
 /// An authenticated caller acting in one organization, holding scope `S`.
 #[derive(Debug)]
 pub struct Caller<S = scope::Any> {
-    pub org_id: Uuid,
+    pub org_id: OrgId,
     pub scopes: ScopeSet,
     pub actor: Actor,
     /// When the caller's credential stops working: what it makes never outlives it.
@@ -120,7 +120,7 @@ impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
             keys::authenticate_key(state, key.ok_or_else(ApiError::unauthorized)?, client_address(state, parts))
                 .await?;
         crate::http::listener::prove(&parts.extensions);
-        state.allowances.key_request(identity.key_id)?;
+        state.allowances.key_request(identity.key_id.into())?;
         let org_id = organization_header(parts)?;
         if org_id != identity.org_id {
             return Err(ApiError::new(
@@ -136,7 +136,7 @@ impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
 impl<S: scope::Required> Caller<S> {
     /// A caller that holds `scopes`, if they grant `S`.
     fn holding(
-        org_id: Uuid,
+        org_id: OrgId,
         scopes: ScopeSet,
         grantable: ScopeSet,
         actor: Actor,
@@ -152,7 +152,7 @@ impl<S: scope::Required> Caller<S> {
 
     /// A person acting in the organization of `X-Organization-Id`, with the scopes of their role there.
     async fn person(parts: &Parts, state: &AppState, person: BearerIdentity) -> ApiResult<Self> {
-        state.allowances.key_request(person.user_id)?;
+        state.allowances.key_request(person.user_id.into())?;
         if person.password_change_required {
             return Err(password_change_required());
         }
@@ -188,7 +188,7 @@ pub fn bearer_in(headers: &axum::http::HeaderMap) -> Option<&str> {
 }
 
 /// A person's role in an organization (memberships are cached, and dropped when they change).
-pub async fn role_in(state: &AppState, user_id: Uuid, org_id: Uuid) -> ApiResult<Option<Role>> {
+pub async fn role_in(state: &AppState, user_id: UserId, org_id: OrgId) -> ApiResult<Option<Role>> {
     let memberships = match state.people.memberships(user_id) {
         Some(known) => known,
         None => {
@@ -215,7 +215,7 @@ impl FromRequestParts<AppState> for Person {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let token = bearer_token(parts).ok_or_else(ApiError::unauthorized)?;
         let identity = bearer::authenticate(state, token).await?;
-        state.allowances.key_request(identity.user_id)?;
+        state.allowances.key_request(identity.user_id.into())?;
         Ok(Self { app: state.clone(), identity })
     }
 }
@@ -247,7 +247,8 @@ impl<S> Caller<S> {
     /// The credential allowances are counted against (streams held open, requests per second).
     pub fn credential_id(&self) -> Uuid {
         match self.actor {
-            Actor::Key(id) | Actor::User(id) => id,
+            Actor::Key(id) => id.into(),
+            Actor::User(id) => id.into(),
             Actor::Address(_) | Actor::Operator => Uuid::nil(),
         }
     }
@@ -265,12 +266,12 @@ pub fn client_address(state: &AppState, parts: &Parts) -> Option<std::net::IpAdd
 }
 
 /// Reads `X-Organization-Id`; missing or not a UUID answers 400 `organization_required`.
-pub fn organization_header(parts: &Parts) -> ApiResult<Uuid> {
+pub fn organization_header(parts: &Parts) -> ApiResult<OrgId> {
     parts
         .headers
         .get(header::ORGANIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| Uuid::parse_str(v.trim()).ok())
+        .and_then(|v| v.trim().parse().ok())
         .ok_or_else(|| {
             ApiError::new(ErrorCode::OrganizationRequired, "send X-Organization-Id with your organization's id")
         })

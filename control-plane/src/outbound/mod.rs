@@ -6,14 +6,14 @@
 use crate::error::{ApiError, ApiResult};
 use crate::state::Settings;
 use hookflow_runner::outbound::{self as guard, ClientOptions, Guard, ReadError};
+use hookflow_shared::OrgId;
 use hookflow_shared::api::runners::NetworkPolicy;
 use reqwest::Url;
 use sqlx::PgPool;
 use std::time::Duration;
-use uuid::Uuid;
 
 /// Where the server may send requests for `org_id`.
-pub async fn policy_for(pool: &PgPool, settings: &Settings, org_id: Uuid) -> ApiResult<NetworkPolicy> {
+pub async fn policy_for(pool: &PgPool, settings: &Settings, org_id: OrgId) -> ApiResult<NetworkPolicy> {
     if settings.allow_private_targets {
         return Ok(NetworkPolicy::Private);
     }

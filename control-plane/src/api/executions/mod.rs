@@ -11,8 +11,8 @@ pub mod stream;
 use crate::error::ApiError;
 use crate::extract::ApiPath;
 use crate::state::AppState;
+use hookflow_shared::{ExecutionId, FlowId};
 use utoipa_axum::router::OpenApiRouter;
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().merge(launch::routes()).merge(read::routes()).merge(stream::routes()).merge(stats::routes())
@@ -23,8 +23,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[derive(Debug, Clone, Copy, serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct ExecutionPath {
-    pub flow_id: Uuid,
-    pub execution_id: Uuid,
+    pub flow_id: FlowId,
+    pub execution_id: ExecutionId,
 }
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ExecutionPath {

@@ -15,12 +15,11 @@ use crate::state::AppState;
 use axum::Json;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use hookflow_shared::Role;
 use hookflow_shared::api::Page;
 use hookflow_shared::api::people::{AddMember, CreatedInvitation, Member, UpdateMember};
+use hookflow_shared::{InvitationId, OrgId, Role, UserId};
 use sqlx::PgConnection;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -30,7 +29,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(leaving::leave_organization))
 }
 
-type MemberRow = (Option<Uuid>, Option<Uuid>, String, String, DateTime<Utc>, Option<DateTime<Utc>>);
+type MemberRow = (Option<UserId>, Option<InvitationId>, String, String, DateTime<Utc>, Option<DateTime<Utc>>);
 
 fn member((user_id, invitation_id, email, role, created_at, expires_at): MemberRow) -> Member {
     let status = match (user_id, expires_at) {
@@ -96,7 +95,7 @@ pub(crate) async fn record<S>(
 }
 
 /// Announces a change of `user_id`'s memberships in the caller's organization to every replica.
-pub(crate) async fn announce(conn: &mut PgConnection, org_id: Uuid, user_id: Option<Uuid>) -> ApiResult<()> {
+pub(crate) async fn announce(conn: &mut PgConnection, org_id: OrgId, user_id: Option<UserId>) -> ApiResult<()> {
     Invalidation::Organization(org_id).announce(conn).await?;
     if let Some(user_id) = user_id {
         Invalidation::User(user_id).announce(conn).await?;
@@ -104,7 +103,7 @@ pub(crate) async fn announce(conn: &mut PgConnection, org_id: Uuid, user_id: Opt
     Ok(())
 }
 
-pub(crate) fn invalidate(app: &AppState, org_id: Uuid, user_id: Option<Uuid>) {
+pub(crate) fn invalidate(app: &AppState, org_id: OrgId, user_id: Option<UserId>) {
     app.invalidate(Invalidation::Organization(org_id));
     if let Some(user_id) = user_id {
         app.invalidate(Invalidation::User(user_id));
@@ -143,7 +142,7 @@ async fn add_member(
 }
 
 /// The member's role, locked for the change; 404 when they are not a member.
-pub(crate) async fn current_role(conn: &mut PgConnection, org_id: Uuid, user_id: Uuid) -> ApiResult<Role> {
+pub(crate) async fn current_role(conn: &mut PgConnection, org_id: OrgId, user_id: UserId) -> ApiResult<Role> {
     let role: Option<String> =
         sqlx::query_scalar("SELECT role FROM memberships WHERE organization_id = $1 AND user_id = $2 FOR UPDATE")
             .bind(org_id)
@@ -154,7 +153,7 @@ pub(crate) async fn current_role(conn: &mut PgConnection, org_id: Uuid, user_id:
 }
 
 /// 409 when `user_id` is the organization's only owner (it would be left without one).
-pub(crate) async fn keep_an_owner(conn: &mut PgConnection, org_id: Uuid, user_id: Uuid) -> ApiResult<()> {
+pub(crate) async fn keep_an_owner(conn: &mut PgConnection, org_id: OrgId, user_id: UserId) -> ApiResult<()> {
     let others: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM (SELECT 1 FROM memberships WHERE organization_id = $1 AND role = 'owner' AND user_id <> $2
          FOR UPDATE) owners",
@@ -177,7 +176,7 @@ pub(crate) async fn keep_an_owner(conn: &mut PgConnection, org_id: Uuid, user_id
     responses((status = 200, body = Member), (status = 409)))]
 async fn update_member(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
-    ApiPath(user_id): ApiPath<Uuid>,
+    ApiPath(user_id): ApiPath<UserId>,
     ApiJson(body): ApiJson<UpdateMember>,
 ) -> ApiResult<Json<Member>> {
     let mut tx = app.pool.begin().await?;
@@ -208,7 +207,7 @@ async fn update_member(
     params(("user_id" = Uuid, Path)), responses((status = 204), (status = 409)))]
 async fn remove_member(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
-    ApiPath(user_id): ApiPath<Uuid>,
+    ApiPath(user_id): ApiPath<UserId>,
 ) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     let role = current_role(&mut tx, caller.org_id, user_id).await?;
@@ -221,7 +220,10 @@ async fn remove_member(
 
 /// Withdraw an invitation.
 #[utoipa::path(delete, path = "/organization/invitations/{id}", params(Id), responses((status = 204)))]
-async fn revoke_invitation(Ctx { app, caller }: Ctx<scope::OrganizationWrite>, Id(id): Id) -> ApiResult<StatusCode> {
+async fn revoke_invitation(
+    Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
+    Id(id): Id<InvitationId>,
+) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     owned::delete(&mut *tx, Owned::Invitation, caller.org_id, id).await?;
     record(&mut tx, &caller, "invitation.revoked", &id.to_string(), None).await?;

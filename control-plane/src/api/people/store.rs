@@ -3,14 +3,13 @@
 
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::people::User;
-use hookflow_shared::token;
+use hookflow_shared::{SessionId, UserId, token};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 /// A user as sign-in needs them.
 #[derive(Debug, sqlx::FromRow)]
 pub struct UserRow {
-    pub id: Uuid,
+    pub id: UserId,
     pub email: String,
     pub password_hash: Option<String>,
     pub password_change_required: bool,
@@ -35,7 +34,7 @@ pub async fn find_by_email(conn: &mut PgConnection, email: &str) -> Result<Optio
         .await
 }
 
-pub async fn find(conn: &mut PgConnection, user_id: Uuid) -> Result<Option<UserRow>, sqlx::Error> {
+pub async fn find(conn: &mut PgConnection, user_id: UserId) -> Result<Option<UserRow>, sqlx::Error> {
     sqlx::query_as("SELECT id, email, password_hash, password_change_required FROM users WHERE id = $1")
         .bind(user_id)
         .fetch_optional(conn)
@@ -48,8 +47,8 @@ pub async fn create_user(
     email: &str,
     password_hash: &str,
     password_change_required: bool,
-) -> Result<Uuid, sqlx::Error> {
-    let id = Uuid::now_v7();
+) -> Result<UserId, sqlx::Error> {
+    let id = UserId::now_v7();
     sqlx::query("INSERT INTO users (id, email, password_hash, password_change_required) VALUES ($1, $2, $3, $4)")
         .bind(id)
         .bind(email)
@@ -62,7 +61,7 @@ pub async fn create_user(
 
 pub async fn set_password(
     conn: &mut PgConnection,
-    user_id: Uuid,
+    user_id: UserId,
     password_hash: &str,
     change_required: bool,
 ) -> Result<(), sqlx::Error> {
@@ -78,10 +77,10 @@ pub async fn set_password(
 /// Opens a session lasting until `expires_at` and answers its id and first refresh token.
 pub async fn open_session(
     conn: &mut PgConnection,
-    user_id: Uuid,
+    user_id: UserId,
     expires_at: DateTime<Utc>,
-) -> Result<(Uuid, String), sqlx::Error> {
-    let session_id = Uuid::now_v7();
+) -> Result<(SessionId, String), sqlx::Error> {
+    let session_id = SessionId::now_v7();
     sqlx::query("INSERT INTO sessions (id, user_id, expires_at) VALUES ($1, $2, $3)")
         .bind(session_id)
         .bind(user_id)
@@ -92,7 +91,7 @@ pub async fn open_session(
     Ok((session_id, refresh))
 }
 
-async fn new_refresh_token(conn: &mut PgConnection, session_id: Uuid) -> Result<String, sqlx::Error> {
+async fn new_refresh_token(conn: &mut PgConnection, session_id: SessionId) -> Result<String, sqlx::Error> {
     let refresh = crate::crypto::new_token(token::TokenKind::Refresh);
     sqlx::query("INSERT INTO refresh_tokens (token_hash, session_id) VALUES ($1, $2)")
         .bind(token::hash(&refresh))
@@ -106,16 +105,16 @@ async fn new_refresh_token(conn: &mut PgConnection, session_id: Uuid) -> Result<
 #[derive(Debug)]
 pub enum Refreshed {
     /// A live session: the token is now used up and this one replaces it.
-    Rotated { session_id: Uuid, user_id: Uuid, refresh: String },
+    Rotated { session_id: SessionId, user_id: UserId, refresh: String },
     /// The token was used before: someone replayed it. The session is revoked.
-    Reused { session_id: Uuid, user_id: Uuid },
+    Reused { session_id: SessionId, user_id: UserId },
     /// Unknown token, or its session ended.
     Dead,
 }
 
 /// Uses a refresh token once: the row is locked, so two concurrent uses cannot both rotate it.
 pub async fn use_refresh_token(conn: &mut PgConnection, refresh: &str) -> Result<Refreshed, sqlx::Error> {
-    type Found = (Uuid, Option<DateTime<Utc>>, Uuid, bool);
+    type Found = (SessionId, Option<DateTime<Utc>>, UserId, bool);
     let found: Option<Found> = sqlx::query_as(
         "SELECT r.session_id, r.used_at, s.user_id, s.revoked_at IS NULL AND s.expires_at > now()
          FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id WHERE r.token_hash = $1 FOR UPDATE OF r",
@@ -139,7 +138,7 @@ pub async fn use_refresh_token(conn: &mut PgConnection, refresh: &str) -> Result
     Ok(Refreshed::Rotated { session_id, user_id, refresh })
 }
 
-pub async fn revoke_session(conn: &mut PgConnection, session_id: Uuid) -> Result<(), sqlx::Error> {
+pub async fn revoke_session(conn: &mut PgConnection, session_id: SessionId) -> Result<(), sqlx::Error> {
     sqlx::query("UPDATE sessions SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL")
         .bind(session_id)
         .execute(conn)
@@ -150,8 +149,8 @@ pub async fn revoke_session(conn: &mut PgConnection, session_id: Uuid) -> Result
 /// Revokes every session of a user but `keep` (a password changed elsewhere signs out the other devices).
 pub async fn revoke_other_sessions(
     conn: &mut PgConnection,
-    user_id: Uuid,
-    keep: Option<Uuid>,
+    user_id: UserId,
+    keep: Option<SessionId>,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
         "UPDATE sessions SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL AND id IS DISTINCT FROM $2",
@@ -181,7 +180,7 @@ pub async fn revoke_external_token(
 }
 
 /// When a session ends at the latest.
-pub async fn session_expiry(conn: &mut PgConnection, session_id: Uuid) -> Result<DateTime<Utc>, sqlx::Error> {
+pub async fn session_expiry(conn: &mut PgConnection, session_id: SessionId) -> Result<DateTime<Utc>, sqlx::Error> {
     sqlx::query_scalar("SELECT expires_at FROM sessions WHERE id = $1").bind(session_id).fetch_one(conn).await
 }
 

@@ -6,9 +6,9 @@ use chrono::{DateTime, Utc};
 use hookflow_shared::api::admin::Retention;
 use hookflow_shared::api::signatures::{Signature, SignatureScheme, Verdict, Verification};
 use hookflow_shared::api::webhooks::{BodyEncoding, CapturedRequest, CustomResponse, Webhook};
+use hookflow_shared::{CaptureId, WebhookId};
 use sqlx::types::Json;
 use std::collections::BTreeMap;
-use uuid::Uuid;
 
 /// Bodies larger than this are left out of lists, searches and streams (`body_truncated: true`).
 pub const INLINE_BODY_LIMIT: i32 = 64 * 1024;
@@ -24,7 +24,7 @@ pub const WEBHOOK_COLUMNS: &str =
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct WebhookRow {
-    pub id: Uuid,
+    pub id: WebhookId,
     pub name: String,
     pub description: Option<String>,
     pub max_body_bytes: i64,
@@ -68,8 +68,8 @@ pub const CAPTURE_COLUMNS_FULL: &str = "id, webhook_id, method, path, query_stri
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct CaptureRow {
-    pub id: Uuid,
-    pub webhook_id: Uuid,
+    pub id: CaptureId,
+    pub webhook_id: WebhookId,
     pub method: String,
     pub path: String,
     pub query_string: String,
@@ -136,7 +136,11 @@ pub fn encode_body(bytes: Vec<u8>, encoding: BodyEncoding) -> String {
 }
 
 /// Subtracts captures deleted outside the writer (by hand or by retention) from an endpoint's count.
-pub async fn subtract_stored(conn: &mut sqlx::PgConnection, webhook_id: Uuid, removed: i64) -> Result<(), sqlx::Error> {
+pub async fn subtract_stored(
+    conn: &mut sqlx::PgConnection,
+    webhook_id: WebhookId,
+    removed: i64,
+) -> Result<(), sqlx::Error> {
     sqlx::query(
         "INSERT INTO webhook_counters AS c (webhook_id, slot, stored) VALUES ($1, 0, -$2)
          ON CONFLICT (webhook_id, slot) DO UPDATE SET stored = c.stored - $2",
