@@ -107,74 +107,85 @@ fn default_tolerance() -> u32 {
     DEFAULT_TOLERANCE_S
 }
 
-/// How an endpoint's senders sign (the `hmac` options only with `"scheme": "hmac"`). Written with its secrets;
-/// read back without them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct VerificationSettings {
-    pub scheme: SignatureScheme,
-    /// One secret, or two during a rotation: used as given (UTF-8 bytes), except `standard_webhooks` (`whsec_`
-    /// then base64) and `discord` (a hex Ed25519 public key). Never answered.
-    #[schema(min_items = 1, max_items = 2)]
-    pub secrets: Vec<String>,
-    /// Seconds a signed timestamp may lie from the time of receipt, past or future (schemes that sign one).
-    #[serde(default = "default_tolerance")]
-    #[schema(minimum = 0, maximum = 604_800, default = 300)]
-    pub tolerance_s: u32,
-    #[serde(default)]
-    pub mode: VerificationMode,
-    // The options of the generic `hmac` scheme (refused with any other scheme).
-    /// The header carrying the signature (required for `hmac`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 200)]
-    pub header: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub algorithm: Option<HmacAlgorithm>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub encoding: Option<SignatureEncoding>,
-    /// Text before the signature in the header, such as `sha256=` (default empty).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 100)]
-    pub prefix: Option<String>,
-    /// A header carrying a signed timestamp: the signed content is then `<timestamp><separator><body>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 200)]
-    pub timestamp_header: Option<String>,
-    /// Between the timestamp and the body (default `.`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 100)]
-    pub separator: Option<String>,
+/// Declares the settings as written and as read: their own fields, then the options of the generic `hmac` scheme
+/// that both carry alike (the written one refuses unknown fields, which rules out a flattened common part).
+macro_rules! with_hmac_options {
+    ($(#[$doc:meta])* pub struct $name:ident { $($(#[$meta:meta])* pub $field:ident: $ty:ty,)* }) => {
+        $(#[$doc])*
+        pub struct $name {
+            $($(#[$meta])* pub $field: $ty,)*
+            /// The header carrying the signature (required for `hmac`).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            #[schema(max_length = 200)]
+            pub header: Option<String>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub algorithm: Option<HmacAlgorithm>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub encoding: Option<SignatureEncoding>,
+            /// Text before the signature in the header, such as `sha256=` (default empty).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            #[schema(max_length = 100)]
+            pub prefix: Option<String>,
+            /// A header carrying a signed timestamp: the signed content is then `<timestamp><separator><body>`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            #[schema(max_length = 200)]
+            pub timestamp_header: Option<String>,
+            /// Between the timestamp and the body (default `.`).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            #[schema(max_length = 100)]
+            pub separator: Option<String>,
+        }
+    };
 }
 
-/// An endpoint's verification as read: the settings without their secrets.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Verification {
-    pub scheme: SignatureScheme,
-    /// How many secrets are stored (1, or 2 during a rotation).
-    pub secrets_count: u8,
-    pub tolerance_s: u32,
-    pub mode: VerificationMode,
-    // The `hmac` options, as written.
-    /// The header carrying the signature (required for `hmac`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 200)]
-    pub header: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub algorithm: Option<HmacAlgorithm>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub encoding: Option<SignatureEncoding>,
-    /// Text before the signature in the header, such as `sha256=` (default empty).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 100)]
-    pub prefix: Option<String>,
-    /// A header carrying a signed timestamp: the signed content is then `<timestamp><separator><body>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 200)]
-    pub timestamp_header: Option<String>,
-    /// Between the timestamp and the body (default `.`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 100)]
-    pub separator: Option<String>,
+with_hmac_options! {
+    /// How an endpoint's senders sign (the `hmac` options only with `"scheme": "hmac"`). Written with its secrets;
+    /// read back without them.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct VerificationSettings {
+        pub scheme: SignatureScheme,
+        /// One secret, or two during a rotation: used as given (UTF-8 bytes), except `standard_webhooks` (`whsec_`
+        /// then base64) and `discord` (a hex Ed25519 public key). Never answered.
+        #[schema(min_items = 1, max_items = 2)]
+        pub secrets: Vec<String>,
+        /// Seconds a signed timestamp may lie from the time of receipt, past or future (schemes that sign one).
+        #[serde(default = "default_tolerance")]
+        #[schema(minimum = 0, maximum = 604_800, default = 300)]
+        pub tolerance_s: u32,
+        #[serde(default)]
+        pub mode: VerificationMode,
+    }
+}
+
+impl VerificationSettings {
+    /// A scheme with these secrets and the defaults: a tolerance of 300 s, `record`, no `hmac` options.
+    pub fn new(scheme: SignatureScheme, secrets: Vec<String>) -> Self {
+        VerificationSettings {
+            scheme,
+            secrets,
+            tolerance_s: DEFAULT_TOLERANCE_S,
+            mode: VerificationMode::default(),
+            header: None,
+            algorithm: None,
+            encoding: None,
+            prefix: None,
+            timestamp_header: None,
+            separator: None,
+        }
+    }
+}
+
+with_hmac_options! {
+    /// An endpoint's verification as read: the settings without their secrets.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+    pub struct Verification {
+        pub scheme: SignatureScheme,
+        /// How many secrets are stored (1, or 2 during a rotation).
+        pub secrets_count: u8,
+        pub tolerance_s: u32,
+        pub mode: VerificationMode,
+    }
 }
 
 /// What became of a capture's signature.

@@ -79,17 +79,10 @@ mod tests {
 
     #[test]
     fn the_view_counts_secrets_and_never_holds_them() {
+        let secrets = vec!["first-secret-value".into(), "second-secret-value".into()];
         let settings = VerificationSettings {
-            scheme: SignatureScheme::Github,
-            secrets: vec!["first-secret-value".into(), "second-secret-value".into()],
-            tolerance_s: 300,
             mode: VerificationMode::Enforce,
-            header: None,
-            algorithm: None,
-            encoding: None,
-            prefix: None,
-            timestamp_header: None,
-            separator: None,
+            ..VerificationSettings::new(SignatureScheme::Github, secrets)
         };
         let text = serde_json::to_string(&view(&settings)).expect("json");
         assert!(text.contains("\"secrets_count\":2"), "{text}");
