@@ -1,44 +1,26 @@
 //! Discord: keys made in the test, messages signed with them.
 
-use super::{BODY, Sent, Suite, assert_invalid, assert_valid, settings, verifier};
+use super::{BODY, Sent, assert_invalid, assert_valid, settings, verifier};
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair as _};
 use hookflow_shared::api::signatures::SignatureScheme;
 
-struct Application {
+pub(super) struct Application {
     pair: Ed25519KeyPair,
 }
 
 impl Application {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Application { pair: Ed25519KeyPair::generate().expect("a key pair") }
     }
 
-    fn public_key(&self) -> String {
+    pub(super) fn public_key(&self) -> String {
         hex::encode(self.pair.public_key().as_ref())
     }
 
-    fn sent(&self, timestamp: &str, body: &[u8]) -> Sent {
+    pub(super) fn sent(&self, timestamp: &str, body: &[u8]) -> Sent {
         let signature = hex::encode(self.pair.sign(&[timestamp.as_bytes(), body].concat()).as_ref());
         Sent::new(&[("X-Signature-Ed25519", &signature), ("X-Signature-Timestamp", timestamp)], body)
     }
-}
-
-#[test]
-fn discord_does_what_every_scheme_does() {
-    let (one, two, three) = (Application::new(), Application::new(), Application::new());
-    Suite {
-        settings: settings(SignatureScheme::Discord, &[]),
-        secrets: [one.public_key(), two.public_key()],
-        wrong: three.public_key(),
-        signed: [one.sent("1700000000", BODY), two.sent("1700000000", BODY)],
-        signature_header: "X-Signature-Ed25519",
-        malformed: ("X-Signature-Ed25519", "abcd", "malformed X-Signature-Ed25519 header: not 128 hex characters"),
-        no_match: "signature did not verify",
-        timed: true,
-        // A public key cannot sign: no hint.
-        expected: None,
-    }
-    .run();
 }
 
 #[test]
