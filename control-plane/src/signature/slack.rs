@@ -7,23 +7,15 @@
 use super::common::{Check, Claim, Encoding, Judge, Message, Offered, Stamp, header};
 
 /// The headers of one of these senders.
-struct Names {
+pub(super) struct Names {
     signature: &'static str,
     timestamp: &'static str,
 }
 
-const SLACK: Names = Names { signature: "X-Slack-Signature", timestamp: "X-Slack-Request-Timestamp" };
-const ZOOM: Names = Names { signature: "x-zm-signature", timestamp: "x-zm-request-timestamp" };
+pub(super) const SLACK: Names = Names { signature: "X-Slack-Signature", timestamp: "X-Slack-Request-Timestamp" };
+pub(super) const ZOOM: Names = Names { signature: "x-zm-signature", timestamp: "x-zm-request-timestamp" };
 
-pub(super) fn slack(judge: &Judge, message: &Message) -> Check {
-    check(&SLACK, judge, message)
-}
-
-pub(super) fn zoom(judge: &Judge, message: &Message) -> Check {
-    check(&ZOOM, judge, message)
-}
-
-fn check(names: &Names, judge: &Judge, message: &Message) -> Check {
+pub(super) fn check(names: &Names, judge: &Judge, message: &Message) -> Check {
     let Some(value) = header(message, names.signature) else {
         return Check::missing(names.signature);
     };

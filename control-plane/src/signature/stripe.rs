@@ -7,7 +7,7 @@
 use super::common::{Check, Claim, Encoding, Judge, Message, Offered, Stamp, header};
 
 /// How one of these headers is laid out.
-struct Layout {
+pub(super) struct Layout {
     header: &'static str,
     /// Between entries.
     entries: char,
@@ -18,7 +18,7 @@ struct Layout {
     no_match: &'static str,
 }
 
-const STRIPE: Layout = Layout {
+pub(super) const STRIPE: Layout = Layout {
     header: "Stripe-Signature",
     entries: ',',
     time_key: "t",
@@ -26,7 +26,7 @@ const STRIPE: Layout = Layout {
     separator: b".",
     no_match: "no v1 signature matched",
 };
-const PADDLE: Layout = Layout {
+pub(super) const PADDLE: Layout = Layout {
     header: "Paddle-Signature",
     entries: ';',
     time_key: "ts",
@@ -35,15 +35,7 @@ const PADDLE: Layout = Layout {
     no_match: "no h1 signature matched",
 };
 
-pub(super) fn stripe(judge: &Judge, message: &Message) -> Check {
-    check(&STRIPE, judge, message)
-}
-
-pub(super) fn paddle(judge: &Judge, message: &Message) -> Check {
-    check(&PADDLE, judge, message)
-}
-
-fn check(layout: &Layout, judge: &Judge, message: &Message) -> Check {
+pub(super) fn check(layout: &Layout, judge: &Judge, message: &Message) -> Check {
     let Some(value) = header(message, layout.header) else {
         return Check::missing(layout.header);
     };

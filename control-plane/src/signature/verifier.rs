@@ -50,15 +50,15 @@ impl Verifier {
         let judge = |keys| Judge { keys, tolerance_s: self.settings.tolerance_s, received_at: message.received_at };
         let hmac = judge(&self.keys.hmac);
         match self.settings.scheme {
-            SignatureScheme::Stripe => stripe::stripe(&hmac, message),
-            SignatureScheme::Paddle => stripe::paddle(&hmac, message),
+            SignatureScheme::Stripe => stripe::check(&stripe::STRIPE, &hmac, message),
+            SignatureScheme::Paddle => stripe::check(&stripe::PADDLE, &hmac, message),
             SignatureScheme::Github => body::github(&hmac, message),
             SignatureScheme::Shopify => body::shopify(&hmac, message),
             SignatureScheme::Linear => body::linear(&hmac, message),
             SignatureScheme::Square => body::square(&hmac, message),
             SignatureScheme::Gitlab => body::gitlab(&self.keys.raw, message),
-            SignatureScheme::Slack => slack::slack(&hmac, message),
-            SignatureScheme::Zoom => slack::zoom(&hmac, message),
+            SignatureScheme::Slack => slack::check(&slack::SLACK, &hmac, message),
+            SignatureScheme::Zoom => slack::check(&slack::ZOOM, &hmac, message),
             SignatureScheme::StandardWebhooks => standard_webhooks::check(&hmac, message),
             SignatureScheme::Twilio => twilio::check(&hmac, &judge(&self.keys.sha256), message),
             SignatureScheme::Discord => discord::check(&self.keys.raw, self.settings.tolerance_s, message),
