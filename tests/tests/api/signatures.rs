@@ -33,6 +33,24 @@ pub struct Case {
     pub signs_time: bool,
 }
 
+impl Case {
+    /// A scheme that signs the body and a timestamp, with no option besides its scheme and secrets.
+    fn new(scheme: SignatureScheme, secrets: [String; 2], signature_header: &'static str, sign: Signer) -> Case {
+        let (extra, malformed) = (json!({}), None);
+        Case { scheme, extra, secrets, sign, signature_header, malformed, signs_body: true, signs_time: true }
+    }
+}
+
+impl Key {
+    /// The stored secret (or key) this names, or the wrong one.
+    fn pick<'a, T>(self, stored: &'a [T], wrong: &'a T) -> &'a T {
+        match self {
+            Key::Stored(i) => &stored[i],
+            Key::Wrong => wrong,
+        }
+    }
+}
+
 impl std::fmt::Debug for Case {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.scheme.as_str())
@@ -47,23 +65,11 @@ fn hmac_case(
     sign: fn(Sign<'_>) -> Signed,
 ) -> Case {
     let secrets = [format!("{}-secret-one", scheme.as_str()), format!("{}-secret-two", scheme.as_str())];
-    let stored = secrets.clone();
-    Case {
-        scheme,
-        extra: json!({}),
-        secrets,
-        sign: Box::new(move |key, timestamp, body, url| {
-            let secret = match key {
-                Key::Stored(i) => stored[i].as_str(),
-                Key::Wrong => "not-the-secret",
-            };
-            sign(Sign { secret, body, timestamp, url })
-        }),
-        signature_header,
-        malformed,
-        signs_body: true,
-        signs_time,
-    }
+    let (stored, wrong) = (secrets.clone(), "not-the-secret".to_owned());
+    let sign: Signer = Box::new(move |key, timestamp, body, url| {
+        sign(Sign { secret: key.pick(&stored, &wrong).as_str(), body, timestamp, url })
+    });
+    Case { malformed, signs_time, ..Case::new(scheme, secrets, signature_header, sign) }
 }
 
 /// Every scheme of the contract.
@@ -97,44 +103,25 @@ pub fn standard_webhooks_case(prefix: &'static str) -> Case {
     let secrets = [format!("whsec_{}", signers::b64(b"standard-key-one")), format!("whsec_{}", signers::b64(b"key-2"))];
     let stored = secrets.clone();
     let wrong = format!("whsec_{}", signers::b64(b"another key"));
-    Case {
-        scheme: SignatureScheme::StandardWebhooks,
-        extra: json!({}),
-        secrets,
-        sign: Box::new(move |key, timestamp, body, url| {
-            let secret = match key {
-                Key::Stored(i) => stored[i].as_str(),
-                Key::Wrong => wrong.as_str(),
-            };
-            let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
-            signers::standard_webhooks(Sign { secret, body, timestamp, url }, &id, prefix)
-        }),
-        signature_header: if prefix == "svix" { "svix-signature" } else { "webhook-signature" },
-        malformed: Some("v1"),
-        signs_body: true,
-        signs_time: true,
-    }
+    let sign: Signer = Box::new(move |key, timestamp, body, url| {
+        let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
+        signers::standard_webhooks(
+            Sign { secret: key.pick(&stored, &wrong).as_str(), body, timestamp, url },
+            &id,
+            prefix,
+        )
+    });
+    let header = if prefix == "svix" { "svix-signature" } else { "webhook-signature" };
+    Case { malformed: Some("v1"), ..Case::new(SignatureScheme::StandardWebhooks, secrets, header, sign) }
 }
 
 fn discord_case() -> Case {
     let keys = [DiscordKey::generate(), DiscordKey::generate(), DiscordKey::generate()];
     let secrets = [keys[0].public_hex(), keys[1].public_hex()];
-    Case {
-        scheme: SignatureScheme::Discord,
-        extra: json!({}),
-        secrets,
-        sign: Box::new(move |key, timestamp, body, url| {
-            let pair = match key {
-                Key::Stored(i) => &keys[i],
-                Key::Wrong => &keys[2],
-            };
-            pair.sign(Sign { secret: "", body, timestamp, url })
-        }),
-        signature_header: "X-Signature-Ed25519",
-        malformed: Some("zz-not-hex"),
-        signs_body: true,
-        signs_time: true,
-    }
+    let sign: Signer = Box::new(move |key, timestamp, body, url| {
+        key.pick(&keys[..2], &keys[2]).sign(Sign { secret: "", body, timestamp, url })
+    });
+    Case { malformed: Some("zz-not-hex"), ..Case::new(SignatureScheme::Discord, secrets, "X-Signature-Ed25519", sign) }
 }
 
 /// An endpoint verifying `case` (in `mode`); answers its id and capture URL.
@@ -145,6 +132,24 @@ pub async fn endpoint(app: &TestApp, case: &Case, mode: &str) -> (String, String
     }
     let created = app.create_webhook(json!({"name": case.scheme.as_str(), "verification": verification})).await;
     (created["id"].as_str().expect("id").to_owned(), created["capture_url"].as_str().expect("url").to_owned())
+}
+
+/// What most tests start from: a server, an endpoint verifying a case, and the time of signing.
+pub struct Verifying {
+    pub app: TestApp,
+    pub case: Case,
+    pub id: String,
+    pub url: String,
+    /// Now, in unix seconds.
+    pub now: i64,
+}
+
+impl Verifying {
+    pub async fn start(case: Case, mode: &str) -> Self {
+        let app = TestApp::spawn().await;
+        let (id, url) = endpoint(&app, &case, mode).await;
+        Verifying { app, case, id, url, now: chrono::Utc::now().timestamp() }
+    }
 }
 
 /// Sends a signed request to `url`; answers the status and the capture's id (from the receipt, or the newest
@@ -232,10 +237,7 @@ async fn every_scheme_tells_a_genuine_sender_from_a_forged_one() {
 
 #[tokio::test]
 async fn svix_header_names_verify_as_standard_webhooks() {
-    let app = TestApp::spawn().await;
-    let case = standard_webhooks_case("svix");
-    let (id, url) = endpoint(&app, &case, "record").await;
-    let now = chrono::Utc::now().timestamp();
+    let Verifying { app, case, id, url, now } = Verifying::start(standard_webhooks_case("svix"), "record").await;
     let signature = verdict_of(&app, &id, &url, &(case.sign)(Key::Stored(1), now, b"{}", &url)).await;
     assert_eq!((signature.verdict, signature.secret_index), (Verdict::Valid, Some(1)), "{signature:?}");
     let forged = verdict_of(&app, &id, &url, &(case.sign)(Key::Wrong, now, b"{}", &url)).await;

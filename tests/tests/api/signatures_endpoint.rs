@@ -2,7 +2,7 @@
 //! settings, `enforce` (401 after storing), Standard Webhooks duplicates, the verdict in search, the stream,
 //! exports and analytics, the re-check, scopes and other organizations, and secrets that never come back.
 
-use crate::signatures::{Key, cases, endpoint, newest_signature, send, standard_webhooks_case};
+use crate::signatures::{Key, Verifying, cases, endpoint, newest_signature, send, standard_webhooks_case};
 use hookflow_shared::api::signatures::{SignatureScheme, Verdict, VerifyCapture};
 use hookflow_tests::TestApp;
 use hookflow_tests::signers::{self, Sign};
@@ -86,10 +86,8 @@ async fn settings_no_verifier_can_use_are_refused_naming_the_field() {
 
 #[tokio::test]
 async fn enforce_refuses_the_sender_with_401_and_still_stores_the_capture() {
-    let app = TestApp::spawn().await;
-    let github = case(SignatureScheme::Github);
-    let (id, url) = endpoint(&app, &github, "enforce").await;
-    let now = chrono::Utc::now().timestamp();
+    let Verifying { app, case: github, id, url, now } =
+        Verifying::start(case(SignatureScheme::Github), "enforce").await;
     let (status, receipt) = send(&app, &url, &(github.sign)(Key::Stored(0), now, b"{}", &url)).await;
     assert_eq!(status, 200, "{receipt}");
     assert_eq!(receipt["message"], "Request captured");
@@ -106,10 +104,8 @@ async fn enforce_refuses_the_sender_with_401_and_still_stores_the_capture() {
 
 #[tokio::test]
 async fn a_repeated_webhook_id_is_a_duplicate_and_enforce_refuses_it() {
-    let app = TestApp::spawn().await;
-    let standard = standard_webhooks_case("webhook");
-    let (id, url) = endpoint(&app, &standard, "enforce").await;
-    let now = chrono::Utc::now().timestamp();
+    let Verifying { app, case: standard, id, url, now } =
+        Verifying::start(standard_webhooks_case("webhook"), "enforce").await;
     let signed = (standard.sign)(Key::Stored(0), now, b"{\"type\":\"invoice.paid\"}", &url);
     assert_eq!(send(&app, &url, &signed).await.0, 200);
     assert_eq!(newest_signature(&app, &id).await.verdict, Verdict::Valid);
@@ -127,11 +123,8 @@ async fn a_repeated_webhook_id_is_a_duplicate_and_enforce_refuses_it() {
 
 #[tokio::test]
 async fn search_stream_export_and_analytics_carry_the_verdict() {
-    let app = TestApp::spawn().await;
-    let stripe = case(SignatureScheme::Stripe);
-    let (id, url) = endpoint(&app, &stripe, "record").await;
+    let Verifying { app, case: stripe, id, url, now } = Verifying::start(case(SignatureScheme::Stripe), "record").await;
     let mut sse = Sse::open(&app, &format!("/webhooks/{id}/stream"), None).await;
-    let now = chrono::Utc::now().timestamp();
     send(&app, &url, &(stripe.sign)(Key::Stored(0), now, b"{\"n\":1}", &url)).await;
     send(&app, &url, &(stripe.sign)(Key::Wrong, now, b"{\"n\":2}", &url)).await;
     send(&app, &url, &signers::Signed { headers: Vec::new(), body: b"{\"n\":3}".to_vec() }).await;
@@ -175,10 +168,7 @@ async fn search_stream_export_and_analytics_carry_the_verdict() {
 
 #[tokio::test]
 async fn the_recheck_shows_what_was_expected_and_tries_a_candidate_secret() {
-    let app = TestApp::spawn().await;
-    let stripe = case(SignatureScheme::Stripe);
-    let (id, url) = endpoint(&app, &stripe, "record").await;
-    let now = chrono::Utc::now().timestamp();
+    let Verifying { app, case: stripe, id, url, now } = Verifying::start(case(SignatureScheme::Stripe), "record").await;
     let (_, receipt) = send(&app, &url, &(stripe.sign)(Key::Stored(1), now, b"{\"ok\":true}", &url)).await;
     let good = receipt["request_id"].as_str().expect("id").to_owned();
     let (_, receipt) = send(&app, &url, &(stripe.sign)(Key::Wrong, now, b"{\"ok\":false}", &url)).await;
@@ -218,9 +208,7 @@ async fn the_recheck_shows_what_was_expected_and_tries_a_candidate_secret() {
 
 #[tokio::test]
 async fn scopes_and_other_organizations() {
-    let app = TestApp::spawn().await;
-    let stripe = case(SignatureScheme::Stripe);
-    let (id, url) = endpoint(&app, &stripe, "record").await;
+    let Verifying { app, case: stripe, id, url, .. } = Verifying::start(case(SignatureScheme::Stripe), "record").await;
     let (_, receipt) = send(&app, &url, &(stripe.sign)(Key::Stored(0), 0, b"{}", &url)).await;
     let capture = receipt["request_id"].as_str().expect("id");
     let reader = app.creds_with(&["webhooks:read"]).await;
