@@ -1,9 +1,11 @@
-//! Deleting one row of the caller's organization: a row that is not there, or is another organization's, answers
-//! 404 naming what was asked for. The statements for every kind of owned row are here, in one table.
+//! Reading or deleting one row of the caller's organization: a row that is not there, or is another
+//! organization's, answers 404 naming what was asked for. The delete statements for every kind of owned row are
+//! here, in one table; reads bring their own `SELECT`.
 
 use crate::error::{ApiError, ApiResult};
 use hookflow_shared::{CollectionId, FlowId, OrgId, WebhookId};
-use sqlx::{Encode, PgExecutor, Postgres, Type};
+use sqlx::postgres::PgRow;
+use sqlx::{Encode, FromRow, PgExecutor, Postgres, Type};
 
 /// A kind of row an organization owns, deleted by its key; a row within a parent names the parent.
 #[derive(Debug, Clone, Copy)]
@@ -76,4 +78,15 @@ async fn run<'c, 'q>(
         return Err(ApiError::not_found(kind.statement().1));
     }
     Ok(())
+}
+
+/// Reads the organization's row with `key` by `select` (`$1` the organization, `$2` the key); 404 naming `noun`
+/// when there is none.
+pub async fn fetch<'c, R, K>(conn: impl PgExecutor<'c>, select: String, org: OrgId, key: K, noun: &str) -> ApiResult<R>
+where
+    R: for<'r> FromRow<'r, PgRow> + Send + Unpin,
+    K: for<'q> Encode<'q, Postgres> + Type<Postgres> + Send,
+{
+    let row: Option<R> = sqlx::query_as(sqlx::AssertSqlSafe(select)).bind(org).bind(key).fetch_optional(conn).await?;
+    row.ok_or_else(|| ApiError::not_found(noun))
 }

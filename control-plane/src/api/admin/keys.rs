@@ -3,6 +3,7 @@
 
 use crate::api::admin::audit::{self, AuditEvent};
 use crate::auth::{Actor, Caller, Ctx, scope};
+use crate::db::owned;
 use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::{ApiJson, Id};
 use crate::pagination::{self, ListParams, Listed};
@@ -177,14 +178,9 @@ async fn list_api_keys(Ctx { app, caller }: Ctx<scope::KeysRead>, params: ListPa
 /// Read one API key (never its secret).
 #[utoipa::path(get, path = "/api-keys/{id}", params(Id), responses((status = 200, body = ApiKey)))]
 async fn get_api_key(Ctx { app, caller }: Ctx<scope::KeysRead>, Id(id): Id<ApiKeyId>) -> ApiResult<Json<ApiKey>> {
-    let row: Option<KeyRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {KEY_COLUMNS} FROM api_keys WHERE organization_id = $1 AND id = $2"
-    )))
-    .bind(caller.org_id)
-    .bind(id)
-    .fetch_optional(&app.pool)
-    .await?;
-    row.map(|r| Json(r.into())).ok_or_else(|| ApiError::not_found("API key"))
+    let select = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE organization_id = $1 AND id = $2");
+    let row: KeyRow = owned::fetch(&app.pool, select, caller.org_id, id, "API key").await?;
+    Ok(Json(row.into()))
 }
 
 /// Delete an API key; it stops working at once.

@@ -1,7 +1,8 @@
 //! Stored collections and their requests: columns, rows, reads by id within the organization (with folders
 //! and requests), and the conflict answer of a taken name.
 
-use crate::error::{ApiError, ApiResult};
+use crate::db::owned;
+use crate::error::ApiResult;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::collections::{Collection, CollectionDetail, CollectionRequest, Folder};
 use hookflow_shared::{CollectionId, CollectionRequestId, OrgId};
@@ -83,14 +84,8 @@ impl From<RequestRow> for CollectionRequest {
 
 /// A collection of the caller's organization; another organization's id is 404.
 pub async fn fetch(conn: &mut PgConnection, org_id: OrgId, id: CollectionId) -> ApiResult<Collection> {
-    let row: Option<CollectionRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLLECTION_COLUMNS} FROM collections c WHERE c.organization_id = $1 AND c.id = $2"
-    )))
-    .bind(org_id)
-    .bind(id)
-    .fetch_optional(conn)
-    .await?;
-    row.map(Into::into).ok_or_else(|| ApiError::not_found("collection"))
+    let select = format!("SELECT {COLLECTION_COLUMNS} FROM collections c WHERE c.organization_id = $1 AND c.id = $2");
+    owned::fetch::<CollectionRow, _>(conn, select, org_id, id, "collection").await.map(Into::into)
 }
 
 /// Every request of a collection, in order.

@@ -1,6 +1,7 @@
 //! The stored flow: its columns and row, reads by id within the organization, and the checks every write
 //! of a flow makes besides its body's types (definition, schedule, unique name).
 
+use crate::db::owned;
 use crate::error::{ApiError, ApiResult};
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::flows::Flow;
@@ -51,14 +52,8 @@ impl TryFrom<FlowRow> for Flow {
 
 /// Reads a flow of the caller's organization; another organization's id is 404.
 pub async fn fetch(conn: &mut PgConnection, org_id: OrgId, id: FlowId) -> ApiResult<Flow> {
-    let row: Option<FlowRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {FLOW_COLUMNS} FROM flows f WHERE f.organization_id = $1 AND f.id = $2"
-    )))
-    .bind(org_id)
-    .bind(id)
-    .fetch_optional(conn)
-    .await?;
-    row.ok_or_else(|| ApiError::not_found("flow"))?.try_into()
+    let select = format!("SELECT {FLOW_COLUMNS} FROM flows f WHERE f.organization_id = $1 AND f.id = $2");
+    owned::fetch::<FlowRow, _>(conn, select, org_id, id, "flow").await?.try_into()
 }
 
 /// Checks that a flow of the caller's organization exists, without reading it; another organization's id is 404.

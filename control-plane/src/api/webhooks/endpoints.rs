@@ -35,15 +35,11 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// Reads an endpoint of the caller's organization; another organization's id is 404.
 pub async fn fetch(conn: &mut PgConnection, org_id: OrgId, id: WebhookId) -> ApiResult<WebhookRow> {
-    let row: Option<WebhookRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    let select = format!(
         "SELECT {WEBHOOK_COLUMNS} FROM webhooks w JOIN organizations o ON o.id = w.organization_id
          WHERE w.organization_id = $1 AND w.id = $2"
-    )))
-    .bind(org_id)
-    .bind(id)
-    .fetch_optional(conn)
-    .await?;
-    row.ok_or_else(|| ApiError::not_found("webhook"))
+    );
+    owned::fetch(conn, select, org_id, id, "webhook").await
 }
 
 /// Checks that an endpoint of this organization exists (for the nested resources).

@@ -1,7 +1,8 @@
 //! Replay: resend a captured request (method, path, query, headers, raw body) to a target URL and report the
 //! target's answer, through the guarded client under the organization's network policy.
 
-use crate::api::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow, encode_body};
+use crate::api::webhooks::model::encode_body;
+use crate::api::webhooks::requests::fetch_capture;
 use crate::auth::{Ctx, scope};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath, Id};
@@ -27,15 +28,7 @@ pub async fn replay_request(
     ApiPath((id, request_id)): ApiPath<(WebhookId, CaptureId)>,
     ApiJson(body): ApiJson<ReplayRequest>,
 ) -> ApiResult<Json<ReplayResult>> {
-    let row: Option<CaptureRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {CAPTURE_COLUMNS_FULL} FROM captures WHERE organization_id = $1 AND webhook_id = $2 AND id = $3"
-    )))
-    .bind(caller.org_id)
-    .bind(id)
-    .bind(request_id)
-    .fetch_optional(&app.pool)
-    .await?;
-    let capture = row.ok_or_else(|| ApiError::not_found("captured request"))?;
+    let capture = fetch_capture(&app, caller.org_id, id, request_id).await?;
     let target = reqwest::Url::parse(&body.target_url)
         .map_err(|e| ApiError::invalid(format!("`target_url` is not a URL: {e}")))?;
     let mut url = format!("{}{}", target.as_str().trim_end_matches('/'), capture.path);

@@ -30,7 +30,13 @@ pub async fn list_requests(
     Ok(Json(search::run(&app.pool, search).await?))
 }
 
-async fn fetch_capture(app: &AppState, org_id: OrgId, webhook_id: WebhookId, id: CaptureId) -> ApiResult<CaptureRow> {
+/// One captured request of the organization's endpoint; another endpoint's or organization's is 404.
+pub(super) async fn fetch_capture(
+    app: &AppState,
+    org_id: OrgId,
+    webhook_id: WebhookId,
+    id: CaptureId,
+) -> ApiResult<CaptureRow> {
     let row: Option<CaptureRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {CAPTURE_COLUMNS_FULL} FROM captures WHERE organization_id = $1 AND webhook_id = $2 AND id = $3"
     )))

@@ -2,7 +2,8 @@
 //! endpoint's stored secrets or a candidate that is not stored, judged against the capture's `received_at`, and
 //! when invalid, what was expected (the digest of the signed bytes, the first characters of the signature).
 
-use crate::api::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow};
+use crate::api::webhooks::model::CaptureRow;
+use crate::api::webhooks::requests::fetch_capture;
 use crate::auth::{Ctx, scope};
 use crate::capture::signing::{open_secrets, settings};
 use crate::crypto::Sealed;
@@ -36,15 +37,7 @@ pub async fn verify_request(
     .fetch_optional(&app.pool)
     .await?;
     let (verification, ciphertext, nonce, key_version) = stored.ok_or_else(|| ApiError::not_found("webhook"))?;
-    let row: CaptureRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {CAPTURE_COLUMNS_FULL} FROM captures WHERE organization_id = $1 AND webhook_id = $2 AND id = $3"
-    )))
-    .bind(caller.org_id)
-    .bind(id)
-    .bind(request_id)
-    .fetch_optional(&app.pool)
-    .await?
-    .ok_or_else(|| ApiError::not_found("captured request"))?;
+    let row = fetch_capture(&app, caller.org_id, id, request_id).await?;
     let Some(verification) = verification.map(|v| v.0) else {
         let reason = Some("the endpoint verifies no signatures: set its `verification` first".to_owned());
         return Ok(Json(VerifyResult { verdict: Verdict::Unverified, reason, secret_index: None, expected: None }));
