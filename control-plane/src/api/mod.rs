@@ -57,6 +57,11 @@ fn documented() -> OpenApiRouter<AppState> {
         .merge(runner_protocol::routes())
 }
 
+/// A resource's routes: its parts' routers as one, under the resource's body limit.
+pub fn merged<const N: usize>(parts: [OpenApiRouter<AppState>; N], body_limit: usize) -> OpenApiRouter<AppState> {
+    parts.into_iter().fold(OpenApiRouter::new(), OpenApiRouter::merge).layer(DefaultBodyLimit::max(body_limit))
+}
+
 /// The OpenAPI document as served at `/openapi.json`.
 pub fn openapi_document() -> utoipa::openapi::OpenApi {
     assembled().1

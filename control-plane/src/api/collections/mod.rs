@@ -10,16 +10,11 @@ pub mod refs;
 pub mod sync;
 
 use crate::state::AppState;
-use axum::extract::DefaultBodyLimit;
 use utoipa_axum::router::OpenApiRouter;
 
 /// Collection bodies (imports carry whole OpenAPI descriptions) may be up to 10 MiB.
 pub const COLLECTION_BODY_LIMIT: usize = 10 * 1024 * 1024;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .merge(crud::routes())
-        .merge(import::routes())
-        .merge(sync::routes())
-        .layer(DefaultBodyLimit::max(COLLECTION_BODY_LIMIT))
+    crate::api::merged([crud::routes(), import::routes(), sync::routes()], COLLECTION_BODY_LIMIT)
 }

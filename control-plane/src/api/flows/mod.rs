@@ -8,17 +8,14 @@ pub mod transfer;
 pub mod versions;
 
 use crate::state::AppState;
-use axum::extract::DefaultBodyLimit;
 use utoipa_axum::router::OpenApiRouter;
 
 /// Flow bodies (definitions, imports) may be up to 10 MiB.
 pub const FLOW_BODY_LIMIT: usize = 10 * 1024 * 1024;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .merge(crud::routes())
-        .merge(versions::routes())
-        .merge(environments::routes())
-        .merge(transfer::routes())
-        .layer(DefaultBodyLimit::max(FLOW_BODY_LIMIT))
+    crate::api::merged(
+        [crud::routes(), versions::routes(), environments::routes(), transfer::routes()],
+        FLOW_BODY_LIMIT,
+    )
 }
