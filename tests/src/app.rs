@@ -288,8 +288,22 @@ impl TestApp {
 
     /// Sends an unauthenticated request to a capture URL (`rest` is what follows `/webhook/`).
     pub async fn capture(&self, method: Method, rest: &str, body: impl Into<reqwest::Body>) -> Reply {
-        let response = self.client.request(method, self.url(&format!("/webhook/{rest}"))).body(body).send().await;
-        read(response.expect("send capture")).await
+        self.capture_with(method, rest, &[], body).await
+    }
+
+    /// [`TestApp::capture`] with headers, in their order.
+    pub async fn capture_with(
+        &self,
+        method: Method,
+        rest: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<reqwest::Body>,
+    ) -> Reply {
+        let mut request = self.client.request(method, self.url(&format!("/webhook/{rest}"))).body(body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        read(request.send().await.expect("send capture")).await
     }
 
     /// Writes raw bytes on a fresh connection and returns the raw answer (for exact header case and order).

@@ -16,11 +16,7 @@ fn waiting(ms: u64) -> Value {
 }
 
 async fn running_of(app: &TestApp, org: OrgId) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM executions WHERE organization_id = $1 AND status = 'running'")
-        .bind(org)
-        .fetch_one(&app.pool)
-        .await
-        .expect("count running")
+    app.rows(&format!("executions WHERE organization_id = '{org}' AND status = 'running'")).await
 }
 
 #[tokio::test]

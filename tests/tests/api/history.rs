@@ -210,16 +210,9 @@ async fn replay_resends_the_request_byte_exact() {
     let target = CreateWebhook { response: Some(answer), ..CreateWebhook::new("target".parse().expect("a name")) };
     let target = api.webhooks().create(&target).await.expect("create").id;
     let body: Vec<u8> = (0..=255u8).collect();
-    let sent = app
-        .client
-        .patch(app.url(&format!("/webhook/{source}/orders/7?x=1&x=2")))
-        .header("X-Signature", "abc")
-        .header("Content-Type", "application/octet-stream")
-        .body(body.clone())
-        .send()
-        .await
-        .expect("send");
-    let capture: Value = sent.json().await.expect("receipt");
+    let headers = [("X-Signature", "abc"), ("Content-Type", "application/octet-stream")];
+    let capture =
+        app.capture_with(Method::PATCH, &format!("{source}/orders/7?x=1&x=2"), &headers, body.clone()).await.body;
     let capture_id = capture["request_id"].as_str().expect("id");
     let replay = ReplayRequest { target_url: format!("{}/webhook/{target}", app.base) };
     let result = api.webhooks().replay(&source, capture_id, &replay).await.expect("replay");

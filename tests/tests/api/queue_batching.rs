@@ -12,6 +12,16 @@ use serde_json::{Value, json};
 use sqlx::PgConnection;
 use std::sync::Mutex;
 
+/// Runs `sql` over a batch's numbers (`$1`, an `int[]`), answering one number per write, in order.
+async fn each_number(
+    conn: &mut PgConnection,
+    sql: &'static str,
+    numbers: impl Iterator<Item = i32>,
+) -> ApiResult<Vec<i32>> {
+    let numbers: Vec<i32> = numbers.collect();
+    Ok(sqlx::query_scalar(sql).bind(&numbers).fetch_all(conn).await?)
+}
+
 /// Sizes of the batches the probe writer was handed.
 static PROBE_BATCHES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
@@ -27,15 +37,9 @@ impl BatchWrite for Probe {
 
     async fn write_many(conn: &mut PgConnection, batch: &[Self]) -> ApiResult<Vec<i32>> {
         PROBE_BATCHES.lock().expect("probe").push(batch.len());
-        let numbers: Vec<i32> = batch.iter().map(|p| p.0).collect();
-        let stored: Vec<i32> = sqlx::query_scalar(
-            "INSERT INTO probe_writes (n) SELECT n FROM unnest($1::int[]) WITH ORDINALITY AS u(n, ord)
-             ORDER BY ord RETURNING n",
-        )
-        .bind(&numbers)
-        .fetch_all(conn)
-        .await?;
-        Ok(stored)
+        let insert = "INSERT INTO probe_writes (n) SELECT n FROM unnest($1::int[]) WITH ORDINALITY AS u(n, ord)
+                      ORDER BY ord RETURNING n";
+        each_number(conn, insert, batch.iter().map(|p| p.0)).await
     }
 }
 
@@ -78,13 +82,8 @@ impl BatchWrite for Heavy {
 
     async fn write_many(conn: &mut PgConnection, batch: &[Self]) -> ApiResult<Vec<i32>> {
         HEAVY_BATCHES.lock().expect("heavy").push(batch.iter().map(Heavy::bytes).sum());
-        let numbers: Vec<i32> = batch.iter().map(|h| h.n).collect();
-        let stored: Vec<i32> =
-            sqlx::query_scalar("SELECT n FROM unnest($1::int[]) WITH ORDINALITY AS u(n, ord) ORDER BY ord")
-                .bind(&numbers)
-                .fetch_all(conn)
-                .await?;
-        Ok(stored)
+        let select = "SELECT n FROM unnest($1::int[]) WITH ORDINALITY AS u(n, ord) ORDER BY ord";
+        each_number(conn, select, batch.iter().map(|h| h.n)).await
     }
 }
 
