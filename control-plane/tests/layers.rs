@@ -37,10 +37,6 @@ const KNOWN: &[&str] = &[
     "upward arrow: outbound/mod.rs (outbound, layer infrastructure) -> state.rs (state, layer composition)",
     "upward arrow: queue/claim.rs (queue, layer components) -> state.rs (state, layer composition)",
     "circle between files: api/people/store.rs, auth/bearer.rs, auth/external_tokens.rs",
-    "circle between files: api/executions/mod.rs, api/executions/read.rs, api/executions/stream.rs",
-    "circle between files: api/people/leaving.rs, api/people/members.rs",
-    "circle between files: api/resources/mod.rs, api/resources/secrets.rs, api/resources/variables.rs",
-    "circle between files: tasks/mod.rs, tasks/rescuer.rs, tasks/scheduler.rs",
 ];
 
 /// One source file: its module path (`["api", "people", "store"]`) and what it refers to.

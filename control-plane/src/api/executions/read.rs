@@ -1,7 +1,7 @@
 //! Reading executions (list, one, node results) and cancelling them: a queued execution is cancelled at once, a
 //! running one is flagged and its runner is told at its next heartbeat or result.
 
-use crate::api::executions::ExecutionPath;
+use crate::api::executions::path::ExecutionPath;
 use crate::api::flows::model::ensure_exists;
 use crate::auth::{Ctx, scope};
 use crate::error::ApiResult;

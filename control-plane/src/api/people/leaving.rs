@@ -4,7 +4,7 @@
 //! invitations they or those keys sent (a link kept for later cannot bring them back). The last owner cannot leave.
 
 use crate::api::admin::audit::{self, AuditEvent};
-use crate::api::people::members::{announce, current_role, invalidate, keep_an_owner};
+use crate::api::people::membership::{announce, current_role, invalidate, keep_an_owner};
 use crate::auth::{Actor, Caller, Ctx, scope};
 use crate::db::owned::{self, Owned};
 use crate::error::{ApiError, ApiResult};

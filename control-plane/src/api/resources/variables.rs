@@ -1,7 +1,6 @@
 //! Organization variables: plain values flows read as `{{NAME}}` (never templates), listed with their values.
 
-use super::ResourceName;
-use crate::api::resources::{check_name, check_value};
+use crate::api::resources::fields::{ResourceName, check_name, check_value};
 use crate::auth::{Ctx, scope};
 use crate::db::owned::{self, Owned};
 use crate::error::ApiResult;
