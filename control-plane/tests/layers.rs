@@ -32,7 +32,6 @@ const KNOWN: &[&str] = &[
     "upward arrow: auth/external_tokens.rs (auth, layer components) -> state.rs (state, layer composition)",
     "upward arrow: auth/keys.rs (auth, layer components) -> state.rs (state, layer composition)",
     "upward arrow: auth/mod.rs (auth, layer components) -> state.rs (state, layer composition)",
-    "upward arrow: capture/hub.rs (capture, layer components) -> api/webhooks/model.rs (api, layer resources)",
     "upward arrow: capture/mod.rs (capture, layer components) -> state.rs (state, layer composition)",
     "upward arrow: outbound/mod.rs (outbound, layer infrastructure) -> state.rs (state, layer composition)",
     "upward arrow: queue/claim.rs (queue, layer components) -> state.rs (state, layer composition)",

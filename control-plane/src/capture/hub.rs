@@ -4,7 +4,7 @@
 //! row in `capture_watchers` (refreshed every minute) asks the capture writers to NOTIFY its endpoint; a batch
 //! that was already in flight when the row appeared is found by the topic's first re-check, half a second in.
 
-use crate::api::webhooks::model::{CAPTURE_COLUMNS_INLINE, CaptureRow};
+use crate::capture::row::{CAPTURE_COLUMNS_INLINE, CaptureRow};
 use crate::db::watch::Watch;
 use crate::error::{ApiResult, to_json};
 use hookflow_shared::api::webhooks::CapturedRequest;

@@ -5,6 +5,7 @@
 pub mod batch;
 pub mod cache;
 pub mod hub;
+pub mod row;
 pub mod writer;
 
 use crate::db::byte_budget::{Reservation, SMALL_WRITE};

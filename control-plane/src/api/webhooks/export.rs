@@ -3,9 +3,9 @@
 //! and, past its first, 8 MiB of bodies, so an export holds a bounded amount in memory however large the bodies.
 
 use crate::api::webhooks::endpoints::ensure_exists;
-use crate::api::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow};
 use crate::api::webhooks::search::{self, Cond};
 use crate::auth::{Ctx, scope};
+use crate::capture::row::{CAPTURE_COLUMNS_FULL, CaptureRow};
 use crate::error::ApiResult;
 use crate::extract::{ApiPath, ApiQuery, Id};
 use axum::body::Body;

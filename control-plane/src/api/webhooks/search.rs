@@ -3,9 +3,9 @@
 //! pagination. The history list and the export use the same machinery.
 
 use crate::api::webhooks::endpoints::ensure_exists;
-use crate::api::webhooks::model::{CAPTURE_COLUMNS_INLINE, CaptureRow};
 use crate::api::webhooks::query_text::{self, Field};
 use crate::auth::{Ctx, scope};
+use crate::capture::row::{CAPTURE_COLUMNS_INLINE, CaptureRow};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath, Id};
 use crate::pagination::{ListParams, Listed, encode_cursor, page_size};
