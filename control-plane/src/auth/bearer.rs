@@ -3,18 +3,17 @@
 //! failure is the same 401; the token itself is never logged.
 
 use crate::auth::external_tokens::{self, Resolved, Unlinked};
+use crate::auth::identity::{BearerIdentity, LEEWAY_S};
 use crate::auth::people_cache::SessionState;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-use chrono::{DateTime, Utc};
+use chrono::DateTime;
 use jsonwebtoken::{Algorithm, Validation};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// The audience of the built-in provider's access tokens.
 pub const AUDIENCE: &str = "hookflow";
-/// Clock skew tolerated on `exp` and `nbf`.
-pub const LEEWAY_S: u64 = 30;
 
 /// The claims of the built-in provider's access tokens.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -28,18 +27,6 @@ pub struct AccessClaims {
     pub iat: i64,
     pub nbf: i64,
     pub exp: i64,
-}
-
-/// Who a bearer token speaks for.
-#[derive(Debug, Clone, Copy)]
-pub struct BearerIdentity {
-    pub user_id: Uuid,
-    /// The built-in session, if the token is the built-in provider's.
-    pub session_id: Option<Uuid>,
-    pub expires_at: DateTime<Utc>,
-    pub password_change_required: bool,
-    /// An external provider's token: its SHA-256, by which signing out revokes it.
-    pub external_token: Option<[u8; 32]>,
 }
 
 /// Who a bearer token speaks for where a person may be new here (accepting an invitation): someone known, or an

@@ -7,9 +7,9 @@
 //! signed-in account. Unknown identities are remembered, bounded and briefly, so their requests cost no database
 //! round trip and never fetch userinfo.
 
-use crate::api::people::store::normalize_email;
-use crate::auth::bearer::{BearerIdentity, LEEWAY_S};
 use crate::auth::external::{Provider, fetch_json};
+use crate::auth::identity::{BearerIdentity, LEEWAY_S};
+use crate::auth::users::normalize_email;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use chrono::{DateTime, Utc};
@@ -143,6 +143,23 @@ pub async fn resolve<'a>(
         password_change_required: false,
         external_token: Some(hash),
     }))
+}
+
+/// Refuses an external provider's token (by its hash) until it expires, on every replica (each request looks it
+/// up); revocations already past their token's expiry go.
+pub async fn revoke_external_token(
+    pool: &sqlx::PgPool,
+    token_hash: &[u8],
+    expires_at: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("DELETE FROM revoked_tokens WHERE expires_at < now()").execute(&mut *tx).await?;
+    sqlx::query("INSERT INTO revoked_tokens (token_hash, expires_at) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+        .bind(token_hash)
+        .bind(expires_at + chrono::TimeDelta::seconds(LEEWAY_S as i64))
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
 }
 
 impl Unlinked<'_> {

@@ -3,9 +3,11 @@
 //! Every bad credential answers the same 401; nothing here logs or records a password or a token.
 
 use crate::api::admin::audit::{self, AuditEvent};
-use crate::api::people::store::{self, Refreshed, normalize_email};
+use crate::api::people::store;
 use crate::api::people::{passwords, tokens};
-use crate::auth::users::memberships;
+use crate::auth::external_tokens;
+use crate::auth::sessions::{self, Refreshed};
+use crate::auth::users::{memberships, normalize_email};
 use crate::auth::{Actor, Person};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
@@ -50,7 +52,7 @@ async fn answer(
     let mut response = (status, Json(body)).into_response();
     if cookie {
         let mut conn = app.pool.acquire().await?;
-        let session_ends = store::session_expiry(&mut conn, session_id).await?;
+        let session_ends = sessions::session_expiry(&mut conn, session_id).await?;
         response.headers_mut().insert(header::SET_COOKIE, tokens::refresh_cookie(app, &refresh, session_ends));
     }
     Ok(response)
@@ -84,7 +86,7 @@ async fn sign_in(
     attempt.succeeded();
     let mut tx = app.pool.begin().await?;
     let (session_id, refresh) =
-        store::open_session(&mut tx, user.id, chrono::Utc::now() + app.settings.session_ttl).await?;
+        sessions::open_session(&mut tx, user.id, chrono::Utc::now() + app.settings.session_ttl).await?;
     audit_everywhere(&mut tx, user.id, Actor::User(user.id), "user.signed_in").await?;
     tx.commit().await?;
     answer(&app, &headers, &user, session_id, refresh, StatusCode::CREATED).await
@@ -107,7 +109,7 @@ async fn refresh(
     let (address, hash) = (Some(client), hookflow_shared::token::hash(&presented));
     app.credential_failures.before_lookup(address, &hash)?;
     let mut tx = app.pool.begin().await?;
-    match store::use_refresh_token(&mut tx, &presented).await? {
+    match sessions::use_refresh_token(&mut tx, &presented).await? {
         Refreshed::Rotated { session_id, user_id, refresh } => {
             let user = store::find(&mut tx, user_id).await?.ok_or_else(ApiError::unauthorized)?;
             tx.commit().await?;
@@ -161,13 +163,13 @@ async fn end_session(person: Person) -> ApiResult<Response> {
     let app = &person.app;
     if let Some(session_id) = person.identity.session_id {
         let mut tx = app.pool.begin().await?;
-        store::revoke_session(&mut tx, session_id).await?;
+        sessions::revoke_session(&mut tx, session_id).await?;
         Invalidation::Session(session_id).announce(&mut tx).await?;
         tx.commit().await?;
         app.invalidate(Invalidation::Session(session_id));
     }
     if let Some(hash) = person.identity.external_token {
-        store::revoke_external_token(&app.pool, &hash, person.identity.expires_at).await?;
+        external_tokens::revoke_external_token(&app.pool, &hash, person.identity.expires_at).await?;
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
     response.headers_mut().insert(header::SET_COOKIE, tokens::clear_cookie(app));
@@ -198,7 +200,7 @@ async fn change_password(
     let hash = passwords::hash(body.new_password).await.map_err(ApiError::internal_because)?;
     let mut tx = app.pool.begin().await?;
     store::set_password(&mut tx, user_id, &hash, false).await?;
-    store::revoke_other_sessions(&mut tx, user_id, person.identity.session_id).await?;
+    sessions::revoke_other_sessions(&mut tx, user_id, person.identity.session_id).await?;
     audit_everywhere(&mut tx, user_id, Actor::User(user_id), "user.password_changed").await?;
     Invalidation::User(user_id).announce(&mut tx).await?;
     tx.commit().await?;
