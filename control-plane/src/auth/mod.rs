@@ -203,48 +203,6 @@ pub async fn role_in(state: &AppState, user_id: Uuid, org_id: Uuid) -> ApiResult
     Ok(memberships.into_iter().find(|(org, _)| *org == org_id).map(|(_, role)| role))
 }
 
-/// A signed-in person, whatever the organization: the Auth routes and `POST /organizations`. A session opened
-/// with a one-time password passes; handlers that need it changed call [`Person::require_password_changed`].
-#[derive(Debug)]
-pub struct Person {
-    pub app: AppState,
-    pub identity: BearerIdentity,
-}
-
-impl FromRequestParts<AppState> for Person {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let token = bearer_token(parts).ok_or_else(ApiError::unauthorized)?;
-        let identity = bearer::authenticate(state, token).await?;
-        state.allowances.key_request(identity.user_id)?;
-        Ok(Self { app: state.clone(), identity })
-    }
-}
-
-impl Person {
-    pub fn require_password_changed(&self) -> ApiResult<()> {
-        if self.identity.password_change_required { Err(password_change_required()) } else { Ok(()) }
-    }
-}
-
-/// A handler's context: the application state and the caller, who holds scope `S`. Handlers take it as
-/// `Ctx { app, caller }: Ctx<scope::WebhooksRead>`, declaring their scope in their signature.
-#[derive(Debug)]
-pub struct Ctx<S = scope::Any> {
-    pub app: AppState,
-    pub caller: Caller<S>,
-}
-
-impl<S: scope::Required + Send> FromRequestParts<AppState> for Ctx<S> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        Ok(Self { app: state.clone(), caller })
-    }
-}
-
 impl<S> Caller<S> {
     /// The credential allowances are counted against (streams held open, requests per second).
     pub fn credential_id(&self) -> Uuid {

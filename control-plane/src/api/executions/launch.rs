@@ -2,9 +2,10 @@
 //! queue what the launch resolves to, and wake the claimers. `mode: ephemeral` claims the execution for the
 //! caller at once, in the launch's transaction.
 
+use crate::api::context::Ctx;
 use crate::api::executions::idempotency::{self, Reservation};
 use crate::api::executions::resolve::{LaunchRequest, create_execution, resolve, resolve_kept};
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::error::{ApiError, ApiResult, to_json, to_json_bytes};
 use crate::extract::{ApiPath, Id, parse_json};
 use crate::queue::claim::{Claimer, Target, claim};

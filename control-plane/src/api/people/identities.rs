@@ -4,9 +4,10 @@
 //! some, apply.
 
 use crate::api::admin::audit::{self, AuditEvent};
+use crate::api::context::Person;
+use crate::auth::Actor;
 use crate::auth::bearer::{self, Signer};
 use crate::auth::users::{link_identity, memberships};
-use crate::auth::{Actor, Person};
 use crate::error::{ApiError, Created};
 use crate::extract::ApiJson;
 use crate::signals::Invalidation;

@@ -4,10 +4,11 @@
 //! nor be demoted.
 
 use crate::api::admin::audit::{self, AuditEvent};
+use crate::api::context::Ctx;
 use crate::api::people::membership::{announce, current_role, invalidate, keep_an_owner};
 use crate::api::people::{invitations, leaving};
 use crate::auth::users::normalize_email;
-use crate::auth::{Actor, Caller, Ctx, role_in, scope};
+use crate::auth::{Actor, Caller, role_in, scope};
 use crate::db::owned::{self, Owned};
 use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::{ApiJson, ApiPath, Id};

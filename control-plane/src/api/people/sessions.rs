@@ -3,12 +3,13 @@
 //! Every bad credential answers the same 401; nothing here logs or records a password or a token.
 
 use crate::api::admin::audit::{self, AuditEvent};
+use crate::api::context::Person;
 use crate::api::people::store;
 use crate::api::people::{passwords, tokens};
+use crate::auth::Actor;
 use crate::auth::external_tokens;
 use crate::auth::sessions::{self, Refreshed};
 use crate::auth::users::{memberships, normalize_email};
-use crate::auth::{Actor, Person};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
 use crate::http::client_address::ClientAddress;

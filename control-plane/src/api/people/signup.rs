@@ -2,11 +2,12 @@
 //! `POST /auth/signup` (a new user with a new organization; off unless the operator enabled it).
 
 use crate::api::admin::organization;
+use crate::api::context::Person;
 use crate::api::people::store;
 use crate::api::people::{passwords, tokens};
+use crate::auth::Actor;
 use crate::auth::sessions;
 use crate::auth::users::normalize_email;
-use crate::auth::{Actor, Person};
 use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::ApiJson;
 use crate::http::client_address::ClientAddress;

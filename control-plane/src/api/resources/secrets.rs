@@ -3,8 +3,9 @@
 //! the value.
 
 use crate::api::admin::audit::{self, AuditEvent};
+use crate::api::context::Ctx;
 use crate::api::resources::fields::{ResourceName, check_name, check_value};
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::db::owned::{self, Owned};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;

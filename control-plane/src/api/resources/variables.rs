@@ -1,7 +1,8 @@
 //! Organization variables: plain values flows read as `{{NAME}}` (never templates), listed with their values.
 
+use crate::api::context::Ctx;
 use crate::api::resources::fields::{ResourceName, check_name, check_value};
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::db::owned::{self, Owned};
 use crate::error::ApiResult;
 use crate::extract::ApiJson;

@@ -2,9 +2,10 @@
 //! NDJSON (one captured request per line, whole bodies) or a HAR 1.2 document. A page holds at most 200 captures
 //! and, past its first, 8 MiB of bodies, so an export holds a bounded amount in memory however large the bodies.
 
+use crate::api::context::Ctx;
 use crate::api::webhooks::endpoints::ensure_exists;
 use crate::api::webhooks::search::{self, Cond};
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::capture::row::{CAPTURE_COLUMNS_FULL, CaptureRow};
 use crate::error::ApiResult;
 use crate::extract::{ApiPath, ApiQuery, Id};

@@ -1,7 +1,8 @@
 //! Replay: resend a captured request (method, path, query, headers, raw body) to a target URL and report the
 //! target's answer, through the guarded client under the organization's network policy.
 
-use crate::auth::{Ctx, scope};
+use crate::api::context::Ctx;
+use crate::auth::scope;
 use crate::capture::row::{CAPTURE_COLUMNS_FULL, CaptureRow, encode_body};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath, Id};

@@ -1,9 +1,10 @@
 //! The history of one endpoint: list (newest first), read one whole, its raw body, delete one, clear all.
 
+use crate::api::context::Ctx;
 use crate::api::webhooks::endpoints::ensure_exists;
 use crate::api::webhooks::model::subtract_stored;
 use crate::api::webhooks::search::{self, Search};
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::capture::row::{CAPTURE_COLUMNS_FULL, CaptureRow};
 use crate::db::owned::{self, Owned};
 use crate::error::{ApiError, ApiResult};

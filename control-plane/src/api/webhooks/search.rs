@@ -2,9 +2,10 @@
 //! one endpoint of the caller's organization), sorted by received_at, body_size or method with keyset
 //! pagination. The history list and the export use the same machinery.
 
+use crate::api::context::Ctx;
 use crate::api::webhooks::endpoints::ensure_exists;
 use crate::api::webhooks::query_text::{self, Field};
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::capture::row::{CAPTURE_COLUMNS_INLINE, CaptureRow};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath, Id};
