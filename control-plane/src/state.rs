@@ -1,6 +1,7 @@
 //! `AppState`: what every handler can reach, as plain data: the pool, settings, the in-process caches, the
 //! capture writer and stream hub, the wake-up signals and the shutdown token. Background loops are `tasks`'.
 
+use crate::auth::component::{Auth, AuthInner};
 use crate::auth::external::{ExternalIssuers, IssuerConfig};
 use crate::auth::key_cache::KeyCache;
 use crate::auth::people_cache::PeopleCache;
@@ -14,6 +15,7 @@ use crate::http::limits::Allowances;
 use crate::queue::create::NewExecution;
 use crate::queue::finish::Ending;
 use crate::signals::{Invalidation, QueueSignal};
+use axum::extract::FromRef;
 use sqlx::PgPool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,17 +33,10 @@ pub struct Inner {
     pub drafts: crate::queue::drafts::Drafts,
     /// Job tokens this server handed out to runners, for their completions.
     pub issued_jobs: crate::queue::issued::IssuedJobs,
-    pub keys: KeyCache,
-    /// Browser sessions and memberships of people.
-    pub people: PeopleCache,
-    /// The built-in identity provider's keys.
-    pub signing: SigningKeys,
-    /// External OpenID providers and their keys.
-    pub external: ExternalIssuers,
+    /// Identity: the credentials' caches, signing keys, external issuers and failure budgets.
+    pub auth: Auth,
     /// Failed sign-ins per (email, address) and per address.
     pub sign_ins: SignInThrottle,
-    /// Failed lookups of keys, job tokens and refresh tokens per address, and credentials known not to exist.
-    pub credential_failures: crate::auth::failures::CredentialFailures,
     /// What each client may still spend: requests per key, unknown capture lookups per address, streams per key.
     pub allowances: Arc<Allowances>,
     pub writers: Writers,
@@ -183,6 +178,21 @@ impl AppState {
     /// The background loops are started separately (`tasks::start`).
     pub fn new(pool: PgPool, settings: Settings, shutdown: CancellationToken) -> Self {
         let replica = uuid::Uuid::now_v7();
+        let allowances = Allowances::new(settings.key_rate_per_s, settings.streams_per_key);
+        let auth = Auth::new(AuthInner {
+            pool: pool.clone(),
+            keys: KeyCache::default(),
+            people: PeopleCache::default(),
+            signing: SigningKeys::default(),
+            external: ExternalIssuers::new(&settings.issuers),
+            credential_failures: crate::auth::failures::CredentialFailures::new(
+                settings.credential_failures_per_minute,
+            ),
+            allowances: allowances.clone(),
+            public_url: settings.public_url.clone(),
+            master_key: settings.master_key.clone(),
+            trusted_proxies: settings.trusted_proxies.clone(),
+        });
         Self(Arc::new(Inner {
             writers: Writers {
                 captures: CaptureWriter::start(pool.clone()),
@@ -194,15 +204,9 @@ impl AppState {
             endpoints: EndpointCache::default(),
             drafts: Default::default(),
             issued_jobs: Default::default(),
-            keys: KeyCache::default(),
-            people: PeopleCache::default(),
-            signing: SigningKeys::default(),
-            external: ExternalIssuers::new(&settings.issuers),
+            auth,
             sign_ins: SignInThrottle::default(),
-            credential_failures: crate::auth::failures::CredentialFailures::new(
-                settings.credential_failures_per_minute,
-            ),
-            allowances: Allowances::new(settings.key_rate_per_s, settings.streams_per_key),
+            allowances,
             queue: Arc::default(),
             execution_wakes: tokio::sync::broadcast::channel(4096).0,
             pool,
@@ -217,18 +221,18 @@ impl AppState {
             Invalidation::Endpoint(id) => self.endpoints.invalidate(id),
             Invalidation::Organization(id) => {
                 self.endpoints.forget_organization(id);
-                self.keys.forget_organization(id);
-                self.people.forget_organization(id);
+                self.auth.keys.forget_organization(id);
+                self.auth.people.forget_organization(id);
             }
-            Invalidation::Key(id) => self.keys.forget_key(id),
-            Invalidation::Session(id) => self.people.forget_session(id),
+            Invalidation::Key(id) => self.auth.keys.forget_key(id),
+            Invalidation::Session(id) => self.auth.people.forget_session(id),
             Invalidation::User(id) => {
-                self.people.forget_user(id);
+                self.auth.people.forget_user(id);
                 // Keys the person made follow their memberships.
-                self.keys.clear();
+                self.auth.keys.clear();
             }
-            Invalidation::Joined(id) => self.people.forget_memberships(id),
-            Invalidation::SigningKeys => self.signing.forget(),
+            Invalidation::Joined(id) => self.auth.people.forget_memberships(id),
+            Invalidation::SigningKeys => self.auth.signing.forget(),
             Invalidation::MasterKeys => self.reload_master_keys(),
         }
     }
@@ -236,9 +240,9 @@ impl AppState {
     /// Drops every cached entry: invalidations may have been missed.
     pub fn forget_cached(&self) {
         self.endpoints.clear();
-        self.keys.clear();
-        self.people.clear();
-        self.signing.forget();
+        self.auth.keys.clear();
+        self.auth.people.clear();
+        self.auth.signing.forget();
         self.reload_master_keys();
     }
 
@@ -248,11 +252,17 @@ impl AppState {
         match crate::db::data_dir::read_key_file(path) {
             Ok(keys) => {
                 self.settings.master_key.replace(keys.current, keys.previous);
-                self.signing.forget();
+                self.auth.signing.forget();
                 tracing::info!(version = self.settings.master_key.current_version(), "master keys reloaded");
             }
             Err(e) => tracing::error!(error = %e, "the master key file cannot be read; keeping the keys in memory"),
         }
+    }
+}
+
+impl FromRef<AppState> for Auth {
+    fn from_ref(state: &AppState) -> Auth {
+        state.auth.clone()
     }
 }
 

@@ -1,10 +1,11 @@
 //! Authentication and tenancy. The `Caller<S>` extractor checks, in the contract's order: credentials (401: an
 //! API key, or a person's bearer token), `X-Organization-Id` (400), that the key belongs to that organization or
 //! the person is a member of it (403 `organization_mismatch`) and that the key or the person's role carries the
-//! scope `S` (403 `insufficient_scope`). Handlers declare their scope in their signature. `Person` is a signed-in
-//! person whatever the organization (the Auth routes).
+//! scope `S` (403 `insufficient_scope`). Handlers declare their scope in their signature. It reads the component
+//! `Auth` (`component`), from any state that gives one (`FromRef`).
 
 pub mod bearer;
+pub mod component;
 pub mod external;
 pub mod external_tokens;
 pub mod failures;
@@ -18,10 +19,10 @@ pub mod throttle;
 pub mod users;
 
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use chrono::{DateTime, Utc};
+use component::Auth;
 use hookflow_shared::wire::header;
 use hookflow_shared::{ErrorCode, Role, Scope, ScopeSet};
 use identity::BearerIdentity;
@@ -108,21 +109,25 @@ pub mod scope {
     );
 }
 
-impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
+impl<S: scope::Required + Send, A: Send + Sync> FromRequestParts<A> for Caller<S>
+where
+    Auth: FromRef<A>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &A) -> Result<Self, Self::Rejection> {
+        let auth = Auth::from_ref(state);
         if let Some(token) = bearer_token(parts) {
-            let person = bearer::authenticate(state, token).await?;
+            let person = bearer::authenticate(&auth, token).await?;
             crate::http::listener::prove(&parts.extensions);
-            return Self::person(parts, state, person).await;
+            return Self::person(parts, &auth, person).await;
         }
         let key = parts.headers.get(header::API_KEY).and_then(|v| v.to_str().ok()).map(str::trim);
         let identity =
-            keys::authenticate_key(state, key.ok_or_else(ApiError::unauthorized)?, client_address(state, parts))
+            keys::authenticate_key(&auth, key.ok_or_else(ApiError::unauthorized)?, client_address(&auth, parts))
                 .await?;
         crate::http::listener::prove(&parts.extensions);
-        state.allowances.key_request(identity.key_id)?;
+        auth.allowances.key_request(identity.key_id)?;
         let org_id = organization_header(parts)?;
         if org_id != identity.org_id {
             return Err(ApiError::new(
@@ -153,13 +158,13 @@ impl<S: scope::Required> Caller<S> {
     }
 
     /// A person acting in the organization of `X-Organization-Id`, with the scopes of their role there.
-    async fn person(parts: &Parts, state: &AppState, person: BearerIdentity) -> ApiResult<Self> {
-        state.allowances.key_request(person.user_id)?;
+    async fn person(parts: &Parts, auth: &Auth, person: BearerIdentity) -> ApiResult<Self> {
+        auth.allowances.key_request(person.user_id)?;
         if person.password_change_required {
             return Err(password_change_required());
         }
         let org_id = organization_header(parts)?;
-        let role = role_in(state, person.user_id, org_id).await?.ok_or_else(|| {
+        let role = role_in(auth, person.user_id, org_id).await?.ok_or_else(|| {
             ApiError::new(
                 ErrorCode::OrganizationMismatch,
                 "you are not a member of the organization in X-Organization-Id",
@@ -190,13 +195,13 @@ pub fn bearer_in(headers: &axum::http::HeaderMap) -> Option<&str> {
 }
 
 /// A person's role in an organization (memberships are cached, and dropped when they change).
-pub async fn role_in(state: &AppState, user_id: Uuid, org_id: Uuid) -> ApiResult<Option<Role>> {
-    let memberships = match state.people.memberships(user_id) {
+pub async fn role_in(auth: &Auth, user_id: Uuid, org_id: Uuid) -> ApiResult<Option<Role>> {
+    let memberships = match auth.people.memberships(user_id) {
         Some(known) => known,
         None => {
-            let mut conn = state.pool.acquire().await?;
+            let mut conn = auth.pool.acquire().await?;
             let found = users::memberships(&mut conn, user_id).await?;
-            state.people.store_memberships(user_id, found.clone());
+            auth.people.store_memberships(user_id, found.clone());
             found
         }
     };
@@ -219,9 +224,9 @@ impl<S> Caller<S> {
 }
 
 /// The client's address, as the listener saw it (none when the router is called without one).
-pub fn client_address(state: &AppState, parts: &Parts) -> Option<std::net::IpAddr> {
+pub fn client_address(auth: &Auth, parts: &Parts) -> Option<std::net::IpAddr> {
     let peer = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0.ip())?;
-    Some(state.settings.trusted_proxies.client(peer, &parts.headers))
+    Some(auth.trusted_proxies.client(peer, &parts.headers))
 }
 
 /// Reads `X-Organization-Id`; missing or not a UUID answers 400 `organization_required`.

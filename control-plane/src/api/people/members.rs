@@ -71,7 +71,7 @@ pub(crate) async fn check_owner_change<S>(app: &AppState, caller: &Caller<S>, to
         return Ok(());
     }
     let is_owner = match caller.actor {
-        Actor::User(user_id) => role_in(app, user_id, caller.org_id).await? == Some(Role::Owner),
+        Actor::User(user_id) => role_in(&app.auth, user_id, caller.org_id).await? == Some(Role::Owner),
         _ => false,
     };
     if is_owner {

@@ -108,7 +108,7 @@ async fn refresh(
     // answered from memory for a while (`auth::failures`).
     hookflow_shared::token::TokenKind::Refresh.check(&presented).map_err(|_| ApiError::unauthorized())?;
     let (address, hash) = (Some(client), hookflow_shared::token::hash(&presented));
-    app.credential_failures.before_lookup(address, &hash)?;
+    app.auth.credential_failures.before_lookup(address, &hash)?;
     let mut tx = app.pool.begin().await?;
     match sessions::use_refresh_token(&mut tx, &presented).await? {
         Refreshed::Rotated { session_id, user_id, refresh } => {
@@ -122,11 +122,11 @@ async fn refresh(
             tx.commit().await?;
             app.invalidate(Invalidation::Session(session_id));
             tracing::warn!(session = %session_id, "a used refresh token was presented again: the session is revoked");
-            app.credential_failures.failed(address);
+            app.auth.credential_failures.failed(address);
             Err(ApiError::unauthorized())
         }
         Refreshed::Dead => {
-            app.credential_failures.not_found(address, hash);
+            app.auth.credential_failures.not_found(address, hash);
             Err(ApiError::unauthorized())
         }
     }
@@ -214,7 +214,7 @@ async fn change_password(
     responses((status = 200, description = "A JSON Web Key Set (Ed25519 keys, `alg` EdDSA)",
         body = hookflow_shared::api::people::Jwks)))]
 async fn jwks(State(app): State<AppState>) -> ApiResult<Json<hookflow_shared::api::people::Jwks>> {
-    let keys = app.signing.jwks(&app.pool, &app.settings.master_key).await;
+    let keys = app.auth.signing.jwks(&app.pool, &app.settings.master_key).await;
     Ok(Json(keys.map_err(|e| ApiError::internal_because(format!("signing keys: {e}")))?))
 }
 

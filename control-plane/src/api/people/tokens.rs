@@ -20,6 +20,7 @@ pub const REFRESH_COOKIE: &str = "hookflow_refresh";
 pub async fn access_token(app: &AppState, user_id: Uuid, session_id: Uuid) -> ApiResult<(String, DateTime<Utc>)> {
     let settings = &app.settings;
     let (kid, key) = app
+        .auth
         .signing
         .signing_key(&app.pool, &settings.master_key)
         .await
