@@ -6,6 +6,7 @@ use crate::auth::component::Auth;
 use crate::auth::external_tokens::{self, Resolved, Unlinked};
 use crate::auth::identity::{BearerIdentity, LEEWAY_S};
 use crate::auth::people_cache::SessionState;
+use crate::auth::sessions;
 use crate::error::{ApiError, ApiResult};
 use chrono::DateTime;
 use jsonwebtoken::{Algorithm, Validation};
@@ -106,17 +107,7 @@ async fn session_state(auth: &Auth, session_id: Uuid) -> ApiResult<SessionState>
     if let Some(known) = auth.people.session(session_id) {
         return Ok(known);
     }
-    let row: Option<(Uuid, bool, bool)> = sqlx::query_as(
-        "SELECT s.user_id, s.revoked_at IS NULL AND s.expires_at > now(), u.password_change_required
-         FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1",
-    )
-    .bind(session_id)
-    .fetch_optional(&auth.pool)
-    .await?;
-    let session = match row {
-        Some((user_id, live, password_change_required)) => SessionState { user_id, live, password_change_required },
-        None => SessionState { user_id: Uuid::nil(), live: false, password_change_required: false },
-    };
+    let session = sessions::state(&auth.pool, session_id).await?;
     auth.people.store_session(session_id, session);
     Ok(session)
 }

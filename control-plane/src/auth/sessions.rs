@@ -1,7 +1,8 @@
 //! Browser sessions of the built-in identity provider and their refresh tokens, the one owner of the `sessions`
 //! and `refresh_tokens` SQL: opening, rotating a refresh token (single use: a replay revokes the session),
-//! revoking, and how long a session lasts.
+//! revoking, a session's state as requests need it, and how long a session lasts.
 
+use crate::auth::people_cache::SessionState;
 use chrono::{DateTime, Utc};
 use hookflow_shared::token;
 use sqlx::PgConnection;
@@ -98,4 +99,20 @@ pub async fn revoke_other_sessions(
 /// When a session ends at the latest.
 pub async fn session_expiry(conn: &mut PgConnection, session_id: Uuid) -> Result<DateTime<Utc>, sqlx::Error> {
     sqlx::query_scalar("SELECT expires_at FROM sessions WHERE id = $1").bind(session_id).fetch_one(conn).await
+}
+
+/// A session's state as a request needs it: whose, whether it is live, whether its person must change their
+/// password (an unknown session is not live).
+pub async fn state(pool: &sqlx::PgPool, session_id: Uuid) -> Result<SessionState, sqlx::Error> {
+    let row: Option<(Uuid, bool, bool)> = sqlx::query_as(
+        "SELECT s.user_id, s.revoked_at IS NULL AND s.expires_at > now(), u.password_change_required
+         FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1",
+    )
+    .bind(session_id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(match row {
+        Some((user_id, live, password_change_required)) => SessionState { user_id, live, password_change_required },
+        None => SessionState { user_id: Uuid::nil(), live: false, password_change_required: false },
+    })
 }
