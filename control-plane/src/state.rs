@@ -10,6 +10,7 @@ use crate::auth::throttle::SignInThrottle;
 use crate::capture::cache::EndpointCache;
 use crate::capture::hub::StreamHub;
 use crate::capture::writer::CaptureWriter;
+use crate::capture::{Capture, CaptureInner};
 use crate::db::group_commit::GroupCommit;
 use crate::http::limits::Allowances;
 use crate::queue::create::NewExecution;
@@ -28,7 +29,8 @@ pub struct AppState(Arc<Inner>);
 pub struct Inner {
     pub pool: PgPool,
     pub settings: Settings,
-    pub endpoints: EndpointCache,
+    /// The capture path: the endpoint cache and the capture writer.
+    pub capture: Capture,
     /// Flow drafts as last validated, for launches.
     pub drafts: crate::queue::drafts::Drafts,
     /// Job tokens this server handed out to runners, for their completions.
@@ -51,11 +53,10 @@ pub struct Inner {
     pub shutdown: CancellationToken,
 }
 
-/// The group-commit writers: one task each, which writes whatever arrived while its previous statement ran as the
-/// next statement.
+/// The group-commit writers of the queue: one task each, which writes whatever arrived while its previous statement
+/// ran as the next statement (the capture writer is the capture component's).
 #[derive(Debug)]
 pub struct Writers {
-    pub captures: CaptureWriter,
     /// Plain launches.
     pub launches: GroupCommit<NewExecution>,
     /// Runners' completions.
@@ -193,15 +194,22 @@ impl AppState {
             master_key: settings.master_key.clone(),
             trusted_proxies: settings.trusted_proxies.clone(),
         });
+        let capture = Capture::new(CaptureInner {
+            pool: pool.clone(),
+            endpoints: EndpointCache::default(),
+            writer: CaptureWriter::start(pool.clone()),
+            allowances: allowances.clone(),
+            trusted_proxies: settings.trusted_proxies.clone(),
+            max_rate_per_s: settings.max_capture_rate_per_s,
+        });
         Self(Arc::new(Inner {
+            capture,
             writers: Writers {
-                captures: CaptureWriter::start(pool.clone()),
                 launches: GroupCommit::start(pool.clone(), crate::queue::create::MAX_BATCH, "launches"),
                 completions: GroupCommit::start(pool.clone(), crate::queue::finish::MAX_BATCH, "completions"),
             },
             hub: StreamHub::new(pool.clone(), replica, shutdown.clone(), settings.stream_buffer),
             replica,
-            endpoints: EndpointCache::default(),
             drafts: Default::default(),
             issued_jobs: Default::default(),
             auth,
@@ -218,9 +226,9 @@ impl AppState {
     /// Drops what an invalidation names from this process's caches.
     pub fn invalidate(&self, invalidation: Invalidation) {
         match invalidation {
-            Invalidation::Endpoint(id) => self.endpoints.invalidate(id),
+            Invalidation::Endpoint(id) => self.capture.endpoints.invalidate(id),
             Invalidation::Organization(id) => {
-                self.endpoints.forget_organization(id);
+                self.capture.endpoints.forget_organization(id);
                 self.auth.keys.forget_organization(id);
                 self.auth.people.forget_organization(id);
             }
@@ -239,7 +247,7 @@ impl AppState {
 
     /// Drops every cached entry: invalidations may have been missed.
     pub fn forget_cached(&self) {
-        self.endpoints.clear();
+        self.capture.endpoints.clear();
         self.auth.keys.clear();
         self.auth.people.clear();
         self.auth.signing.forget();
@@ -257,6 +265,12 @@ impl AppState {
             }
             Err(e) => tracing::error!(error = %e, "the master key file cannot be read; keeping the keys in memory"),
         }
+    }
+}
+
+impl FromRef<AppState> for Capture {
+    fn from_ref(state: &AppState) -> Capture {
+        state.capture.clone()
     }
 }
 

@@ -1,6 +1,7 @@
 //! The capture path, `/webhook/{id}[/{*path}]`: no authentication; finds the endpoint in the cache, applies its
 //! rate limit and body limit, records the request exactly as sent, and answers the receipt (or the endpoint's
-//! custom response) only once the capture writer has committed it.
+//! custom response) only once the capture writer has committed it. It reads its own component, `Capture`, from
+//! any state that gives one (`FromRef`): the hot path touches nothing else.
 
 pub mod batch;
 pub mod cache;
@@ -10,23 +11,62 @@ pub mod writer;
 
 use crate::db::byte_budget::{Reservation, SMALL_WRITE};
 use crate::error::{ApiError, ApiResult, to_json_string};
+use crate::http::client_address::TrustedProxies;
+use crate::http::limits::Allowances;
 use crate::http::raw_head::{HeadQueue, RequestNumber};
-use crate::state::AppState;
 use axum::Extension;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, FromRef, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use cache::{Endpoint, Lookup};
+use cache::{Endpoint, EndpointCache, Lookup};
 use hookflow_shared::api::webhooks::{CaptureReceipt, CustomResponse};
 use hookflow_shared::{ErrorCode, Timestamp};
 use sha2::{Digest, Sha256};
+use sqlx::PgPool;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 use writer::{CaptureRecord, CaptureWriter, Outcome};
 
-pub fn routes() -> OpenApiRouter<AppState> {
+/// What the capture path reads. A handle, cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Capture(Arc<CaptureInner>);
+
+#[derive(Debug)]
+pub struct CaptureInner {
+    pub pool: PgPool,
+    /// Endpoints by id, dropped when they change (NOTIFY).
+    pub endpoints: EndpointCache,
+    /// The group-commit writer captures are stored through.
+    pub writer: CaptureWriter,
+    /// Unknown endpoint lookups per address.
+    pub allowances: Arc<Allowances>,
+    /// Peers whose `Forwarded` / `X-Forwarded-For` headers name the sender.
+    pub trusted_proxies: TrustedProxies,
+    /// The highest capture rate limit an organization may set for its endpoints.
+    pub max_rate_per_s: i32,
+}
+
+impl Capture {
+    pub fn new(inner: CaptureInner) -> Self {
+        Self(Arc::new(inner))
+    }
+}
+
+impl std::ops::Deref for Capture {
+    type Target = CaptureInner;
+    fn deref(&self) -> &CaptureInner {
+        &self.0
+    }
+}
+
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Capture: FromRef<S>,
+{
     // The sub-path form shares the handler; OpenAPI cannot express a path wildcard, so /webhook/{id} documents both.
     OpenApiRouter::new().routes(routes!(capture)).route(
         "/webhook/{id}/{*path}",
@@ -48,14 +88,14 @@ pub fn routes() -> OpenApiRouter<AppState> {
             headers and body it sets")),
     security(()))]
 async fn capture(
-    State(app): State<AppState>,
+    State(capture): State<Capture>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     heads: Option<Extension<HeadQueue>>,
     number: Option<Extension<RequestNumber>>,
     request: Request,
 ) -> Response {
     let recorded = heads.zip(number).map(|(heads, number)| (heads.0, number.0));
-    match capture_inner(&app, peer, recorded, request).await {
+    match capture_inner(&capture, peer, recorded, request).await {
         Ok(response) => response,
         Err(error) => {
             let response = error.into_response();
@@ -69,7 +109,7 @@ async fn capture(
 }
 
 async fn capture_inner(
-    app: &AppState,
+    capture: &Capture,
     peer: SocketAddr,
     recorded: Option<(HeadQueue, RequestNumber)>,
     request: Request,
@@ -77,7 +117,7 @@ async fn capture_inner(
     let received_at = chrono::Utc::now();
     let (parts, body) = request.into_parts();
     // Behind a trusted proxy the sender is who the proxy says; anyone else's forwarding headers are kept, not believed.
-    let peer = SocketAddr::new(app.settings.trusted_proxies.client(peer.ip(), &parts.headers), peer.port());
+    let peer = SocketAddr::new(capture.trusted_proxies.client(peer.ip(), &parts.headers), peer.port());
     if parts.method == Method::HEAD {
         return Err(ApiError::new(
             ErrorCode::MethodNotAllowed,
@@ -87,14 +127,14 @@ async fn capture_inner(
     let rest = parts.uri.path().strip_prefix("/webhook/").unwrap_or_default();
     let (id, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let id = Uuid::parse_str(id).map_err(|_| ApiError::not_found("webhook"))?;
-    let endpoint = match app.endpoints.lookup(id) {
+    let endpoint = match capture.endpoints.lookup(id) {
         Lookup::Known(endpoint) => endpoint,
         Lookup::Unknown => return Err(ApiError::not_found("webhook")),
         Lookup::Miss => {
             // Every id memory does not know costs a query: a budget per address keeps floods off the database.
-            app.allowances.unknown_capture(crate::http::client_address::budget_key(peer.ip()))?;
-            let max_rate = app.settings.max_capture_rate_per_s;
-            app.endpoints.load(&app.pool, id, max_rate).await?.ok_or_else(|| ApiError::not_found("webhook"))?
+            capture.allowances.unknown_capture(crate::http::client_address::budget_key(peer.ip()))?;
+            let max_rate = capture.max_rate_per_s;
+            capture.endpoints.load(&capture.pool, id, max_rate).await?.ok_or_else(|| ApiError::not_found("webhook"))?
         }
     };
     if let Err(wait) = endpoint.check_rate() {
@@ -103,14 +143,14 @@ async fn capture_inner(
         return Err(error);
     }
     let (body, room) =
-        read_body(&app.writers.captures, endpoint.org_id, &parts.headers, body, endpoint.max_body_bytes).await?;
+        read_body(&capture.writer, endpoint.org_id, &parts.headers, body, endpoint.max_body_bytes).await?;
     let target = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let headers = recorded
         .and_then(|(queue, number)| queue.take(number, parts.method.as_str(), target))
         .map(|head| head.headers)
         .unwrap_or_else(|| hookflow_runner::outbound::header_pairs(&parts.headers));
     let request = Captured { parts: &parts, path, headers: &headers, body, peer, received_at };
-    match app.writers.captures.store(request.record(&endpoint)?, room).await {
+    match capture.writer.store(request.record(&endpoint)?, room).await {
         Outcome::Stored(request_id) => Ok(receipt(&endpoint, request_id, received_at)),
         Outcome::EndpointGone => Err(ApiError::not_found("webhook")),
         Outcome::Rejected => {
