@@ -164,6 +164,18 @@ pub struct EmbeddedRunnerLimits {
     pub max_run: Duration,
 }
 
+impl Settings {
+    /// What claims need of the settings.
+    pub fn claims(&self) -> crate::queue::claim::ClaimSettings<'_> {
+        crate::queue::claim::ClaimSettings {
+            lease: self.lease,
+            allow_private_targets: self.allow_private_targets,
+            embedded_max_run: self.embedded_runner.max_run,
+            master_key: &self.master_key,
+        }
+    }
+}
+
 impl EmbeddedRunnerLimits {
     /// `share` (0 to 1) of `concurrency` slots per organization, at least one.
     pub fn new(concurrency: u32, share: f64, max_run: Duration) -> Self {

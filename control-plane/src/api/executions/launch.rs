@@ -58,7 +58,7 @@ async fn claim_for_caller(
     execution: Execution,
 ) -> ApiResult<(Execution, Option<Job>)> {
     let target = Target::Execution { org_id, execution_id: execution.id };
-    match claim(conn, &app.settings, Claimer::Caller, target).await? {
+    match claim(conn, &app.settings.claims(), Claimer::Caller, target).await? {
         Some(job) => Ok((fetch_by_id(conn, org_id, execution.id).await?, Some(job))),
         None => Ok((execution, None)),
     }
@@ -74,7 +74,7 @@ async fn reissue(
 ) -> ApiResult<Option<Execution>> {
     let Some(execution_id) = replay["id"].as_str().and_then(|id| Uuid::parse_str(id).ok()) else { return Ok(None) };
     let target = Target::Reissue { org_id, execution_id };
-    let Some(job) = claim(conn, &app.settings, Claimer::Caller, target).await? else { return Ok(None) };
+    let Some(job) = claim(conn, &app.settings.claims(), Claimer::Caller, target).await? else { return Ok(None) };
     let mut execution = fetch_by_id(conn, org_id, execution_id).await?;
     execution.job = Some(Box::new(job));
     Ok(Some(execution))
