@@ -1,5 +1,7 @@
-//! `AppState`: what every handler can reach, as plain data: the pool, settings, the in-process caches, the
-//! capture writer and stream hub, the wake-up signals and the shutdown token. Background loops are `tasks`'.
+//! `AppState`, the composition root: what every handler can reach, as plain data. It wires the components (identity,
+//! `Auth`; the capture path, `Capture`; the queue's writers, drafts and job tokens; the stream hub) with the pool,
+//! the settings, the wake-up signals and the shutdown token, and hands each component to what takes it (`FromRef`,
+//! `Settings::claims`). Background loops are `tasks`'.
 
 use crate::auth::component::{Auth, AuthInner};
 use crate::auth::external::{ExternalIssuers, IssuerConfig};
