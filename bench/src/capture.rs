@@ -40,6 +40,21 @@ fn json_body(size: usize) -> Bytes {
     Bytes::from(format!("{{\"event\":\"bench\",\"pad\":\"{}\"}}", "x".repeat(pad)))
 }
 
+/// An endpoint verifying GitHub signatures, and the header a genuine sender of `body` puts on it.
+async fn verified_endpoint(rig: &Rig, body: &[u8]) -> Result<(String, (String, String)), BoxError> {
+    let secret = "bench-github-secret";
+    let created = rig
+        .post(
+            "/webhooks",
+            serde_json::json!({"name": "verified", "verification": {"scheme": "github", "secrets": [secret]}}),
+        )
+        .await?;
+    let id = created["id"].as_str().ok_or("no id")?.to_owned();
+    let sign = hookflow_tests::signers::Sign { secret, body, timestamp: 0, url: "" };
+    let header = hookflow_tests::signers::github(sign).headers.into_iter().next().ok_or("no signature")?;
+    Ok((format!("/webhook/{id}"), header))
+}
+
 /// The same shape of answer as the capture path, from a handler that stores nothing.
 async fn start_bare_axum() -> Result<String, BoxError> {
     async fn receipt(body: Bytes) -> axum::Json<serde_json::Value> {
@@ -127,9 +142,10 @@ async fn post_load(load: ClosedLoop, use_wrk: bool) -> Result<Measured, BoxError
         return Ok(Measured { rate: r.rate(), p50, p99, ok: r.ok, failed: r.failed });
     }
     let url = format!("{}{}", load.base, load.path);
-    let result =
-        tokio::task::spawn_blocking(move || crate::wrk::post(&url, &load.body, load.connections, load.duration))
-            .await??;
+    let result = tokio::task::spawn_blocking(move || {
+        crate::wrk::post(&url, &load.body, load.header.as_ref(), load.connections, load.duration)
+    })
+    .await??;
     let ok = result.requests.saturating_sub(result.failed);
     Ok(Measured {
         rate: result.rate * ok as f64 / result.requests.max(1) as f64,
@@ -147,6 +163,7 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
 async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
     let webhook = rig.webhook("throughput").await?;
     let path = format!("/webhook/{webhook}");
+    let (verified_path, signature) = verified_endpoint(rig, &json_body(args.body_bytes)).await?;
     let body = json_body(args.body_bytes);
     let bare = start_bare_axum().await?;
     let (run, warm) = (Duration::from_secs(args.seconds), Duration::from_secs(1));
@@ -159,28 +176,40 @@ async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
 
     let use_wrk = crate::wrk::available() && !args.own_client;
     let client = if use_wrk { "wrk (2 threads)" } else { "hookflow-bench's own HTTP/1 client" };
-    let http = |base: &str, duration: Duration| {
+    let load = |base: &str, path: &str, header: Option<(String, String)>, duration: Duration| {
         let load = ClosedLoop {
             base: base.to_owned(),
-            path: path.clone(),
+            path: path.to_owned(),
             body: body.clone(),
             connections: args.connections,
             duration,
+            header,
         };
         post_load(load, use_wrk)
     };
+    let http = |base: &str, duration: Duration| load(base, &path, None, duration);
     http(&bare, warm).await?;
     let baseline = http(&bare, run).await?;
     http(&rig.base, warm).await?;
     let rss_before = rss_mib();
     let captures = http(&rig.base, run).await?;
     let rss_after = rss_mib();
+    load(&rig.base, &verified_path, Some(signature.clone()), warm).await?;
+    let verified = load(&rig.base, &verified_path, Some(signature), run).await?;
+    let valid: i64 = sqlx::query_scalar("SELECT count(*) FROM captures WHERE signature_verdict = 'valid'")
+        .fetch_one(&rig.pool)
+        .await?;
     let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM captures").fetch_one(&rig.pool).await?;
     let limit = storage_limit(rig, args.body_bytes, run).await?;
 
     println!("\nHTTP load from {client}; the storage limit from SQL inside PostgreSQL over the pool.");
     println!("\n| run | per s | p50 ms | p99 ms | failed |\n|---|---|---|---|---|");
-    for (name, r) in [("bare axum handler", &baseline), ("durable capture", &captures)] {
+    let runs = [
+        ("bare axum handler", &baseline),
+        ("durable capture", &captures),
+        ("durable capture, signature verified (github, HMAC-SHA256)", &verified),
+    ];
+    for (name, r) in runs {
         println!("| {name} | {:.0} | {:.2} | {:.2} | {} |", r.rate, r.p50, r.p99, r.failed);
     }
     println!("| raw SQL rows, {} per statement, 2 connections | {limit:.0} | | | |", STORAGE_BATCH);
@@ -199,6 +228,10 @@ async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
          {:.3} of the storage limit; captures reach {:.3} of the ceiling",
         ceiling / limit,
         captures.rate / ceiling
+    );
+    println!(
+        "verified / unverified capture ratio: {:.3} (target >= 0.95); {valid} verified captures stored valid",
+        verified.rate / captures.rate
     );
     println!("rows stored: {stored} (every acknowledged capture of warm-up and run: {})", stored as u64 >= captures.ok);
     let process = if use_wrk { "server and bare handler; wrk runs apart" } else { "server and load generator" };

@@ -131,6 +131,8 @@ pub struct ClosedLoop {
     pub body: Bytes,
     pub connections: usize,
     pub duration: Duration,
+    /// One more header on every request (a sender's signature).
+    pub header: Option<(String, String)>,
 }
 
 impl ClosedLoop {
@@ -140,19 +142,22 @@ impl ClosedLoop {
     }
 
     async fn run_here(self) -> Result<LoadResult, BoxError> {
-        let ClosedLoop { base, path, body, connections, duration } = self;
+        let ClosedLoop { base, path, body, connections, duration, header } = self;
+        let header: Option<Arc<(String, String)>> = header.map(Arc::new);
         let deadline = Instant::now() + duration;
         let started = Instant::now();
         let path: Arc<str> = path.into();
         let mut workers = Vec::new();
         for _ in 0..connections {
             let mut connection = Connection::open(&base).await?;
-            let (path, body) = (path.clone(), body.clone());
+            let (path, body, header) = (path.clone(), body.clone(), header.clone());
             workers.push(tokio::spawn(async move {
                 let (mut ok, mut failed, mut latencies) = (0u64, 0u64, Vec::with_capacity(100_000));
                 while Instant::now() < deadline {
                     let sent = Instant::now();
-                    match connection.send("POST", &path, &[("content-type", "application/json")], body.clone()).await {
+                    let mut headers = vec![("content-type", "application/json")];
+                    headers.extend(header.as_deref().map(|(n, v)| (n.as_str(), v.as_str())));
+                    match connection.send("POST", &path, &headers, body.clone()).await {
                         Ok((200, _)) => {
                             ok += 1;
                             latencies.push(sent.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);

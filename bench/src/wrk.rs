@@ -22,17 +22,24 @@ pub fn available() -> bool {
 }
 
 /// POSTs `body` to `url` over `connections` connections (2 threads) for `duration`.
-pub fn post(url: &str, body: &[u8], connections: usize, duration: Duration) -> Result<WrkResult, BoxError> {
+pub fn post(
+    url: &str,
+    body: &[u8],
+    header: Option<&(String, String)>,
+    connections: usize,
+    duration: Duration,
+) -> Result<WrkResult, BoxError> {
     let dir = std::env::temp_dir().join(format!("hookflow-wrk-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let body_file = dir.join("body.json");
     std::fs::write(&body_file, body)?;
     let script = dir.join("post.lua");
+    let extra = header.map(|(n, v)| format!("wrk.headers[\"{n}\"] = \"{v}\"\n")).unwrap_or_default();
     std::fs::write(
         &script,
         format!(
             "local f = io.open(\"{}\", \"rb\")\nwrk.method = \"POST\"\nwrk.body = f:read(\"*a\")\nf:close()\n\
-             wrk.headers[\"Content-Type\"] = \"application/json\"\n",
+             wrk.headers[\"Content-Type\"] = \"application/json\"\n{extra}",
             body_file.display()
         ),
     )?;

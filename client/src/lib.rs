@@ -9,9 +9,11 @@
 
 mod failure;
 mod resources;
+mod webhooks;
 
 pub use failure::{ApiFailure, Refused};
 pub use resources::*;
+pub use webhooks::Webhooks;
 
 use hookflow_shared::api::Page;
 use hookflow_shared::wire::header;

@@ -1,12 +1,12 @@
 //! The operations, one method each, grouped by resource. Ids are taken as anything that prints as one (a `Uuid`,
 //! or a `&str` a test holds); list queries as `(name, value)` pairs.
 
-use crate::{ApiFailure, Client, with_query};
+use crate::{ApiFailure, Client, Webhooks, with_query};
 use hookflow_shared::api::Page;
 use hookflow_shared::api::admin::{
     ApiKey, AuditEntry, CreateApiKey, CreatedApiKey, Organization, Permissions, UpdateOrganization,
 };
-use hookflow_shared::api::analytics::{ExecutionStats, MethodBreakdown, Overview, Volume};
+use hookflow_shared::api::analytics::{ExecutionStats, Overview};
 use hookflow_shared::api::catalog::{
     AssertionResults, EvaluateAssertions, EvaluateExtractor, Extracted, KindList, OperatorList,
 };
@@ -27,9 +27,6 @@ use hookflow_shared::api::resources::{PutSecret, PutValue, SecretInfo, Variable}
 use hookflow_shared::api::runners::{
     Complete, Heartbeat, HeartbeatReply, JobBatch, NextJob, RegisterRunner, Registered, ReportReply, Runner,
 };
-use hookflow_shared::api::webhooks::{
-    CapturedRequest, CreateWebhook, ReplayRequest, ReplayResult, SearchRequests, UpdateWebhook, Webhook,
-};
 use hookflow_shared::wire::{header, runner_route};
 use reqwest::Method;
 use std::fmt::Display;
@@ -48,7 +45,7 @@ impl Client {
     }
 
     pub fn webhooks(&self) -> Webhooks<'_> {
-        Webhooks(self)
+        Webhooks::of(self)
     }
 
     pub fn keys(&self) -> Keys<'_> {
@@ -216,83 +213,6 @@ impl Executions<'_> {
 
     pub async fn cancel(&self, flow: impl Display, execution: impl Display) -> Result<Execution, ApiFailure> {
         self.0.post_empty(&format!("/flows/{flow}/executions/{execution}/cancel")).await
-    }
-}
-
-/// `/webhooks`: endpoints, their captured requests, replays and analytics.
-#[derive(Debug, Clone, Copy)]
-pub struct Webhooks<'a>(&'a Client);
-
-impl Webhooks<'_> {
-    pub async fn create(&self, webhook: &CreateWebhook) -> Result<Webhook, ApiFailure> {
-        self.0.post("/webhooks", webhook).await
-    }
-
-    pub async fn list(&self, query: Query<'_>) -> Result<Page<Webhook>, ApiFailure> {
-        self.0.get(&with_query("/webhooks", query)).await
-    }
-
-    pub async fn get(&self, id: impl Display) -> Result<Webhook, ApiFailure> {
-        self.0.get(&format!("/webhooks/{id}")).await
-    }
-
-    pub async fn update(&self, id: impl Display, update: &UpdateWebhook) -> Result<Webhook, ApiFailure> {
-        self.0.patch(&format!("/webhooks/{id}"), update).await
-    }
-
-    pub async fn delete(&self, id: impl Display) -> Result<(), ApiFailure> {
-        self.0.delete(&format!("/webhooks/{id}")).await
-    }
-
-    pub async fn requests(&self, id: impl Display, query: Query<'_>) -> Result<Page<CapturedRequest>, ApiFailure> {
-        self.0.get(&with_query(&format!("/webhooks/{id}/requests"), query)).await
-    }
-
-    pub async fn request(&self, id: impl Display, request: impl Display) -> Result<CapturedRequest, ApiFailure> {
-        self.0.get(&format!("/webhooks/{id}/requests/{request}")).await
-    }
-
-    pub async fn delete_request(&self, id: impl Display, request: impl Display) -> Result<(), ApiFailure> {
-        self.0.delete(&format!("/webhooks/{id}/requests/{request}")).await
-    }
-
-    /// Deletes every captured request of the endpoint.
-    pub async fn clear_requests(&self, id: impl Display) -> Result<(), ApiFailure> {
-        self.0.delete(&format!("/webhooks/{id}/requests")).await
-    }
-
-    /// A captured request's body, byte for byte.
-    pub async fn body(&self, id: impl Display, request: impl Display) -> Result<bytes::Bytes, ApiFailure> {
-        let response =
-            self.0.send_raw(self.0.request(Method::GET, &format!("/webhooks/{id}/requests/{request}/body"))).await?;
-        response.bytes().await.map_err(ApiFailure::Transport)
-    }
-
-    /// `GET /webhooks/{id}/requests/export` (`format=ndjson|har`, `q=...`): the response, to stream or read.
-    pub async fn export(&self, id: impl Display, query: Query<'_>) -> Result<reqwest::Response, ApiFailure> {
-        let path = with_query(&format!("/webhooks/{id}/requests/export"), query);
-        self.0.send_raw(self.0.request(Method::GET, &path)).await
-    }
-
-    pub async fn search(&self, id: impl Display, search: &SearchRequests) -> Result<Page<CapturedRequest>, ApiFailure> {
-        self.0.post(&format!("/webhooks/{id}/requests/search"), search).await
-    }
-
-    pub async fn replay(
-        &self,
-        id: impl Display,
-        request: impl Display,
-        replay: &ReplayRequest,
-    ) -> Result<ReplayResult, ApiFailure> {
-        self.0.post(&format!("/webhooks/{id}/requests/{request}/replay"), replay).await
-    }
-
-    pub async fn volume(&self, id: impl Display, query: Query<'_>) -> Result<Volume, ApiFailure> {
-        self.0.get(&with_query(&format!("/webhooks/{id}/analytics/volume"), query)).await
-    }
-
-    pub async fn methods(&self, id: impl Display, query: Query<'_>) -> Result<MethodBreakdown, ApiFailure> {
-        self.0.get(&with_query(&format!("/webhooks/{id}/analytics/methods"), query)).await
     }
 }
 

@@ -215,6 +215,8 @@ impl AppState {
             allowances: allowances.clone(),
             trusted_proxies: settings.trusted_proxies.clone(),
             max_rate_per_s: settings.max_capture_rate_per_s,
+            master_key: settings.master_key.clone(),
+            capture_url: settings.capture_url.clone(),
         });
         Self(Arc::new(Inner {
             capture,
@@ -275,6 +277,8 @@ impl AppState {
             Ok(keys) => {
                 self.settings.master_key.replace(keys.current, keys.previous);
                 self.auth.signing.forget();
+                // Verification secrets no key opened may open now.
+                self.capture.endpoints.clear();
                 tracing::info!(version = self.settings.master_key.current_version(), "master keys reloaded");
             }
             Err(e) => tracing::error!(error = %e, "the master key file cannot be read; keeping the keys in memory"),

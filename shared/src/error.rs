@@ -25,12 +25,15 @@ pub enum ErrorCode {
     QuotaExceeded,
     Unavailable,
     Internal,
+    /// The capture URL of an endpoint in `enforce` mode refused a request whose signature is invalid, missing or a
+    /// duplicate (the capture is still stored, with its verdict).
+    SignatureInvalid,
 }
 
 impl ErrorCode {
     pub fn status(self) -> u16 {
         match self {
-            ErrorCode::Unauthorized => 401,
+            ErrorCode::Unauthorized | ErrorCode::SignatureInvalid => 401,
             ErrorCode::OrganizationRequired | ErrorCode::InvalidRequest => 400,
             ErrorCode::OrganizationMismatch
             | ErrorCode::InsufficientScope
@@ -66,6 +69,7 @@ impl ErrorCode {
             ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
+            ErrorCode::SignatureInvalid => "signature_invalid",
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod proxy;
 pub mod runner;
 pub mod scratch;
 pub mod server;
+pub mod signers;
 pub mod sse;
 pub mod target;
 

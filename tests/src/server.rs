@@ -48,7 +48,12 @@ pub struct ServerProcess {
     pub key: String,
     pub database_url: String,
     data: std::path::PathBuf,
+    /// Every line the server wrote after starting (the last 20,000), for tests that look for what must not be there.
+    output: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
 }
+
+/// Lines of output a server process keeps for [`ServerProcess::output`].
+const KEPT_LINES: usize = 20_000;
 
 impl ServerProcess {
     /// Starts `binary` (the server under test) on 127.0.0.1 port 0 with no embedded runner nor metrics listener,
@@ -71,16 +76,31 @@ impl ServerProcess {
             .chars()
             .take_while(|c| !c.is_whitespace())
             .collect();
+        let output = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+        let keep = |output: &std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>, line: &str| {
+            let mut lines = output.lock().expect("output");
+            if lines.len() == KEPT_LINES {
+                lines.pop_front();
+            }
+            lines.push_back(line.to_owned());
+        };
+        let kept = output.clone();
         // The server's warnings and errors go to the test's output (shown when it fails).
         tokio::spawn(async move {
             while let Ok(Some(line)) = err.next_line().await {
                 if line.contains("WARN") || line.contains("ERROR") {
                     eprintln!("server: {line}");
                 }
+                keep(&kept, &line);
             }
         });
-        tokio::spawn(async move { while let Ok(Some(_)) = out.next_line().await {} });
-        Self { child, base: format!("http://{address}"), address, org, key, database_url, data }
+        let kept = output.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = out.next_line().await {
+                keep(&kept, &line);
+            }
+        });
+        Self { child, base: format!("http://{address}"), address, org, key, database_url, data, output }
     }
 
     /// POSTs `body` to `path` as organization `org` with `key`; the JSON answer.
@@ -122,6 +142,11 @@ impl ServerProcess {
         let key =
             self.operator(binary, &["keys", "create", "--org", &org, "--scopes", "webhooks:read,webhooks:write"]).await;
         (org, field(&key, "key:"))
+    }
+
+    /// What the server wrote so far (stdout and stderr, after its start-up lines).
+    pub fn output(&self) -> String {
+        self.output.lock().expect("output").iter().map(String::as_str).collect::<Vec<_>>().join("\n")
     }
 
     /// The process's peak resident memory so far (`VmHWM`), in bytes.

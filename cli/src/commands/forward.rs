@@ -161,6 +161,7 @@ mod tests {
             body_sha256: String::new(),
             source_ip: "127.0.0.1".into(),
             received_at: Timestamp::now(),
+            signature: hookflow_shared::api::signatures::Signature::unverified(),
             body_truncated: false,
         }
     }

@@ -111,7 +111,14 @@ where
 pub async fn run(api: &Api, command: WebhooksCommand, style: Style) -> Result<(), CliError> {
     match command {
         WebhooksCommand::Create { name, description, max_body_bytes, json } => {
-            let body = CreateWebhook { name, description, max_body_bytes, retention: None, response: None };
+            let body = CreateWebhook {
+                name,
+                description,
+                max_body_bytes,
+                retention: None,
+                response: None,
+                verification: None,
+            };
             let webhook: Webhook = api.client().webhooks().create(&body).await.map_err(|e| api.error(e))?;
             if json {
                 print_json(&webhook);

@@ -113,8 +113,9 @@ async fn volume(
 ) -> ApiResult<Json<Volume>> {
     ensure_exists(&app, caller.org_id, id).await?;
     let series = Series::new(&window, bucket)?;
-    let rows: Vec<(DateTime<Utc>, i64)> = sqlx::query_as(
-        "SELECT date_trunc($3, minute, 'UTC') AS t, sum(count)::bigint FROM capture_counts
+    let rows: Vec<(DateTime<Utc>, i64, i64, i64)> = sqlx::query_as(
+        "SELECT date_trunc($3, minute, 'UTC') AS t, sum(count)::bigint, sum(valid)::bigint, sum(invalid)::bigint
+         FROM capture_counts
          WHERE webhook_id = $1 AND organization_id = $2 AND minute >= $4 AND minute < $5 GROUP BY 1",
     )
     .bind(id)
@@ -124,11 +125,15 @@ async fn volume(
     .bind(series.to)
     .fetch_all(&app.pool)
     .await?;
-    let counts: HashMap<DateTime<Utc>, i64> = rows.into_iter().collect();
+    let counts: HashMap<DateTime<Utc>, (i64, i64, i64)> =
+        rows.into_iter().map(|(t, count, valid, invalid)| (t, (count, valid, invalid))).collect();
     let points: Vec<VolumePoint> = series
         .starts
         .iter()
-        .map(|t| VolumePoint { t: (*t).into(), count: counts.get(t).copied().unwrap_or(0) })
+        .map(|t| {
+            let (count, valid, invalid) = counts.get(t).copied().unwrap_or_default();
+            VolumePoint { t: (*t).into(), count, valid, invalid }
+        })
         .collect();
     let total = points.iter().map(|p| p.count).sum();
     Ok(Json(Volume { bucket: series.bucket, from: series.from.into(), to: series.to.into(), total, points }))

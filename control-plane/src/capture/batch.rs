@@ -3,6 +3,7 @@
 //! savepoints until the refused rows stand alone, and only they are answered `Rejected`.
 
 use chrono::{DateTime, Utc};
+use hookflow_shared::api::signatures::{SignatureScheme, Verdict};
 use uuid::Uuid;
 
 /// A request to store.
@@ -23,6 +24,25 @@ pub struct CaptureRecord {
     pub body_utf8: bool,
     pub source_ip: String,
     pub received_at: DateTime<Utc>,
+    /// The signature's verdict, computed before the capture was queued.
+    pub signature: CaptureSignature,
+}
+
+/// A capture's signature verdict as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureSignature {
+    pub verdict: Verdict,
+    pub scheme: Option<SignatureScheme>,
+    pub reason: Option<String>,
+    pub secret_index: Option<u8>,
+    /// Standard Webhooks' `webhook-id` of a validly signed capture (the next one with this id is a duplicate).
+    pub message_id: Option<String>,
+}
+
+impl CaptureSignature {
+    pub fn unverified() -> Self {
+        Self { verdict: Verdict::Unverified, scheme: None, reason: None, secret_index: None, message_id: None }
+    }
 }
 
 /// What became of a capture.
@@ -43,15 +63,18 @@ pub enum Outcome {
 const WRITE_BATCH: &str = "
 WITH input AS (
     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
-                         $8::text[], $9::text[], $10::bytea[], $11::bytea[], $12::bool[], $13::text[], $14::timestamptz[])
-        AS u(id, org, webhook, method, path, qs, query, headers, ct, body, sha, utf8, ip, at)
+                         $8::text[], $9::text[], $10::bytea[], $11::bytea[], $12::bool[], $13::text[], $14::timestamptz[],
+                         $16::text[], $17::text[], $18::text[], $19::int2[], $20::text[])
+        AS u(id, org, webhook, method, path, qs, query, headers, ct, body, sha, utf8, ip, at,
+             verdict, scheme, reason, secret_index, message_id)
 ), stored AS (
     INSERT INTO captures (id, organization_id, webhook_id, method, path, query_string, query, headers, content_type,
-                          body, body_size, body_sha256, body_utf8, source_ip, received_at)
+                          body, body_size, body_sha256, body_utf8, source_ip, received_at, signature_verdict,
+                          signature_scheme, signature_reason, signature_secret_index, signature_message_id)
     SELECT u.id, u.org, u.webhook, u.method, u.path, u.qs, u.query::jsonb, u.headers::jsonb, u.ct, u.body,
-           length(u.body), u.sha, u.utf8, u.ip, u.at
+           length(u.body), u.sha, u.utf8, u.ip, u.at, u.verdict, u.scheme, u.reason, u.secret_index, u.message_id
     FROM input u JOIN webhooks w ON w.id = u.webhook
-    RETURNING id, organization_id, webhook_id, method, received_at
+    RETURNING id, organization_id, webhook_id, method, received_at, signature_verdict
 ), endpoints AS (
     INSERT INTO webhook_counters AS c (webhook_id, slot, stored, last_request_at)
     SELECT webhook_id, $15, count(*), max(received_at) FROM stored GROUP BY webhook_id
@@ -59,10 +82,12 @@ WITH input AS (
         last_request_at = GREATEST(c.last_request_at, EXCLUDED.last_request_at)
     RETURNING c.webhook_id
 ), counters AS (
-    INSERT INTO capture_counts AS c (webhook_id, organization_id, minute, method, slot, count)
-    SELECT webhook_id, organization_id, date_trunc('minute', received_at, 'UTC'), method, $15, count(*)
+    INSERT INTO capture_counts AS c (webhook_id, organization_id, minute, method, slot, count, valid, invalid)
+    SELECT webhook_id, organization_id, date_trunc('minute', received_at, 'UTC'), method, $15, count(*),
+           count(*) FILTER (WHERE signature_verdict = 'valid'), count(*) FILTER (WHERE signature_verdict = 'invalid')
     FROM stored GROUP BY 1, 2, 3, 4
-    ON CONFLICT (webhook_id, minute, method, slot) DO UPDATE SET count = c.count + EXCLUDED.count
+    ON CONFLICT (webhook_id, minute, method, slot) DO UPDATE SET count = c.count + EXCLUDED.count,
+        valid = c.valid + EXCLUDED.valid, invalid = c.invalid + EXCLUDED.invalid
 ), notified AS (
     SELECT pg_notify('hookflow_captures', e.webhook_id::text) FROM endpoints e
     WHERE EXISTS (SELECT 1 FROM capture_watchers cw
@@ -160,4 +185,9 @@ fn bind<'q>(
         .bind(records.iter().map(|r| r.source_ip.as_str()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.received_at).collect::<Vec<_>>())
         .bind(slot)
+        .bind(records.iter().map(|r| r.signature.verdict.as_str()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.signature.scheme.map(|s| s.as_str())).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.signature.reason.as_deref()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.signature.secret_index.map(i16::from)).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.signature.message_id.as_deref()).collect::<Vec<_>>())
 }

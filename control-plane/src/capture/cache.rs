@@ -9,7 +9,10 @@
 //! ids pushes out older unknown ids, never the recent ones, and never the known endpoints).
 
 use crate::cache::BoundedCache;
+use crate::capture::signing::EndpointVerification;
+use crate::crypto::{MasterKey, Sealed};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use hookflow_shared::api::signatures::Verification;
 use hookflow_shared::api::webhooks::CustomResponse;
 use sqlx::PgPool;
 use std::num::NonZeroU32;
@@ -34,6 +37,8 @@ pub struct Endpoint {
     pub org_id: Uuid,
     pub max_body_bytes: usize,
     pub response: Option<CustomResponse>,
+    /// How its senders sign, when it verifies signatures.
+    pub verification: Option<EndpointVerification>,
     limiter: DefaultDirectRateLimiter,
 }
 
@@ -73,7 +78,29 @@ impl Default for EndpointCache {
     }
 }
 
-type EndpointRow = (Uuid, i64, Option<sqlx::types::Json<CustomResponse>>, i32);
+#[derive(sqlx::FromRow)]
+struct EndpointRow {
+    organization_id: Uuid,
+    max_body_bytes: i64,
+    response: Option<sqlx::types::Json<CustomResponse>>,
+    rate: i32,
+    verification: Option<sqlx::types::Json<Verification>>,
+    verification_secrets: Option<Vec<u8>>,
+    verification_nonce: Option<Vec<u8>>,
+    verification_key_version: Option<i32>,
+}
+
+impl EndpointRow {
+    fn verification(&self, master: &MasterKey, id: Uuid) -> Option<EndpointVerification> {
+        let stored = self.verification.as_ref()?;
+        let sealed = Sealed {
+            ciphertext: self.verification_secrets.clone()?,
+            nonce: self.verification_nonce.clone()?,
+            key_version: self.verification_key_version?,
+        };
+        Some(EndpointVerification::open(master, self.organization_id, id, stored, &sealed))
+    }
+}
 
 impl EndpointCache {
     /// What memory knows of `id`.
@@ -84,8 +111,15 @@ impl EndpointCache {
         if self.unknown.contains(&id) { Lookup::Unknown } else { Lookup::Miss }
     }
 
-    /// Reads `id` from the database into memory; capture rates above `max_rate` are held to it.
-    pub async fn load(&self, pool: &PgPool, id: Uuid, max_rate: i32) -> Result<Option<Arc<Endpoint>>, sqlx::Error> {
+    /// Reads `id` from the database into memory (opening its verification secrets with `master`); capture rates
+    /// above `max_rate` are held to it.
+    pub async fn load(
+        &self,
+        pool: &PgPool,
+        master: &MasterKey,
+        id: Uuid,
+        max_rate: i32,
+    ) -> Result<Option<Arc<Endpoint>>, sqlx::Error> {
         let _turn = self.loads.acquire().await.map_err(|_| sqlx::Error::PoolClosed)?;
         match self.lookup(id) {
             Lookup::Known(endpoint) => return Ok(Some(endpoint)),
@@ -93,23 +127,27 @@ impl EndpointCache {
             Lookup::Miss => {}
         }
         let row: Option<EndpointRow> = sqlx::query_as(
-            "SELECT w.organization_id, COALESCE(w.max_body_bytes, o.default_max_body_bytes), w.response,
-                    o.capture_rate_limit_per_s
+            "SELECT w.organization_id, COALESCE(w.max_body_bytes, o.default_max_body_bytes) AS max_body_bytes,
+                    w.response, o.capture_rate_limit_per_s AS rate, w.verification, w.verification_secrets,
+                    w.verification_nonce, w.verification_key_version
              FROM webhooks w JOIN organizations o ON o.id = w.organization_id WHERE w.id = $1",
         )
         .bind(id)
         .fetch_optional(pool)
         .await?;
-        let Some((org_id, max_body_bytes, response, rate)) = row else {
+        let Some(row) = row else {
             self.unknown.insert(id, ());
             return Ok(None);
         };
+        let verification = row.verification(master, id);
+        let EndpointRow { organization_id: org_id, max_body_bytes, response, rate, .. } = row;
         let rate = u32::try_from(rate.min(max_rate)).ok().and_then(NonZeroU32::new).unwrap_or(NonZeroU32::MIN);
         let endpoint = Arc::new(Endpoint {
             id,
             org_id,
             max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(0),
             response: response.map(|r| r.0),
+            verification,
             limiter: RateLimiter::direct(Quota::per_second(rate)),
         });
         self.unknown.remove(&id);

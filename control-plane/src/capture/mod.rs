@@ -7,18 +7,23 @@ pub mod batch;
 pub mod cache;
 pub mod hub;
 pub mod row;
+pub mod signing;
 pub mod writer;
 
+use crate::crypto::MasterKey;
 use crate::db::byte_budget::{Reservation, SMALL_WRITE};
 use crate::error::{ApiError, ApiResult, to_json_string};
 use crate::http::client_address::TrustedProxies;
 use crate::http::limits::Allowances;
 use crate::http::raw_head::{HeadQueue, RequestNumber};
+use crate::signature::Message;
 use axum::Extension;
 use axum::extract::{ConnectInfo, FromRef, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use batch::CaptureSignature;
 use cache::{Endpoint, EndpointCache, Lookup};
+use hookflow_shared::api::signatures::{Verdict, VerificationMode};
 use hookflow_shared::api::webhooks::{CaptureReceipt, CustomResponse};
 use hookflow_shared::{ErrorCode, Timestamp};
 use sha2::{Digest, Sha256};
@@ -47,6 +52,10 @@ pub struct CaptureInner {
     pub trusted_proxies: TrustedProxies,
     /// The highest capture rate limit an organization may set for its endpoints.
     pub max_rate_per_s: i32,
+    /// Opens the endpoints' sealed verification secrets.
+    pub master_key: MasterKey,
+    /// Base URL of capture URLs (`--capture-url`), the URL some schemes sign.
+    pub capture_url: String,
 }
 
 impl Capture {
@@ -83,6 +92,8 @@ where
         content = Option<hookflow_shared::api::documents::RawBody>, content_type = "application/octet-stream"),
     responses((status = 200, description = "Stored; the receipt, or the endpoint's custom response", body = CaptureReceipt),
         (status = 400, description = "The database refused this capture (its neighbours are stored)"),
+        (status = 401, description = "The endpoint enforces signatures and this one is invalid, missing or a \
+            duplicate (`signature_invalid`; the capture is stored)"),
         (status = 404), (status = 405), (status = 413), (status = 429), (status = 503),
         (status = "default", description = "The endpoint's custom response: the status (200 to 599, not 3xx), \
             headers and body it sets")),
@@ -134,7 +145,11 @@ async fn capture_inner(
             // Every id memory does not know costs a query: a budget per address keeps floods off the database.
             capture.allowances.unknown_capture(crate::http::client_address::budget_key(peer.ip()))?;
             let max_rate = capture.max_rate_per_s;
-            capture.endpoints.load(&capture.pool, id, max_rate).await?.ok_or_else(|| ApiError::not_found("webhook"))?
+            capture
+                .endpoints
+                .load(&capture.pool, &capture.master_key, id, max_rate)
+                .await?
+                .ok_or_else(|| ApiError::not_found("webhook"))?
         }
     };
     if let Err(wait) = endpoint.check_rate() {
@@ -149,15 +164,46 @@ async fn capture_inner(
         .and_then(|(queue, number)| queue.take(number, parts.method.as_str(), target))
         .map(|head| head.headers)
         .unwrap_or_else(|| hookflow_runner::outbound::header_pairs(&parts.headers));
+    let signature = match &endpoint.verification {
+        None => CaptureSignature::unverified(),
+        Some(verification) => {
+            let url = signed_url(&capture.capture_url, id, path, parts.uri.query().unwrap_or_default());
+            let message = Message { headers: &headers, body: &body, url: &url, received_at };
+            verification.judge(&capture.pool, id, message).await
+        }
+    };
+    let refusal = refuses(&endpoint, &signature);
     let request = Captured { parts: &parts, path, headers: &headers, body, peer, received_at };
-    match capture.writer.store(request.record(&endpoint)?, room).await {
-        Outcome::Stored(request_id) => Ok(receipt(&endpoint, request_id, received_at)),
+    match capture.writer.store(request.record(&endpoint, signature)?, room).await {
+        Outcome::Stored(request_id) => match refusal {
+            Some(refused) => Err(refused),
+            None => Ok(receipt(&endpoint, request_id, received_at)),
+        },
         Outcome::EndpointGone => Err(ApiError::not_found("webhook")),
         Outcome::Rejected => {
             Err(ApiError::invalid("this capture holds a value the database cannot store; nothing was kept"))
         }
         Outcome::Failed => Err(ApiError::unavailable()),
     }
+}
+
+/// The URL the sender called, as Twilio and Square sign it: the capture URL, the path, then the query.
+pub fn signed_url(capture_base: &str, id: Uuid, path: &str, query: &str) -> String {
+    if query.is_empty() {
+        format!("{capture_base}/webhook/{id}{path}")
+    } else {
+        format!("{capture_base}/webhook/{id}{path}?{query}")
+    }
+}
+
+/// The 401 an `enforce` endpoint answers (after storing) when the signature is invalid, missing or a duplicate.
+fn refuses(endpoint: &Endpoint, signature: &CaptureSignature) -> Option<ApiError> {
+    let enforced = endpoint.verification.as_ref().is_some_and(|v| v.mode == VerificationMode::Enforce);
+    let refused = matches!(signature.verdict, Verdict::Invalid | Verdict::Missing | Verdict::Duplicate);
+    (enforced && refused).then(|| {
+        let reason = signature.reason.clone().unwrap_or_else(|| format!("signature {}", signature.verdict.as_str()));
+        ApiError::new(ErrorCode::SignatureInvalid, reason)
+    })
 }
 
 /// Reads the body within the endpoint's limit (a declared length over it is refused before reading), holding room
@@ -240,7 +286,7 @@ struct Captured<'a> {
 }
 
 impl Captured<'_> {
-    fn record(self, endpoint: &Endpoint) -> ApiResult<CaptureRecord> {
+    fn record(self, endpoint: &Endpoint, signature: CaptureSignature) -> ApiResult<CaptureRecord> {
         let query_string = self.parts.uri.query().unwrap_or_default().to_owned();
         let mut query: BTreeMap<String, Vec<String>> = BTreeMap::new();
         // The decoded view cannot hold U+0000 (PostgreSQL refuses it): it reads U+FFFD there, while
@@ -265,6 +311,7 @@ impl Captured<'_> {
             body: self.body,
             source_ip: self.peer.ip().to_string(),
             received_at: self.received_at,
+            signature,
         })
     }
 }

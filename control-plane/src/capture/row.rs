@@ -4,6 +4,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use chrono::{DateTime, Utc};
+use hookflow_shared::api::signatures::{Signature, SignatureScheme, Verdict};
 use hookflow_shared::api::webhooks::{BodyEncoding, CapturedRequest};
 use sqlx::types::Json;
 use std::collections::BTreeMap;
@@ -14,10 +15,12 @@ pub const INLINE_BODY_LIMIT: i32 = 64 * 1024;
 
 /// Capture columns with the body inline only up to `INLINE_BODY_LIMIT`.
 pub const CAPTURE_COLUMNS_INLINE: &str = "id, webhook_id, method, path, query_string, query, headers, content_type,
-     CASE WHEN body_size <= 65536 THEN body END AS body, body_size, body_sha256, body_utf8, source_ip, received_at";
+     CASE WHEN body_size <= 65536 THEN body END AS body, body_size, body_sha256, body_utf8, source_ip, received_at,
+     signature_verdict, signature_scheme, signature_reason, signature_secret_index";
 /// Capture columns with the whole body.
 pub const CAPTURE_COLUMNS_FULL: &str = "id, webhook_id, method, path, query_string, query, headers, content_type,
-     body, body_size, body_sha256, body_utf8, source_ip, received_at";
+     body, body_size, body_sha256, body_utf8, source_ip, received_at,
+     signature_verdict, signature_scheme, signature_reason, signature_secret_index";
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct CaptureRow {
@@ -35,14 +38,32 @@ pub struct CaptureRow {
     pub body_utf8: bool,
     pub source_ip: String,
     pub received_at: DateTime<Utc>,
+    pub signature_verdict: String,
+    pub signature_scheme: Option<String>,
+    pub signature_reason: Option<String>,
+    pub signature_secret_index: Option<i16>,
+}
+
+impl CaptureRow {
+    /// The stored verdict (values the column's check admits; anything else reads `unverified`).
+    pub fn signature(&self) -> Signature {
+        Signature {
+            verdict: Verdict::parse(&self.signature_verdict).unwrap_or(Verdict::Unverified),
+            scheme: self.signature_scheme.as_deref().and_then(SignatureScheme::parse),
+            reason: self.signature_reason.clone(),
+            secret_index: self.signature_secret_index.and_then(|i| u8::try_from(i).ok()),
+        }
+    }
 }
 
 impl From<CaptureRow> for CapturedRequest {
     fn from(row: CaptureRow) -> Self {
         let encoding = if row.body_utf8 { BodyEncoding::Utf8 } else { BodyEncoding::Base64 };
         let truncated = row.body.is_none();
+        let signature = row.signature();
         let body = row.body.map(|bytes| encode_body(bytes, encoding));
         CapturedRequest {
+            signature,
             id: row.id,
             webhook_id: row.webhook_id,
             method: row.method,

@@ -18,6 +18,10 @@ pub struct VolumePoint {
     /// Start of the bucket.
     pub t: Timestamp,
     pub count: i64,
+    /// Captures whose signature verified.
+    pub valid: i64,
+    /// Captures whose signature did not verify (the `invalid` verdict only: not `missing`).
+    pub invalid: i64,
 }
 
 /// `GET /webhooks/{id}/analytics/volume`.

@@ -73,7 +73,7 @@ impl PartialSchema for HarDocument {
         let log = ObjectBuilder::new()
             .schema_type(Type::Object)
             .additional_properties(Some(AdditionalProperties::FreeForm(true)))
-            .description(Some("HAR 1.2 `log`: `version`, `creator` and one entry per capture."));
+            .description(Some("HAR 1.2 `log`: `version`, `creator` and one entry per capture (its `_signature` is the capture's `signature`)."));
         ObjectBuilder::new().schema_type(Type::Object).property("log", log).required("log").into()
     }
 }

@@ -3,6 +3,7 @@
 use crate::Timestamp;
 use crate::api::admin::Retention;
 use crate::api::patch::Patch;
+use crate::api::signatures::{Signature, Verification, VerificationSettings};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -36,6 +37,8 @@ pub struct CreateWebhook {
     pub max_body_bytes: Option<i64>,
     pub retention: Option<Retention>,
     pub response: Option<CustomResponse>,
+    /// Verify every capture's signature (docs/signatures.md describes each scheme).
+    pub verification: Option<VerificationSettings>,
 }
 
 /// `PATCH /webhooks/{id}`: absent fields stay; `null` resets a field to its default.
@@ -56,6 +59,10 @@ pub struct UpdateWebhook {
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<CustomResponse>)]
     pub response: Patch<CustomResponse>,
+    /// New verification settings (secrets included: they replace the stored ones); `null` removes verification.
+    #[serde(default, skip_serializing_if = "Patch::is_keep")]
+    #[schema(value_type = Option<VerificationSettings>)]
+    pub verification: Patch<VerificationSettings>,
 }
 
 /// A webhook endpoint. `max_body_bytes` and `retention` are the effective values (the organization's defaults
@@ -68,6 +75,8 @@ pub struct Webhook {
     pub max_body_bytes: i64,
     pub retention: Retention,
     pub response: Option<CustomResponse>,
+    /// How captures' signatures are verified (never with the secrets), or `null`.
+    pub verification: Option<Verification>,
     /// Where senders send: `<public base URL>/webhook/<id>` (any sub-path too).
     pub capture_url: String,
     pub request_count: i64,
@@ -114,6 +123,8 @@ pub struct CapturedRequest {
     pub body_sha256: String,
     pub source_ip: String,
     pub received_at: Timestamp,
+    /// Whether the sender proved who it is (`unverified` when the endpoint verifies nothing).
+    pub signature: Signature,
     /// Present and true when the body was left out for size (lists and streams carry bodies up to 64 KiB).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub body_truncated: bool,
@@ -177,6 +188,8 @@ pub struct SearchFilter {
     pub min_size: Option<i64>,
     pub max_size: Option<i64>,
     pub source_ip: Option<String>,
+    /// Captures with any of these signature verdicts.
+    pub signatures: Option<Vec<crate::api::signatures::Verdict>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
@@ -209,7 +222,8 @@ pub struct SearchSort {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequests {
-    /// AND-ed `field:value` terms over method, path, header.<name>, query.<name>, body, content_type, ip;
+    /// AND-ed `field:value` terms over method, path, header.<name>, query.<name>, body, content_type, ip,
+    /// signature (a verdict: `signature:invalid`);
     /// `-` negates a term, quotes allow spaces: `method:POST header.x-github-event:push -body:"dry run"`.
     pub q: Option<String>,
     #[serde(default)]

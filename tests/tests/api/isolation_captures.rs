@@ -59,6 +59,7 @@ fn record(org_id: Uuid, webhook_id: Uuid, query_json: &str) -> CaptureRecord {
         body_utf8: true,
         source_ip: "127.0.0.1".into(),
         received_at: Utc::now(),
+        signature: hookflow_control_plane::capture::batch::CaptureSignature::unverified(),
     }
 }
 

@@ -3,9 +3,12 @@
 
 /// The runner daemon built from the runner crate's `main.rs` (this package's `hookflow-runner-under-test`).
 pub const RUNNER: &str = env!("CARGO_BIN_EXE_hookflow-runner-under-test");
+/// The server built from its own `main.rs` (this package's `hookflow-server-under-test`).
+pub const SERVER: &str = env!("CARGO_BIN_EXE_hookflow-server-under-test");
 
 mod analytics;
 mod app_browser;
+mod app_signatures;
 mod auth;
 mod capture;
 mod catalog;
@@ -48,6 +51,8 @@ mod queue_at_scale;
 mod queue_batching;
 mod resources;
 mod runner_e2e;
+mod signatures;
+mod signatures_endpoint;
 mod startup;
 mod stream;
 mod webhooks;

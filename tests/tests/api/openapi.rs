@@ -50,6 +50,7 @@ const IMPLEMENTED: &[&str] = &[
     "DELETE /webhooks/{id}/requests/{request_id}",
     "DELETE /webhooks/{id}/requests",
     "POST /webhooks/{id}/requests/{request_id}/replay",
+    "POST /webhooks/{id}/requests/{request_id}/verify",
     "GET /webhooks/{id}/requests/export",
     "GET /webhooks/{id}/analytics/volume",
     "GET /webhooks/{id}/analytics/methods",

@@ -36,7 +36,7 @@ macro_rules! asset {
 pub static INDEX: &Asset = &ASSETS[0];
 
 /// Every file of the app.
-pub static ASSETS: [Asset; 21] = [
+pub static ASSETS: [Asset; 22] = [
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("app.css", "text/css; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),
@@ -50,6 +50,7 @@ pub static ASSETS: [Asset; 21] = [
     asset!("js/pages/webhooks.js", JS),
     asset!("js/pages/inspector.js", JS),
     asset!("js/pages/capture_detail.js", JS),
+    asset!("js/pages/signature.js", JS),
     asset!("js/pages/flows.js", JS),
     asset!("js/pages/flow.js", JS),
     asset!("js/pages/execution.js", JS),

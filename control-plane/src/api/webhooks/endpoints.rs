@@ -4,6 +4,7 @@
 use crate::api::admin::organization::MAX_BODY_BYTES_LIMIT;
 use crate::api::context::Ctx;
 use crate::api::webhooks::model::{WEBHOOK_COLUMNS, WebhookRow};
+use crate::api::webhooks::verification;
 use crate::auth::scope;
 use crate::db::owned::{self, Owned};
 use crate::db::update::Update;
@@ -113,6 +114,7 @@ async fn create_webhook(
     check_body_limit(body.max_body_bytes)?;
     check_retention(body.retention.as_ref())?;
     check_response(body.response.as_ref())?;
+    verification::check(body.verification.as_ref())?;
     let id = Uuid::new_v4();
     let mut tx = app.pool.begin().await?;
     sqlx::query(
@@ -129,6 +131,11 @@ async fn create_webhook(
     .bind(body.response.map(sqlx::types::Json))
     .execute(&mut *tx)
     .await?;
+    if let Some(settings) = &body.verification {
+        let writer =
+            verification::Writer { master: &app.settings.master_key, org_id: caller.org_id, actor: &caller.actor };
+        verification::store(&mut tx, writer, id, Some(settings)).await?;
+    }
     announce_change(&mut tx, id).await?;
     let row = fetch(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
@@ -175,6 +182,7 @@ async fn update_webhook(
     check_body_limit(body.max_body_bytes.value().copied())?;
     check_retention(body.retention.value())?;
     check_response(body.response.value())?;
+    verification::check(body.verification.value())?;
     // A retention replaces both of its limits; `null` clears both.
     let (max_age_days, max_requests) = match body.retention {
         Patch::Keep => (Patch::Keep, Patch::Keep),
@@ -194,6 +202,11 @@ async fn update_webhook(
         .await?;
     if updated == 0 {
         return Err(ApiError::not_found("webhook"));
+    }
+    if !body.verification.is_keep() {
+        let writer =
+            verification::Writer { master: &app.settings.master_key, org_id: caller.org_id, actor: &caller.actor };
+        verification::store(&mut tx, writer, id, body.verification.value()).await?;
     }
     announce_change(&mut tx, id).await?;
     let row = fetch(&mut tx, caller.org_id, id).await?;

@@ -200,5 +200,7 @@ fn har_entry(base: &str, capture: CapturedRequest) -> serde_json::Value {
         "cache": {},
         "timings": {"send": 0, "wait": 0, "receive": 0},
         "comment": format!("hookflow capture {}", capture.id),
+        // A custom field (HAR allows names starting with `_`): the signature verdict.
+        "_signature": capture.signature,
     })
 }

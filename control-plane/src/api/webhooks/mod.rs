@@ -8,6 +8,8 @@ pub mod replay;
 pub mod requests;
 pub mod search;
 pub mod stream;
+pub mod verification;
+pub mod verify;
 
 use crate::state::AppState;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -21,5 +23,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(requests::get_request, requests::delete_request))
         .routes(routes!(requests::get_request_body))
         .routes(routes!(replay::replay_request))
+        .routes(routes!(verify::verify_request))
         .routes(routes!(stream::stream_requests))
 }

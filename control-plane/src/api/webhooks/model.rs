@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::admin::Retention;
+use hookflow_shared::api::signatures::Verification;
 use hookflow_shared::api::webhooks::{CustomResponse, Webhook};
 use sqlx::types::Json;
 use uuid::Uuid;
@@ -11,7 +12,7 @@ use uuid::Uuid;
 pub const WEBHOOK_COLUMNS: &str =
     "w.id, w.name, w.description, COALESCE(w.max_body_bytes, o.default_max_body_bytes) AS max_body_bytes,
      COALESCE(w.max_age_days, o.default_max_age_days) AS max_age_days,
-     COALESCE(w.max_requests, o.default_max_requests) AS max_requests, w.response,
+     COALESCE(w.max_requests, o.default_max_requests) AS max_requests, w.response, w.verification,
      (SELECT COALESCE(sum(c.stored), 0)::bigint FROM webhook_counters c WHERE c.webhook_id = w.id) AS request_count,
      (SELECT max(c.last_request_at) FROM webhook_counters c WHERE c.webhook_id = w.id) AS last_request_at,
      w.created_at, w.updated_at";
@@ -25,6 +26,7 @@ pub struct WebhookRow {
     pub max_age_days: Option<i32>,
     pub max_requests: Option<i64>,
     pub response: Option<Json<CustomResponse>>,
+    pub verification: Option<Json<Verification>>,
     pub request_count: i64,
     pub last_request_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
@@ -41,6 +43,7 @@ impl WebhookRow {
             max_body_bytes: self.max_body_bytes,
             retention: Retention { max_age_days: self.max_age_days, max_requests: self.max_requests },
             response: self.response.map(|r| r.0),
+            verification: self.verification.map(|v| v.0),
             request_count: self.request_count,
             last_request_at: self.last_request_at.map(Into::into),
             created_at: self.created_at.into(),

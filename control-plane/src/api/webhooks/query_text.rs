@@ -1,5 +1,6 @@
 //! The `q` search syntax: AND-ed `field:value` terms, `-` to negate, double quotes for values with spaces.
-//! Fields: method, path, header.<name>, query.<name>, body, content_type, ip; a bare word searches the body.
+//! Fields: method, path, header.<name>, query.<name>, body, content_type, ip, signature; a bare word searches the
+//! body.
 
 use crate::error::{ApiError, ApiResult};
 
@@ -20,6 +21,8 @@ pub enum Field {
     Body,
     ContentType,
     Ip,
+    /// A signature verdict (`signature:invalid`).
+    Signature,
 }
 
 pub fn parse(q: &str) -> ApiResult<Vec<Term>> {
@@ -67,6 +70,7 @@ fn field_of(name: &str) -> ApiResult<Field> {
         "body" => Field::Body,
         "content_type" => Field::ContentType,
         "ip" => Field::Ip,
+        "signature" => Field::Signature,
         _ => {
             if let Some(header) = lower.strip_prefix("header.").filter(|h| !h.is_empty()) {
                 Field::Header(header.to_owned())
@@ -75,7 +79,7 @@ fn field_of(name: &str) -> ApiResult<Field> {
             } else {
                 return Err(ApiError::invalid(format!(
                     "unknown search field `{name}` in `q`; use method, path, header.<name>, query.<name>, body, \
-                     content_type or ip"
+                     content_type, ip or signature"
                 )));
             }
         }
@@ -107,6 +111,7 @@ mod tests {
         assert_eq!(parse("  ").expect("empty"), []);
         assert_eq!(parse("path:/a:b").expect("colon in value")[0], term(false, Field::Path, "/a:b"));
         assert_eq!(parse("ip:10.0.0.1 content_type:application/json").expect("parse").len(), 2);
+        assert_eq!(parse("-signature:invalid").expect("parse")[0], term(true, Field::Signature, "invalid"));
     }
 
     #[test]

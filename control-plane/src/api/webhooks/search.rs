@@ -14,6 +14,7 @@ use axum::Json;
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::Page;
+use hookflow_shared::api::signatures::Verdict;
 use hookflow_shared::api::webhooks::{
     CapturedRequest, MatchOp, SearchFilter, SearchRequests, SearchSort, SortField, SortOrder,
 };
@@ -27,15 +28,29 @@ pub enum Cond {
     Methods(Vec<String>),
     ReceivedAfter(DateTime<Utc>),
     ReceivedBefore(DateTime<Utc>),
-    Header { name: String, op: MatchOp, value: Option<String> },
-    Query { name: String, op: MatchOp, value: Option<String> },
+    Header {
+        name: String,
+        op: MatchOp,
+        value: Option<String>,
+    },
+    Query {
+        name: String,
+        op: MatchOp,
+        value: Option<String>,
+    },
     BodyContains(String),
-    BodyJson { path: String, op: MatchOp, value: Option<serde_json::Value> },
+    BodyJson {
+        path: String,
+        op: MatchOp,
+        value: Option<serde_json::Value>,
+    },
     ContentType(String),
     MinSize(i64),
     MaxSize(i64),
     SourceIp(String),
     PathContains(String),
+    /// Any of these signature verdicts.
+    Signatures(Vec<Verdict>),
     Not(Box<Cond>),
 }
 
@@ -74,12 +89,13 @@ pub fn from_filter(filter: &SearchFilter) -> ApiResult<Vec<Cond>> {
     conds.extend(filter.min_size.map(Cond::MinSize));
     conds.extend(filter.max_size.map(Cond::MaxSize));
     conds.extend(filter.source_ip.clone().map(Cond::SourceIp));
+    conds.extend(filter.signatures.clone().map(Cond::Signatures));
     Ok(conds)
 }
 
 /// The conditions of a `q` text.
 pub fn from_text(q: &str) -> ApiResult<Vec<Cond>> {
-    Ok(query_text::parse(q)?
+    query_text::parse(q)?
         .into_iter()
         .map(|term| {
             let exists_or_eq =
@@ -98,10 +114,18 @@ pub fn from_text(q: &str) -> ApiResult<Vec<Cond>> {
                 Field::Body => Cond::BodyContains(term.value),
                 Field::ContentType => Cond::ContentType(term.value),
                 Field::Ip => Cond::SourceIp(term.value),
+                Field::Signature => {
+                    Cond::Signatures(vec![Verdict::parse(&term.value.to_ascii_lowercase()).ok_or_else(|| {
+                        ApiError::invalid(format!(
+                            "`signature:{}` in `q`: a verdict is valid, invalid, missing, unverified or duplicate",
+                            term.value
+                        ))
+                    })?])
+                }
             };
-            if term.negate { Cond::Not(Box::new(cond)) } else { cond }
+            Ok(if term.negate { Cond::Not(Box::new(cond)) } else { cond })
         })
-        .collect())
+        .collect()
 }
 
 /// JSONPaths are checked by PostgreSQL before use, so a bad one is a 400 naming it rather than a failed query.
@@ -188,6 +212,10 @@ pub fn push_cond(b: &mut QueryBuilder<Postgres>, cond: &Cond) {
         }
         Cond::PathContains(text) => {
             b.push("strpos(path, ").push_bind(text.clone()).push(") > 0");
+        }
+        Cond::Signatures(verdicts) => {
+            let names: Vec<&str> = verdicts.iter().map(|v| v.as_str()).collect();
+            b.push("signature_verdict = ANY(").push_bind(names).push(")");
         }
         Cond::Not(inner) => {
             b.push("NOT (true");

@@ -3,6 +3,7 @@
 
 import { h, fill, copyButton, notice, table, when, bytes } from '../dom.js';
 import { call, can } from '../api.js';
+import { signatureFacts } from './signature.js';
 
 const HEX_LIMIT = 64 * 1024;
 
@@ -94,7 +95,8 @@ export async function showCapture(el, webhook, captureId, onDeleted) {
       h('dt', {}, 'From'), h('dd', {}, capture.source_ip),
       h('dt', {}, 'Size'), h('dd', { id: 'body-size' }, `${bytes(capture.body_size)} (${capture.body_size} bytes)`),
       h('dt', {}, 'SHA-256'), h('dd', {}, h('code', { id: 'body-sha256' }, capture.body_sha256)),
-      h('dt', {}, 'Content type'), h('dd', {}, capture.content_type || '—')),
+      h('dt', {}, 'Content type'), h('dd', {}, capture.content_type || '—'),
+      ...signatureFacts(webhook, capture)),
     h('div', { class: 'actions' }, copyButton('Copy as curl', () => asCurl(webhook, capture)),
       can('webhooks:write') ? h('button', { type: 'button', class: 'small danger', onclick: remove }, 'Delete') : null),
     can('webhooks:write') ? replay : null, replayOut,

@@ -3,6 +3,7 @@
 // structured filters; volume and method charts; the selected capture's detail beside the list.
 
 import { h, fill, copyButton, notice, bytes } from '../dom.js';
+import { signatureBadge } from './signature.js';
 import { call } from '../api.js';
 import { follow } from '../sse.js';
 import { volume, breakdown } from '../charts.js';
@@ -30,6 +31,7 @@ export async function render(main, [webhookId]) {
       h('button', { type: 'button', class: 'capture', onclick: () => select(capture.id) },
         h('span', { class: `method method-${capture.method.toLowerCase()}` }, capture.method),
         h('span', { class: 'path' }, capture.path || '/', capture.query_string ? `?${capture.query_string}` : ''),
+        signatureBadge(capture.signature),
         h('span', { class: 'meta' }, new Date(capture.received_at).toLocaleTimeString(), ' · ', bytes(capture.body_size))));
     if (capture.id === selected) item.classList.add('selected');
     return item;
@@ -67,18 +69,21 @@ export async function render(main, [webhookId]) {
     },
   });
 
-  const q = h('input', { type: 'search', id: 'search', name: 'q', placeholder: 'method:POST header.x-github-event:push body:opened',
+  const q = h('input', { type: 'search', id: 'search', name: 'q', placeholder: 'method:POST header.x-github-event:push signature:invalid',
     'aria-label': 'Search captures' });
   const method = h('select', { 'aria-label': 'Method' }, ['', 'GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map((m) => h('option', { value: m }, m || 'any method')));
   const contains = h('input', { type: 'text', placeholder: 'body contains', 'aria-label': 'Body contains' });
-  const search = h('form', { class: 'search', role: 'search' }, q, method, contains,
+  const verdict = h('select', { id: 'signature-filter', 'aria-label': 'Signature' },
+    ['', 'valid', 'invalid', 'missing', 'duplicate', 'unverified'].map((v) => h('option', { value: v }, v || 'any signature')));
+  const search = h('form', { class: 'search', role: 'search' }, q, method, contains, verdict,
     h('button', { type: 'submit' }, 'Search'),
-    h('button', { type: 'button', onclick: () => { q.value = ''; contains.value = ''; method.value = ''; reload(); } }, 'Clear'));
+    h('button', { type: 'button', onclick: () => { q.value = ''; contains.value = ''; method.value = ''; verdict.value = ''; reload(); } }, 'Clear'));
   const reload = async () => {
     const filter = {};
     if (method.value) filter.methods = [method.value];
     if (contains.value) filter.body_contains = contains.value;
-    searching = Boolean(q.value.trim() || method.value || contains.value);
+    if (verdict.value) filter.signatures = [verdict.value];
+    searching = Boolean(q.value.trim() || method.value || contains.value || verdict.value);
     missed = 0;
     newer.hidden = true;
     try {

@@ -1,7 +1,9 @@
-// Webhooks: the list (name, capture URL with a copy button, request count, last request), create, edit, delete.
+// Webhooks: the list (name, capture URL with a copy button, request count, last request), create, edit (with the
+// signature verification), delete.
 
 import { h, fill, field, notice, copyButton, table, ago } from '../dom.js';
 import { call, all, can } from '../api.js';
+import { verificationFields } from './signature.js';
 
 export async function render(main) {
   const error = notice();
@@ -41,10 +43,11 @@ function edit(webhook, refresh) {
     value: webhook && webhook.retention.max_age_days ? webhook.retention.max_age_days : '' });
   const maxRequests = h('input', { type: 'number', name: 'max_requests', min: 1,
     value: webhook && webhook.retention.max_requests ? webhook.retention.max_requests : '' });
+  const verification = verificationFields(webhook);
   const form = h('form', { class: 'stack' }, error, field('Name', name), field('Description', description),
     field('Largest body (bytes)', maxBody, 'Up to 10 MiB.'),
     field('Keep captures for (days)', maxAge, 'Leave both empty to keep the current rule.'),
-    field('Keep at most (requests)', maxRequests),
+    field('Keep at most (requests)', maxRequests), verification.part,
     h('button', { type: 'submit', class: 'primary' }, webhook ? 'Save' : 'Create'));
   const box = h('dialog', { 'aria-label': webhook ? 'Edit webhook' : 'New webhook' },
     h('h2', {}, webhook ? `Edit ${webhook.name}` : 'New webhook'), form,
@@ -59,6 +62,8 @@ function edit(webhook, refresh) {
       body.retention = { max_age_days: number(maxAge), max_requests: number(maxRequests) };
     }
     try {
+      const verifying = verification.value();
+      if (verifying !== undefined) body.verification = verifying;
       const saved = webhook ? await call('PATCH', `/webhooks/${webhook.id}`, body) : await call('POST', '/webhooks', body);
       box.close();
       if (webhook) await refresh(); else location.hash = `#/webhooks/${saved.id}`;

@@ -1,0 +1,83 @@
+//! The re-check of a stored capture's signature (`POST /webhooks/{id}/requests/{request_id}/verify`): with the
+//! endpoint's stored secrets or a candidate that is not stored, judged against the capture's `received_at`, and
+//! when invalid, what was expected (the digest of the signed bytes, the first characters of the signature).
+
+use crate::api::context::Ctx;
+use crate::auth::scope;
+use crate::capture::row::{CAPTURE_COLUMNS_FULL, CaptureRow};
+use crate::capture::signing::{open_secrets, settings};
+use crate::crypto::Sealed;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiJson, ApiPath, Id};
+use crate::signature::{Message, Verifier};
+use crate::state::AppState;
+use axum::Json;
+use hookflow_shared::api::signatures::{Verdict, Verification, VerifyCapture, VerifyResult};
+use uuid::Uuid;
+
+type StoredVerification = (Option<sqlx::types::Json<Verification>>, Option<Vec<u8>>, Option<Vec<u8>>, Option<i32>);
+
+/// Check a capture's signature again: with the endpoint's secrets (`{}`), or with a candidate secret that is not
+/// stored (`{"secret": "..."}`). Duplicates are not judged here: a repeated `webhook-id` with a good signature is
+/// `valid`.
+#[utoipa::path(post, operation_id = "verify_webhook_request", path = "/webhooks/{id}/requests/{request_id}/verify",
+    params(Id, ("request_id" = Uuid, Path)), request_body = VerifyCapture,
+    responses((status = 200, body = VerifyResult)))]
+pub async fn verify_request(
+    Ctx { app, caller }: Ctx<scope::WebhooksRead>,
+    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+    ApiJson(body): ApiJson<VerifyCapture>,
+) -> ApiResult<Json<VerifyResult>> {
+    let stored: Option<StoredVerification> = sqlx::query_as(
+        "SELECT verification, verification_secrets, verification_nonce, verification_key_version
+         FROM webhooks WHERE organization_id = $1 AND id = $2",
+    )
+    .bind(caller.org_id)
+    .bind(id)
+    .fetch_optional(&app.pool)
+    .await?;
+    let (verification, ciphertext, nonce, key_version) = stored.ok_or_else(|| ApiError::not_found("webhook"))?;
+    let row: CaptureRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {CAPTURE_COLUMNS_FULL} FROM captures WHERE organization_id = $1 AND webhook_id = $2 AND id = $3"
+    )))
+    .bind(caller.org_id)
+    .bind(id)
+    .bind(request_id)
+    .fetch_optional(&app.pool)
+    .await?
+    .ok_or_else(|| ApiError::not_found("captured request"))?;
+    let Some(verification) = verification.map(|v| v.0) else {
+        let reason = Some("the endpoint verifies no signatures: set its `verification` first".to_owned());
+        return Ok(Json(VerifyResult { verdict: Verdict::Unverified, reason, secret_index: None, expected: None }));
+    };
+    let candidate = body.secret.is_some();
+    let verifier = match body.secret {
+        Some(candidate) => Verifier::new(&settings(&verification, vec![candidate]))
+            .map_err(|e| ApiError::invalid(format!("`secret`: {}", e.message)))?,
+        None => {
+            let sealed = Sealed {
+                ciphertext: ciphertext.unwrap_or_default(),
+                nonce: nonce.unwrap_or_default(),
+                key_version: key_version.unwrap_or_default(),
+            };
+            let secrets = open_secrets(&app.settings.master_key, caller.org_id, id, &sealed).ok_or_else(|| {
+                ApiError::invalid("the endpoint's secrets cannot be decrypted with this server's master keys")
+            })?;
+            Verifier::new(&settings(&verification, secrets)).map_err(|e| ApiError::invalid(e.message))?
+        }
+    };
+    Ok(Json(recheck(&app, &verifier, id, &row, candidate)))
+}
+
+fn recheck(app: &AppState, verifier: &Verifier, id: Uuid, row: &CaptureRow, candidate: bool) -> VerifyResult {
+    let url = crate::capture::signed_url(&app.settings.capture_url, id, &row.path, &row.query_string);
+    let body = row.body.as_deref().unwrap_or_default();
+    let message = Message { headers: &row.headers.0, body, url: &url, received_at: row.received_at };
+    let check = verifier.check(&message);
+    VerifyResult {
+        verdict: check.verdict,
+        reason: check.reason,
+        secret_index: if candidate { None } else { check.secret_index },
+        expected: if check.verdict == Verdict::Invalid { check.expected } else { None },
+    }
+}
