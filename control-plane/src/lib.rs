@@ -2,9 +2,9 @@
 //! embedded PostgreSQL manager. The folders are the layers, lowest first; a module uses its own layer and those
 //! below, never above, and nothing forms a circle (`tests/layers.rs` checks both; docs/DESIGN.md has the table):
 //!
-//! - `signals`, `signature/`, `crypto`, `strict_json`, `cache`: wake-ups and NOTIFY channels, the verification of
-//!   webhook signatures, encryption at rest, the strict JSON reader, the bounded cache primitive (entries, weight,
-//!   TTL; oldest out first) behind every in-memory cache.
+//! - `signals`, `crypto`, `strict_json`, `cache`, `signature`: wake-ups and NOTIFY channels, encryption at rest, the
+//!   strict JSON reader, the bounded cache primitive (entries, weight, TTL; oldest out first) behind every in-memory
+//!   cache, webhook signature verification (pure: settings in, verdicts out).
 //! - `error`, `extract`, `pagination`, `validate`: the crate-wide error type, extractors, pages, field checks.
 //! - `db/`: connecting, the embedded cluster, migrations, the data directory, the PATCH statement builder, group
 //!   commit, the replicas' watches, the owned-row deletes.

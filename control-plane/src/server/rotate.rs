@@ -164,12 +164,15 @@ async fn reencrypt_signing_keys(pool: &PgPool, keyring: &MasterKey) -> Result<(u
     Ok((done, unreadable))
 }
 
+/// An endpoint's id, organization and sealed verification secrets.
+type VerificationRow = (Uuid, Uuid, Vec<u8>, Vec<u8>, i32);
+
 async fn reencrypt_verification_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u64), sqlx::Error> {
     let (mut done, mut unreadable) = (0, 0);
     let mut after = Uuid::nil();
     loop {
         let mut tx = pool.begin().await?;
-        let rows: Vec<(Uuid, Uuid, Vec<u8>, Vec<u8>, i32)> = sqlx::query_as(
+        let rows: Vec<VerificationRow> = sqlx::query_as(
             "SELECT id, organization_id, verification_secrets, verification_nonce, verification_key_version
              FROM webhooks WHERE verification_key_version <> $1 AND id > $2 ORDER BY id LIMIT $3 FOR UPDATE",
         )

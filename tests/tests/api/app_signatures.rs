@@ -24,9 +24,9 @@ async fn badge(browser: &Browser, capture: &str) -> String {
 async fn the_inspector_shows_which_senders_proved_who_they_are() {
     let app = TestApp::spawn().await;
     let person = app.person(app.admin.org, Role::Owner).await;
+    let id = app.webhook_named("GitHub pushes").await;
     let browser = Browser::start(1280).await;
     browser.sign_in(&app.base, &person.email, &person.password).await;
-    let id = app.webhook_named("GitHub pushes").await;
     let github = cases().into_iter().find(|c| c.scheme == SignatureScheme::Github).expect("github");
 
     // Verification is set in the endpoint's form: a scheme and a secret, written once.

@@ -15,13 +15,16 @@ pub enum Key {
     Wrong,
 }
 
+/// Signs a body at a time (unix seconds) for a URL with a key.
+pub type Signer = Box<dyn Fn(Key, i64, &[u8], &str) -> Signed + Send + Sync>;
+
 /// One scheme as a test drives it.
 pub struct Case {
     pub scheme: SignatureScheme,
     /// The endpoint's `verification` besides `scheme` and `secrets`.
     pub extra: Value,
     pub secrets: [String; 2],
-    pub sign: Box<dyn Fn(Key, i64, &[u8], &str) -> Signed + Send + Sync>,
+    pub sign: Signer,
     /// The header whose absence makes the verdict `missing`.
     pub signature_header: &'static str,
     /// A value of that header the scheme cannot read (`None`: any value is a comparable token).

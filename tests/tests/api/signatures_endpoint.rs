@@ -153,16 +153,17 @@ async fn search_stream_export_and_analytics_carry_the_verdict() {
     search(json!({"q": "signature:genuine"})).await.assert_refused(400, "invalid_request", "signature:genuine");
     search(json!({"filter": {"signatures": ["genuine"]}})).await.assert_refused(400, "invalid_request", "");
 
-    let export = app.client.get(app.url(&format!("/webhooks/{id}/requests/export?q=signature:valid")));
-    let export = export.bearer_auth(&app.admin.key).send().await.expect("export").text().await.expect("text");
+    let hooks = app.api();
+    let export = hooks.webhooks().export(&id, &[("q", "signature:valid")]).await.expect("export");
+    let export = export.text().await.expect("text");
     let lines: Vec<Value> = export.lines().map(|l| serde_json::from_str(l).expect("a line")).collect();
     assert_eq!(lines.len(), 1, "{export}");
     assert_eq!(
         lines[0]["signature"],
         json!({"verdict": "valid", "scheme": "stripe", "reason": null, "secret_index": 0})
     );
-    let har = app.client.get(app.url(&format!("/webhooks/{id}/requests/export?format=har")));
-    let har: Value = har.bearer_auth(&app.admin.key).send().await.expect("har").json().await.expect("json");
+    let har = hooks.webhooks().export(&id, &[("format", "har")]).await.expect("har");
+    let har: Value = har.json().await.expect("json");
     let entries = har["log"]["entries"].as_array().expect("entries");
     assert!(entries.iter().any(|e| e["_signature"]["verdict"] == "invalid"), "{har}");
 

@@ -66,13 +66,8 @@ pub async fn store(
         Some(s) => ("webhook.verification.set", serde_json::to_value(view(s)).unwrap_or_default()),
         None => ("webhook.verification.removed", serde_json::Value::Null),
     };
-    let event = AuditEvent {
-        org_id: writer.org_id,
-        actor: writer.actor.clone(),
-        action,
-        target: webhook_id.to_string(),
-        details,
-    };
+    let event =
+        AuditEvent { org_id: writer.org_id, actor: *writer.actor, action, target: webhook_id.to_string(), details };
     audit::record(conn, event).await?;
     Ok(())
 }
@@ -96,7 +91,7 @@ mod tests {
             timestamp_header: None,
             separator: None,
         };
-        let text = serde_json::to_string(&view(&settings)).unwrap();
+        let text = serde_json::to_string(&view(&settings)).expect("json");
         assert!(text.contains("\"secrets_count\":2"), "{text}");
         assert!(!text.contains("secret-value"), "{text}");
     }
