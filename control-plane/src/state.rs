@@ -3,16 +3,16 @@
 //! the settings, the wake-up signals and the shutdown token, and hands each component to what takes it (`FromRef`,
 //! `Settings::claims`). Background loops are `tasks`'.
 
-use crate::auth::component::{Auth, AuthInner};
+use crate::auth::component::Auth;
 use crate::auth::external::{ExternalIssuers, IssuerConfig};
 use crate::auth::key_cache::KeyCache;
 use crate::auth::people_cache::PeopleCache;
 use crate::auth::signing::SigningKeys;
 use crate::auth::throttle::SignInThrottle;
+use crate::capture::Capture;
 use crate::capture::cache::EndpointCache;
 use crate::capture::hub::StreamHub;
 use crate::capture::writer::CaptureWriter;
-use crate::capture::{Capture, CaptureInner};
 use crate::db::group_commit::GroupCommit;
 use crate::http::limits::Allowances;
 use crate::queue::create::NewExecution;
@@ -32,13 +32,13 @@ pub struct Inner {
     pub pool: PgPool,
     pub settings: Settings,
     /// The capture path: the endpoint cache and the capture writer.
-    pub capture: Capture,
+    pub capture: Arc<Capture>,
     /// Flow drafts as last validated, for launches.
     pub drafts: crate::queue::drafts::Drafts,
     /// Job tokens this server handed out to runners, for their completions.
     pub issued_jobs: crate::queue::issued::IssuedJobs,
     /// Identity: the credentials' caches, signing keys, external issuers and failure budgets.
-    pub auth: Auth,
+    pub auth: Arc<Auth>,
     /// Failed sign-ins per (email, address) and per address.
     pub sign_ins: SignInThrottle,
     /// What each client may still spend: requests per key, unknown capture lookups per address, streams per key.
@@ -194,7 +194,7 @@ impl AppState {
     pub fn new(pool: PgPool, settings: Settings, shutdown: CancellationToken) -> Self {
         let replica = uuid::Uuid::now_v7();
         let allowances = Allowances::new(settings.key_rate_per_s, settings.streams_per_key);
-        let auth = Auth::new(AuthInner {
+        let auth = Arc::new(Auth {
             pool: pool.clone(),
             keys: KeyCache::default(),
             people: PeopleCache::default(),
@@ -208,7 +208,7 @@ impl AppState {
             master_key: settings.master_key.clone(),
             trusted_proxies: settings.trusted_proxies.clone(),
         });
-        let capture = Capture::new(CaptureInner {
+        let capture = Arc::new(Capture {
             pool: pool.clone(),
             endpoints: EndpointCache::default(),
             writer: CaptureWriter::start(pool.clone()),
@@ -286,14 +286,14 @@ impl AppState {
     }
 }
 
-impl FromRef<AppState> for Capture {
-    fn from_ref(state: &AppState) -> Capture {
+impl FromRef<AppState> for Arc<Capture> {
+    fn from_ref(state: &AppState) -> Arc<Capture> {
         state.capture.clone()
     }
 }
 
-impl FromRef<AppState> for Auth {
-    fn from_ref(state: &AppState) -> Auth {
+impl FromRef<AppState> for Arc<Auth> {
+    fn from_ref(state: &AppState) -> Arc<Auth> {
         state.auth.clone()
     }
 }

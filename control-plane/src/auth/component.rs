@@ -1,6 +1,6 @@
 //! Identity as a component, `Auth`: what authenticating a request reads (the pool, the caches of keys, sessions
 //! and memberships, the signing keys, the external issuers, the failure budgets, the allowances) and what it needs
-//! of the settings. The composition root builds it once and hands it out (`FromRef`).
+//! of the settings. The composition root builds it once and hands it out (`Arc<Auth>: FromRef`).
 
 use crate::auth::external::ExternalIssuers;
 use crate::auth::failures::CredentialFailures;
@@ -13,12 +13,9 @@ use crate::http::limits::Allowances;
 use sqlx::PgPool;
 use std::sync::Arc;
 
-/// Identity as a component: what authenticating a request reads. A handle, cheap to clone.
-#[derive(Debug, Clone)]
-pub struct Auth(Arc<AuthInner>);
-
+/// Identity as a component: what authenticating a request reads. Shared as `Arc<Auth>`.
 #[derive(Debug)]
-pub struct AuthInner {
+pub struct Auth {
     pub pool: PgPool,
     pub keys: KeyCache,
     /// Browser sessions and memberships of people.
@@ -37,17 +34,4 @@ pub struct AuthInner {
     pub master_key: MasterKey,
     /// Peers whose `Forwarded` / `X-Forwarded-For` headers name the client.
     pub trusted_proxies: TrustedProxies,
-}
-
-impl Auth {
-    pub fn new(inner: AuthInner) -> Self {
-        Self(Arc::new(inner))
-    }
-}
-
-impl std::ops::Deref for Auth {
-    type Target = AuthInner;
-    fn deref(&self) -> &AuthInner {
-        &self.0
-    }
 }

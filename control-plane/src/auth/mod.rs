@@ -27,6 +27,7 @@ use hookflow_shared::wire::header;
 use hookflow_shared::{ErrorCode, Role, Scope, ScopeSet};
 use identity::BearerIdentity;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// Who is acting, as written to the audit log.
@@ -111,12 +112,12 @@ pub mod scope {
 
 impl<S: scope::Required + Send, A: Send + Sync> FromRequestParts<A> for Caller<S>
 where
-    Auth: FromRef<A>,
+    Arc<Auth>: FromRef<A>,
 {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &A) -> Result<Self, Self::Rejection> {
-        let auth = Auth::from_ref(state);
+        let auth = Arc::<Auth>::from_ref(state);
         if let Some(token) = bearer_token(parts) {
             let person = bearer::authenticate(&auth, token).await?;
             crate::http::listener::prove(&parts.extensions);

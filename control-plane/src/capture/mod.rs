@@ -35,12 +35,9 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 use writer::{CaptureRecord, CaptureWriter, Outcome};
 
-/// What the capture path reads. A handle, cheap to clone.
-#[derive(Debug, Clone)]
-pub struct Capture(Arc<CaptureInner>);
-
+/// What the capture path reads. Shared as `Arc<Capture>`.
 #[derive(Debug)]
-pub struct CaptureInner {
+pub struct Capture {
     pub pool: PgPool,
     /// Endpoints by id, dropped when they change (NOTIFY).
     pub endpoints: EndpointCache,
@@ -58,23 +55,10 @@ pub struct CaptureInner {
     pub capture_url: String,
 }
 
-impl Capture {
-    pub fn new(inner: CaptureInner) -> Self {
-        Self(Arc::new(inner))
-    }
-}
-
-impl std::ops::Deref for Capture {
-    type Target = CaptureInner;
-    fn deref(&self) -> &CaptureInner {
-        &self.0
-    }
-}
-
 pub fn routes<S>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
-    Capture: FromRef<S>,
+    Arc<Capture>: FromRef<S>,
 {
     // The sub-path form shares the handler; OpenAPI cannot express a path wildcard, so /webhook/{id} documents both.
     OpenApiRouter::new().routes(routes!(capture)).route(
@@ -99,7 +83,7 @@ where
             headers and body it sets")),
     security(()))]
 async fn capture(
-    State(capture): State<Capture>,
+    State(capture): State<Arc<Capture>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     heads: Option<Extension<HeadQueue>>,
     number: Option<Extension<RequestNumber>>,
