@@ -5,6 +5,7 @@
 //! many organizations while one organization has a large backlog.
 
 use crate::load::{BoxError, percentile_ms};
+use hookflow_shared::{JobId, RunnerId};
 use serde_json::{Value, json};
 use std::io::BufRead as _;
 use std::net::{IpAddr, Ipv4Addr};
@@ -197,7 +198,7 @@ async fn simulate(
             tokio::time::sleep(beat.mul_f64(rand_fraction(&id))).await;
             loop {
                 let started = Instant::now();
-                let path = hookflow_shared::wire::runner_route::heartbeat(id.parse().unwrap_or_default());
+                let path = hookflow_shared::wire::runner_route::heartbeat(id.parse().unwrap_or(RunnerId::nil()));
                 if api.post(&path, json!({"running_jobs": []})).await.is_ok() {
                     beats.lock().map(|mut b| b.push(started.elapsed().as_micros() as u32)).ok();
                 }
@@ -211,7 +212,7 @@ async fn simulate(
             Ok((200, batch)) => {
                 for job in batch["jobs"].as_array().cloned().unwrap_or_default() {
                     let _ = got.send((Instant::now(), job["execution_id"].as_str().unwrap_or_default().to_owned()));
-                    let job_id: uuid::Uuid = job["job_id"].as_str().and_then(|j| j.parse().ok()).unwrap_or_default();
+                    let job_id: JobId = job["job_id"].as_str().and_then(|j| j.parse().ok()).unwrap_or(JobId::nil());
                     let _ = api
                         .http
                         .post(format!("{}{}", api.base, hookflow_shared::wire::runner_route::job_complete(job_id)))

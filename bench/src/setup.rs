@@ -4,10 +4,10 @@ use hookflow_control_plane::api::admin::{keys, organization};
 use hookflow_control_plane::auth::Actor;
 use hookflow_control_plane::db::{self, embedded};
 use hookflow_control_plane::state::{AppState, Settings};
-use hookflow_shared::ScopeSet;
 use hookflow_shared::api::executions::Launch;
 use hookflow_shared::api::flows::WriteFlow;
 use hookflow_shared::api::webhooks::CreateWebhook;
+use hookflow_shared::{OrgId, RunnerId, ScopeSet};
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
@@ -18,7 +18,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub struct Rig {
     pub base: String,
     pub pool: sqlx::PgPool,
-    pub org: uuid::Uuid,
+    pub org: OrgId,
     pub key: String,
     cluster: Cluster,
     shutdown: CancellationToken,
@@ -126,7 +126,7 @@ impl Rig {
     }
 
     /// Registers a runner named `bench` with `slots` concurrent jobs through `client`; answers its id.
-    pub async fn register_runner(client: &hookflow_runner::client::Client, slots: u32) -> Result<uuid::Uuid, BoxError> {
+    pub async fn register_runner(client: &hookflow_runner::client::Client, slots: u32) -> Result<RunnerId, BoxError> {
         use hookflow_shared::api::runners::{Host, RegisterRunner};
         let host =
             Host { hostname: "bench".into(), os: "linux".into(), arch: "x86_64".into(), cpus: 2, memory_bytes: 0 };

@@ -4,8 +4,8 @@
 use crate::error::CliError;
 use clap::Args;
 use hookflow_runner::env::{SERVICE_API_KEY, SERVICE_ORGANIZATION_ID, SERVICE_URL};
+use hookflow_shared::OrgId;
 use hookflow_shared::redacted::Redacted;
-use uuid::Uuid;
 
 /// The server a local `hookflow-server` listens on by default.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
@@ -33,7 +33,7 @@ pub struct CredentialArgs {
 pub struct Credentials {
     pub base_url: String,
     pub api_key: Redacted<String>,
-    pub organization_id: Uuid,
+    pub organization_id: OrgId,
 }
 
 impl CredentialArgs {
@@ -47,7 +47,7 @@ impl CredentialArgs {
             self.organization_id.as_deref().map(str::trim).filter(|o| !o.is_empty()).ok_or_else(|| {
                 CliError::usage(format!("no organization: set {SERVICE_ORGANIZATION_ID} or pass --organization-id"))
             })?;
-        let organization_id = Uuid::parse_str(organization).map_err(|_| {
+        let organization_id = organization.parse::<OrgId>().map_err(|_| {
             CliError::usage(format!("{SERVICE_ORGANIZATION_ID} (--organization-id) is not a UUID: {organization:?}"))
         })?;
         let base_url = self.url.as_deref().map(str::trim).filter(|u| !u.is_empty()).unwrap_or(DEFAULT_URL);

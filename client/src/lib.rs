@@ -15,6 +15,7 @@ pub use failure::{ApiFailure, Refused};
 pub use resources::*;
 pub use webhooks::Webhooks;
 
+use hookflow_shared::OrgId;
 use hookflow_shared::api::Page;
 use hookflow_shared::wire::header;
 use reqwest::{Method, RequestBuilder, Response};
@@ -22,7 +23,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fmt;
 use std::sync::Arc;
-use uuid::Uuid;
 
 /// Whom a request is sent as.
 #[derive(Clone, PartialEq, Eq)]
@@ -31,27 +31,27 @@ pub enum Credentials {
     None,
     /// An API key (`hf_...`), with the organization it acts in (`None` only for keys that name their own, such as
     /// the embedded runner's).
-    ApiKey { key: String, org: Option<Uuid> },
+    ApiKey { key: String, org: Option<OrgId> },
     /// A person's access token, with the organization it acts in (none for routes of the person).
-    Bearer { token: String, org: Option<Uuid> },
+    Bearer { token: String, org: Option<OrgId> },
     /// A job token: the runner protocol's report and completion calls.
     JobToken(String),
 }
 
 impl Credentials {
     /// An API key acting in `org`.
-    pub fn api_key(key: impl Into<String>, org: Uuid) -> Self {
+    pub fn api_key(key: impl Into<String>, org: OrgId) -> Self {
         Credentials::ApiKey { key: key.into(), org: Some(org) }
     }
 
     /// A person's access token acting in `org`.
-    pub fn bearer(token: impl Into<String>, org: Option<Uuid>) -> Self {
+    pub fn bearer(token: impl Into<String>, org: Option<OrgId>) -> Self {
         Credentials::Bearer { token: token.into(), org }
     }
 
     /// Adds the credentials' headers to `request`.
     pub fn apply(&self, request: RequestBuilder) -> RequestBuilder {
-        let with_org = |request: RequestBuilder, org: &Option<Uuid>| match org {
+        let with_org = |request: RequestBuilder, org: &Option<OrgId>| match org {
             Some(org) => request.header(header::ORGANIZATION, org.to_string()),
             None => request,
         };
@@ -231,7 +231,7 @@ mod tests {
 
     #[test]
     fn credentials_never_print_a_key_or_token() {
-        let org = Uuid::nil();
+        let org = OrgId::nil();
         for credentials in [
             Credentials::api_key("hf_secret", org),
             Credentials::bearer("eyJsecret", Some(org)),
@@ -252,7 +252,7 @@ mod tests {
 
     #[test]
     fn the_request_carries_the_credentials_headers() {
-        let org = Uuid::now_v7();
+        let org = OrgId::now_v7();
         let client = Client::new("http://127.0.0.1:1", Credentials::api_key("hf_key", org));
         let request = client.request(Method::GET, "/flows").build().expect("a request");
         assert_eq!(request.headers()[header::API_KEY], "hf_key");

@@ -1,4 +1,4 @@
-//! The operations, one method each, grouped by resource. Ids are taken as anything that prints as one (a `Uuid`,
+//! The operations, one method each, grouped by resource. Ids are taken as anything that prints as one (a typed id,
 //! or a `&str` a test holds); list queries as `(name, value)` pairs.
 
 use crate::{ApiFailure, Client, Webhooks, with_query};
@@ -28,9 +28,9 @@ use hookflow_shared::api::runners::{
     Complete, Heartbeat, HeartbeatReply, JobBatch, NextJob, RegisterRunner, Registered, ReportReply, Runner,
 };
 use hookflow_shared::wire::{header, runner_route};
+use hookflow_shared::{JobId, RunnerId};
 use reqwest::Method;
 use std::fmt::Display;
-use uuid::Uuid;
 
 /// A query: `(name, value)` pairs.
 pub type Query<'a> = &'a [(&'a str, &'a str)];
@@ -424,7 +424,7 @@ impl Runners<'_> {
     }
 
     /// A heartbeat; `204` answers the default reply.
-    pub async fn heartbeat(&self, id: Uuid, heartbeat: &Heartbeat) -> Result<HeartbeatReply, ApiFailure> {
+    pub async fn heartbeat(&self, id: RunnerId, heartbeat: &Heartbeat) -> Result<HeartbeatReply, ApiFailure> {
         let reply: Option<HeartbeatReply> = self.0.post(&runner_route::heartbeat(id), heartbeat).await?;
         Ok(reply.unwrap_or_default())
     }
@@ -435,13 +435,13 @@ impl Runners<'_> {
     }
 
     /// Node results of a job (a batch body), under the job token.
-    pub async fn report(&self, job: Uuid, body: &impl serde::Serialize) -> Result<ReportReply, ApiFailure> {
+    pub async fn report(&self, job: JobId, body: &impl serde::Serialize) -> Result<ReportReply, ApiFailure> {
         let reply: Option<ReportReply> = self.0.post(&runner_route::job_nodes(job), body).await?;
         Ok(reply.unwrap_or_default())
     }
 
     /// A job's completion, under the job token.
-    pub async fn complete(&self, job: Uuid, complete: &Complete) -> Result<(), ApiFailure> {
+    pub async fn complete(&self, job: JobId, complete: &Complete) -> Result<(), ApiFailure> {
         let _: serde_json::Value = self.0.post(&runner_route::job_complete(job), complete).await?;
         Ok(())
     }

@@ -6,10 +6,10 @@
 
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
+use hookflow_shared::OrgId;
 use rand::Rng as _;
 use sha2::Digest as _;
 use std::sync::{Arc, RwLock};
-use uuid::Uuid;
 
 /// The version values sealed before keys carried fingerprints: open it with every key of the ring.
 pub const LEGACY_VERSION: i32 = 1;
@@ -67,7 +67,7 @@ pub struct Sealed {
 #[error("the secret cannot be decrypted (wrong key, or the value belongs to another organization or name)")]
 pub struct OpenError;
 
-fn associated_data(org_id: Uuid, name: &str, key_version: i32) -> Vec<u8> {
+fn associated_data(org_id: OrgId, name: &str, key_version: i32) -> Vec<u8> {
     format!("hookflow-secret\u{0}{org_id}\u{0}{name}\u{0}{key_version}").into_bytes()
 }
 
@@ -109,7 +109,7 @@ impl MasterKey {
         self.read().current.version
     }
 
-    pub fn seal(&self, org_id: Uuid, name: &str, plaintext: &[u8]) -> Sealed {
+    pub fn seal(&self, org_id: OrgId, name: &str, plaintext: &[u8]) -> Sealed {
         let key = self.read().current.clone();
         let mut nonce = [0u8; 24];
         rand::rng().fill_bytes(&mut nonce);
@@ -119,7 +119,7 @@ impl MasterKey {
         Sealed { ciphertext, nonce: nonce.to_vec(), key_version: key.version }
     }
 
-    pub fn open(&self, org_id: Uuid, name: &str, sealed: &Sealed) -> Result<Vec<u8>, OpenError> {
+    pub fn open(&self, org_id: OrgId, name: &str, sealed: &Sealed) -> Result<Vec<u8>, OpenError> {
         let nonce: [u8; 24] = sealed.nonce.as_slice().try_into().map_err(|_| OpenError)?;
         let aad = associated_data(org_id, name, sealed.key_version);
         let ring = self.read();
@@ -147,7 +147,7 @@ mod tests {
     #[test]
     fn seal_and_open_bind_organization_and_name() {
         let key = MasterKey::random();
-        let (org, other) = (Uuid::now_v7(), Uuid::now_v7());
+        let (org, other) = (OrgId::now_v7(), OrgId::now_v7());
         let sealed = key.seal(org, "API_PASSWORD", b"hunter2");
         assert!(!sealed.ciphertext.windows(7).any(|w| w == b"hunter2"));
         assert_eq!(key.open(org, "API_PASSWORD", &sealed), Ok(b"hunter2".to_vec()));
@@ -162,7 +162,7 @@ mod tests {
     #[test]
     fn a_ring_seals_with_its_current_key_and_opens_with_every_key() {
         let (old, new) = ([1u8; 32], [2u8; 32]);
-        let org = Uuid::now_v7();
+        let org = OrgId::now_v7();
         let before = MasterKey::new(old);
         let sealed_old = before.seal(org, "S", b"v1");
         assert_eq!(sealed_old.key_version, fingerprint(&old));
@@ -184,7 +184,7 @@ mod tests {
     #[test]
     fn values_of_the_first_release_open_with_any_key_of_the_ring() {
         let (old, new) = ([3u8; 32], [4u8; 32]);
-        let org = Uuid::now_v7();
+        let org = OrgId::now_v7();
         // Sealed as the first release did: version 1 in the associated data and the row.
         let nonce = [9u8; 24];
         let aad = associated_data(org, "S", LEGACY_VERSION);

@@ -82,18 +82,32 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
     }
 }
 
-/// The `{id}` of a route that names one resource: `Id(id): Id`. Anything that is not a UUID answers 404.
-#[derive(Debug, Clone, Copy, utoipa::IntoParams)]
+/// The `{id}` of a route that names one resource, as its typed id: `Id(id): Id<FlowId>`. Anything that is not a
+/// UUID answers 404. Handlers document it as `params(Id)`.
+#[derive(Debug, Clone, Copy)]
+pub struct Id<T = uuid::Uuid>(pub T);
+
+/// How `params(Id)` documents the `{id}`, whatever the id's type (each is a UUID).
+#[derive(utoipa::IntoParams)]
 #[into_params(names("id"), parameter_in = Path)]
-pub struct Id(
+#[allow(dead_code)]
+struct IdParameter(
     /// The resource's id.
-    pub uuid::Uuid,
+    uuid::Uuid,
 );
 
-impl<S: Send + Sync> FromRequestParts<S> for Id {
+impl<T> utoipa::IntoParams for Id<T> {
+    fn into_params(
+        parameter_in: impl Fn() -> Option<utoipa::openapi::path::ParameterIn>,
+    ) -> Vec<utoipa::openapi::path::Parameter> {
+        IdParameter::into_params(parameter_in)
+    }
+}
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Id<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        ApiPath::<uuid::Uuid>::from_request_parts(parts, state).await.map(|ApiPath(id)| Id(id))
+        ApiPath::<T>::from_request_parts(parts, state).await.map(|ApiPath(id)| Id(id))
     }
 }

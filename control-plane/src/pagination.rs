@@ -97,7 +97,7 @@ pub fn finish<T, K: Serialize>(
 pub async fn keyset_page<'c, R, K, T>(
     conn: impl sqlx::PgExecutor<'c>,
     sql: String,
-    (org, parent): (uuid::Uuid, Option<uuid::Uuid>),
+    (org, parent): (hookflow_shared::OrgId, Option<uuid::Uuid>),
     params: &ListParams,
     into: impl FnMut(R) -> T,
     key_of: impl Fn(&T) -> K,

@@ -2,6 +2,7 @@
 //! long polls, new execution events for execution streams, stored captures for capture streams, and the
 //! invalidation of in-process caches (keys, endpoints, sessions). Not wire contract: only servers speak it.
 
+use hookflow_shared::{ApiKeyId, OrgId, SessionId, UserId, WebhookId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
@@ -24,18 +25,18 @@ pub const CHANNELS: [&str; 4] = [QUEUE_CHANNEL, EXECUTIONS_CHANNEL, CAPTURES_CHA
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Invalidation {
     /// A webhook endpoint changed or was deleted.
-    Endpoint(Uuid),
+    Endpoint(WebhookId),
     /// An organization's settings changed (capture limits of all its endpoints).
-    Organization(Uuid),
+    Organization(OrgId),
     /// An API key was deleted.
-    Key(Uuid),
+    Key(ApiKeyId),
     /// A browser session was revoked.
-    Session(Uuid),
+    Session(SessionId),
     /// A user's memberships changed (keys they made, sessions they hold).
-    User(Uuid),
+    User(UserId),
     /// A user joined a new organization (one they made): only their cached memberships are stale; no key or
     /// session anyone holds changes.
-    Joined(Uuid),
+    Joined(UserId),
     /// The built-in identity provider's signing keys were rotated.
     SigningKeys,
     /// The master key file changed (a rotation): servers that read their keys from it read it again.
@@ -45,13 +46,13 @@ pub enum Invalidation {
 impl Invalidation {
     /// The NOTIFY payload.
     pub fn payload(self) -> String {
-        let (kind, id) = match self {
-            Invalidation::Endpoint(id) => ("endpoint", id),
-            Invalidation::Organization(id) => ("organization", id),
-            Invalidation::Key(id) => ("key", id),
-            Invalidation::Session(id) => ("session", id),
-            Invalidation::User(id) => ("user", id),
-            Invalidation::Joined(id) => ("joined", id),
+        let (kind, id): (&str, Uuid) = match self {
+            Invalidation::Endpoint(id) => ("endpoint", id.into()),
+            Invalidation::Organization(id) => ("organization", id.into()),
+            Invalidation::Key(id) => ("key", id.into()),
+            Invalidation::Session(id) => ("session", id.into()),
+            Invalidation::User(id) => ("user", id.into()),
+            Invalidation::Joined(id) => ("joined", id.into()),
             Invalidation::SigningKeys => ("signing", Uuid::nil()),
             Invalidation::MasterKeys => ("master", Uuid::nil()),
         };
@@ -63,12 +64,12 @@ impl Invalidation {
         let (kind, id) = payload.split_once(':')?;
         let id = Uuid::parse_str(id).ok()?;
         Some(match kind {
-            "endpoint" => Invalidation::Endpoint(id),
-            "organization" => Invalidation::Organization(id),
-            "key" => Invalidation::Key(id),
-            "session" => Invalidation::Session(id),
-            "user" => Invalidation::User(id),
-            "joined" => Invalidation::Joined(id),
+            "endpoint" => Invalidation::Endpoint(id.into()),
+            "organization" => Invalidation::Organization(id.into()),
+            "key" => Invalidation::Key(id.into()),
+            "session" => Invalidation::Session(id.into()),
+            "user" => Invalidation::User(id.into()),
+            "joined" => Invalidation::Joined(id.into()),
             "signing" => Invalidation::SigningKeys,
             "master" => Invalidation::MasterKeys,
             _ => return None,
@@ -92,15 +93,15 @@ impl Invalidation {
 /// while a single job costs a single claim attempt. Waiters also re-check on a timer.
 #[derive(Debug, Default)]
 pub struct QueueSignal {
-    by_org: Mutex<HashMap<Uuid, Arc<Notify>>>,
+    by_org: Mutex<HashMap<OrgId, Arc<Notify>>>,
     every_org: Arc<Notify>,
     /// When this process last recorded that polls wait for an organization (nil: every organization).
-    watched: Mutex<HashMap<Uuid, std::time::Instant>>,
+    watched: Mutex<HashMap<OrgId, std::time::Instant>>,
 }
 
 impl QueueSignal {
     /// The signal a runner of `org` (or, with `None`, a runner of every organization) waits on.
-    pub fn for_runner(&self, org: Option<Uuid>) -> Arc<Notify> {
+    pub fn for_runner(&self, org: Option<OrgId>) -> Arc<Notify> {
         match org {
             None => self.every_org.clone(),
             Some(org) => self.by_org.lock().map(|mut m| m.entry(org).or_default().clone()).unwrap_or_default(),
@@ -108,7 +109,7 @@ impl QueueSignal {
     }
 
     /// Work was queued for `org`.
-    pub fn wake(&self, org: Uuid) {
+    pub fn wake(&self, org: OrgId) {
         if let Ok(map) = self.by_org.lock()
             && let Some(notify) = map.get(&org)
         {
@@ -119,7 +120,7 @@ impl QueueSignal {
 
     /// Whether the watch of `org` (nil: every organization) is due to be recorded again, which the caller then
     /// does; at most once per `every` per organization.
-    pub fn watch_due(&self, org: Uuid, every: std::time::Duration) -> bool {
+    pub fn watch_due(&self, org: OrgId, every: std::time::Duration) -> bool {
         let Ok(mut watched) = self.watched.lock() else { return true };
         let now = std::time::Instant::now();
         match watched.get(&org) {
@@ -148,12 +149,12 @@ mod tests {
     fn invalidations_round_trip_through_their_payload() {
         let id = Uuid::now_v7();
         for sent in [
-            Invalidation::Endpoint(id),
-            Invalidation::Organization(id),
-            Invalidation::Key(id),
-            Invalidation::Session(id),
-            Invalidation::User(id),
-            Invalidation::Joined(id),
+            Invalidation::Endpoint(id.into()),
+            Invalidation::Organization(id.into()),
+            Invalidation::Key(id.into()),
+            Invalidation::Session(id.into()),
+            Invalidation::User(id.into()),
+            Invalidation::Joined(id.into()),
             Invalidation::SigningKeys,
             Invalidation::MasterKeys,
         ] {

@@ -50,7 +50,7 @@ pub struct Inner {
     /// Wakes long-polling claims.
     pub queue: Arc<QueueSignal>,
     /// Ids of executions with new events (execution streams filter their own).
-    pub execution_wakes: tokio::sync::broadcast::Sender<uuid::Uuid>,
+    pub execution_wakes: tokio::sync::broadcast::Sender<hookflow_shared::ExecutionId>,
     /// Cancelled when the server stops: streams end, background tasks return.
     pub shutdown: CancellationToken,
 }

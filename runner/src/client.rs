@@ -9,11 +9,11 @@ use hookflow_shared::api::runners::{
 };
 use hookflow_shared::redacted::Redacted;
 use hookflow_shared::wire::{Refusal, runner_route};
+use hookflow_shared::{JobId, OrgId, RunnerId};
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::time::Duration;
-use uuid::Uuid;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -46,7 +46,7 @@ pub struct Connection {
     pub base_url: String,
     pub api_key: Redacted<String>,
     /// `None` only for the server's embedded runner.
-    pub organization_id: Option<Uuid>,
+    pub organization_id: Option<OrgId>,
 }
 
 #[derive(Debug, Clone)]
@@ -151,8 +151,8 @@ impl Client {
 
     pub async fn heartbeat(
         &self,
-        runner_id: Uuid,
-        running_jobs: Vec<Uuid>,
+        runner_id: RunnerId,
+        running_jobs: Vec<JobId>,
         metrics: Option<Metrics>,
     ) -> Result<HeartbeatReply, ClientError> {
         let body = Heartbeat { running_jobs, metrics };
@@ -160,7 +160,7 @@ impl Client {
     }
 
     /// Long-polls for up to `max_jobs` jobs (a runner's free slots); empty when none came within `wait_s`.
-    pub async fn next_jobs(&self, runner_id: Uuid, wait_s: u64, max_jobs: u32) -> Result<Vec<Job>, ClientError> {
+    pub async fn next_jobs(&self, runner_id: RunnerId, wait_s: u64, max_jobs: u32) -> Result<Vec<Job>, ClientError> {
         let request = self
             .post_with_key(runner_route::NEXT_JOB)
             .json(&NextJob { runner_id, wait_s: Some(wait_s), max_jobs: Some(max_jobs) })

@@ -9,13 +9,13 @@ use crate::engine::Engine;
 use crate::execute::execute;
 use backon::{BackoffBuilder as _, ExponentialBuilder};
 use hookflow_shared::api::runners::{Host, Job, MAX_JOBS_PER_POLL, Metrics, RegisterRunner, Registered};
+use hookflow_shared::{JobId, RunnerId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
@@ -37,7 +37,7 @@ pub enum DaemonError {
     Removed,
 }
 
-type Running = Arc<Mutex<HashMap<Uuid, CancellationToken>>>;
+type Running = Arc<Mutex<HashMap<JobId, CancellationToken>>>;
 
 fn backoff() -> impl Iterator<Item = Duration> {
     ExponentialBuilder::default()
@@ -88,7 +88,13 @@ async fn register(client: &Client, config: &DaemonConfig, stop: &CancellationTok
     }
 }
 
-async fn heartbeats(client: Client, runner_id: Uuid, interval: Duration, running: Running, stop: CancellationToken) {
+async fn heartbeats(
+    client: Client,
+    runner_id: RunnerId,
+    interval: Duration,
+    running: Running,
+    stop: CancellationToken,
+) {
     let mut system = sysinfo::System::new().ok();
     let mut tick = tokio::time::interval(interval);
     loop {
@@ -105,7 +111,7 @@ async fn heartbeats(client: Client, runner_id: Uuid, interval: Duration, running
                 load_avg_1m: sysinfo::System::load_average().map_or(0.0, |load| load.one),
             }
         });
-        let jobs: Vec<Uuid> = running.lock().map(|r| r.keys().copied().collect()).unwrap_or_default();
+        let jobs: Vec<JobId> = running.lock().map(|r| r.keys().copied().collect()).unwrap_or_default();
         match client.heartbeat(runner_id, jobs, metrics).await {
             Ok(reply) => {
                 if let Ok(running) = running.lock() {
@@ -134,7 +140,7 @@ struct Work {
 async fn poll(
     client: Client,
     engine: Engine,
-    runner_id: Uuid,
+    runner_id: RunnerId,
     wait_s: u64,
     work: Work,
     stop: CancellationToken,

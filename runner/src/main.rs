@@ -3,10 +3,10 @@
 use clap::Parser;
 use hookflow_runner::client::Connection;
 use hookflow_runner::daemon::{self, DaemonConfig, DaemonError};
+use hookflow_shared::OrgId;
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -30,7 +30,7 @@ struct Args {
     api_key: String,
     /// Organization id the key belongs to.
     #[arg(long, env = "SERVICE_ORGANIZATION_ID")]
-    organization_id: Uuid,
+    organization_id: OrgId,
     /// Name shown in the runner list (default: the host name).
     #[arg(long, env = "RUNNER_NAME")]
     name: Option<String>,

@@ -3,6 +3,7 @@
 pub mod api;
 pub mod error;
 pub mod flow;
+pub mod ids;
 pub mod redacted;
 pub mod role;
 pub mod scope;
@@ -11,6 +12,10 @@ pub mod token;
 pub mod wire;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
+pub use ids::{
+    ApiKeyId, CaptureId, CollectionId, CollectionRequestId, ExecutionId, FlowId, FlowVersionId, InvitationId, JobId,
+    OrgId, RunnerId, SessionId, UserId, WebhookId,
+};
 pub use role::Role;
 pub use scope::{Scope, ScopeSet};
 pub use time::Timestamp;

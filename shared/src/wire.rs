@@ -25,7 +25,7 @@ pub mod header {
 
 /// The runner protocol's paths, relative to the base URL.
 pub mod runner_route {
-    use uuid::Uuid;
+    use crate::ids::{JobId, RunnerId};
 
     /// `POST`: register a runner.
     pub const RUNNERS: &str = "/runners";
@@ -41,23 +41,23 @@ pub mod runner_route {
     pub const JOB_COMPLETE: &str = "/runner/jobs/{job_id}/complete";
 
     /// [`RUNNER`] for one runner.
-    pub fn runner(runner_id: Uuid) -> String {
-        RUNNER.replace("{id}", &runner_id.to_string())
+    pub fn runner(id: RunnerId) -> String {
+        RUNNER.replace("{id}", &id.to_string())
     }
 
     /// [`HEARTBEAT`] for one runner.
-    pub fn heartbeat(runner_id: Uuid) -> String {
-        HEARTBEAT.replace("{id}", &runner_id.to_string())
+    pub fn heartbeat(id: RunnerId) -> String {
+        HEARTBEAT.replace("{id}", &id.to_string())
     }
 
     /// [`JOB_NODES`] for one job.
-    pub fn job_nodes(job_id: Uuid) -> String {
-        JOB_NODES.replace("{job_id}", &job_id.to_string())
+    pub fn job_nodes(job: JobId) -> String {
+        JOB_NODES.replace("{job_id}", &job.to_string())
     }
 
     /// [`JOB_COMPLETE`] for one job.
-    pub fn job_complete(job_id: Uuid) -> String {
-        JOB_COMPLETE.replace("{job_id}", &job_id.to_string())
+    pub fn job_complete(job: JobId) -> String {
+        JOB_COMPLETE.replace("{job_id}", &job.to_string())
     }
 }
 
@@ -114,7 +114,7 @@ impl Refusal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use uuid::Uuid;
+    use crate::ids::{JobId, RunnerId};
 
     #[test]
     fn refusals_read_the_contract_body_and_survive_anything_else() {
@@ -130,9 +130,9 @@ mod tests {
 
     #[test]
     fn runner_routes_fill_in_their_ids() {
-        let id = Uuid::nil();
-        assert_eq!(runner_route::job_complete(id), format!("/runner/jobs/{id}/complete"));
-        assert_eq!(runner_route::heartbeat(id), format!("/runners/{id}/heartbeat"));
-        assert!(!runner_route::job_nodes(id).contains('{'));
+        let (job, runner) = (JobId::nil(), RunnerId::nil());
+        assert_eq!(runner_route::job_complete(job), format!("/runner/jobs/{job}/complete"));
+        assert_eq!(runner_route::heartbeat(runner), format!("/runners/{runner}/heartbeat"));
+        assert!(!runner_route::job_nodes(job).contains('{'));
     }
 }

@@ -6,8 +6,8 @@ use hookflow_control_plane::api::admin::{keys, organization};
 use hookflow_control_plane::auth::Actor;
 use hookflow_control_plane::state::{AppState, Settings};
 use hookflow_control_plane::{api, db, http, tasks};
-use hookflow_shared::ScopeSet;
 use hookflow_shared::api::webhooks::CreateWebhook;
+use hookflow_shared::{OrgId, ScopeSet};
 use reqwest::{Method, StatusCode, header::HeaderMap};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -20,7 +20,7 @@ use uuid::Uuid;
 #[derive(Debug, Clone)]
 pub struct Creds {
     pub key: String,
-    pub org: Uuid,
+    pub org: OrgId,
 }
 
 /// A response, read whole.
@@ -133,7 +133,7 @@ impl TestApp {
             base,
             pool,
             client: reqwest::Client::new(),
-            admin: Creds { key: String::new(), org: Uuid::nil() },
+            admin: Creds { key: String::new(), org: OrgId::nil() },
             replica,
             shutdown,
             master,
@@ -149,7 +149,7 @@ impl TestApp {
     }
 
     /// A key of `org` with exactly `scopes`.
-    pub async fn key(&self, org: Uuid, scopes: ScopeSet, expires_at: Option<chrono::DateTime<chrono::Utc>>) -> String {
+    pub async fn key(&self, org: OrgId, scopes: ScopeSet, expires_at: Option<chrono::DateTime<chrono::Utc>>) -> String {
         let mut tx = self.pool.begin().await.expect("begin");
         let created = keys::create(
             &mut tx,

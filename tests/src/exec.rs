@@ -2,12 +2,12 @@
 //! an execution to reach a state.
 
 use crate::app::{Creds, Reply, TestApp};
-use hookflow_shared::ScopeSet;
 use hookflow_shared::api::executions::{ExecutionStatus, Launch};
 use hookflow_shared::api::flows::WriteFlow;
 use hookflow_shared::api::runners::{Host, RegisterRunner};
 use hookflow_shared::scope::Preset;
 use hookflow_shared::wire::{header, runner_route};
+use hookflow_shared::{JobId, OrgId, ScopeSet};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -62,7 +62,7 @@ impl TestApp {
     }
 
     /// A key of `org` with the `runner` preset.
-    pub async fn runner_creds(&self, org: Uuid) -> Creds {
+    pub async fn runner_creds(&self, org: OrgId) -> Creds {
         Creds { key: self.key(org, Preset::Runner.scopes(), None).await, org }
     }
 
@@ -89,7 +89,7 @@ impl TestApp {
 
     /// A call authenticated by a job token; `action` is `nodes` or `complete`.
     pub async fn job_call(&self, job: &Value, action: &str, body: Value) -> Reply {
-        let job_id: uuid::Uuid = job["job_id"].as_str().and_then(|id| id.parse().ok()).expect("job id");
+        let job_id: JobId = job["job_id"].as_str().and_then(|id| id.parse().ok()).expect("job id");
         let path = match action {
             "nodes" => runner_route::job_nodes(job_id),
             "complete" => runner_route::job_complete(job_id),
@@ -190,6 +190,6 @@ impl TestApp {
 }
 
 /// A key of `org` with exactly the named scopes.
-pub async fn scoped(app: &TestApp, org: Uuid, scopes: &[&str]) -> Creds {
+pub async fn scoped(app: &TestApp, org: OrgId, scopes: &[&str]) -> Creds {
     Creds { key: app.key(org, ScopeSet::parse(scopes.iter().copied()).expect("scopes"), None).await, org }
 }

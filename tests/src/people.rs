@@ -3,8 +3,8 @@
 
 use crate::app::{Reply, TestApp, read};
 use hookflow_control_plane::api::people::{passwords, signup, store};
-use hookflow_shared::Role;
 use hookflow_shared::api::people::AddMember;
+use hookflow_shared::{OrgId, Role, UserId};
 use reqwest::Method;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -12,7 +12,7 @@ use uuid::Uuid;
 /// A person with a password, and (once signed in) their tokens.
 #[derive(Debug, Clone)]
 pub struct Person {
-    pub user_id: Uuid,
+    pub user_id: UserId,
     pub email: String,
     pub password: String,
 }
@@ -21,7 +21,7 @@ pub struct Person {
 #[derive(Debug, Clone)]
 pub struct Bearer {
     pub token: String,
-    pub org: Option<Uuid>,
+    pub org: Option<OrgId>,
 }
 
 impl Bearer {
@@ -38,12 +38,12 @@ impl TestApp {
     }
 
     /// A new user with a password (no change required), `role` in `org`.
-    pub async fn person(&self, org: Uuid, role: Role) -> Person {
+    pub async fn person(&self, org: OrgId, role: Role) -> Person {
         self.member(org, role, false).await
     }
 
     /// A new user, `role` in `org`; `one_time` marks the password as one to change.
-    pub async fn member(&self, org: Uuid, role: Role, one_time: bool) -> Person {
+    pub async fn member(&self, org: OrgId, role: Role, one_time: bool) -> Person {
         let person = self.user(one_time).await;
         let mut conn = self.pool.acquire().await.expect("connection");
         signup::add_membership(&mut conn, org, person.user_id, role).await.expect("membership");
@@ -66,7 +66,7 @@ impl TestApp {
     }
 
     /// Signs `person` in and answers their access token (with `org`) and refresh token.
-    pub async fn bearer(&self, person: &Person, org: Option<Uuid>) -> (Bearer, String) {
+    pub async fn bearer(&self, person: &Person, org: Option<OrgId>) -> (Bearer, String) {
         let reply = self.sign_in(&person.email, &person.password).await;
         assert_eq!(reply.status, 201, "{}", reply.text);
         let token = reply.body["access_token"].as_str().expect("access token").to_owned();

@@ -5,13 +5,13 @@ use crate::api::Api;
 use crate::error::CliError;
 use crate::output::{Style, Tone, print_json, print_list};
 use clap::{Args, Subcommand};
+use hookflow_shared::CollectionId;
 use hookflow_shared::api::collections::{
     Collection, ImportOpenApi, ImportedCollection, OpenApiSource, PutOpenApiSync, SyncApplied, SyncDiff, SyncItem,
 };
 use reqwest::Method;
 use std::io::Read as _;
 use std::path::PathBuf;
-use uuid::Uuid;
 
 /// Where an OpenAPI description comes from.
 #[derive(Debug, Args)]
@@ -61,7 +61,7 @@ pub enum CollectionsCommand {
     },
     /// Sync a collection with its OpenAPI description: with --file or --source-url, that becomes its source first.
     Sync {
-        id: Uuid,
+        id: CollectionId,
         #[command(flatten)]
         source: SourceArgs,
         /// Only show what would change.

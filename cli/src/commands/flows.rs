@@ -4,10 +4,10 @@ use crate::api::Api;
 use crate::error::CliError;
 use crate::output::{print_json, print_list};
 use clap::Subcommand;
+use hookflow_shared::FlowId;
 use hookflow_shared::api::flows::{Flow, FlowDocument, FlowVersion, Publish};
 use std::io::Read as _;
 use std::path::PathBuf;
-use uuid::Uuid;
 
 #[derive(Debug, Subcommand)]
 pub enum FlowsCommand {
@@ -21,10 +21,10 @@ pub enum FlowsCommand {
         json: bool,
     },
     /// Print one flow as JSON.
-    Get { id: Uuid },
+    Get { id: FlowId },
     /// Write a flow's self-contained export document (versions and environments; never secret values).
     Export {
-        id: Uuid,
+        id: FlowId,
         /// File to write; standard output without it.
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<PathBuf>,
@@ -33,7 +33,7 @@ pub enum FlowsCommand {
     Import { file: PathBuf },
     /// Publish the flow's current draft as a new version.
     Publish {
-        id: Uuid,
+        id: FlowId,
         /// What changed, kept with the version.
         #[arg(long)]
         note: Option<String>,

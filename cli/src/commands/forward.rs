@@ -6,10 +6,10 @@ use crate::api::Api;
 use crate::error::CliError;
 use crate::output::{Style, Tone, duration};
 use base64::Engine as _;
+use hookflow_shared::WebhookId;
 use hookflow_shared::api::webhooks::{BodyEncoding, CapturedRequest};
 use reqwest::Method;
 use std::time::{Duration, Instant};
-use uuid::Uuid;
 
 /// Headers that describe one hop, not the request: the client sets its own.
 const HOP_HEADERS: [&str; 8] =
@@ -18,7 +18,7 @@ const HOP_HEADERS: [&str; 8] =
 #[derive(Debug)]
 pub struct Forwarder {
     api: Api,
-    webhook_id: Uuid,
+    webhook_id: WebhookId,
     target: reqwest::Url,
     http: reqwest::Client,
 }
@@ -31,7 +31,7 @@ pub struct Delivered {
 }
 
 impl Forwarder {
-    pub fn new(api: Api, webhook_id: Uuid, to: &str) -> Result<Self, CliError> {
+    pub fn new(api: Api, webhook_id: WebhookId, to: &str) -> Result<Self, CliError> {
         let target =
             reqwest::Url::parse(to).map_err(|e| CliError::usage(format!("--to is not a URL ({e}): {to:?}")))?;
         if !matches!(target.scheme(), "http" | "https") {
@@ -144,11 +144,12 @@ mod tests {
     use hookflow_shared::Timestamp;
     use hookflow_shared::api::webhooks::BodyEncoding;
     use hookflow_shared::redacted::Redacted;
+    use hookflow_shared::{CaptureId, OrgId};
 
     fn capture(path: &str) -> CapturedRequest {
         CapturedRequest {
-            id: Uuid::nil(),
-            webhook_id: Uuid::nil(),
+            id: CaptureId::nil(),
+            webhook_id: WebhookId::nil(),
             method: "POST".into(),
             path: path.into(),
             query_string: "a=1".into(),
@@ -171,10 +172,10 @@ mod tests {
         let credentials = Credentials {
             base_url: "http://127.0.0.1:1".into(),
             api_key: Redacted::new("k".into()),
-            organization_id: Uuid::nil(),
+            organization_id: OrgId::nil(),
         };
         let api = Api::new(credentials).expect("api");
-        let forwarder = Forwarder::new(api, Uuid::nil(), "http://127.0.0.1:3000/hooks/in").expect("forwarder");
+        let forwarder = Forwarder::new(api, WebhookId::nil(), "http://127.0.0.1:3000/hooks/in").expect("forwarder");
         let fine = forwarder.url_for(&capture("/github/push")).expect("a path under --to");
         assert_eq!(fine.as_str(), "http://127.0.0.1:3000/hooks/in/github/push?a=1");
         for escape in ["/../admin", "/a/../../admin", "/%2e%2e/admin", "/%2E%2e/x", "/./../x"] {

@@ -5,9 +5,9 @@ use crate::error::CliError;
 use crate::output::{print_json, print_list};
 use chrono::{Duration as Span, Utc};
 use clap::Subcommand;
+use hookflow_shared::ApiKeyId;
 use hookflow_shared::api::admin::{ApiKey, CreateApiKey, CreatedApiKey};
 use hookflow_shared::time::Timestamp;
-use uuid::Uuid;
 
 #[derive(Debug, Subcommand)]
 pub enum KeysCommand {
@@ -36,10 +36,10 @@ pub enum KeysCommand {
         json: bool,
     },
     /// Delete a key: it stops working at once.
-    Delete { id: Uuid },
+    Delete { id: ApiKeyId },
     /// Create the replacement of a key (same scopes, a new expiry) and print the steps to finish the rotation.
     Rotate {
-        id: Uuid,
+        id: ApiKeyId,
         /// Expiry of the new key from now.
         #[arg(long, value_name = "SPAN", value_parser = parse_span, default_value = "90d")]
         expires_in: Span,

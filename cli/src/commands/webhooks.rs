@@ -6,8 +6,8 @@ use crate::error::CliError;
 use crate::output::{Style, Tone, print_json, print_list};
 use crate::sse::EventStream;
 use clap::Subcommand;
+use hookflow_shared::WebhookId;
 use hookflow_shared::api::webhooks::{CapturedRequest, CreateWebhook, Webhook};
-use uuid::Uuid;
 
 #[derive(Debug, Subcommand)]
 pub enum WebhooksCommand {
@@ -30,7 +30,7 @@ pub enum WebhooksCommand {
     },
     /// Print captures as they arrive; survives dropped connections (resumes with Last-Event-ID).
     Tail {
-        id: Uuid,
+        id: WebhookId,
         /// Print each capture as one JSON line instead of a summary line.
         #[arg(long)]
         json: bool,
@@ -43,7 +43,7 @@ pub enum WebhooksCommand {
     },
     /// Resend every capture, as it arrives, to a local server: method, path, query, headers and the exact body bytes.
     Forward {
-        id: Uuid,
+        id: WebhookId,
         /// Target base URL; the capture's path (after /webhook/ID) and query are appended.
         #[arg(long, value_name = "URL")]
         to: String,
@@ -73,7 +73,7 @@ fn summary_line(capture: &CapturedRequest, style: Style) -> String {
 /// Follows the endpoint's stream, handing each capture to `each`; stops after `count` captures if given.
 async fn follow<F, Fut>(
     api: &Api,
-    id: Uuid,
+    id: WebhookId,
     after: Option<String>,
     count: Option<u64>,
     doing: &str,

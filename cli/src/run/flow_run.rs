@@ -13,6 +13,7 @@ use backon::{ExponentialBuilder, Retryable as _};
 use hookflow_runner::client::{Client, ClientError, Connection};
 use hookflow_runner::engine::{Engine, Outcome};
 use hookflow_runner::execute::{Options, execute_with};
+use hookflow_shared::FlowId;
 use hookflow_shared::api::executions::{Execution, ExecutionEvent, Launch, LaunchMode, NodeResult, Summary, Trigger};
 use hookflow_shared::api::flows::Flow;
 use hookflow_shared::api::runners::FinalStatus;
@@ -25,7 +26,7 @@ use tokio::sync::mpsc;
 const CANCEL_GRACE: Duration = Duration::from_secs(30);
 
 /// Launches `flow_id`; network failures and 5xx/429 answers are retried with the same idempotency key.
-async fn launch(api: &Api, flow_id: uuid::Uuid, body: &Launch, progress: &FlowProgress) -> Result<Execution, CliError> {
+async fn launch(api: &Api, flow_id: FlowId, body: &Launch, progress: &FlowProgress) -> Result<Execution, CliError> {
     let key = uuid::Uuid::new_v4().to_string();
     let path = format!("/flows/{flow_id}/launch");
     let send = || async {

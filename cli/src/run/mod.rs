@@ -13,6 +13,7 @@ use crate::error::{CliError, code};
 use crate::output::Style;
 use clap::{Args, ValueEnum};
 use futures_util::StreamExt as _;
+use hookflow_shared::FlowId;
 use hookflow_shared::api::executions::{Launch, LaunchMode};
 use hookflow_shared::flow::definition::VersionSelector;
 use outcome::FlowRun;
@@ -24,7 +25,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use stop::{Stop, StopReason};
-use uuid::Uuid;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
@@ -38,7 +38,7 @@ pub enum Mode {
 pub struct RunArgs {
     /// A flow to run (repeatable).
     #[arg(long = "flow", value_name = "ID")]
-    pub flows: Vec<Uuid>,
+    pub flows: Vec<FlowId>,
     /// Run every flow carrying this tag; repeated, a flow must carry them all. Needs flows:read.
     #[arg(long = "tag", value_name = "TAG")]
     pub tags: Vec<String>,

@@ -1,8 +1,8 @@
 //! What one flow's run came to, as the summary, the reports and the exit code see it.
 
 use hookflow_shared::api::executions::{ExecutionStatus, NodeResult, NodeStatus, Summary};
+use hookflow_shared::{ExecutionId, FlowId};
 use serde::Serialize;
-use uuid::Uuid;
 
 /// How a flow's run ended, from the CLI's side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -43,9 +43,9 @@ impl RunStatus {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FlowRun {
-    pub flow_id: Uuid,
+    pub flow_id: FlowId,
     pub name: String,
-    pub execution_id: Option<Uuid>,
+    pub execution_id: Option<ExecutionId>,
     pub status: RunStatus,
     pub error: Option<String>,
     /// RFC 3339, when the launch was answered.
@@ -62,7 +62,7 @@ impl FlowRun {
     }
 
     /// A run that was never launched.
-    pub fn not_run(flow_id: Uuid, name: String) -> Self {
+    pub fn not_run(flow_id: FlowId, name: String) -> Self {
         Self {
             flow_id,
             name,

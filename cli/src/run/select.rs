@@ -3,15 +3,15 @@
 
 use crate::api::Api;
 use crate::error::CliError;
+use hookflow_shared::FlowId;
 use hookflow_shared::api::flows::{Flow, SearchFlows};
 use hookflow_shared::api::page::Page;
 use std::collections::HashSet;
-use uuid::Uuid;
 
 /// One flow to run; its name is known when it was selected by tag.
 #[derive(Debug, Clone)]
 pub struct Target {
-    pub flow_id: Uuid,
+    pub flow_id: FlowId,
     pub name: Option<String>,
 }
 
@@ -24,7 +24,7 @@ impl Target {
 /// What to select.
 #[derive(Debug, Clone, Default)]
 pub struct Selection {
-    pub flow_ids: Vec<Uuid>,
+    pub flow_ids: Vec<FlowId>,
     pub tags: Vec<String>,
     pub exclude_tags: Vec<String>,
 }

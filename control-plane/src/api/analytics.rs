@@ -9,13 +9,12 @@ use crate::extract::{ApiQuery, Id};
 use crate::state::AppState;
 use axum::Json;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
-use hookflow_shared::Timestamp;
 use hookflow_shared::api::analytics::{
     Bucket, CaptureTotals, EndpointCount, MethodBreakdown, MethodCount, Overview, Volume, VolumePoint,
 };
+use hookflow_shared::{Timestamp, WebhookId};
 use std::collections::{BTreeMap, HashMap};
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 /// Most points one volume answer holds.
 const MAX_POINTS: i64 = 10_000;
@@ -107,7 +106,7 @@ impl Series {
     responses((status = 200, body = Volume)))]
 async fn volume(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
-    Id(id): Id,
+    Id(id): Id<WebhookId>,
     ApiQuery(window): ApiQuery<Window>,
     ApiQuery(bucket): ApiQuery<BucketParam>,
 ) -> ApiResult<Json<Volume>> {
@@ -144,7 +143,7 @@ async fn volume(
     responses((status = 200, body = MethodBreakdown)))]
 async fn methods(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
-    Id(id): Id,
+    Id(id): Id<WebhookId>,
     ApiQuery(params): ApiQuery<Window>,
 ) -> ApiResult<Json<MethodBreakdown>> {
     ensure_exists(&app, caller.org_id, id).await?;
@@ -179,7 +178,7 @@ async fn overview(
     ApiQuery(params): ApiQuery<Window>,
 ) -> ApiResult<Json<Overview>> {
     let (from, to) = params.bounds()?;
-    let rows: Vec<(Uuid, String, i64)> = sqlx::query_as(
+    let rows: Vec<(WebhookId, String, i64)> = sqlx::query_as(
         "SELECT w.id, w.name, COALESCE(sum(c.count), 0)::bigint FROM webhooks w
          LEFT JOIN capture_counts c ON c.webhook_id = w.id AND c.minute >= $2 AND c.minute < $3
          WHERE w.organization_id = $1 GROUP BY w.id, w.name ORDER BY 3 DESC, w.name",

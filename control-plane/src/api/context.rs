@@ -39,7 +39,7 @@ impl FromRequestParts<AppState> for Person {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let token = bearer_token(parts).ok_or_else(ApiError::unauthorized)?;
         let identity = bearer::authenticate(&state.auth, token).await?;
-        state.allowances.key_request(identity.user_id)?;
+        state.allowances.key_request(identity.user_id.into())?;
         Ok(Self { app: state.clone(), identity })
     }
 }

@@ -14,6 +14,7 @@ pub mod executions;
 pub mod flows;
 pub mod health;
 pub mod openapi;
+pub mod openapi_ids;
 pub mod openapi_shapes;
 pub mod people;
 pub mod resources;
@@ -65,6 +66,7 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
 /// The routes and their completed document.
 fn assembled() -> (axum::Router<AppState>, utoipa::openapi::OpenApi) {
     let (routes, mut document) = documented().split_for_parts();
+    openapi_ids::inline_ids(&mut document);
     openapi::complete_operations(&mut document);
     openapi_shapes::for_generators(&mut document);
     (routes, document)

@@ -9,9 +9,9 @@ use crate::auth::people_cache::SessionState;
 use crate::auth::sessions;
 use crate::error::{ApiError, ApiResult};
 use chrono::DateTime;
+use hookflow_shared::{SessionId, UserId};
 use jsonwebtoken::{Algorithm, Validation};
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 /// The audience of the built-in provider's access tokens.
 pub const AUDIENCE: &str = "hookflow";
@@ -22,9 +22,9 @@ pub struct AccessClaims {
     pub iss: String,
     pub aud: String,
     /// The user.
-    pub sub: Uuid,
+    pub sub: UserId,
     /// The session.
-    pub sid: Uuid,
+    pub sid: SessionId,
     pub iat: i64,
     pub nbf: i64,
     pub exp: i64,
@@ -103,7 +103,7 @@ async fn built_in(auth: &Auth, token: &str, kid: &str) -> ApiResult<BearerIdenti
 }
 
 /// A session's state: from memory, or the database (an unknown session is not live).
-async fn session_state(auth: &Auth, session_id: Uuid) -> ApiResult<SessionState> {
+async fn session_state(auth: &Auth, session_id: SessionId) -> ApiResult<SessionState> {
     if let Some(known) = auth.people.session(session_id) {
         return Ok(known);
     }

@@ -13,10 +13,10 @@ use crate::auth::identity::{BearerIdentity, LEEWAY_S};
 use crate::auth::users::normalize_email;
 use crate::error::{ApiError, ApiResult};
 use chrono::{DateTime, Utc};
+use hookflow_shared::UserId;
 use jsonwebtoken::{Header, Validation};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use uuid::Uuid;
 
 #[derive(Deserialize)]
 struct ExternalClaims {
@@ -117,7 +117,7 @@ pub async fn resolve<'a>(
         return Err(ApiError::unauthorized());
     }
     let hash = token_hash(token);
-    let (user_id, revoked): (Option<Uuid>, bool) = sqlx::query_as(
+    let (user_id, revoked): (Option<UserId>, bool) = sqlx::query_as(
         "SELECT (SELECT user_id FROM user_identities WHERE issuer = $1 AND subject = $2),
                 EXISTS (SELECT 1 FROM revoked_tokens WHERE token_hash = $3)",
     )

@@ -7,9 +7,8 @@
 
 use crate::cache::BoundedCache;
 use chrono::{DateTime, Utc};
-use hookflow_shared::ScopeSet;
+use hookflow_shared::{ApiKeyId, OrgId, ScopeSet};
 use std::time::{Duration, Instant};
-use uuid::Uuid;
 
 /// How long an entry is trusted without a fresh lookup.
 const TTL: Duration = Duration::from_secs(60);
@@ -21,8 +20,8 @@ const MAX_ENTRIES: usize = 100_000;
 /// Who a key is.
 #[derive(Debug, Clone)]
 pub struct KeyIdentity {
-    pub key_id: Uuid,
-    pub org_id: Uuid,
+    pub key_id: ApiKeyId,
+    pub org_id: OrgId,
     pub scopes: ScopeSet,
     pub expires_at: Option<DateTime<Utc>>,
 }
@@ -100,12 +99,12 @@ impl KeyCache {
     }
 
     /// Drops a key (deleted).
-    pub fn forget_key(&self, key_id: Uuid) {
+    pub fn forget_key(&self, key_id: ApiKeyId) {
         self.entries.retain(|_, e| e.identity.key_id != key_id);
     }
 
     /// Drops every key of an organization.
-    pub fn forget_organization(&self, org_id: Uuid) {
+    pub fn forget_organization(&self, org_id: OrgId) {
         self.entries.retain(|_, e| e.identity.org_id != org_id);
     }
 
@@ -119,14 +118,14 @@ impl KeyCache {
 mod tests {
     use super::*;
 
-    fn identity(key_id: Uuid, org_id: Uuid) -> KeyIdentity {
+    fn identity(key_id: ApiKeyId, org_id: OrgId) -> KeyIdentity {
         KeyIdentity { key_id, org_id, scopes: ScopeSet::all(), expires_at: None }
     }
 
     #[test]
     fn keys_are_found_until_forgotten() {
         let cache = KeyCache::default();
-        let (a, b, org) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let (a, b, org) = (ApiKeyId::now_v7(), ApiKeyId::now_v7(), OrgId::now_v7());
         cache.insert(b"a".to_vec(), identity(a, org));
         cache.insert(b"b".to_vec(), identity(b, org));
         assert!(matches!(cache.get(b"a"), Cached::Hit { record_use: false, .. }));
@@ -139,9 +138,9 @@ mod tests {
 
     #[test]
     fn expiry_is_read_from_the_identity() {
-        let mut expired = identity(Uuid::now_v7(), Uuid::now_v7());
+        let mut expired = identity(ApiKeyId::now_v7(), OrgId::now_v7());
         expired.expires_at = Some(Utc::now() - chrono::Duration::seconds(1));
         assert!(expired.is_expired());
-        assert!(!identity(Uuid::now_v7(), Uuid::now_v7()).is_expired());
+        assert!(!identity(ApiKeyId::now_v7(), OrgId::now_v7()).is_expired());
     }
 }

@@ -7,9 +7,8 @@ use crate::auth::key_cache::{Cached, KeyIdentity};
 use crate::error::{ApiError, ApiResult};
 use chrono::{DateTime, Utc};
 use hookflow_shared::token::{self, TokenKind};
-use hookflow_shared::{Role, ScopeSet};
+use hookflow_shared::{ApiKeyId, OrgId, Role, ScopeSet, UserId};
 use std::net::IpAddr;
-use uuid::Uuid;
 
 /// Resolves an API key: the checksum is verified first (a typo never reaches the database), then the cache or
 /// the database; unknown, deleted and expired keys all answer the same 401. A key not in the cache is looked up
@@ -61,7 +60,7 @@ enum KeyLookup {
 }
 
 async fn lookup_key(auth: &Auth, hash: &[u8]) -> ApiResult<KeyLookup> {
-    type KeyRow = (Uuid, Uuid, Vec<String>, Option<DateTime<Utc>>, Option<Uuid>, Option<String>);
+    type KeyRow = (ApiKeyId, OrgId, Vec<String>, Option<DateTime<Utc>>, Option<UserId>, Option<String>);
     let row: Option<KeyRow> = sqlx::query_as(
         "SELECT k.id, k.organization_id, k.scopes, k.expires_at, k.created_by_user, m.role
          FROM api_keys k
@@ -84,7 +83,7 @@ async fn lookup_key(auth: &Auth, hash: &[u8]) -> ApiResult<KeyLookup> {
 }
 
 /// Writes a key's last use, off the request's path (at most once a minute per key and replica).
-fn record_last_use(auth: &Auth, key_id: Uuid) {
+fn record_last_use(auth: &Auth, key_id: ApiKeyId) {
     let pool = auth.pool.clone();
     tokio::spawn(async move {
         let _ = sqlx::query(

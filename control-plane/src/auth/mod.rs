@@ -24,7 +24,7 @@ use axum::http::request::Parts;
 use chrono::{DateTime, Utc};
 use component::Auth;
 use hookflow_shared::wire::header;
-use hookflow_shared::{ErrorCode, Role, Scope, ScopeSet};
+use hookflow_shared::{ApiKeyId, ErrorCode, OrgId, Role, Scope, ScopeSet, UserId};
 use identity::BearerIdentity;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -33,8 +33,8 @@ use uuid::Uuid;
 /// Who is acting, as written to the audit log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Actor {
-    Key(Uuid),
-    User(Uuid),
+    Key(ApiKeyId),
+    User(UserId),
     /// Someone not signed in (a failed sign-in), by client address.
     Address(std::net::IpAddr),
     Operator,
@@ -54,7 +54,7 @@ impl std::fmt::Display for Actor {
 /// An authenticated caller acting in one organization, holding scope `S`.
 #[derive(Debug)]
 pub struct Caller<S = scope::Any> {
-    pub org_id: Uuid,
+    pub org_id: OrgId,
     pub scopes: ScopeSet,
     pub actor: Actor,
     /// When the caller's credential stops working: what it makes never outlives it.
@@ -128,7 +128,7 @@ where
             keys::authenticate_key(&auth, key.ok_or_else(ApiError::unauthorized)?, client_address(&auth, parts))
                 .await?;
         crate::http::listener::prove(&parts.extensions);
-        auth.allowances.key_request(identity.key_id)?;
+        auth.allowances.key_request(identity.key_id.into())?;
         let org_id = organization_header(parts)?;
         if org_id != identity.org_id {
             return Err(ApiError::new(
@@ -144,7 +144,7 @@ where
 impl<S: scope::Required> Caller<S> {
     /// A caller that holds `scopes`, if they grant `S`.
     fn holding(
-        org_id: Uuid,
+        org_id: OrgId,
         scopes: ScopeSet,
         grantable: ScopeSet,
         actor: Actor,
@@ -160,7 +160,7 @@ impl<S: scope::Required> Caller<S> {
 
     /// A person acting in the organization of `X-Organization-Id`, with the scopes of their role there.
     async fn person(parts: &Parts, auth: &Auth, person: BearerIdentity) -> ApiResult<Self> {
-        auth.allowances.key_request(person.user_id)?;
+        auth.allowances.key_request(person.user_id.into())?;
         if person.password_change_required {
             return Err(password_change_required());
         }
@@ -196,7 +196,7 @@ pub fn bearer_in(headers: &axum::http::HeaderMap) -> Option<&str> {
 }
 
 /// A person's role in an organization (memberships are cached, and dropped when they change).
-pub async fn role_in(auth: &Auth, user_id: Uuid, org_id: Uuid) -> ApiResult<Option<Role>> {
+pub async fn role_in(auth: &Auth, user_id: UserId, org_id: OrgId) -> ApiResult<Option<Role>> {
     let memberships = match auth.people.memberships(user_id) {
         Some(known) => known,
         None => {
@@ -213,7 +213,8 @@ impl<S> Caller<S> {
     /// The credential allowances are counted against (streams held open, requests per second).
     pub fn credential_id(&self) -> Uuid {
         match self.actor {
-            Actor::Key(id) | Actor::User(id) => id,
+            Actor::Key(id) => id.into(),
+            Actor::User(id) => id.into(),
             Actor::Address(_) | Actor::Operator => Uuid::nil(),
         }
     }
@@ -231,12 +232,12 @@ pub fn client_address(auth: &Auth, parts: &Parts) -> Option<std::net::IpAddr> {
 }
 
 /// Reads `X-Organization-Id`; missing or not a UUID answers 400 `organization_required`.
-pub fn organization_header(parts: &Parts) -> ApiResult<Uuid> {
+pub fn organization_header(parts: &Parts) -> ApiResult<OrgId> {
     parts
         .headers
         .get(header::ORGANIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| Uuid::parse_str(v.trim()).ok())
+        .and_then(|v| v.trim().parse().ok())
         .ok_or_else(|| {
             ApiError::new(ErrorCode::OrganizationRequired, "send X-Organization-Id with your organization's id")
         })

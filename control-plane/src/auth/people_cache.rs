@@ -5,9 +5,8 @@
 //! [`BoundedCache`]: past its capacity the oldest entries leave one at a time.
 
 use crate::cache::BoundedCache;
-use hookflow_shared::Role;
+use hookflow_shared::{OrgId, Role, SessionId, UserId};
 use std::time::Duration;
-use uuid::Uuid;
 
 /// The safety net under the invalidations.
 pub const TTL: Duration = Duration::from_secs(60);
@@ -19,18 +18,18 @@ const MAX_UNKNOWN_IDENTITIES: usize = 10_000;
 /// A browser session as authentication needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionState {
-    pub user_id: Uuid,
+    pub user_id: UserId,
     pub live: bool,
     pub password_change_required: bool,
 }
 
 /// A user's organizations and roles.
-pub type Memberships = Vec<(Uuid, Role)>;
+pub type Memberships = Vec<(OrgId, Role)>;
 
 #[derive(Debug)]
 pub struct PeopleCache {
-    sessions: BoundedCache<Uuid, SessionState>,
-    memberships: BoundedCache<Uuid, Memberships>,
+    sessions: BoundedCache<SessionId, SessionState>,
+    memberships: BoundedCache<UserId, Memberships>,
     /// External identities (issuer and subject) no user has: their tokens answer 401 without a lookup.
     unknown_identities: BoundedCache<String, ()>,
 }
@@ -46,19 +45,19 @@ impl Default for PeopleCache {
 }
 
 impl PeopleCache {
-    pub fn session(&self, id: Uuid) -> Option<SessionState> {
+    pub fn session(&self, id: SessionId) -> Option<SessionState> {
         self.sessions.get(&id)
     }
 
-    pub fn store_session(&self, id: Uuid, state: SessionState) {
+    pub fn store_session(&self, id: SessionId, state: SessionState) {
         self.sessions.insert(id, state);
     }
 
-    pub fn memberships(&self, user_id: Uuid) -> Option<Memberships> {
+    pub fn memberships(&self, user_id: UserId) -> Option<Memberships> {
         self.memberships.get(&user_id)
     }
 
-    pub fn store_memberships(&self, user_id: Uuid, memberships: Memberships) {
+    pub fn store_memberships(&self, user_id: UserId, memberships: Memberships) {
         self.memberships.insert(user_id, memberships);
     }
 
@@ -71,20 +70,20 @@ impl PeopleCache {
         self.unknown_identities.insert(identity, ());
     }
 
-    pub fn forget_session(&self, id: Uuid) {
+    pub fn forget_session(&self, id: SessionId) {
         self.sessions.remove(&id);
     }
 
     /// A user's sessions (password changed, sessions revoked) and memberships; and the unknown identities, one
     /// of which may just have become this user's.
-    pub fn forget_user(&self, user_id: Uuid) {
+    pub fn forget_user(&self, user_id: UserId) {
         self.sessions.retain(|_, s| s.user_id != user_id);
         self.memberships.remove(&user_id);
         self.unknown_identities.clear();
     }
 
     /// A user's memberships only (they joined an organization).
-    pub fn forget_memberships(&self, user_id: Uuid) {
+    pub fn forget_memberships(&self, user_id: UserId) {
         self.memberships.remove(&user_id);
     }
 
@@ -96,7 +95,7 @@ impl PeopleCache {
     }
 
     /// Every membership in an organization (members added, removed or changed).
-    pub fn forget_organization(&self, org_id: Uuid) {
+    pub fn forget_organization(&self, org_id: OrgId) {
         self.memberships.retain(|_, orgs| !orgs.iter().any(|(org, _)| *org == org_id));
     }
 }
@@ -108,11 +107,11 @@ mod tests {
     #[test]
     fn forgetting_drops_what_it_names_only() {
         let cache = PeopleCache::default();
-        let (user, other, org, session) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let (user, other, org, session) = (UserId::now_v7(), UserId::now_v7(), OrgId::now_v7(), SessionId::now_v7());
         let state = SessionState { user_id: user, live: true, password_change_required: false };
         cache.store_session(session, state);
         cache.store_memberships(user, vec![(org, Role::Admin)]);
-        cache.store_memberships(other, vec![(Uuid::now_v7(), Role::Viewer)]);
+        cache.store_memberships(other, vec![(OrgId::now_v7(), Role::Viewer)]);
         assert_eq!(cache.session(session), Some(state));
         cache.forget_organization(org);
         assert!(cache.memberships(user).is_none() && cache.memberships(other).is_some());

@@ -8,6 +8,7 @@ use crate::crypto::{MasterKey, Sealed};
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair as _};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hookflow_shared::OrgId;
 use hookflow_shared::api::people::{Jwk, Jwks};
 use jsonwebtoken::{DecodingKey, EncodingKey};
 use sqlx::PgPool;
@@ -57,7 +58,7 @@ pub async fn create(pool: &PgPool, master: &MasterKey) -> Result<String, Signing
     let pair = Ed25519KeyPair::generate().map_err(|_| SigningError::Crypto)?;
     let pkcs8 = pair.to_pkcs8v1().map_err(|_| SigningError::Crypto)?;
     let kid = Uuid::now_v7().simple().to_string();
-    let sealed = master.seal(Uuid::nil(), &sealed_name(&kid), pkcs8.as_ref());
+    let sealed = master.seal(OrgId::nil(), &sealed_name(&kid), pkcs8.as_ref());
     sqlx::query(
         "INSERT INTO signing_keys (kid, private_key, nonce, key_version, public_key) VALUES ($1, $2, $3, $4, $5)",
     )
@@ -151,7 +152,7 @@ impl SigningKeys {
         let signing = match rows.first() {
             Some((kid, ciphertext, nonce, key_version, _)) => {
                 let sealed = Sealed { ciphertext: ciphertext.clone(), nonce: nonce.clone(), key_version: *key_version };
-                let pkcs8 = master.open(Uuid::nil(), &sealed_name(kid), &sealed).map_err(|_| SigningError::Sealed)?;
+                let pkcs8 = master.open(OrgId::nil(), &sealed_name(kid), &sealed).map_err(|_| SigningError::Sealed)?;
                 Some((kid.clone(), EncodingKey::from_ed_der(&pkcs8)))
             }
             None => None,

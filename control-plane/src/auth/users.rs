@@ -1,9 +1,8 @@
 //! The people tables as authentication reads and writes them: a user's memberships, external identities linked
 //! to users, and users who sign in only through one; and the canonical form of an email.
 
-use hookflow_shared::Role;
+use hookflow_shared::{OrgId, Role, UserId};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 /// The canonical form of an email: lower-cased; `None` when it is not an address by the rule the OpenAPI document
 /// states (`rules::email_pattern`: printable ASCII, no spaces, a dotted domain).
@@ -12,8 +11,8 @@ pub fn normalize_email(email: &str) -> Option<String> {
 }
 
 /// A user's organizations and roles.
-pub async fn memberships(conn: &mut PgConnection, user_id: Uuid) -> Result<Vec<(Uuid, Role)>, sqlx::Error> {
-    let rows: Vec<(Uuid, String)> =
+pub async fn memberships(conn: &mut PgConnection, user_id: UserId) -> Result<Vec<(OrgId, Role)>, sqlx::Error> {
+    let rows: Vec<(OrgId, String)> =
         sqlx::query_as("SELECT organization_id, role FROM memberships WHERE user_id = $1 ORDER BY created_at")
             .bind(user_id)
             .fetch_all(conn)
@@ -26,7 +25,7 @@ pub async fn link_identity(
     conn: &mut PgConnection,
     issuer: &str,
     subject: &str,
-    user_id: Uuid,
+    user_id: UserId,
 ) -> Result<bool, sqlx::Error> {
     let linked = sqlx::query(
         "INSERT INTO user_identities (issuer, subject, user_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
@@ -47,8 +46,8 @@ pub async fn create_external_user(
     issuer: &str,
     subject: &str,
     email: &str,
-) -> Result<Option<Uuid>, sqlx::Error> {
-    let user_id = Uuid::now_v7();
+) -> Result<Option<UserId>, sqlx::Error> {
+    let user_id = UserId::now_v7();
     let created = sqlx::query("INSERT INTO users (id, email) VALUES ($1, $2) ON CONFLICT (email) DO NOTHING")
         .bind(user_id)
         .bind(email)

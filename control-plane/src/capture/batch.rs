@@ -4,13 +4,13 @@
 
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::signatures::{SignatureScheme, Verdict};
-use uuid::Uuid;
+use hookflow_shared::{CaptureId, OrgId, WebhookId};
 
 /// A request to store.
 #[derive(Debug)]
 pub struct CaptureRecord {
-    pub org_id: Uuid,
-    pub webhook_id: Uuid,
+    pub org_id: OrgId,
+    pub webhook_id: WebhookId,
     pub method: String,
     pub path: String,
     pub query_string: String,
@@ -48,7 +48,7 @@ impl CaptureSignature {
 /// What became of a capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    Stored(Uuid),
+    Stored(CaptureId),
     /// The endpoint was deleted while the capture waited.
     EndpointGone,
     /// This row cannot be stored (a value the database refuses); its neighbours were.
@@ -99,7 +99,7 @@ SELECT id FROM stored WHERE (SELECT count(*) FROM notified) >= 0";
 #[derive(Debug, Clone, Copy)]
 pub struct Batch<'a> {
     pub records: &'a [&'a CaptureRecord],
-    pub ids: &'a [Uuid],
+    pub ids: &'a [CaptureId],
     pub slot: i16,
 }
 
@@ -124,7 +124,7 @@ pub async fn write(conn: &mut sqlx::PgConnection, batch: Batch<'_>) -> Result<Ve
 fn isolate<'a>(
     conn: &'a mut sqlx::PgConnection,
     records: &'a [&'a CaptureRecord],
-    ids: &'a [Uuid],
+    ids: &'a [CaptureId],
     slot: i16,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Outcome>, sqlx::Error>> + Send + 'a>> {
     Box::pin(async move {
@@ -157,18 +157,18 @@ fn is_row_error(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(db) if db.code().is_some_and(|c| c.starts_with("22") || c.starts_with("23")))
 }
 
-fn finish(ids: &[Uuid], stored: Vec<Uuid>) -> Vec<Outcome> {
-    let stored: std::collections::HashSet<Uuid> = stored.into_iter().collect();
+fn finish(ids: &[CaptureId], stored: Vec<CaptureId>) -> Vec<Outcome> {
+    let stored: std::collections::HashSet<CaptureId> = stored.into_iter().collect();
     ids.iter().map(|id| if stored.contains(id) { Outcome::Stored(*id) } else { Outcome::EndpointGone }).collect()
 }
 
 type Arguments = <sqlx::Postgres as sqlx::Database>::Arguments;
 
 fn bind<'q>(
-    ids: &'q [Uuid],
+    ids: &'q [CaptureId],
     records: &'q [&'q CaptureRecord],
     slot: i16,
-) -> sqlx::query::QueryScalar<'q, sqlx::Postgres, Uuid, Arguments> {
+) -> sqlx::query::QueryScalar<'q, sqlx::Postgres, CaptureId, Arguments> {
     sqlx::query_scalar(WRITE_BATCH)
         .bind(ids)
         .bind(records.iter().map(|r| r.org_id).collect::<Vec<_>>())

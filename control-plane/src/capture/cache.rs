@@ -14,11 +14,11 @@ use crate::crypto::{MasterKey, Sealed};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hookflow_shared::api::signatures::Verification;
 use hookflow_shared::api::webhooks::CustomResponse;
+use hookflow_shared::{OrgId, WebhookId};
 use sqlx::PgPool;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
-use uuid::Uuid;
 
 /// How long an unknown id is answered 404 from memory.
 const NEGATIVE_TTL: Duration = Duration::from_secs(30);
@@ -33,8 +33,8 @@ const LOADS: usize = 4;
 /// What the capture path needs to know about an endpoint.
 #[derive(Debug)]
 pub struct Endpoint {
-    pub id: Uuid,
-    pub org_id: Uuid,
+    pub id: WebhookId,
+    pub org_id: OrgId,
     pub max_body_bytes: usize,
     pub response: Option<CustomResponse>,
     /// How its senders sign, when it verifies signatures.
@@ -63,8 +63,8 @@ pub enum Lookup {
 
 #[derive(Debug)]
 pub struct EndpointCache {
-    known: BoundedCache<Uuid, Arc<Endpoint>>,
-    unknown: BoundedCache<Uuid, ()>,
+    known: BoundedCache<WebhookId, Arc<Endpoint>>,
+    unknown: BoundedCache<WebhookId, ()>,
     loads: tokio::sync::Semaphore,
 }
 
@@ -80,7 +80,7 @@ impl Default for EndpointCache {
 
 #[derive(sqlx::FromRow)]
 struct EndpointRow {
-    organization_id: Uuid,
+    organization_id: OrgId,
     max_body_bytes: i64,
     response: Option<sqlx::types::Json<CustomResponse>>,
     rate: i32,
@@ -91,7 +91,7 @@ struct EndpointRow {
 }
 
 impl EndpointRow {
-    fn verification(&self, master: &MasterKey, id: Uuid) -> Option<EndpointVerification> {
+    fn verification(&self, master: &MasterKey, id: WebhookId) -> Option<EndpointVerification> {
         let stored = self.verification.as_ref()?;
         let sealed = Sealed {
             ciphertext: self.verification_secrets.clone()?,
@@ -104,7 +104,7 @@ impl EndpointRow {
 
 impl EndpointCache {
     /// What memory knows of `id`.
-    pub fn lookup(&self, id: Uuid) -> Lookup {
+    pub fn lookup(&self, id: WebhookId) -> Lookup {
         if let Some(endpoint) = self.known.get(&id) {
             return Lookup::Known(endpoint);
         }
@@ -117,7 +117,7 @@ impl EndpointCache {
         &self,
         pool: &PgPool,
         master: &MasterKey,
-        id: Uuid,
+        id: WebhookId,
         max_rate: i32,
     ) -> Result<Option<Arc<Endpoint>>, sqlx::Error> {
         let _turn = self.loads.acquire().await.map_err(|_| sqlx::Error::PoolClosed)?;
@@ -156,12 +156,12 @@ impl EndpointCache {
     }
 
     /// Drops every endpoint of an organization (its limits changed).
-    pub fn forget_organization(&self, org_id: Uuid) {
+    pub fn forget_organization(&self, org_id: OrgId) {
         self.known.retain(|_, endpoint| endpoint.org_id != org_id);
     }
 
     /// Forgets what memory knows of `id` (it changed, was created or was deleted).
-    pub fn invalidate(&self, id: Uuid) {
+    pub fn invalidate(&self, id: WebhookId) {
         self.known.remove(&id);
         self.unknown.remove(&id);
     }

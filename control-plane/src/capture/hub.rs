@@ -8,6 +8,7 @@ use crate::capture::row::{CAPTURE_COLUMNS_INLINE, CaptureRow};
 use crate::db::watch::Watch;
 use crate::error::{ApiResult, to_json};
 use hookflow_shared::api::webhooks::CapturedRequest;
+use hookflow_shared::{CaptureId, WebhookId};
 use sqlx::PgPool;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,7 +28,7 @@ const WATCH_REFRESH: Duration = Duration::from_secs(60);
 /// A capture ready to send: its id (the SSE event id) and its one-line JSON payload.
 #[derive(Debug)]
 pub struct LiveEvent {
-    pub id: Uuid,
+    pub id: CaptureId,
     pub data: String,
 }
 
@@ -42,7 +43,7 @@ pub struct StreamHub {
     pool: PgPool,
     /// This process among the replicas, in `capture_watchers`.
     replica: Uuid,
-    topics: Mutex<HashMap<Uuid, Arc<Topic>>>,
+    topics: Mutex<HashMap<WebhookId, Arc<Topic>>>,
     shutdown: CancellationToken,
     /// Events buffered per subscriber before it is told it lagged.
     buffer: usize,
@@ -60,8 +61,8 @@ pub fn event_json(capture: CapturedRequest) -> ApiResult<String> {
 /// Captures of an endpoint after `after` (all when `None`), oldest first, bodies over 64 KiB left out.
 pub async fn captures_after(
     pool: &PgPool,
-    webhook_id: Uuid,
-    after: Option<Uuid>,
+    webhook_id: WebhookId,
+    after: Option<CaptureId>,
     limit: i64,
 ) -> ApiResult<Vec<LiveEvent>> {
     let rows: Vec<CaptureRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -84,7 +85,7 @@ impl StreamHub {
     /// Subscribes to an endpoint's captures stored from now on.
     pub async fn subscribe(
         self: &Arc<Self>,
-        webhook_id: Uuid,
+        webhook_id: WebhookId,
     ) -> Result<broadcast::Receiver<Arc<LiveEvent>>, sqlx::Error> {
         let (topic, receiver, created) = {
             let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
@@ -101,7 +102,7 @@ impl StreamHub {
         if created {
             self.watch(webhook_id).await;
             // Read after the topic exists: a NOTIFY from here on leaves a wake-up for the pump.
-            let latest: Option<Uuid> =
+            let latest: Option<CaptureId> =
                 sqlx::query_scalar("SELECT id FROM captures WHERE webhook_id = $1 ORDER BY id DESC LIMIT 1")
                     .bind(webhook_id)
                     .fetch_optional(&self.pool)
@@ -115,7 +116,7 @@ impl StreamHub {
     }
 
     /// A capture for `webhook_id` was stored somewhere.
-    pub fn wake(&self, webhook_id: Uuid) {
+    pub fn wake(&self, webhook_id: WebhookId) {
         if let Some(topic) = self.topics.lock().unwrap_or_else(|e| e.into_inner()).get(&webhook_id) {
             topic.wake.notify_one();
         }
@@ -129,12 +130,12 @@ impl StreamHub {
     }
 
     /// Records (or refreshes) this replica's watch of an endpoint (the topic's re-checks cover a failure).
-    async fn watch(&self, webhook_id: Uuid) {
+    async fn watch(&self, webhook_id: WebhookId) {
         crate::db::watch::record(&self.pool, Watch::Captures { webhook_id }, self.replica).await;
     }
 
     /// Removes the topic if it is still this one and nobody listens (and then its watch).
-    fn retire(&self, webhook_id: Uuid, topic: &Arc<Topic>) -> bool {
+    fn retire(&self, webhook_id: WebhookId, topic: &Arc<Topic>) -> bool {
         let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
         let current = topics.get(&webhook_id).is_some_and(|t| Arc::ptr_eq(t, topic));
         if current && topic.sender.receiver_count() == 0 {
@@ -146,7 +147,7 @@ impl StreamHub {
         !current
     }
 
-    async fn pump(self: Arc<Self>, webhook_id: Uuid, topic: Arc<Topic>, mut last: Option<Uuid>) {
+    async fn pump(self: Arc<Self>, webhook_id: WebhookId, topic: Arc<Topic>, mut last: Option<CaptureId>) {
         let (mut recheck, mut watched_at) = (FIRST_RECHECK, tokio::time::Instant::now());
         loop {
             tokio::select! {

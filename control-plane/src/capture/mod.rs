@@ -25,14 +25,13 @@ use batch::CaptureSignature;
 use cache::{Endpoint, EndpointCache, Lookup};
 use hookflow_shared::api::signatures::{Verdict, VerificationMode};
 use hookflow_shared::api::webhooks::{CaptureReceipt, CustomResponse};
-use hookflow_shared::{ErrorCode, Timestamp};
+use hookflow_shared::{CaptureId, ErrorCode, OrgId, Timestamp, WebhookId};
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 use writer::{CaptureRecord, CaptureWriter, Outcome};
 
 /// What the capture path reads. Shared as `Arc<Capture>`.
@@ -121,7 +120,7 @@ async fn capture_inner(
     }
     let rest = parts.uri.path().strip_prefix("/webhook/").unwrap_or_default();
     let (id, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let id = Uuid::parse_str(id).map_err(|_| ApiError::not_found("webhook"))?;
+    let id: WebhookId = id.parse().map_err(|_| ApiError::not_found("webhook"))?;
     let endpoint = match capture.endpoints.lookup(id) {
         Lookup::Known(endpoint) => endpoint,
         Lookup::Unknown => return Err(ApiError::not_found("webhook")),
@@ -172,7 +171,7 @@ async fn capture_inner(
 }
 
 /// The URL the sender called, as Twilio and Square sign it: the capture URL, the path, then the query.
-pub fn signed_url(capture_base: &str, id: Uuid, path: &str, query: &str) -> String {
+pub fn signed_url(capture_base: &str, id: WebhookId, path: &str, query: &str) -> String {
     if query.is_empty() {
         format!("{capture_base}/webhook/{id}{path}")
     } else {
@@ -196,7 +195,7 @@ fn refuses(endpoint: &Endpoint, signature: &CaptureSignature) -> Option<ApiError
 /// room goes with the capture to the writer.
 async fn read_body(
     writer: &CaptureWriter,
-    org_id: Uuid,
+    org_id: OrgId,
     headers: &HeaderMap,
     body: axum::body::Body,
     limit: usize,
@@ -301,7 +300,7 @@ impl Captured<'_> {
 }
 
 /// The answer to a stored capture: the endpoint's custom response, or the receipt.
-fn receipt(endpoint: &Endpoint, request_id: Uuid, received_at: chrono::DateTime<chrono::Utc>) -> Response {
+fn receipt(endpoint: &Endpoint, request_id: CaptureId, received_at: chrono::DateTime<chrono::Utc>) -> Response {
     match &endpoint.response {
         Some(custom) => custom_response(custom),
         None => axum::Json(CaptureReceipt {

@@ -6,9 +6,9 @@ use base64::engine::general_purpose::STANDARD;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::signatures::{Signature, SignatureScheme, Verdict};
 use hookflow_shared::api::webhooks::{BodyEncoding, CapturedRequest};
+use hookflow_shared::{CaptureId, WebhookId};
 use sqlx::types::Json;
 use std::collections::BTreeMap;
-use uuid::Uuid;
 
 /// Bodies larger than this are left out of lists, searches and streams (`body_truncated: true`).
 pub const INLINE_BODY_LIMIT: i32 = 64 * 1024;
@@ -24,8 +24,8 @@ pub const CAPTURE_COLUMNS_FULL: &str = "id, webhook_id, method, path, query_stri
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct CaptureRow {
-    pub id: Uuid,
-    pub webhook_id: Uuid,
+    pub id: CaptureId,
+    pub webhook_id: WebhookId,
     pub method: String,
     pub path: String,
     pub query_string: String,

@@ -9,9 +9,9 @@ use crate::signature::{Message, Verifier};
 use hookflow_shared::api::signatures::{
     SignatureScheme, Verdict, Verification, VerificationMode, VerificationSettings,
 };
+use hookflow_shared::{OrgId, WebhookId};
 use sqlx::PgPool;
 use std::time::Duration;
-use uuid::Uuid;
 
 /// Bodies at least this large are verified off the async workers (an HMAC over 10 MiB takes milliseconds).
 const BLOCKING_BODY: usize = 1024 * 1024;
@@ -19,7 +19,7 @@ const BLOCKING_BODY: usize = 1024 * 1024;
 const RECENT_IDS: usize = 4096;
 
 /// The name a verification's secrets are sealed under (with the endpoint's organization).
-pub fn sealed_name(webhook_id: Uuid) -> String {
+pub fn sealed_name(webhook_id: WebhookId) -> String {
     format!("webhook-verification:{webhook_id}")
 }
 
@@ -40,13 +40,13 @@ pub fn settings(stored: &Verification, secrets: Vec<String>) -> VerificationSett
 }
 
 /// Opens sealed secrets (a JSON array of strings).
-pub fn open_secrets(master: &MasterKey, org_id: Uuid, webhook_id: Uuid, sealed: &Sealed) -> Option<Vec<String>> {
+pub fn open_secrets(master: &MasterKey, org_id: OrgId, webhook_id: WebhookId, sealed: &Sealed) -> Option<Vec<String>> {
     let plain = master.open(org_id, &sealed_name(webhook_id), sealed).ok()?;
     serde_json::from_slice(&plain).ok()
 }
 
 /// Seals secrets for storage.
-pub fn seal_secrets(master: &MasterKey, org_id: Uuid, webhook_id: Uuid, secrets: &[String]) -> Sealed {
+pub fn seal_secrets(master: &MasterKey, org_id: OrgId, webhook_id: WebhookId, secrets: &[String]) -> Sealed {
     let plain = serde_json::to_vec(secrets).unwrap_or_default();
     master.seal(org_id, &sealed_name(webhook_id), &plain)
 }
@@ -62,7 +62,13 @@ pub struct EndpointVerification {
 }
 
 impl EndpointVerification {
-    pub fn open(master: &MasterKey, org_id: Uuid, webhook_id: Uuid, stored: &Verification, sealed: &Sealed) -> Self {
+    pub fn open(
+        master: &MasterKey,
+        org_id: OrgId,
+        webhook_id: WebhookId,
+        stored: &Verification,
+        sealed: &Sealed,
+    ) -> Self {
         let verifier = match open_secrets(master, org_id, webhook_id, sealed) {
             None => {
                 tracing::warn!(%webhook_id, "an endpoint's verification secrets open with no master key of the ring");
@@ -75,7 +81,7 @@ impl EndpointVerification {
     }
 
     /// The verdict of one capture of `webhook_id`.
-    pub async fn judge(&self, pool: &PgPool, webhook_id: Uuid, message: Message<'_>) -> CaptureSignature {
+    pub async fn judge(&self, pool: &PgPool, webhook_id: WebhookId, message: Message<'_>) -> CaptureSignature {
         let verifier = match &self.verifier {
             Ok(verifier) => verifier,
             Err(reason) => return self.verdict(Verdict::Invalid, Some(reason.clone()), None, None),
@@ -110,7 +116,7 @@ impl EndpointVerification {
 
     /// Whether `id` was received before: in flight on this server, or stored. A database that cannot answer
     /// leaves the capture `valid` (the capture itself is what matters).
-    async fn seen(&self, pool: &PgPool, webhook_id: Uuid, id: &str) -> bool {
+    async fn seen(&self, pool: &PgPool, webhook_id: WebhookId, id: &str) -> bool {
         let in_flight = self.recent.upsert(id.to_owned(), || false, |seen, _| std::mem::replace(seen, true));
         if in_flight {
             return true;

@@ -17,9 +17,9 @@ use crate::capture::batch;
 use crate::db::byte_budget::Reservation;
 use crate::db::group_commit::{BatchWrite, GroupCommit};
 use crate::error::{ApiError, ApiResult};
+use hookflow_shared::{CaptureId, OrgId};
 use sqlx::PgConnection;
 use std::sync::LazyLock;
-use uuid::Uuid;
 
 /// Rows per statement at most.
 const MAX_BATCH: usize = 512;
@@ -54,7 +54,7 @@ impl BatchWrite for CaptureRecord {
 
     /// Stores a batch (refused rows isolated, each answered on its own), ids taken in batch order.
     async fn write_many(conn: &mut PgConnection, records: &[Self]) -> ApiResult<Vec<Outcome>> {
-        let ids: Vec<Uuid> = records.iter().map(|_| Uuid::now_v7()).collect();
+        let ids: Vec<CaptureId> = records.iter().map(|_| CaptureId::now_v7()).collect();
         let rows: Vec<&CaptureRecord> = records.iter().collect();
         match batch::write(conn, batch::Batch { records: &rows, ids: &ids, slot: *SLOT }).await {
             Ok(outcomes) => {
@@ -85,7 +85,7 @@ impl CaptureWriter {
 
     /// `reserve` counted against the organization's share (a quarter of the budget): one tenant's stalled or slow
     /// senders never hold room other tenants' bodies need.
-    pub fn reserve_for(&self, org_id: Uuid, bytes: usize) -> Result<Reservation, ApiError> {
+    pub fn reserve_for(&self, org_id: OrgId, bytes: usize) -> Result<Reservation, ApiError> {
         self.commit.reserve_for(org_id, bytes)
     }
 

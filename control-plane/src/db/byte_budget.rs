@@ -4,11 +4,10 @@
 //! more than a batch's worth of bytes (a write over it goes alone).
 
 use crate::error::ApiError;
-use hookflow_shared::ErrorCode;
+use hookflow_shared::{ErrorCode, OrgId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use uuid::Uuid;
 
 /// Writes up to this size need no reservation: small writes are bounded by the writers' queues (thousands of
 /// entries), and are never refused because large ones fill the budget.
@@ -19,7 +18,7 @@ const UNIT: usize = 1024;
 const RETRY_AFTER_S: u64 = 1;
 
 /// Room each owner holds, in units.
-type Shares = Arc<Mutex<HashMap<Uuid, u32>>>;
+type Shares = Arc<Mutex<HashMap<OrgId, u32>>>;
 
 /// Bytes of large writes that may wait for one writer at once, and the share one owner (an organization) may hold
 /// of them: a tenant's stalled or slow senders hold at most its share, never the whole budget.
@@ -38,7 +37,7 @@ pub struct Reservation {
     /// Held for its drop, which gives the room back.
     _permit: Option<OwnedSemaphorePermit>,
     units: u32,
-    owner: Option<(Shares, Uuid)>,
+    owner: Option<(Shares, OrgId)>,
 }
 
 impl Drop for Reservation {
@@ -69,7 +68,7 @@ impl ByteBudget {
     }
 
     /// `reserve` counted against `owner`'s share too (when given).
-    pub fn reserve_for(&self, owner: Option<Uuid>, bytes: usize) -> Result<Reservation, ApiError> {
+    pub fn reserve_for(&self, owner: Option<OrgId>, bytes: usize) -> Result<Reservation, ApiError> {
         if bytes <= SMALL_WRITE {
             return Ok(Reservation::default());
         }
@@ -150,7 +149,7 @@ mod tests {
     #[test]
     fn one_owner_holds_at_most_its_share() {
         let budget = ByteBudget::new(8 * 1024 * 1024, 2 * 1024 * 1024, "captures");
-        let (greedy, other) = (Uuid::now_v7(), Uuid::now_v7());
+        let (greedy, other) = (OrgId::now_v7(), OrgId::now_v7());
         let held = budget.reserve_for(Some(greedy), 2 * 1024 * 1024).expect("its share");
         assert!(budget.reserve_for(Some(greedy), 1024 * 1024).is_err(), "past its share");
         let theirs = budget.reserve_for(Some(other), 2 * 1024 * 1024).expect("another owner's share is its own");

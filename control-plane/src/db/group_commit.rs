@@ -6,6 +6,7 @@
 
 use crate::db::byte_budget::{self, ByteBudget, Reservation};
 use crate::error::{ApiError, ApiResult};
+use hookflow_shared::OrgId;
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres};
 use std::future::Future;
@@ -82,7 +83,7 @@ impl<W: BatchWrite> GroupCommit<W> {
     }
 
     /// `reserve` counted against `owner`'s share of the budget (a quarter of it).
-    pub fn reserve_for(&self, owner: uuid::Uuid, bytes: usize) -> ApiResult<Reservation> {
+    pub fn reserve_for(&self, owner: OrgId, bytes: usize) -> ApiResult<Reservation> {
         self.budget.reserve_for(Some(owner), bytes)
     }
 

@@ -2,10 +2,10 @@
 //! 404 naming what was asked for. The statements for every kind of owned row are here, in one table.
 
 use crate::error::{ApiError, ApiResult};
+use hookflow_shared::{CollectionId, FlowId, OrgId, WebhookId};
 use sqlx::{Encode, PgExecutor, Postgres, Type};
-use uuid::Uuid;
 
-/// A kind of row an organization owns, deleted by its key (and, for rows within a parent, the parent's id).
+/// A kind of row an organization owns, deleted by its key; a row within a parent names the parent.
 #[derive(Debug, Clone, Copy)]
 pub enum Owned {
     Flow,
@@ -17,11 +17,11 @@ pub enum Owned {
     Invitation,
     Collection,
     /// A collection's request, by id within its collection.
-    CollectionRequest,
+    CollectionRequest(CollectionId),
     /// A flow's environment, by key within its flow.
-    Environment,
+    Environment(FlowId),
     /// A captured request, by id within its endpoint.
-    Capture,
+    Capture(WebhookId),
 }
 
 impl Owned {
@@ -36,35 +36,35 @@ impl Owned {
             Owned::Member => ("DELETE FROM memberships WHERE organization_id = $1 AND user_id = $2", "member"),
             Owned::Invitation => ("DELETE FROM invitations WHERE organization_id = $1 AND id = $2", "invitation"),
             Owned::Collection => ("DELETE FROM collections WHERE organization_id = $1 AND id = $2", "collection"),
-            Owned::CollectionRequest => (
+            Owned::CollectionRequest(_) => (
                 "DELETE FROM collection_requests WHERE organization_id = $1 AND id = $2 AND collection_id = $3",
                 "request",
             ),
-            Owned::Environment => (
+            Owned::Environment(_) => (
                 "DELETE FROM flow_environments WHERE organization_id = $1 AND key = $2 AND flow_id = $3",
                 "environment",
             ),
-            Owned::Capture => {
+            Owned::Capture(_) => {
                 ("DELETE FROM captures WHERE organization_id = $1 AND id = $2 AND webhook_id = $3", "captured request")
             }
         }
     }
 }
 
-/// Deletes the organization's row of `kind` with `key`; 404 when nothing was deleted.
-pub async fn delete<'c, K>(conn: impl PgExecutor<'c>, kind: Owned, org: Uuid, key: K) -> ApiResult<()>
+/// Deletes the organization's row of `kind` with `key` (within the parent `kind` names); 404 when nothing was
+/// deleted.
+pub async fn delete<'c, K>(conn: impl PgExecutor<'c>, kind: Owned, org: OrgId, key: K) -> ApiResult<()>
 where
     K: for<'q> Encode<'q, Postgres> + Type<Postgres> + Send,
 {
-    run(conn, kind, sqlx::query(kind.statement().0).bind(org).bind(key)).await
-}
-
-/// Deletes the organization's row of `kind` with `key` within the parent `parent`; 404 when nothing was deleted.
-pub async fn delete_in<'c, K>(conn: impl PgExecutor<'c>, kind: Owned, org: Uuid, parent: Uuid, key: K) -> ApiResult<()>
-where
-    K: for<'q> Encode<'q, Postgres> + Type<Postgres> + Send,
-{
-    run(conn, kind, sqlx::query(kind.statement().0).bind(org).bind(key).bind(parent)).await
+    let query = sqlx::query(kind.statement().0).bind(org).bind(key);
+    let query = match kind {
+        Owned::CollectionRequest(collection) => query.bind(collection),
+        Owned::Environment(flow) => query.bind(flow),
+        Owned::Capture(webhook) => query.bind(webhook),
+        _ => query,
+    };
+    run(conn, kind, query).await
 }
 
 async fn run<'c, 'q>(

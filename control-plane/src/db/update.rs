@@ -1,9 +1,9 @@
 //! PATCH statements: an `UPDATE` of one row that sets only what a body names (`Patch<T>`: keep, clear, set;
 //! `Option<T>`: keep or set), every value a bound parameter, the row found by its organization and id.
 
+use hookflow_shared::OrgId;
 use hookflow_shared::api::Patch;
 use sqlx::{Encode, PgConnection, Postgres, QueryBuilder, Type};
-use uuid::Uuid;
 
 pub struct Update {
     builder: QueryBuilder<Postgres>,
@@ -71,7 +71,10 @@ impl Update {
 
     /// Runs the update on the row `id` of `org_id` (`id` alone names the organization row itself when `table`
     /// is `organizations`); returns the number of rows changed.
-    pub async fn execute(mut self, conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> Result<u64, sqlx::Error> {
+    pub async fn execute<K>(mut self, conn: &mut PgConnection, org_id: OrgId, id: K) -> Result<u64, sqlx::Error>
+    where
+        K: for<'t> Encode<'t, Postgres> + Type<Postgres>,
+    {
         if self.assignments == 0 {
             // Nothing to change: the row is still looked for, so a missing one answers 404.
             self.column("id");
@@ -82,7 +85,7 @@ impl Update {
     }
 
     /// Runs the update on the organization row `org_id`.
-    pub async fn execute_organization(mut self, conn: &mut PgConnection, org_id: Uuid) -> Result<u64, sqlx::Error> {
+    pub async fn execute_organization(mut self, conn: &mut PgConnection, org_id: OrgId) -> Result<u64, sqlx::Error> {
         if self.assignments == 0 {
             self.column("id");
             self.builder.push("id");

@@ -2,6 +2,7 @@
 //! topic for an endpoint's captures). Writers NOTIFY only where a watch stands, since a NOTIFY takes a
 //! cluster-wide lock at commit; watches are refreshed while they hold and stop counting when they go stale.
 
+use hookflow_shared::{OrgId, WebhookId};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -9,24 +10,24 @@ use uuid::Uuid;
 #[derive(Debug, Clone, Copy)]
 pub enum Watch {
     /// Long polls for an organization's work (nil: runners serving every organization).
-    Queue { organization_id: Uuid },
+    Queue { organization_id: OrgId },
     /// A stream hub topic of an endpoint.
-    Captures { webhook_id: Uuid },
+    Captures { webhook_id: WebhookId },
 }
 
 /// Records (or refreshes) `replica`'s watch. A failure costs only latency (the waiters re-check on timers), so
 /// it is logged and answered `false`.
 pub async fn record(pool: &PgPool, watch: Watch, replica: Uuid) -> bool {
-    let (sql, id) = match watch {
+    let (sql, id): (&str, Uuid) = match watch {
         Watch::Queue { organization_id } => (
             "INSERT INTO queue_watchers (organization_id, replica) VALUES ($1, $2)
              ON CONFLICT (organization_id, replica) DO UPDATE SET seen_at = now()",
-            organization_id,
+            organization_id.into(),
         ),
         Watch::Captures { webhook_id } => (
             "INSERT INTO capture_watchers (webhook_id, replica) VALUES ($1, $2)
              ON CONFLICT (webhook_id, replica) DO UPDATE SET seen_at = now()",
-            webhook_id,
+            webhook_id.into(),
         ),
     };
     match sqlx::query(sql).bind(id).bind(replica).execute(pool).await {
@@ -40,7 +41,7 @@ pub async fn record(pool: &PgPool, watch: Watch, replica: Uuid) -> bool {
 
 /// Removes `replica`'s watch of an endpoint once its last subscriber left (a failure leaves a watch that goes
 /// stale by itself).
-pub async fn forget_captures(pool: &PgPool, webhook_id: Uuid, replica: Uuid) {
+pub async fn forget_captures(pool: &PgPool, webhook_id: WebhookId, replica: Uuid) {
     let removed = sqlx::query("DELETE FROM capture_watchers WHERE webhook_id = $1 AND replica = $2")
         .bind(webhook_id)
         .bind(replica)

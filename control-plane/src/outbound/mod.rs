@@ -5,14 +5,14 @@
 
 use crate::error::{ApiError, ApiResult};
 use hookflow_runner::outbound::{self as guard, ClientOptions, Guard, ReadError};
+use hookflow_shared::OrgId;
 use hookflow_shared::api::runners::NetworkPolicy;
 use reqwest::Url;
 use sqlx::PgPool;
 use std::time::Duration;
-use uuid::Uuid;
 
 /// Where the server may send requests for `org_id`; anywhere when the operator allowed private targets for all.
-pub async fn policy_for(pool: &PgPool, allow_private_targets: bool, org_id: Uuid) -> ApiResult<NetworkPolicy> {
+pub async fn policy_for(pool: &PgPool, allow_private_targets: bool, org_id: OrgId) -> ApiResult<NetworkPolicy> {
     if allow_private_targets {
         return Ok(NetworkPolicy::Private);
     }

@@ -11,10 +11,10 @@ use chrono::{DateTime, Utc};
 use hookflow_shared::api::runners::{Job, JobFlow, NetworkPolicy, SecretValues, VariableLayers};
 use hookflow_shared::flow::template;
 use hookflow_shared::token::{self, TokenKind};
+use hookflow_shared::{ExecutionId, FlowId, JobId, OrgId, RunnerId};
 use sqlx::PgConnection;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use uuid::Uuid;
 
 /// What a claim needs of the server's settings.
 #[derive(Debug, Clone, Copy)]
@@ -33,13 +33,13 @@ pub struct ClaimSettings<'a> {
 #[derive(Debug, Clone, Copy)]
 pub enum Claimer {
     /// A registered runner; `embedded` for the server's own, which runs every organization's flows.
-    Runner { id: Uuid, embedded: bool },
+    Runner { id: RunnerId, embedded: bool },
     /// The caller of an ephemeral launch (the CLI), who runs the flow on its own machine.
     Caller,
 }
 
 impl Claimer {
-    fn runner_id(self) -> Option<Uuid> {
+    fn runner_id(self) -> Option<RunnerId> {
         match self {
             Claimer::Runner { id, .. } => Some(id),
             Claimer::Caller => None,
@@ -79,15 +79,15 @@ impl Claimer {
 #[derive(Debug, Clone, Copy)]
 pub enum Target<'a> {
     /// The oldest queued execution of one organization whose labels the runner carries.
-    Organization { org_id: Uuid, labels: &'a [String] },
+    Organization { org_id: OrgId, labels: &'a [String] },
     /// The same across organizations, least recently served organization first, skipping organizations that
     /// hold `org_slots` of this runner's jobs already (the embedded runner).
     AnyOrganization { labels: &'a [String], org_slots: u32 },
     /// One queued execution, for an ephemeral launch.
-    Execution { org_id: Uuid, execution_id: Uuid },
+    Execution { org_id: OrgId, execution_id: ExecutionId },
     /// An ephemeral claim whose answer was lost: handed out again with a new job and token while nothing has
     /// been reported under the old one, which then gets 409.
-    Reissue { org_id: Uuid, execution_id: Uuid },
+    Reissue { org_id: OrgId, execution_id: ExecutionId },
 }
 
 impl Target<'_> {
@@ -191,11 +191,11 @@ job AS (
 
 #[derive(Debug, sqlx::FromRow)]
 struct Claimed {
-    id: Uuid,
-    job_id: Uuid,
-    organization_id: Uuid,
+    id: ExecutionId,
+    job_id: JobId,
+    organization_id: OrgId,
     attempt: i32,
-    flow_id: Uuid,
+    flow_id: FlowId,
     flow_name: String,
     flow_version: Option<i32>,
     /// JSON text (the columns are text: nothing queries into a snapshot).
@@ -227,7 +227,7 @@ pub async fn claim_many(
     target: Target<'_>,
     n: usize,
 ) -> ApiResult<Vec<Job>> {
-    let job_ids: Vec<Uuid> = (0..n).map(|_| Uuid::now_v7()).collect();
+    let job_ids: Vec<JobId> = (0..n).map(|_| JobId::now_v7()).collect();
     let tokens: Vec<String> = (0..n).map(|_| crate::crypto::new_token(TokenKind::Job)).collect();
     let hashes: Vec<Vec<u8>> = tokens.iter().map(|t| token::hash(t)).collect();
     let query = sqlx::query_as::<_, Claimed>(sqlx::AssertSqlSafe(statement(&target)))

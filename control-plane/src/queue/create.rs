@@ -12,6 +12,7 @@ use crate::signals::QUEUE_CHANNEL;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::executions::{Execution, ExecutionStatus, Trigger};
 use hookflow_shared::api::runners::JobFlow;
+use hookflow_shared::{ExecutionId, FlowId, OrgId};
 use serde_json::Value;
 use sqlx::PgConnection;
 use std::collections::BTreeMap;
@@ -27,7 +28,7 @@ pub const MAX_BATCH: usize = 128;
 pub struct NewExecution {
     /// The launching replica, whose own polls are woken in memory (nil: none excluded).
     pub replica: Uuid,
-    pub org_id: Uuid,
+    pub org_id: OrgId,
     /// The flow as it runs: its published version (`None`: the draft) with collection requests inlined. The name
     /// stored is the flow row's at creation.
     pub flow: JobFlow,
@@ -107,9 +108,9 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
 /// The statement's columns, one array per column (borrowing what the launches hold as it is).
 #[derive(Debug, Default)]
 struct Columns<'a> {
-    ids: Vec<Uuid>,
-    orgs: Vec<Uuid>,
-    flows: Vec<Uuid>,
+    ids: Vec<ExecutionId>,
+    orgs: Vec<OrgId>,
+    flows: Vec<FlowId>,
     kept_revisions: Vec<Option<i32>>,
     kept_updated: Vec<Option<DateTime<Utc>>>,
     versions: Vec<Option<i32>>,
@@ -128,7 +129,7 @@ struct Columns<'a> {
 }
 
 impl<'a> Columns<'a> {
-    fn push(&mut self, id: Uuid, new: &'a NewExecution) -> ApiResult<()> {
+    fn push(&mut self, id: ExecutionId, new: &'a NewExecution) -> ApiResult<()> {
         self.ids.push(id);
         self.orgs.push(new.org_id);
         self.flows.push(new.flow.id);
@@ -171,7 +172,7 @@ impl BatchWrite for NewExecution {
         let queued = vec![encode(&status_event(ExecutionStatus::Queued, 1, None))?];
         let mut columns = Columns::default();
         for new in launches {
-            columns.push(Uuid::now_v7(), new)?;
+            columns.push(ExecutionId::now_v7(), new)?;
         }
         let rows: Vec<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(INSERT.as_str()))
             .bind(&columns.ids)
@@ -195,7 +196,7 @@ impl BatchWrite for NewExecution {
             .bind(replica)
             .fetch_all(&mut *conn)
             .await?;
-        let mut created: BTreeMap<Uuid, ExecutionRow> = rows.into_iter().map(|row| (row.id(), row)).collect();
+        let mut created: BTreeMap<ExecutionId, ExecutionRow> = rows.into_iter().map(|row| (row.id(), row)).collect();
         let answers = columns.ids.iter().zip(launches).map(|(id, new)| match (created.remove(id), &new.environment) {
             (Some(row), _) => row.try_into().map(Some),
             (None, _) if new.kept_draft.is_some() => Ok(None),

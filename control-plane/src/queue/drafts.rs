@@ -7,9 +7,9 @@
 
 use crate::cache::BoundedCache;
 use chrono::{DateTime, Utc};
+use hookflow_shared::FlowId;
 use hookflow_shared::flow::definition::{FlowDefinition, Node};
 use std::sync::Arc;
-use uuid::Uuid;
 
 /// Memory the drafts kept may take, at most.
 const BUDGET: usize = 24 * 1024 * 1024;
@@ -50,7 +50,7 @@ impl Draft {
 #[derive(Debug)]
 pub struct Drafts {
     /// By flow, weighed by their estimated memory.
-    entries: BoundedCache<Uuid, Arc<Draft>>,
+    entries: BoundedCache<FlowId, Arc<Draft>>,
 }
 
 impl Default for Drafts {
@@ -61,12 +61,12 @@ impl Default for Drafts {
 
 impl Drafts {
     /// The draft kept for `flow_id`, whatever its revision (the caller compares it with the row).
-    pub fn get(&self, flow_id: Uuid) -> Option<Arc<Draft>> {
+    pub fn get(&self, flow_id: FlowId) -> Option<Arc<Draft>> {
         self.entries.get(&flow_id)
     }
 
     /// Keeps `draft` for `flow_id` in place of an older one; the oldest entries leave while over the budget.
-    pub fn keep(&self, flow_id: Uuid, draft: Arc<Draft>) {
+    pub fn keep(&self, flow_id: FlowId, draft: Arc<Draft>) {
         if draft.size > LARGEST {
             return;
         }
@@ -93,17 +93,17 @@ mod tests {
     #[test]
     fn a_newer_revision_replaces_the_old_and_the_oldest_leave_over_the_budget() {
         let drafts = Drafts::default();
-        let a = Uuid::now_v7();
+        let a = FlowId::now_v7();
         drafts.keep(a, draft(1, LARGEST));
         drafts.keep(a, draft(2, LARGEST));
         assert_eq!(drafts.get(a).map(|d| d.revision), Some(2));
         assert_eq!(drafts.entries.weight(), LARGEST, "the old revision no longer counts");
-        let others: Vec<Uuid> = (0..2).map(|_| Uuid::now_v7()).collect();
+        let others: Vec<FlowId> = (0..2).map(|_| FlowId::now_v7()).collect();
         for id in &others {
             drafts.keep(*id, draft(1, LARGEST));
         }
         assert!(drafts.get(a).is_some(), "three drafts of the largest size fit");
-        drafts.keep(Uuid::now_v7(), draft(1, LARGEST));
+        drafts.keep(FlowId::now_v7(), draft(1, LARGEST));
         assert!(drafts.get(a).is_none(), "the oldest left");
         assert!(others.iter().all(|id| drafts.get(*id).is_some()));
         drafts.keep(a, draft(3, LARGEST + 1));

@@ -7,9 +7,9 @@
 use crate::error::{ApiError, ApiResult};
 use crate::signals::EXECUTIONS_CHANNEL;
 use hookflow_shared::api::executions::{ExecutionEvent, ExecutionStatus};
+use hookflow_shared::{ExecutionId, RunnerId};
 use sqlx::PgConnection;
 use std::sync::LazyLock;
-use uuid::Uuid;
 
 /// The `SET` item that reserves event numbers for `events` (a SQL `text[]` expression) on the row aliased `e`.
 pub fn bump(events: &str) -> String {
@@ -42,11 +42,11 @@ SELECT t.* FROM transition t CROSS JOIN LATERAL (
 /// row update (one new row version, not two). Returns whether the execution exists.
 pub async fn append(
     conn: &mut PgConnection,
-    execution_id: Uuid,
+    execution_id: ExecutionId,
     data: &[String],
     lease_s: Option<f64>,
 ) -> Result<bool, sqlx::Error> {
-    let found: Option<Uuid> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+    let found: Option<ExecutionId> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "WITH transition AS (
              UPDATE executions e SET {},
                  lease_expires_at = CASE WHEN $3::float8 IS NULL THEN e.lease_expires_at
@@ -70,11 +70,11 @@ pub async fn append(
 #[derive(Debug)]
 pub struct Watching {
     pool: sqlx::PgPool,
-    execution_id: Uuid,
+    execution_id: ExecutionId,
 }
 
 /// Marks `execution_id` as watched by one more stream.
-pub async fn watch(pool: &sqlx::PgPool, execution_id: Uuid) -> Result<Watching, sqlx::Error> {
+pub async fn watch(pool: &sqlx::PgPool, execution_id: ExecutionId) -> Result<Watching, sqlx::Error> {
     sqlx::query("UPDATE executions SET watchers = watchers + 1 WHERE id = $1").bind(execution_id).execute(pool).await?;
     Ok(Watching { pool: pool.clone(), execution_id })
 }
@@ -98,7 +98,7 @@ impl Drop for Watching {
 /// Events after `after`, in order, at most `limit`.
 pub async fn after(
     pool: &sqlx::PgPool,
-    execution_id: Uuid,
+    execution_id: ExecutionId,
     after: i32,
     limit: i64,
 ) -> Result<Vec<(i32, String)>, sqlx::Error> {
@@ -116,6 +116,6 @@ pub fn encode(event: &ExecutionEvent) -> ApiResult<String> {
 }
 
 /// The `execution.status` event of a plain change.
-pub fn status_event(status: ExecutionStatus, attempt: i32, runner_id: Option<Uuid>) -> ExecutionEvent {
+pub fn status_event(status: ExecutionStatus, attempt: i32, runner_id: Option<RunnerId>) -> ExecutionEvent {
     ExecutionEvent::Status { status, attempt, runner_id, cancel_requested: false, reason: None }
 }

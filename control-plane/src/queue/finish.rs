@@ -9,10 +9,10 @@ use crate::queue::events::{self, LOG, bump};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow, fetch};
 use hookflow_shared::api::executions::{Execution, ExecutionEvent, ExecutionStatus};
 use hookflow_shared::api::runners::{Complete, FinalStatus};
+use hookflow_shared::{ExecutionId, FlowId, JobId, OrgId};
 use sqlx::PgConnection;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
-use uuid::Uuid;
 
 /// Completions per statement at most.
 pub const MAX_BATCH: usize = 128;
@@ -20,10 +20,10 @@ pub const MAX_BATCH: usize = 128;
 /// How an execution ends: the attempt, and its final status and error as a completion gives them.
 #[derive(Debug)]
 pub struct Ending {
-    pub execution_id: Uuid,
+    pub execution_id: ExecutionId,
     pub attempt: i32,
     /// When set, the execution must still be held by this job (a runner's completion).
-    pub job_id: Option<Uuid>,
+    pub job_id: Option<JobId>,
     pub end: Complete,
 }
 
@@ -85,7 +85,7 @@ impl BatchWrite for Ending {
     /// Ends executions in one statement: per ending, the execution as it ended, or `None` when it had already
     /// ended, (with `job_id`) moved on to another attempt, or an earlier ending of the batch ended it.
     async fn write_many(conn: &mut PgConnection, endings: &[Self]) -> ApiResult<Vec<Option<Execution>>> {
-        let ids: Vec<Uuid> = endings.iter().map(|e| e.execution_id).collect();
+        let ids: Vec<ExecutionId> = endings.iter().map(|e| e.execution_id).collect();
         let rows: Vec<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(FINISH.as_str()))
             .bind(&ids)
             .bind(endings.iter().map(|e| e.attempt).collect::<Vec<_>>())
@@ -94,7 +94,7 @@ impl BatchWrite for Ending {
             .bind(endings.iter().map(|e| e.job_id).collect::<Vec<_>>())
             .fetch_all(conn)
             .await?;
-        let mut ended: BTreeMap<Uuid, ExecutionRow> = rows.into_iter().map(|row| (row.id(), row)).collect();
+        let mut ended: BTreeMap<ExecutionId, ExecutionRow> = rows.into_iter().map(|row| (row.id(), row)).collect();
         let mut answers = Vec::with_capacity(endings.len());
         for ending in endings {
             let Some(row) = ended.remove(&ending.execution_id) else {
@@ -116,9 +116,9 @@ pub async fn finish(conn: &mut PgConnection, ending: Ending) -> ApiResult<Option
 /// Which execution a cancel names.
 #[derive(Debug, Clone, Copy)]
 pub struct CancelTarget {
-    pub org_id: Uuid,
-    pub flow_id: Uuid,
-    pub execution_id: Uuid,
+    pub org_id: OrgId,
+    pub flow_id: FlowId,
+    pub execution_id: ExecutionId,
 }
 
 /// Cancels: a queued execution ends at once; a running one is flagged for its runner. 409 once it has ended.

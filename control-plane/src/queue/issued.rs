@@ -5,8 +5,7 @@
 //! [`CAPACITY`] tokens the oldest are forgotten, one at a time (a [`BoundedCache`]).
 
 use crate::cache::BoundedCache;
-use hookflow_shared::token;
-use uuid::Uuid;
+use hookflow_shared::{ExecutionId, JobId, token};
 
 /// Tokens remembered at most (about 100 bytes each).
 const CAPACITY: usize = 50_000;
@@ -14,8 +13,8 @@ const CAPACITY: usize = 50_000;
 /// What an issued token names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IssuedJob {
-    pub job_id: Uuid,
-    pub execution_id: Uuid,
+    pub job_id: JobId,
+    pub execution_id: ExecutionId,
     pub attempt: i32,
 }
 
@@ -38,13 +37,13 @@ impl IssuedJobs {
     }
 
     /// Whether this server issued `job_token` for `job_id` and has not seen it complete.
-    pub fn knows(&self, job_token: &str, job_id: Uuid) -> bool {
+    pub fn knows(&self, job_token: &str, job_id: JobId) -> bool {
         self.entries.read(token::hash(job_token).as_slice(), |job, _| job.job_id == job_id).unwrap_or(false)
     }
 
     /// The job `job_token` was issued for, when it is `job_id`, forgotten from now on (a completion is made once;
     /// any later call goes to the database). `None` when this server does not know the token for that job.
-    pub fn take(&self, job_token: &str, job_id: Uuid) -> Option<IssuedJob> {
+    pub fn take(&self, job_token: &str, job_id: JobId) -> Option<IssuedJob> {
         self.entries.remove_if(token::hash(job_token).as_slice(), |job, _| job.job_id == job_id)
     }
 }
@@ -54,7 +53,7 @@ mod tests {
     use super::*;
 
     fn job() -> IssuedJob {
-        IssuedJob { job_id: Uuid::now_v7(), execution_id: Uuid::now_v7(), attempt: 1 }
+        IssuedJob { job_id: JobId::now_v7(), execution_id: ExecutionId::now_v7(), attempt: 1 }
     }
 
     #[test]

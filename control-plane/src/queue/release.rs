@@ -8,9 +8,9 @@ use crate::queue::finish::{Ending, finish};
 use crate::signals::QUEUE_CHANNEL;
 use hookflow_shared::api::executions::{ExecutionEvent, ExecutionStatus};
 use hookflow_shared::api::runners::{Complete, FinalStatus};
+use hookflow_shared::{ExecutionId, OrgId, RunnerId};
 use sqlx::PgConnection;
 use std::sync::LazyLock;
-use uuid::Uuid;
 
 /// `$1` execution, `$2` its events: back to the queue as the next attempt, waking runners at commit.
 static REQUEUE: LazyLock<String> = LazyLock::new(|| {
@@ -27,7 +27,7 @@ static REQUEUE: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// Releases a running execution (locked by the caller).
-pub async fn release(conn: &mut PgConnection, execution_id: Uuid, reason: &str) -> ApiResult<()> {
+pub async fn release(conn: &mut PgConnection, execution_id: ExecutionId, reason: &str) -> ApiResult<()> {
     let (attempt, max_attempts, cancel_requested): (i32, i32, bool) =
         sqlx::query_as("SELECT attempt, max_attempts, cancel_requested FROM executions WHERE id = $1")
             .bind(execution_id)
@@ -71,8 +71,8 @@ pub async fn release(conn: &mut PgConnection, execution_id: Uuid, reason: &str) 
 }
 
 /// Releases every execution a removed runner held (in the caller's transaction).
-pub async fn release_runner(conn: &mut PgConnection, org_id: Uuid, runner_id: Uuid) -> ApiResult<()> {
-    let held: Vec<Uuid> = sqlx::query_scalar(
+pub async fn release_runner(conn: &mut PgConnection, org_id: OrgId, runner_id: RunnerId) -> ApiResult<()> {
+    let held: Vec<ExecutionId> = sqlx::query_scalar(
         "SELECT id FROM executions WHERE organization_id = $1 AND runner_id = $2 AND status = 'running' FOR UPDATE",
     )
     .bind(org_id)
@@ -88,7 +88,7 @@ pub async fn release_runner(conn: &mut PgConnection, org_id: Uuid, runner_id: Uu
 /// One pass: releases up to 100 executions whose lease expired. Returns how many.
 pub async fn rescue_expired(pool: &sqlx::PgPool) -> ApiResult<usize> {
     let mut tx = pool.begin().await?;
-    let expired: Vec<Uuid> = sqlx::query_scalar(
+    let expired: Vec<ExecutionId> = sqlx::query_scalar(
         "SELECT id FROM executions WHERE status = 'running' AND lease_expires_at < now()
          LIMIT 100 FOR UPDATE SKIP LOCKED",
     )

@@ -6,16 +6,15 @@
 use crate::error::{ApiError, ApiResult, to_json_string};
 use crate::queue::events;
 use hookflow_shared::api::executions::{ExecutionEvent, NodeResult};
-use hookflow_shared::token;
+use hookflow_shared::{ExecutionId, JobId, token};
 use sqlx::PgConnection;
 use std::collections::{HashMap, HashSet};
-use uuid::Uuid;
 
 /// The job a token names.
 #[derive(Debug)]
 pub struct JobContext {
-    pub job_id: Uuid,
-    pub execution_id: Uuid,
+    pub job_id: JobId,
+    pub execution_id: ExecutionId,
     pub attempt: i32,
     /// Top-level node ids in order (read only when the row was locked).
     pub node_ids: Vec<String>,
@@ -27,7 +26,7 @@ pub fn stale_attempt() -> ApiError {
     ApiError::conflict("this job's attempt is no longer current (its lease expired or it was removed)")
 }
 
-type JobRow = (Uuid, Uuid, i32, bool, Option<Uuid>, String, Vec<String>, bool);
+type JobRow = (JobId, ExecutionId, i32, bool, Option<JobId>, String, Vec<String>, bool);
 
 /// What the database says of a job token.
 #[derive(Debug)]
@@ -41,7 +40,7 @@ pub enum JobToken {
 /// Resolves a job token (already checked for its form) for `job_id`, telling an unknown token apart (for the
 /// budget of failed lookups). With `lock`, the execution row stays locked for the transaction, fencing the write
 /// against rescues; without, the caller's write must re-check the job.
-pub async fn look_up(conn: &mut PgConnection, job_token: &str, job_id: Uuid, lock: bool) -> ApiResult<JobToken> {
+pub async fn look_up(conn: &mut PgConnection, job_token: &str, job_id: JobId, lock: bool) -> ApiResult<JobToken> {
     let row: Option<JobRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT j.id, j.execution_id, j.attempt, j.completed_at IS NOT NULL, e.job_id, e.status, {}, e.cancel_requested
          FROM jobs j JOIN executions e ON e.id = j.execution_id

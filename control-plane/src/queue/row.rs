@@ -4,8 +4,8 @@
 use crate::error::{ApiError, ApiResult};
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::executions::{Execution, ExecutionStatus, Summary, Trigger};
+use hookflow_shared::{ExecutionId, FlowId, OrgId, RunnerId};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 /// The columns of [`ExecutionRow`], from an `executions` row aliased `e`.
 pub const EXECUTION_COLUMNS: &str = "e.id, e.flow_id, e.flow_version, e.draft_revision, e.environment, e.status,
@@ -14,8 +14,8 @@ pub const EXECUTION_COLUMNS: &str = "e.id, e.flow_id, e.flow_version, e.draft_re
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct ExecutionRow {
-    id: Uuid,
-    flow_id: Uuid,
+    id: ExecutionId,
+    flow_id: FlowId,
     flow_version: Option<i32>,
     draft_revision: i32,
     environment: Option<String>,
@@ -23,7 +23,7 @@ pub struct ExecutionRow {
     trigger: String,
     attempt: i32,
     max_attempts: i32,
-    runner_id: Option<Uuid>,
+    runner_id: Option<RunnerId>,
     created_at: DateTime<Utc>,
     started_at: Option<DateTime<Utc>>,
     finished_at: Option<DateTime<Utc>>,
@@ -71,7 +71,7 @@ impl TryFrom<ExecutionRow> for Execution {
 
 /// Turns rows into executions; one unreadable row fails the answer rather than vanishing from it.
 impl ExecutionRow {
-    pub fn id(&self) -> Uuid {
+    pub fn id(&self) -> ExecutionId {
         self.id
     }
 }
@@ -81,20 +81,25 @@ pub fn into_executions(rows: Vec<ExecutionRow>) -> ApiResult<Vec<Execution>> {
 }
 
 /// Reads an execution of a flow of the caller's organization; anything else is 404.
-pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, flow_id: Uuid, execution_id: Uuid) -> ApiResult<Execution> {
+pub async fn fetch(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+    flow_id: FlowId,
+    execution_id: ExecutionId,
+) -> ApiResult<Execution> {
     select(conn, org_id, Some(flow_id), execution_id).await
 }
 
 /// Reads an execution of the organization by id alone.
-pub async fn fetch_by_id(conn: &mut PgConnection, org_id: Uuid, execution_id: Uuid) -> ApiResult<Execution> {
+pub async fn fetch_by_id(conn: &mut PgConnection, org_id: OrgId, execution_id: ExecutionId) -> ApiResult<Execution> {
     select(conn, org_id, None, execution_id).await
 }
 
 async fn select(
     conn: &mut PgConnection,
-    org_id: Uuid,
-    flow_id: Option<Uuid>,
-    execution_id: Uuid,
+    org_id: OrgId,
+    flow_id: Option<FlowId>,
+    execution_id: ExecutionId,
 ) -> ApiResult<Execution> {
     let row: Option<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {EXECUTION_COLUMNS} FROM executions e

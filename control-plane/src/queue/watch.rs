@@ -5,6 +5,7 @@
 
 use crate::db::watch::Watch;
 use crate::signals::QueueSignal;
+use hookflow_shared::OrgId;
 use sqlx::PgPool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,8 +28,8 @@ pub fn others_wait(org: &str, replica: &str) -> String {
 
 /// Records that a poll of `org` (`None`: a runner serving every organization) waits on this replica, when due.
 /// `replica` is this process, `queue` wakes its polls.
-pub async fn record_waiting(pool: &PgPool, queue: &Arc<QueueSignal>, replica: Uuid, org: Option<Uuid>) {
-    let org = org.unwrap_or(Uuid::nil());
+pub async fn record_waiting(pool: &PgPool, queue: &Arc<QueueSignal>, replica: Uuid, org: Option<OrgId>) {
+    let org = org.unwrap_or(OrgId::nil());
     if !queue.watch_due(org, REFRESH) {
         return;
     }

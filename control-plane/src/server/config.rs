@@ -3,6 +3,7 @@
 
 use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use hookflow_shared::OrgId;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -293,7 +294,7 @@ pub enum OrgsCommand {
     PrivateNetwork {
         /// Organization id.
         #[arg(long)]
-        org: uuid::Uuid,
+        org: OrgId,
         /// Allow private addresses.
         #[arg(long, conflicts_with = "deny", required_unless_present = "deny")]
         allow: bool,
@@ -312,7 +313,7 @@ pub enum UsersCommand {
         email: String,
         /// Organization id.
         #[arg(long)]
-        org: uuid::Uuid,
+        org: OrgId,
         /// owner, admin, member or viewer.
         #[arg(long, default_value = "member", value_parser = parse_role)]
         role: hookflow_shared::Role,
@@ -334,7 +335,7 @@ pub enum KeysCommand {
     Create {
         /// Organization id the key belongs to.
         #[arg(long)]
-        org: uuid::Uuid,
+        org: OrgId,
         /// Name shown in key listings.
         #[arg(long, default_value = "operator key")]
         name: String,

@@ -12,8 +12,8 @@ use crate::db::data_dir::MasterKeys;
 use crate::db::storage::BoxError;
 use crate::server::config::{KeysCommand, OrgsCommand, UsersCommand};
 use crate::signals::Invalidation;
-use hookflow_shared::ScopeSet;
 use hookflow_shared::scope::Preset;
+use hookflow_shared::{OrgId, ScopeSet};
 use sqlx::PgPool;
 
 pub async fn orgs(pool: &PgPool, command: OrgsCommand) -> Result<(), BoxError> {
@@ -118,7 +118,7 @@ pub async fn users(pool: &PgPool, command: UsersCommand) -> Result<(), BoxError>
 }
 
 /// An operator command's organization must exist.
-async fn ensure_organization(conn: &mut sqlx::PgConnection, org: uuid::Uuid) -> Result<(), BoxError> {
+async fn ensure_organization(conn: &mut sqlx::PgConnection, org: OrgId) -> Result<(), BoxError> {
     let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM organizations WHERE id = $1)")
         .bind(org)
         .fetch_one(conn)

@@ -8,8 +8,8 @@ use crate::crypto::{MasterKey, Sealed};
 use crate::db::data_dir::{self, MasterKeys};
 use crate::db::storage::BoxError;
 use crate::signals::Invalidation;
+use hookflow_shared::{OrgId, WebhookId};
 use sqlx::PgPool;
-use uuid::Uuid;
 
 const BATCH: i64 = 200;
 
@@ -98,17 +98,17 @@ pub async fn reencrypt(pool: &PgPool, keyring: &MasterKey) -> Result<Report, sql
     Ok(report)
 }
 
-type SecretRow = (Uuid, String, Vec<u8>, Vec<u8>, i32);
+type SecretRow = (OrgId, String, Vec<u8>, Vec<u8>, i32);
 
 /// The value sealed again under the ring's current key; `None` when no key of the ring opens it.
-fn reseal(keyring: &MasterKey, org: Uuid, name: &str, sealed: Sealed) -> Option<Sealed> {
+fn reseal(keyring: &MasterKey, org: OrgId, name: &str, sealed: Sealed) -> Option<Sealed> {
     let plain = keyring.open(org, name, &sealed).ok()?;
     Some(keyring.seal(org, name, &plain))
 }
 
 async fn reencrypt_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u64), sqlx::Error> {
     let (mut done, mut unreadable) = (0, 0);
-    let mut after = (Uuid::nil(), String::new());
+    let mut after = (OrgId::nil(), String::new());
     loop {
         let mut tx = pool.begin().await?;
         let rows: Vec<SecretRow> = sqlx::query_as(
@@ -151,7 +151,7 @@ async fn reencrypt_signing_keys(pool: &PgPool, keyring: &MasterKey) -> Result<(u
     .await?;
     for (kid, ciphertext, nonce, key_version) in rows {
         let name = crate::auth::signing::sealed_name(&kid);
-        let Some(sealed) = reseal(keyring, Uuid::nil(), &name, Sealed { ciphertext, nonce, key_version }) else {
+        let Some(sealed) = reseal(keyring, OrgId::nil(), &name, Sealed { ciphertext, nonce, key_version }) else {
             unreadable += 1;
             continue;
         };
@@ -165,11 +165,11 @@ async fn reencrypt_signing_keys(pool: &PgPool, keyring: &MasterKey) -> Result<(u
 }
 
 /// An endpoint's id, organization and sealed verification secrets.
-type VerificationRow = (Uuid, Uuid, Vec<u8>, Vec<u8>, i32);
+type VerificationRow = (WebhookId, OrgId, Vec<u8>, Vec<u8>, i32);
 
 async fn reencrypt_verification_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u64), sqlx::Error> {
     let (mut done, mut unreadable) = (0, 0);
-    let mut after = Uuid::nil();
+    let mut after = WebhookId::nil();
     loop {
         let mut tx = pool.begin().await?;
         let rows: Vec<VerificationRow> = sqlx::query_as(

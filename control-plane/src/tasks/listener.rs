@@ -71,10 +71,10 @@ fn dispatch(app: &AppState, notification: &PgNotification) {
         channel => {
             let Ok(id) = Uuid::parse_str(payload) else { return };
             match channel {
-                CAPTURES_CHANNEL => app.hub.wake(id),
-                QUEUE_CHANNEL => app.queue.wake(id),
+                CAPTURES_CHANNEL => app.hub.wake(id.into()),
+                QUEUE_CHANNEL => app.queue.wake(id.into()),
                 EXECUTIONS_CHANNEL => {
-                    let _ = app.execution_wakes.send(id);
+                    let _ = app.execution_wakes.send(id.into());
                 }
                 _ => {}
             }

@@ -4,8 +4,8 @@
 
 use crate::api::webhooks::model::subtract_stored;
 use crate::state::AppState;
+use hookflow_shared::WebhookId;
 use sqlx::PgPool;
-use uuid::Uuid;
 
 /// Rows one retention statement deletes: small statements leave room for the capture writer and never meet the
 /// statement timeout, however large the backlog.
@@ -20,7 +20,7 @@ pub async fn sweep(pool: &PgPool) -> Result<u64, sqlx::Error> {
     let mut deleted = 0;
     loop {
         let started = std::time::Instant::now();
-        let by_age: Vec<(Uuid, i64)> = sqlx::query_as(
+        let by_age: Vec<(WebhookId, i64)> = sqlx::query_as(
             "WITH limits AS (
                 SELECT w.id, COALESCE(w.max_age_days, o.default_max_age_days) AS days
                 FROM webhooks w JOIN organizations o ON o.id = w.organization_id
@@ -45,7 +45,7 @@ pub async fn sweep(pool: &PgPool) -> Result<u64, sqlx::Error> {
         }
         tokio::time::sleep(BETWEEN_BATCHES.max(started.elapsed() * 4)).await;
     }
-    let over: Vec<(Uuid, i64)> = sqlx::query_as(
+    let over: Vec<(WebhookId, i64)> = sqlx::query_as(
         "SELECT w.id, COALESCE(w.max_requests, o.default_max_requests) FROM webhooks w
          JOIN organizations o ON o.id = w.organization_id
          WHERE (SELECT COALESCE(sum(c.stored), 0) FROM webhook_counters c WHERE c.webhook_id = w.id)
@@ -69,7 +69,7 @@ pub async fn sweep(pool: &PgPool) -> Result<u64, sqlx::Error> {
     Ok(deleted)
 }
 
-async fn adjust_counts(pool: &PgPool, removed: &[(Uuid, i64)]) -> Result<u64, sqlx::Error> {
+async fn adjust_counts(pool: &PgPool, removed: &[(WebhookId, i64)]) -> Result<u64, sqlx::Error> {
     let mut total = 0;
     for (webhook_id, n) in removed.iter().filter(|(_, n)| *n > 0) {
         let mut conn = pool.acquire().await?;

@@ -8,13 +8,14 @@ use chrono::{DateTime, Utc};
 use hookflow_shared::api::executions::Trigger;
 use hookflow_shared::flow::definition::{Latest, VersionSelector};
 use hookflow_shared::flow::schedule::Schedule;
+use hookflow_shared::{FlowId, OrgId};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
 /// One pass; returns how many executions it launched.
 pub async fn fire_due(app: &AppState) -> Result<usize, sqlx::Error> {
     let mut tx = app.pool.begin().await?;
-    type Due = (Uuid, Uuid, String, Option<DateTime<Utc>>, bool);
+    type Due = (FlowId, OrgId, String, Option<DateTime<Utc>>, bool);
     let due: Vec<Due> = sqlx::query_as(
         "SELECT f.id, f.organization_id, f.schedule, f.schedule_next_at,
                 EXISTS (SELECT 1 FROM flow_versions v WHERE v.flow_id = f.id)

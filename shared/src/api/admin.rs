@@ -1,5 +1,6 @@
 //! Administration bodies: the scope catalog, API keys, the organization and its audit log.
 
+use crate::ids::{ApiKeyId, OrgId};
 use crate::{Scope, Timestamp};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -40,7 +41,7 @@ pub struct CreateApiKey {
 /// An API key as listed; never carries the secret.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApiKey {
-    pub id: Uuid,
+    pub id: ApiKeyId,
     pub name: String,
     pub scopes: Vec<Scope>,
     /// The first characters of the key, to recognise it; not a secret.
@@ -72,7 +73,7 @@ pub struct Retention {
 /// `GET /organization`.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Organization {
-    pub id: Uuid,
+    pub id: OrgId,
     pub name: String,
     pub default_retention: Retention,
     /// Default `max_body_bytes` of new webhook endpoints.

@@ -1,8 +1,8 @@
 //! Analytics bodies: capture volume over time, method breakdown, the organization overview.
 
 use crate::Timestamp;
+use crate::ids::WebhookId;
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -53,7 +53,7 @@ pub struct MethodBreakdown {
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EndpointCount {
-    pub webhook_id: Uuid,
+    pub webhook_id: WebhookId,
     pub name: String,
     pub count: i64,
 }

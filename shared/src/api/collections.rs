@@ -3,9 +3,9 @@
 
 use crate::Timestamp;
 use crate::api::patch::Patch;
+use crate::ids::{CollectionId, CollectionRequestId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use uuid::Uuid;
 
 /// `POST /collections`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
@@ -36,7 +36,7 @@ pub struct PatchCollection {
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Collection {
-    pub id: Uuid,
+    pub id: CollectionId,
     pub name: String,
     pub description: Option<String>,
     pub variables: BTreeMap<String, String>,
@@ -86,8 +86,8 @@ pub struct WriteRequest {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CollectionRequest {
-    pub id: Uuid,
-    pub collection_id: Uuid,
+    pub id: CollectionRequestId,
+    pub collection_id: CollectionId,
     pub name: String,
     pub folder: Option<String>,
     pub method: String,
@@ -181,7 +181,7 @@ pub struct SyncItem {
     pub name: String,
     /// The collection's request, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_id: Option<Uuid>,
+    pub request_id: Option<CollectionRequestId>,
     /// For modified operations: what changed (`parameters`, `body`, `responses`, `deprecation`, `summary`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<String>,
@@ -207,5 +207,5 @@ pub struct SyncApplied {
     /// Requests deleted because `delete_removed` was set.
     pub deleted: usize,
     /// Removed operations kept because a flow references them (a request a flow uses is never deleted).
-    pub kept_referenced: Vec<Uuid>,
+    pub kept_referenced: Vec<CollectionRequestId>,
 }

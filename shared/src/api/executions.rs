@@ -2,10 +2,10 @@
 
 use crate::api::runners::{FinalStatus, Job};
 use crate::flow::definition::VersionSelector;
+use crate::ids::{ExecutionId, FlowId, RunnerId};
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use uuid::Uuid;
 
 /// `queued` or `ephemeral` (the caller runs the execution itself and reports with the job token).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -160,8 +160,8 @@ pub struct Summary {
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Execution {
-    pub id: Uuid,
-    pub flow_id: Uuid,
+    pub id: ExecutionId,
+    pub flow_id: FlowId,
     /// The published version run; null when the draft ran.
     pub flow_version: Option<i32>,
     pub draft_revision: i32,
@@ -170,7 +170,7 @@ pub struct Execution {
     pub trigger: Trigger,
     pub attempt: i32,
     pub max_attempts: i32,
-    pub runner_id: Option<Uuid>,
+    pub runner_id: Option<RunnerId>,
     pub created_at: Timestamp,
     pub started_at: Option<Timestamp>,
     pub finished_at: Option<Timestamp>,
@@ -203,7 +203,7 @@ pub enum ExecutionEvent {
     Status {
         status: ExecutionStatus,
         attempt: i32,
-        runner_id: Option<Uuid>,
+        runner_id: Option<RunnerId>,
         /// A cancel was asked for while the execution runs.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         cancel_requested: bool,

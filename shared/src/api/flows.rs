@@ -4,10 +4,10 @@ use crate::Timestamp;
 use crate::api::executions::ExecutionStatus;
 use crate::api::patch::Patch;
 use crate::flow::definition::Problem;
+use crate::ids::{FlowId, FlowVersionId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use uuid::Uuid;
 
 /// `POST /flows` and `PUT /flows/{id}`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
@@ -47,7 +47,7 @@ pub struct PatchFlow {
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Flow {
-    pub id: Uuid,
+    pub id: FlowId,
     pub name: String,
     pub description: Option<String>,
     pub tags: Vec<String>,
@@ -97,7 +97,7 @@ pub struct ValidateDefinition {
     pub definition: Value,
     /// The flow the definition is meant for, so a module node naming it is reported.
     #[serde(default)]
-    pub flow_id: Option<Uuid>,
+    pub flow_id: Option<FlowId>,
 }
 
 /// `POST /flows/{id}/validate`.
@@ -117,7 +117,7 @@ pub struct Publish {
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FlowVersion {
-    pub id: Uuid,
+    pub id: FlowVersionId,
     pub version: i32,
     pub note: Option<String>,
     #[schema(value_type = crate::flow::definition::FlowDefinition)]

@@ -1,9 +1,9 @@
 //! People (API.md section 2, Auth and Administration): sign-in, sessions, passwords, organizations and members.
 
+use crate::ids::{InvitationId, OrgId, UserId};
 use crate::role::Role;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 /// `POST /auth/sessions`.
 #[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -37,7 +37,7 @@ impl std::fmt::Debug for Refresh {
 /// A person as the API shows them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct User {
-    pub id: Uuid,
+    pub id: UserId,
     pub email: String,
 }
 
@@ -64,7 +64,7 @@ impl std::fmt::Debug for SessionTokens {
 /// An organization the person belongs to, with their role there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct OrganizationRole {
-    pub id: Uuid,
+    pub id: OrgId,
     pub name: String,
     pub role: Role,
 }
@@ -142,9 +142,9 @@ pub struct CreateOrganization {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Member {
     /// Null for an invitation.
-    pub user_id: Option<Uuid>,
+    pub user_id: Option<UserId>,
     /// The invitation's id (for `DELETE /organization/invitations/{id}`); null for a member.
-    pub invitation_id: Option<Uuid>,
+    pub invitation_id: Option<InvitationId>,
     pub email: String,
     pub role: Role,
     /// `active`, or `invited` (waiting for someone to accept its link; an email never binds by itself).
@@ -158,7 +158,7 @@ pub struct Member {
 /// whether or not someone has an account with the email.
 #[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CreatedInvitation {
-    pub invitation_id: Uuid,
+    pub invitation_id: InvitationId,
     /// Where the link is meant to go (the link works for whoever opens it: share it with that person only).
     pub email: String,
     pub role: Role,

@@ -1,11 +1,11 @@
 //! The runner protocol (API.md section 2, Runner): registration, heartbeats, claims and result reports.
 
 use crate::api::node_results::NodeResult;
+use crate::ids::{ExecutionId, FlowId, JobId, RunnerId};
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use uuid::Uuid;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -40,7 +40,7 @@ pub struct RegisterRunner {
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Registered {
-    pub id: Uuid,
+    pub id: RunnerId,
     pub heartbeat_interval_s: u64,
     pub poll_timeout_s: u64,
     pub lease_s: u64,
@@ -57,7 +57,7 @@ pub struct Metrics {
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Runner {
-    pub id: Uuid,
+    pub id: RunnerId,
     pub name: String,
     pub labels: Vec<String>,
     pub version: String,
@@ -77,21 +77,21 @@ pub struct Runner {
 pub struct Heartbeat {
     #[serde(default)]
     #[schema(max_items = 10_000)]
-    pub running_jobs: Vec<Uuid>,
+    pub running_jobs: Vec<JobId>,
     pub metrics: Option<Metrics>,
 }
 
 /// Jobs the runner should stop: cancelled by a user, or no longer its to run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HeartbeatReply {
-    pub cancel: Vec<Uuid>,
+    pub cancel: Vec<JobId>,
 }
 
 /// `POST /runner/jobs/next`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NextJob {
-    pub runner_id: Uuid,
+    pub runner_id: RunnerId,
     /// Seconds to wait for a job: at most 60, default 30.
     #[schema(minimum = 0, maximum = 60)]
     pub wait_s: Option<u64>,
@@ -123,7 +123,7 @@ pub enum Claimed {
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobFlow {
-    pub id: Uuid,
+    pub id: FlowId,
     pub name: String,
     /// The published version; null for the draft.
     pub version: Option<i32>,
@@ -156,8 +156,8 @@ impl std::fmt::Debug for SecretValues {
 /// A claim: everything a runner needs to execute one attempt of an execution.
 #[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Job {
-    pub job_id: Uuid,
-    pub execution_id: Uuid,
+    pub job_id: JobId,
+    pub execution_id: ExecutionId,
     pub attempt: i32,
     pub flow: JobFlow,
     /// The environment's key, if one was chosen.
@@ -208,10 +208,10 @@ impl Job {
     /// A job to run a definition without a control plane (local runs, benchmarks): no token, no secrets.
     pub fn standalone(name: &str, definition: Value, timeout_s: u64) -> Self {
         Job {
-            job_id: Uuid::now_v7(),
-            execution_id: Uuid::now_v7(),
+            job_id: JobId::now_v7(),
+            execution_id: ExecutionId::now_v7(),
             attempt: 1,
-            flow: JobFlow { id: Uuid::now_v7(), name: name.to_owned(), version: None, definition },
+            flow: JobFlow { id: FlowId::now_v7(), name: name.to_owned(), version: None, definition },
             environment: None,
             variables: BTreeMap::new(),
             secrets: SecretValues::default(),
@@ -241,7 +241,7 @@ impl std::fmt::Debug for Job {
 }
 
 /// The key of a module's definition in [`Job::modules`].
-pub fn module_key(flow_id: Uuid, version: Option<u32>) -> String {
+pub fn module_key(flow_id: FlowId, version: Option<u32>) -> String {
     match version {
         Some(n) => format!("{flow_id}@{n}"),
         None => format!("{flow_id}@latest"),

@@ -4,9 +4,9 @@ use crate::Timestamp;
 use crate::api::admin::Retention;
 use crate::api::patch::Patch;
 use crate::api::signatures::{Signature, Verification, VerificationSettings};
+use crate::ids::{CaptureId, WebhookId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use uuid::Uuid;
 
 /// A custom answer an endpoint gives senders instead of the JSON receipt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -69,7 +69,7 @@ pub struct UpdateWebhook {
 /// where the endpoint sets none).
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Webhook {
-    pub id: Uuid,
+    pub id: WebhookId,
     pub name: String,
     pub description: Option<String>,
     pub max_body_bytes: i64,
@@ -90,7 +90,7 @@ pub struct Webhook {
 pub struct CaptureReceipt {
     pub message: String,
     /// The captured request's id.
-    pub request_id: Uuid,
+    pub request_id: CaptureId,
     pub received_at: Timestamp,
 }
 
@@ -105,8 +105,8 @@ pub enum BodyEncoding {
 /// A captured request.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CapturedRequest {
-    pub id: Uuid,
-    pub webhook_id: Uuid,
+    pub id: CaptureId,
+    pub webhook_id: WebhookId,
     pub method: String,
     /// The part after `/webhook/{id}`: empty or starting with `/`.
     pub path: String,

@@ -6,10 +6,10 @@ use crate::api::catalog::Assertion;
 use crate::flow::assert::Operator;
 use crate::flow::extract::Extractor;
 use crate::flow::template;
+use crate::ids::{CollectionId, CollectionRequestId, FlowId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
-use uuid::Uuid;
 
 /// A flow definition (API.md section 3): nodes run in order, with the flow's own variables and time budget.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -91,8 +91,8 @@ pub struct RequestSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestRef {
-    pub collection_id: Uuid,
-    pub request_id: Uuid,
+    pub collection_id: CollectionId,
+    pub request_id: CollectionRequestId,
     pub overrides: Option<RequestOverrides>,
 }
 
@@ -167,7 +167,7 @@ pub enum Latest {
 
 node_kind! {
     pub struct ModuleNode {
-        pub flow_id: Uuid,
+        pub flow_id: FlowId,
         pub version: Option<VersionSelector>,
         #[serde(default)]
         pub inputs: BTreeMap<String, String>,

@@ -2,6 +2,7 @@
 //! 503 when the database is down.
 
 use hookflow_control_plane::db;
+use hookflow_shared::OrgId;
 use hookflow_shared::wire::header;
 use hookflow_tests::TestApp;
 use reqwest::Method;
@@ -49,7 +50,7 @@ async fn a_database_that_is_down_answers_503_with_retry_after() {
     assert_eq!((ready.status.as_u16(), ready.code()), (503, "unavailable"));
     assert!(ready.headers.contains_key("retry-after"));
     let key = hookflow_shared::token::TokenKind::ApiKey.assemble(&[1u8; 32]);
-    let creds = hookflow_tests::Creds { key, org: uuid::Uuid::now_v7() };
+    let creds = hookflow_tests::Creds { key, org: OrgId::now_v7() };
     let reply = app.call(Method::GET, "/api-keys", Some(&creds), None).await;
     assert_eq!((reply.status.as_u16(), reply.code()), (503, "unavailable"), "{}", reply.text);
     assert!(!reply.text.to_lowercase().contains("connection refused"), "no database error text leaks: {}", reply.text);

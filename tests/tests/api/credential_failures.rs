@@ -5,6 +5,7 @@
 //! served from the cache whatever its address did, and other addresses keep their own budget.
 
 use hookflow_control_plane::crypto::new_token;
+use hookflow_shared::JobId;
 use hookflow_shared::token::TokenKind;
 use hookflow_shared::wire::{header, runner_route};
 use hookflow_tests::TestApp;
@@ -51,7 +52,7 @@ async fn forged_credentials_cost_one_lookup_each_then_none() {
     }
     // Job tokens and refresh tokens from the same address share its budget.
     let job = here
-        .post(app.url(&runner_route::job_complete(uuid::Uuid::now_v7())))
+        .post(app.url(&runner_route::job_complete(JobId::now_v7())))
         .bearer_auth(new_token(TokenKind::Job))
         .json(&serde_json::json!({"status": "succeeded"}))
         .timeout(Duration::from_secs(5));

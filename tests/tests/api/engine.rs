@@ -3,6 +3,7 @@
 //! organization.
 
 use hookflow_runner::engine::{Engine, Outcome};
+use hookflow_shared::OrgId;
 use hookflow_shared::api::executions::{NodeResult, NodeStatus};
 use hookflow_shared::api::runners::{FinalStatus, Job};
 use hookflow_shared::wire::{header, runner_route};
@@ -120,7 +121,7 @@ async fn a_runner_serving_every_organization_takes_turns_between_them() {
         app.call(Method::POST, &format!("/flows/{busy_flow}/launch"), Some(&busy), None).await;
     }
     app.call(Method::POST, &format!("/flows/{quiet_flow}/launch"), Some(&quiet), None).await;
-    let shared = hookflow_tests::Creds { key: key.secret().to_owned(), org: uuid::Uuid::nil() };
+    let shared = hookflow_tests::Creds { key: key.secret().to_owned(), org: OrgId::nil() };
     let register = json!({"name": "shared", "version": "1", "max_concurrency": 1,
         "host": {"hostname": "h", "os": "linux", "arch": "x86_64", "cpus": 1, "memory_bytes": 1}});
     let response = app

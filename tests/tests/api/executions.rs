@@ -8,6 +8,7 @@ use hookflow_shared::api::flows::{PatchFlow, Publish, PutEnvironment, WriteFlow}
 use hookflow_shared::api::resources::PutSecret;
 use hookflow_shared::api::runners::{Heartbeat, HeartbeatReply, Metrics};
 use hookflow_shared::wire::{header, runner_route};
+use hookflow_shared::{JobId, RunnerId};
 use hookflow_tests::app::Creds;
 use hookflow_tests::exec::scoped;
 use hookflow_tests::notices::Notices;
@@ -340,7 +341,7 @@ async fn expired_leases_are_retried_as_the_next_attempt_and_stale_reports_get_40
     let id = app.launch_draft(&flow).await;
     let first = app.next_job(&creds, &runner, 5).await.body;
     // Heartbeats keep the lease alive past its 2 s.
-    let runner_id: uuid::Uuid = runner.parse().expect("runner id");
+    let runner_id: RunnerId = runner.parse().expect("runner id");
     let as_runner = app.api_as(&creds);
     for _ in 0..3 {
         let metrics = Metrics { cpu_percent: 12.5, memory_used_bytes: 1000, load_avg_1m: 0.5 };
@@ -602,7 +603,7 @@ async fn scopes_and_organizations_fence_every_execution_operation() {
     let runner = app.register_runner(&creds, &[]).await;
     let other_runner_creds = app.runner_creds(other.org).await;
     assert_eq!(app.next_job(&other_runner_creds, &runner, 1).await.status, 404);
-    let runner_id: uuid::Uuid = runner.parse().expect("runner id");
+    let runner_id: RunnerId = runner.parse().expect("runner id");
     let beat = app.api_as(&other_runner_creds).runners().heartbeat(runner_id, &Heartbeat::default()).await;
     assert_eq!(beat.expect_err("another organization's runner").status(), 404);
     let theirs_api = app.api_as(&other);
@@ -622,7 +623,7 @@ async fn runners_are_listed_and_removing_one_requeues_its_jobs() {
     let creds = app.runner_creds(app.admin.org).await;
     let runner = app.register_runner(&creds, &["linux"]).await;
     let api = app.api();
-    let runner_id: uuid::Uuid = runner.parse().expect("runner id");
+    let runner_id: RunnerId = runner.parse().expect("runner id");
     let listed = api.runners().list(&[]).await.expect("list");
     let item = &listed.items[0];
     assert_eq!(item.id, runner_id);
@@ -723,7 +724,7 @@ async fn execution_analytics_count_outcomes_and_durations() {
 }
 
 /// A claimed job's id.
-fn job_id(job: &Value) -> uuid::Uuid {
+fn job_id(job: &Value) -> JobId {
     job["job_id"].as_str().and_then(|id| id.parse().ok()).expect("a job id")
 }
 

@@ -3,6 +3,7 @@
 //! costs the same however many organizations exist (it walks queued work, never the organizations table).
 
 use hookflow_control_plane::queue::claim::{Target, statement};
+use hookflow_shared::OrgId;
 use hookflow_tests::TestApp;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -14,7 +15,7 @@ fn waiting(ms: u64) -> Value {
     json!({"timeout_s": 86_400, "nodes": [{"id": "wait", "kind": "delay", "delay_ms": ms}]})
 }
 
-async fn running_of(app: &TestApp, org: Uuid) -> i64 {
+async fn running_of(app: &TestApp, org: OrgId) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM executions WHERE organization_id = $1 AND status = 'running'")
         .bind(org)
         .fetch_one(&app.pool)
@@ -159,7 +160,7 @@ async fn a_new_organization_invalidates_no_one_elses_cached_key() {
     let made = app.call_bearer(Method::POST, "/organizations", &bearer, Some(json!({"name": "Mine"}))).await;
     assert_eq!(made.status, 201, "{}", made.text);
     // The maker's memberships are fresh at once ...
-    let org: Uuid = made.body["id"].as_str().and_then(|id| id.parse().ok()).expect("org id");
+    let org: OrgId = made.body["id"].as_str().and_then(|id| id.parse().ok()).expect("org id");
     let mine = hookflow_tests::people::Bearer { token: bearer.token.clone(), org: Some(org) };
     let read = app.call_bearer(Method::GET, "/organization", &mine, None).await;
     assert_eq!(read.status, 200, "{}", read.text);

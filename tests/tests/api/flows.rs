@@ -1,6 +1,7 @@
 //! Flows: draft CRUD and validation, search and tags, versions, environments, export/import, schedules, scopes
 //! and isolation.
 
+use hookflow_shared::FlowId;
 use hookflow_shared::api::flows::{
     Flow, FlowDocument, PatchFlow, Publish, PutEnvironment, SearchFlows, ValidateDefinition, WriteFlow,
 };
@@ -33,7 +34,7 @@ async fn create(app: &TestApp, name: &str, tags: &[&str]) -> Flow {
     app.api().flows().create(&flow).await.expect("create the flow")
 }
 
-fn ids(page: &Page<Flow>) -> Vec<uuid::Uuid> {
+fn ids(page: &Page<Flow>) -> Vec<FlowId> {
     page.items.iter().map(|f| f.id).collect()
 }
 

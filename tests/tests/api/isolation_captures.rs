@@ -5,8 +5,8 @@
 use bytes::Bytes;
 use chrono::Utc;
 use hookflow_control_plane::capture::writer::{CaptureRecord, CaptureWriter, Outcome};
-use hookflow_shared::ErrorBody;
 use hookflow_shared::api::webhooks::CreateWebhook;
+use hookflow_shared::{ErrorBody, OrgId, WebhookId};
 use hookflow_tests::TestApp;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -44,7 +44,7 @@ async fn a_senders_nul_byte_never_fails_another_tenants_captures() {
     assert_eq!(one.expect("a NUL capture")["query"]["evil"], json!(["\u{FFFD}"]));
 }
 
-fn record(org_id: Uuid, webhook_id: Uuid, query_json: &str) -> CaptureRecord {
+fn record(org_id: OrgId, webhook_id: WebhookId, query_json: &str) -> CaptureRecord {
     CaptureRecord {
         org_id,
         webhook_id,
@@ -66,7 +66,8 @@ fn record(org_id: Uuid, webhook_id: Uuid, query_json: &str) -> CaptureRecord {
 #[tokio::test]
 async fn a_row_the_database_refuses_never_fails_its_batch() {
     let app = TestApp::spawn().await;
-    let id: Uuid = app.create_webhook(json!({"name": "batch"})).await["id"].as_str().expect("id").parse().expect("id");
+    let id: WebhookId =
+        app.create_webhook(json!({"name": "batch"})).await["id"].as_str().expect("id").parse().expect("id");
     let writer = CaptureWriter::start(app.pool.clone());
     let mut pending = Vec::new();
     for i in 0..40 {
@@ -159,7 +160,7 @@ async fn a_custom_answer_cannot_frame_a_second_response() {
         "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 29\r\n\r\n<script>steal()</script>\r\n";
     let forged = json!({"status": 200, "headers": {"Content-Length": "0", "Connection": "keep-alive",
         "Transfer-Encoding": "identity", "Clear-Site-Data": "\"*\"", "X-Reply": "kept"}, "body": smuggled});
-    let webhook_id: Uuid = id.parse().expect("uuid");
+    let webhook_id: WebhookId = id.parse().expect("uuid");
     sqlx::query("UPDATE webhooks SET response = $1 WHERE id = $2")
         .bind(&forged)
         .bind(webhook_id)

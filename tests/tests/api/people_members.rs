@@ -3,7 +3,7 @@
 //! their maker's role, cross-organization 404s, and the role x operation matrix of API.md section 1.
 
 use hookflow_shared::api::webhooks::CreateWebhook;
-use hookflow_shared::{Role, Scope};
+use hookflow_shared::{OrgId, Role, Scope};
 use hookflow_tests::Credentials;
 use hookflow_tests::TestApp;
 use hookflow_tests::people::Bearer;
@@ -19,7 +19,7 @@ async fn members_invitations_roles_and_the_last_owner() {
     let (signed_in, _) = app.bearer(&founder, None).await;
     let created = app.call_bearer(Method::POST, "/organizations", &signed_in, Some(json!({"name": "Team"}))).await;
     assert_eq!((created.status.as_u16(), &created.body["role"]), (201, &json!("owner")), "{}", created.text);
-    let org: Uuid = created.body["id"].as_str().expect("id").parse().expect("uuid");
+    let org: OrgId = created.body["id"].as_str().expect("id").parse().expect("uuid");
     let owner = Bearer { org: Some(org), ..signed_in };
 
     // Everyone is invited, an existing person too, and joins by accepting the link.

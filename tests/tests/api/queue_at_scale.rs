@@ -4,6 +4,7 @@
 //! completions answer alike on the replica that handed the job out and on another.
 
 use crate::RUNNER;
+use hookflow_shared::OrgId;
 use hookflow_shared::wire::runner_route;
 use hookflow_tests::TestApp;
 use hookflow_tests::notices::Notices;
@@ -58,7 +59,7 @@ fn poll_on(
 }
 
 /// Waits until `replica` has recorded a queue watch for `org`.
-async fn watch_recorded(app: &TestApp, replica: uuid::Uuid, org: uuid::Uuid) {
+async fn watch_recorded(app: &TestApp, replica: uuid::Uuid, org: OrgId) {
     for _ in 0..100 {
         let found: bool = sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM queue_watchers WHERE replica = $1 AND organization_id = $2)",

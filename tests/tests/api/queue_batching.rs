@@ -4,6 +4,7 @@
 use futures_util::future::join_all;
 use hookflow_control_plane::db::group_commit::{BatchWrite, GroupCommit};
 use hookflow_control_plane::error::ApiResult;
+use hookflow_shared::OrgId;
 use hookflow_shared::wire::runner_route;
 use hookflow_tests::TestApp;
 use reqwest::Method;
@@ -212,7 +213,7 @@ async fn launches_of_two_organizations_in_one_batch_stay_apart() {
             continue;
         }
         assert_eq!(reply.status, 201, "{}", reply.text);
-        let (org, variables): (uuid::Uuid, Value) =
+        let (org, variables): (OrgId, Value) =
             sqlx::query_as("SELECT organization_id, variables FROM executions WHERE id = $1::uuid")
                 .bind(reply.body["id"].as_str().expect("id"))
                 .fetch_one(&app.pool)

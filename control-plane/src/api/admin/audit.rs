@@ -2,13 +2,14 @@
 //! transaction as the change they record.
 
 use crate::auth::Actor;
+use hookflow_shared::OrgId;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 /// One change to record.
 #[derive(Debug)]
 pub struct AuditEvent<'a> {
-    pub org_id: Uuid,
+    pub org_id: OrgId,
     pub actor: Actor,
     pub action: &'a str,
     pub target: String,

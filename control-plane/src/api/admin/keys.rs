@@ -17,10 +17,9 @@ use hookflow_shared::api::Page;
 use hookflow_shared::api::admin::{ApiKey, CreateApiKey, CreatedApiKey};
 use hookflow_shared::scope::Preset;
 use hookflow_shared::token::{self, TokenKind};
-use hookflow_shared::{ErrorCode, ScopeSet, Timestamp};
+use hookflow_shared::{ApiKeyId, ErrorCode, OrgId, ScopeSet, Timestamp, UserId};
 use sqlx::PgConnection;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create_api_key, list_api_keys)).routes(routes!(get_api_key, delete_api_key))
@@ -29,7 +28,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// A key to create, already validated.
 #[derive(Debug)]
 pub struct NewKey {
-    pub org_id: Uuid,
+    pub org_id: OrgId,
     pub name: String,
     pub scopes: ScopeSet,
     pub expires_at: Option<DateTime<Utc>>,
@@ -38,7 +37,7 @@ pub struct NewKey {
 
 #[derive(sqlx::FromRow)]
 struct KeyRow {
-    id: Uuid,
+    id: ApiKeyId,
     name: String,
     scopes: Vec<String>,
     prefix: String,
@@ -66,10 +65,10 @@ const KEY_COLUMNS: &str = "id, name, scopes, prefix, expires_at, created_at, las
 /// Stores a new key and its audit entry; the answer is the only place the secret ever appears.
 pub async fn create(conn: &mut PgConnection, new: NewKey) -> Result<CreatedApiKey, sqlx::Error> {
     let secret = crate::crypto::new_token(TokenKind::ApiKey);
-    let id = Uuid::now_v7();
+    let id = ApiKeyId::now_v7();
     // The person behind the key: its maker, or the person behind the key that made it. The key works only while
     // that person is a member, within their role.
-    let person: Option<Uuid> = match new.actor {
+    let person: Option<UserId> = match new.actor {
         Actor::User(user_id) => Some(user_id),
         Actor::Key(key_id) => sqlx::query_scalar("SELECT created_by_user FROM api_keys WHERE id = $1")
             .bind(key_id)
@@ -179,7 +178,7 @@ async fn list_api_keys(Ctx { app, caller }: Ctx<scope::KeysRead>, params: ListPa
 
 /// Read one API key (never its secret).
 #[utoipa::path(get, path = "/api-keys/{id}", params(Id), responses((status = 200, body = ApiKey)))]
-async fn get_api_key(Ctx { app, caller }: Ctx<scope::KeysRead>, Id(id): Id) -> ApiResult<Json<ApiKey>> {
+async fn get_api_key(Ctx { app, caller }: Ctx<scope::KeysRead>, Id(id): Id<ApiKeyId>) -> ApiResult<Json<ApiKey>> {
     let row: Option<KeyRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {KEY_COLUMNS} FROM api_keys WHERE organization_id = $1 AND id = $2"
     )))
@@ -192,7 +191,7 @@ async fn get_api_key(Ctx { app, caller }: Ctx<scope::KeysRead>, Id(id): Id) -> A
 
 /// Delete an API key; it stops working at once.
 #[utoipa::path(delete, path = "/api-keys/{id}", params(Id), responses((status = 204)))]
-async fn delete_api_key(Ctx { app, caller }: Ctx<scope::KeysWrite>, Id(id): Id) -> ApiResult<StatusCode> {
+async fn delete_api_key(Ctx { app, caller }: Ctx<scope::KeysWrite>, Id(id): Id<ApiKeyId>) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     let name: Option<String> =
         sqlx::query_scalar("DELETE FROM api_keys WHERE organization_id = $1 AND id = $2 RETURNING name")

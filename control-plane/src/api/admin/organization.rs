@@ -12,6 +12,7 @@ use crate::state::AppState;
 use crate::validate::display_name;
 use axum::Json;
 use chrono::{DateTime, Utc};
+use hookflow_shared::OrgId;
 use hookflow_shared::api::admin::{AuditEntry, Organization, Retention, UpdateOrganization};
 use hookflow_shared::api::{Page, Patch};
 use sqlx::PgConnection;
@@ -27,7 +28,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 #[derive(sqlx::FromRow)]
 struct OrgRow {
-    id: Uuid,
+    id: OrgId,
     name: String,
     default_max_age_days: Option<i32>,
     default_max_requests: Option<i64>,
@@ -59,7 +60,7 @@ const ORG_COLUMNS: &str = "id, name, default_max_age_days, default_max_requests,
 
 /// Creates an organization with default settings; a person who makes one is remembered as its maker.
 pub async fn create(conn: &mut PgConnection, name: &str, actor: Actor) -> Result<Organization, sqlx::Error> {
-    let id = Uuid::now_v7();
+    let id = OrgId::now_v7();
     let row: OrgRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "INSERT INTO organizations (id, name, created_by_user) VALUES ($1, $2, $3) RETURNING {ORG_COLUMNS}"
     )))
@@ -86,7 +87,7 @@ pub async fn create(conn: &mut PgConnection, name: &str, actor: Actor) -> Result
 }
 
 /// Puts an organization on the private-network allow-list, or takes it off (operator).
-pub async fn set_private_network(conn: &mut PgConnection, org_id: Uuid, allowed: bool) -> Result<bool, sqlx::Error> {
+pub async fn set_private_network(conn: &mut PgConnection, org_id: OrgId, allowed: bool) -> Result<bool, sqlx::Error> {
     let found = sqlx::query("UPDATE organizations SET private_network = $2 WHERE id = $1")
         .bind(org_id)
         .bind(allowed)
@@ -115,7 +116,7 @@ pub async fn list_all(conn: &mut PgConnection) -> Result<Vec<Organization>, sqlx
     Ok(rows.into_iter().map(Into::into).collect())
 }
 
-async fn fetch(conn: &mut PgConnection, org_id: Uuid) -> ApiResult<Organization> {
+async fn fetch(conn: &mut PgConnection, org_id: OrgId) -> ApiResult<Organization> {
     let row: Option<OrgRow> =
         sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {ORG_COLUMNS} FROM organizations WHERE id = $1")))
             .bind(org_id)

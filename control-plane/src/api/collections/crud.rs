@@ -22,11 +22,11 @@ use hookflow_shared::api::collections::{
 };
 use hookflow_shared::api::rules;
 use hookflow_shared::flow::definition::{RequestParts, request_problems};
+use hookflow_shared::{CollectionId, CollectionRequestId, OrgId};
 use sqlx::PgConnection;
 use sqlx::types::Json as SqlJson;
 use std::collections::BTreeMap;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -86,9 +86,9 @@ pub struct Provenance<'a> {
 /// A request to write: a new one, or the replacement of request `id` (already checked to be in the collection).
 #[derive(Debug)]
 pub struct StoredRequest<'a> {
-    pub id: Uuid,
-    pub org_id: Uuid,
-    pub collection_id: Uuid,
+    pub id: CollectionRequestId,
+    pub org_id: OrgId,
+    pub collection_id: CollectionId,
     pub request: &'a WriteRequest,
     /// `None` (a user's write) keeps what the last sync recorded.
     pub provenance: Option<Provenance<'a>>,
@@ -131,8 +131,12 @@ pub async fn store_request(conn: &mut PgConnection, stored: StoredRequest<'_>) -
 }
 
 /// Inserts a collection; a taken name answers 409.
-pub async fn insert_collection(conn: &mut PgConnection, org_id: Uuid, body: &WriteCollection) -> ApiResult<Uuid> {
-    let id = Uuid::now_v7();
+pub async fn insert_collection(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+    body: &WriteCollection,
+) -> ApiResult<CollectionId> {
+    let id = CollectionId::now_v7();
     sqlx::query(
         "INSERT INTO collections (id, organization_id, name, description, variables) VALUES ($1, $2, $3, $4, $5)",
     )
@@ -178,7 +182,7 @@ async fn list_collections(Ctx { app, caller }: Ctx<scope::CollectionsRead>, para
 #[utoipa::path(get, path = "/collections/{id}", params(Id), responses((status = 200, body = CollectionDetail)))]
 async fn get_collection(
     Ctx { app, caller }: Ctx<scope::CollectionsRead>,
-    Id(id): Id,
+    Id(id): Id<CollectionId>,
 ) -> ApiResult<Json<CollectionDetail>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(detail(&mut conn, caller.org_id, id).await?))
@@ -190,7 +194,7 @@ async fn get_collection(
     responses((status = 200, body = CollectionDetail), (status = 409)))]
 async fn patch_collection(
     Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
-    Id(id): Id,
+    Id(id): Id<CollectionId>,
     ApiJson(body): ApiJson<PatchCollection>,
 ) -> ApiResult<Json<CollectionDetail>> {
     let name = body.name.as_deref().map(|n| display_name("name", n)).transpose()?;
@@ -215,7 +219,10 @@ async fn patch_collection(
 
 /// Delete a collection and its requests; refused (409) while a flow references one of them.
 #[utoipa::path(delete, path = "/collections/{id}", params(Id), responses((status = 204), (status = 409)))]
-async fn delete_collection(Ctx { app, caller }: Ctx<scope::CollectionsWrite>, Id(id): Id) -> ApiResult<StatusCode> {
+async fn delete_collection(
+    Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
+    Id(id): Id<CollectionId>,
+) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     fetch(&mut tx, caller.org_id, id).await?;
     refs::refuse_if_referenced(&mut tx, caller.org_id, refs::Referenced::Collection(id)).await?;
@@ -229,7 +236,7 @@ async fn delete_collection(Ctx { app, caller }: Ctx<scope::CollectionsWrite>, Id
     responses((status = 200, body = Page<CollectionRequest>)))]
 async fn list_requests(
     Ctx { app, caller }: Ctx<scope::CollectionsRead>,
-    Id(id): Id,
+    Id(id): Id<CollectionId>,
     params: ListParams,
 ) -> Listed<CollectionRequest> {
     let mut conn = app.pool.acquire().await?;
@@ -240,15 +247,15 @@ async fn list_requests(
          WHERE r.organization_id = $1 AND r.collection_id = $4 AND ($2::uuid IS NULL OR r.id > $2)
          ORDER BY r.id LIMIT $3"
     );
-    let (into, scope) = (CollectionRequest::from, (caller.org_id, Some(id)));
+    let (into, scope) = (CollectionRequest::from, (caller.org_id, Some(id.into())));
     Ok(Json(pagination::keyset_page::<RequestRow, _, _>(&mut *conn, sql, scope, &params, into, |r| r.id).await?))
 }
 
 async fn fetch_request(
     conn: &mut PgConnection,
-    org_id: Uuid,
-    collection_id: Uuid,
-    id: Uuid,
+    org_id: OrgId,
+    collection_id: CollectionId,
+    id: CollectionRequestId,
 ) -> ApiResult<CollectionRequest> {
     let row: Option<RequestRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {REQUEST_COLUMNS} FROM collection_requests r
@@ -268,13 +275,13 @@ async fn fetch_request(
     responses((status = 201, body = CollectionRequest), (status = 409)))]
 async fn create_request(
     Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
-    Id(id): Id,
+    Id(id): Id<CollectionId>,
     ApiJson(body): ApiJson<WriteRequest>,
 ) -> Created<CollectionRequest> {
     let request = check_request(body)?;
     let mut tx = app.pool.begin().await?;
     fetch(&mut tx, caller.org_id, id).await?;
-    let request_id = Uuid::now_v7();
+    let request_id = CollectionRequestId::now_v7();
     let stored =
         StoredRequest { id: request_id, org_id: caller.org_id, collection_id: id, request: &request, provenance: None };
     store_request(&mut tx, stored).await?;
@@ -289,7 +296,7 @@ async fn create_request(
     responses((status = 200, body = CollectionRequest)))]
 async fn get_request(
     Ctx { app, caller }: Ctx<scope::CollectionsRead>,
-    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+    ApiPath((id, request_id)): ApiPath<(CollectionId, CollectionRequestId)>,
 ) -> ApiResult<Json<CollectionRequest>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(fetch_request(&mut conn, caller.org_id, id, request_id).await?))
@@ -302,7 +309,7 @@ async fn get_request(
     responses((status = 200, body = CollectionRequest), (status = 409)))]
 async fn replace_request(
     Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
-    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+    ApiPath((id, request_id)): ApiPath<(CollectionId, CollectionRequestId)>,
     ApiJson(body): ApiJson<WriteRequest>,
 ) -> ApiResult<Json<CollectionRequest>> {
     let request = check_request(body)?;
@@ -322,12 +329,12 @@ async fn replace_request(
     responses((status = 204), (status = 409)))]
 async fn delete_request(
     Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
-    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+    ApiPath((id, request_id)): ApiPath<(CollectionId, CollectionRequestId)>,
 ) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     fetch_request(&mut tx, caller.org_id, id, request_id).await?;
     refs::refuse_if_referenced(&mut tx, caller.org_id, refs::Referenced::Request(request_id)).await?;
-    owned::delete_in(&mut *tx, Owned::CollectionRequest, caller.org_id, id, request_id).await?;
+    owned::delete(&mut *tx, Owned::CollectionRequest(id), caller.org_id, request_id).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }

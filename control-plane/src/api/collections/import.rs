@@ -16,6 +16,7 @@ use axum::http::StatusCode;
 use hookflow_shared::api::collections::{
     ImportOpenApi, ImportSummary, ImportedCollection, OpenApiSource, WriteCollection,
 };
+use hookflow_shared::{CollectionId, CollectionRequestId, OrgId};
 use sqlx::PgConnection;
 use std::time::Instant;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -28,11 +29,11 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// Inserts generated requests in one statement; answers their ids in order.
 pub async fn insert_generated(
     conn: &mut PgConnection,
-    org_id: Uuid,
-    collection_id: Uuid,
+    org_id: OrgId,
+    collection_id: CollectionId,
     generated: &[GeneratedRequest],
-) -> ApiResult<Vec<Uuid>> {
-    let ids: Vec<Uuid> = generated.iter().map(|_| Uuid::now_v7()).collect();
+) -> ApiResult<Vec<CollectionRequestId>> {
+    let ids: Vec<CollectionRequestId> = generated.iter().map(|_| CollectionRequestId::now_v7()).collect();
     let requests = generated.iter().map(|g| to_json(&g.request)).collect::<Result<Vec<_>, _>>()?;
     let fingerprints = generated.iter().map(|g| to_json(&g.fingerprints)).collect::<Result<Vec<_>, _>>()?;
     let deprecated: Vec<bool> = generated.iter().map(|g| g.deprecated).collect();
@@ -60,7 +61,7 @@ pub async fn insert_generated(
 /// Records an applied sync (the import is the first) and marks the source synced.
 pub async fn record_sync(
     conn: &mut PgConnection,
-    collection_id: Uuid,
+    collection_id: CollectionId,
     sha256: &str,
     counts: [usize; 4],
 ) -> Result<chrono::DateTime<chrono::Utc>, sqlx::Error> {
@@ -87,8 +88,8 @@ pub async fn record_sync(
 /// Stores the source a collection follows.
 pub async fn store_source(
     conn: &mut PgConnection,
-    org_id: Uuid,
-    collection_id: Uuid,
+    org_id: OrgId,
+    collection_id: CollectionId,
     source: &OpenApiSource,
     delete_removed: bool,
 ) -> Result<(), sqlx::Error> {

@@ -4,10 +4,10 @@
 use crate::error::{ApiError, ApiResult};
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::collections::{Collection, CollectionDetail, CollectionRequest, Folder};
+use hookflow_shared::{CollectionId, CollectionRequestId, OrgId};
 use sqlx::PgConnection;
 use sqlx::types::Json as SqlJson;
 use std::collections::BTreeMap;
-use uuid::Uuid;
 
 pub const COLLECTION_COLUMNS: &str = "c.id, c.name, c.description, c.variables,
      (SELECT count(*) FROM collection_requests r WHERE r.collection_id = c.id) AS request_count,
@@ -15,7 +15,7 @@ pub const COLLECTION_COLUMNS: &str = "c.id, c.name, c.description, c.variables,
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct CollectionRow {
-    id: Uuid,
+    id: CollectionId,
     name: String,
     description: Option<String>,
     variables: SqlJson<BTreeMap<String, String>>,
@@ -44,8 +44,8 @@ pub const REQUEST_COLUMNS: &str =
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct RequestRow {
-    id: Uuid,
-    collection_id: Uuid,
+    id: CollectionRequestId,
+    collection_id: CollectionId,
     name: String,
     folder: Option<String>,
     method: String,
@@ -82,7 +82,7 @@ impl From<RequestRow> for CollectionRequest {
 }
 
 /// A collection of the caller's organization; another organization's id is 404.
-pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<Collection> {
+pub async fn fetch(conn: &mut PgConnection, org_id: OrgId, id: CollectionId) -> ApiResult<Collection> {
     let row: Option<CollectionRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {COLLECTION_COLUMNS} FROM collections c WHERE c.organization_id = $1 AND c.id = $2"
     )))
@@ -94,7 +94,7 @@ pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult
 }
 
 /// Every request of a collection, in order.
-pub async fn requests(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<Vec<CollectionRequest>> {
+pub async fn requests(conn: &mut PgConnection, org_id: OrgId, id: CollectionId) -> ApiResult<Vec<CollectionRequest>> {
     let rows: Vec<RequestRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {REQUEST_COLUMNS} FROM collection_requests r
          WHERE r.organization_id = $1 AND r.collection_id = $2 ORDER BY r.id"
@@ -107,7 +107,7 @@ pub async fn requests(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiRes
 }
 
 /// The collection with its folders (in order of first appearance) and requests.
-pub async fn detail(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<CollectionDetail> {
+pub async fn detail(conn: &mut PgConnection, org_id: OrgId, id: CollectionId) -> ApiResult<CollectionDetail> {
     let collection = fetch(conn, org_id, id).await?;
     let requests = requests(conn, org_id, id).await?;
     let mut folders: Vec<Folder> = Vec::new();

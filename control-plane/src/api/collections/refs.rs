@@ -3,28 +3,28 @@
 
 use crate::error::{ApiError, ApiResult, to_json};
 use hookflow_shared::flow::definition::{RequestRef, RequestSpec};
+use hookflow_shared::{CollectionId, CollectionRequestId, OrgId};
 use serde_json::Value;
 use sqlx::PgConnection;
 use sqlx::types::Json as SqlJson;
 use std::collections::{BTreeMap, HashMap};
-use uuid::Uuid;
 
 /// What a delete would remove.
 #[derive(Debug, Clone, Copy)]
 pub enum Referenced {
-    Collection(Uuid),
-    Request(Uuid),
+    Collection(CollectionId),
+    Request(CollectionRequestId),
 }
 
 /// Names of the flows whose draft or a published version references `what`.
 pub async fn referencing_flows(
     conn: &mut PgConnection,
-    org_id: Uuid,
+    org_id: OrgId,
     what: Referenced,
 ) -> Result<Vec<String>, sqlx::Error> {
     let (field, id) = match what {
-        Referenced::Collection(id) => ("collection_id", id),
-        Referenced::Request(id) => ("request_id", id),
+        Referenced::Collection(id) => ("collection_id", id.to_string()),
+        Referenced::Request(id) => ("request_id", id.to_string()),
     };
     // Ids are compared lower-cased: a definition is stored as written, and a UUID may be written in capitals.
     sqlx::query_scalar(
@@ -36,14 +36,14 @@ pub async fn referencing_flows(
          ORDER BY f.name",
     )
     .bind(org_id)
-    .bind(id.to_string())
+    .bind(id)
     .bind(field)
     .fetch_all(conn)
     .await
 }
 
 /// 409 naming the flows that reference `what`.
-pub async fn refuse_if_referenced(conn: &mut PgConnection, org_id: Uuid, what: Referenced) -> ApiResult<()> {
+pub async fn refuse_if_referenced(conn: &mut PgConnection, org_id: OrgId, what: Referenced) -> ApiResult<()> {
     let flows = referencing_flows(conn, org_id, what).await?;
     if flows.is_empty() {
         return Ok(());
@@ -65,13 +65,13 @@ fn references(definition: &Value) -> Vec<RequestRef> {
     nodes.iter().filter_map(|node| serde_json::from_value(node.get("request_ref")?.clone()).ok()).collect()
 }
 
-type Found = HashMap<Uuid, (Uuid, RequestSpec, BTreeMap<String, String>)>;
+type Found = HashMap<CollectionRequestId, (CollectionId, RequestSpec, BTreeMap<String, String>)>;
 
 /// The referenced requests of the organization, by id, with their collection and its variables.
-async fn load(conn: &mut PgConnection, org_id: Uuid, ids: &[Uuid]) -> Result<Found, sqlx::Error> {
+async fn load(conn: &mut PgConnection, org_id: OrgId, ids: &[CollectionRequestId]) -> Result<Found, sqlx::Error> {
     type Row = (
-        Uuid,
-        Uuid,
+        CollectionRequestId,
+        CollectionId,
         String,
         String,
         SqlJson<BTreeMap<String, String>>,
@@ -98,12 +98,12 @@ async fn load(conn: &mut PgConnection, org_id: Uuid, ids: &[Uuid]) -> Result<Fou
 }
 
 /// Checks that every `request_ref` of a definition names a request of the organization, in that collection.
-pub async fn check(conn: &mut PgConnection, org_id: Uuid, definition: &Value) -> ApiResult<()> {
+pub async fn check(conn: &mut PgConnection, org_id: OrgId, definition: &Value) -> ApiResult<()> {
     let refs = references(definition);
     if refs.is_empty() {
         return Ok(());
     }
-    let ids: Vec<Uuid> = refs.iter().map(|r| r.request_id).collect();
+    let ids: Vec<CollectionRequestId> = refs.iter().map(|r| r.request_id).collect();
     let found = load(conn, org_id, &ids).await?;
     for reference in &refs {
         match found.get(&reference.request_id) {
@@ -123,11 +123,11 @@ pub async fn check(conn: &mut PgConnection, org_id: Uuid, definition: &Value) ->
 /// variables of the collections used (the first collection wins a name both define).
 pub async fn resolve<'a>(
     conn: &mut PgConnection,
-    org_id: Uuid,
+    org_id: OrgId,
     definitions: impl IntoIterator<Item = &'a mut Value>,
 ) -> ApiResult<BTreeMap<String, String>> {
     let definitions: Vec<&mut Value> = definitions.into_iter().collect();
-    let ids: Vec<Uuid> = definitions.iter().flat_map(|d| references(d)).map(|r| r.request_id).collect();
+    let ids: Vec<CollectionRequestId> = definitions.iter().flat_map(|d| references(d)).map(|r| r.request_id).collect();
     let mut variables = BTreeMap::new();
     if ids.is_empty() {
         return Ok(variables);

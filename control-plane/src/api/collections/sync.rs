@@ -20,11 +20,11 @@ use chrono::{DateTime, Utc};
 use hookflow_shared::api::collections::{
     OpenApiSource, OpenApiSync, PutOpenApiSync, SyncApplied, SyncDiff, SyncItem, SyncRecord, WriteRequest,
 };
+use hookflow_shared::{CollectionId, CollectionRequestId, OrgId};
 use sqlx::PgConnection;
 use sqlx::types::Json as SqlJson;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_sync, put_sync, apply_sync)).routes(routes!(preview_sync))
@@ -35,7 +35,7 @@ const ASPECTS: [&str; 4] = ["parameters", "body", "responses", "summary"];
 
 type ConfigRow = (SqlJson<OpenApiSource>, bool, String, Option<String>, Option<DateTime<Utc>>, Option<String>);
 
-async fn config(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<(OpenApiSource, bool)> {
+async fn config(conn: &mut PgConnection, org_id: OrgId, id: CollectionId) -> ApiResult<(OpenApiSource, bool)> {
     fetch(conn, org_id, id).await?;
     let row: Option<(SqlJson<OpenApiSource>, bool)> = sqlx::query_as(
         "SELECT source, delete_removed FROM collection_syncs WHERE organization_id = $1 AND collection_id = $2",
@@ -48,7 +48,7 @@ async fn config(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<(O
         .ok_or_else(|| ApiError::not_found("OpenAPI sync of this collection (PUT a source first)"))
 }
 
-async fn describe(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<OpenApiSync> {
+async fn describe(conn: &mut PgConnection, org_id: OrgId, id: CollectionId) -> ApiResult<OpenApiSync> {
     fetch(conn, org_id, id).await?;
     let row: Option<ConfigRow> = sqlx::query_as(
         "SELECT source, delete_removed, status, last_error, last_synced_at, document_sha256
@@ -92,7 +92,10 @@ async fn describe(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<
 
 /// The OpenAPI source a collection follows, with its recent syncs.
 #[utoipa::path(get, operation_id = "get_collection_sync", path = "/collections/{id}/openapi-sync", params(Id), responses((status = 200, body = OpenApiSync)))]
-async fn get_sync(Ctx { app, caller }: Ctx<scope::CollectionsRead>, Id(id): Id) -> ApiResult<Json<OpenApiSync>> {
+async fn get_sync(
+    Ctx { app, caller }: Ctx<scope::CollectionsRead>,
+    Id(id): Id<CollectionId>,
+) -> ApiResult<Json<OpenApiSync>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(describe(&mut conn, caller.org_id, id).await?))
 }
@@ -103,7 +106,7 @@ async fn get_sync(Ctx { app, caller }: Ctx<scope::CollectionsRead>, Id(id): Id) 
     responses((status = 200, body = OpenApiSync)))]
 async fn put_sync(
     Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
-    Id(id): Id,
+    Id(id): Id<CollectionId>,
     ApiJson(body): ApiJson<PutOpenApiSync>,
 ) -> ApiResult<Json<OpenApiSync>> {
     check_source(&body.source)?;
@@ -117,7 +120,7 @@ async fn put_sync(
 
 /// A request of the collection that came from an operation.
 struct Existing {
-    id: Uuid,
+    id: CollectionRequestId,
     current: WriteRequest,
     deprecated: bool,
     generated: Option<WriteRequest>,
@@ -125,7 +128,7 @@ struct Existing {
 }
 
 type ExistingRow = (
-    Uuid,
+    CollectionRequestId,
     String,
     Option<String>,
     String,
@@ -141,7 +144,12 @@ type ExistingRow = (
 );
 
 /// The collection's requests that came from operations; `lock` holds them until the caller's transaction ends.
-async fn existing(conn: &mut PgConnection, org_id: Uuid, id: Uuid, lock: bool) -> Result<Vec<Existing>, sqlx::Error> {
+async fn existing(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+    id: CollectionId,
+    lock: bool,
+) -> Result<Vec<Existing>, sqlx::Error> {
     let rows: Vec<ExistingRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT id, name, folder, method, url, headers, query, body, description, operation_key, deprecated, generated,
              fingerprints
@@ -188,7 +196,7 @@ struct Plan<'a> {
     remove: Vec<&'a Existing>,
 }
 
-fn item(key: &str, name: &str, request_id: Option<Uuid>, changes: Vec<String>) -> SyncItem {
+fn item(key: &str, name: &str, request_id: Option<CollectionRequestId>, changes: Vec<String>) -> SyncItem {
     SyncItem { operation_key: key.to_owned(), name: name.to_owned(), request_id, changes }
 }
 
@@ -241,7 +249,12 @@ fn plan<'a>(existing: &'a [Existing], mapped: &'a Mapped, sha256: &str, delete_r
 }
 
 /// Loads and maps the collection's source; a failure is recorded on the sync before it is answered.
-async fn load_mapped(app: &AppState, org_id: Uuid, id: Uuid, source: &OpenApiSource) -> ApiResult<(Mapped, String)> {
+async fn load_mapped(
+    app: &AppState,
+    org_id: OrgId,
+    id: CollectionId,
+    source: &OpenApiSource,
+) -> ApiResult<(Mapped, String)> {
     let loaded = match openapi::load(app, org_id, source).await {
         Ok(loaded) => loaded,
         Err(e) => {
@@ -262,7 +275,10 @@ async fn load_mapped(app: &AppState, org_id: Uuid, id: Uuid, source: &OpenApiSou
 /// What syncing the source now would change, by operation key.
 #[utoipa::path(post, operation_id = "preview_collection_sync", path = "/collections/{id}/openapi-sync/preview", params(Id),
     responses((status = 200, body = SyncDiff)))]
-async fn preview_sync(Ctx { app, caller }: Ctx<scope::CollectionsRead>, Id(id): Id) -> ApiResult<Json<SyncDiff>> {
+async fn preview_sync(
+    Ctx { app, caller }: Ctx<scope::CollectionsRead>,
+    Id(id): Id<CollectionId>,
+) -> ApiResult<Json<SyncDiff>> {
     let (source, delete_removed) = config(&mut *app.pool.acquire().await?, caller.org_id, id).await?;
     let (mapped, sha256) = load_mapped(&app, caller.org_id, id, &source).await?;
     let existing = existing(&mut *app.pool.acquire().await?, caller.org_id, id, false).await?;
@@ -271,8 +287,8 @@ async fn preview_sync(Ctx { app, caller }: Ctx<scope::CollectionsRead>, Id(id): 
 
 async fn update_request(
     conn: &mut PgConnection,
-    org_id: Uuid,
-    collection_id: Uuid,
+    org_id: OrgId,
+    collection_id: CollectionId,
     found: &Existing,
     generated: &GeneratedRequest,
 ) -> ApiResult<()> {
@@ -294,7 +310,10 @@ async fn update_request(
 /// Apply the source: add, merge, deprecate (or delete) by operation key, and record the sync.
 #[utoipa::path(post, operation_id = "apply_collection_sync", path = "/collections/{id}/openapi-sync", params(Id),
     responses((status = 200, body = SyncApplied)))]
-async fn apply_sync(Ctx { app, caller }: Ctx<scope::CollectionsWrite>, Id(id): Id) -> ApiResult<Json<SyncApplied>> {
+async fn apply_sync(
+    Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
+    Id(id): Id<CollectionId>,
+) -> ApiResult<Json<SyncApplied>> {
     let (source, delete_removed) = config(&mut *app.pool.acquire().await?, caller.org_id, id).await?;
     let (mapped, sha256) = load_mapped(&app, caller.org_id, id, &source).await?;
     let mut tx = app.pool.begin().await?;

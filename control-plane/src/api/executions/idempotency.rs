@@ -4,11 +4,10 @@
 
 use crate::error::{ApiError, ApiResult};
 use axum::http::HeaderMap;
-use hookflow_shared::ErrorCode;
 use hookflow_shared::wire::header;
+use hookflow_shared::{ErrorCode, OrgId};
 use sha2::{Digest as _, Sha256};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 /// A key and the fingerprint of the request it came with.
 #[derive(Debug)]
@@ -37,7 +36,7 @@ pub enum Reservation {
     Replay(serde_json::Value),
 }
 
-pub async fn reserve(conn: &mut PgConnection, org_id: Uuid, claim: &Claim) -> ApiResult<Reservation> {
+pub async fn reserve(conn: &mut PgConnection, org_id: OrgId, claim: &Claim) -> ApiResult<Reservation> {
     // A concurrent holder of the key makes this INSERT wait for its commit; an expired key is taken over.
     let fresh: Option<bool> = sqlx::query_scalar(
         "INSERT INTO idempotency_keys (organization_id, operation, key, request_hash) VALUES ($1, $2, $3, $4)
@@ -78,7 +77,7 @@ pub async fn reserve(conn: &mut PgConnection, org_id: Uuid, claim: &Claim) -> Ap
 /// Records the answer to replay (never with secrets or job tokens in it).
 pub async fn store(
     conn: &mut PgConnection,
-    org_id: Uuid,
+    org_id: OrgId,
     claim: &Claim,
     response: &serde_json::Value,
 ) -> Result<(), sqlx::Error> {

@@ -17,15 +17,14 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use hookflow_shared::Scope;
 use hookflow_shared::api::executions::{Execution, Launch, LaunchByTag, LaunchMode, LaunchedExecutions, Trigger};
 use hookflow_shared::api::runners::Job;
 use hookflow_shared::flow::definition::VersionSelector;
 use hookflow_shared::wire::{IdempotencyHeader, header};
+use hookflow_shared::{FlowId, OrgId, Scope};
 use serde::de::DeserializeOwned;
 use sqlx::PgConnection;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(launch_flow)).routes(routes!(launch_by_tag))
@@ -54,7 +53,7 @@ fn replayed(body: serde_json::Value) -> Response {
 async fn claim_for_caller(
     conn: &mut PgConnection,
     app: &AppState,
-    org_id: Uuid,
+    org_id: OrgId,
     execution: Execution,
 ) -> ApiResult<(Execution, Option<Job>)> {
     let target = Target::Execution { org_id, execution_id: execution.id };
@@ -69,10 +68,10 @@ async fn claim_for_caller(
 async fn reissue(
     conn: &mut PgConnection,
     app: &AppState,
-    org_id: Uuid,
+    org_id: OrgId,
     replay: &serde_json::Value,
 ) -> ApiResult<Option<Execution>> {
-    let Some(execution_id) = replay["id"].as_str().and_then(|id| Uuid::parse_str(id).ok()) else { return Ok(None) };
+    let Some(execution_id) = replay["id"].as_str().and_then(|id| id.parse().ok()) else { return Ok(None) };
     let target = Target::Reissue { org_id, execution_id };
     let Some(job) = claim(conn, &app.settings.claims(), Claimer::Caller, target).await? else { return Ok(None) };
     let mut execution = fetch_by_id(conn, org_id, execution_id).await?;
@@ -96,7 +95,7 @@ fn check_version(version: Option<VersionSelector>) -> ApiResult<()> {
     responses((status = 201, body = Execution), (status = 200, body = Execution, description = "Idempotent replay"), (status = 409), (status = 422)))]
 async fn launch_flow(
     Ctx { app, caller }: Ctx<scope::FlowsExecute>,
-    ApiPath(flow_id): ApiPath<Uuid>,
+    ApiPath(flow_id): ApiPath<FlowId>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
@@ -148,7 +147,7 @@ async fn launch_flow(
 }
 
 /// The flows of the organization carrying every one of `tags`, by name, at most 100.
-async fn flows_tagged(conn: &mut PgConnection, org_id: Uuid, tags: &[String]) -> ApiResult<Vec<Uuid>> {
+async fn flows_tagged(conn: &mut PgConnection, org_id: OrgId, tags: &[String]) -> ApiResult<Vec<FlowId>> {
     Ok(sqlx::query_scalar("SELECT id FROM flows WHERE organization_id = $1 AND tags @> $2 ORDER BY name LIMIT 100")
         .bind(org_id)
         .bind(tags)

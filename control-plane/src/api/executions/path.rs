@@ -2,15 +2,15 @@
 
 use crate::error::ApiError;
 use crate::extract::ApiPath;
-use uuid::Uuid;
+use hookflow_shared::{ExecutionId, FlowId};
 
 /// The `{flow_id}` and `{execution_id}` of one execution's routes: `ExecutionPath { flow_id, execution_id }:
 /// ExecutionPath`. Anything that is not a UUID answers 404.
 #[derive(Debug, Clone, Copy, serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct ExecutionPath {
-    pub flow_id: Uuid,
-    pub execution_id: Uuid,
+    pub flow_id: FlowId,
+    pub execution_id: ExecutionId,
 }
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ExecutionPath {

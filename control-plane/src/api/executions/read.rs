@@ -13,10 +13,10 @@ use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow, fetch, into_executions}
 use crate::state::AppState;
 use axum::Json;
 use axum::http::StatusCode;
+use hookflow_shared::FlowId;
 use hookflow_shared::api::Page;
 use hookflow_shared::api::executions::{Execution, NodeResult, NodeResultList};
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -31,7 +31,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
     responses((status = 200, body = Page<Execution>)))]
 async fn list_executions(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
-    ApiPath(flow_id): ApiPath<Uuid>,
+    ApiPath(flow_id): ApiPath<FlowId>,
     params: ListParams,
 ) -> Listed<Execution> {
     let mut conn = app.pool.acquire().await?;
@@ -41,7 +41,7 @@ async fn list_executions(
          WHERE e.organization_id = $1 AND e.flow_id = $4 AND ($2::uuid IS NULL OR e.id < $2)
          ORDER BY e.id DESC LIMIT $3"
     );
-    let scope = (caller.org_id, Some(flow_id));
+    let scope = (caller.org_id, Some(flow_id.into()));
     let rows = pagination::keyset_page(&mut *conn, sql, scope, &params, |r: ExecutionRow| r, ExecutionRow::id).await?;
     Ok(Json(Page { items: into_executions(rows.items)?, next_cursor: rows.next_cursor }))
 }

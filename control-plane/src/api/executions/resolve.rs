@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use hookflow_shared::api::executions::{Execution, Launch, LaunchMode, Trigger};
 use hookflow_shared::api::runners::{JobFlow, module_key};
 use hookflow_shared::flow::definition::{self, FlowDefinition, Node, VersionSelector};
+use hookflow_shared::{FlowId, OrgId};
 use sqlx::PgConnection;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -29,8 +30,8 @@ pub struct LaunchRequest<'a> {
     pub replica: Uuid,
     /// The drafts this server has validated already.
     pub drafts: &'a Drafts,
-    pub org_id: Uuid,
-    pub flow_id: Uuid,
+    pub org_id: OrgId,
+    pub flow_id: FlowId,
     pub trigger: Trigger,
     pub environment: Option<&'a str>,
     pub version: Option<VersionSelector>,
@@ -42,7 +43,7 @@ pub struct LaunchRequest<'a> {
 impl<'a> LaunchRequest<'a> {
     /// A launch of `flow_id` as a launch body asks; ephemeral runs belong to their caller, so if the caller
     /// vanishes they fail instead of moving to a runner.
-    pub fn new(app: &'a AppState, org_id: Uuid, flow_id: Uuid, trigger: Trigger, launch: &'a Launch) -> Self {
+    pub fn new(app: &'a AppState, org_id: OrgId, flow_id: FlowId, trigger: Trigger, launch: &'a Launch) -> Self {
         let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
         Self {
             replica: app.replica,
@@ -69,8 +70,8 @@ fn selector_number(selector: Option<VersionSelector>) -> Option<i32> {
 /// A published version of a flow of the organization: a number, or the newest.
 async fn published(
     conn: &mut PgConnection,
-    org_id: Uuid,
-    flow_id: Uuid,
+    org_id: OrgId,
+    flow_id: FlowId,
     number: Option<i32>,
 ) -> Result<Option<(i32, serde_json::Value)>, sqlx::Error> {
     sqlx::query_as(
@@ -88,7 +89,7 @@ async fn published(
 /// Resolves every module node (and theirs, to a depth of five) to a published definition.
 async fn resolve_modules(
     conn: &mut PgConnection,
-    org_id: Uuid,
+    org_id: OrgId,
     root: &FlowDefinition,
 ) -> ApiResult<BTreeMap<String, serde_json::Value>> {
     let mut modules = BTreeMap::new();

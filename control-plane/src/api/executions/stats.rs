@@ -9,10 +9,10 @@ use crate::extract::{ApiPath, ApiQuery, Id};
 use crate::state::AppState;
 use axum::Json;
 use chrono::{DateTime, Utc};
+use hookflow_shared::FlowId;
 use hookflow_shared::api::analytics::{ExecutionPoint, ExecutionStats};
 use std::collections::HashMap;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(execution_stats))
@@ -25,7 +25,7 @@ type BucketRow = (DateTime<Utc>, i64, i64, Option<f64>, Option<f64>);
     responses((status = 200, body = ExecutionStats)))]
 async fn execution_stats(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
-    ApiPath(flow_id): ApiPath<Uuid>,
+    ApiPath(flow_id): ApiPath<FlowId>,
     ApiQuery(window): ApiQuery<Window>,
     ApiQuery(bucket): ApiQuery<BucketParam>,
 ) -> ApiResult<Json<ExecutionStats>> {

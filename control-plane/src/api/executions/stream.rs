@@ -14,13 +14,13 @@ use crate::state::AppState;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::{Stream, StreamExt as _};
+use hookflow_shared::ExecutionId;
 use hookflow_shared::wire::{LastEventIdHeader, header};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 use tokio::sync::broadcast;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(stream_execution))
@@ -32,8 +32,8 @@ const RECHECK: Duration = Duration::from_secs(15);
 
 struct Reader {
     app: AppState,
-    execution_id: Uuid,
-    wakes: broadcast::Receiver<Uuid>,
+    execution_id: ExecutionId,
+    wakes: broadcast::Receiver<ExecutionId>,
     last: i32,
     pending: VecDeque<(i32, String)>,
     done: bool,

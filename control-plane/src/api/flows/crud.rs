@@ -20,8 +20,8 @@ use hookflow_shared::api::flows::{
 };
 use hookflow_shared::api::{Page, Patch};
 use hookflow_shared::flow::definition::{self, Node, Problem, VersionSelector};
+use hookflow_shared::{FlowId, OrgId};
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -78,9 +78,9 @@ struct Filter<'a> {
 
 async fn query_flows(
     app: &AppState,
-    org_id: Uuid,
+    org_id: OrgId,
     filter: Filter<'_>,
-    page: &PageRequest<Uuid>,
+    page: &PageRequest<FlowId>,
 ) -> ApiResult<Page<Flow>> {
     let rows: Vec<FlowRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {FLOW_COLUMNS} FROM flows f
@@ -109,7 +109,7 @@ async fn list_flows(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ApiQuery(params): ApiQuery<FlowListParams>,
 ) -> Listed<Flow> {
-    let page = ListParams { limit: params.limit, cursor: params.cursor }.page::<Uuid>()?;
+    let page = ListParams { limit: params.limit, cursor: params.cursor }.page::<FlowId>()?;
     let tags: Vec<String> = params.tag.into_iter().collect();
     let filter = Filter { tags: &tags, q: params.q.as_deref(), last_status: None };
     Ok(Json(query_flows(&app, caller.org_id, filter, &page).await?))
@@ -118,7 +118,7 @@ async fn list_flows(
 /// Search flows by text, tags (all of them) and last execution status.
 #[utoipa::path(post, path = "/flows/search", request_body = SearchFlows, responses((status = 200, body = Page<Flow>)))]
 async fn search_flows(Ctx { app, caller }: Ctx<scope::FlowsRead>, ApiJson(body): ApiJson<SearchFlows>) -> Listed<Flow> {
-    let page = ListParams { limit: body.limit, cursor: body.cursor.clone() }.page::<Uuid>()?;
+    let page = ListParams { limit: body.limit, cursor: body.cursor.clone() }.page::<FlowId>()?;
     let filter = Filter { tags: &body.tags, q: body.q.as_deref(), last_status: body.last_status.map(|s| s.as_str()) };
     Ok(Json(query_flows(&app, caller.org_id, filter, &page).await?))
 }
@@ -137,7 +137,7 @@ async fn list_tags(Ctx { app, caller }: Ctx<scope::FlowsRead>) -> ApiResult<Json
 
 /// Read a flow.
 #[utoipa::path(get, path = "/flows/{id}", params(Id), responses((status = 200, body = Flow)))]
-async fn get_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> ApiResult<Json<Flow>> {
+async fn get_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id<FlowId>) -> ApiResult<Json<Flow>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(fetch(&mut conn, caller.org_id, id).await?))
 }
@@ -147,7 +147,7 @@ async fn get_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> Api
     responses((status = 200, body = Flow), (status = 409)))]
 async fn replace_flow(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
-    Id(id): Id,
+    Id(id): Id<FlowId>,
     ApiJson(body): ApiJson<WriteFlow>,
 ) -> ApiResult<Json<Flow>> {
     let patch = PatchFlow {
@@ -165,13 +165,13 @@ async fn replace_flow(
     responses((status = 200, body = Flow), (status = 409)))]
 async fn patch_flow(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
-    Id(id): Id,
+    Id(id): Id<FlowId>,
     ApiJson(body): ApiJson<PatchFlow>,
 ) -> ApiResult<Json<Flow>> {
     update(&app, caller.org_id, id, body).await.map(Json)
 }
 
-async fn update(app: &AppState, org_id: Uuid, id: Uuid, patch: PatchFlow) -> ApiResult<Flow> {
+async fn update(app: &AppState, org_id: OrgId, id: FlowId, patch: PatchFlow) -> ApiResult<Flow> {
     let name = patch.name.as_deref().map(|n| display_name("name", n)).transpose()?;
     bounded_text("description", patch.description.value().map(String::as_str), 2000)?;
     let tags = patch.tags.as_deref().map(clean_tags).transpose()?;
@@ -210,14 +210,14 @@ async fn update(app: &AppState, org_id: Uuid, id: Uuid, patch: PatchFlow) -> Api
 
 /// Delete a flow with its versions and environments.
 #[utoipa::path(delete, path = "/flows/{id}", params(Id), responses((status = 204)))]
-async fn delete_flow(Ctx { app, caller }: Ctx<scope::FlowsWrite>, Id(id): Id) -> ApiResult<StatusCode> {
+async fn delete_flow(Ctx { app, caller }: Ctx<scope::FlowsWrite>, Id(id): Id<FlowId>) -> ApiResult<StatusCode> {
     owned::delete(&app.pool, Owned::Flow, caller.org_id, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// Check the stored draft, including that module nodes reference published flows of this organization.
 #[utoipa::path(post, path = "/flows/{id}/validate", params(Id), responses((status = 200, body = Validation)))]
-async fn validate_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> ApiResult<Json<Validation>> {
+async fn validate_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id<FlowId>) -> ApiResult<Json<Validation>> {
     let mut conn = app.pool.acquire().await?;
     let flow = fetch(&mut conn, caller.org_id, id).await?;
     Ok(Json(problems_of(&mut conn, caller.org_id, Some(id), &flow.definition).await?))
@@ -241,8 +241,8 @@ async fn validate_definition(
 /// published version they ask for (or the flow `flow_id` itself).
 async fn problems_of(
     conn: &mut sqlx::PgConnection,
-    org_id: Uuid,
-    flow_id: Option<Uuid>,
+    org_id: OrgId,
+    flow_id: Option<FlowId>,
     raw: &serde_json::Value,
 ) -> ApiResult<Validation> {
     let problems = match definition::validate(raw) {

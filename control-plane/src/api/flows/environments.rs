@@ -10,11 +10,11 @@ use crate::state::AppState;
 use axum::Json;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
+use hookflow_shared::FlowId;
 use hookflow_shared::api::flows::{Environment, EnvironmentList, PutEnvironment};
 use hookflow_shared::flow::template;
 use std::collections::BTreeMap;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list_environments)).routes(routes!(put_environment, delete_environment))
@@ -29,7 +29,10 @@ pub fn environment(key: String, variables: BTreeMap<String, String>, updated_at:
 
 /// Environments of a flow, by key.
 #[utoipa::path(get, operation_id = "list_flow_environments", path = "/flows/{id}/environments", params(Id), responses((status = 200, body = EnvironmentList)))]
-async fn list_environments(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> ApiResult<Json<EnvironmentList>> {
+async fn list_environments(
+    Ctx { app, caller }: Ctx<scope::FlowsRead>,
+    Id(id): Id<FlowId>,
+) -> ApiResult<Json<EnvironmentList>> {
     let mut conn = app.pool.acquire().await?;
     ensure_exists(&mut conn, caller.org_id, id).await?;
     type EnvironmentRow = (String, sqlx::types::Json<BTreeMap<String, String>>, DateTime<Utc>);
@@ -59,7 +62,7 @@ pub struct EnvironmentKey {
     responses((status = 200, body = Environment)))]
 async fn put_environment(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
-    ApiPath((id, key)): ApiPath<(Uuid, String)>,
+    ApiPath((id, key)): ApiPath<(FlowId, String)>,
     ApiJson(body): ApiJson<PutEnvironment>,
 ) -> ApiResult<Json<Environment>> {
     check_environment(&key, &body.variables)?;
@@ -83,9 +86,9 @@ async fn put_environment(
 #[utoipa::path(delete, operation_id = "delete_flow_environment", path = "/flows/{id}/environments/{key}", params(Id, EnvironmentKey), responses((status = 204)))]
 async fn delete_environment(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
-    ApiPath((id, key)): ApiPath<(Uuid, String)>,
+    ApiPath((id, key)): ApiPath<(FlowId, String)>,
 ) -> ApiResult<StatusCode> {
-    owned::delete_in(&app.pool, Owned::Environment, caller.org_id, id, &key).await?;
+    owned::delete(&app.pool, Owned::Environment(id), caller.org_id, &key).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -7,8 +7,8 @@ use hookflow_shared::api::flows::Flow;
 use hookflow_shared::api::rules::{TAG_MAX, TAGS_MAX, is_blank};
 use hookflow_shared::flow::definition::{self, Problem};
 use hookflow_shared::flow::schedule::Schedule;
+use hookflow_shared::{FlowId, OrgId};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 pub const FLOW_COLUMNS: &str = "f.id, f.name, f.description, f.tags, f.definition, f.schedule, f.draft_revision,
      (SELECT max(v.version) FROM flow_versions v WHERE v.flow_id = f.id) AS published_version,
@@ -17,7 +17,7 @@ pub const FLOW_COLUMNS: &str = "f.id, f.name, f.description, f.tags, f.definitio
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct FlowRow {
-    id: Uuid,
+    id: FlowId,
     name: String,
     description: Option<String>,
     tags: Vec<String>,
@@ -51,7 +51,7 @@ impl TryFrom<FlowRow> for Flow {
 }
 
 /// Reads a flow of the caller's organization; another organization's id is 404.
-pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<Flow> {
+pub async fn fetch(conn: &mut PgConnection, org_id: OrgId, id: FlowId) -> ApiResult<Flow> {
     let row: Option<FlowRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {FLOW_COLUMNS} FROM flows f WHERE f.organization_id = $1 AND f.id = $2"
     )))
@@ -63,7 +63,7 @@ pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult
 }
 
 /// Checks that a flow of the caller's organization exists, without reading it; another organization's id is 404.
-pub async fn ensure_exists(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<()> {
+pub async fn ensure_exists(conn: &mut PgConnection, org_id: OrgId, id: FlowId) -> ApiResult<()> {
     let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM flows WHERE organization_id = $1 AND id = $2)")
         .bind(org_id)
         .bind(id)
@@ -121,7 +121,7 @@ pub fn check_schedule(schedule: Option<&str>) -> ApiResult<()> {
 /// A flow to insert, already validated.
 #[derive(Debug)]
 pub struct NewFlow<'a> {
-    pub org_id: Uuid,
+    pub org_id: OrgId,
     pub name: &'a str,
     pub description: Option<&'a str>,
     pub tags: &'a [String],
@@ -130,8 +130,8 @@ pub struct NewFlow<'a> {
 }
 
 /// Inserts a flow and returns its new id; a taken name answers 409.
-pub async fn insert_flow(conn: &mut PgConnection, flow: NewFlow<'_>) -> ApiResult<Uuid> {
-    let id = Uuid::now_v7();
+pub async fn insert_flow(conn: &mut PgConnection, flow: NewFlow<'_>) -> ApiResult<FlowId> {
+    let id = FlowId::now_v7();
     sqlx::query(
         "INSERT INTO flows (id, organization_id, name, description, tags, definition, schedule)
          VALUES ($1, $2, $3, $4, $5, $6, $7)",

@@ -12,6 +12,7 @@ use crate::state::AppState;
 use crate::validate::bounded_text;
 use axum::Json;
 use axum::http::StatusCode;
+use hookflow_shared::FlowId;
 use hookflow_shared::api::flows::{EXPORT_FORMAT, ExportedEnvironment, ExportedVersion, Flow, FlowDocument, WriteFlow};
 use hookflow_shared::api::rules::SHORT_TEXT_MAX;
 use std::collections::BTreeMap;
@@ -23,7 +24,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// The flow as a self-contained document.
 #[utoipa::path(get, path = "/flows/{id}/export", params(Id), responses((status = 200, body = FlowDocument)))]
-async fn export_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id) -> ApiResult<Json<FlowDocument>> {
+async fn export_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id<FlowId>) -> ApiResult<Json<FlowDocument>> {
     let mut conn = app.pool.acquire().await?;
     let flow = fetch(&mut conn, caller.org_id, id).await?;
     let versions: Vec<(i32, Option<String>, serde_json::Value)> = sqlx::query_as(

@@ -14,9 +14,9 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::Page;
 use hookflow_shared::api::flows::{Flow, FlowVersion, Publish};
+use hookflow_shared::{FlowId, FlowVersionId, OrgId};
 use sqlx::PgConnection;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -26,7 +26,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(restore_version))
 }
 
-type VersionRow = (Uuid, i32, Option<String>, serde_json::Value, DateTime<Utc>);
+type VersionRow = (FlowVersionId, i32, Option<String>, serde_json::Value, DateTime<Utc>);
 
 fn version((id, version, note, definition, created_at): VersionRow) -> FlowVersion {
     FlowVersion { id, version, note, definition, created_at: created_at.into() }
@@ -35,8 +35,8 @@ fn version((id, version, note, definition, created_at): VersionRow) -> FlowVersi
 /// Inserts the next version of a flow (the flow row must be locked by the caller).
 pub async fn insert_version(
     conn: &mut PgConnection,
-    org_id: Uuid,
-    flow_id: Uuid,
+    org_id: OrgId,
+    flow_id: FlowId,
     note: Option<&str>,
     definition: &serde_json::Value,
 ) -> Result<FlowVersion, sqlx::Error> {
@@ -45,7 +45,7 @@ pub async fn insert_version(
          VALUES ($1, $2, $3, (SELECT COALESCE(max(version), 0) + 1 FROM flow_versions WHERE flow_id = $2), $4, $5)
          RETURNING id, version, note, definition, created_at",
     )
-    .bind(Uuid::now_v7())
+    .bind(FlowVersionId::now_v7())
     .bind(flow_id)
     .bind(org_id)
     .bind(note)
@@ -60,7 +60,7 @@ pub async fn insert_version(
     responses((status = 201, body = FlowVersion)))]
 async fn publish(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
-    Id(id): Id,
+    Id(id): Id<FlowId>,
     body: axum::body::Bytes,
 ) -> Created<FlowVersion> {
     // The body is optional: nothing, or `{"note": ...}`.
@@ -93,22 +93,22 @@ async fn publish(
     responses((status = 200, body = Page<FlowVersion>)))]
 async fn list_versions(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
-    Id(id): Id,
+    Id(id): Id<FlowId>,
     params: ListParams,
 ) -> Listed<FlowVersion> {
     let mut conn = app.pool.acquire().await?;
     ensure_exists(&mut conn, caller.org_id, id).await?;
     let sql = "SELECT id, version, note, definition, created_at FROM flow_versions
          WHERE organization_id = $1 AND flow_id = $4 AND ($2::int IS NULL OR version < $2) ORDER BY version DESC LIMIT $3";
-    let scope = (caller.org_id, Some(id));
+    let scope = (caller.org_id, Some(id.into()));
     Ok(Json(pagination::keyset_page(&mut *conn, sql.into(), scope, &params, version, |v| v.version).await?))
 }
 
 async fn fetch_version(
     conn: &mut PgConnection,
-    org_id: Uuid,
-    flow_id: Uuid,
-    version_id: Uuid,
+    org_id: OrgId,
+    flow_id: FlowId,
+    version_id: FlowVersionId,
 ) -> ApiResult<FlowVersion> {
     let row: Option<VersionRow> = sqlx::query_as(
         "SELECT id, version, note, definition, created_at FROM flow_versions
@@ -128,7 +128,7 @@ async fn fetch_version(
     responses((status = 200, body = FlowVersion)))]
 async fn get_version(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
-    ApiPath((id, version_id)): ApiPath<(Uuid, Uuid)>,
+    ApiPath((id, version_id)): ApiPath<(FlowId, FlowVersionId)>,
 ) -> ApiResult<Json<FlowVersion>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(fetch_version(&mut conn, caller.org_id, id, version_id).await?))
@@ -140,7 +140,7 @@ async fn get_version(
     responses((status = 200, body = Flow)))]
 async fn restore_version(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
-    ApiPath((id, version_id)): ApiPath<(Uuid, Uuid)>,
+    ApiPath((id, version_id)): ApiPath<(FlowId, FlowVersionId)>,
 ) -> ApiResult<Json<Flow>> {
     let mut tx = app.pool.begin().await?;
     let restored = fetch_version(&mut tx, caller.org_id, id, version_id).await?;

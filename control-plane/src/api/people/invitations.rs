@@ -15,11 +15,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use chrono::{DateTime, Utc};
-use hookflow_shared::Role;
 use hookflow_shared::api::people::{AcceptInvitation, CreatedInvitation, OrganizationRole};
 use hookflow_shared::token::{self, TokenKind};
+use hookflow_shared::{InvitationId, OrgId, Role, UserId};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 /// How long an invitation's link works.
 pub const INVITATION_TTL: chrono::TimeDelta = chrono::TimeDelta::days(7);
@@ -27,7 +26,7 @@ pub const INVITATION_TTL: chrono::TimeDelta = chrono::TimeDelta::days(7);
 /// An invitation to make.
 #[derive(Debug)]
 pub struct NewInvitation<'a> {
-    pub org_id: Uuid,
+    pub org_id: OrgId,
     /// Normalized.
     pub email: &'a str,
     pub role: Role,
@@ -44,7 +43,7 @@ pub async fn create(conn: &mut PgConnection, public_url: &str, new: NewInvitatio
         .await?;
     let token = crate::crypto::new_token(TokenKind::Invitation);
     let expires_at = Utc::now() + INVITATION_TTL;
-    let (invitation_id, created_at): (Uuid, DateTime<Utc>) = sqlx::query_as(
+    let (invitation_id, created_at): (InvitationId, DateTime<Utc>) = sqlx::query_as(
         "INSERT INTO invitations (organization_id, email, role, invited_by, token_hash, expires_at)
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, created_at",
     )
@@ -70,10 +69,10 @@ pub async fn create(conn: &mut PgConnection, public_url: &str, new: NewInvitatio
 }
 
 /// The live invitation of a token, locked: (id, organization, its name, role).
-async fn take(conn: &mut PgConnection, token: &str) -> ApiResult<(Uuid, Uuid, String, Role)> {
+async fn take(conn: &mut PgConnection, token: &str) -> ApiResult<(InvitationId, OrgId, String, Role)> {
     let not_found = || ApiError::not_found("invitation (unknown, used, withdrawn or expired)");
     TokenKind::Invitation.check(token).map_err(|_| not_found())?;
-    let row: Option<(Uuid, Uuid, String, String)> = sqlx::query_as(
+    let row: Option<(InvitationId, OrgId, String, String)> = sqlx::query_as(
         "SELECT i.id, i.organization_id, o.name, i.role FROM invitations i JOIN organizations o ON o.id = i.organization_id
          WHERE i.token_hash = $1 AND i.expires_at > now() FOR UPDATE OF i",
     )
@@ -85,7 +84,7 @@ async fn take(conn: &mut PgConnection, token: &str) -> ApiResult<(Uuid, Uuid, St
 }
 
 /// The user accepting: the signed-in person, or a user made now for an external identity nobody linked yet.
-async fn accepting_user(conn: &mut PgConnection, signer: &Signer<'_>, bearer: &str) -> ApiResult<Uuid> {
+async fn accepting_user(conn: &mut PgConnection, signer: &Signer<'_>, bearer: &str) -> ApiResult<UserId> {
     match signer {
         Signer::Known(identity) if identity.password_change_required => Err(password_change_required()),
         Signer::Known(identity) => Ok(identity.user_id),

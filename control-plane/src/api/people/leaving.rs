@@ -10,16 +10,15 @@ use crate::auth::{Actor, Caller, scope};
 use crate::db::owned::{self, Owned};
 use crate::error::{ApiError, ApiResult};
 use axum::http::StatusCode;
-use hookflow_shared::{ErrorCode, Role};
+use hookflow_shared::{ApiKeyId, ErrorCode, Role, UserId};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 /// Ends `user_id`'s membership (their role was `role`, read locked) and every key it stood behind; records
 /// `action` and announces the change. The caller commits.
 pub async fn end_membership<S>(
     conn: &mut PgConnection,
     caller: &Caller<S>,
-    user_id: Uuid,
+    user_id: UserId,
     role: Role,
     action: &str,
 ) -> ApiResult<()> {
@@ -27,7 +26,7 @@ pub async fn end_membership<S>(
         keep_an_owner(conn, caller.org_id, user_id).await?;
     }
     owned::delete(&mut *conn, Owned::Member, caller.org_id, user_id).await?;
-    let ended: Vec<Uuid> = sqlx::query_scalar(
+    let ended: Vec<ApiKeyId> = sqlx::query_scalar(
         "WITH RECURSIVE made AS (
              SELECT id FROM api_keys WHERE organization_id = $1 AND created_by_user = $2
              UNION

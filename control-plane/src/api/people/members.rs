@@ -17,12 +17,11 @@ use crate::state::AppState;
 use axum::Json;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use hookflow_shared::Role;
 use hookflow_shared::api::Page;
 use hookflow_shared::api::people::{AddMember, CreatedInvitation, Member, UpdateMember};
+use hookflow_shared::{InvitationId, Role, UserId};
 use sqlx::PgConnection;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -32,7 +31,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(leaving::leave_organization))
 }
 
-type MemberRow = (Option<Uuid>, Option<Uuid>, String, String, DateTime<Utc>, Option<DateTime<Utc>>);
+type MemberRow = (Option<UserId>, Option<InvitationId>, String, String, DateTime<Utc>, Option<DateTime<Utc>>);
 
 fn member((user_id, invitation_id, email, role, created_at, expires_at): MemberRow) -> Member {
     let status = match (user_id, expires_at) {
@@ -134,7 +133,7 @@ async fn add_member(
     responses((status = 200, body = Member), (status = 409)))]
 async fn update_member(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
-    ApiPath(user_id): ApiPath<Uuid>,
+    ApiPath(user_id): ApiPath<UserId>,
     ApiJson(body): ApiJson<UpdateMember>,
 ) -> ApiResult<Json<Member>> {
     let mut tx = app.pool.begin().await?;
@@ -165,7 +164,7 @@ async fn update_member(
     params(("user_id" = Uuid, Path)), responses((status = 204), (status = 409)))]
 async fn remove_member(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
-    ApiPath(user_id): ApiPath<Uuid>,
+    ApiPath(user_id): ApiPath<UserId>,
 ) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     let role = current_role(&mut tx, caller.org_id, user_id).await?;
@@ -178,7 +177,10 @@ async fn remove_member(
 
 /// Withdraw an invitation.
 #[utoipa::path(delete, path = "/organization/invitations/{id}", params(Id), responses((status = 204)))]
-async fn revoke_invitation(Ctx { app, caller }: Ctx<scope::OrganizationWrite>, Id(id): Id) -> ApiResult<StatusCode> {
+async fn revoke_invitation(
+    Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
+    Id(id): Id<InvitationId>,
+) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     owned::delete(&mut *tx, Owned::Invitation, caller.org_id, id).await?;
     record(&mut tx, &caller, "invitation.revoked", &id.to_string(), None).await?;

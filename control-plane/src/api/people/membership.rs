@@ -4,12 +4,11 @@
 use crate::error::{ApiError, ApiResult};
 use crate::signals::Invalidation;
 use crate::state::AppState;
-use hookflow_shared::Role;
+use hookflow_shared::{OrgId, Role, UserId};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 /// The member's role, locked for the change; 404 when they are not a member.
-pub(crate) async fn current_role(conn: &mut PgConnection, org_id: Uuid, user_id: Uuid) -> ApiResult<Role> {
+pub(crate) async fn current_role(conn: &mut PgConnection, org_id: OrgId, user_id: UserId) -> ApiResult<Role> {
     let role: Option<String> =
         sqlx::query_scalar("SELECT role FROM memberships WHERE organization_id = $1 AND user_id = $2 FOR UPDATE")
             .bind(org_id)
@@ -20,7 +19,7 @@ pub(crate) async fn current_role(conn: &mut PgConnection, org_id: Uuid, user_id:
 }
 
 /// 409 when `user_id` is the organization's only owner (it would be left without one).
-pub(crate) async fn keep_an_owner(conn: &mut PgConnection, org_id: Uuid, user_id: Uuid) -> ApiResult<()> {
+pub(crate) async fn keep_an_owner(conn: &mut PgConnection, org_id: OrgId, user_id: UserId) -> ApiResult<()> {
     let others: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM (SELECT 1 FROM memberships WHERE organization_id = $1 AND role = 'owner' AND user_id <> $2
          FOR UPDATE) owners",
@@ -38,7 +37,7 @@ pub(crate) async fn keep_an_owner(conn: &mut PgConnection, org_id: Uuid, user_id
 }
 
 /// Announces a change of `user_id`'s memberships in the caller's organization to every replica.
-pub(crate) async fn announce(conn: &mut PgConnection, org_id: Uuid, user_id: Option<Uuid>) -> ApiResult<()> {
+pub(crate) async fn announce(conn: &mut PgConnection, org_id: OrgId, user_id: Option<UserId>) -> ApiResult<()> {
     Invalidation::Organization(org_id).announce(conn).await?;
     if let Some(user_id) = user_id {
         Invalidation::User(user_id).announce(conn).await?;
@@ -46,7 +45,7 @@ pub(crate) async fn announce(conn: &mut PgConnection, org_id: Uuid, user_id: Opt
     Ok(())
 }
 
-pub(crate) fn invalidate(app: &AppState, org_id: Uuid, user_id: Option<Uuid>) {
+pub(crate) fn invalidate(app: &AppState, org_id: OrgId, user_id: Option<UserId>) {
     app.invalidate(Invalidation::Organization(org_id));
     if let Some(user_id) = user_id {
         app.invalidate(Invalidation::User(user_id));

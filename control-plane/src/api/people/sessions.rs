@@ -20,11 +20,11 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hookflow_shared::api::people::{ChangePassword, OrganizationRole, Refresh, SessionInfo, SessionTokens, SignIn};
+use hookflow_shared::{OrgId, SessionId, UserId};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 /// Records `action` for `user_id` in each organization they belong to.
-async fn audit_everywhere(conn: &mut PgConnection, user_id: Uuid, actor: Actor, action: &str) -> ApiResult<()> {
+async fn audit_everywhere(conn: &mut PgConnection, user_id: UserId, actor: Actor, action: &str) -> ApiResult<()> {
     for (org_id, _) in memberships(conn, user_id).await? {
         let event = AuditEvent { org_id, actor, action, target: user_id.to_string(), details: serde_json::json!({}) };
         audit::record(conn, event).await?;
@@ -37,7 +37,7 @@ async fn answer(
     app: &AppState,
     headers: &HeaderMap,
     user: &store::UserRow,
-    session_id: Uuid,
+    session_id: SessionId,
     refresh: String,
     status: StatusCode,
 ) -> ApiResult<Response> {
@@ -138,7 +138,7 @@ async fn get_session(person: Person) -> ApiResult<Json<SessionInfo>> {
     let (app, identity) = (&person.app, person.identity);
     let mut conn = app.pool.acquire().await?;
     let user = store::find(&mut conn, identity.user_id).await?.ok_or_else(ApiError::unauthorized)?;
-    let rows: Vec<(Uuid, String, String)> = sqlx::query_as(
+    let rows: Vec<(OrgId, String, String)> = sqlx::query_as(
         "SELECT o.id, o.name, m.role FROM memberships m JOIN organizations o ON o.id = m.organization_id
          WHERE m.user_id = $1 ORDER BY o.name, o.id",
     )

@@ -18,16 +18,15 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use hookflow_shared::Role;
 use hookflow_shared::api::people::{CreateOrganization, OrganizationRole, SignedUp, Signup};
+use hookflow_shared::{OrgId, Role, UserId};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 /// Makes `user_id` a member of `org_id` with `role`.
 pub async fn add_membership(
     conn: &mut PgConnection,
-    org_id: Uuid,
-    user_id: Uuid,
+    org_id: OrgId,
+    user_id: UserId,
     role: Role,
 ) -> Result<(), sqlx::Error> {
     sqlx::query("INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, $3)")
@@ -62,7 +61,7 @@ async fn create_organization(person: Person, ApiJson(body): ApiJson<CreateOrgani
 
 /// Refuses a person who made `max` organizations already. Their user row stays locked until the transaction
 /// ends, so concurrent creations are counted one after the other.
-async fn check_organization_quota(conn: &mut PgConnection, user_id: Uuid, max: u32) -> ApiResult<()> {
+async fn check_organization_quota(conn: &mut PgConnection, user_id: UserId, max: u32) -> ApiResult<()> {
     // The lock first, the count in a statement of its own: its snapshot is taken once the lock is held, so it
     // sees what a concurrent creation committed.
     sqlx::query("SELECT 1 FROM users WHERE id = $1 FOR UPDATE")

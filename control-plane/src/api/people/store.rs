@@ -1,14 +1,14 @@
 //! The users table as the people routes and operator commands write it: users and their passwords (sessions and
 //! their refresh tokens are `auth::sessions`').
 
+use hookflow_shared::UserId;
 use hookflow_shared::api::people::User;
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 /// A user as sign-in needs them.
 #[derive(Debug, sqlx::FromRow)]
 pub struct UserRow {
-    pub id: Uuid,
+    pub id: UserId,
     pub email: String,
     pub password_hash: Option<String>,
     pub password_change_required: bool,
@@ -27,7 +27,7 @@ pub async fn find_by_email(conn: &mut PgConnection, email: &str) -> Result<Optio
         .await
 }
 
-pub async fn find(conn: &mut PgConnection, user_id: Uuid) -> Result<Option<UserRow>, sqlx::Error> {
+pub async fn find(conn: &mut PgConnection, user_id: UserId) -> Result<Option<UserRow>, sqlx::Error> {
     sqlx::query_as("SELECT id, email, password_hash, password_change_required FROM users WHERE id = $1")
         .bind(user_id)
         .fetch_optional(conn)
@@ -40,8 +40,8 @@ pub async fn create_user(
     email: &str,
     password_hash: &str,
     password_change_required: bool,
-) -> Result<Uuid, sqlx::Error> {
-    let id = Uuid::now_v7();
+) -> Result<UserId, sqlx::Error> {
+    let id = UserId::now_v7();
     sqlx::query("INSERT INTO users (id, email, password_hash, password_change_required) VALUES ($1, $2, $3, $4)")
         .bind(id)
         .bind(email)
@@ -54,7 +54,7 @@ pub async fn create_user(
 
 pub async fn set_password(
     conn: &mut PgConnection,
-    user_id: Uuid,
+    user_id: UserId,
     password_hash: &str,
     change_required: bool,
 ) -> Result<(), sqlx::Error> {

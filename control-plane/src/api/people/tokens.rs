@@ -8,16 +8,19 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::http::{HeaderMap, HeaderValue, header};
 use chrono::{DateTime, Utc};
-use hookflow_shared::ErrorCode;
 use hookflow_shared::wire::header as wire_header;
+use hookflow_shared::{ErrorCode, SessionId, UserId};
 use jsonwebtoken::{Algorithm, Header};
-use uuid::Uuid;
 
 /// The refresh cookie's name.
 pub const REFRESH_COOKIE: &str = "hookflow_refresh";
 
 /// Signs an access token for a session; answers it with its expiry.
-pub async fn access_token(app: &AppState, user_id: Uuid, session_id: Uuid) -> ApiResult<(String, DateTime<Utc>)> {
+pub async fn access_token(
+    app: &AppState,
+    user_id: UserId,
+    session_id: SessionId,
+) -> ApiResult<(String, DateTime<Utc>)> {
     let settings = &app.settings;
     let (kid, key) = app
         .auth

@@ -6,14 +6,13 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use hookflow_shared::token;
 use hookflow_shared::wire::header;
-use uuid::Uuid;
+use hookflow_shared::{OrgId, RunnerId, token};
 
 /// A runner's credentials: an organization's key, or the embedded runner's (`org_id: None`, every organization).
 #[derive(Debug, Clone, Copy)]
 pub struct RunnerCaller {
-    pub org_id: Option<Uuid>,
+    pub org_id: Option<OrgId>,
 }
 
 impl FromRequestParts<AppState> for RunnerCaller {
@@ -34,7 +33,7 @@ impl FromRequestParts<AppState> for RunnerCaller {
 
 /// Checks a runner id against the caller and marks the runner seen; returns its labels. Another organization's
 /// runner is 404.
-pub async fn touch_runner(app: &AppState, caller: RunnerCaller, runner_id: Uuid) -> ApiResult<Vec<String>> {
+pub async fn touch_runner(app: &AppState, caller: RunnerCaller, runner_id: RunnerId) -> ApiResult<Vec<String>> {
     // The row is written at most once a second, so many pollers of one runner do not queue on its lock.
     let labels: Option<Vec<String>> = sqlx::query_scalar(
         "WITH runner AS (

@@ -12,11 +12,11 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use hookflow_shared::RunnerId;
 use hookflow_shared::api::runners::{Claimed, DEFAULT_WAIT_S, Job, JobBatch, MAX_JOBS_PER_POLL, MAX_WAIT_S, NextJob};
 use hookflow_shared::wire::runner_route;
 use std::time::Duration;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(next_job))
@@ -28,7 +28,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 pub async fn try_claim(
     app: &AppState,
     caller: RunnerCaller,
-    runner_id: Uuid,
+    runner_id: RunnerId,
     labels: &[String],
     max_jobs: u32,
 ) -> ApiResult<Vec<Job>> {

@@ -16,6 +16,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
+use hookflow_shared::RunnerId;
 use hookflow_shared::api::Page;
 use hookflow_shared::api::rules::RUNNER_TEXT_MAX;
 use hookflow_shared::api::runners::{
@@ -24,7 +25,6 @@ use hookflow_shared::api::runners::{
 use hookflow_shared::wire::runner_route;
 use sqlx::types::Json as SqlJson;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -38,7 +38,7 @@ const RUNNER_COLUMNS: &str = "id, name, labels, version, max_concurrency, runnin
 
 #[derive(Debug, sqlx::FromRow)]
 struct RunnerRow {
-    id: Uuid,
+    id: RunnerId,
     name: String,
     labels: Vec<String>,
     version: String,
@@ -113,7 +113,7 @@ async fn register(
             .execute(&app.pool)
             .await?;
     }
-    let id = Uuid::now_v7();
+    let id = RunnerId::now_v7();
     sqlx::query(
         "INSERT INTO runners (id, organization_id, name, labels, version, max_concurrency, host)
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -141,7 +141,7 @@ async fn register(
 /// The organization's runners.
 #[utoipa::path(get, path = runner_route::RUNNERS, params(ListParams), responses((status = 200, body = Page<Runner>)))]
 async fn list_runners(Ctx { app, caller }: Ctx<scope::RunnersRead>, params: ListParams) -> Listed<Runner> {
-    let page = params.page::<Uuid>()?;
+    let page = params.page::<RunnerId>()?;
     let rows: Vec<RunnerRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {RUNNER_COLUMNS} FROM runners WHERE organization_id = $1 AND ($3::uuid IS NULL OR id > $3)
          ORDER BY id LIMIT $4"
@@ -158,7 +158,7 @@ async fn list_runners(Ctx { app, caller }: Ctx<scope::RunnersRead>, params: List
 
 /// One runner.
 #[utoipa::path(get, path = runner_route::RUNNER, params(Id), responses((status = 200, body = Runner)))]
-async fn get_runner(Ctx { app, caller }: Ctx<scope::RunnersRead>, Id(id): Id) -> ApiResult<Json<Runner>> {
+async fn get_runner(Ctx { app, caller }: Ctx<scope::RunnersRead>, Id(id): Id<RunnerId>) -> ApiResult<Json<Runner>> {
     let row: Option<RunnerRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {RUNNER_COLUMNS} FROM runners WHERE organization_id = $1 AND id = $3"
     )))
@@ -172,7 +172,7 @@ async fn get_runner(Ctx { app, caller }: Ctx<scope::RunnersRead>, Id(id): Id) ->
 
 /// Remove a runner; the jobs it was running go back to the queue.
 #[utoipa::path(delete, path = runner_route::RUNNER, params(Id), responses((status = 204)))]
-async fn delete_runner(Ctx { app, caller }: Ctx<scope::RunnersWrite>, Id(id): Id) -> ApiResult<StatusCode> {
+async fn delete_runner(Ctx { app, caller }: Ctx<scope::RunnersWrite>, Id(id): Id<RunnerId>) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     owned::delete(&mut *tx, Owned::Runner, caller.org_id, id).await?;
     release::release_runner(&mut tx, caller.org_id, id).await?;
@@ -187,7 +187,7 @@ async fn delete_runner(Ctx { app, caller }: Ctx<scope::RunnersWrite>, Id(id): Id
 async fn heartbeat(
     State(app): State<AppState>,
     caller: RunnerCaller,
-    Id(id): Id,
+    Id(id): Id<RunnerId>,
     ApiJson(body): ApiJson<Heartbeat>,
 ) -> ApiResult<Json<HeartbeatReply>> {
     if body.running_jobs.len() > 10_000 {

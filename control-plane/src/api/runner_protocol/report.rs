@@ -10,13 +10,12 @@ use crate::state::AppState;
 use axum::Json;
 use axum::body::Body;
 use axum::http::request::Parts;
-use hookflow_shared::ErrorCode;
 use hookflow_shared::api::executions::Execution;
 use hookflow_shared::api::runners::{Complete, NodeReport, ReportReply};
 use hookflow_shared::token::{self, TokenKind};
 use hookflow_shared::wire::runner_route;
+use hookflow_shared::{ErrorCode, JobId};
 use utoipa_axum::{router::OpenApiRouter, routes};
-use uuid::Uuid;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(report_nodes)).routes(routes!(complete_job))
@@ -42,7 +41,7 @@ async fn read_body(body: Body, limit: usize) -> ApiResult<bytes::Bytes> {
 /// for its form (a typo never reaches the database) before the body is touched.
 struct JobCall {
     app: AppState,
-    job_id: Uuid,
+    job_id: JobId,
     token: String,
     address: Option<std::net::IpAddr>,
     /// Given once the token is found valid: the connection then leaves the connection caps.
@@ -81,7 +80,7 @@ impl axum::extract::FromRequestParts<AppState> for JobCall {
         let token = value.and_then(|v| v.strip_prefix("Bearer ")).map(str::trim).ok_or_else(ApiError::unauthorized)?;
         TokenKind::Job.check(token).map_err(|_| ApiError::unauthorized())?;
         let token = token.to_owned();
-        let ApiPath(job_id) = ApiPath::<Uuid>::from_request_parts(parts, app).await?;
+        let ApiPath(job_id) = ApiPath::<JobId>::from_request_parts(parts, app).await?;
         let address = crate::auth::client_address(&app.auth, parts);
         // A token this server issued for this job is not a stranger's guess: it is never held back.
         if !app.issued_jobs.knows(&token, job_id) {

@@ -20,6 +20,7 @@ use chrono::{DateTime, Utc};
 use hookflow_shared::api::admin::Retention;
 use hookflow_shared::api::webhooks::{CreateWebhook, CustomResponse, UpdateWebhook, Webhook};
 use hookflow_shared::api::{Page, Patch};
+use hookflow_shared::{OrgId, WebhookId};
 use sqlx::PgConnection;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -33,7 +34,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// Reads an endpoint of the caller's organization; another organization's id is 404.
-pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult<WebhookRow> {
+pub async fn fetch(conn: &mut PgConnection, org_id: OrgId, id: WebhookId) -> ApiResult<WebhookRow> {
     let row: Option<WebhookRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {WEBHOOK_COLUMNS} FROM webhooks w JOIN organizations o ON o.id = w.organization_id
          WHERE w.organization_id = $1 AND w.id = $2"
@@ -46,7 +47,7 @@ pub async fn fetch(conn: &mut PgConnection, org_id: Uuid, id: Uuid) -> ApiResult
 }
 
 /// Checks that an endpoint of this organization exists (for the nested resources).
-pub async fn ensure_exists(app: &AppState, org_id: Uuid, id: Uuid) -> ApiResult<()> {
+pub async fn ensure_exists(app: &AppState, org_id: OrgId, id: WebhookId) -> ApiResult<()> {
     let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM webhooks WHERE organization_id = $1 AND id = $2")
         .bind(org_id)
         .bind(id)
@@ -56,7 +57,7 @@ pub async fn ensure_exists(app: &AppState, org_id: Uuid, id: Uuid) -> ApiResult<
 }
 
 /// Tells every replica's capture cache that the endpoint changed, when the transaction commits.
-async fn announce_change(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
+async fn announce_change(conn: &mut PgConnection, id: WebhookId) -> Result<(), sqlx::Error> {
     Invalidation::Endpoint(id).announce(conn).await
 }
 
@@ -115,7 +116,7 @@ async fn create_webhook(
     check_retention(body.retention.as_ref())?;
     check_response(body.response.as_ref())?;
     verification::check(body.verification.as_ref())?;
-    let id = Uuid::new_v4();
+    let id = WebhookId::new(Uuid::new_v4());
     let mut tx = app.pool.begin().await?;
     sqlx::query(
         "INSERT INTO webhooks (id, organization_id, name, description, max_body_bytes, max_age_days, max_requests, response)
@@ -146,7 +147,7 @@ async fn create_webhook(
 /// List endpoints, newest first.
 #[utoipa::path(get, path = "/webhooks", params(ListParams), responses((status = 200, body = Page<Webhook>)))]
 async fn list_webhooks(Ctx { app, caller }: Ctx<scope::WebhooksRead>, params: ListParams) -> Listed<Webhook> {
-    let page = params.page::<(DateTime<Utc>, Uuid)>()?;
+    let page = params.page::<(DateTime<Utc>, WebhookId)>()?;
     let rows: Vec<WebhookRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {WEBHOOK_COLUMNS} FROM webhooks w JOIN organizations o ON o.id = w.organization_id
          WHERE w.organization_id = $1 AND ($2::timestamptz IS NULL OR (w.created_at, w.id) < ($2, $3))
@@ -164,7 +165,7 @@ async fn list_webhooks(Ctx { app, caller }: Ctx<scope::WebhooksRead>, params: Li
 
 /// Read an endpoint.
 #[utoipa::path(get, path = "/webhooks/{id}", params(Id), responses((status = 200, body = Webhook)))]
-async fn get_webhook(Ctx { app, caller }: Ctx<scope::WebhooksRead>, Id(id): Id) -> ApiResult<Json<Webhook>> {
+async fn get_webhook(Ctx { app, caller }: Ctx<scope::WebhooksRead>, Id(id): Id<WebhookId>) -> ApiResult<Json<Webhook>> {
     let mut conn = app.pool.acquire().await?;
     Ok(Json(fetch(&mut conn, caller.org_id, id).await?.into_api(&app.settings.capture_url)))
 }
@@ -174,7 +175,7 @@ async fn get_webhook(Ctx { app, caller }: Ctx<scope::WebhooksRead>, Id(id): Id) 
     responses((status = 200, body = Webhook)))]
 async fn update_webhook(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
-    Id(id): Id,
+    Id(id): Id<WebhookId>,
     ApiJson(body): ApiJson<UpdateWebhook>,
 ) -> ApiResult<Json<Webhook>> {
     let name = body.name.as_deref().map(|n| display_name("name", n)).transpose()?;
@@ -217,7 +218,10 @@ async fn update_webhook(
 
 /// Delete an endpoint and all its captures; its capture URL answers 404 from then on.
 #[utoipa::path(delete, path = "/webhooks/{id}", params(Id), responses((status = 204)))]
-async fn delete_webhook(Ctx { app, caller }: Ctx<scope::WebhooksWrite>, Id(id): Id) -> ApiResult<StatusCode> {
+async fn delete_webhook(
+    Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
+    Id(id): Id<WebhookId>,
+) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     owned::delete(&mut *tx, Owned::Webhook, caller.org_id, id).await?;
     announce_change(&mut tx, id).await?;

@@ -13,9 +13,9 @@ use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use hookflow_shared::api::webhooks::{BodyEncoding, CapturedRequest};
+use hookflow_shared::{CaptureId, OrgId, WebhookId};
 use serde_json::json;
 use sqlx::{PgPool, Postgres, QueryBuilder};
-use uuid::Uuid;
 
 /// Captures per page at most.
 const PAGE: i64 = 200;
@@ -48,7 +48,7 @@ pub struct ExportParams {
             (hookflow_shared::api::documents::HarDocument = "application/json")))))]
 pub async fn export_requests(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<WebhookId>,
     ApiQuery(params): ApiQuery<ExportParams>,
 ) -> ApiResult<Response> {
     ensure_exists(&app, caller.org_id, id).await?;
@@ -128,10 +128,10 @@ pub async fn export_requests(
 /// Walks the selected captures oldest first, a page at a time.
 struct Pages {
     pool: PgPool,
-    org_id: Uuid,
-    webhook_id: Uuid,
+    org_id: OrgId,
+    webhook_id: WebhookId,
     conds: Vec<Cond>,
-    after: Option<Uuid>,
+    after: Option<CaptureId>,
     done: bool,
 }
 
@@ -150,9 +150,9 @@ impl Pages {
             b.push(" AND id > ").push_bind(after);
         }
         b.push(" ORDER BY id LIMIT ").push_bind(PAGE);
-        let sizes: Vec<(Uuid, i64)> = b.build_query_as().fetch_all(&self.pool).await?;
+        let sizes: Vec<(CaptureId, i64)> = b.build_query_as().fetch_all(&self.pool).await?;
         let mut total = 0;
-        let ids: Vec<Uuid> = sizes
+        let ids: Vec<CaptureId> = sizes
             .iter()
             .take_while(|(_, size)| {
                 total += size;

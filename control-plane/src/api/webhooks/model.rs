@@ -2,11 +2,11 @@
 //! captures' own rows are `capture::row`'s).
 
 use chrono::{DateTime, Utc};
+use hookflow_shared::WebhookId;
 use hookflow_shared::api::admin::Retention;
 use hookflow_shared::api::signatures::Verification;
 use hookflow_shared::api::webhooks::{CustomResponse, Webhook};
 use sqlx::types::Json;
-use uuid::Uuid;
 
 /// Columns of an endpoint with the organization's defaults applied (`FROM webhooks w JOIN organizations o`).
 pub const WEBHOOK_COLUMNS: &str =
@@ -19,7 +19,7 @@ pub const WEBHOOK_COLUMNS: &str =
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct WebhookRow {
-    pub id: Uuid,
+    pub id: WebhookId,
     pub name: String,
     pub description: Option<String>,
     pub max_body_bytes: i64,
@@ -53,7 +53,11 @@ impl WebhookRow {
 }
 
 /// Subtracts captures deleted outside the writer (by hand or by retention) from an endpoint's count.
-pub async fn subtract_stored(conn: &mut sqlx::PgConnection, webhook_id: Uuid, removed: i64) -> Result<(), sqlx::Error> {
+pub async fn subtract_stored(
+    conn: &mut sqlx::PgConnection,
+    webhook_id: WebhookId,
+    removed: i64,
+) -> Result<(), sqlx::Error> {
     sqlx::query(
         "INSERT INTO webhook_counters AS c (webhook_id, slot, stored) VALUES ($1, 0, -$2)
          ON CONFLICT (webhook_id, slot) DO UPDATE SET stored = c.stored - $2",

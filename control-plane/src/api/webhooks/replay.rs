@@ -9,8 +9,8 @@ use crate::extract::{ApiJson, ApiPath, Id};
 use crate::outbound;
 use axum::Json;
 use hookflow_shared::api::webhooks::{BodyEncoding, ReplayRequest, ReplayResult};
+use hookflow_shared::{CaptureId, WebhookId};
 use std::time::{Duration, Instant};
-use uuid::Uuid;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// Most of the target's answer kept in the result.
@@ -25,7 +25,7 @@ const HOP_HEADERS: [&str; 8] =
     responses((status = 200, body = ReplayResult)))]
 pub async fn replay_request(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
-    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+    ApiPath((id, request_id)): ApiPath<(WebhookId, CaptureId)>,
     ApiJson(body): ApiJson<ReplayRequest>,
 ) -> ApiResult<Json<ReplayResult>> {
     let row: Option<CaptureRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(

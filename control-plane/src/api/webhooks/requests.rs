@@ -16,14 +16,14 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hookflow_shared::api::Page;
 use hookflow_shared::api::webhooks::{CapturedRequest, SearchSort};
-use uuid::Uuid;
+use hookflow_shared::{CaptureId, OrgId, WebhookId};
 
 /// List captured requests, newest first (bodies over 64 KiB are left out: `body_truncated`).
 #[utoipa::path(get, operation_id = "list_webhook_requests", path = "/webhooks/{id}/requests", params(Id, ListParams),
     responses((status = 200, body = Page<CapturedRequest>)))]
 pub async fn list_requests(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<WebhookId>,
     params: ListParams,
 ) -> Listed<CapturedRequest> {
     ensure_exists(&app, caller.org_id, id).await?;
@@ -32,7 +32,7 @@ pub async fn list_requests(
     Ok(Json(search::run(&app.pool, search).await?))
 }
 
-async fn fetch_capture(app: &AppState, org_id: Uuid, webhook_id: Uuid, id: Uuid) -> ApiResult<CaptureRow> {
+async fn fetch_capture(app: &AppState, org_id: OrgId, webhook_id: WebhookId, id: CaptureId) -> ApiResult<CaptureRow> {
     let row: Option<CaptureRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {CAPTURE_COLUMNS_FULL} FROM captures WHERE organization_id = $1 AND webhook_id = $2 AND id = $3"
     )))
@@ -50,7 +50,7 @@ async fn fetch_capture(app: &AppState, org_id: Uuid, webhook_id: Uuid, id: Uuid)
     responses((status = 200, body = CapturedRequest)))]
 pub async fn get_request(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
-    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+    ApiPath((id, request_id)): ApiPath<(WebhookId, CaptureId)>,
 ) -> ApiResult<Json<CapturedRequest>> {
     Ok(Json(fetch_capture(&app, caller.org_id, id, request_id).await?.into()))
 }
@@ -62,7 +62,7 @@ pub async fn get_request(
         body = hookflow_shared::api::documents::RawBody, content_type = "application/octet-stream")))]
 pub async fn get_request_body(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
-    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+    ApiPath((id, request_id)): ApiPath<(WebhookId, CaptureId)>,
 ) -> ApiResult<Response> {
     let row = fetch_capture(&app, caller.org_id, id, request_id).await?;
     let content_type = row
@@ -84,10 +84,10 @@ pub async fn get_request_body(
     responses((status = 204)))]
 pub async fn delete_request(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
-    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+    ApiPath((id, request_id)): ApiPath<(WebhookId, CaptureId)>,
 ) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
-    owned::delete_in(&mut *tx, Owned::Capture, caller.org_id, id, request_id).await?;
+    owned::delete(&mut *tx, Owned::Capture(id), caller.org_id, request_id).await?;
     subtract_stored(&mut tx, id, 1).await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
@@ -97,7 +97,7 @@ pub async fn delete_request(
 #[utoipa::path(delete, operation_id = "clear_webhook_requests", path = "/webhooks/{id}/requests", params(Id), responses((status = 204)))]
 pub async fn clear_requests(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<WebhookId>,
 ) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
     let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM webhooks WHERE organization_id = $1 AND id = $2")

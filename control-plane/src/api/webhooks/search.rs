@@ -18,9 +18,9 @@ use hookflow_shared::api::signatures::Verdict;
 use hookflow_shared::api::webhooks::{
     CapturedRequest, MatchOp, SearchFilter, SearchRequests, SearchSort, SortField, SortOrder,
 };
+use hookflow_shared::{CaptureId, OrgId, WebhookId};
 use serde::{Deserialize, Serialize};
 use sqlx::{PgPool, Postgres, QueryBuilder};
-use uuid::Uuid;
 
 /// One condition on captures.
 #[derive(Debug, Clone)]
@@ -240,14 +240,14 @@ struct Cursor {
     f: SortField,
     o: SortOrder,
     v: serde_json::Value,
-    id: Uuid,
+    id: CaptureId,
 }
 
 /// A search within one endpoint.
 #[derive(Debug)]
 pub struct Search {
-    pub org_id: Uuid,
-    pub webhook_id: Uuid,
+    pub org_id: OrgId,
+    pub webhook_id: WebhookId,
     pub conds: Vec<Cond>,
     pub sort: SearchSort,
     /// `limit` and `cursor`, as in every list.
@@ -341,7 +341,7 @@ fn decode(cursor: &str) -> ApiResult<Cursor> {
     responses((status = 200, body = Page<CapturedRequest>)))]
 pub async fn search_requests(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<WebhookId>,
     ApiJson(body): ApiJson<SearchRequests>,
 ) -> Listed<CapturedRequest> {
     ensure_exists(&app, caller.org_id, id).await?;

@@ -14,28 +14,28 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::{Stream, StreamExt as _};
 use hookflow_shared::wire::{LastEventIdHeader, header};
+use hookflow_shared::{CaptureId, WebhookId};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
 use tokio::sync::broadcast;
-use uuid::Uuid;
 
 const REPLAY_PAGE: i64 = 500;
 
 enum Phase {
     /// Replaying stored captures after this id.
-    Replay(Uuid),
+    Replay(CaptureId),
     Live,
 }
 
 struct Subscriber {
     app: AppState,
-    webhook_id: Uuid,
+    webhook_id: WebhookId,
     live: broadcast::Receiver<Arc<LiveEvent>>,
     phase: Phase,
     pending: VecDeque<Event>,
     /// The newest capture sent: live events at or before it are duplicates of the replay.
-    sent: Option<Uuid>,
+    sent: Option<CaptureId>,
     /// This stream's place in its key's allowance, given back when the stream ends.
     _slot: StreamSlot,
 }
@@ -94,13 +94,15 @@ impl Subscriber {
             body = hookflow_shared::api::documents::CaptureEventStream, content_type = "text/event-stream")))]
 pub async fn stream_requests(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
-    ApiPath(id): ApiPath<Uuid>,
+    ApiPath(id): ApiPath<WebhookId>,
     headers: HeaderMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     ensure_exists(&app, caller.org_id, id).await?;
     let slot = app.allowances.open_stream(caller.credential_id())?;
-    let resume =
-        headers.get(header::LAST_EVENT_ID).and_then(|v| v.to_str().ok()).and_then(|v| Uuid::parse_str(v.trim()).ok());
+    let resume = headers
+        .get(header::LAST_EVENT_ID)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<CaptureId>().ok());
     // Subscribe before replaying, so nothing stored during the replay is missed.
     let live = app.hub.subscribe(id).await?;
     let shutdown = app.shutdown.clone();

@@ -8,8 +8,8 @@ use crate::crypto::MasterKey;
 use crate::error::{ApiError, ApiResult};
 use crate::signature::Verifier;
 use hookflow_shared::api::signatures::{Verification, VerificationSettings};
+use hookflow_shared::{OrgId, WebhookId};
 use sqlx::PgConnection;
-use uuid::Uuid;
 
 /// Refuses settings no verifier can be built from, naming the field.
 pub fn check(settings: Option<&VerificationSettings>) -> ApiResult<()> {
@@ -37,7 +37,7 @@ pub fn view(settings: &VerificationSettings) -> Verification {
 #[derive(Debug, Clone, Copy)]
 pub struct Writer<'a> {
     pub master: &'a MasterKey,
-    pub org_id: Uuid,
+    pub org_id: OrgId,
     pub actor: &'a Actor,
 }
 
@@ -45,7 +45,7 @@ pub struct Writer<'a> {
 pub async fn store(
     conn: &mut PgConnection,
     writer: Writer<'_>,
-    webhook_id: Uuid,
+    webhook_id: WebhookId,
     settings: Option<&VerificationSettings>,
 ) -> ApiResult<()> {
     let sealed = settings.map(|s| seal_secrets(writer.master, writer.org_id, webhook_id, &s.secrets));

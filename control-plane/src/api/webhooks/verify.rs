@@ -13,7 +13,7 @@ use crate::signature::{Message, Verifier};
 use crate::state::AppState;
 use axum::Json;
 use hookflow_shared::api::signatures::{Verdict, Verification, VerifyCapture, VerifyResult};
-use uuid::Uuid;
+use hookflow_shared::{CaptureId, WebhookId};
 
 type StoredVerification = (Option<sqlx::types::Json<Verification>>, Option<Vec<u8>>, Option<Vec<u8>>, Option<i32>);
 
@@ -25,7 +25,7 @@ type StoredVerification = (Option<sqlx::types::Json<Verification>>, Option<Vec<u
     responses((status = 200, body = VerifyResult)))]
 pub async fn verify_request(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
-    ApiPath((id, request_id)): ApiPath<(Uuid, Uuid)>,
+    ApiPath((id, request_id)): ApiPath<(WebhookId, CaptureId)>,
     ApiJson(body): ApiJson<VerifyCapture>,
 ) -> ApiResult<Json<VerifyResult>> {
     let stored: Option<StoredVerification> = sqlx::query_as(
@@ -69,7 +69,7 @@ pub async fn verify_request(
     Ok(Json(recheck(&app, &verifier, id, &row, candidate)))
 }
 
-fn recheck(app: &AppState, verifier: &Verifier, id: Uuid, row: &CaptureRow, candidate: bool) -> VerifyResult {
+fn recheck(app: &AppState, verifier: &Verifier, id: WebhookId, row: &CaptureRow, candidate: bool) -> VerifyResult {
     let url = crate::capture::signed_url(&app.settings.capture_url, id, &row.path, &row.query_string);
     let body = row.body.as_deref().unwrap_or_default();
     let message = Message { headers: &row.headers.0, body, url: &url, received_at: row.received_at };

@@ -10,6 +10,7 @@ pub mod yaml;
 use crate::error::{ApiError, ApiResult};
 use crate::outbound;
 use crate::state::AppState;
+use hookflow_shared::OrgId;
 use hookflow_shared::api::collections::OpenApiSource;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
@@ -46,7 +47,7 @@ pub fn check_source(source: &OpenApiSource) -> ApiResult<()> {
 }
 
 /// Fetches a description through the guarded client under the organization's policy: 2xx, at most 10 MiB.
-async fn fetch(app: &AppState, org_id: uuid::Uuid, url: &reqwest::Url) -> ApiResult<String> {
+async fn fetch(app: &AppState, org_id: OrgId, url: &reqwest::Url) -> ApiResult<String> {
     let policy = outbound::policy_for(&app.pool, app.settings.allow_private_targets, org_id).await?;
     let client = outbound::client_for(url, policy, FETCH_TIMEOUT, "source.url")?;
     let response = client
@@ -64,7 +65,7 @@ async fn fetch(app: &AppState, org_id: uuid::Uuid, url: &reqwest::Url) -> ApiRes
 }
 
 /// Loads and checks the description a source names.
-pub async fn load(app: &AppState, org_id: uuid::Uuid, source: &OpenApiSource) -> ApiResult<Loaded> {
+pub async fn load(app: &AppState, org_id: OrgId, source: &OpenApiSource) -> ApiResult<Loaded> {
     check_source(source)?;
     let (text, url) = match (&source.url, &source.document) {
         (Some(url), _) => {
