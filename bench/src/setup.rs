@@ -96,7 +96,7 @@ impl Rig {
 
     /// Creates a webhook endpoint through the API and returns its id.
     pub async fn webhook(&self, name: &str) -> Result<String, BoxError> {
-        let create = CreateWebhook { name: name.into(), ..CreateWebhook::default() };
+        let create = CreateWebhook::new(name.parse()?);
         Ok(self.api().webhooks().create(&create).await?.id.to_string())
     }
 
@@ -107,7 +107,7 @@ impl Rig {
 
     /// Creates a flow through the API and returns its id.
     pub async fn flow(&self, name: &str, definition: serde_json::Value) -> Result<String, BoxError> {
-        let flow = WriteFlow { name: name.into(), definition, ..WriteFlow::default() };
+        let flow = WriteFlow::new(name.parse()?, definition);
         Ok(self.api().flows().create(&flow).await?.id.to_string())
     }
 
@@ -127,13 +127,14 @@ impl Rig {
 
     /// Registers a runner named `bench` with `slots` concurrent jobs through `client`; answers its id.
     pub async fn register_runner(client: &hookflow_runner::client::Client, slots: u32) -> Result<RunnerId, BoxError> {
+        use hookflow_shared::api::fields::Labels;
         use hookflow_shared::api::runners::{Host, RegisterRunner};
         let host =
             Host { hostname: "bench".into(), os: "linux".into(), arch: "x86_64".into(), cpus: 2, memory_bytes: 0 };
         let registration = RegisterRunner {
-            name: "bench".into(),
-            labels: vec![],
-            version: "bench".into(),
+            name: "bench".parse()?,
+            labels: Labels::default(),
+            version: "bench".parse()?,
             max_concurrency: slots,
             host,
         };

@@ -1,5 +1,6 @@
 //! What can go wrong in a command, and the exit code each failure maps to (documented in `--help`).
 
+use hookflow_shared::api::fields::Refusal;
 use std::process::ExitCode;
 
 /// Exit codes: 0 all passed, 1 a flow failed, 2 usage or configuration, 3 network or runtime, 4 API refusal.
@@ -30,6 +31,12 @@ pub enum CliError {
 impl CliError {
     pub fn usage(message: impl Into<String>) -> Self {
         CliError::Usage(message.into())
+    }
+
+    /// A value the service would refuse by its field's rule (`hookflow_shared::api::fields`), refused before any
+    /// request: a usage error naming the option.
+    pub fn option<T: TryFrom<V, Error = Refusal>, V>(option: &str, value: V) -> Result<T, CliError> {
+        T::try_from(value).map_err(|refusal| CliError::usage(refusal.for_field(option)))
     }
 
     pub fn runtime(message: impl Into<String>) -> Self {

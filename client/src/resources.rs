@@ -15,6 +15,7 @@ use hookflow_shared::api::collections::{
     PutOpenApiSync, SyncApplied, SyncDiff, WriteCollection, WriteRequest,
 };
 use hookflow_shared::api::executions::{Execution, Launch, LaunchByTag, LaunchedExecutions, NodeResultList};
+use hookflow_shared::api::fields::{Email, ValueText};
 use hookflow_shared::api::flows::{
     Environment, EnvironmentList, Flow, FlowDocument, FlowVersion, PatchFlow, Publish, PutEnvironment, SearchFlows,
     TagList, ValidateDefinition, Validation, WriteFlow,
@@ -273,8 +274,8 @@ impl Variables<'_> {
         self.0.get(&with_query("/variables", query)).await
     }
 
-    pub async fn put(&self, name: &str, value: &str) -> Result<Variable, ApiFailure> {
-        self.0.put(&format!("/variables/{name}"), &PutValue { value: value.to_owned() }).await
+    pub async fn put(&self, name: &str, value: &ValueText) -> Result<Variable, ApiFailure> {
+        self.0.put(&format!("/variables/{name}"), &PutValue { value: value.clone() }).await
     }
 
     pub async fn delete(&self, name: &str) -> Result<(), ApiFailure> {
@@ -455,8 +456,8 @@ pub struct People<'a>(&'a Client);
 
 impl People<'_> {
     /// `POST /auth/sessions`.
-    pub async fn sign_in(&self, email: &str, password: &str) -> Result<SessionTokens, ApiFailure> {
-        self.0.post("/auth/sessions", &SignIn { email: email.into(), password: password.into() }).await
+    pub async fn sign_in(&self, email: &Email, password: &str) -> Result<SessionTokens, ApiFailure> {
+        self.0.post("/auth/sessions", &SignIn { email: email.clone(), password: password.into() }).await
     }
 
     /// `POST /auth/sessions/refresh` with the refresh token in the body.

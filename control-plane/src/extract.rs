@@ -7,6 +7,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use bytes::Bytes;
 use hookflow_shared::ErrorCode;
+use hookflow_shared::api::fields::Refusal;
 use serde::de::DeserializeOwned;
 
 /// A JSON request body. Any content type is accepted (curl sends forms by default); the body must be JSON.
@@ -37,8 +38,11 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
         serde_json::from_slice(bytes).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))?;
     serde_path_to_error::deserialize(StrictJson(&value)).map_err(|e| {
         let path = e.path().to_string();
-        let inner = e.into_inner();
-        if path == "." || path.is_empty() {
+        let inner = e.into_inner().to_string();
+        if let Some(refusal) = Refusal::from_message(&inner) {
+            // A field's rule (`fields`): its own message, naming the field's path.
+            ApiError::invalid(refusal.for_field(&path))
+        } else if path == "." || path.is_empty() {
             ApiError::invalid(format!("invalid JSON body: {inner}"))
         } else {
             ApiError::invalid(format!("invalid field `{path}`: {inner}"))

@@ -2,14 +2,16 @@
 //! embedded PostgreSQL manager. The folders are the layers, lowest first; a module uses its own layer and those
 //! below, never above, and nothing forms a circle (`tests/layers.rs` checks both; docs/DESIGN.md has the table):
 //!
-//! - `signals`, `crypto`, `strict_json`, `cache`, `signature`: wake-ups and NOTIFY channels, encryption at rest, the
+//! - `signals`, `crypto`, `strict_json`, `cache`, `signature/`: wake-ups and NOTIFY channels, encryption at rest, the
 //!   strict JSON reader, the bounded cache primitive (entries, weight, TTL; oldest out first) behind every in-memory
 //!   cache, webhook signature verification (pure: settings in, verdicts out).
-//! - `error`, `extract`, `pagination`, `validate`: the crate-wide error type, extractors, pages, field checks.
-//! - `db/`: connecting, the embedded cluster, migrations, the data directory, the PATCH statement builder, group
-//!   commit, the replicas' watches, the owned-row deletes.
+//! - `error`, `extract`, `pagination`, `validate`: the crate-wide error type, extractors (a body parsed into its
+//!   fields' types), pages, the field rules for values that arrive otherwise.
+//! - `db/`: connecting, the embedded cluster and where it lives, migrations, the data directory, the PATCH
+//!   statement builder, group commit and its byte budgets, the replicas' watches, the owned-row deletes.
 //! - `metrics/`, `outbound/`, `http/`: the metrics and their listener, the one guarded client for requests the
-//!   server itself makes, the transport (accept loop, raw heads, client addresses, allowances, the observer).
+//!   server itself makes, the transport (accept loop, raw heads, client addresses, allowances, bounded body reads,
+//!   the observer).
 //! - `auth/`, `queue/`, `capture/`: identity (the `Auth` component and the `Caller` extractor over it: keys,
 //!   sessions with the one copy of their SQL, job tokens, external issuers, signing keys, throttles), the
 //!   execution state machine and its event log, the capture path (the `Capture` component and its handler, the
@@ -17,11 +19,12 @@
 //! - `state`: `AppState`, the composition root: it wires the components and hands each to what takes it
 //!   (`FromRef`, `Settings::claims`); nothing below it takes it.
 //! - `api/`: one folder or file per resource with its routes and SQL (`webhooks/`, `analytics`, `flows/`,
-//!   `executions/`, `collections/`, `resources/`, `admin/`, `people/`, `catalog`, `runner_protocol/`, the web
-//!   console `app/`), the handlers' contexts over `AppState` (`context`: `Ctx`, `Person`), merged into the router
-//!   and the OpenAPI document in `api/mod.rs`.
+//!   `executions/`, `collections/`, `resources/`, `admin/`, `people/`, `catalog`, `runner_protocol/`, `health`, the
+//!   web console `app/`), the handlers' contexts over `AppState` (`context`: `Ctx`, `Person`), merged into the
+//!   router and the OpenAPI document (`openapi`, `openapi_shapes`) in `api/mod.rs`.
 //! - `tasks/`, `server/`: background loops (LISTEN fan-out, retention, lease rescue, schedules); the binary's
-//!   commands, configuration, first start, embedded runner.
+//!   commands (operator commands, master-key rotation), configuration, first start, open-file limit, embedded
+//!   runner.
 //!
 //! `api::serve` runs the API on any listener; `server::run` is the binary's entry point.
 

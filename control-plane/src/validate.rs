@@ -1,30 +1,11 @@
-//! Checks of plain fields that many handlers share: display names, bounded free text, runner labels. Each
-//! answers 400 naming the field.
+//! Values held to a field's rule (`hookflow_shared::api::fields`) that do not arrive as that field of a request
+//! body: a document's title, a request an import generated, a host a runner reports, an operator's argument. A
+//! body's own fields are parsed into those types as it is read (`extract::parse_json`).
 
 use crate::error::{ApiError, ApiResult};
-use hookflow_shared::api::rules::{NAME_MAX, TAG_MAX, TAGS_MAX, is_blank};
+use hookflow_shared::api::fields::Refusal;
 
-/// Validates a display name (1 to 200 characters, not only white space) and answers it trimmed.
-pub fn display_name(field: &str, name: &str) -> ApiResult<String> {
-    if is_blank(name) || name.chars().count() > NAME_MAX {
-        return Err(ApiError::invalid(format!("`{field}` must be 1 to {NAME_MAX} characters, not only white space")));
-    }
-    Ok(name.trim().to_owned())
-}
-
-/// Refuses optional free text longer than `max` characters, naming the field.
-pub fn bounded_text(field: &str, value: Option<&str>, max: usize) -> ApiResult<()> {
-    if value.is_some_and(|text| text.chars().count() > max) {
-        return Err(ApiError::invalid(format!("`{field}` must be at most {max} characters")));
-    }
-    Ok(())
-}
-
-/// Labels: at most 20, each 1 to 64 characters without surrounding white space.
-pub fn check_labels(field: &str, labels: &[String]) -> ApiResult<()> {
-    let bad = |l: &String| l.is_empty() || l.chars().count() > TAG_MAX || l.trim() != l;
-    if labels.len() > TAGS_MAX || labels.iter().any(bad) {
-        return Err(ApiError::invalid(format!("invalid field `{field}`: at most 20 labels of 1 to 64 characters")));
-    }
-    Ok(())
+/// Parses `value` into a rule's type; a refusal is a 400 naming `field`.
+pub fn field<T: TryFrom<String, Error = Refusal>>(field: &str, value: impl Into<String>) -> ApiResult<T> {
+    T::try_from(value.into()).map_err(|refusal| ApiError::invalid(refusal.for_field(field)))
 }

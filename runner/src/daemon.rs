@@ -8,6 +8,7 @@ use crate::client::{Client, ClientError, Connection};
 use crate::engine::Engine;
 use crate::execute::execute;
 use backon::{BackoffBuilder as _, ExponentialBuilder};
+use hookflow_shared::api::fields::{Labels, Name, Refusal, RunnerText};
 use hookflow_shared::api::runners::{Host, Job, MAX_JOBS_PER_POLL, Metrics, RegisterRunner, Registered};
 use hookflow_shared::{JobId, RunnerId};
 use std::collections::HashMap;
@@ -35,6 +36,9 @@ pub enum DaemonError {
     Client(#[from] ClientError),
     #[error("this runner was removed from the control plane")]
     Removed,
+    /// A setting registration would send breaks the field's rule (the server would refuse it).
+    #[error("{0}")]
+    Refused(String),
 }
 
 type Running = Arc<Mutex<HashMap<JobId, CancellationToken>>>;
@@ -64,10 +68,11 @@ pub fn host() -> Host {
 }
 
 async fn register(client: &Client, config: &DaemonConfig, stop: &CancellationToken) -> Result<Registered, DaemonError> {
+    let refused = |field: &'static str| move |refusal: Refusal| DaemonError::Refused(refusal.for_field(field));
     let registration = RegisterRunner {
-        name: config.name.clone(),
-        labels: config.labels.clone(),
-        version: env!("CARGO_PKG_VERSION").into(),
+        name: Name::try_from(config.name.clone()).map_err(refused("name"))?,
+        labels: Labels::try_from(config.labels.clone()).map_err(refused("labels"))?,
+        version: RunnerText::try_from(env!("CARGO_PKG_VERSION")).map_err(refused("version"))?,
         max_concurrency: config.concurrency,
         host: host(),
     };

@@ -152,6 +152,10 @@ fn main() -> ExitCode {
                 eprintln!("hookflow-runner: {e} (control plane {})", args.url);
                 ExitCode::from(2)
             }
+            Err(DaemonError::Refused(e)) => {
+                eprintln!("hookflow-runner: {e}");
+                ExitCode::from(2)
+            }
             Err(e) => {
                 eprintln!("hookflow-runner: {e}");
                 ExitCode::FAILURE

@@ -282,7 +282,7 @@ impl TestApp {
 
     /// Creates an endpoint named `name` with the defaults; answers its id.
     pub async fn webhook_named(&self, name: &str) -> String {
-        let create = CreateWebhook { name: name.into(), ..CreateWebhook::default() };
+        let create = CreateWebhook::new(name.parse().expect("a name"));
         self.api().webhooks().create(&create).await.expect("create the webhook").id.to_string()
     }
 

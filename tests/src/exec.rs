@@ -32,7 +32,7 @@ impl TestApp {
 
     /// Creates a flow as the admin and returns its id.
     pub async fn create_flow(&self, name: &str, definition: Value) -> String {
-        let flow = WriteFlow { name: name.into(), definition, ..WriteFlow::default() };
+        let flow = WriteFlow::new(name.parse().expect("a name"), definition);
         self.api().flows().create(&flow).await.expect("create the flow").id.to_string()
     }
 
@@ -71,9 +71,9 @@ impl TestApp {
         let host =
             Host { hostname: "test".into(), os: "linux".into(), arch: "x86_64".into(), cpus: 2, memory_bytes: 1024 };
         let registration = RegisterRunner {
-            name: "test runner".into(),
-            labels: labels.iter().map(|l| l.to_string()).collect(),
-            version: "test".into(),
+            name: "test runner".parse().expect("a name"),
+            labels: labels.iter().map(|l| l.to_string()).collect::<Vec<_>>().try_into().expect("labels"),
+            version: "test".parse().expect("a version"),
             max_concurrency: 2,
             host,
         };
@@ -163,7 +163,7 @@ impl TestApp {
     /// its node results.
     pub async fn run_as(&self, creds: &Creds, definition: Value, launch: Value) -> (Value, Value) {
         let api = self.api_as(creds);
-        let flow = WriteFlow { name: format!("flow-{}", Uuid::now_v7()), definition, ..WriteFlow::default() };
+        let flow = WriteFlow::new(format!("flow-{}", Uuid::now_v7()).parse().expect("a name"), definition);
         let flow = api.flows().create(&flow).await.expect("create the flow").id;
         let launch: Launch = serde_json::from_value(launch).expect("a launch body");
         let id = api.flows().launch(flow, &launch).await.expect("launch").id;

@@ -11,6 +11,7 @@ pub mod netns;
 pub mod notices;
 pub mod oidc;
 pub mod people;
+pub mod prometheus;
 pub mod proxy;
 pub mod runner;
 pub mod scratch;

@@ -87,7 +87,7 @@ impl TestApp {
 impl TestApp {
     /// `POST /organization/members` as the admin key: answers the invitation's token (from its link).
     pub async fn invite(&self, email: &str, role: Role) -> String {
-        let invitation = AddMember { email: email.into(), role };
+        let invitation = AddMember { email: email.parse().expect("an email"), role };
         let created = self.api().people().invite(&invitation).await.expect("invite");
         invitation_token(&serde_json::to_value(created).expect("json"))
     }

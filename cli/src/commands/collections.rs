@@ -106,8 +106,12 @@ pub async fn run(api: &Api, command: CollectionsCommand, style: Style) -> Result
         }
         CollectionsCommand::Import { source, name } => {
             let source = source.source()?.ok_or_else(|| CliError::usage("give --file or --source-url"))?;
-            let imported: ImportedCollection =
-                api.post("/collections/import/openapi", &ImportOpenApi { name, source }).await?;
+            let imported: ImportedCollection = api
+                .post(
+                    "/collections/import/openapi",
+                    &ImportOpenApi { name: name.map(|n| CliError::option("--name", n)).transpose()?, source },
+                )
+                .await?;
             let summary = &imported.summary;
             println!(
                 "imported collection {} ({}): {} requests in {} folders",

@@ -88,6 +88,7 @@ pub async fn run(api: &Api, command: FlowsCommand) -> Result<(), CliError> {
             println!("imported flow {} ({})", flow.id, flow.name);
         }
         FlowsCommand::Publish { id, note } => {
+            let note = note.map(|n| CliError::option("--note", n)).transpose()?;
             let version: FlowVersion =
                 api.client().flows().publish(id, &Publish { note }).await.map_err(|e| api.error(e))?;
             println!("published version {} of flow {id}", version.version);

@@ -87,7 +87,7 @@ pub async fn run(api: &Api, command: KeysCommand) -> Result<(), CliError> {
         KeysCommand::Create { name, scopes, preset, expires_in, expires_at, json } => {
             let expires_at = expires_in.map(|span| Utc::now() + span).or(expires_at).map(Timestamp);
             let scopes = (!scopes.is_empty()).then_some(scopes);
-            let body = CreateApiKey { name, scopes, preset, expires_at };
+            let body = CreateApiKey { name: CliError::option("--name", name)?, scopes, preset, expires_at };
             let created = api.client().keys().create(&body).await.map_err(|e| api.error(e))?;
             show_created(&created, json);
         }
@@ -106,7 +106,7 @@ pub async fn run(api: &Api, command: KeysCommand) -> Result<(), CliError> {
             let today = Utc::now().format("%Y-%m-%d");
             let base_name = old.name.split(" (rotated ").next().unwrap_or(&old.name);
             let body = CreateApiKey {
-                name: format!("{base_name} (rotated {today})"),
+                name: CliError::option("name", format!("{base_name} (rotated {today})"))?,
                 scopes: Some(old.scopes.iter().map(ToString::to_string).collect()),
                 preset: None,
                 expires_at: Some(Timestamp(Utc::now() + expires_in)),

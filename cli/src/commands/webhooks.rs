@@ -112,8 +112,8 @@ pub async fn run(api: &Api, command: WebhooksCommand, style: Style) -> Result<()
     match command {
         WebhooksCommand::Create { name, description, max_body_bytes, json } => {
             let body = CreateWebhook {
-                name,
-                description,
+                name: CliError::option("--name", name)?,
+                description: description.map(|d| CliError::option("--description", d)).transpose()?,
                 max_body_bytes,
                 retention: None,
                 response: None,

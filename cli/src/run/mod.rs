@@ -97,7 +97,7 @@ impl RunArgs {
             environment: self.environment.clone(),
             version: self.version,
             variables: self.variables.iter().cloned().collect::<BTreeMap<_, _>>(),
-            runner_labels: self.labels.clone(),
+            runner_labels: CliError::option("--label", self.labels.clone())?,
             mode: Some(if self.mode == Mode::Ephemeral { LaunchMode::Ephemeral } else { LaunchMode::Queued }),
         })
     }

@@ -13,6 +13,7 @@ pub mod writer;
 use crate::crypto::MasterKey;
 use crate::db::byte_budget::{Reservation, SMALL_WRITE};
 use crate::error::{ApiError, ApiResult, to_json_string};
+use crate::http::body::{discard, read_within};
 use crate::http::client_address::TrustedProxies;
 use crate::http::limits::Allowances;
 use crate::http::raw_head::{HeadQueue, RequestNumber};
@@ -200,7 +201,6 @@ async fn read_body(
     body: axum::body::Body,
     limit: usize,
 ) -> ApiResult<(bytes::Bytes, Reservation)> {
-    use http_body_util::BodyExt as _;
     let too_large = || {
         ApiError::new(
             ErrorCode::PayloadTooLarge,
@@ -211,51 +211,20 @@ async fn read_body(
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());
     }
-    let mut body = body;
     let mut room = match writer.reserve_for(org_id, declared.unwrap_or(0)) {
         Ok(room) => room,
         Err(full) => return Err(discard(body, limit, full).await),
     };
     let mut reserved_limit = declared.is_some();
-    // Frames are kept as they came and joined once at the end (a body in one frame is not copied).
-    let (mut frames, mut size) = (Vec::<bytes::Bytes>::new(), 0usize);
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|_| ApiError::invalid("the request body could not be read"))?;
-        let Ok(data) = frame.into_data() else { continue };
-        size += data.len();
-        if size > limit {
-            return Err(too_large());
-        }
+    let grown = |size: usize| {
         if !reserved_limit && size > SMALL_WRITE {
-            room = match writer.reserve_for(org_id, limit) {
-                Ok(room) => room,
-                Err(full) => return Err(discard(body, limit - size, full).await),
-            };
+            room = writer.reserve_for(org_id, limit)?;
             reserved_limit = true;
         }
-        frames.push(data);
-    }
-    let body = match frames.len() {
-        0 => bytes::Bytes::new(),
-        1 => frames.swap_remove(0),
-        _ => frames.concat().into(),
+        Ok(())
     };
+    let body = read_within(body, limit, too_large, grown).await?;
     Ok((body, room))
-}
-
-/// Reads the rest of a refused body without keeping it (up to `limit` bytes more), so the sender, still sending,
-/// reads the refusal instead of a reset connection; answers `refusal`.
-async fn discard(mut body: axum::body::Body, limit: usize, refusal: ApiError) -> ApiError {
-    use http_body_util::BodyExt as _;
-    let mut left = limit;
-    while let Some(Ok(frame)) = body.frame().await {
-        let Ok(data) = frame.into_data() else { continue };
-        if data.len() > left {
-            break;
-        }
-        left -= data.len();
-    }
-    refusal
 }
 
 /// A request as it arrived, before it becomes a record.

@@ -1,10 +1,16 @@
 //! The execution state machine, the only code that writes executions, jobs, node results and the event log.
 //! `create` queues a resolved launch; `claim` hands it to a runner (running, a job with its token); `report`
 //! stores node results under the token and extends the lease, as do heartbeats (`lease`); `finish` ends it, and
-//! `cancel` ends or flags it; `release` puts a lost one back in the queue or ends it; `issued` remembers the job
-//! tokens this server handed out, for completions; `drafts` the flow drafts it validated, for launches.
-//! Every transition logs its events (`events`) in the same statement or transaction, and wakes runners when it
-//! makes work claimable (across replicas only where `watch` says polls wait).
+//! its `cancel` ends or flags it; `release` puts a lost one back in the queue or ends it; `issued` remembers the
+//! job tokens this server handed out, for completions; `drafts` the flow drafts it validated, for launches; `row`
+//! reads an execution back as the API shows it.
+//! Every transition logs its events (`events`) in the same statement or transaction; a NOTIFY at its commit wakes
+//! the execution's stream subscribers when a stream watches it. Two transitions make work claimable and wake
+//! waiting long polls at commit: `create` NOTIFYs the organization's queue channel only when a replica other than
+//! the launching one has polls waiting there (`watch`; the launching handler wakes its own replica's polls in
+//! memory, and the scheduler, launching as no replica, notifies every replica that waits), and `release` NOTIFYs
+//! at every requeue. Finishing and cancelling wake no poll: a runner asks again once its own slot is free, and a
+//! poll already waiting looks again every `queue_recheck` in any case.
 
 pub mod claim;
 pub mod create;

@@ -12,6 +12,7 @@ use crate::db::data_dir::MasterKeys;
 use crate::db::storage::BoxError;
 use crate::server::config::{KeysCommand, OrgsCommand, UsersCommand};
 use crate::signals::Invalidation;
+use hookflow_shared::api::fields::Name;
 use hookflow_shared::scope::Preset;
 use hookflow_shared::{OrgId, ScopeSet};
 use sqlx::PgPool;
@@ -20,8 +21,8 @@ pub async fn orgs(pool: &PgPool, command: OrgsCommand) -> Result<(), BoxError> {
     let mut conn = pool.acquire().await?;
     match command {
         OrgsCommand::Create { name } => {
-            let name = crate::validate::display_name("name", &name).map_err(|e| e.message)?;
-            let org = organization::create(&mut conn, &name, Actor::Operator).await?;
+            let name = Name::try_from(name).map_err(|refusal| refusal.for_field("name"))?;
+            let org = organization::create(&mut conn, name.as_str(), Actor::Operator).await?;
             println!("created organization {:?}\n  organization id: {}", org.name, org.id);
             println!("next: hookflow-server keys create --org {} --preset ci --expires-in 30d", org.id);
         }

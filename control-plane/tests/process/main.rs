@@ -3,3 +3,5 @@
 mod harness;
 mod lifecycle;
 mod operations;
+#[path = "../../../tests/src/prometheus.rs"]
+mod prometheus;

@@ -2,6 +2,7 @@
 //! idle server (a handful of lines, no colour codes in a file, one JSON object a line with `--log-format json`).
 
 use crate::harness::*;
+use crate::prometheus::{self, sum as value};
 use std::time::Duration;
 
 /// The metrics listener's address, from the server's log line.
@@ -11,15 +12,6 @@ fn metrics_url(server: &mut Server) -> String {
     let at = line.find("address=").expect("address field") + "address=".len();
     let address: String = line[at..].chars().take_while(|c| !c.is_whitespace()).collect();
     format!("http://{address}/metrics")
-}
-
-/// Every sample of one scrape, parsed by a Prometheus text-format parser.
-async fn scrape(url: &str) -> prometheus_parse::Scrape {
-    let response = reqwest::get(url).await.expect("scrape");
-    assert_eq!(response.status(), 200);
-    assert!(response.headers()["content-type"].to_str().expect("type").starts_with("text/plain"));
-    let text = response.text().await.expect("text");
-    prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("the Prometheus text format")
 }
 
 /// Sets the organization's secret `TOKEN` to `value` through the API.
@@ -35,20 +27,12 @@ async fn put_secret(base: &str, key: &str, org: &str, value: &str) {
     assert_eq!(put.status(), 200);
 }
 
-/// The sum of a metric's samples whose labels include every pair of `labels`.
-fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
-    scrape
-        .samples
-        .iter()
-        .filter(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-        .map(|s| match s.value {
-            prometheus_parse::Value::Counter(v)
-            | prometheus_parse::Value::Gauge(v)
-            | prometheus_parse::Value::Untyped(v) => v,
-            prometheus_parse::Value::Histogram(ref buckets) => buckets.last().map_or(0.0, |b| b.count),
-            prometheus_parse::Value::Summary(_) => 0.0,
-        })
-        .sum()
+/// Every sample of one scrape, parsed by a Prometheus text-format parser.
+async fn scrape(url: &str) -> prometheus_parse::Scrape {
+    let response = reqwest::get(url).await.expect("scrape");
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().expect("type").starts_with("text/plain"));
+    prometheus::parse(&response.text().await.expect("text"))
 }
 
 #[tokio::test]

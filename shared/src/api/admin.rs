@@ -1,5 +1,6 @@
 //! Administration bodies: the scope catalog, API keys, the organization and its audit log.
 
+use crate::api::fields::Name;
 use crate::ids::{ApiKeyId, OrgId};
 use crate::{Scope, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -26,16 +27,23 @@ pub struct PresetInfo {
 }
 
 /// `POST /api-keys`: either `scopes` or `preset`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateApiKey {
     #[schema(schema_with = crate::api::rules::name)]
-    pub name: String,
+    pub name: Name,
     #[schema(schema_with = crate::api::rules::scopes)]
     pub scopes: Option<Vec<String>>,
     #[schema(schema_with = crate::api::rules::preset)]
     pub preset: Option<String>,
     pub expires_at: Option<Timestamp>,
+}
+
+impl CreateApiKey {
+    /// A key of `name` and nothing else yet: give it `scopes` or a `preset`.
+    pub fn new(name: Name) -> Self {
+        CreateApiKey { name, scopes: None, preset: None, expires_at: None }
+    }
 }
 
 /// An API key as listed; never carries the secret.
@@ -91,7 +99,7 @@ pub struct Organization {
 #[serde(deny_unknown_fields)]
 pub struct UpdateOrganization {
     #[schema(schema_with = crate::api::rules::optional_name)]
-    pub name: Option<String>,
+    pub name: Option<Name>,
     pub default_retention: Option<Retention>,
     #[schema(schema_with = crate::api::rules::optional_body_limit)]
     pub default_max_body_bytes: Option<i64>,

@@ -2,23 +2,31 @@
 //! the preview diff and the record of each sync).
 
 use crate::Timestamp;
+use crate::api::fields::{CollectionVariables, LongText, Name};
 use crate::api::patch::Patch;
 use crate::ids::{CollectionId, CollectionRequestId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// `POST /collections`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteCollection {
     #[schema(schema_with = crate::api::rules::name)]
-    pub name: String,
+    pub name: Name,
     #[schema(schema_with = crate::api::rules::long_text)]
-    pub description: Option<String>,
+    pub description: Option<LongText>,
     /// Values the collection's requests use (`{{base_url}}`); the lowest layer when a flow runs one.
     #[serde(default)]
     #[schema(schema_with = crate::api::rules::collection_variables)]
-    pub variables: BTreeMap<String, String>,
+    pub variables: CollectionVariables,
+}
+
+impl WriteCollection {
+    /// An empty collection of `name`, without description or variables.
+    pub fn new(name: Name) -> Self {
+        WriteCollection { name, description: None, variables: CollectionVariables::default() }
+    }
 }
 
 /// `PATCH /collections/{id}`: absent fields stay; `null` clears the description.
@@ -26,12 +34,12 @@ pub struct WriteCollection {
 #[serde(deny_unknown_fields)]
 pub struct PatchCollection {
     #[schema(schema_with = crate::api::rules::optional_name)]
-    pub name: Option<String>,
+    pub name: Option<Name>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(schema_with = crate::api::rules::long_text)]
-    pub description: Patch<String>,
+    pub description: Patch<LongText>,
     #[schema(schema_with = crate::api::rules::optional_collection_variables)]
-    pub variables: Option<BTreeMap<String, String>>,
+    pub variables: Option<CollectionVariables>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -120,7 +128,7 @@ pub struct OpenApiSource {
 pub struct ImportOpenApi {
     /// The collection's name; the description's `info.title` without it.
     #[schema(schema_with = crate::api::rules::optional_name)]
-    pub name: Option<String>,
+    pub name: Option<Name>,
     pub source: OpenApiSource,
 }
 

@@ -1,5 +1,6 @@
 //! Launch bodies, executions and node results (API.md section 3), shared by the server, the engine and the CLI.
 
+use crate::api::fields::{Labels, Tags};
 use crate::api::runners::{FinalStatus, Job};
 use crate::flow::definition::VersionSelector;
 use crate::ids::{ExecutionId, FlowId, RunnerId};
@@ -35,9 +36,9 @@ macro_rules! launch_body {
             #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
             pub variables: BTreeMap<String, String>,
             /// Labels a runner must carry to claim the execution.
-            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            #[serde(default, skip_serializing_if = "Labels::is_empty")]
             #[schema(schema_with = crate::api::rules::labels)]
-            pub runner_labels: Vec<String>,
+            pub runner_labels: Labels,
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub mode: Option<LaunchMode>,
         }
@@ -53,7 +54,7 @@ launch_body! {
     /// `POST /flows/launch`: every flow carrying all of `tags`.
     pub struct LaunchByTag {
         #[schema(schema_with = crate::api::rules::launch_tags)]
-        pub tags: Vec<String>,
+        pub tags: Tags,
     }
 }
 

@@ -2,6 +2,7 @@
 
 use crate::Timestamp;
 use crate::api::executions::ExecutionStatus;
+use crate::api::fields::{Name, ShortText, Tags};
 use crate::api::patch::Patch;
 use crate::flow::definition::Problem;
 use crate::ids::{FlowId, FlowVersionId};
@@ -10,16 +11,16 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// `POST /flows` and `PUT /flows/{id}`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteFlow {
     #[schema(schema_with = crate::api::rules::name)]
-    pub name: String,
+    pub name: Name,
     #[schema(schema_with = crate::api::rules::short_text)]
-    pub description: Option<String>,
+    pub description: Option<ShortText>,
     #[serde(default)]
     #[schema(schema_with = crate::api::rules::tags)]
-    pub tags: Vec<String>,
+    pub tags: Tags,
     /// The flow definition (API.md section 3), stored as given once valid.
     #[schema(value_type = crate::flow::definition::FlowDefinition)]
     pub definition: Value,
@@ -27,17 +28,24 @@ pub struct WriteFlow {
     pub schedule: Option<String>,
 }
 
+impl WriteFlow {
+    /// A flow of `name` and `definition`, without description, tags or schedule.
+    pub fn new(name: Name, definition: Value) -> Self {
+        WriteFlow { name, description: None, tags: Tags::default(), definition, schedule: None }
+    }
+}
+
 /// `PATCH /flows/{id}`: absent fields stay; `null` clears description or schedule.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchFlow {
     #[schema(schema_with = crate::api::rules::optional_name)]
-    pub name: Option<String>,
+    pub name: Option<Name>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(schema_with = crate::api::rules::short_text)]
-    pub description: Patch<String>,
+    pub description: Patch<ShortText>,
     #[schema(schema_with = crate::api::rules::optional_tags)]
-    pub tags: Option<Vec<String>>,
+    pub tags: Option<Tags>,
     #[schema(value_type = Option<crate::flow::definition::FlowDefinition>)]
     pub definition: Option<Value>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
@@ -112,7 +120,7 @@ pub struct Validation {
 #[serde(deny_unknown_fields)]
 pub struct Publish {
     #[schema(schema_with = crate::api::rules::short_text)]
-    pub note: Option<String>,
+    pub note: Option<ShortText>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]

@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod collections;
 pub mod documents;
 pub mod executions;
+pub mod fields;
 pub mod flows;
 pub mod node_results;
 pub mod page;

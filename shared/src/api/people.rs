@@ -1,5 +1,6 @@
 //! People (API.md section 2, Auth and Administration): sign-in, sessions, passwords, organizations and members.
 
+use crate::api::fields::{Email, Name};
 use crate::ids::{InvitationId, OrgId, UserId};
 use crate::role::Role;
 use crate::time::Timestamp;
@@ -10,7 +11,7 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct SignIn {
     #[schema(schema_with = crate::api::rules::email)]
-    pub email: String,
+    pub email: Email,
     #[schema(max_length = 1024)]
     pub password: String,
 }
@@ -101,11 +102,11 @@ impl std::fmt::Debug for ChangePassword {
 #[serde(deny_unknown_fields)]
 pub struct Signup {
     #[schema(schema_with = crate::api::rules::email)]
-    pub email: String,
+    pub email: Email,
     #[schema(min_length = 12, max_length = 1024)]
     pub password: String,
     #[schema(schema_with = crate::api::rules::name)]
-    pub organization_name: String,
+    pub organization_name: Name,
 }
 
 impl std::fmt::Debug for Signup {
@@ -220,7 +221,7 @@ pub struct LinkedIdentity {
 #[serde(deny_unknown_fields)]
 pub struct AddMember {
     #[schema(schema_with = crate::api::rules::email)]
-    pub email: String,
+    pub email: Email,
     pub role: Role,
 }
 

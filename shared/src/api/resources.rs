@@ -1,6 +1,7 @@
 //! Resource bodies: organization secrets (write-only) and variables.
 
 use crate::Timestamp;
+use crate::api::fields::ValueText;
 use serde::{Deserialize, Serialize};
 
 /// `PUT /variables/{name}`.
@@ -8,7 +9,7 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct PutValue {
     #[schema(schema_with = crate::api::rules::value)]
-    pub value: String,
+    pub value: ValueText,
 }
 
 /// `PUT /secrets/{name}`: the value and the secret's rules.
@@ -16,7 +17,7 @@ pub struct PutValue {
 #[serde(deny_unknown_fields)]
 pub struct PutSecret {
     #[schema(schema_with = crate::api::rules::value)]
-    pub value: String,
+    pub value: ValueText,
     /// Hosts the secret may be sent to (`api.example.com`, `*.example.com`); empty: only hosts the stored flow
     /// and its environment name (a launch variable can never choose where a secret goes).
     #[serde(default)]

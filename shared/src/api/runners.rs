@@ -1,5 +1,6 @@
 //! The runner protocol (API.md section 2, Runner): registration, heartbeats, claims and result reports.
 
+use crate::api::fields::{Labels, Name, RunnerText};
 use crate::api::node_results::NodeResult;
 use crate::ids::{ExecutionId, FlowId, JobId, RunnerId};
 use crate::time::Timestamp;
@@ -27,12 +28,12 @@ pub struct Host {
 #[serde(deny_unknown_fields)]
 pub struct RegisterRunner {
     #[schema(schema_with = crate::api::rules::name)]
-    pub name: String,
+    pub name: Name,
     #[serde(default)]
     #[schema(schema_with = crate::api::rules::labels)]
-    pub labels: Vec<String>,
+    pub labels: Labels,
     #[schema(schema_with = crate::api::rules::runner_text)]
-    pub version: String,
+    pub version: RunnerText,
     #[schema(minimum = 1, maximum = 1000)]
     pub max_concurrency: u32,
     pub host: Host,

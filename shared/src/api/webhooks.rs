@@ -2,6 +2,7 @@
 
 use crate::Timestamp;
 use crate::api::admin::Retention;
+use crate::api::fields::{Name, ShortText};
 use crate::api::patch::Patch;
 use crate::api::signatures::{Signature, Verification, VerificationSettings};
 use crate::ids::{CaptureId, WebhookId};
@@ -25,13 +26,13 @@ pub struct CustomResponse {
 }
 
 /// `POST /webhooks`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhook {
     #[schema(schema_with = crate::api::rules::name)]
-    pub name: String,
+    pub name: Name,
     #[schema(schema_with = crate::api::rules::short_text)]
-    pub description: Option<String>,
+    pub description: Option<ShortText>,
     /// Largest accepted body in bytes (default: the organization's, 1 MiB; at most 10 MiB).
     #[schema(schema_with = crate::api::rules::optional_body_limit)]
     pub max_body_bytes: Option<i64>,
@@ -41,15 +42,29 @@ pub struct CreateWebhook {
     pub verification: Option<VerificationSettings>,
 }
 
+impl CreateWebhook {
+    /// An endpoint of `name` with the defaults.
+    pub fn new(name: Name) -> Self {
+        CreateWebhook {
+            name,
+            description: None,
+            max_body_bytes: None,
+            retention: None,
+            response: None,
+            verification: None,
+        }
+    }
+}
+
 /// `PATCH /webhooks/{id}`: absent fields stay; `null` resets a field to its default.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateWebhook {
     #[schema(schema_with = crate::api::rules::optional_name)]
-    pub name: Option<String>,
+    pub name: Option<Name>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(schema_with = crate::api::rules::short_text)]
-    pub description: Patch<String>,
+    pub description: Patch<ShortText>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(schema_with = crate::api::rules::optional_body_limit)]
     pub max_body_bytes: Patch<i64>,

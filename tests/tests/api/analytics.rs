@@ -94,7 +94,7 @@ async fn the_overview_totals_the_organization() {
     }
     app.capture(Method::POST, &quiet, "x").await;
     let other = app.new_org("Globex").await;
-    let theirs = CreateWebhook { name: "theirs".into(), ..Default::default() };
+    let theirs = CreateWebhook::new("theirs".parse().expect("a name"));
     let foreign = app.api_as(&other).webhooks().create(&theirs).await.expect("create");
     app.capture(Method::POST, &foreign.id.to_string(), "x").await;
 

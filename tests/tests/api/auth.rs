@@ -88,7 +88,7 @@ async fn expired_keys_are_refused_on_every_request() {
 #[tokio::test]
 async fn a_deleted_key_fails_at_once() {
     let app = TestApp::spawn().await;
-    let ci = CreateApiKey { name: "ci".into(), preset: Some("ci".into()), ..Default::default() };
+    let ci = CreateApiKey { preset: Some("ci".into()), ..CreateApiKey::new("ci".parse().expect("a name")) };
     let created = app.api().keys().create(&ci).await.expect("create");
     let as_key = app.api_as(&Creds { key: created.key, org: app.admin.org });
     as_key.keys().permissions().await.expect("a live key");

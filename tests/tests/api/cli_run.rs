@@ -51,7 +51,7 @@ fn failing(target: &str) -> Value {
 async fn with_secret() -> (TestApp, Target) {
     let app = TestApp::spawn_for_execution().await;
     let target = Target::spawn().await;
-    let secret = PutSecret { value: SECRET.into(), allowed_hosts: vec![], runners_only: false };
+    let secret = PutSecret { value: SECRET.parse().expect("a value"), allowed_hosts: vec![], runners_only: false };
     app.api().secrets().put("API_PASSWORD", &secret).await.expect("put the secret");
     (app, target)
 }

@@ -169,9 +169,8 @@ async fn flows_run_collection_requests_and_keep_them_from_being_deleted() {
     let target = Target::spawn().await;
     let api = app.api();
     let collection = WriteCollection {
-        name: "Target".into(),
-        variables: query(&[("base_url", &target.base), ("user", "from-collection")]),
-        ..Default::default()
+        variables: query(&[("base_url", &target.base), ("user", "from-collection")]).try_into().expect("variables"),
+        ..WriteCollection::new("Target".parse().expect("a name"))
     };
     let id = api.collections().create(&collection).await.expect("create").collection.id.to_string();
     let login = WriteRequest {
@@ -228,7 +227,7 @@ async fn flows_run_collection_requests_and_keep_them_from_being_deleted() {
     // Writing a flow that names a request that does not exist, or another organization's, is refused.
     let dangling = json!({"nodes": [{"id": "x", "kind": "request",
         "request_ref": {"collection_id": id, "request_id": uuid::Uuid::now_v7()}}]});
-    let flow_of = |name: &str, definition| WriteFlow { name: name.into(), definition, ..Default::default() };
+    let flow_of = |name: &str, definition| WriteFlow::new(name.parse().expect("a name"), definition);
     let reply = api.flows().create(&flow_of("dangling", dangling)).await.expect_err("a dangling reference");
     assert_eq!((reply.status(), reply.code()), (400, "invalid_request"), "{reply}");
     let other = app.api_as(&app.new_org("Other").await);

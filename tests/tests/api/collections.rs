@@ -13,6 +13,7 @@ use hookflow_tests::exec::scoped;
 use hookflow_tests::{Credentials, TestApp};
 use reqwest::Method;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 pub fn data(name: &str) -> String {
@@ -48,15 +49,15 @@ fn write_request(name: &str, method: &str, url: &str) -> WriteRequest {
 async fn collections_and_requests_have_crud_scopes_and_isolation() {
     let app = TestApp::spawn().await;
     let api = app.api();
+    let variables = BTreeMap::from([("base_url".to_owned(), "https://api.example.com".to_owned())]);
     let orders = WriteCollection {
-        name: "Orders API".into(),
-        variables: [("base_url".to_owned(), "https://api.example.com".to_owned())].into(),
-        ..Default::default()
+        variables: variables.try_into().expect("variables"),
+        ..WriteCollection::new("Orders API".parse().expect("a name"))
     };
     let created = api.collections().create(&orders).await.expect("create");
     let id = created.collection.id.to_string();
     assert_eq!((created.collection.request_count, created.requests.len()), (0, 0));
-    let twice = WriteCollection { name: "Orders API".into(), ..Default::default() };
+    let twice = WriteCollection::new("Orders API".parse().expect("a name"));
     let twice = api.collections().create(&twice).await.expect_err("a taken name");
     assert_eq!((twice.status(), twice.code()), (409, "conflict"));
     let unknown = app.admin(Method::POST, "/collections", Some(json!({"name": "x", "colour": "red"}))).await;
@@ -101,8 +102,11 @@ async fn collections_and_requests_have_crud_scopes_and_isolation() {
     let replaced = api.collections().put_request(&id, request_id, &replacement).await.expect("replace");
     assert_eq!(replaced.url, "{{base_url}}/v2/orders");
     assert_eq!(replaced.folder, None, "PUT replaces the whole request");
-    let patch =
-        PatchCollection { name: Some("Orders".into()), description: Patch::Set("v2".into()), ..Default::default() };
+    let patch = PatchCollection {
+        name: Some("Orders".parse().expect("a name")),
+        description: Patch::Set("v2".parse().expect("a text")),
+        ..Default::default()
+    };
     let patched = api.collections().patch(&id, &patch).await.expect("patch").collection;
     assert_eq!((patched.name.as_str(), patched.description.as_deref()), ("Orders", Some("v2")));
     assert_eq!(patched.variables["base_url"], "https://api.example.com", "variables stay when not named");
@@ -183,7 +187,7 @@ async fn the_petstore_imports_with_folders_names_urls_and_parameters() {
 async fn galaxy_3_1_imports_with_webhooks_cycles_bodies_and_security() {
     let app = TestApp::spawn().await;
     let api = app.api();
-    let galaxy = ImportOpenApi { name: Some("Galaxy".into()), ..document("scalar-galaxy-3.1.yaml") };
+    let galaxy = ImportOpenApi { name: Some("Galaxy".parse().expect("a name")), ..document("scalar-galaxy-3.1.yaml") };
     let imported = import_typed(&app, &galaxy).await;
     let (summary, collection) = (&imported.summary, &imported.collection);
     assert_eq!(summary.requests, 10, "{summary:?}");

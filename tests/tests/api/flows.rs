@@ -23,12 +23,12 @@ fn definition(url: &str) -> Value {
 }
 
 fn write(name: &str, definition: Value) -> WriteFlow {
-    WriteFlow { name: name.into(), definition, ..WriteFlow::default() }
+    WriteFlow::new(name.parse().expect("a name"), definition)
 }
 
 async fn create(app: &TestApp, name: &str, tags: &[&str]) -> Flow {
     let flow = WriteFlow {
-        tags: tags.iter().map(|t| t.to_string()).collect(),
+        tags: tags.iter().map(|t| t.to_string()).collect::<Vec<_>>().try_into().expect("tags"),
         ..write(name, definition("{{base_url}}/login"))
     };
     app.api().flows().create(&flow).await.expect("create the flow")
@@ -54,8 +54,11 @@ async fn a_flow_is_created_changed_and_deleted() {
     let put = api.flows().put(id, &put).await.expect("put");
     assert_eq!((put.draft_revision, put.tags), (2, Vec::<String>::new()));
     assert_eq!(put.schedule.as_deref(), Some("*/15 * * * *"));
-    let patch =
-        PatchFlow { description: Patch::Set("the happy path".into()), schedule: Patch::Clear, ..Default::default() };
+    let patch = PatchFlow {
+        description: Patch::Set("the happy path".parse().expect("a text")),
+        schedule: Patch::Clear,
+        ..Default::default()
+    };
     let patched = api.flows().patch(id, &patch).await.expect("patch");
     assert_eq!(patched.draft_revision, 3);
     assert_eq!(patched.schedule, None);
@@ -139,7 +142,7 @@ async fn versions_are_immutable_snapshots_and_restorable() {
     let app = TestApp::spawn().await;
     let api = app.api();
     let id = create(&app, "versioned", &[]).await.id;
-    let v1 = api.flows().publish(id, &Publish { note: Some("first".into()) }).await.expect("publish");
+    let v1 = api.flows().publish(id, &Publish { note: Some("first".parse().expect("a note")) }).await.expect("publish");
     assert_eq!((v1.version, v1.note.as_deref()), (1, Some("first")));
     let changed = PatchFlow { definition: Some(definition("{{base_url}}/changed")), ..Default::default() };
     api.flows().patch(id, &changed).await.expect("patch");
@@ -283,14 +286,14 @@ async fn export_imports_into_another_organization_without_secret_values() {
     let secret_value = "pa55-do-not-export";
     let api = app.api();
     let secret = hookflow_shared::api::resources::PutSecret {
-        value: secret_value.into(),
+        value: secret_value.parse().expect("a value"),
         allowed_hosts: vec![],
         runners_only: false,
     };
     api.secrets().put("API_PASSWORD", &secret).await.expect("put the secret");
     let flow = create(&app, "portable", &["smoke"]).await;
     let id = flow.id;
-    api.flows().publish(id, &Publish { note: Some("v1".into()) }).await.expect("publish");
+    api.flows().publish(id, &Publish { note: Some("v1".parse().expect("a note")) }).await.expect("publish");
     let staging = PutEnvironment { variables: BTreeMap::from([("pw".into(), "{{secret.API_PASSWORD}}".into())]) };
     api.flows().put_environment(id, "staging", &staging).await.expect("put staging");
     let export: FlowDocument = api.flows().export(id).await.expect("export");

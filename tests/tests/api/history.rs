@@ -207,7 +207,7 @@ async fn replay_resends_the_request_byte_exact() {
     let source = app.webhook_named("source").await;
     let api = app.api();
     let answer = CustomResponse { status: 201, headers: Default::default(), body: "got it".into() };
-    let target = CreateWebhook { name: "target".into(), response: Some(answer), ..Default::default() };
+    let target = CreateWebhook { response: Some(answer), ..CreateWebhook::new("target".parse().expect("a name")) };
     let target = api.webhooks().create(&target).await.expect("create").id;
     let body: Vec<u8> = (0..=255u8).collect();
     let sent = app
@@ -245,7 +245,7 @@ async fn replay_refuses_private_targets_by_default() {
     let app = TestApp::spawn().await;
     // A tenant the operator did not put on the private-network list.
     let tenant = app.api_as(&app.new_org("Tenant").await);
-    let created = tenant.webhooks().create(&CreateWebhook { name: "ssrf".into(), ..Default::default() }).await;
+    let created = tenant.webhooks().create(&CreateWebhook::new("ssrf".parse().expect("a name"))).await;
     let id = created.expect("create").id.to_string();
     let capture = send(&app, &id, Method::POST, "", &[], "x").await;
     for target in [

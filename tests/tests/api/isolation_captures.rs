@@ -17,7 +17,7 @@ async fn a_senders_nul_byte_never_fails_another_tenants_captures() {
     let app = TestApp::spawn().await;
     let other = app.new_org("Other").await;
     let mine = app.webhook_named("mine").await;
-    let theirs = CreateWebhook { name: "theirs".into(), ..Default::default() };
+    let theirs = CreateWebhook::new("theirs".parse().expect("a name"));
     let theirs = app.api_as(&other).webhooks().create(&theirs).await.expect("create").id.to_string();
     let mut sent = Vec::new();
     for round in 0..5 {
@@ -224,9 +224,8 @@ async fn one_tenants_stalled_senders_leave_room_for_others() {
     let client = app.api_as(&other);
     let theirs = client.webhooks();
     let body = hookflow_shared::api::webhooks::CreateWebhook {
-        name: "theirs".into(),
         max_body_bytes: Some(10 * 1024 * 1024),
-        ..Default::default()
+        ..hookflow_shared::api::webhooks::CreateWebhook::new("theirs".parse().expect("a name"))
     };
     let endpoint = theirs.create(&body).await.expect("the neighbour's endpoint");
     for _ in 0..3 {

@@ -9,14 +9,13 @@ use serde_json::json;
 use std::collections::HashSet;
 
 fn with_preset(name: &str, preset: &str) -> CreateApiKey {
-    CreateApiKey { name: name.into(), preset: Some(preset.into()), ..Default::default() }
+    CreateApiKey { preset: Some(preset.into()), ..CreateApiKey::new(name.parse().expect("a name")) }
 }
 
 fn with_scopes(name: &str, scopes: &[&str]) -> CreateApiKey {
     CreateApiKey {
-        name: name.into(),
         scopes: Some(scopes.iter().map(|s| s.to_string()).collect()),
-        ..Default::default()
+        ..CreateApiKey::new(name.parse().expect("a name"))
     }
 }
 

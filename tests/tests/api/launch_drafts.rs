@@ -34,7 +34,7 @@ async fn every_launch_runs_the_flow_as_it_is_now_whichever_replica_edited_it() {
         let flows = editor.api();
         let flows = flows.flows();
         if method == Method::PUT {
-            let put = WriteFlow { name: "edited".into(), definition: one_node(node), ..Default::default() };
+            let put = WriteFlow::new("edited".parse().expect("a name"), one_node(node));
             flows.put(&flow, &put).await.expect("put");
         } else {
             let patch = PatchFlow { definition: Some(one_node(node)), ..Default::default() };
@@ -57,7 +57,7 @@ async fn every_launch_runs_the_flow_as_it_is_now_whichever_replica_edited_it() {
 async fn collection_requests_are_inlined_afresh_at_each_launch_of_a_kept_draft() {
     let app = TestApp::spawn_for_execution().await;
     let api = app.api();
-    let orders = WriteCollection { name: "Orders API".into(), ..Default::default() };
+    let orders = WriteCollection::new("Orders API".parse().expect("a name"));
     let collection = api.collections().create(&orders).await.expect("create").collection.id;
     let list =
         |url: &str| WriteRequest { name: "List".into(), method: "GET".into(), url: url.into(), ..Default::default() };
@@ -97,7 +97,8 @@ async fn plain_launches_of_a_kept_draft_run_it_as_it_is_now_and_stay_in_their_or
         app.launch_draft(&flow).await;
         assert_eq!(claimed(&app, &runner).await, ("kept".to_owned(), "first".to_owned()));
     }
-    let edit = PatchFlow { name: Some("renamed".into()), definition: Some(one_node("second")), ..Default::default() };
+    let renamed = Some("renamed".parse().expect("a name"));
+    let edit = PatchFlow { name: renamed, definition: Some(one_node("second")), ..Default::default() };
     other.api().flows().patch(&flow, &edit).await.expect("patch");
     app.launch_draft(&flow).await;
     assert_eq!(claimed(&app, &runner).await, ("renamed".to_owned(), "second".to_owned()), "the edit runs");

@@ -25,6 +25,7 @@ mod engine;
 mod execution_cleanup;
 mod executions;
 mod fair_shares;
+mod field_rules;
 mod flows;
 mod history;
 mod isolation_captures;

@@ -22,7 +22,7 @@ async fn a_rotation_reencrypts_everything_online_and_the_old_key_can_go() {
     let app = TestApp::spawn_with(|s| s.master_key = MasterKey::new(OLD)).await;
     let other = app.new_org("Other").await;
     for (creds, name, value) in [(&app.admin, "API_PASSWORD", "first-secret"), (&other, "TOKEN", "second-secret")] {
-        let secret = PutSecret { value: value.into(), allowed_hosts: vec![], runners_only: false };
+        let secret = PutSecret { value: value.parse().expect("a value"), allowed_hosts: vec![], runners_only: false };
         app.api_as(creds).secrets().put(name, &secret).await.expect("put the secret");
     }
     // A person's session: the built-in provider's signing key is sealed under the master key too.

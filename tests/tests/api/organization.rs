@@ -48,7 +48,7 @@ async fn the_organization_can_be_read_and_changed() {
     assert_eq!(org.name, "Acme");
     assert_eq!(org.default_max_body_bytes, 1_048_576);
     let change = UpdateOrganization {
-        name: Some("Acme Payments".into()),
+        name: Some("Acme Payments".parse().expect("a name")),
         default_retention: Some(Retention { max_age_days: Some(7), max_requests: Some(10000) }),
         ..Default::default()
     };
@@ -64,7 +64,7 @@ async fn the_organization_can_be_read_and_changed() {
     }
     let reader = app.api_as(&app.creds_with(&["organization:read"]).await);
     reader.organization().get().await.expect("organization:read reads");
-    let rename = UpdateOrganization { name: Some("x".into()), ..Default::default() };
+    let rename = UpdateOrganization { name: Some("x".parse().expect("a name")), ..Default::default() };
     assert_eq!(reader.organization().update(&rename).await.expect_err("read only").code(), "insufficient_scope");
     let theirs = app.api_as(&app.new_org("Globex").await).organization().get().await.expect("organization");
     assert_eq!(theirs.name, "Globex", "each key sees its own organization only");
@@ -73,7 +73,7 @@ async fn the_organization_can_be_read_and_changed() {
 #[tokio::test]
 async fn the_audit_log_records_key_changes() {
     let app = TestApp::spawn().await;
-    let ci = CreateApiKey { name: "ci".into(), preset: Some("ci".into()), ..Default::default() };
+    let ci = CreateApiKey { preset: Some("ci".into()), ..CreateApiKey::new("ci".parse().expect("a name")) };
     let created = app.api().keys().create(&ci).await.expect("create");
     let id = created.record.id.to_string();
     let id = id.as_str();

@@ -34,9 +34,9 @@ async fn people_invitation_binds_by_token_not_by_the_email_a_stranger_signs_up_w
 
     // The attack: sign up with the invited address.
     let signup = Signup {
-        email: "cfo@example.com".into(),
+        email: "cfo@example.com".parse().expect("an email"),
         password: "a stranger's password".into(),
-        organization_name: "Mine".into(),
+        organization_name: "Mine".parse().expect("a name"),
     };
     let stranger = app.api_with(Credentials::None).people().signup(&signup).await.expect("sign up");
     let bearer = Bearer { token: stranger.access_token, org: Some(app.admin.org) };
@@ -141,8 +141,10 @@ async fn people_removing_a_member_ends_their_keys_and_the_keys_those_made() {
         .await;
     assert_eq!(made.status, 201, "{}", made.text);
     let first = hookflow_tests::Creds { key: made.body["key"].as_str().expect("key").into(), org };
-    let by_mine =
-        CreateApiKey { name: "made by mine".into(), scopes: Some(vec!["flows:read".into()]), ..Default::default() };
+    let by_mine = CreateApiKey {
+        scopes: Some(vec!["flows:read".into()]),
+        ..CreateApiKey::new("made by mine".parse().expect("a name"))
+    };
     let grand = app.api_as(&first).keys().create(&by_mine).await.expect("create");
     let second = hookflow_tests::Creds { key: grand.key.clone(), org };
     let operator_key = app.creds_with(&["flows:read"]).await;

@@ -148,7 +148,7 @@ async fn keys_never_outrank_their_makers_role() {
     assert_eq!(key.status, 201, "{}", key.text);
     let creds = hookflow_tests::Creds { key: key.body["key"].as_str().expect("key").into(), org: app.admin.org };
     let as_key = app.api_as(&creds);
-    let write = CreateWebhook { name: "hook".into(), ..Default::default() };
+    let write = CreateWebhook::new("hook".parse().expect("a name"));
     as_key.webhooks().create(&write).await.expect("create");
     // Demoted to viewer: the key now grants the viewer's scopes only.
     app.patch::<serde_json::Value>(

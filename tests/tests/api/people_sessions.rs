@@ -149,9 +149,9 @@ async fn a_one_time_password_must_be_changed_first() {
 async fn signup_is_off_unless_enabled() {
     let app = TestApp::spawn().await;
     let signup = |email: &str, password: &str, organization: &str| Signup {
-        email: email.into(),
+        email: email.parse().expect("an email"),
         password: password.into(),
-        organization_name: organization.into(),
+        organization_name: organization.parse().expect("a name"),
     };
     let body = signup("new@example.com", "a long enough password", "New");
     let reply = app.api_with(Credentials::None).people().signup(&body).await.expect_err("sign-up is off");
@@ -212,7 +212,7 @@ async fn a_burst_of_guesses_is_reserved_before_any_hash() {
     let person = app.person(app.admin.org, Role::Viewer).await;
     let anonymous = app.api_with(Credentials::None);
     let people = anonymous.people();
-    let email = person.email.as_str();
+    let email = &person.email.parse().expect("an email");
     let burst = (0..150).map(|_| async move { people.sign_in(email, "guess guess guess").await });
     let statuses: Vec<u16> = futures_util::future::join_all(burst)
         .await
@@ -283,9 +283,9 @@ async fn sign_ups_are_throttled_per_address() {
     let anonymous = open.api_with(Credentials::None);
     for i in 0..20 {
         let body = Signup {
-            email: format!("burst{i}@example.com"),
+            email: format!("burst{i}@example.com").parse().expect("an email"),
             password: "a long enough password".into(),
-            organization_name: "Burst".into(),
+            organization_name: "Burst".parse().expect("a name"),
         };
         statuses.push(anonymous.people().signup(&body).await.map_or_else(|e| e.status(), |_| 201));
     }

@@ -7,6 +7,7 @@
 use crate::RUNNER;
 use hookflow_tests::TestApp;
 use hookflow_tests::netns::Netns;
+use hookflow_tests::prometheus;
 use hookflow_tests::proxy::Proxy;
 use serde_json::{Value, json};
 use std::io::BufRead as _;
@@ -38,18 +39,7 @@ async fn scrape_until(url: &str, name: &str, labels: &[(&str, &str)], at_least: 
         if let Ok(response) = reqwest::get(url).await
             && let Ok(text) = response.text().await
         {
-            let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("format");
-            seen = scrape
-                .samples
-                .iter()
-                .filter(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-                .map(|s| match s.value {
-                    prometheus_parse::Value::Counter(v)
-                    | prometheus_parse::Value::Gauge(v)
-                    | prometheus_parse::Value::Untyped(v) => v,
-                    _ => 0.0,
-                })
-                .sum();
+            seen = prometheus::sum(&prometheus::parse(&text), name, labels);
             if seen >= at_least {
                 return seen;
             }

@@ -7,7 +7,7 @@ use reqwest::Method;
 use serde_json::json;
 
 fn secret(value: &str) -> PutSecret {
-    PutSecret { value: value.into(), allowed_hosts: vec![], runners_only: false }
+    PutSecret { value: value.parse().expect("a value"), allowed_hosts: vec![], runners_only: false }
 }
 
 #[tokio::test]
@@ -77,9 +77,10 @@ async fn secrets_are_write_only_and_encrypted_at_rest() {
 async fn variables_round_trip() {
     let app = TestApp::spawn().await;
     let api = app.api();
-    let put = api.variables().put("base_url", "https://api.example.com").await.expect("put");
+    let value = |text: &str| text.parse().expect("a value");
+    let put = api.variables().put("base_url", &value("https://api.example.com")).await.expect("put");
     assert_eq!(put.value, "https://api.example.com");
-    api.variables().put("region", "eu").await.expect("put");
+    api.variables().put("region", &value("eu")).await.expect("put");
     let list = api.variables().list(&[("limit", "1")]).await.expect("list");
     assert_eq!(list.items[0].name, "base_url");
     let next = list.next_cursor.as_deref().expect("more");
@@ -102,7 +103,8 @@ async fn names_values_and_scopes_are_checked() {
     let api = app.api();
     for name in ["1ABC", "has-dash", "sp%20ace", "x.y"] {
         assert_eq!(api.secrets().put(name, &secret("v")).await.expect_err(name).code(), "invalid_request", "{name}");
-        assert_eq!(api.variables().put(name, "v").await.expect_err(name).code(), "invalid_request", "{name}");
+        let v = "v".parse().expect("a value");
+        assert_eq!(api.variables().put(name, &v).await.expect_err(name).code(), "invalid_request", "{name}");
     }
     for body in
         [json!({}), json!({"value": 5}), json!({"value": "v", "extra": 1}), json!({"value": "x".repeat(70_000)})]

@@ -52,7 +52,7 @@ async fn published_module(app: &TestApp, target: &Target) -> String {
 }
 
 async fn put_secret(app: &TestApp, name: &str, value: &str) {
-    let secret = PutSecret { value: value.into(), allowed_hosts: vec![], runners_only: false };
+    let secret = PutSecret { value: value.parse().expect("a value"), allowed_hosts: vec![], runners_only: false };
     app.api().secrets().put(name, &secret).await.expect("put the secret");
 }
 

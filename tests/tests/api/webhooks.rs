@@ -8,7 +8,7 @@ use reqwest::Method;
 use serde_json::json;
 
 fn named(name: &str) -> CreateWebhook {
-    CreateWebhook { name: name.into(), ..Default::default() }
+    CreateWebhook::new(name.parse().expect("a name"))
 }
 
 #[tokio::test]
@@ -31,8 +31,8 @@ async fn an_endpoint_is_created_read_changed_and_deleted() {
     assert!(got.last_request_at.is_some());
 
     let update = UpdateWebhook {
-        name: Some("GitHub prod".into()),
-        description: Patch::Set("pushes".into()),
+        name: Some("GitHub prod".parse().expect("a name")),
+        description: Patch::Set("pushes".parse().expect("a text")),
         max_body_bytes: Patch::Set(2048),
         retention: Patch::Set(Retention { max_age_days: Some(3), max_requests: None }),
         response: Patch::Set(CustomResponse { status: 202, headers: Default::default(), body: "thanks".into() }),

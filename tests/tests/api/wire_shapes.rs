@@ -59,7 +59,7 @@ async fn the_main_resources_keep_their_wire_spelling() {
     .await;
     insta::assert_json_snapshot!("flow", flow);
     let flow_id = api.flows().list(&[]).await.expect("flows").items[0].id;
-    api.flows().publish(flow_id, &Publish { note: Some("first".into()) }).await.expect("publish");
+    api.flows().publish(flow_id, &Publish { note: Some("first".parse().expect("a note")) }).await.expect("publish");
     let versions = raw(&api, Method::GET, &format!("/flows/{flow_id}/versions"), None).await;
     insta::assert_json_snapshot!("flow_versions", versions);
 

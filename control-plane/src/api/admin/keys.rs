@@ -9,7 +9,6 @@ use crate::extract::{ApiJson, Id};
 use crate::pagination::{self, ListParams, Listed};
 use crate::signals::Invalidation;
 use crate::state::AppState;
-use crate::validate::display_name;
 use axum::Json;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -111,7 +110,7 @@ pub async fn create(conn: &mut PgConnection, new: NewKey) -> Result<CreatedApiKe
 /// maker holds nor outlives it (without an `expires_at` it expires with its maker).
 fn validate<S>(caller: &Caller<S>, body: CreateApiKey) -> ApiResult<(String, ScopeSet, Option<DateTime<Utc>>)> {
     let caller_scopes = &caller.grantable;
-    let name = display_name("name", &body.name)?;
+    let name = body.name.as_str().to_owned();
     let scopes = match (body.scopes, body.preset) {
         (Some(_), Some(_)) => {
             return Err(ApiError::invalid("give either `scopes` or `preset`, not both"));

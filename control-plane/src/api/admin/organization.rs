@@ -9,7 +9,6 @@ use crate::extract::ApiJson;
 use crate::pagination::{self, ListParams, Listed};
 use crate::signals::Invalidation;
 use crate::state::AppState;
-use crate::validate::display_name;
 use axum::Json;
 use chrono::{DateTime, Utc};
 use hookflow_shared::OrgId;
@@ -132,6 +131,7 @@ async fn get_organization(Ctx { app, caller }: Ctx<scope::OrganizationRead>) -> 
     Ok(Json(fetch(&mut conn, caller.org_id).await?))
 }
 
+/// Checks what the body's types do not hold already (its name is one); answers the new name, trimmed.
 fn validate_update(body: &UpdateOrganization, max_capture_rate: i32) -> ApiResult<Option<String>> {
     if let Some(retention) = body.default_retention {
         if retention.max_age_days.is_some_and(|d| d < 1) {
@@ -149,7 +149,7 @@ fn validate_update(body: &UpdateOrganization, max_capture_rate: i32) -> ApiResul
             "`capture_rate_limit_per_s` must be between 1 and {max_capture_rate} (this server's ceiling)"
         )));
     }
-    body.name.as_deref().map(|n| display_name("name", n)).transpose()
+    Ok(body.name.as_ref().map(|n| n.as_str().to_owned()))
 }
 
 /// Change the organization's name, default retention or capture limits.

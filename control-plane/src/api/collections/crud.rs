@@ -13,14 +13,14 @@ use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::{ApiJson, ApiPath, Id};
 use crate::pagination::{self, ListParams, Listed};
 use crate::state::AppState;
-use crate::validate::{bounded_text, display_name};
+use crate::validate::field;
 use axum::Json;
 use axum::http::StatusCode;
 use hookflow_shared::api::Page;
 use hookflow_shared::api::collections::{
     Collection, CollectionDetail, CollectionRequest, PatchCollection, WriteCollection, WriteRequest,
 };
-use hookflow_shared::api::rules;
+use hookflow_shared::api::fields::{LongText, Name};
 use hookflow_shared::flow::definition::{RequestParts, request_problems};
 use hookflow_shared::{CollectionId, CollectionRequestId, OrgId};
 use sqlx::PgConnection;
@@ -36,31 +36,21 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_request, replace_request, delete_request))
 }
 
-fn check_variables(variables: &BTreeMap<String, String>) -> ApiResult<()> {
-    if variables.len() > 200 {
-        return Err(ApiError::invalid("invalid field `variables`: at most 200 variables"));
-    }
-    for (name, value) in variables {
-        if !rules::is_key(name, 100) {
-            return Err(ApiError::invalid(format!("invalid field `variables`: `{name}` is not a variable name")));
-        }
-        bounded_text(&format!("variables.{name}"), Some(value), 10_000)?;
-    }
-    Ok(())
-}
-
-/// Validates a request body and answers it with the method upper-cased and names trimmed.
+/// Validates a request body and answers it with the method upper-cased and names trimmed. (Imports and syncs
+/// generate requests too, so the body keeps plain fields and is checked here.)
 pub fn check_request(mut request: WriteRequest) -> ApiResult<WriteRequest> {
-    request.name = display_name("name", &request.name)?;
+    request.name = field::<Name>("name", request.name)?.as_str().to_owned();
     request.method = request.method.to_ascii_uppercase();
     if request.url.trim().is_empty() {
         return Err(ApiError::invalid("invalid field `url`: must not be empty"));
     }
     request.folder = match request.folder.as_deref().map(str::trim) {
         Some("") | None => None,
-        Some(folder) => Some(display_name("folder", folder)?),
+        Some(folder) => Some(field::<Name>("folder", folder)?.as_str().to_owned()),
     };
-    bounded_text("description", request.description.as_deref(), 10_000)?;
+    if let Some(description) = &request.description {
+        field::<LongText>("description", description.as_str())?;
+    }
     let parts = RequestParts {
         method: Some(&request.method),
         url: Some(&request.url),
@@ -130,11 +120,19 @@ pub async fn store_request(conn: &mut PgConnection, stored: StoredRequest<'_>) -
     Ok(())
 }
 
+/// A collection to insert, already validated (an import's variables are the description's, as mapped).
+#[derive(Debug)]
+pub struct NewCollection<'a> {
+    pub name: &'a str,
+    pub description: Option<&'a str>,
+    pub variables: &'a BTreeMap<String, String>,
+}
+
 /// Inserts a collection; a taken name answers 409.
 pub async fn insert_collection(
     conn: &mut PgConnection,
     org_id: OrgId,
-    body: &WriteCollection,
+    body: NewCollection<'_>,
 ) -> ApiResult<CollectionId> {
     let id = CollectionId::now_v7();
     sqlx::query(
@@ -142,9 +140,9 @@ pub async fn insert_collection(
     )
     .bind(id)
     .bind(org_id)
-    .bind(&body.name)
-    .bind(&body.description)
-    .bind(SqlJson(&body.variables))
+    .bind(body.name)
+    .bind(body.description)
+    .bind(SqlJson(body.variables))
     .execute(conn)
     .await
     .map_err(|e| conflict_on_unique(e, "a collection with that name already exists in this organization"))?;
@@ -156,13 +154,11 @@ pub async fn insert_collection(
     responses((status = 201, body = CollectionDetail), (status = 409)))]
 async fn create_collection(
     Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
-    ApiJson(mut body): ApiJson<WriteCollection>,
+    ApiJson(WriteCollection { name, description, variables }): ApiJson<WriteCollection>,
 ) -> Created<CollectionDetail> {
-    body.name = display_name("name", &body.name)?;
-    bounded_text("description", body.description.as_deref(), 10_000)?;
-    check_variables(&body.variables)?;
+    let new = NewCollection { name: name.as_str(), description: description.as_deref(), variables: &variables };
     let mut conn = app.pool.acquire().await?;
-    let id = insert_collection(&mut conn, caller.org_id, &body).await?;
+    let id = insert_collection(&mut conn, caller.org_id, new).await?;
     Ok((StatusCode::CREATED, Json(detail(&mut conn, caller.org_id, id).await?)))
 }
 
@@ -197,17 +193,13 @@ async fn patch_collection(
     Id(id): Id<CollectionId>,
     ApiJson(body): ApiJson<PatchCollection>,
 ) -> ApiResult<Json<CollectionDetail>> {
-    let name = body.name.as_deref().map(|n| display_name("name", n)).transpose()?;
-    bounded_text("description", body.description.value().map(String::as_str), 10_000)?;
-    if let Some(variables) = &body.variables {
-        check_variables(variables)?;
-    }
+    let name = body.name.as_ref().map(|n| n.as_str().to_owned());
     let mut tx = app.pool.begin().await?;
     fetch(&mut tx, caller.org_id, id).await?;
     Update::new("collections")
         .set_some("name", name)
-        .patch("description", body.description)
-        .set_some("variables", body.variables.map(SqlJson))
+        .patch("description", body.description.map(LongText::into_inner))
+        .set_some("variables", body.variables.map(|v| SqlJson(v.into_inner())))
         .sql("updated_at", "now()")
         .execute(&mut tx, caller.org_id, id)
         .await

@@ -1,7 +1,7 @@
 //! `POST /collections/import/openapi`: a new collection from an OpenAPI description (text or URL), its source
 //! kept for later syncs and the import recorded as the first sync.
 
-use crate::api::collections::crud::insert_collection;
+use crate::api::collections::crud::{NewCollection, insert_collection};
 use crate::api::collections::model::detail;
 use crate::api::collections::openapi::mapping::GeneratedRequest;
 use crate::api::collections::openapi::{self, Loaded};
@@ -10,12 +10,11 @@ use crate::auth::scope;
 use crate::error::{ApiResult, Created, to_json};
 use crate::extract::ApiJson;
 use crate::state::AppState;
-use crate::validate::display_name;
+use crate::validate::field;
 use axum::Json;
 use axum::http::StatusCode;
-use hookflow_shared::api::collections::{
-    ImportOpenApi, ImportSummary, ImportedCollection, OpenApiSource, WriteCollection,
-};
+use hookflow_shared::api::collections::{ImportOpenApi, ImportSummary, ImportedCollection, OpenApiSource};
+use hookflow_shared::api::fields::Name;
 use hookflow_shared::{CollectionId, CollectionRequestId, OrgId};
 use sqlx::PgConnection;
 use std::time::Instant;
@@ -119,10 +118,13 @@ async fn import_openapi(
     let started = Instant::now();
     let Loaded { document, sha256, url } = openapi::load(&app, caller.org_id, &body.source).await?;
     let mapped = openapi::map_loaded(document, url).await?;
-    let name = display_name("name", body.name.as_deref().unwrap_or(&mapped.title))?;
-    let collection = WriteCollection { name, description: None, variables: mapped.variables.clone() };
+    let name = match body.name {
+        Some(name) => name,
+        None => field::<Name>("name", mapped.title.as_str())?,
+    };
+    let new = NewCollection { name: name.as_str(), description: None, variables: &mapped.variables };
     let mut tx = app.pool.begin().await?;
-    let id = insert_collection(&mut tx, caller.org_id, &collection).await?;
+    let id = insert_collection(&mut tx, caller.org_id, new).await?;
     insert_generated(&mut tx, caller.org_id, id, &mapped.requests).await?;
     store_source(&mut tx, caller.org_id, id, &body.source, false).await?;
     record_sync(&mut tx, id, &sha256, [mapped.requests.len(), 0, 0, 0]).await?;

@@ -12,7 +12,6 @@ use crate::queue::claim::{Claimer, Target, claim};
 use crate::queue::create::resolved;
 use crate::queue::row::fetch_by_id;
 use crate::state::AppState;
-use crate::validate::check_labels;
 use axum::Json;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -100,7 +99,6 @@ async fn launch_flow(
     body: Bytes,
 ) -> ApiResult<Response> {
     let launch: Launch = body_or_default(&body)?;
-    check_labels("runner_labels", &launch.runner_labels)?;
     check_version(launch.version)?;
     let key = idempotency::from_headers(&headers, "launch", &to_json_bytes(&(flow_id, &launch))?)?;
     let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
@@ -166,11 +164,10 @@ async fn launch_by_tag(
 ) -> ApiResult<Response> {
     caller.require(Scope::FlowsRead)?;
     let launch: LaunchByTag = parse_json(&body)?;
-    let tags = crate::api::flows::model::clean_tags(&launch.tags)?;
+    let tags = launch.tags.distinct();
     if tags.is_empty() {
         return Err(ApiError::invalid("invalid field `tags`: name at least one tag"));
     }
-    check_labels("runner_labels", &launch.runner_labels)?;
     check_version(launch.version)?;
     let key = idempotency::from_headers(&headers, "launch_by_tag", &to_json_bytes(&launch)?)?;
     let mut tx = app.pool.begin().await?;

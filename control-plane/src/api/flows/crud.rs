@@ -3,7 +3,7 @@
 
 use crate::api::context::Ctx;
 use crate::api::flows::model::{
-    FLOW_COLUMNS, FlowRow, NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow, name_taken,
+    FLOW_COLUMNS, FlowRow, NewFlow, check_definition, check_schedule, fetch, insert_flow, name_taken,
 };
 use crate::auth::scope;
 use crate::db::owned::{self, Owned};
@@ -12,9 +12,9 @@ use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::{ApiJson, ApiQuery, Id};
 use crate::pagination::{self, ListParams, Listed, PageRequest};
 use crate::state::AppState;
-use crate::validate::{bounded_text, display_name};
 use axum::Json;
 use axum::http::StatusCode;
+use hookflow_shared::api::fields::{ShortText, Tags};
 use hookflow_shared::api::flows::{
     Flow, PatchFlow, SearchFlows, TagCount, TagList, ValidateDefinition, Validation, WriteFlow,
 };
@@ -36,16 +36,14 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// Create a flow; the definition is validated first.
 #[utoipa::path(post, path = "/flows", request_body = WriteFlow, responses((status = 201, body = Flow), (status = 409)))]
 async fn create_flow(Ctx { app, caller }: Ctx<scope::FlowsWrite>, ApiJson(body): ApiJson<WriteFlow>) -> Created<Flow> {
-    let name = display_name("name", &body.name)?;
-    bounded_text("description", body.description.as_deref(), 2000)?;
-    let tags = clean_tags(&body.tags)?;
+    let tags = body.tags.distinct();
     check_schedule(body.schedule.as_deref())?;
     check_definition(&body.definition)?;
     let mut tx = app.pool.begin().await?;
     crate::api::collections::refs::check(&mut tx, caller.org_id, &body.definition).await?;
     let new = NewFlow {
         org_id: caller.org_id,
-        name: &name,
+        name: body.name.as_str(),
         description: body.description.as_deref(),
         tags: &tags,
         definition: &body.definition,
@@ -172,9 +170,8 @@ async fn patch_flow(
 }
 
 async fn update(app: &AppState, org_id: OrgId, id: FlowId, patch: PatchFlow) -> ApiResult<Flow> {
-    let name = patch.name.as_deref().map(|n| display_name("name", n)).transpose()?;
-    bounded_text("description", patch.description.value().map(String::as_str), 2000)?;
-    let tags = patch.tags.as_deref().map(clean_tags).transpose()?;
+    let name = patch.name.as_ref().map(|n| n.as_str().to_owned());
+    let tags = patch.tags.as_ref().map(Tags::distinct);
     check_schedule(patch.schedule.value().map(String::as_str))?;
     if let Some(definition) = &patch.definition {
         check_definition(definition)?;
@@ -187,7 +184,7 @@ async fn update(app: &AppState, org_id: OrgId, id: FlowId, patch: PatchFlow) -> 
     let schedule_changed = !patch.schedule.is_keep();
     let mut update = Update::new("flows")
         .set_some("name", name)
-        .patch("description", patch.description)
+        .patch("description", patch.description.map(ShortText::into_inner))
         .set_some("tags", tags)
         .set_some("definition", patch.definition)
         .patch("schedule", patch.schedule.map(|s| s.trim().to_owned()));

@@ -1,10 +1,9 @@
 //! The stored flow: its columns and row, reads by id within the organization, and the checks every write
-//! of a flow makes (definition, tags, schedule, unique name).
+//! of a flow makes besides its body's types (definition, schedule, unique name).
 
 use crate::error::{ApiError, ApiResult};
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::flows::Flow;
-use hookflow_shared::api::rules::{TAG_MAX, TAGS_MAX, is_blank};
 use hookflow_shared::flow::definition::{self, Problem};
 use hookflow_shared::flow::schedule::Schedule;
 use hookflow_shared::{FlowId, OrgId};
@@ -87,26 +86,6 @@ pub fn definition_error(problems: &[Problem]) -> ApiError {
 /// Validates a definition for storing.
 pub fn check_definition(raw: &serde_json::Value) -> ApiResult<()> {
     definition::validate(raw).map(|_| ()).map_err(|problems| definition_error(&problems))
-}
-
-/// Trims, deduplicates and checks tags.
-pub fn clean_tags(tags: &[String]) -> ApiResult<Vec<String>> {
-    if tags.len() > TAGS_MAX {
-        return Err(ApiError::invalid(format!("`tags`: at most {TAGS_MAX} tags")));
-    }
-    let mut clean: Vec<String> = Vec::new();
-    for tag in tags {
-        if is_blank(tag) || tag.chars().count() > TAG_MAX {
-            return Err(ApiError::invalid(format!(
-                "`tags`: each tag must be 1 to {TAG_MAX} characters, not only white space"
-            )));
-        }
-        let tag = tag.trim();
-        if !clean.iter().any(|t| t == tag) {
-            clean.push(tag.to_owned());
-        }
-    }
-    Ok(clean)
 }
 
 pub fn check_schedule(schedule: Option<&str>) -> ApiResult<()> {

@@ -3,18 +3,18 @@
 
 use crate::api::context::Ctx;
 use crate::api::flows::environments::check_environment;
-use crate::api::flows::model::{NewFlow, check_definition, check_schedule, clean_tags, fetch, insert_flow};
+use crate::api::flows::model::{NewFlow, check_definition, check_schedule, fetch, insert_flow};
 use crate::api::flows::versions::insert_version;
 use crate::auth::scope;
 use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::{ApiJson, Id};
 use crate::state::AppState;
-use crate::validate::bounded_text;
+use crate::validate::field;
 use axum::Json;
 use axum::http::StatusCode;
 use hookflow_shared::FlowId;
+use hookflow_shared::api::fields::{Name, Refusal, ShortText, Tags};
 use hookflow_shared::api::flows::{EXPORT_FORMAT, ExportedEnvironment, ExportedVersion, Flow, FlowDocument, WriteFlow};
-use hookflow_shared::api::rules::SHORT_TEXT_MAX;
 use std::collections::BTreeMap;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -43,19 +43,28 @@ async fn export_flow(Ctx { app, caller }: Ctx<scope::FlowsRead>, Id(id): Id<Flow
     .await?;
     Ok(Json(FlowDocument {
         format: EXPORT_FORMAT.into(),
-        flow: WriteFlow {
-            name: flow.name,
-            description: flow.description,
-            tags: flow.tags,
-            definition: flow.definition,
-            schedule: flow.schedule,
-        },
+        flow: as_written(flow)?,
         versions: versions
             .into_iter()
             .map(|(version, note, definition)| ExportedVersion { version, note, definition })
             .collect(),
         environments: environments.into_iter().map(|(key, v)| ExportedEnvironment { key, variables: v.0 }).collect(),
     }))
+}
+
+/// The stored flow as `POST /flows` takes it. What the database holds was parsed on its way in: a refusal here
+/// is the server's fault.
+fn as_written(flow: Flow) -> ApiResult<WriteFlow> {
+    let broken = |field: &'static str| {
+        move |refusal: Refusal| ApiError::internal_because(format!("flow {}: {}", flow.id, refusal.for_field(field)))
+    };
+    Ok(WriteFlow {
+        name: Name::try_from(flow.name).map_err(broken("name"))?,
+        description: flow.description.map(ShortText::try_from).transpose().map_err(broken("description"))?,
+        tags: Tags::try_from(flow.tags).map_err(broken("tags"))?,
+        definition: flow.definition,
+        schedule: flow.schedule,
+    })
 }
 
 /// Import an exported document as a new flow (versions renumbered from 1 in their order).
@@ -69,11 +78,10 @@ async fn import_flow(
         return Err(ApiError::invalid(format!("invalid field `format`: expected `{EXPORT_FORMAT}`")));
     }
     let source = document.flow;
-    let name = crate::validate::display_name("flow.name", &source.name)?;
-    let tags = clean_tags(&source.tags)?;
-    bounded_text("flow.description", source.description.as_deref(), SHORT_TEXT_MAX)?;
-    for version in &document.versions {
-        bounded_text("versions.note", version.note.as_deref(), SHORT_TEXT_MAX)?;
+    let tags = source.tags.distinct();
+    // A version's note stays plain text in the document: its refusal names `versions.note`, not one version.
+    for note in document.versions.iter().filter_map(|v| v.note.as_deref()) {
+        field::<ShortText>("versions.note", note)?;
     }
     for environment in &document.environments {
         check_environment(&environment.key, &environment.variables)?;
@@ -91,7 +99,7 @@ async fn import_flow(
     }
     let new = NewFlow {
         org_id: caller.org_id,
-        name: &name,
+        name: source.name.as_str(),
         description: source.description.as_deref(),
         tags: &tags,
         definition: &source.definition,

@@ -65,7 +65,6 @@ async fn publish(
 ) -> Created<FlowVersion> {
     // The body is optional: nothing, or `{"note": ...}`.
     let note = if body.iter().all(u8::is_ascii_whitespace) { None } else { parse_json::<Publish>(&body)?.note };
-    crate::validate::bounded_text("note", note.as_deref(), 2000)?;
     let mut tx = app.pool.begin().await?;
     // Lock the flow: concurrent publishes number their versions one after the other.
     let draft: Option<serde_json::Value> =

@@ -7,7 +7,6 @@ use crate::api::admin::audit::{self, AuditEvent};
 use crate::api::context::Ctx;
 use crate::api::people::membership::{announce, current_role, invalidate, keep_an_owner};
 use crate::api::people::{invitations, leaving};
-use crate::auth::users::normalize_email;
 use crate::auth::{Actor, Caller, role_in, scope};
 use crate::db::owned::{self, Owned};
 use crate::error::{ApiError, ApiResult, Created};
@@ -105,7 +104,7 @@ async fn add_member(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
     ApiJson(body): ApiJson<AddMember>,
 ) -> Created<CreatedInvitation> {
-    let email = normalize_email(&body.email).ok_or_else(|| ApiError::invalid("invalid field `email`"))?;
+    let email = body.email.as_str();
     check_owner_change(&app, &caller, body.role == Role::Owner).await?;
     let mut tx = app.pool.begin().await?;
     // Whom the organization holds is its own to know (its list shows them); whom the server holds is not.
@@ -114,15 +113,15 @@ async fn add_member(
                         WHERE m.organization_id = $1 AND u.email = $2)",
     )
     .bind(caller.org_id)
-    .bind(&email)
+    .bind(email)
     .fetch_one(&mut *tx)
     .await?;
     if member {
         return Err(ApiError::conflict("this person is a member already"));
     }
-    let new = invitations::NewInvitation { org_id: caller.org_id, email: &email, role: body.role, by: caller.actor };
+    let new = invitations::NewInvitation { org_id: caller.org_id, email, role: body.role, by: caller.actor };
     let created = invitations::create(&mut tx, &app.settings.public_url, new).await?;
-    record(&mut tx, &caller, "member.invited", &email, Some(body.role)).await?;
+    record(&mut tx, &caller, "member.invited", email, Some(body.role)).await?;
     tx.commit().await?;
     Ok((StatusCode::CREATED, Json(created)))
 }

@@ -9,7 +9,7 @@ use crate::api::people::{passwords, tokens};
 use crate::auth::Actor;
 use crate::auth::external_tokens;
 use crate::auth::sessions::{self, Refreshed};
-use crate::auth::users::{memberships, normalize_email};
+use crate::auth::users::memberships;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
 use crate::http::client_address::ClientAddress;
@@ -68,10 +68,10 @@ async fn sign_in(
     headers: HeaderMap,
     ApiJson(body): ApiJson<SignIn>,
 ) -> ApiResult<Response> {
-    let email = normalize_email(&body.email).ok_or_else(|| ApiError::invalid("invalid field `email`"))?;
-    let attempt = app.sign_ins.begin(&email, client)?;
+    let email = body.email.as_str();
+    let attempt = app.sign_ins.begin(email, client)?;
     let mut conn = app.pool.acquire().await?;
-    let user = store::find_by_email(&mut conn, &email).await?;
+    let user = store::find_by_email(&mut conn, email).await?;
     let stored = user.as_ref().and_then(|u| u.password_hash.clone());
     if !passwords::verify(stored, body.password).await {
         // The account's first failure of the throttle window is audited; the rest are counted, not written.

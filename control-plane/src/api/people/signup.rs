@@ -7,17 +7,17 @@ use crate::api::people::store;
 use crate::api::people::{passwords, tokens};
 use crate::auth::Actor;
 use crate::auth::sessions;
-use crate::auth::users::normalize_email;
 use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::ApiJson;
 use crate::http::client_address::ClientAddress;
 use crate::signals::Invalidation;
 use crate::state::AppState;
-use crate::validate::display_name;
+use crate::validate::field;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use hookflow_shared::api::fields::Name;
 use hookflow_shared::api::people::{CreateOrganization, OrganizationRole, SignedUp, Signup};
 use hookflow_shared::{OrgId, Role, UserId};
 use sqlx::PgConnection;
@@ -47,11 +47,12 @@ pub async fn add_membership(
         (status = 403, description = "`quota_exceeded`: the caller made as many organizations as one person may")))]
 async fn create_organization(person: Person, ApiJson(body): ApiJson<CreateOrganization>) -> Created<OrganizationRole> {
     person.require_password_changed()?;
-    let name = display_name("name", &body.name)?;
+    // The name stays plain text in the body: a password to change answers first.
+    let name = field::<Name>("name", body.name)?;
     let user_id = person.identity.user_id;
     let mut tx = person.app.pool.begin().await?;
     check_organization_quota(&mut tx, user_id, person.app.settings.max_organizations_per_person).await?;
-    let org = organization::create(&mut tx, &name, Actor::User(user_id)).await?;
+    let org = organization::create(&mut tx, name.as_str(), Actor::User(user_id)).await?;
     add_membership(&mut tx, org.id, user_id, Role::Owner).await?;
     Invalidation::Joined(user_id).announce(&mut tx).await?;
     tx.commit().await?;
@@ -100,16 +101,15 @@ async fn signup(
     }
     app.sign_ins.sign_up(client)?;
     let body: Signup = crate::extract::parse_json(&body)?;
-    let email = normalize_email(&body.email).ok_or_else(|| ApiError::invalid("invalid field `email`"))?;
+    let email = body.email.as_str().to_owned();
     passwords::check_new(&body.password).map_err(|e| ApiError::invalid(format!("invalid field `password`: {e}")))?;
-    let name = display_name("organization_name", &body.organization_name)?;
     let hash = passwords::hash(body.password).await.map_err(ApiError::internal_because)?;
     let mut tx = app.pool.begin().await?;
     if store::find_by_email(&mut tx, &email).await?.is_some() {
         return Err(ApiError::conflict("a user with this email exists; sign in instead"));
     }
     let user_id = store::create_user(&mut tx, &email, &hash, false).await?;
-    let org = organization::create(&mut tx, &name, Actor::User(user_id)).await?;
+    let org = organization::create(&mut tx, body.organization_name.as_str(), Actor::User(user_id)).await?;
     add_membership(&mut tx, org.id, user_id, Role::Owner).await?;
     let session_ends = chrono::Utc::now() + app.settings.session_ttl;
     let (session_id, refresh) = sessions::open_session(&mut tx, user_id, session_ends).await?;

@@ -1,8 +1,7 @@
-//! What secrets and variables read alike: the `{name}` of their routes, and the checks of a name and a value.
+//! What secrets and variables read alike: the `{name}` of their routes, and the check of a name.
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiPath;
-use hookflow_shared::api::rules::VALUE_MAX;
 
 /// The `{name}` of a secret's or a variable's routes: `ResourceName(name): ResourceName`.
 #[derive(Debug, utoipa::IntoParams)]
@@ -27,13 +26,6 @@ pub(super) fn check_name(name: &str) -> ApiResult<()> {
         return Err(ApiError::invalid(format!(
             "`{name}` is not a valid name: a letter or _, then letters, digits and _, at most 128 characters"
         )));
-    }
-    Ok(())
-}
-
-pub(super) fn check_value(value: &str) -> ApiResult<()> {
-    if value.chars().count() > VALUE_MAX {
-        return Err(ApiError::invalid(format!("`value` must be at most {VALUE_MAX} characters")));
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 
 use crate::api::admin::audit::{self, AuditEvent};
 use crate::api::context::Ctx;
-use crate::api::resources::fields::{ResourceName, check_name, check_value};
+use crate::api::resources::fields::{ResourceName, check_name};
 use crate::auth::scope;
 use crate::db::owned::{self, Owned};
 use crate::error::{ApiError, ApiResult};
@@ -72,7 +72,6 @@ pub async fn put_secret(
     ApiJson(body): ApiJson<PutSecret>,
 ) -> ApiResult<Json<SecretInfo>> {
     check_name(&name)?;
-    check_value(&body.value)?;
     let hosts = check_hosts(&body.allowed_hosts)?;
     let sealed = app.settings.master_key.seal(caller.org_id, &name, body.value.as_bytes());
     let mut tx = app.pool.begin().await?;

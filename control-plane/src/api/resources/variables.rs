@@ -1,7 +1,7 @@
 //! Organization variables: plain values flows read as `{{NAME}}` (never templates), listed with their values.
 
 use crate::api::context::Ctx;
-use crate::api::resources::fields::{ResourceName, check_name, check_value};
+use crate::api::resources::fields::{ResourceName, check_name};
 use crate::auth::scope;
 use crate::db::owned::{self, Owned};
 use crate::error::ApiResult;
@@ -37,7 +37,6 @@ pub async fn put_variable(
     ApiJson(body): ApiJson<PutValue>,
 ) -> ApiResult<Json<Variable>> {
     check_name(&name)?;
-    check_value(&body.value)?;
     let row: VariableRow = sqlx::query_as(
         "INSERT INTO variables (organization_id, name, value) VALUES ($1, $2, $3)
          ON CONFLICT (organization_id, name) DO UPDATE SET value = EXCLUDED.value, updated_at = now()
@@ -45,7 +44,7 @@ pub async fn put_variable(
     )
     .bind(caller.org_id)
     .bind(&name)
-    .bind(&body.value)
+    .bind(body.value.as_str())
     .fetch_one(&app.pool)
     .await?;
     Ok(Json(variable(row)))

@@ -11,14 +11,14 @@ use crate::extract::{ApiJson, Id};
 use crate::pagination::{self, ListParams, Listed};
 use crate::queue::{lease, release};
 use crate::state::AppState;
-use crate::validate::{bounded_text, check_labels, display_name};
+use crate::validate::field;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use hookflow_shared::RunnerId;
 use hookflow_shared::api::Page;
-use hookflow_shared::api::rules::RUNNER_TEXT_MAX;
+use hookflow_shared::api::fields::RunnerText;
 use hookflow_shared::api::runners::{
     DEFAULT_WAIT_S, Heartbeat, HeartbeatReply, Host, Metrics, RegisterRunner, Registered, Runner,
 };
@@ -92,16 +92,10 @@ async fn register(
     caller: RunnerCaller,
     ApiJson(body): ApiJson<RegisterRunner>,
 ) -> Created<Registered> {
-    let name = display_name("name", &body.name)?;
-    check_labels("labels", &body.labels)?;
     let host = &body.host;
-    for (field, text) in [
-        ("version", &body.version),
-        ("host.hostname", &host.hostname),
-        ("host.os", &host.os),
-        ("host.arch", &host.arch),
-    ] {
-        bounded_text(field, Some(text), RUNNER_TEXT_MAX)?;
+    // The host is stored and read back as it came (`Host` parses nothing): its texts are checked here.
+    for (name, text) in [("host.hostname", &host.hostname), ("host.os", &host.os), ("host.arch", &host.arch)] {
+        field::<RunnerText>(name, text.as_str())?;
     }
     check_sizes(host.cpus, host.memory_bytes, "host.memory_bytes")?;
     if !(1..=1000).contains(&body.max_concurrency) {
@@ -120,9 +114,9 @@ async fn register(
     )
     .bind(id)
     .bind(caller.org_id)
-    .bind(name)
-    .bind(&body.labels)
-    .bind(&body.version)
+    .bind(body.name.as_str())
+    .bind(&*body.labels)
+    .bind(body.version.as_str())
     .bind(i32::try_from(body.max_concurrency).unwrap_or(1))
     .bind(to_json(&body.host)?)
     .execute(&app.pool)

@@ -28,13 +28,8 @@ const COMPLETE_BODY_LIMIT: usize = 64 * 1024;
 
 /// Reads a body within `limit` (413 beyond), once the caller is known.
 async fn read_body(body: Body, limit: usize) -> ApiResult<bytes::Bytes> {
-    axum::body::to_bytes(body, limit).await.map_err(|e| {
-        if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
-            ApiError::new(hookflow_shared::ErrorCode::PayloadTooLarge, format!("the body is larger than {limit} bytes"))
-        } else {
-            ApiError::invalid("the request body could not be read")
-        }
-    })
+    let too_large = || ApiError::new(ErrorCode::PayloadTooLarge, format!("the body is larger than {limit} bytes"));
+    crate::http::body::read_within(body, limit, too_large, |_| Ok(())).await
 }
 
 /// What a report is made under: the job of the path and the job token of `Authorization: Bearer hfj_...`, checked

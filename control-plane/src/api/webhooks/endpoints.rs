@@ -13,11 +13,12 @@ use crate::extract::{ApiJson, Id};
 use crate::pagination::{self, ListParams, Listed};
 use crate::signals::Invalidation;
 use crate::state::AppState;
-use crate::validate::{bounded_text, display_name};
+use crate::validate::field;
 use axum::Json;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::admin::Retention;
+use hookflow_shared::api::fields::{ShortText, ValueText};
 use hookflow_shared::api::webhooks::{CreateWebhook, CustomResponse, UpdateWebhook, Webhook};
 use hookflow_shared::api::{Page, Patch};
 use hookflow_shared::{OrgId, WebhookId};
@@ -98,10 +99,7 @@ fn check_response(value: Option<&CustomResponse>) -> ApiResult<()> {
             )));
         }
     }
-    if response.body.chars().count() > 65_536 {
-        return Err(ApiError::invalid("`response.body` must be at most 65536 characters"));
-    }
-    Ok(())
+    field::<ValueText>("response.body", response.body.as_str()).map(drop)
 }
 
 /// Create an endpoint; it captures at `capture_url` at once.
@@ -110,8 +108,6 @@ async fn create_webhook(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiJson(body): ApiJson<CreateWebhook>,
 ) -> Created<Webhook> {
-    let name = display_name("name", &body.name)?;
-    bounded_text("description", body.description.as_deref(), 2000)?;
     check_body_limit(body.max_body_bytes)?;
     check_retention(body.retention.as_ref())?;
     check_response(body.response.as_ref())?;
@@ -124,8 +120,8 @@ async fn create_webhook(
     )
     .bind(id)
     .bind(caller.org_id)
-    .bind(&name)
-    .bind(&body.description)
+    .bind(body.name.as_str())
+    .bind(body.description.as_deref())
     .bind(body.max_body_bytes)
     .bind(body.retention.and_then(|r| r.max_age_days))
     .bind(body.retention.and_then(|r| r.max_requests))
@@ -178,8 +174,7 @@ async fn update_webhook(
     Id(id): Id<WebhookId>,
     ApiJson(body): ApiJson<UpdateWebhook>,
 ) -> ApiResult<Json<Webhook>> {
-    let name = body.name.as_deref().map(|n| display_name("name", n)).transpose()?;
-    bounded_text("description", body.description.value().map(String::as_str), 2000)?;
+    let name = body.name.as_ref().map(|n| n.as_str().to_owned());
     check_body_limit(body.max_body_bytes.value().copied())?;
     check_retention(body.retention.value())?;
     check_response(body.response.value())?;
@@ -193,7 +188,7 @@ async fn update_webhook(
     let mut tx = app.pool.begin().await?;
     let updated = Update::new("webhooks")
         .set_some("name", name)
-        .patch("description", body.description)
+        .patch("description", body.description.map(ShortText::into_inner))
         .patch("max_body_bytes", body.max_body_bytes)
         .patch("max_age_days", max_age_days)
         .patch("max_requests", max_requests)
