@@ -1,5 +1,5 @@
 //! `AppState`, the composition root: what every handler can reach, as plain data. It wires the components (identity,
-//! `Auth`; the capture path, `Capture`; the queue's writers, drafts and job tokens; the stream hub) with the pool,
+//! `Auth`; the capture path, `CapturePath`; the queue's writers, drafts and job tokens; the stream hub) with the pool,
 //! the settings, the wake-up signals and the shutdown token, and hands each component to what takes it (`FromRef`,
 //! `Settings::claims`). Background loops are `tasks`'.
 
@@ -9,7 +9,7 @@ use crate::auth::key_cache::KeyCache;
 use crate::auth::people_cache::PeopleCache;
 use crate::auth::signing::SigningKeys;
 use crate::auth::throttle::SignInThrottle;
-use crate::capture::Capture;
+use crate::capture::CapturePath;
 use crate::capture::cache::EndpointCache;
 use crate::capture::hub::StreamHub;
 use crate::capture::writer::CaptureWriter;
@@ -32,7 +32,7 @@ pub struct Inner {
     pub pool: PgPool,
     pub settings: Settings,
     /// The capture path: the endpoint cache and the capture writer.
-    pub capture: Arc<Capture>,
+    pub capture: Arc<CapturePath>,
     /// Flow drafts as last validated, for launches.
     pub drafts: crate::queue::drafts::Drafts,
     /// Job tokens this server handed out to runners, for their completions.
@@ -208,7 +208,7 @@ impl AppState {
             master_key: settings.master_key.clone(),
             trusted_proxies: settings.trusted_proxies.clone(),
         });
-        let capture = Arc::new(Capture {
+        let capture = Arc::new(CapturePath {
             pool: pool.clone(),
             endpoints: EndpointCache::default(),
             writer: CaptureWriter::start(pool.clone()),
@@ -286,8 +286,8 @@ impl AppState {
     }
 }
 
-impl FromRef<AppState> for Arc<Capture> {
-    fn from_ref(state: &AppState) -> Arc<Capture> {
+impl FromRef<AppState> for Arc<CapturePath> {
+    fn from_ref(state: &AppState) -> Arc<CapturePath> {
         state.capture.clone()
     }
 }

@@ -1,6 +1,6 @@
 //! The capture path, `/webhook/{id}[/{*path}]`: no authentication; finds the endpoint in the cache, applies its
 //! rate limit and body limit, records the request exactly as sent, and answers the receipt (or the endpoint's
-//! custom response) only once the capture writer has committed it. It reads its own component, `Capture`, from
+//! custom response) only once the capture writer has committed it. It reads its own component, `CapturePath`, from
 //! any state that gives one (`FromRef`): the hot path touches nothing else.
 
 pub mod batch;
@@ -35,9 +35,9 @@ use std::sync::Arc;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use writer::{CaptureRecord, CaptureWriter, Outcome};
 
-/// What the capture path reads. Shared as `Arc<Capture>`.
+/// What the capture path reads. Shared as `Arc<CapturePath>`.
 #[derive(Debug)]
-pub struct Capture {
+pub struct CapturePath {
     pub pool: PgPool,
     /// Endpoints by id, dropped when they change (NOTIFY).
     pub endpoints: EndpointCache,
@@ -58,7 +58,7 @@ pub struct Capture {
 pub fn routes<S>() -> OpenApiRouter<S>
 where
     S: Clone + Send + Sync + 'static,
-    Arc<Capture>: FromRef<S>,
+    Arc<CapturePath>: FromRef<S>,
 {
     // The sub-path form shares the handler; OpenAPI cannot express a path wildcard, so /webhook/{id} documents both.
     OpenApiRouter::new().routes(routes!(capture)).route(
@@ -83,7 +83,7 @@ where
             headers and body it sets")),
     security(()))]
 async fn capture(
-    State(capture): State<Arc<Capture>>,
+    State(capture): State<Arc<CapturePath>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     heads: Option<Extension<HeadQueue>>,
     number: Option<Extension<RequestNumber>>,
@@ -104,7 +104,7 @@ async fn capture(
 }
 
 async fn capture_inner(
-    capture: &Capture,
+    capture: &CapturePath,
     peer: SocketAddr,
     recorded: Option<(HeadQueue, RequestNumber)>,
     request: Request,

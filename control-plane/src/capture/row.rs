@@ -1,11 +1,11 @@
 //! A capture as stored in `captures`: its row, the column lists that read it (body inline or whole), and its API
-//! shape (`CapturedRequest`), for the live hub and the API's reads alike.
+//! shape (`Capture`), for the live hub and the API's reads alike.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::signatures::{Signature, SignatureScheme, Verdict};
-use hookflow_shared::api::webhooks::{BodyEncoding, CapturedRequest};
+use hookflow_shared::api::webhooks::{BodyEncoding, Capture};
 use hookflow_shared::{CaptureId, WebhookId};
 use sqlx::types::Json;
 use std::collections::BTreeMap;
@@ -56,13 +56,13 @@ impl CaptureRow {
     }
 }
 
-impl From<CaptureRow> for CapturedRequest {
+impl From<CaptureRow> for Capture {
     fn from(row: CaptureRow) -> Self {
         let encoding = if row.body_utf8 { BodyEncoding::Utf8 } else { BodyEncoding::Base64 };
         let truncated = row.body.is_none();
         let signature = row.signature();
         let body = row.body.map(|bytes| encode_body(bytes, encoding));
-        CapturedRequest {
+        Capture {
             signature,
             id: row.id,
             webhook_id: row.webhook_id,

@@ -12,7 +12,7 @@ use crate::extract::{ApiPath, ApiQuery, Id};
 use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use hookflow_shared::api::webhooks::{BodyEncoding, CapturedRequest};
+use hookflow_shared::api::webhooks::{BodyEncoding, Capture};
 use hookflow_shared::{CaptureId, OrgId, WebhookId};
 use serde_json::json;
 use sqlx::{PgPool, Postgres, QueryBuilder};
@@ -83,7 +83,7 @@ pub async fn export_requests(
             match format {
                 ExportFormat::Ndjson => {
                     for row in rows {
-                        match serde_json::to_string(&CapturedRequest::from(row)) {
+                        match serde_json::to_string(&Capture::from(row)) {
                             Ok(line) => chunk.push_str(&line),
                             Err(e) => {
                                 tracing::error!(error = %e, "export stopped: a capture cannot be encoded");
@@ -175,7 +175,7 @@ impl Pages {
     }
 }
 
-fn har_entry(base: &str, capture: CapturedRequest) -> serde_json::Value {
+fn har_entry(base: &str, capture: Capture) -> serde_json::Value {
     let url = if capture.query_string.is_empty() {
         format!("{base}{}", capture.path)
     } else {

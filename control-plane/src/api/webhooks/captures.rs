@@ -1,4 +1,4 @@
-//! The history of one endpoint: list (newest first), read one whole, its raw body, delete one, clear all.
+//! The captures of one endpoint (its history): list (newest first), read one whole, its raw body, delete one, clear all.
 
 use crate::api::context::Ctx;
 use crate::api::webhooks::endpoints::ensure_exists;
@@ -15,17 +15,17 @@ use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hookflow_shared::api::Page;
-use hookflow_shared::api::webhooks::{CapturedRequest, SearchSort};
+use hookflow_shared::api::webhooks::{Capture, SearchSort};
 use hookflow_shared::{CaptureId, OrgId, WebhookId};
 
 /// List captured requests, newest first (bodies over 64 KiB are left out: `body_truncated`).
 #[utoipa::path(get, operation_id = "list_webhook_requests", path = "/webhooks/{id}/requests", params(Id, ListParams),
-    responses((status = 200, body = Page<CapturedRequest>)))]
-pub async fn list_requests(
+    responses((status = 200, body = Page<Capture>)))]
+pub async fn list_captures(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath(id): ApiPath<WebhookId>,
     params: ListParams,
-) -> Listed<CapturedRequest> {
+) -> Listed<Capture> {
     ensure_exists(&app, caller.org_id, id).await?;
     let search =
         Search { org_id: caller.org_id, webhook_id: id, conds: Vec::new(), sort: SearchSort::default(), page: params };
@@ -47,11 +47,11 @@ async fn fetch_capture(app: &AppState, org_id: OrgId, webhook_id: WebhookId, id:
 /// Read one captured request, whole.
 #[utoipa::path(get, operation_id = "get_webhook_request", path = "/webhooks/{id}/requests/{request_id}",
     params(Id, ("request_id" = Uuid, Path)),
-    responses((status = 200, body = CapturedRequest)))]
-pub async fn get_request(
+    responses((status = 200, body = Capture)))]
+pub async fn get_capture(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath((id, request_id)): ApiPath<(WebhookId, CaptureId)>,
-) -> ApiResult<Json<CapturedRequest>> {
+) -> ApiResult<Json<Capture>> {
     Ok(Json(fetch_capture(&app, caller.org_id, id, request_id).await?.into()))
 }
 
@@ -60,7 +60,7 @@ pub async fn get_request(
     params(Id, ("request_id" = Uuid, Path)),
     responses((status = 200, description = "The body exactly as received",
         body = hookflow_shared::api::documents::RawBody, content_type = "application/octet-stream")))]
-pub async fn get_request_body(
+pub async fn get_capture_body(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath((id, request_id)): ApiPath<(WebhookId, CaptureId)>,
 ) -> ApiResult<Response> {
@@ -82,7 +82,7 @@ pub async fn get_request_body(
 #[utoipa::path(delete, operation_id = "delete_webhook_request", path = "/webhooks/{id}/requests/{request_id}",
     params(Id, ("request_id" = Uuid, Path)),
     responses((status = 204)))]
-pub async fn delete_request(
+pub async fn delete_capture(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiPath((id, request_id)): ApiPath<(WebhookId, CaptureId)>,
 ) -> ApiResult<StatusCode> {
@@ -95,7 +95,7 @@ pub async fn delete_request(
 
 /// Clear the endpoint's whole history (analytics counters keep what was received).
 #[utoipa::path(delete, operation_id = "clear_webhook_requests", path = "/webhooks/{id}/requests", params(Id), responses((status = 204)))]
-pub async fn clear_requests(
+pub async fn clear_captures(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiPath(id): ApiPath<WebhookId>,
 ) -> ApiResult<StatusCode> {
