@@ -5,7 +5,7 @@ use hookflow_shared::api::Page;
 use hookflow_shared::api::analytics::{MethodBreakdown, Volume};
 use hookflow_shared::api::signatures::{VerifyCapture, VerifyResult};
 use hookflow_shared::api::webhooks::{
-    CapturedRequest, CreateWebhook, ReplayRequest, ReplayResult, SearchRequests, UpdateWebhook, Webhook,
+    Capture, CreateWebhook, ReplayRequest, ReplayResult, SearchRequests, UpdateWebhook, Webhook,
 };
 use reqwest::Method;
 use std::fmt::Display;
@@ -39,11 +39,11 @@ impl<'a> Webhooks<'a> {
         self.0.delete(&format!("/webhooks/{id}")).await
     }
 
-    pub async fn requests(&self, id: impl Display, query: Query<'_>) -> Result<Page<CapturedRequest>, ApiFailure> {
+    pub async fn requests(&self, id: impl Display, query: Query<'_>) -> Result<Page<Capture>, ApiFailure> {
         self.0.get(&with_query(&format!("/webhooks/{id}/requests"), query)).await
     }
 
-    pub async fn request(&self, id: impl Display, request: impl Display) -> Result<CapturedRequest, ApiFailure> {
+    pub async fn request(&self, id: impl Display, request: impl Display) -> Result<Capture, ApiFailure> {
         self.0.get(&format!("/webhooks/{id}/requests/{request}")).await
     }
 
@@ -69,7 +69,7 @@ impl<'a> Webhooks<'a> {
         self.0.send_raw(self.0.request(Method::GET, &path)).await
     }
 
-    pub async fn search(&self, id: impl Display, search: &SearchRequests) -> Result<Page<CapturedRequest>, ApiFailure> {
+    pub async fn search(&self, id: impl Display, search: &SearchRequests) -> Result<Page<Capture>, ApiFailure> {
         self.0.post(&format!("/webhooks/{id}/requests/search"), search).await
     }
 

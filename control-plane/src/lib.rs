@@ -12,13 +12,16 @@
 //! - `metrics/`, `outbound/`, `http/`: the metrics and their listener, the one guarded client for requests the
 //!   server itself makes, the transport (accept loop, raw heads, client addresses, allowances, bounded body reads,
 //!   the observer).
-//! - `auth/`, `queue/`, `capture/`: identity (keys, sessions, job tokens, external issuers, signing keys,
-//!   throttles), the execution state machine and its event log, the capture path's writer, cache and hub.
-//! - `state`: `AppState`, the composition root that wires the components; nothing below it takes it.
+//! - `auth/`, `queue/`, `capture/`: identity (the `Auth` component and the `Caller` extractor over it: keys,
+//!   sessions with the one copy of their SQL, job tokens, external issuers, signing keys, throttles), the
+//!   execution state machine and its event log, the capture path (the `Capture` component and its handler, the
+//!   writer, the endpoint cache, the live hub and the capture row).
+//! - `state`: `AppState`, the composition root: it wires the components and hands each to what takes it
+//!   (`FromRef`, `Settings::claims`); nothing below it takes it.
 //! - `api/`: one folder or file per resource with its routes and SQL (`webhooks/`, `analytics`, `flows/`,
 //!   `executions/`, `collections/`, `resources/`, `admin/`, `people/`, `catalog`, `runner_protocol/`, `health`, the
-//!   web console `app/`), merged into the router and the OpenAPI document (`openapi`, `openapi_shapes`) in
-//!   `api/mod.rs`.
+//!   web console `app/`), the handlers' contexts over `AppState` (`context`: `Ctx`, `Person`), merged into the
+//!   router and the OpenAPI document (`openapi`, `openapi_shapes`) in `api/mod.rs`.
 //! - `tasks/`, `server/`: background loops (LISTEN fan-out, retention, lease rescue, schedules); the binary's
 //!   commands (operator commands, master-key rotation), configuration, first start, open-file limit, embedded
 //!   runner.

@@ -1,11 +1,15 @@
-//! `AppState`: what every handler can reach, as plain data: the pool, settings, the in-process caches, the
-//! capture writer and stream hub, the wake-up signals and the shutdown token. Background loops are `tasks`'.
+//! `AppState`, the composition root: what every handler can reach, as plain data. It wires the components (identity,
+//! `Auth`; the capture path, `CapturePath`; the queue's writers, drafts and job tokens; the stream hub) with the pool,
+//! the settings, the wake-up signals and the shutdown token, and hands each component to what takes it (`FromRef`,
+//! `Settings::claims`). Background loops are `tasks`'.
 
+use crate::auth::component::Auth;
 use crate::auth::external::{ExternalIssuers, IssuerConfig};
 use crate::auth::key_cache::KeyCache;
 use crate::auth::people_cache::PeopleCache;
 use crate::auth::signing::SigningKeys;
 use crate::auth::throttle::SignInThrottle;
+use crate::capture::CapturePath;
 use crate::capture::cache::EndpointCache;
 use crate::capture::hub::StreamHub;
 use crate::capture::writer::CaptureWriter;
@@ -14,6 +18,7 @@ use crate::http::limits::Allowances;
 use crate::queue::create::NewExecution;
 use crate::queue::finish::Ending;
 use crate::signals::{Invalidation, QueueSignal};
+use axum::extract::FromRef;
 use sqlx::PgPool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,22 +31,16 @@ pub struct AppState(Arc<Inner>);
 pub struct Inner {
     pub pool: PgPool,
     pub settings: Settings,
-    pub endpoints: EndpointCache,
+    /// The capture path: the endpoint cache and the capture writer.
+    pub capture: Arc<CapturePath>,
     /// Flow drafts as last validated, for launches.
     pub drafts: crate::queue::drafts::Drafts,
     /// Job tokens this server handed out to runners, for their completions.
     pub issued_jobs: crate::queue::issued::IssuedJobs,
-    pub keys: KeyCache,
-    /// Browser sessions and memberships of people.
-    pub people: PeopleCache,
-    /// The built-in identity provider's keys.
-    pub signing: SigningKeys,
-    /// External OpenID providers and their keys.
-    pub external: ExternalIssuers,
+    /// Identity: the credentials' caches, signing keys, external issuers and failure budgets.
+    pub auth: Arc<Auth>,
     /// Failed sign-ins per (email, address) and per address.
     pub sign_ins: SignInThrottle,
-    /// Failed lookups of keys, job tokens and refresh tokens per address, and credentials known not to exist.
-    pub credential_failures: crate::auth::failures::CredentialFailures,
     /// What each client may still spend: requests per key, unknown capture lookups per address, streams per key.
     pub allowances: Arc<Allowances>,
     pub writers: Writers,
@@ -56,11 +55,10 @@ pub struct Inner {
     pub shutdown: CancellationToken,
 }
 
-/// The group-commit writers: one task each, which writes whatever arrived while its previous statement ran as the
-/// next statement.
+/// The group-commit writers of the queue: one task each, which writes whatever arrived while its previous statement
+/// ran as the next statement (the capture writer is the capture component's).
 #[derive(Debug)]
 pub struct Writers {
-    pub captures: CaptureWriter,
     /// Plain launches.
     pub launches: GroupCommit<NewExecution>,
     /// Runners' completions.
@@ -168,6 +166,18 @@ pub struct EmbeddedRunnerLimits {
     pub max_run: Duration,
 }
 
+impl Settings {
+    /// What claims need of the settings.
+    pub fn claims(&self) -> crate::queue::claim::ClaimSettings<'_> {
+        crate::queue::claim::ClaimSettings {
+            lease: self.lease,
+            allow_private_targets: self.allow_private_targets,
+            embedded_max_run: self.embedded_runner.max_run,
+            master_key: &self.master_key,
+        }
+    }
+}
+
 impl EmbeddedRunnerLimits {
     /// `share` (0 to 1) of `concurrency` slots per organization, at least one.
     pub fn new(concurrency: u32, share: f64, max_run: Duration) -> Self {
@@ -183,26 +193,44 @@ impl AppState {
     /// The background loops are started separately (`tasks::start`).
     pub fn new(pool: PgPool, settings: Settings, shutdown: CancellationToken) -> Self {
         let replica = uuid::Uuid::now_v7();
+        let allowances = Allowances::new(settings.key_rate_per_s, settings.streams_per_key);
+        let auth = Arc::new(Auth {
+            pool: pool.clone(),
+            keys: KeyCache::default(),
+            people: PeopleCache::default(),
+            signing: SigningKeys::default(),
+            external: ExternalIssuers::new(&settings.issuers),
+            credential_failures: crate::auth::failures::CredentialFailures::new(
+                settings.credential_failures_per_minute,
+            ),
+            allowances: allowances.clone(),
+            public_url: settings.public_url.clone(),
+            master_key: settings.master_key.clone(),
+            trusted_proxies: settings.trusted_proxies.clone(),
+        });
+        let capture = Arc::new(CapturePath {
+            pool: pool.clone(),
+            endpoints: EndpointCache::default(),
+            writer: CaptureWriter::start(pool.clone()),
+            allowances: allowances.clone(),
+            trusted_proxies: settings.trusted_proxies.clone(),
+            max_rate_per_s: settings.max_capture_rate_per_s,
+            master_key: settings.master_key.clone(),
+            capture_url: settings.capture_url.clone(),
+        });
         Self(Arc::new(Inner {
+            capture,
             writers: Writers {
-                captures: CaptureWriter::start(pool.clone()),
                 launches: GroupCommit::start(pool.clone(), crate::queue::create::MAX_BATCH, "launches"),
                 completions: GroupCommit::start(pool.clone(), crate::queue::finish::MAX_BATCH, "completions"),
             },
             hub: StreamHub::new(pool.clone(), replica, shutdown.clone(), settings.stream_buffer),
             replica,
-            endpoints: EndpointCache::default(),
             drafts: Default::default(),
             issued_jobs: Default::default(),
-            keys: KeyCache::default(),
-            people: PeopleCache::default(),
-            signing: SigningKeys::default(),
-            external: ExternalIssuers::new(&settings.issuers),
+            auth,
             sign_ins: SignInThrottle::default(),
-            credential_failures: crate::auth::failures::CredentialFailures::new(
-                settings.credential_failures_per_minute,
-            ),
-            allowances: Allowances::new(settings.key_rate_per_s, settings.streams_per_key),
+            allowances,
             queue: Arc::default(),
             execution_wakes: tokio::sync::broadcast::channel(4096).0,
             pool,
@@ -214,31 +242,31 @@ impl AppState {
     /// Drops what an invalidation names from this process's caches.
     pub fn invalidate(&self, invalidation: Invalidation) {
         match invalidation {
-            Invalidation::Endpoint(id) => self.endpoints.invalidate(id),
+            Invalidation::Endpoint(id) => self.capture.endpoints.invalidate(id),
             Invalidation::Organization(id) => {
-                self.endpoints.forget_organization(id);
-                self.keys.forget_organization(id);
-                self.people.forget_organization(id);
+                self.capture.endpoints.forget_organization(id);
+                self.auth.keys.forget_organization(id);
+                self.auth.people.forget_organization(id);
             }
-            Invalidation::Key(id) => self.keys.forget_key(id),
-            Invalidation::Session(id) => self.people.forget_session(id),
+            Invalidation::Key(id) => self.auth.keys.forget_key(id),
+            Invalidation::Session(id) => self.auth.people.forget_session(id),
             Invalidation::User(id) => {
-                self.people.forget_user(id);
+                self.auth.people.forget_user(id);
                 // Keys the person made follow their memberships.
-                self.keys.clear();
+                self.auth.keys.clear();
             }
-            Invalidation::Joined(id) => self.people.forget_memberships(id),
-            Invalidation::SigningKeys => self.signing.forget(),
+            Invalidation::Joined(id) => self.auth.people.forget_memberships(id),
+            Invalidation::SigningKeys => self.auth.signing.forget(),
             Invalidation::MasterKeys => self.reload_master_keys(),
         }
     }
 
     /// Drops every cached entry: invalidations may have been missed.
     pub fn forget_cached(&self) {
-        self.endpoints.clear();
-        self.keys.clear();
-        self.people.clear();
-        self.signing.forget();
+        self.capture.endpoints.clear();
+        self.auth.keys.clear();
+        self.auth.people.clear();
+        self.auth.signing.forget();
         self.reload_master_keys();
     }
 
@@ -248,13 +276,25 @@ impl AppState {
         match crate::db::data_dir::read_key_file(path) {
             Ok(keys) => {
                 self.settings.master_key.replace(keys.current, keys.previous);
-                self.signing.forget();
+                self.auth.signing.forget();
                 // Verification secrets no key opened may open now.
-                self.endpoints.clear();
+                self.capture.endpoints.clear();
                 tracing::info!(version = self.settings.master_key.current_version(), "master keys reloaded");
             }
             Err(e) => tracing::error!(error = %e, "the master key file cannot be read; keeping the keys in memory"),
         }
+    }
+}
+
+impl FromRef<AppState> for Arc<CapturePath> {
+    fn from_ref(state: &AppState) -> Arc<CapturePath> {
+        state.capture.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<Auth> {
+    fn from_ref(state: &AppState) -> Arc<Auth> {
+        state.auth.clone()
     }
 }
 

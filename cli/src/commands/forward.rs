@@ -7,7 +7,7 @@ use crate::error::CliError;
 use crate::output::{Style, Tone, duration};
 use base64::Engine as _;
 use hookflow_shared::WebhookId;
-use hookflow_shared::api::webhooks::{BodyEncoding, CapturedRequest};
+use hookflow_shared::api::webhooks::{BodyEncoding, Capture};
 use reqwest::Method;
 use std::time::{Duration, Instant};
 
@@ -50,7 +50,7 @@ impl Forwarder {
     /// The target URL for a capture: the target's path, then the capture's path; the target's query, then the
     /// capture's. A capture path with dot segments (`/../`, `%2e%2e` in any case) would leave `--to`'s path: the
     /// sender chose it, so it is refused.
-    pub fn url_for(&self, capture: &CapturedRequest) -> Result<reqwest::Url, String> {
+    pub fn url_for(&self, capture: &Capture) -> Result<reqwest::Url, String> {
         let dot_segment = capture.path.split('/').any(|segment| {
             let segment = segment.to_ascii_lowercase().replace("%2e", ".");
             segment == "." || segment == ".."
@@ -72,7 +72,7 @@ impl Forwarder {
     }
 
     /// The capture's exact body bytes.
-    async fn body(&self, capture: &CapturedRequest) -> Result<Vec<u8>, CliError> {
+    async fn body(&self, capture: &Capture) -> Result<Vec<u8>, CliError> {
         match (&capture.body, capture.body_truncated) {
             (Some(body), false) => match capture.body_encoding {
                 BodyEncoding::Utf8 => Ok(body.clone().into_bytes()),
@@ -92,7 +92,7 @@ impl Forwarder {
     }
 
     /// Sends the capture to the target. A target that does not answer is reported, not fatal.
-    pub async fn forward(&self, capture: &CapturedRequest) -> Result<Delivered, String> {
+    pub async fn forward(&self, capture: &Capture) -> Result<Delivered, String> {
         let url = self.url_for(capture)?;
         let body = self.body(capture).await.map_err(|e| e.to_string())?;
         let method =
@@ -119,7 +119,7 @@ impl Forwarder {
 }
 
 /// One line per forwarded capture.
-pub fn describe(capture: &CapturedRequest, result: Result<Delivered, String>, style: Style) -> String {
+pub fn describe(capture: &Capture, result: Result<Delivered, String>, style: Style) -> String {
     let path = if capture.path.is_empty() { "/" } else { &capture.path };
     match result {
         Ok(delivered) => {
@@ -146,8 +146,8 @@ mod tests {
     use hookflow_shared::redacted::Redacted;
     use hookflow_shared::{CaptureId, OrgId};
 
-    fn capture(path: &str) -> CapturedRequest {
-        CapturedRequest {
+    fn capture(path: &str) -> Capture {
+        Capture {
             id: CaptureId::nil(),
             webhook_id: WebhookId::nil(),
             method: "POST".into(),

@@ -7,7 +7,7 @@ use crate::output::{Style, Tone, print_json, print_list};
 use crate::sse::EventStream;
 use clap::Subcommand;
 use hookflow_shared::WebhookId;
-use hookflow_shared::api::webhooks::{CapturedRequest, CreateWebhook, Webhook};
+use hookflow_shared::api::webhooks::{Capture, CreateWebhook, Webhook};
 
 #[derive(Debug, Subcommand)]
 pub enum WebhooksCommand {
@@ -56,7 +56,7 @@ pub enum WebhooksCommand {
     },
 }
 
-fn summary_line(capture: &CapturedRequest, style: Style) -> String {
+fn summary_line(capture: &Capture, style: Style) -> String {
     let query = if capture.query_string.is_empty() { String::new() } else { format!("?{}", capture.query_string) };
     let path = if capture.path.is_empty() { "/" } else { &capture.path };
     format!(
@@ -138,7 +138,7 @@ pub async fn run(api: &Api, command: WebhooksCommand, style: Style) -> Result<()
                 if json {
                     println!("{data}");
                 } else {
-                    let capture: CapturedRequest = serde_json::from_value(data)
+                    let capture: Capture = serde_json::from_value(data)
                         .map_err(|e| CliError::Network(format!("event {event_id} is not a capture: {e}")))?;
                     println!("{}", summary_line(&capture, style));
                 }
@@ -152,7 +152,7 @@ pub async fn run(api: &Api, command: WebhooksCommand, style: Style) -> Result<()
             follow(api, id, after, count, &doing, |event_id, data| {
                 let forwarder = &forwarder;
                 async move {
-                    let capture: CapturedRequest = serde_json::from_value(data)
+                    let capture: Capture = serde_json::from_value(data)
                         .map_err(|e| CliError::Network(format!("event {event_id} is not a capture: {e}")))?;
                     let line = forward::describe(&capture, forwarder.forward(&capture).await, style);
                     println!("{line}");

@@ -1,8 +1,9 @@
 //! Analytics from the per-minute capture counters (never a scan of the captures): volume over time in minute,
 //! hour or day buckets (UTC, empty buckets as 0), method breakdown, and the organization overview.
 
+use crate::api::context::Ctx;
 use crate::api::webhooks::endpoints::ensure_exists;
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiQuery, Id};
 use crate::state::AppState;

@@ -9,6 +9,7 @@ pub mod analytics;
 pub mod app;
 pub mod catalog;
 pub mod collections;
+pub mod context;
 pub mod executions;
 pub mod flows;
 pub mod health;

@@ -2,19 +2,19 @@
 //! published keys and the session they name) and JWT access tokens of configured external providers. Every
 //! failure is the same 401; the token itself is never logged.
 
+use crate::auth::component::Auth;
 use crate::auth::external_tokens::{self, Resolved, Unlinked};
+use crate::auth::identity::{BearerIdentity, LEEWAY_S};
 use crate::auth::people_cache::SessionState;
+use crate::auth::sessions;
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
-use chrono::{DateTime, Utc};
+use chrono::DateTime;
 use hookflow_shared::{SessionId, UserId};
 use jsonwebtoken::{Algorithm, Validation};
 use serde::{Deserialize, Serialize};
 
 /// The audience of the built-in provider's access tokens.
 pub const AUDIENCE: &str = "hookflow";
-/// Clock skew tolerated on `exp` and `nbf`.
-pub const LEEWAY_S: u64 = 30;
 
 /// The claims of the built-in provider's access tokens.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -28,18 +28,6 @@ pub struct AccessClaims {
     pub iat: i64,
     pub nbf: i64,
     pub exp: i64,
-}
-
-/// Who a bearer token speaks for.
-#[derive(Debug, Clone, Copy)]
-pub struct BearerIdentity {
-    pub user_id: UserId,
-    /// The built-in session, if the token is the built-in provider's.
-    pub session_id: Option<SessionId>,
-    pub expires_at: DateTime<Utc>,
-    pub password_change_required: bool,
-    /// An external provider's token: its SHA-256, by which signing out revokes it.
-    pub external_token: Option<[u8; 32]>,
 }
 
 /// Who a bearer token speaks for where a person may be new here (accepting an invitation): someone known, or an
@@ -57,28 +45,28 @@ struct Issuer {
 }
 
 /// Verifies a bearer token and answers who it speaks for.
-pub async fn authenticate(state: &AppState, token: &str) -> ApiResult<BearerIdentity> {
-    match signer(state, token, true).await? {
+pub async fn authenticate(auth: &Auth, token: &str) -> ApiResult<BearerIdentity> {
+    match signer(auth, token, true).await? {
         Signer::Known(identity) => Ok(identity),
         Signer::Unlinked(_) => Err(ApiError::unauthorized()),
     }
 }
 
 /// Verifies a bearer token that may speak for an external identity nobody has linked yet (looked up afresh).
-pub async fn authenticate_signer<'a>(state: &'a AppState, token: &str) -> ApiResult<Signer<'a>> {
-    signer(state, token, false).await
+pub async fn authenticate_signer<'a>(auth: &'a Auth, token: &str) -> ApiResult<Signer<'a>> {
+    signer(auth, token, false).await
 }
 
-async fn signer<'a>(state: &'a AppState, token: &str, remember_unknown: bool) -> ApiResult<Signer<'a>> {
+async fn signer<'a>(auth: &'a Auth, token: &str, remember_unknown: bool) -> ApiResult<Signer<'a>> {
     let header = jsonwebtoken::decode_header(token).map_err(|_| ApiError::unauthorized())?;
     let issuer: Issuer =
         jsonwebtoken::dangerous::insecure_decode_claims(token).map_err(|_| ApiError::unauthorized())?;
     let issuer = issuer.iss.ok_or_else(ApiError::unauthorized)?;
-    if issuer == state.settings.public_url {
+    if issuer == auth.public_url {
         let kid = header.kid.ok_or_else(ApiError::unauthorized)?;
-        return built_in(state, token, &kid).await.map(Signer::Known);
+        return built_in(auth, token, &kid).await.map(Signer::Known);
     }
-    Ok(match external_tokens::resolve(state, &issuer, token, &header, remember_unknown).await? {
+    Ok(match external_tokens::resolve(auth, &issuer, token, &header, remember_unknown).await? {
         Resolved::Known(identity) => Signer::Known(identity),
         Resolved::Unlinked(unlinked) => Signer::Unlinked(unlinked),
     })
@@ -95,14 +83,13 @@ pub fn built_in_validation(issuer: &str) -> Validation {
     validation
 }
 
-async fn built_in(state: &AppState, token: &str, kid: &str) -> ApiResult<BearerIdentity> {
-    let settings = &state.settings;
-    let key = state.signing.verifying_key(&state.pool, &settings.master_key, kid).await;
+async fn built_in(auth: &Auth, token: &str, kid: &str) -> ApiResult<BearerIdentity> {
+    let key = auth.signing.verifying_key(&auth.pool, &auth.master_key, kid).await;
     let key = key.ok_or_else(ApiError::unauthorized)?;
-    let claims = jsonwebtoken::decode::<AccessClaims>(token, &key, &built_in_validation(&settings.public_url))
+    let claims = jsonwebtoken::decode::<AccessClaims>(token, &key, &built_in_validation(&auth.public_url))
         .map_err(|_| ApiError::unauthorized())?
         .claims;
-    let session = session_state(state, claims.sid).await?;
+    let session = session_state(auth, claims.sid).await?;
     if !session.live || session.user_id != claims.sub {
         return Err(ApiError::unauthorized());
     }
@@ -116,21 +103,11 @@ async fn built_in(state: &AppState, token: &str, kid: &str) -> ApiResult<BearerI
 }
 
 /// A session's state: from memory, or the database (an unknown session is not live).
-async fn session_state(state: &AppState, session_id: SessionId) -> ApiResult<SessionState> {
-    if let Some(known) = state.people.session(session_id) {
+async fn session_state(auth: &Auth, session_id: SessionId) -> ApiResult<SessionState> {
+    if let Some(known) = auth.people.session(session_id) {
         return Ok(known);
     }
-    let row: Option<(UserId, bool, bool)> = sqlx::query_as(
-        "SELECT s.user_id, s.revoked_at IS NULL AND s.expires_at > now(), u.password_change_required
-         FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1",
-    )
-    .bind(session_id)
-    .fetch_optional(&state.pool)
-    .await?;
-    let session = match row {
-        Some((user_id, live, password_change_required)) => SessionState { user_id, live, password_change_required },
-        None => SessionState { user_id: UserId::nil(), live: false, password_change_required: false },
-    };
-    state.people.store_session(session_id, session);
+    let session = sessions::state(&auth.pool, session_id).await?;
+    auth.people.store_session(session_id, session);
     Ok(session)
 }

@@ -7,11 +7,11 @@
 //! signed-in account. Unknown identities are remembered, bounded and briefly, so their requests cost no database
 //! round trip and never fetch userinfo.
 
-use crate::api::people::store::normalize_email;
-use crate::auth::bearer::{BearerIdentity, LEEWAY_S};
+use crate::auth::component::Auth;
 use crate::auth::external::{Provider, fetch_json};
+use crate::auth::identity::{BearerIdentity, LEEWAY_S};
+use crate::auth::users::normalize_email;
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
 use chrono::{DateTime, Utc};
 use hookflow_shared::UserId;
 use jsonwebtoken::{Header, Validation};
@@ -64,12 +64,12 @@ fn typed_as_access_token(header: &Header) -> bool {
 
 /// Checks the token's signature, claims, client and lifetime against its issuer's settings.
 async fn verify<'a>(
-    state: &'a AppState,
+    auth: &'a Auth,
     issuer: &str,
     token: &str,
     header: &Header,
 ) -> ApiResult<(&'a Provider, ExternalClaims)> {
-    let provider = state.external.find(issuer).ok_or_else(ApiError::unauthorized)?;
+    let provider = auth.external.find(issuer).ok_or_else(ApiError::unauthorized)?;
     let config = &provider.config;
     if !config.algorithms.contains(&header.alg) || !typed_as_access_token(header) {
         return Err(ApiError::unauthorized());
@@ -104,16 +104,16 @@ async fn verify<'a>(
 /// Verifies an external token and finds its person. `remember_unknown`: answer 401 at once for an identity
 /// recently found unknown, and remember one found unknown now (requests; accepting and linking look afresh).
 pub async fn resolve<'a>(
-    state: &'a AppState,
+    auth: &'a Auth,
     issuer: &str,
     token: &str,
     header: &Header,
     remember_unknown: bool,
 ) -> ApiResult<Resolved<'a>> {
-    let (provider, claims) = verify(state, issuer, token, header).await?;
+    let (provider, claims) = verify(auth, issuer, token, header).await?;
     let issuer = provider.config.issuer.clone();
     let identity = format!("{issuer}\n{}", claims.sub);
-    if remember_unknown && state.people.identity_unknown(&identity) {
+    if remember_unknown && auth.people.identity_unknown(&identity) {
         return Err(ApiError::unauthorized());
     }
     let hash = token_hash(token);
@@ -124,14 +124,14 @@ pub async fn resolve<'a>(
     .bind(&issuer)
     .bind(&claims.sub)
     .bind(&hash[..])
-    .fetch_one(&state.pool)
+    .fetch_one(&auth.pool)
     .await?;
     if revoked {
         return Err(ApiError::unauthorized());
     }
     let Some(user_id) = user_id else {
         if remember_unknown {
-            state.people.store_unknown_identity(identity);
+            auth.people.store_unknown_identity(identity);
         }
         let claimed_email = claims.email.filter(|_| claims.email_verified == Some(true));
         return Ok(Resolved::Unlinked(Unlinked { provider, issuer, subject: claims.sub, claimed_email }));
@@ -143,6 +143,23 @@ pub async fn resolve<'a>(
         password_change_required: false,
         external_token: Some(hash),
     }))
+}
+
+/// Refuses an external provider's token (by its hash) until it expires, on every replica (each request looks it
+/// up); revocations already past their token's expiry go.
+pub async fn revoke_external_token(
+    pool: &sqlx::PgPool,
+    token_hash: &[u8],
+    expires_at: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("DELETE FROM revoked_tokens WHERE expires_at < now()").execute(&mut *tx).await?;
+    sqlx::query("INSERT INTO revoked_tokens (token_hash, expires_at) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+        .bind(token_hash)
+        .bind(expires_at + chrono::TimeDelta::seconds(LEEWAY_S as i64))
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
 }
 
 impl Unlinked<'_> {

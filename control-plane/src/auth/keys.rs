@@ -2,9 +2,9 @@
 //! or the database. A key a person made works only while that person is a member of the key's organization, and
 //! never grants more than their role. Failed lookups are budgeted per client address (`failures`).
 
+use crate::auth::component::Auth;
 use crate::auth::key_cache::{Cached, KeyIdentity};
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
 use chrono::{DateTime, Utc};
 use hookflow_shared::token::{self, TokenKind};
 use hookflow_shared::{ApiKeyId, OrgId, Role, ScopeSet, UserId};
@@ -14,33 +14,33 @@ use std::net::IpAddr;
 /// the database; unknown, deleted and expired keys all answer the same 401. A key not in the cache is looked up
 /// only while its client `address` has failed lookups to spare, and not when it was looked up lately and not
 /// found (`failures`).
-pub async fn authenticate_key(state: &AppState, key: &str, address: Option<IpAddr>) -> ApiResult<KeyIdentity> {
+pub async fn authenticate_key(auth: &Auth, key: &str, address: Option<IpAddr>) -> ApiResult<KeyIdentity> {
     TokenKind::ApiKey.check(key).map_err(|_| ApiError::unauthorized())?;
     let hash = token::hash(key);
-    let identity = match state.keys.get(&hash) {
+    let identity = match auth.keys.get(&hash) {
         Cached::Hit { identity, record_use } => {
             if record_use {
-                record_last_use(state, identity.key_id);
+                record_last_use(auth, identity.key_id);
             }
             identity
         }
         cached => {
             if matches!(cached, Cached::Miss) {
-                state.credential_failures.before_lookup(address, &hash)?;
+                auth.credential_failures.before_lookup(address, &hash)?;
             }
-            let identity = match lookup_key(state, &hash).await? {
+            let identity = match lookup_key(auth, &hash).await? {
                 KeyLookup::Found(identity) => identity,
                 KeyLookup::Unknown => {
-                    state.credential_failures.not_found(address, hash);
+                    auth.credential_failures.not_found(address, hash);
                     return Err(ApiError::unauthorized());
                 }
                 KeyLookup::Refused => {
-                    state.credential_failures.failed(address);
+                    auth.credential_failures.failed(address);
                     return Err(ApiError::unauthorized());
                 }
             };
-            record_last_use(state, identity.key_id);
-            state.keys.insert(hash, identity.clone());
+            record_last_use(auth, identity.key_id);
+            auth.keys.insert(hash, identity.clone());
             identity
         }
     };
@@ -59,7 +59,7 @@ enum KeyLookup {
     Refused,
 }
 
-async fn lookup_key(state: &AppState, hash: &[u8]) -> ApiResult<KeyLookup> {
+async fn lookup_key(auth: &Auth, hash: &[u8]) -> ApiResult<KeyLookup> {
     type KeyRow = (ApiKeyId, OrgId, Vec<String>, Option<DateTime<Utc>>, Option<UserId>, Option<String>);
     let row: Option<KeyRow> = sqlx::query_as(
         "SELECT k.id, k.organization_id, k.scopes, k.expires_at, k.created_by_user, m.role
@@ -68,7 +68,7 @@ async fn lookup_key(state: &AppState, hash: &[u8]) -> ApiResult<KeyLookup> {
          WHERE k.key_hash = $1",
     )
     .bind(hash)
-    .fetch_optional(&state.pool)
+    .fetch_optional(&auth.pool)
     .await?;
     let Some((key_id, org_id, scopes, expires_at, maker, role)) = row else { return Ok(KeyLookup::Unknown) };
     // Scopes were validated when the key was made; a name dropped from the catalog since simply grants nothing.
@@ -83,8 +83,8 @@ async fn lookup_key(state: &AppState, hash: &[u8]) -> ApiResult<KeyLookup> {
 }
 
 /// Writes a key's last use, off the request's path (at most once a minute per key and replica).
-fn record_last_use(state: &AppState, key_id: ApiKeyId) {
-    let pool = state.pool.clone();
+fn record_last_use(auth: &Auth, key_id: ApiKeyId) {
+    let pool = auth.pool.clone();
     tokio::spawn(async move {
         let _ = sqlx::query(
             "UPDATE api_keys SET last_used_at = now()

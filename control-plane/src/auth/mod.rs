@@ -1,29 +1,33 @@
 //! Authentication and tenancy. The `Caller<S>` extractor checks, in the contract's order: credentials (401: an
 //! API key, or a person's bearer token), `X-Organization-Id` (400), that the key belongs to that organization or
 //! the person is a member of it (403 `organization_mismatch`) and that the key or the person's role carries the
-//! scope `S` (403 `insufficient_scope`). Handlers declare their scope in their signature. `Person` is a signed-in
-//! person whatever the organization (the Auth routes).
+//! scope `S` (403 `insufficient_scope`). Handlers declare their scope in their signature. It reads the component
+//! `Auth` (`component`), from any state that gives one (`FromRef`).
 
 pub mod bearer;
+pub mod component;
 pub mod external;
 pub mod external_tokens;
 pub mod failures;
+pub mod identity;
 pub mod key_cache;
 pub mod keys;
 pub mod people_cache;
+pub mod sessions;
 pub mod signing;
 pub mod throttle;
 pub mod users;
 
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
-use bearer::BearerIdentity;
 use chrono::{DateTime, Utc};
+use component::Auth;
 use hookflow_shared::wire::header;
 use hookflow_shared::{ApiKeyId, ErrorCode, OrgId, Role, Scope, ScopeSet, UserId};
+use identity::BearerIdentity;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// Who is acting, as written to the audit log.
@@ -106,21 +110,25 @@ pub mod scope {
     );
 }
 
-impl<S: scope::Required + Send> FromRequestParts<AppState> for Caller<S> {
+impl<S: scope::Required + Send, A: Send + Sync> FromRequestParts<A> for Caller<S>
+where
+    Arc<Auth>: FromRef<A>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &A) -> Result<Self, Self::Rejection> {
+        let auth = Arc::<Auth>::from_ref(state);
         if let Some(token) = bearer_token(parts) {
-            let person = bearer::authenticate(state, token).await?;
+            let person = bearer::authenticate(&auth, token).await?;
             crate::http::listener::prove(&parts.extensions);
-            return Self::person(parts, state, person).await;
+            return Self::person(parts, &auth, person).await;
         }
         let key = parts.headers.get(header::API_KEY).and_then(|v| v.to_str().ok()).map(str::trim);
         let identity =
-            keys::authenticate_key(state, key.ok_or_else(ApiError::unauthorized)?, client_address(state, parts))
+            keys::authenticate_key(&auth, key.ok_or_else(ApiError::unauthorized)?, client_address(&auth, parts))
                 .await?;
         crate::http::listener::prove(&parts.extensions);
-        state.allowances.key_request(identity.key_id.into())?;
+        auth.allowances.key_request(identity.key_id.into())?;
         let org_id = organization_header(parts)?;
         if org_id != identity.org_id {
             return Err(ApiError::new(
@@ -151,13 +159,13 @@ impl<S: scope::Required> Caller<S> {
     }
 
     /// A person acting in the organization of `X-Organization-Id`, with the scopes of their role there.
-    async fn person(parts: &Parts, state: &AppState, person: BearerIdentity) -> ApiResult<Self> {
-        state.allowances.key_request(person.user_id.into())?;
+    async fn person(parts: &Parts, auth: &Auth, person: BearerIdentity) -> ApiResult<Self> {
+        auth.allowances.key_request(person.user_id.into())?;
         if person.password_change_required {
             return Err(password_change_required());
         }
         let org_id = organization_header(parts)?;
-        let role = role_in(state, person.user_id, org_id).await?.ok_or_else(|| {
+        let role = role_in(auth, person.user_id, org_id).await?.ok_or_else(|| {
             ApiError::new(
                 ErrorCode::OrganizationMismatch,
                 "you are not a member of the organization in X-Organization-Id",
@@ -188,59 +196,17 @@ pub fn bearer_in(headers: &axum::http::HeaderMap) -> Option<&str> {
 }
 
 /// A person's role in an organization (memberships are cached, and dropped when they change).
-pub async fn role_in(state: &AppState, user_id: UserId, org_id: OrgId) -> ApiResult<Option<Role>> {
-    let memberships = match state.people.memberships(user_id) {
+pub async fn role_in(auth: &Auth, user_id: UserId, org_id: OrgId) -> ApiResult<Option<Role>> {
+    let memberships = match auth.people.memberships(user_id) {
         Some(known) => known,
         None => {
-            let mut conn = state.pool.acquire().await?;
+            let mut conn = auth.pool.acquire().await?;
             let found = users::memberships(&mut conn, user_id).await?;
-            state.people.store_memberships(user_id, found.clone());
+            auth.people.store_memberships(user_id, found.clone());
             found
         }
     };
     Ok(memberships.into_iter().find(|(org, _)| *org == org_id).map(|(_, role)| role))
-}
-
-/// A signed-in person, whatever the organization: the Auth routes and `POST /organizations`. A session opened
-/// with a one-time password passes; handlers that need it changed call [`Person::require_password_changed`].
-#[derive(Debug)]
-pub struct Person {
-    pub app: AppState,
-    pub identity: BearerIdentity,
-}
-
-impl FromRequestParts<AppState> for Person {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let token = bearer_token(parts).ok_or_else(ApiError::unauthorized)?;
-        let identity = bearer::authenticate(state, token).await?;
-        state.allowances.key_request(identity.user_id.into())?;
-        Ok(Self { app: state.clone(), identity })
-    }
-}
-
-impl Person {
-    pub fn require_password_changed(&self) -> ApiResult<()> {
-        if self.identity.password_change_required { Err(password_change_required()) } else { Ok(()) }
-    }
-}
-
-/// A handler's context: the application state and the caller, who holds scope `S`. Handlers take it as
-/// `Ctx { app, caller }: Ctx<scope::WebhooksRead>`, declaring their scope in their signature.
-#[derive(Debug)]
-pub struct Ctx<S = scope::Any> {
-    pub app: AppState,
-    pub caller: Caller<S>,
-}
-
-impl<S: scope::Required + Send> FromRequestParts<AppState> for Ctx<S> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        Ok(Self { app: state.clone(), caller })
-    }
 }
 
 impl<S> Caller<S> {
@@ -260,9 +226,9 @@ impl<S> Caller<S> {
 }
 
 /// The client's address, as the listener saw it (none when the router is called without one).
-pub fn client_address(state: &AppState, parts: &Parts) -> Option<std::net::IpAddr> {
+pub fn client_address(auth: &Auth, parts: &Parts) -> Option<std::net::IpAddr> {
     let peer = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|info| info.0.ip())?;
-    Some(state.settings.trusted_proxies.client(peer, &parts.headers))
+    Some(auth.trusted_proxies.client(peer, &parts.headers))
 }
 
 /// Reads `X-Organization-Id`; missing or not a UUID answers 400 `organization_required`.

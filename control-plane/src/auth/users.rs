@@ -1,8 +1,14 @@
 //! The people tables as authentication reads and writes them: a user's memberships, external identities linked
-//! to users, and users who sign in only through one.
+//! to users, and users who sign in only through one; and the canonical form of an email.
 
 use hookflow_shared::{OrgId, Role, UserId};
 use sqlx::PgConnection;
+
+/// The canonical form of an email: lower-cased; `None` when it is not an address by the rule the OpenAPI document
+/// states (`rules::email_pattern`: printable ASCII, no spaces, a dotted domain).
+pub fn normalize_email(email: &str) -> Option<String> {
+    hookflow_shared::api::rules::is_email(email).then(|| email.to_ascii_lowercase())
+}
 
 /// A user's organizations and roles.
 pub async fn memberships(conn: &mut PgConnection, user_id: UserId) -> Result<Vec<(OrgId, Role)>, sqlx::Error> {
@@ -51,4 +57,28 @@ pub async fn create_external_user(
         return Ok(None);
     }
     Ok(Some(user_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emails_are_normalized_or_refused() {
+        assert_eq!(normalize_email("Ada@Example.COM").as_deref(), Some("ada@example.com"));
+        // The rule the OpenAPI document states: no white space anywhere (surrounding spaces included), ASCII only.
+        for bad in [
+            "",
+            "ada",
+            "ada@",
+            "@example.com",
+            "ada@example",
+            "a da@example.com",
+            "ada@.com",
+            " ada@example.com",
+            "adä@example.com",
+        ] {
+            assert_eq!(normalize_email(bad), None, "{bad}");
+        }
+    }
 }

@@ -4,10 +4,10 @@
 //! row in `capture_watchers` (refreshed every minute) asks the capture writers to NOTIFY its endpoint; a batch
 //! that was already in flight when the row appeared is found by the topic's first re-check, half a second in.
 
-use crate::api::webhooks::model::{CAPTURE_COLUMNS_INLINE, CaptureRow};
+use crate::capture::row::{CAPTURE_COLUMNS_INLINE, CaptureRow};
 use crate::db::watch::Watch;
 use crate::error::{ApiResult, to_json};
-use hookflow_shared::api::webhooks::CapturedRequest;
+use hookflow_shared::api::webhooks::Capture;
 use hookflow_shared::{CaptureId, WebhookId};
 use sqlx::PgPool;
 use std::collections::HashMap;
@@ -50,7 +50,7 @@ pub struct StreamHub {
 }
 
 /// The stream payload of a capture: `{"type": "request.captured", ...the captured request}`.
-pub fn event_json(capture: CapturedRequest) -> ApiResult<String> {
+pub fn event_json(capture: Capture) -> ApiResult<String> {
     let mut value = to_json(&capture)?;
     if let Some(object) = value.as_object_mut() {
         object.insert("type".into(), "request.captured".into());

@@ -1,35 +1,65 @@
 //! The capture path, `/webhook/{id}[/{*path}]`: no authentication; finds the endpoint in the cache, applies its
 //! rate limit and body limit, records the request exactly as sent, and answers the receipt (or the endpoint's
-//! custom response) only once the capture writer has committed it.
+//! custom response) only once the capture writer has committed it. It reads its own component, `CapturePath`, from
+//! any state that gives one (`FromRef`): the hot path touches nothing else.
 
 pub mod batch;
 pub mod cache;
 pub mod hub;
+pub mod row;
 pub mod signing;
 pub mod writer;
 
+use crate::crypto::MasterKey;
 use crate::db::byte_budget::{Reservation, SMALL_WRITE};
 use crate::error::{ApiError, ApiResult, to_json_string};
 use crate::http::body::{discard, read_within};
+use crate::http::client_address::TrustedProxies;
+use crate::http::limits::Allowances;
 use crate::http::raw_head::{HeadQueue, RequestNumber};
 use crate::signature::Message;
-use crate::state::AppState;
 use axum::Extension;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, FromRef, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use batch::CaptureSignature;
-use cache::{Endpoint, Lookup};
+use cache::{Endpoint, EndpointCache, Lookup};
 use hookflow_shared::api::signatures::{Verdict, VerificationMode};
 use hookflow_shared::api::webhooks::{CaptureReceipt, CustomResponse};
 use hookflow_shared::{CaptureId, ErrorCode, OrgId, Timestamp, WebhookId};
 use sha2::{Digest, Sha256};
+use sqlx::PgPool;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use writer::{CaptureRecord, CaptureWriter, Outcome};
 
-pub fn routes() -> OpenApiRouter<AppState> {
+/// What the capture path reads. Shared as `Arc<CapturePath>`.
+#[derive(Debug)]
+pub struct CapturePath {
+    pub pool: PgPool,
+    /// Endpoints by id, dropped when they change (NOTIFY).
+    pub endpoints: EndpointCache,
+    /// The group-commit writer captures are stored through.
+    pub writer: CaptureWriter,
+    /// Unknown endpoint lookups per address.
+    pub allowances: Arc<Allowances>,
+    /// Peers whose `Forwarded` / `X-Forwarded-For` headers name the sender.
+    pub trusted_proxies: TrustedProxies,
+    /// The highest capture rate limit an organization may set for its endpoints.
+    pub max_rate_per_s: i32,
+    /// Opens the endpoints' sealed verification secrets.
+    pub master_key: MasterKey,
+    /// Base URL of capture URLs (`--capture-url`), the URL some schemes sign.
+    pub capture_url: String,
+}
+
+pub fn routes<S>() -> OpenApiRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<CapturePath>: FromRef<S>,
+{
     // The sub-path form shares the handler; OpenAPI cannot express a path wildcard, so /webhook/{id} documents both.
     OpenApiRouter::new().routes(routes!(capture)).route(
         "/webhook/{id}/{*path}",
@@ -53,14 +83,14 @@ pub fn routes() -> OpenApiRouter<AppState> {
             headers and body it sets")),
     security(()))]
 async fn capture(
-    State(app): State<AppState>,
+    State(capture): State<Arc<CapturePath>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     heads: Option<Extension<HeadQueue>>,
     number: Option<Extension<RequestNumber>>,
     request: Request,
 ) -> Response {
     let recorded = heads.zip(number).map(|(heads, number)| (heads.0, number.0));
-    match capture_inner(&app, peer, recorded, request).await {
+    match capture_inner(&capture, peer, recorded, request).await {
         Ok(response) => response,
         Err(error) => {
             let response = error.into_response();
@@ -74,7 +104,7 @@ async fn capture(
 }
 
 async fn capture_inner(
-    app: &AppState,
+    capture: &CapturePath,
     peer: SocketAddr,
     recorded: Option<(HeadQueue, RequestNumber)>,
     request: Request,
@@ -82,7 +112,7 @@ async fn capture_inner(
     let received_at = chrono::Utc::now();
     let (parts, body) = request.into_parts();
     // Behind a trusted proxy the sender is who the proxy says; anyone else's forwarding headers are kept, not believed.
-    let peer = SocketAddr::new(app.settings.trusted_proxies.client(peer.ip(), &parts.headers), peer.port());
+    let peer = SocketAddr::new(capture.trusted_proxies.client(peer.ip(), &parts.headers), peer.port());
     if parts.method == Method::HEAD {
         return Err(ApiError::new(
             ErrorCode::MethodNotAllowed,
@@ -92,15 +122,16 @@ async fn capture_inner(
     let rest = parts.uri.path().strip_prefix("/webhook/").unwrap_or_default();
     let (id, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let id: WebhookId = id.parse().map_err(|_| ApiError::not_found("webhook"))?;
-    let endpoint = match app.endpoints.lookup(id) {
+    let endpoint = match capture.endpoints.lookup(id) {
         Lookup::Known(endpoint) => endpoint,
         Lookup::Unknown => return Err(ApiError::not_found("webhook")),
         Lookup::Miss => {
             // Every id memory does not know costs a query: a budget per address keeps floods off the database.
-            app.allowances.unknown_capture(crate::http::client_address::budget_key(peer.ip()))?;
-            let max_rate = app.settings.max_capture_rate_per_s;
-            app.endpoints
-                .load(&app.pool, &app.settings.master_key, id, max_rate)
+            capture.allowances.unknown_capture(crate::http::client_address::budget_key(peer.ip()))?;
+            let max_rate = capture.max_rate_per_s;
+            capture
+                .endpoints
+                .load(&capture.pool, &capture.master_key, id, max_rate)
                 .await?
                 .ok_or_else(|| ApiError::not_found("webhook"))?
         }
@@ -111,7 +142,7 @@ async fn capture_inner(
         return Err(error);
     }
     let (body, room) =
-        read_body(&app.writers.captures, endpoint.org_id, &parts.headers, body, endpoint.max_body_bytes).await?;
+        read_body(&capture.writer, endpoint.org_id, &parts.headers, body, endpoint.max_body_bytes).await?;
     let target = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let headers = recorded
         .and_then(|(queue, number)| queue.take(number, parts.method.as_str(), target))
@@ -120,14 +151,14 @@ async fn capture_inner(
     let signature = match &endpoint.verification {
         None => CaptureSignature::unverified(),
         Some(verification) => {
-            let url = signed_url(&app.settings.capture_url, id, path, parts.uri.query().unwrap_or_default());
+            let url = signed_url(&capture.capture_url, id, path, parts.uri.query().unwrap_or_default());
             let message = Message { headers: &headers, body: &body, url: &url, received_at };
-            verification.judge(&app.pool, id, message).await
+            verification.judge(&capture.pool, id, message).await
         }
     };
     let refusal = refuses(&endpoint, &signature);
     let request = Captured { parts: &parts, path, headers: &headers, body, peer, received_at };
-    match app.writers.captures.store(request.record(&endpoint, signature)?, room).await {
+    match capture.writer.store(request.record(&endpoint, signature)?, room).await {
         Outcome::Stored(request_id) => match refusal {
             Some(refused) => Err(refused),
             None => Ok(receipt(&endpoint, request_id, received_at)),

@@ -4,7 +4,6 @@
 //! metadata addresses never. No redirects are followed, no proxy is used, answers are read within a limit.
 
 use crate::error::{ApiError, ApiResult};
-use crate::state::Settings;
 use hookflow_runner::outbound::{self as guard, ClientOptions, Guard, ReadError};
 use hookflow_shared::OrgId;
 use hookflow_shared::api::runners::NetworkPolicy;
@@ -12,9 +11,9 @@ use reqwest::Url;
 use sqlx::PgPool;
 use std::time::Duration;
 
-/// Where the server may send requests for `org_id`.
-pub async fn policy_for(pool: &PgPool, settings: &Settings, org_id: OrgId) -> ApiResult<NetworkPolicy> {
-    if settings.allow_private_targets {
+/// Where the server may send requests for `org_id`; anywhere when the operator allowed private targets for all.
+pub async fn policy_for(pool: &PgPool, allow_private_targets: bool, org_id: OrgId) -> ApiResult<NetworkPolicy> {
+    if allow_private_targets {
         return Ok(NetworkPolicy::Private);
     }
     let private: Option<bool> = sqlx::query_scalar("SELECT private_network FROM organizations WHERE id = $1")

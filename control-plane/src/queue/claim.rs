@@ -7,7 +7,6 @@
 
 use crate::error::{ApiError, ApiResult};
 use crate::queue::events::{LOG, bump};
-use crate::state::Settings;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::runners::{Job, JobFlow, NetworkPolicy, SecretValues, VariableLayers};
 use hookflow_shared::flow::template;
@@ -15,6 +14,20 @@ use hookflow_shared::token::{self, TokenKind};
 use hookflow_shared::{ExecutionId, FlowId, JobId, OrgId, RunnerId};
 use sqlx::PgConnection;
 use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// What a claim needs of the server's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimSettings<'a> {
+    /// How long a claim holds a job.
+    pub lease: Duration,
+    /// Whether the embedded runner may reach private networks for every organization.
+    pub allow_private_targets: bool,
+    /// How long the embedded runner runs a flow at most (`--embedded-runner-max-run-s`).
+    pub embedded_max_run: Duration,
+    /// Opens the secrets a run references.
+    pub master_key: &'a crate::crypto::MasterKey,
+}
 
 /// Who claims, which decides where the run's requests may go.
 #[derive(Debug, Clone, Copy)]
@@ -47,8 +60,8 @@ impl Claimer {
 impl Claimer {
     /// How long the run may last: what the flow asked for, cut to `--embedded-runner-max-run-s` on the embedded
     /// runner (one tenant's day-long runs must not hold its shared slots), with a note saying so.
-    fn run_time(self, asked_s: u64, settings: &Settings) -> (u64, Option<String>) {
-        let cap = settings.embedded_runner.max_run.as_secs();
+    fn run_time(self, asked_s: u64, settings: &ClaimSettings<'_>) -> (u64, Option<String>) {
+        let cap = settings.embedded_max_run.as_secs();
         match self {
             Claimer::Runner { embedded: true, .. } if asked_s > cap => (
                 cap,
@@ -199,7 +212,7 @@ struct Claimed {
 /// Claims an execution for `claimer`; `None` when nothing matched.
 pub async fn claim(
     conn: &mut PgConnection,
-    settings: &Settings,
+    settings: &ClaimSettings<'_>,
     claimer: Claimer,
     target: Target<'_>,
 ) -> ApiResult<Option<Job>> {
@@ -209,7 +222,7 @@ pub async fn claim(
 /// Claims up to `n` executions for `claimer` in one statement, oldest first (empty when nothing matched).
 pub async fn claim_many(
     conn: &mut PgConnection,
-    settings: &Settings,
+    settings: &ClaimSettings<'_>,
     claimer: Claimer,
     target: Target<'_>,
     n: usize,
@@ -246,7 +259,7 @@ pub async fn claim_many(
 /// The job of one claimed row: its run, variables and the secrets it references.
 async fn job_of(
     conn: &mut PgConnection,
-    settings: &Settings,
+    settings: &ClaimSettings<'_>,
     claimer: Claimer,
     row: Claimed,
     job_token: String,
@@ -311,7 +324,7 @@ type SealedRow = (String, Vec<u8>, Vec<u8>, i32, Vec<String>, bool);
 /// callers of ephemeral launches.
 async fn resolve_secrets(
     conn: &mut PgConnection,
-    settings: &Settings,
+    settings: &ClaimSettings<'_>,
     row: &Claimed,
     parts: impl Iterator<Item = &serde_json::Value>,
     layers: Option<&VariableLayers>,

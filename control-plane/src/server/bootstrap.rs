@@ -4,6 +4,7 @@
 use crate::api::admin::{keys, organization};
 use crate::api::people::{passwords, store};
 use crate::auth::Actor;
+use crate::auth::users::normalize_email;
 use crate::db::storage::BoxError;
 use hookflow_shared::api::admin::{CreatedApiKey, Organization};
 use hookflow_shared::{Role, ScopeSet};
@@ -21,8 +22,7 @@ pub struct Bootstrapped {
 
 /// Creates the first organization and admin key when there is no organization yet.
 pub async fn first_start(pool: &PgPool, owner_email: &str) -> Result<Option<Bootstrapped>, BoxError> {
-    let owner_email =
-        store::normalize_email(owner_email).ok_or_else(|| format!("`{owner_email}` is not an email address"))?;
+    let owner_email = normalize_email(owner_email).ok_or_else(|| format!("`{owner_email}` is not an email address"))?;
     let owner_password = passwords::one_time();
     let hash = passwords::hash(owner_password.clone()).await?;
     let mut tx = pool.begin().await?;

@@ -5,6 +5,8 @@
 use crate::api::admin::{keys, organization};
 use crate::api::people::{passwords, store};
 use crate::auth::Actor;
+use crate::auth::sessions;
+use crate::auth::users::normalize_email;
 use crate::crypto::MasterKey;
 use crate::db::data_dir::MasterKeys;
 use crate::db::storage::BoxError;
@@ -89,7 +91,7 @@ pub async fn users(pool: &PgPool, command: UsersCommand) -> Result<(), BoxError>
     let mut tx = pool.begin().await?;
     match command {
         UsersCommand::Create { email, org, role } => {
-            let email = store::normalize_email(&email).ok_or_else(|| format!("`{email}` is not an email address"))?;
+            let email = normalize_email(&email).ok_or_else(|| format!("`{email}` is not an email address"))?;
             if store::find_by_email(&mut tx, &email).await?.is_some() {
                 return Err(
                     format!("a user with {email} exists; `users reset-password` gives them a new password").into()
@@ -102,10 +104,10 @@ pub async fn users(pool: &PgPool, command: UsersCommand) -> Result<(), BoxError>
             println!("created user {email} ({user_id}), {role} of organization {org}");
         }
         UsersCommand::ResetPassword { email } => {
-            let email = store::normalize_email(&email).ok_or_else(|| format!("`{email}` is not an email address"))?;
+            let email = normalize_email(&email).ok_or_else(|| format!("`{email}` is not an email address"))?;
             let user = store::find_by_email(&mut tx, &email).await?.ok_or_else(|| format!("no user {email}"))?;
             store::set_password(&mut tx, user.id, &hash, true).await?;
-            store::revoke_other_sessions(&mut tx, user.id, None).await?;
+            sessions::revoke_other_sessions(&mut tx, user.id, None).await?;
             Invalidation::User(user.id).announce(&mut tx).await?;
             tx.commit().await?;
             println!("reset the password of {email}; their sessions ended");

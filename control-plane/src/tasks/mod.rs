@@ -3,13 +3,12 @@
 //! scheduler (`scheduler`). The capture writer is started with the state it belongs to.
 
 pub mod listener;
+pub mod periodic;
 pub mod rescuer;
 pub mod retention;
 pub mod scheduler;
 
 use crate::state::AppState;
-use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// Starts every background loop of a server.
 pub fn start(app: &AppState) {
@@ -22,25 +21,10 @@ pub fn start(app: &AppState) {
         allowances.shrink();
         std::future::ready(Ok::<(), std::convert::Infallible>(()))
     };
-    tokio::spawn(every(app.shutdown.clone(), std::time::Duration::from_secs(60), "shrinking rate state", shrink));
-}
-
-/// Runs `pass` every `interval` until shutdown; a failed pass is logged as `what` and tried again next time.
-pub async fn every<F, Fut, T, E>(shutdown: CancellationToken, interval: Duration, what: &str, mut pass: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, E>>,
-    E: std::fmt::Display,
-{
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            () = shutdown.cancelled() => return,
-        }
-        if let Err(e) = pass().await {
-            tracing::warn!(error = %e, "{what} failed; retrying");
-        }
-    }
+    tokio::spawn(periodic::every(
+        app.shutdown.clone(),
+        std::time::Duration::from_secs(60),
+        "shrinking rate state",
+        shrink,
+    ));
 }

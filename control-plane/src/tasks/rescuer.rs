@@ -6,5 +6,6 @@ use crate::state::AppState;
 /// Runs the rescuer until shutdown.
 pub async fn run(app: AppState) {
     let (shutdown, interval) = (app.shutdown.clone(), app.settings.rescue_interval);
-    super::every(shutdown, interval, "lease rescue", || crate::queue::release::rescue_expired(&app.pool)).await;
+    super::periodic::every(shutdown, interval, "lease rescue", || crate::queue::release::rescue_expired(&app.pool))
+        .await;
 }

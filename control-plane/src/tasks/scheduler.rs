@@ -67,5 +67,5 @@ pub async fn fire_due(app: &AppState) -> Result<usize, sqlx::Error> {
 /// Runs the scheduler until shutdown.
 pub async fn run(app: AppState) {
     let (shutdown, interval) = (app.shutdown.clone(), app.settings.schedule_interval);
-    super::every(shutdown, interval, "schedule pass", || fire_due(&app)).await;
+    super::periodic::every(shutdown, interval, "schedule pass", || fire_due(&app)).await;
 }

@@ -117,9 +117,12 @@ pub enum BodyEncoding {
     Base64,
 }
 
+// A capture: one request as an endpoint received it. The OpenAPI document keeps its first name,
+// `CapturedRequest`, which generated clients know it by.
 /// A captured request.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct CapturedRequest {
+#[schema(as = CapturedRequest)]
+pub struct Capture {
     pub id: CaptureId,
     pub webhook_id: WebhookId,
     pub method: String,

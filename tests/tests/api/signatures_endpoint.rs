@@ -3,13 +3,19 @@
 //! exports and analytics, the re-check, scopes and other organizations, and secrets that never come back.
 
 use crate::signatures::{Key, Verifying, cases, endpoint, newest_signature, send, standard_webhooks_case};
+use hookflow_shared::api::Patch;
 use hookflow_shared::api::signatures::{SignatureScheme, Verdict, VerifyCapture};
+use hookflow_shared::api::webhooks::UpdateWebhook;
 use hookflow_tests::TestApp;
 use hookflow_tests::signers::{self, Sign};
 use hookflow_tests::sse::Sse;
 use reqwest::Method;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+
+fn json_text(value: impl serde::Serialize) -> String {
+    serde_json::to_string(&value).expect("json")
+}
 
 fn case(scheme: SignatureScheme) -> crate::signatures::Case {
     cases().into_iter().find(|c| c.scheme == scheme).expect("a case for every scheme")
@@ -20,15 +26,15 @@ async fn settings_are_read_back_without_their_secrets_and_null_removes_them() {
     let app = TestApp::spawn().await;
     let stripe = case(SignatureScheme::Stripe);
     let (id, _) = endpoint(&app, &stripe, "enforce").await;
-    let read = app.admin(Method::GET, &format!("/webhooks/{id}"), None).await;
+    let read = app.api().webhooks().get(&id).await.expect("read");
+    let read_text = json_text(&read);
     assert_eq!(
-        read.body["verification"],
+        serde_json::to_value(&read.verification).expect("json"),
         json!({"scheme": "stripe", "secrets_count": 2, "tolerance_s": 300, "mode": "enforce"}),
-        "{}",
-        read.text
+        "{read_text}"
     );
-    let listed = app.admin(Method::GET, "/webhooks", None).await;
-    for text in [&read.text, &listed.text] {
+    let listed = json_text(app.api().webhooks().list(&[]).await.expect("list"));
+    for text in [&read_text, &listed] {
         for secret in &stripe.secrets {
             assert!(!text.contains(secret.as_str()), "a secret came back: {text}");
         }
@@ -212,29 +218,26 @@ async fn scopes_and_other_organizations() {
     let (_, receipt) = send(&app, &url, &(stripe.sign)(Key::Stored(0), 0, b"{}", &url)).await;
     let capture = receipt["request_id"].as_str().expect("id");
     let reader = app.creds_with(&["webhooks:read"]).await;
-    let path = format!("/webhooks/{id}/requests/{capture}/verify");
-    let reply = app.call(Method::POST, &path, Some(&reader), Some(json!({}))).await;
-    assert_eq!(reply.status, 200, "{}", reply.text);
-    let patch = json!({"verification": {"scheme": "github", "secrets": ["s"]}});
-    app.call(Method::PATCH, &format!("/webhooks/{id}"), Some(&reader), Some(patch.clone())).await.assert_refused(
-        403,
-        "insufficient_scope",
-        "webhooks:write",
-    );
-    let flows_only = app.creds_with(&["flows:read"]).await;
-    app.call(Method::POST, &path, Some(&flows_only), Some(json!({}))).await.assert_refused(
-        403,
-        "insufficient_scope",
+    let check = VerifyCapture::default();
+    let as_reader = app.api_as(&reader);
+    let result = as_reader.webhooks().verify(&id, capture, &check).await.expect("a reader may re-check");
+    assert_eq!(result.verdict, Verdict::Invalid, "signed at 1970: outside the tolerance");
+    let patch = UpdateWebhook { verification: Patch::Clear, ..UpdateWebhook::default() };
+    let refused = as_reader.webhooks().update(&id, &patch).await.expect_err("a reader cannot change it");
+    refused.assert_refused(403, "insufficient_scope", "webhooks:write");
+    let flows_only = app.api_as(&app.creds_with(&["flows:read"]).await);
+    let refused = flows_only.webhooks().verify(&id, capture, &check).await.expect_err("no webhooks:read");
+    refused.assert_refused(403, "insufficient_scope", "");
+    let anonymous = app.api_with(hookflow_tests::Credentials::None);
+    anonymous.webhooks().verify(&id, capture, &check).await.expect_err("no key").assert_refused(
+        401,
+        "unauthorized",
         "",
     );
-    app.call(Method::POST, &path, None, Some(json!({}))).await.assert_refused(401, "unauthorized", "");
-    let stranger = app.new_org("Other").await;
-    app.call(Method::POST, &path, Some(&stranger), Some(json!({}))).await.assert_refused(404, "not_found", "");
-    app.call(Method::PATCH, &format!("/webhooks/{id}"), Some(&stranger), Some(patch)).await.assert_refused(
-        404,
-        "not_found",
-        "",
-    );
+    let stranger = app.api_as(&app.new_org("Other").await);
+    stranger.webhooks().verify(&id, capture, &check).await.expect_err("theirs").assert_refused(404, "not_found", "");
+    stranger.webhooks().update(&id, &patch).await.expect_err("theirs").assert_refused(404, "not_found", "");
+    assert!(app.api().webhooks().get(&id).await.expect("read").verification.is_some(), "nothing changed");
 }
 
 #[tokio::test]
@@ -255,14 +258,15 @@ async fn secrets_never_reach_answers_the_audit_log_or_exports() {
     let rotated =
         json!({"verification": {"scheme": "standard_webhooks", "secrets": [secret, wrong], "mode": "enforce"}});
     let patched = app.admin(Method::PATCH, &format!("/webhooks/{id}"), Some(rotated)).await;
+    let api = app.api();
     let texts = [
         created.text,
         patched.text,
-        app.admin(Method::GET, &format!("/webhooks/{id}"), None).await.text,
-        app.admin(Method::GET, &format!("/webhooks/{id}/requests/{capture}"), None).await.text,
-        app.admin(Method::POST, &format!("/webhooks/{id}/requests/{capture}/verify"), Some(json!({}))).await.text,
-        app.admin(Method::GET, "/audit-log", None).await.text,
-        app.admin(Method::GET, &format!("/webhooks/{id}/requests/export?format=har"), None).await.text,
+        json_text(api.webhooks().get(&id).await.expect("read")),
+        json_text(api.webhooks().request(&id, capture).await.expect("the capture")),
+        json_text(api.webhooks().verify(&id, capture, &VerifyCapture::default()).await.expect("re-check")),
+        json_text(api.organization().audit_log(&[]).await.expect("audit log")),
+        api.webhooks().export(&id, &[("format", "har")]).await.expect("export").text().await.expect("text"),
     ];
     let key_bytes = signers::b64(b"the-secret-that-must-not-leak");
     for text in &texts {

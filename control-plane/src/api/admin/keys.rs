@@ -2,7 +2,8 @@
 //! SHA-256 of a key and a display prefix are stored.
 
 use crate::api::admin::audit::{self, AuditEvent};
-use crate::auth::{Actor, Caller, Ctx, scope};
+use crate::api::context::Ctx;
+use crate::auth::{Actor, Caller, scope};
 use crate::db::owned;
 use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::{ApiJson, Id};

@@ -1,7 +1,8 @@
 //! The organization: create (operator and bootstrap), read and change its name and defaults, and its audit log.
 
 use crate::api::admin::audit::{self, AuditEvent};
-use crate::auth::{Actor, Ctx, scope};
+use crate::api::context::Ctx;
+use crate::auth::{Actor, scope};
 use crate::db::update::Update;
 use crate::error::{ApiError, ApiResult, to_json};
 use crate::extract::ApiJson;

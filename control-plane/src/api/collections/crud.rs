@@ -5,7 +5,8 @@ use crate::api::collections::model::{
     COLLECTION_COLUMNS, CollectionRow, REQUEST_COLUMNS, RequestRow, conflict_on_unique, detail, fetch,
 };
 use crate::api::collections::refs;
-use crate::auth::{Ctx, scope};
+use crate::api::context::Ctx;
+use crate::auth::scope;
 use crate::db::owned::{self, Owned};
 use crate::db::update::Update;
 use crate::error::{ApiError, ApiResult, Created};

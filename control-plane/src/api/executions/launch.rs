@@ -2,9 +2,10 @@
 //! queue what the launch resolves to, and wake the claimers. `mode: ephemeral` claims the execution for the
 //! caller at once, in the launch's transaction.
 
+use crate::api::context::Ctx;
 use crate::api::executions::idempotency::{self, Reservation};
 use crate::api::executions::resolve::{LaunchRequest, create_execution, resolve, resolve_kept};
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::error::{ApiError, ApiResult, to_json, to_json_bytes};
 use crate::extract::{ApiPath, Id, parse_json};
 use crate::queue::claim::{Claimer, Target, claim};
@@ -55,7 +56,7 @@ async fn claim_for_caller(
     execution: Execution,
 ) -> ApiResult<(Execution, Option<Job>)> {
     let target = Target::Execution { org_id, execution_id: execution.id };
-    match claim(conn, &app.settings, Claimer::Caller, target).await? {
+    match claim(conn, &app.settings.claims(), Claimer::Caller, target).await? {
         Some(job) => Ok((fetch_by_id(conn, org_id, execution.id).await?, Some(job))),
         None => Ok((execution, None)),
     }
@@ -71,7 +72,7 @@ async fn reissue(
 ) -> ApiResult<Option<Execution>> {
     let Some(execution_id) = replay["id"].as_str().and_then(|id| id.parse().ok()) else { return Ok(None) };
     let target = Target::Reissue { org_id, execution_id };
-    let Some(job) = claim(conn, &app.settings, Claimer::Caller, target).await? else { return Ok(None) };
+    let Some(job) = claim(conn, &app.settings.claims(), Claimer::Caller, target).await? else { return Ok(None) };
     let mut execution = fetch_by_id(conn, org_id, execution_id).await?;
     execution.job = Some(Box::new(job));
     Ok(Some(execution))

@@ -1,9 +1,10 @@
 //! Reading executions (list, one, node results) and cancelling them: a queued execution is cancelled at once, a
 //! running one is flagged and its runner is told at its next heartbeat or result.
 
-use crate::api::executions::ExecutionPath;
+use crate::api::context::Ctx;
+use crate::api::executions::path::ExecutionPath;
 use crate::api::flows::model::ensure_exists;
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::error::ApiResult;
 use crate::extract::{ApiPath, Id};
 use crate::pagination::{self, ListParams, Listed};

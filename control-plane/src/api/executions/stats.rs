@@ -2,7 +2,8 @@
 //! percentiles, empty buckets included.
 
 use crate::api::analytics::{BucketParam, Series, Window};
-use crate::auth::{Ctx, scope};
+use crate::api::context::Ctx;
+use crate::auth::scope;
 use crate::error::ApiResult;
 use crate::extract::{ApiPath, ApiQuery, Id};
 use crate::state::AppState;

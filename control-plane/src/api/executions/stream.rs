@@ -3,8 +3,9 @@
 //! NOTIFY wakes the reader (the stream marks its execution as watched, so its transitions notify), with a
 //! 15-second re-check as a safety net. The stream ends after `execution.completed`.
 
-use crate::api::executions::ExecutionPath;
-use crate::auth::{Ctx, scope};
+use crate::api::context::Ctx;
+use crate::api::executions::path::ExecutionPath;
+use crate::auth::scope;
 use crate::error::ApiResult;
 use crate::http::limits::StreamSlot;
 use crate::queue::events;

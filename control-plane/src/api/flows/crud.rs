@@ -1,10 +1,11 @@
 //! The draft of a flow: create, list (tag filter, text), search, tags with counts, read, replace, patch,
 //! delete, and validation of the stored draft (including references to other flows).
 
+use crate::api::context::Ctx;
 use crate::api::flows::model::{
     FLOW_COLUMNS, FlowRow, NewFlow, check_definition, check_schedule, fetch, insert_flow, name_taken,
 };
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::db::owned::{self, Owned};
 use crate::db::update::Update;
 use crate::error::{ApiError, ApiResult, Created};

@@ -1,7 +1,8 @@
 //! Environments of a flow: keyed sets of variables whose values may reference secrets (`{{secret.NAME}}`).
 
+use crate::api::context::Ctx;
 use crate::api::flows::model::ensure_exists;
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::db::owned::{self, Owned};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath, Id};

@@ -1,10 +1,11 @@
 //! The export document (`hookflow.flow/v1`: the flow, its versions and environments, never secret values) and
 //! importing it as a new flow, in this or another organization.
 
+use crate::api::context::Ctx;
 use crate::api::flows::environments::check_environment;
 use crate::api::flows::model::{NewFlow, check_definition, check_schedule, fetch, insert_flow};
 use crate::api::flows::versions::insert_version;
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::{ApiJson, Id};
 use crate::state::AppState;

@@ -2,8 +2,9 @@
 //! restoring makes a version's definition the draft again. Both are recorded in the audit log.
 
 use crate::api::admin::audit::{self, AuditEvent};
+use crate::api::context::Ctx;
 use crate::api::flows::model::{ensure_exists, fetch};
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::{ApiPath, Id, parse_json};
 use crate::pagination::{self, ListParams, Listed};

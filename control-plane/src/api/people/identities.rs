@@ -4,9 +4,10 @@
 //! some, apply.
 
 use crate::api::admin::audit::{self, AuditEvent};
+use crate::api::context::Person;
+use crate::auth::Actor;
 use crate::auth::bearer::{self, Signer};
 use crate::auth::users::{link_identity, memberships};
-use crate::auth::{Actor, Person};
 use crate::error::{ApiError, Created};
 use crate::extract::ApiJson;
 use crate::signals::Invalidation;
@@ -26,7 +27,7 @@ async fn link(person: Person, ApiJson(body): ApiJson<LinkIdentity>) -> Created<L
     person.require_password_changed()?;
     let (app, user_id) = (&person.app, person.identity.user_id);
     let refused = |_| ApiError::invalid("invalid field `token`: not a valid access token of a configured provider");
-    let signer = bearer::authenticate_signer(app, &body.token).await.map_err(refused)?;
+    let signer = bearer::authenticate_signer(&app.auth, &body.token).await.map_err(refused)?;
     let unlinked = match signer {
         Signer::Unlinked(unlinked) => unlinked,
         Signer::Known(identity) if identity.external_token.is_none() => {

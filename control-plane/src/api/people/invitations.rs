@@ -115,7 +115,7 @@ async fn accept_invitation(
 ) -> Created<OrganizationRole> {
     // The token is checked before the body is read.
     let bearer = bearer_in(&headers).ok_or_else(ApiError::unauthorized)?;
-    let signer = bearer::authenticate_signer(&app, bearer).await?;
+    let signer = bearer::authenticate_signer(&app.auth, bearer).await?;
     let body: AcceptInvitation = crate::extract::parse_json(&body)?;
     let mut tx = app.pool.begin().await?;
     let (invitation_id, org_id, name, role) = take(&mut tx, &body.token).await?;

@@ -4,8 +4,9 @@
 //! invitations they or those keys sent (a link kept for later cannot bring them back). The last owner cannot leave.
 
 use crate::api::admin::audit::{self, AuditEvent};
-use crate::api::people::members::{announce, current_role, invalidate, keep_an_owner};
-use crate::auth::{Actor, Caller, Ctx, scope};
+use crate::api::context::Ctx;
+use crate::api::people::membership::{announce, current_role, invalidate, keep_an_owner};
+use crate::auth::{Actor, Caller, scope};
 use crate::db::owned::{self, Owned};
 use crate::error::{ApiError, ApiResult};
 use axum::http::StatusCode;

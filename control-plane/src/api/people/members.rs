@@ -4,20 +4,21 @@
 //! nor be demoted.
 
 use crate::api::admin::audit::{self, AuditEvent};
+use crate::api::context::Ctx;
+use crate::api::people::membership::{announce, current_role, invalidate, keep_an_owner};
 use crate::api::people::{invitations, leaving};
-use crate::auth::{Actor, Caller, Ctx, role_in, scope};
+use crate::auth::{Actor, Caller, role_in, scope};
 use crate::db::owned::{self, Owned};
 use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::{ApiJson, ApiPath, Id};
 use crate::pagination::{self, ListParams, Listed};
-use crate::signals::Invalidation;
 use crate::state::AppState;
 use axum::Json;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::Page;
 use hookflow_shared::api::people::{AddMember, CreatedInvitation, Member, UpdateMember};
-use hookflow_shared::{InvitationId, OrgId, Role, UserId};
+use hookflow_shared::{InvitationId, Role, UserId};
 use sqlx::PgConnection;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -68,7 +69,7 @@ pub(crate) async fn check_owner_change<S>(app: &AppState, caller: &Caller<S>, to
         return Ok(());
     }
     let is_owner = match caller.actor {
-        Actor::User(user_id) => role_in(app, user_id, caller.org_id).await? == Some(Role::Owner),
+        Actor::User(user_id) => role_in(&app.auth, user_id, caller.org_id).await? == Some(Role::Owner),
         _ => false,
     };
     if is_owner {
@@ -92,22 +93,6 @@ pub(crate) async fn record<S>(
     let event = AuditEvent { org_id: caller.org_id, actor: caller.actor, action, target: target.to_owned(), details };
     audit::record(conn, event).await?;
     Ok(())
-}
-
-/// Announces a change of `user_id`'s memberships in the caller's organization to every replica.
-pub(crate) async fn announce(conn: &mut PgConnection, org_id: OrgId, user_id: Option<UserId>) -> ApiResult<()> {
-    Invalidation::Organization(org_id).announce(conn).await?;
-    if let Some(user_id) = user_id {
-        Invalidation::User(user_id).announce(conn).await?;
-    }
-    Ok(())
-}
-
-pub(crate) fn invalidate(app: &AppState, org_id: OrgId, user_id: Option<UserId>) {
-    app.invalidate(Invalidation::Organization(org_id));
-    if let Some(user_id) = user_id {
-        app.invalidate(Invalidation::User(user_id));
-    }
 }
 
 /// Invite a person by email: the answer holds the invitation's one-time link, to share with them. Someone with an
@@ -139,35 +124,6 @@ async fn add_member(
     record(&mut tx, &caller, "member.invited", email, Some(body.role)).await?;
     tx.commit().await?;
     Ok((StatusCode::CREATED, Json(created)))
-}
-
-/// The member's role, locked for the change; 404 when they are not a member.
-pub(crate) async fn current_role(conn: &mut PgConnection, org_id: OrgId, user_id: UserId) -> ApiResult<Role> {
-    let role: Option<String> =
-        sqlx::query_scalar("SELECT role FROM memberships WHERE organization_id = $1 AND user_id = $2 FOR UPDATE")
-            .bind(org_id)
-            .bind(user_id)
-            .fetch_optional(conn)
-            .await?;
-    role.as_deref().and_then(Role::parse).ok_or_else(|| ApiError::not_found("member"))
-}
-
-/// 409 when `user_id` is the organization's only owner (it would be left without one).
-pub(crate) async fn keep_an_owner(conn: &mut PgConnection, org_id: OrgId, user_id: UserId) -> ApiResult<()> {
-    let others: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM (SELECT 1 FROM memberships WHERE organization_id = $1 AND role = 'owner' AND user_id <> $2
-         FOR UPDATE) owners",
-    )
-    .bind(org_id)
-    .bind(user_id)
-    .fetch_one(conn)
-    .await?;
-    if others == 0 {
-        return Err(ApiError::conflict(
-            "the organization's last owner cannot leave or be demoted; make another owner first",
-        ));
-    }
-    Ok(())
 }
 
 /// Change a member's role.

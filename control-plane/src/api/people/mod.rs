@@ -6,6 +6,7 @@ pub mod identities;
 pub mod invitations;
 pub mod leaving;
 pub mod members;
+pub mod membership;
 pub mod passwords;
 pub mod sessions;
 pub mod signup;

@@ -3,10 +3,13 @@
 //! Every bad credential answers the same 401; nothing here logs or records a password or a token.
 
 use crate::api::admin::audit::{self, AuditEvent};
-use crate::api::people::store::{self, Refreshed};
+use crate::api::context::Person;
+use crate::api::people::store;
 use crate::api::people::{passwords, tokens};
+use crate::auth::Actor;
+use crate::auth::external_tokens;
+use crate::auth::sessions::{self, Refreshed};
 use crate::auth::users::memberships;
-use crate::auth::{Actor, Person};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
 use crate::http::client_address::ClientAddress;
@@ -50,7 +53,7 @@ async fn answer(
     let mut response = (status, Json(body)).into_response();
     if cookie {
         let mut conn = app.pool.acquire().await?;
-        let session_ends = store::session_expiry(&mut conn, session_id).await?;
+        let session_ends = sessions::session_expiry(&mut conn, session_id).await?;
         response.headers_mut().insert(header::SET_COOKIE, tokens::refresh_cookie(app, &refresh, session_ends));
     }
     Ok(response)
@@ -84,7 +87,7 @@ async fn sign_in(
     attempt.succeeded();
     let mut tx = app.pool.begin().await?;
     let (session_id, refresh) =
-        store::open_session(&mut tx, user.id, chrono::Utc::now() + app.settings.session_ttl).await?;
+        sessions::open_session(&mut tx, user.id, chrono::Utc::now() + app.settings.session_ttl).await?;
     audit_everywhere(&mut tx, user.id, Actor::User(user.id), "user.signed_in").await?;
     tx.commit().await?;
     answer(&app, &headers, &user, session_id, refresh, StatusCode::CREATED).await
@@ -105,9 +108,9 @@ async fn refresh(
     // answered from memory for a while (`auth::failures`).
     hookflow_shared::token::TokenKind::Refresh.check(&presented).map_err(|_| ApiError::unauthorized())?;
     let (address, hash) = (Some(client), hookflow_shared::token::hash(&presented));
-    app.credential_failures.before_lookup(address, &hash)?;
+    app.auth.credential_failures.before_lookup(address, &hash)?;
     let mut tx = app.pool.begin().await?;
-    match store::use_refresh_token(&mut tx, &presented).await? {
+    match sessions::use_refresh_token(&mut tx, &presented).await? {
         Refreshed::Rotated { session_id, user_id, refresh } => {
             let user = store::find(&mut tx, user_id).await?.ok_or_else(ApiError::unauthorized)?;
             tx.commit().await?;
@@ -119,11 +122,11 @@ async fn refresh(
             tx.commit().await?;
             app.invalidate(Invalidation::Session(session_id));
             tracing::warn!(session = %session_id, "a used refresh token was presented again: the session is revoked");
-            app.credential_failures.failed(address);
+            app.auth.credential_failures.failed(address);
             Err(ApiError::unauthorized())
         }
         Refreshed::Dead => {
-            app.credential_failures.not_found(address, hash);
+            app.auth.credential_failures.not_found(address, hash);
             Err(ApiError::unauthorized())
         }
     }
@@ -161,13 +164,13 @@ async fn end_session(person: Person) -> ApiResult<Response> {
     let app = &person.app;
     if let Some(session_id) = person.identity.session_id {
         let mut tx = app.pool.begin().await?;
-        store::revoke_session(&mut tx, session_id).await?;
+        sessions::revoke_session(&mut tx, session_id).await?;
         Invalidation::Session(session_id).announce(&mut tx).await?;
         tx.commit().await?;
         app.invalidate(Invalidation::Session(session_id));
     }
     if let Some(hash) = person.identity.external_token {
-        store::revoke_external_token(&app.pool, &hash, person.identity.expires_at).await?;
+        external_tokens::revoke_external_token(&app.pool, &hash, person.identity.expires_at).await?;
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
     response.headers_mut().insert(header::SET_COOKIE, tokens::clear_cookie(app));
@@ -198,7 +201,7 @@ async fn change_password(
     let hash = passwords::hash(body.new_password).await.map_err(ApiError::internal_because)?;
     let mut tx = app.pool.begin().await?;
     store::set_password(&mut tx, user_id, &hash, false).await?;
-    store::revoke_other_sessions(&mut tx, user_id, person.identity.session_id).await?;
+    sessions::revoke_other_sessions(&mut tx, user_id, person.identity.session_id).await?;
     audit_everywhere(&mut tx, user_id, Actor::User(user_id), "user.password_changed").await?;
     Invalidation::User(user_id).announce(&mut tx).await?;
     tx.commit().await?;
@@ -211,7 +214,7 @@ async fn change_password(
     responses((status = 200, description = "A JSON Web Key Set (Ed25519 keys, `alg` EdDSA)",
         body = hookflow_shared::api::people::Jwks)))]
 async fn jwks(State(app): State<AppState>) -> ApiResult<Json<hookflow_shared::api::people::Jwks>> {
-    let keys = app.signing.jwks(&app.pool, &app.settings.master_key).await;
+    let keys = app.auth.signing.jwks(&app.pool, &app.settings.master_key).await;
     Ok(Json(keys.map_err(|e| ApiError::internal_because(format!("signing keys: {e}")))?))
 }
 

@@ -2,9 +2,11 @@
 //! `POST /auth/signup` (a new user with a new organization; off unless the operator enabled it).
 
 use crate::api::admin::organization;
+use crate::api::context::Person;
 use crate::api::people::store;
 use crate::api::people::{passwords, tokens};
-use crate::auth::{Actor, Person};
+use crate::auth::Actor;
+use crate::auth::sessions;
 use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::ApiJson;
 use crate::http::client_address::ClientAddress;
@@ -110,7 +112,7 @@ async fn signup(
     let org = organization::create(&mut tx, body.organization_name.as_str(), Actor::User(user_id)).await?;
     add_membership(&mut tx, org.id, user_id, Role::Owner).await?;
     let session_ends = chrono::Utc::now() + app.settings.session_ttl;
-    let (session_id, refresh) = store::open_session(&mut tx, user_id, session_ends).await?;
+    let (session_id, refresh) = sessions::open_session(&mut tx, user_id, session_ends).await?;
     tx.commit().await?;
     let (access_token, expires_at) = tokens::access_token(&app, user_id, session_id).await?;
     let cookie = tokens::wants_cookie(&headers);

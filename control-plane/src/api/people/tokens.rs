@@ -23,6 +23,7 @@ pub async fn access_token(
 ) -> ApiResult<(String, DateTime<Utc>)> {
     let settings = &app.settings;
     let (kid, key) = app
+        .auth
         .signing
         .signing_key(&app.pool, &settings.master_key)
         .await

@@ -2,10 +2,10 @@
 //! name the hosts it may be sent to and be kept for registered runners. Writes and deletes are audited, never with
 //! the value.
 
-use super::ResourceName;
 use crate::api::admin::audit::{self, AuditEvent};
-use crate::api::resources::check_name;
-use crate::auth::{Ctx, scope};
+use crate::api::context::Ctx;
+use crate::api::resources::fields::{ResourceName, check_name};
+use crate::auth::scope;
 use crate::db::owned::{self, Owned};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;

@@ -1,8 +1,8 @@
 //! Organization variables: plain values flows read as `{{NAME}}` (never templates), listed with their values.
 
-use super::ResourceName;
-use crate::api::resources::check_name;
-use crate::auth::{Ctx, scope};
+use crate::api::context::Ctx;
+use crate::api::resources::fields::{ResourceName, check_name};
+use crate::auth::scope;
 use crate::db::owned::{self, Owned};
 use crate::error::ApiResult;
 use crate::extract::ApiJson;

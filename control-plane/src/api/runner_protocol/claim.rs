@@ -41,7 +41,7 @@ pub async fn try_claim(
     let mut jobs = Vec::new();
     loop {
         let wanted = max_jobs as usize - jobs.len();
-        let claimed = claim_many(&mut conn, &app.settings, claimer, target, wanted).await?;
+        let claimed = claim_many(&mut conn, &app.settings.claims(), claimer, target, wanted).await?;
         for job in &claimed {
             let issued = IssuedJob { job_id: job.job_id, execution_id: job.execution_id, attempt: job.attempt };
             app.issued_jobs.record(&job.job_token, issued);

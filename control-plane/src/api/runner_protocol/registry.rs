@@ -2,8 +2,9 @@
 //! back to the queue) and heartbeats, which extend the leases of the jobs a runner still holds and tell it which
 //! to stop.
 
+use crate::api::context::Ctx;
 use crate::api::runner_protocol::caller::RunnerCaller;
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::db::owned::{self, Owned};
 use crate::error::{ApiError, ApiResult, Created, to_json};
 use crate::extract::{ApiJson, Id};

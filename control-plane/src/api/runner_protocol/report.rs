@@ -55,11 +55,11 @@ impl JobCall {
     async fn authorize(&self, conn: &mut sqlx::PgConnection, lock: bool) -> ApiResult<JobContext> {
         match look_up(conn, &self.token, self.job_id, lock).await? {
             JobToken::Unknown => {
-                self.app.credential_failures.not_found(self.address, token::hash(&self.token));
+                self.app.auth.credential_failures.not_found(self.address, token::hash(&self.token));
                 Err(ApiError::unauthorized())
             }
             JobToken::Known(Err(refused)) if refused.code == ErrorCode::Unauthorized => {
-                self.app.credential_failures.failed(self.address);
+                self.app.auth.credential_failures.failed(self.address);
                 Err(refused)
             }
             JobToken::Known(found) => found,
@@ -76,10 +76,10 @@ impl axum::extract::FromRequestParts<AppState> for JobCall {
         TokenKind::Job.check(token).map_err(|_| ApiError::unauthorized())?;
         let token = token.to_owned();
         let ApiPath(job_id) = ApiPath::<JobId>::from_request_parts(parts, app).await?;
-        let address = crate::auth::client_address(app, parts);
+        let address = crate::auth::client_address(&app.auth, parts);
         // A token this server issued for this job is not a stranger's guess: it is never held back.
         if !app.issued_jobs.knows(&token, job_id) {
-            app.credential_failures.before_lookup(address, &token::hash(&token))?;
+            app.auth.credential_failures.before_lookup(address, &token::hash(&token))?;
         }
         let proof = crate::http::listener::Proof::of(&parts.extensions);
         Ok(JobCall { app: app.clone(), job_id, token, address, proof })

@@ -2,9 +2,10 @@
 //! Every change NOTIFYs the capture caches of all servers.
 
 use crate::api::admin::organization::MAX_BODY_BYTES_LIMIT;
+use crate::api::context::Ctx;
 use crate::api::webhooks::model::{WEBHOOK_COLUMNS, WebhookRow};
 use crate::api::webhooks::verification;
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::db::owned::{self, Owned};
 use crate::db::update::Update;
 use crate::error::{ApiError, ApiResult, Created};

@@ -2,16 +2,17 @@
 //! NDJSON (one captured request per line, whole bodies) or a HAR 1.2 document. A page holds at most 200 captures
 //! and, past its first, 8 MiB of bodies, so an export holds a bounded amount in memory however large the bodies.
 
+use crate::api::context::Ctx;
 use crate::api::webhooks::endpoints::ensure_exists;
-use crate::api::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow};
 use crate::api::webhooks::search::{self, Cond};
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
+use crate::capture::row::{CAPTURE_COLUMNS_FULL, CaptureRow};
 use crate::error::ApiResult;
 use crate::extract::{ApiPath, ApiQuery, Id};
 use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use hookflow_shared::api::webhooks::{BodyEncoding, CapturedRequest};
+use hookflow_shared::api::webhooks::{BodyEncoding, Capture};
 use hookflow_shared::{CaptureId, OrgId, WebhookId};
 use serde_json::json;
 use sqlx::{PgPool, Postgres, QueryBuilder};
@@ -82,7 +83,7 @@ pub async fn export_requests(
             match format {
                 ExportFormat::Ndjson => {
                     for row in rows {
-                        match serde_json::to_string(&CapturedRequest::from(row)) {
+                        match serde_json::to_string(&Capture::from(row)) {
                             Ok(line) => chunk.push_str(&line),
                             Err(e) => {
                                 tracing::error!(error = %e, "export stopped: a capture cannot be encoded");
@@ -174,7 +175,7 @@ impl Pages {
     }
 }
 
-fn har_entry(base: &str, capture: CapturedRequest) -> serde_json::Value {
+fn har_entry(base: &str, capture: Capture) -> serde_json::Value {
     let url = if capture.query_string.is_empty() {
         format!("{base}{}", capture.path)
     } else {

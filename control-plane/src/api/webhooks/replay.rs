@@ -1,9 +1,10 @@
 //! Replay: resend a captured request (method, path, query, headers, raw body) to a target URL and report the
 //! target's answer, through the guarded client under the organization's network policy.
 
-use crate::api::webhooks::model::encode_body;
-use crate::api::webhooks::requests::fetch_capture;
-use crate::auth::{Ctx, scope};
+use crate::api::context::Ctx;
+use crate::api::webhooks::captures::fetch_capture;
+use crate::auth::scope;
+use crate::capture::row::encode_body;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath, Id};
 use crate::outbound;
@@ -37,7 +38,7 @@ pub async fn replay_request(
         url.push_str(&capture.query_string);
     }
     let url = reqwest::Url::parse(&url).map_err(|e| ApiError::invalid(format!("the replay URL is not valid: {e}")))?;
-    let policy = outbound::policy_for(&app.pool, &app.settings, caller.org_id).await?;
+    let policy = outbound::policy_for(&app.pool, app.settings.allow_private_targets, caller.org_id).await?;
     let client = outbound::client_for(&url, policy, TIMEOUT, "target_url")?;
     let method = reqwest::Method::from_bytes(capture.method.as_bytes()).map_err(ApiError::internal_because)?;
     let mut request = client.request(method, url);

@@ -2,10 +2,11 @@
 //! one endpoint of the caller's organization), sorted by received_at, body_size or method with keyset
 //! pagination. The history list and the export use the same machinery.
 
+use crate::api::context::Ctx;
 use crate::api::webhooks::endpoints::ensure_exists;
-use crate::api::webhooks::model::{CAPTURE_COLUMNS_INLINE, CaptureRow};
 use crate::api::webhooks::query_text::{self, Field};
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
+use crate::capture::row::{CAPTURE_COLUMNS_INLINE, CaptureRow};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath, Id};
 use crate::pagination::{ListParams, Listed, encode_cursor, page_size};
@@ -15,7 +16,7 @@ use chrono::{DateTime, Utc};
 use hookflow_shared::api::Page;
 use hookflow_shared::api::signatures::Verdict;
 use hookflow_shared::api::webhooks::{
-    CapturedRequest, MatchOp, SearchFilter, SearchRequests, SearchSort, SortField, SortOrder,
+    Capture, MatchOp, SearchFilter, SearchRequests, SearchSort, SortField, SortOrder,
 };
 use hookflow_shared::{CaptureId, OrgId, WebhookId};
 use serde::{Deserialize, Serialize};
@@ -267,10 +268,10 @@ pub fn check_conditions(conds: &[Cond]) -> ApiResult<()> {
     Ok(())
 }
 
-pub async fn run(pool: &PgPool, search: Search) -> ApiResult<Page<CapturedRequest>> {
+pub async fn run(pool: &PgPool, search: Search) -> ApiResult<Page<Capture>> {
     check_conditions(&search.conds)?;
     let limit = page_size(search.page.limit)?;
-    let (column, value_of): (&str, fn(&CapturedRequest) -> serde_json::Value) = match search.sort.field {
+    let (column, value_of): (&str, fn(&Capture) -> serde_json::Value) = match search.sort.field {
         SortField::ReceivedAt => ("received_at", |c| serde_json::json!(c.received_at)),
         SortField::BodySize => ("body_size", |c| serde_json::json!(c.body_size)),
         SortField::Method => ("method", |c| serde_json::json!(c.method)),
@@ -309,10 +310,10 @@ pub async fn run(pool: &PgPool, search: Search) -> ApiResult<Page<CapturedReques
     }
     b.push(format!(" ORDER BY {column} {direction}, id {direction} LIMIT ")).push_bind(limit + 1);
     let rows: Vec<CaptureRow> = b.build_query_as().fetch_all(pool).await?;
-    let mut items: Vec<CapturedRequest> = rows.into_iter().map(Into::into).collect();
+    let mut items: Vec<Capture> = rows.into_iter().map(Into::into).collect();
     let next_cursor = if items.len() as i64 > limit {
         items.truncate(limit as usize);
-        let cursor_of = |last: &CapturedRequest| {
+        let cursor_of = |last: &Capture| {
             encode_cursor(&Cursor { f: search.sort.field, o: search.sort.order, v: value_of(last), id: last.id })
         };
         items.last().map(cursor_of).transpose()?
@@ -337,12 +338,12 @@ fn decode(cursor: &str) -> ApiResult<Cursor> {
 /// Search captured requests with a filter, `q` terms and a sort.
 #[utoipa::path(post, operation_id = "search_webhook_requests", path = "/webhooks/{id}/requests/search", params(Id),
     request_body = SearchRequests,
-    responses((status = 200, body = Page<CapturedRequest>)))]
+    responses((status = 200, body = Page<Capture>)))]
 pub async fn search_requests(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath(id): ApiPath<WebhookId>,
     ApiJson(body): ApiJson<SearchRequests>,
-) -> Listed<CapturedRequest> {
+) -> Listed<Capture> {
     ensure_exists(&app, caller.org_id, id).await?;
     let mut conds = from_filter(&body.filter)?;
     if let Some(q) = &body.q {

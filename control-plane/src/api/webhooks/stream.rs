@@ -2,8 +2,9 @@
 //! first replays what was stored after that event, then goes live without gap or duplicate. A subscriber that
 //! falls behind gets `{"type": "stream.lagged", "missed": N}` and may reconnect with its last event id.
 
+use crate::api::context::Ctx;
 use crate::api::webhooks::endpoints::ensure_exists;
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
 use crate::capture::hub::{LiveEvent, captures_after};
 use crate::error::ApiResult;
 use crate::extract::{ApiPath, Id};

@@ -2,9 +2,10 @@
 //! endpoint's stored secrets or a candidate that is not stored, judged against the capture's `received_at`, and
 //! when invalid, what was expected (the digest of the signed bytes, the first characters of the signature).
 
-use crate::api::webhooks::model::CaptureRow;
-use crate::api::webhooks::requests::fetch_capture;
-use crate::auth::{Ctx, scope};
+use crate::api::context::Ctx;
+use crate::api::webhooks::captures::fetch_capture;
+use crate::auth::scope;
+use crate::capture::row::CaptureRow;
 use crate::capture::signing::{open_secrets, settings};
 use crate::crypto::Sealed;
 use crate::error::{ApiError, ApiResult};

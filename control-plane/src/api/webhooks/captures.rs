@@ -1,9 +1,11 @@
-//! The history of one endpoint: list (newest first), read one whole, its raw body, delete one, clear all.
+//! The captures of one endpoint (its history): list (newest first), read one whole, its raw body, delete one, clear all.
 
+use crate::api::context::Ctx;
 use crate::api::webhooks::endpoints::ensure_exists;
-use crate::api::webhooks::model::{CAPTURE_COLUMNS_FULL, CaptureRow, subtract_stored};
+use crate::api::webhooks::model::subtract_stored;
 use crate::api::webhooks::search::{self, Search};
-use crate::auth::{Ctx, scope};
+use crate::auth::scope;
+use crate::capture::row::{CAPTURE_COLUMNS_FULL, CaptureRow};
 use crate::db::owned::{self, Owned};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, Id};
@@ -13,17 +15,17 @@ use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hookflow_shared::api::Page;
-use hookflow_shared::api::webhooks::{CapturedRequest, SearchSort};
+use hookflow_shared::api::webhooks::{Capture, SearchSort};
 use hookflow_shared::{CaptureId, OrgId, WebhookId};
 
 /// List captured requests, newest first (bodies over 64 KiB are left out: `body_truncated`).
 #[utoipa::path(get, operation_id = "list_webhook_requests", path = "/webhooks/{id}/requests", params(Id, ListParams),
-    responses((status = 200, body = Page<CapturedRequest>)))]
-pub async fn list_requests(
+    responses((status = 200, body = Page<Capture>)))]
+pub async fn list_captures(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath(id): ApiPath<WebhookId>,
     params: ListParams,
-) -> Listed<CapturedRequest> {
+) -> Listed<Capture> {
     ensure_exists(&app, caller.org_id, id).await?;
     let search =
         Search { org_id: caller.org_id, webhook_id: id, conds: Vec::new(), sort: SearchSort::default(), page: params };
@@ -51,11 +53,11 @@ pub(super) async fn fetch_capture(
 /// Read one captured request, whole.
 #[utoipa::path(get, operation_id = "get_webhook_request", path = "/webhooks/{id}/requests/{request_id}",
     params(Id, ("request_id" = Uuid, Path)),
-    responses((status = 200, body = CapturedRequest)))]
-pub async fn get_request(
+    responses((status = 200, body = Capture)))]
+pub async fn get_capture(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath((id, request_id)): ApiPath<(WebhookId, CaptureId)>,
-) -> ApiResult<Json<CapturedRequest>> {
+) -> ApiResult<Json<Capture>> {
     Ok(Json(fetch_capture(&app, caller.org_id, id, request_id).await?.into()))
 }
 
@@ -64,7 +66,7 @@ pub async fn get_request(
     params(Id, ("request_id" = Uuid, Path)),
     responses((status = 200, description = "The body exactly as received",
         body = hookflow_shared::api::documents::RawBody, content_type = "application/octet-stream")))]
-pub async fn get_request_body(
+pub async fn get_capture_body(
     Ctx { app, caller }: Ctx<scope::WebhooksRead>,
     ApiPath((id, request_id)): ApiPath<(WebhookId, CaptureId)>,
 ) -> ApiResult<Response> {
@@ -86,7 +88,7 @@ pub async fn get_request_body(
 #[utoipa::path(delete, operation_id = "delete_webhook_request", path = "/webhooks/{id}/requests/{request_id}",
     params(Id, ("request_id" = Uuid, Path)),
     responses((status = 204)))]
-pub async fn delete_request(
+pub async fn delete_capture(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiPath((id, request_id)): ApiPath<(WebhookId, CaptureId)>,
 ) -> ApiResult<StatusCode> {
@@ -99,7 +101,7 @@ pub async fn delete_request(
 
 /// Clear the endpoint's whole history (analytics counters keep what was received).
 #[utoipa::path(delete, operation_id = "clear_webhook_requests", path = "/webhooks/{id}/requests", params(Id), responses((status = 204)))]
-pub async fn clear_requests(
+pub async fn clear_captures(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiPath(id): ApiPath<WebhookId>,
 ) -> ApiResult<StatusCode> {
