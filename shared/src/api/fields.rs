@@ -199,9 +199,15 @@ impl fmt::Debug for Email {
 
 text_field!(Email);
 
-/// What every list or map field shares: read through `Deref` (as a slice, a map), taken back by `into_inner`.
+/// Declares a list or map field with what every one shares: its derives (it serializes as sent; its `TryFrom`,
+/// named by the `serde(try_from)` it is given, parses it), read through `Deref` (as a slice, a map), taken back by
+/// `into_inner`.
 macro_rules! collection_field {
-    ($name:ident, $inner:ty, $target:ty) => {
+    ($(#[$meta:meta])* pub struct $name:ident($inner:ty) => $target:ty;) => {
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+        $(#[$meta])*
+        pub struct $name($inner);
+
         impl $name {
             pub fn into_inner(self) -> $inner {
                 self.0
@@ -218,11 +224,12 @@ macro_rules! collection_field {
     };
 }
 
-/// Tags of a flow, or those a launch selects flows by: at most 20, each 1 to 64 characters and not only white
-/// space. It keeps the list as sent (what it serializes to); [`Tags::distinct`] is what is stored.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "Vec<String>")]
-pub struct Tags(Vec<String>);
+collection_field! {
+    /// Tags of a flow, or those a launch selects flows by: at most 20, each 1 to 64 characters and not only white
+    /// space. It keeps the list as sent (what it serializes to); [`Tags::distinct`] is what is stored.
+    #[serde(try_from = "Vec<String>")]
+    pub struct Tags(Vec<String>) => [String];
+}
 
 impl Tags {
     /// The tags as stored: trimmed, each once, in their first order.
@@ -254,13 +261,12 @@ impl TryFrom<Vec<String>> for Tags {
     }
 }
 
-collection_field!(Tags, Vec<String>, [String]);
-
-/// Labels of a runner, or those a launch requires of its runner: at most 20, each 1 to 64 characters without
-/// white space at either end.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "Vec<String>")]
-pub struct Labels(Vec<String>);
+collection_field! {
+    /// Labels of a runner, or those a launch requires of its runner: at most 20, each 1 to 64 characters without
+    /// white space at either end.
+    #[serde(try_from = "Vec<String>")]
+    pub struct Labels(Vec<String>) => [String];
+}
 
 impl Labels {
     /// For `skip_serializing_if`, which names a function of the field's own type.
@@ -283,13 +289,12 @@ impl TryFrom<Vec<String>> for Labels {
     }
 }
 
-collection_field!(Labels, Vec<String>, [String]);
-
-/// A collection's variables: at most 200, named with letters, digits, `_` and `-` (1 to 100), values of at most
-/// 10,000 characters.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "BTreeMap<String, String>")]
-pub struct CollectionVariables(BTreeMap<String, String>);
+collection_field! {
+    /// A collection's variables: at most 200, named with letters, digits, `_` and `-` (1 to 100), values of at
+    /// most 10,000 characters.
+    #[serde(try_from = "BTreeMap<String, String>")]
+    pub struct CollectionVariables(BTreeMap<String, String>) => BTreeMap<String, String>;
+}
 
 impl TryFrom<BTreeMap<String, String>> for CollectionVariables {
     type Error = Refusal;
@@ -311,8 +316,6 @@ impl TryFrom<BTreeMap<String, String>> for CollectionVariables {
         Ok(CollectionVariables(variables))
     }
 }
-
-collection_field!(CollectionVariables, BTreeMap<String, String>, BTreeMap<String, String>);
 
 #[cfg(test)]
 mod tests {
