@@ -3,7 +3,7 @@
 //! savepoints until the refused rows stand alone, and only they are answered `Rejected`.
 
 use chrono::{DateTime, Utc};
-use hookflow_shared::api::signatures::{SignatureScheme, Verdict};
+use hookflow_shared::api::signatures::Signature;
 use hookflow_shared::{CaptureId, OrgId, WebhookId};
 
 /// A request to store.
@@ -28,20 +28,17 @@ pub struct CaptureRecord {
     pub signature: CaptureSignature,
 }
 
-/// A capture's signature verdict as stored.
+/// A capture's signature verdict as stored: as the API answers it, and Standard Webhooks' `webhook-id` of a
+/// validly signed capture (the next one with this id is a duplicate).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CaptureSignature {
-    pub verdict: Verdict,
-    pub scheme: Option<SignatureScheme>,
-    pub reason: Option<String>,
-    pub secret_index: Option<u8>,
-    /// Standard Webhooks' `webhook-id` of a validly signed capture (the next one with this id is a duplicate).
+    pub answer: Signature,
     pub message_id: Option<String>,
 }
 
 impl CaptureSignature {
     pub fn unverified() -> Self {
-        Self { verdict: Verdict::Unverified, scheme: None, reason: None, secret_index: None, message_id: None }
+        Self { answer: Signature::unverified(), message_id: None }
     }
 }
 
@@ -185,9 +182,9 @@ fn bind<'q>(
         .bind(records.iter().map(|r| r.source_ip.as_str()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.received_at).collect::<Vec<_>>())
         .bind(slot)
-        .bind(records.iter().map(|r| r.signature.verdict.as_str()).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| r.signature.scheme.map(|s| s.as_str())).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| r.signature.reason.as_deref()).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| r.signature.secret_index.map(i16::from)).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.signature.answer.verdict.as_str()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.signature.answer.scheme.map(|s| s.as_str())).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.signature.answer.reason.as_deref()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.signature.answer.secret_index.map(i16::from)).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.signature.message_id.as_deref()).collect::<Vec<_>>())
 }

@@ -183,6 +183,7 @@ pub fn signed_url(capture_base: &str, id: WebhookId, path: &str, query: &str) ->
 /// The 401 an `enforce` endpoint answers (after storing) when the signature is invalid, missing or a duplicate.
 fn refuses(endpoint: &Endpoint, signature: &CaptureSignature) -> Option<ApiError> {
     let enforced = endpoint.verification.as_ref().is_some_and(|v| v.mode == VerificationMode::Enforce);
+    let signature = &signature.answer;
     let refused = matches!(signature.verdict, Verdict::Invalid | Verdict::Missing | Verdict::Duplicate);
     (enforced && refused).then(|| {
         let reason = signature.reason.clone().unwrap_or_else(|| format!("signature {}", signature.verdict.as_str()));

@@ -7,7 +7,7 @@ use crate::capture::batch::CaptureSignature;
 use crate::crypto::{MasterKey, Sealed};
 use crate::signature::{Message, Verifier};
 use hookflow_shared::api::signatures::{
-    SignatureScheme, Verdict, Verification, VerificationMode, VerificationSettings,
+    Signature, SignatureScheme, Verdict, Verification, VerificationMode, VerificationSettings,
 };
 use hookflow_shared::{OrgId, WebhookId};
 use sqlx::PgPool;
@@ -84,34 +84,29 @@ impl EndpointVerification {
     pub async fn judge(&self, pool: &PgPool, webhook_id: WebhookId, message: Message<'_>) -> CaptureSignature {
         let verifier = match &self.verifier {
             Ok(verifier) => verifier,
-            Err(reason) => return self.verdict(Verdict::Invalid, Some(reason.clone()), None, None),
+            Err(reason) => return self.verdict(Verdict::Invalid, Some(reason.clone()), None),
         };
         let check = if message.body.len() >= BLOCKING_BODY {
             tokio::task::block_in_place(|| verifier.check(&message))
         } else {
             verifier.check(&message)
         };
-        let mut signature = self.verdict(check.verdict, check.reason, check.secret_index, None);
+        let mut signature = self.verdict(check.verdict, check.reason, check.secret_index);
         if check.verdict == Verdict::Valid
             && let Some(id) = check.message_id
         {
             if self.seen(pool, webhook_id, &id).await {
-                signature.verdict = Verdict::Duplicate;
-                signature.reason = Some(format!("webhook-id `{id}` was received before on this endpoint"));
+                signature.answer.verdict = Verdict::Duplicate;
+                signature.answer.reason = Some(format!("webhook-id `{id}` was received before on this endpoint"));
             }
             signature.message_id = Some(id);
         }
         signature
     }
 
-    fn verdict(
-        &self,
-        verdict: Verdict,
-        reason: Option<String>,
-        secret_index: Option<u8>,
-        message_id: Option<String>,
-    ) -> CaptureSignature {
-        CaptureSignature { verdict, scheme: Some(self.scheme), reason, secret_index, message_id }
+    fn verdict(&self, verdict: Verdict, reason: Option<String>, secret_index: Option<u8>) -> CaptureSignature {
+        let answer = Signature { verdict, scheme: Some(self.scheme), reason, secret_index };
+        CaptureSignature { answer, message_id: None }
     }
 
     /// Whether `id` was received before: in flight on this server, or stored. A database that cannot answer
