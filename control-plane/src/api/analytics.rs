@@ -110,7 +110,7 @@ async fn volume(
     ApiQuery(window): ApiQuery<Window>,
     ApiQuery(bucket): ApiQuery<BucketParam>,
 ) -> ApiResult<Json<Volume>> {
-    ensure_exists(&app, caller.org_id, id).await?;
+    ensure_exists(&app.pool, caller.org_id, id).await?;
     let series = Series::new(&window, bucket)?;
     let rows: Vec<(DateTime<Utc>, i64, i64, i64)> = sqlx::query_as(
         "SELECT date_trunc($3, minute, 'UTC') AS t, sum(count)::bigint, sum(valid)::bigint, sum(invalid)::bigint
@@ -146,7 +146,7 @@ async fn methods(
     Id(id): Id<WebhookId>,
     ApiQuery(params): ApiQuery<Window>,
 ) -> ApiResult<Json<MethodBreakdown>> {
-    ensure_exists(&app, caller.org_id, id).await?;
+    ensure_exists(&app.pool, caller.org_id, id).await?;
     let (from, to) = params.bounds()?;
     let rows: Vec<(String, i64)> = sqlx::query_as(
         "SELECT method, sum(count)::bigint FROM capture_counts

@@ -80,8 +80,8 @@ async fn run<'c, 'q>(
     Ok(())
 }
 
-/// Reads the organization's row with `key` by `select` (`$1` the organization, `$2` the key); 404 naming `noun`
-/// when there is none.
+/// The organization's row with `key` as `select` answers it (`$1` the organization, `$2` the key; a `SELECT`, or
+/// a `DELETE .. RETURNING`); 404 naming `noun` when there is none.
 pub async fn fetch<'c, R, K>(conn: impl PgExecutor<'c>, select: String, org: OrgId, key: K, noun: &str) -> ApiResult<R>
 where
     R: for<'r> FromRow<'r, PgRow> + Send + Unpin,

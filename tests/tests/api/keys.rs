@@ -146,8 +146,7 @@ async fn invalid_bodies_are_400_naming_the_problem() {
     let huge = "x".repeat(1024 * 1024 + 10);
     let reply = app.admin(Method::POST, "/api-keys", Some(json!({"name": huge, "scopes": ["flows:read"]}))).await;
     assert_eq!((reply.status.as_u16(), reply.code()), (413, "payload_too_large"));
-    let count = app.rows("api_keys").await;
-    assert_eq!(count, 1, "nothing stored by refused requests");
+    assert_eq!(app.rows("api_keys").await, 1, "nothing stored by refused requests");
 }
 
 #[tokio::test]

@@ -59,8 +59,7 @@ async fn an_endpoint_is_created_read_changed_and_deleted() {
     assert_eq!(hooks.get(&id).await.expect_err("gone").status(), 404);
     let gone = app.capture(Method::POST, &id, "{}").await;
     assert_eq!((gone.status.as_u16(), gone.code()), (404, "not_found"));
-    let count = app.rows("captures").await;
-    assert_eq!(count, 0, "captures go with their endpoint");
+    assert_eq!(app.rows("captures").await, 0, "captures go with their endpoint");
 }
 
 #[tokio::test]

@@ -188,13 +188,8 @@ async fn get_api_key(Ctx { app, caller }: Ctx<scope::KeysRead>, Id(id): Id<ApiKe
 #[utoipa::path(delete, path = "/api-keys/{id}", params(Id), responses((status = 204)))]
 async fn delete_api_key(Ctx { app, caller }: Ctx<scope::KeysWrite>, Id(id): Id<ApiKeyId>) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
-    let name: Option<String> =
-        sqlx::query_scalar("DELETE FROM api_keys WHERE organization_id = $1 AND id = $2 RETURNING name")
-            .bind(caller.org_id)
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let name = name.ok_or_else(|| ApiError::not_found("API key"))?;
+    let delete = "DELETE FROM api_keys WHERE organization_id = $1 AND id = $2 RETURNING name";
+    let (name,): (String,) = owned::fetch(&mut *tx, delete.into(), caller.org_id, id, "API key").await?;
     audit::record(
         &mut tx,
         AuditEvent {

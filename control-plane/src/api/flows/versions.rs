@@ -5,6 +5,7 @@ use crate::api::admin::audit::{self, AuditEvent};
 use crate::api::context::Ctx;
 use crate::api::flows::model::{ensure_exists, fetch};
 use crate::auth::scope;
+use crate::db::owned;
 use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::{ApiPath, Id, parse_json};
 use crate::pagination::{self, ListParams, Listed};
@@ -67,13 +68,8 @@ async fn publish(
     let note = if body.iter().all(u8::is_ascii_whitespace) { None } else { parse_json::<Publish>(&body)?.note };
     let mut tx = app.pool.begin().await?;
     // Lock the flow: concurrent publishes number their versions one after the other.
-    let draft: Option<serde_json::Value> =
-        sqlx::query_scalar("SELECT definition FROM flows WHERE organization_id = $1 AND id = $2 FOR UPDATE")
-            .bind(caller.org_id)
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let draft = draft.ok_or_else(|| ApiError::not_found("flow"))?;
+    let select = "SELECT definition FROM flows WHERE organization_id = $1 AND id = $2 FOR UPDATE";
+    let (draft,): (serde_json::Value,) = owned::fetch(&mut *tx, select.into(), caller.org_id, id, "flow").await?;
     let published = insert_version(&mut tx, caller.org_id, id, note.as_deref(), &draft).await?;
     let event = AuditEvent {
         org_id: caller.org_id,

@@ -26,7 +26,7 @@ pub async fn list_captures(
     ApiPath(id): ApiPath<WebhookId>,
     params: ListParams,
 ) -> Listed<Capture> {
-    ensure_exists(&app, caller.org_id, id).await?;
+    ensure_exists(&app.pool, caller.org_id, id).await?;
     let search =
         Search { org_id: caller.org_id, webhook_id: id, conds: Vec::new(), sort: SearchSort::default(), page: params };
     Ok(Json(search::run(&app.pool, search).await?))
@@ -106,12 +106,7 @@ pub async fn clear_captures(
     ApiPath(id): ApiPath<WebhookId>,
 ) -> ApiResult<StatusCode> {
     let mut tx = app.pool.begin().await?;
-    let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM webhooks WHERE organization_id = $1 AND id = $2")
-        .bind(caller.org_id)
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    found.ok_or_else(|| ApiError::not_found("webhook"))?;
+    ensure_exists(&mut *tx, caller.org_id, id).await?;
     // Lock the counters first: batches in flight finish, and later ones wait, so rows and counts agree.
     sqlx::query("SELECT 1 FROM webhook_counters WHERE webhook_id = $1 FOR UPDATE").bind(id).execute(&mut *tx).await?;
     sqlx::query("DELETE FROM captures WHERE webhook_id = $1").bind(id).execute(&mut *tx).await?;

@@ -22,7 +22,7 @@ use hookflow_shared::api::fields::{ShortText, ValueText};
 use hookflow_shared::api::webhooks::{CreateWebhook, CustomResponse, UpdateWebhook, Webhook};
 use hookflow_shared::api::{Page, Patch};
 use hookflow_shared::{OrgId, WebhookId};
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgExecutor};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
@@ -43,14 +43,11 @@ pub async fn fetch(conn: &mut PgConnection, org_id: OrgId, id: WebhookId) -> Api
     owned::fetch(conn, select, org_id, id, "webhook").await
 }
 
-/// Checks that an endpoint of this organization exists (for the nested resources).
-pub async fn ensure_exists(app: &AppState, org_id: OrgId, id: WebhookId) -> ApiResult<()> {
-    let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM webhooks WHERE organization_id = $1 AND id = $2")
-        .bind(org_id)
-        .bind(id)
-        .fetch_optional(&app.pool)
-        .await?;
-    found.map(|_| ()).ok_or_else(|| ApiError::not_found("webhook"))
+/// Checks that an endpoint of this organization exists (for the nested resources), in `conn`'s transaction when
+/// it is one.
+pub async fn ensure_exists<'c>(conn: impl PgExecutor<'c>, org_id: OrgId, id: WebhookId) -> ApiResult<()> {
+    let select = "SELECT 1 FROM webhooks WHERE organization_id = $1 AND id = $2";
+    owned::fetch::<(i32,), _>(conn, select.into(), org_id, id, "webhook").await.map(drop)
 }
 
 /// Tells every replica's capture cache that the endpoint changed, when the transaction commits.

@@ -51,7 +51,7 @@ pub async fn export_requests(
     ApiPath(id): ApiPath<WebhookId>,
     ApiQuery(params): ApiQuery<ExportParams>,
 ) -> ApiResult<Response> {
-    ensure_exists(&app, caller.org_id, id).await?;
+    ensure_exists(&app.pool, caller.org_id, id).await?;
     let conds = match &params.q {
         Some(q) => {
             let conds = search::from_text(q)?;

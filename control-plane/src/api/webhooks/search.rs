@@ -344,7 +344,7 @@ pub async fn search_requests(
     ApiPath(id): ApiPath<WebhookId>,
     ApiJson(body): ApiJson<SearchRequests>,
 ) -> Listed<Capture> {
-    ensure_exists(&app, caller.org_id, id).await?;
+    ensure_exists(&app.pool, caller.org_id, id).await?;
     let mut conds = from_filter(&body.filter)?;
     if let Some(q) = &body.q {
         conds.extend(from_text(q)?);

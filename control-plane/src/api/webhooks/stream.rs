@@ -97,7 +97,7 @@ pub async fn stream_requests(
     ApiPath(id): ApiPath<WebhookId>,
     headers: HeaderMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
-    ensure_exists(&app, caller.org_id, id).await?;
+    ensure_exists(&app.pool, caller.org_id, id).await?;
     let slot = app.allowances.open_stream(caller.credential_id())?;
     let resume = headers
         .get(header::LAST_EVENT_ID)
