@@ -4,6 +4,7 @@
 use crate::Timestamp;
 use crate::api::fields::{CollectionVariables, LongText, Name};
 use crate::api::patch::Patch;
+use crate::flow::definition::with_request_parts;
 use crate::ids::{CollectionId, CollectionRequestId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -69,27 +70,25 @@ pub struct CollectionDetail {
     pub requests: Vec<CollectionRequest>,
 }
 
-/// `POST /collections/{id}/requests` and `PUT .../requests/{request_id}`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WriteRequest {
-    #[schema(schema_with = crate::api::rules::name)]
-    pub name: String,
-    pub folder: Option<String>,
-    #[schema(schema_with = crate::api::rules::method)]
-    pub method: String,
-    /// May use templates: `{{base_url}}/pets/{{petId}}`.
-    #[schema(schema_with = crate::api::rules::request_url)]
-    pub url: String,
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    #[serde(default)]
-    pub query: BTreeMap<String, String>,
-    pub body: Option<String>,
-    #[schema(schema_with = crate::api::rules::long_text)]
-    pub description: Option<String>,
-    /// `METHOD /normalized/{}/path` of the OpenAPI operation it came from.
-    pub operation_key: Option<String>,
+with_request_parts! {
+    /// `POST /collections/{id}/requests` and `PUT .../requests/{request_id}`.
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct WriteRequest {
+        #[schema(schema_with = crate::api::rules::name)]
+        pub name: String,
+        pub folder: Option<String>,
+        #[schema(schema_with = crate::api::rules::method)]
+        pub method: String,
+        /// May use templates: `{{base_url}}/pets/{{petId}}`.
+        #[schema(schema_with = crate::api::rules::request_url)]
+        pub url: String,
+        ..parts,
+        #[schema(schema_with = crate::api::rules::long_text)]
+        pub description: Option<String>,
+        /// `METHOD /normalized/{}/path` of the OpenAPI operation it came from.
+        pub operation_key: Option<String>,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

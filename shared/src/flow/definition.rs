@@ -74,16 +74,40 @@ node_kind! {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RequestSpec {
-    pub method: String,
-    pub url: String,
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    #[serde(default)]
-    pub query: BTreeMap<String, String>,
-    pub body: Option<String>,
+/// Declares a request as written (inline in a flow, a reference's overrides, a collection's request): its own
+/// fields, then the headers and query (`name: value`, absent is empty) and the body every one carries alike, then
+/// its fields after those. These bodies refuse unknown fields, which rules out a flattened common part.
+macro_rules! with_request_parts {
+    (
+        $(#[$doc:meta])*
+        pub struct $name:ident {
+            $($(#[$meta:meta])* pub $field:ident: $ty:ty,)*
+            ..parts,
+            $($(#[$after_meta:meta])* pub $after:ident: $after_ty:ty,)*
+        }
+    ) => {
+        $(#[$doc])*
+        pub struct $name {
+            $($(#[$meta])* pub $field: $ty,)*
+            #[serde(default)]
+            pub headers: std::collections::BTreeMap<String, String>,
+            #[serde(default)]
+            pub query: std::collections::BTreeMap<String, String>,
+            pub body: Option<String>,
+            $($(#[$after_meta])* pub $after: $after_ty,)*
+        }
+    };
+}
+pub(crate) use with_request_parts;
+
+with_request_parts! {
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct RequestSpec {
+        pub method: String,
+        pub url: String,
+        ..parts,
+    }
 }
 
 /// A request of a collection used instead of an inline request, with optional overrides. The server resolves it
@@ -96,18 +120,16 @@ pub struct RequestRef {
     pub overrides: Option<RequestOverrides>,
 }
 
-/// What a flow changes in a referenced request: method, URL and body replace; headers and query merge over the
-/// request's (an empty value removes the entry).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RequestOverrides {
-    pub method: Option<String>,
-    pub url: Option<String>,
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    #[serde(default)]
-    pub query: BTreeMap<String, String>,
-    pub body: Option<String>,
+with_request_parts! {
+    /// What a flow changes in a referenced request: method, URL and body replace; headers and query merge over the
+    /// request's (an empty value removes the entry).
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct RequestOverrides {
+        pub method: Option<String>,
+        pub url: Option<String>,
+        ..parts,
+    }
 }
 
 impl RequestOverrides {
