@@ -24,6 +24,22 @@ use serde::de::DeserializeOwned;
 use std::fmt;
 use std::sync::Arc;
 
+/// Declares the calls that send a JSON body, which differ only in their method.
+macro_rules! json_calls {
+    ($($(#[$doc:meta])* $name:ident $method:ident;)*) => {
+        $(
+            $(#[$doc])*
+            pub async fn $name<B: Serialize + ?Sized, T: DeserializeOwned>(
+                &self,
+                path: &str,
+                body: &B,
+            ) -> Result<T, ApiFailure> {
+                self.send(self.request(Method::$method, path).json(body)).await
+            }
+        )*
+    };
+}
+
 /// Whom a request is sent as.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Credentials {
@@ -158,32 +174,18 @@ impl Client {
         self.send(self.request(Method::GET, path)).await
     }
 
-    /// `POST path` with a JSON body.
-    pub async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(
-        &self,
-        path: &str,
-        body: &B,
-    ) -> Result<T, ApiFailure> {
-        self.send(self.request(Method::POST, path).json(body)).await
+    json_calls! {
+        /// `POST path` with a JSON body.
+        post POST;
+        /// `PUT path` with a JSON body.
+        put PUT;
+        /// `PATCH path` with a JSON body.
+        patch PATCH;
     }
 
     /// `POST path` without a body.
     pub async fn post_empty<T: DeserializeOwned>(&self, path: &str) -> Result<T, ApiFailure> {
         self.send(self.request(Method::POST, path)).await
-    }
-
-    /// `PUT path` with a JSON body.
-    pub async fn put<B: Serialize + ?Sized, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T, ApiFailure> {
-        self.send(self.request(Method::PUT, path).json(body)).await
-    }
-
-    /// `PATCH path` with a JSON body.
-    pub async fn patch<B: Serialize + ?Sized, T: DeserializeOwned>(
-        &self,
-        path: &str,
-        body: &B,
-    ) -> Result<T, ApiFailure> {
-        self.send(self.request(Method::PATCH, path).json(body)).await
     }
 
     /// `DELETE path`; the answer's body is not read.
