@@ -28,6 +28,20 @@ impl PlatformRootsOnFirstUse {
     }
 }
 
+/// The TLS 1.2 and 1.3 signature checks, alike: the platform verifier's own.
+macro_rules! signature_checks {
+    ($($check:ident),*) => {$(
+        fn $check(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.verifier()?.$check(message, cert, dss)
+        }
+    )*};
+}
+
 impl ServerCertVerifier for PlatformRootsOnFirstUse {
     fn verify_server_cert(
         &self,
@@ -40,23 +54,7 @@ impl ServerCertVerifier for PlatformRootsOnFirstUse {
         self.verifier()?.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.verifier()?.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.verifier()?.verify_tls13_signature(message, cert, dss)
-    }
+    signature_checks!(verify_tls12_signature, verify_tls13_signature);
 
     /// What the provider can verify (as the platform's verifier answers), without loading the roots: a client
     /// offers these in every hello.
