@@ -126,7 +126,7 @@ pub struct VerificationSettings {
     // The options of the generic `hmac` scheme (refused with any other scheme).
     /// The header carrying the signature (required for `hmac`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 200)]
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]
     pub header: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub algorithm: Option<HmacAlgorithm>,
@@ -138,7 +138,7 @@ pub struct VerificationSettings {
     pub prefix: Option<String>,
     /// A header carrying a signed timestamp: the signed content is then `<timestamp><separator><body>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 200)]
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]
     pub timestamp_header: Option<String>,
     /// Between the timestamp and the body (default `.`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,7 +157,7 @@ pub struct Verification {
     // The `hmac` options, as written.
     /// The header carrying the signature (required for `hmac`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 200)]
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]
     pub header: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub algorithm: Option<HmacAlgorithm>,
@@ -169,7 +169,7 @@ pub struct Verification {
     pub prefix: Option<String>,
     /// A header carrying a signed timestamp: the signed content is then `<timestamp><separator><body>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 200)]
+    #[schema(min_length = 1, max_length = 200, pattern = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]
     pub timestamp_header: Option<String>,
     /// Between the timestamp and the body (default `.`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
