@@ -116,7 +116,7 @@ macro_rules! with_hmac_options {
             $($(#[$meta])* pub $field: $ty,)*
             /// The header carrying the signature (required for `hmac`).
             #[serde(default, skip_serializing_if = "Option::is_none")]
-            #[schema(max_length = 200)]
+            #[schema(min_length = 1, max_length = 200, pattern = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]
             pub header: Option<String>,
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub algorithm: Option<HmacAlgorithm>,
@@ -128,7 +128,7 @@ macro_rules! with_hmac_options {
             pub prefix: Option<String>,
             /// A header carrying a signed timestamp: the signed content is then `<timestamp><separator><body>`.
             #[serde(default, skip_serializing_if = "Option::is_none")]
-            #[schema(max_length = 200)]
+            #[schema(min_length = 1, max_length = 200, pattern = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")]
             pub timestamp_header: Option<String>,
             /// Between the timestamp and the body (default `.`).
             #[serde(default, skip_serializing_if = "Option::is_none")]
