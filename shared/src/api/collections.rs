@@ -4,7 +4,7 @@
 use crate::Timestamp;
 use crate::api::fields::{CollectionVariables, LongText, Name};
 use crate::api::patch::Patch;
-use crate::flow::definition::with_request_parts;
+use crate::flow::request_parts::with_request_parts;
 use crate::ids::{CollectionId, CollectionRequestId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -5,6 +5,7 @@
 use crate::api::catalog::Assertion;
 use crate::flow::assert::Operator;
 use crate::flow::extract::Extractor;
+use crate::flow::request_parts::with_request_parts;
 use crate::flow::template;
 use crate::ids::{CollectionId, CollectionRequestId, FlowId};
 use serde::{Deserialize, Serialize};
@@ -73,32 +74,6 @@ node_kind! {
         pub timeout_ms: Option<u64>,
     }
 }
-
-/// Declares a request as written (inline in a flow, a reference's overrides, a collection's request): its own
-/// fields, then the headers and query (`name: value`, absent is empty) and the body every one carries alike, then
-/// its fields after those. These bodies refuse unknown fields, which rules out a flattened common part.
-macro_rules! with_request_parts {
-    (
-        $(#[$doc:meta])*
-        pub struct $name:ident {
-            $($(#[$meta:meta])* pub $field:ident: $ty:ty,)*
-            ..parts,
-            $($(#[$after_meta:meta])* pub $after:ident: $after_ty:ty,)*
-        }
-    ) => {
-        $(#[$doc])*
-        pub struct $name {
-            $($(#[$meta])* pub $field: $ty,)*
-            #[serde(default)]
-            pub headers: std::collections::BTreeMap<String, String>,
-            #[serde(default)]
-            pub query: std::collections::BTreeMap<String, String>,
-            pub body: Option<String>,
-            $($(#[$after_meta])* pub $after: $after_ty,)*
-        }
-    };
-}
-pub(crate) use with_request_parts;
 
 with_request_parts! {
     #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -5,5 +5,6 @@ pub mod budget;
 pub mod definition;
 pub mod extract;
 mod node_schema;
+pub(crate) mod request_parts;
 pub mod schedule;
 pub mod template;
