@@ -8,7 +8,7 @@
 //! - `error`, `extract`, `pagination`, `validate`: the crate-wide error type, extractors (a body parsed into its
 //!   fields' types), pages, the field rules for values that arrive otherwise.
 //! - `db/`: connecting, the embedded cluster and where it lives, migrations, the data directory, the PATCH
-//!   statement builder, group commit and its byte budgets, the replicas' watches, the owned-row deletes.
+//!   statement builder, group commit and its byte budgets, the replicas' watches, the owned-row reads and deletes.
 //! - `metrics/`, `outbound/`, `http/`: the metrics and their listener, the one guarded client for requests the
 //!   server itself makes, the transport (accept loop, raw heads, client addresses, allowances, bounded body reads,
 //!   the observer).

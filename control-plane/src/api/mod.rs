@@ -18,6 +18,7 @@ pub mod openapi_ids;
 pub mod openapi_shapes;
 pub mod people;
 pub mod resources;
+pub mod routing;
 pub mod runner_protocol;
 pub mod webhooks;
 
@@ -56,11 +57,6 @@ fn documented() -> OpenApiRouter<AppState> {
         .merge(collections::routes())
         .merge(executions::routes())
         .merge(runner_protocol::routes())
-}
-
-/// A resource's routes: its parts' routers as one, under the resource's body limit.
-pub fn merged<const N: usize>(parts: [OpenApiRouter<AppState>; N], body_limit: usize) -> OpenApiRouter<AppState> {
-    parts.into_iter().fold(OpenApiRouter::new(), OpenApiRouter::merge).layer(DefaultBodyLimit::max(body_limit))
 }
 
 /// The OpenAPI document as served at `/openapi.json`.

@@ -16,5 +16,5 @@ use utoipa_axum::router::OpenApiRouter;
 pub const COLLECTION_BODY_LIMIT: usize = 10 * 1024 * 1024;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    crate::api::merged([crud::routes(), import::routes(), sync::routes()], COLLECTION_BODY_LIMIT)
+    crate::api::routing::merged([crud::routes(), import::routes(), sync::routes()], COLLECTION_BODY_LIMIT)
 }

@@ -14,7 +14,7 @@ use utoipa_axum::router::OpenApiRouter;
 pub const FLOW_BODY_LIMIT: usize = 10 * 1024 * 1024;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    crate::api::merged(
+    crate::api::routing::merged(
         [crud::routes(), versions::routes(), environments::routes(), transfer::routes()],
         FLOW_BODY_LIMIT,
     )
