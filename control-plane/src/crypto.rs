@@ -63,6 +63,13 @@ pub struct Sealed {
     pub key_version: i32,
 }
 
+impl Sealed {
+    /// A sealed value from its three nullable columns; `None` unless all three are set.
+    pub fn from_columns(ciphertext: Option<Vec<u8>>, nonce: Option<Vec<u8>>, key_version: Option<i32>) -> Option<Self> {
+        Some(Self { ciphertext: ciphertext?, nonce: nonce?, key_version: key_version? })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the secret cannot be decrypted (wrong key, or the value belongs to another organization or name)")]
 pub struct OpenError;

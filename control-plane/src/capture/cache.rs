@@ -93,11 +93,11 @@ struct EndpointRow {
 impl EndpointRow {
     fn verification(&self, master: &MasterKey, id: WebhookId) -> Option<EndpointVerification> {
         let stored = self.verification.as_ref()?;
-        let sealed = Sealed {
-            ciphertext: self.verification_secrets.clone()?,
-            nonce: self.verification_nonce.clone()?,
-            key_version: self.verification_key_version?,
-        };
+        let sealed = Sealed::from_columns(
+            self.verification_secrets.clone(),
+            self.verification_nonce.clone(),
+            self.verification_key_version,
+        )?;
         Some(EndpointVerification::open(master, self.organization_id, id, stored, &sealed))
     }
 }

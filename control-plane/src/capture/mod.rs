@@ -151,7 +151,12 @@ async fn capture_inner(
     let signature = match &endpoint.verification {
         None => CaptureSignature::unverified(),
         Some(verification) => {
-            let url = signed_url(&capture.capture_url, id, path, parts.uri.query().unwrap_or_default());
+            // Only Twilio and Square sign the URL: the others' captures skip building it.
+            let url = if verification.scheme.signs_url() {
+                signed_url(&capture.capture_url, id, path, parts.uri.query().unwrap_or_default())
+            } else {
+                String::new()
+            };
             let message = Message { headers: &headers, body: &body, url: &url, received_at };
             verification.judge(&capture.pool, id, message).await
         }

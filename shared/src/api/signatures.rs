@@ -72,6 +72,11 @@ impl SignatureScheme {
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|s| s.as_str() == name)
     }
+
+    /// Whether the scheme signs the URL the sender called (the others never read it).
+    pub fn signs_url(self) -> bool {
+        matches!(self, Self::Twilio | Self::Square)
+    }
 }
 
 /// The digest of the generic `hmac` scheme.

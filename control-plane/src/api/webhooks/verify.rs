@@ -48,12 +48,9 @@ pub async fn verify_request(
         Some(candidate) => Verifier::new(&settings(&verification, vec![candidate]))
             .map_err(|e| ApiError::invalid(format!("`secret`: {}", e.message)))?,
         None => {
-            let sealed = Sealed {
-                ciphertext: ciphertext.unwrap_or_default(),
-                nonce: nonce.unwrap_or_default(),
-                key_version: key_version.unwrap_or_default(),
-            };
-            let secrets = open_secrets(&app.settings.master_key, caller.org_id, id, &sealed).ok_or_else(|| {
+            let sealed = Sealed::from_columns(ciphertext, nonce, key_version);
+            let opened = sealed.and_then(|s| open_secrets(&app.settings.master_key, caller.org_id, id, &s));
+            let secrets = opened.ok_or_else(|| {
                 ApiError::invalid("the endpoint's secrets cannot be decrypted with this server's master keys")
             })?;
             Verifier::new(&settings(&verification, secrets)).map_err(|e| ApiError::invalid(e.message))?
