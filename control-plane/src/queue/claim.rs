@@ -289,6 +289,7 @@ async fn job_of(
         secret_hosts: secrets.hosts,
         withheld_secrets: secrets.withheld,
         timeout_note,
+        capture_url: None,
     })
 }
 

@@ -191,6 +191,9 @@ pub struct Job {
     /// a run that times out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_note: Option<String>,
+    /// The execution's own capture URL (`{{execution.capture_url}}`); absent from older servers and local runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_url: Option<String>,
 }
 
 /// The variables of a claim by where they came from, lowest first. Only environment values are templates (they
@@ -225,6 +228,7 @@ impl Job {
             secret_hosts: BTreeMap::new(),
             withheld_secrets: Vec::new(),
             timeout_note: None,
+            capture_url: None,
         }
     }
 }

@@ -5,6 +5,7 @@
 use crate::api::catalog::Assertion;
 use crate::flow::assert::Operator;
 use crate::flow::extract::Extractor;
+use crate::flow::names;
 use crate::flow::request_parts::with_request_parts;
 use crate::flow::template;
 use crate::ids::{CollectionId, CollectionRequestId, FlowId};
@@ -214,14 +215,6 @@ pub const MAX_NODE_TIMEOUT_MS: u64 = 300_000;
 pub const MAX_DELAY_MS: u64 = 3_600_000;
 pub const MAX_FLOW_TIMEOUT_S: u64 = 86_400;
 
-/// A name usable in templates: a letter or `_`, then letters, digits, `_`, `-` or `.`.
-fn is_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.len() <= 128
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-}
-
 /// Parses and checks a definition. `Ok` holds the typed definition; `Err` every problem found.
 pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
     // Tracking the path costs as much again as the parse itself: it is only needed to say where a shape is wrong.
@@ -245,8 +238,8 @@ pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
         flow_problem("timeout_s", format!("must be between 1 and {MAX_FLOW_TIMEOUT_S}"));
     }
     for (name, value) in &definition.variables {
-        if !is_name(name) {
-            flow_problem(&format!("variables.{name}"), "not a valid variable name".into());
+        if let Some(message) = names::definable_problem(name) {
+            flow_problem(&format!("variables.{name}"), message);
         }
         if let Err(e) = template::check(value) {
             flow_problem(&format!("variables.{name}"), e.to_string());
@@ -328,6 +321,9 @@ fn check_node<'n>(node: &'n Node, seen: &mut HashSet<&'n str>, problems: &mut Ve
         }
         Node::Module(n) => {
             for (name, value) in &n.inputs {
+                if let Some(message) = names::reserved_problem(name) {
+                    problem(&format!("inputs.{name}"), message);
+                }
                 if let Err(e) = template::check(value) {
                     problem(&format!("inputs.{name}"), e.to_string());
                 }
@@ -335,8 +331,8 @@ fn check_node<'n>(node: &'n Node, seen: &mut HashSet<&'n str>, problems: &mut Ve
         }
         Node::SetVariables(n) => {
             for (name, value) in &n.variables {
-                if !is_name(name) {
-                    problem(&format!("variables.{name}"), "not a valid variable name".into());
+                if let Some(message) = names::definable_problem(name) {
+                    problem(&format!("variables.{name}"), message);
                 }
                 if let Err(e) = template::check(value) {
                     problem(&format!("variables.{name}"), e.to_string());
@@ -421,8 +417,8 @@ fn check_request(n: &RequestNode, problem: &mut impl FnMut(&str, String)) {
     }
     let mut names = HashSet::new();
     for (i, extractor) in n.extractors.iter().enumerate() {
-        if !is_name(&extractor.name) {
-            problem(&format!("extractors[{i}].name"), "not a valid variable name".into());
+        if let Some(message) = names::definable_problem(&extractor.name) {
+            problem(&format!("extractors[{i}].name"), message);
         }
         if !names.insert(extractor.name.as_str()) {
             problem(&format!("extractors[{i}].name"), format!("`{}` is extracted twice", extractor.name));
