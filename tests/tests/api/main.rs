@@ -56,5 +56,6 @@ mod signatures;
 mod signatures_endpoint;
 mod startup;
 mod stream;
+mod variables;
 mod webhooks;
 mod wire_shapes;
