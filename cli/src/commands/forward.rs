@@ -149,7 +149,8 @@ mod tests {
     fn capture(path: &str) -> Capture {
         Capture {
             id: CaptureId::nil(),
-            webhook_id: WebhookId::nil(),
+            webhook_id: Some(WebhookId::nil()),
+            execution_id: None,
             method: "POST".into(),
             path: path.into(),
             query_string: "a=1".into(),

@@ -5,7 +5,7 @@ use crate::api::admin::Retention;
 use crate::api::fields::{Name, ShortText};
 use crate::api::patch::Patch;
 use crate::api::signatures::{Signature, Verification, VerificationSettings};
-use crate::ids::{CaptureId, WebhookId};
+use crate::ids::{CaptureId, ExecutionId, WebhookId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -124,7 +124,10 @@ pub enum BodyEncoding {
 #[schema(as = CapturedRequest)]
 pub struct Capture {
     pub id: CaptureId,
-    pub webhook_id: WebhookId,
+    /// The endpoint that received it; null for a capture sent to an execution's own URL.
+    pub webhook_id: Option<WebhookId>,
+    /// The execution whose own URL (`{{execution.capture_url}}`) received it; null for an endpoint's capture.
+    pub execution_id: Option<ExecutionId>,
     pub method: String,
     /// The part after `/webhook/{id}`: empty or starting with `/`.
     pub path: String,
@@ -172,7 +175,7 @@ impl MatchOp {
 }
 
 /// A header or query-parameter condition (names of headers match case-insensitively).
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct FieldMatch {
     pub name: String,
@@ -181,7 +184,7 @@ pub struct FieldMatch {
 }
 
 /// A condition on the JSON body at a JSONPath such as `$.action`.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct JsonMatch {
     pub path: String,
@@ -189,7 +192,7 @@ pub struct JsonMatch {
     pub value: Option<serde_json::Value>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SearchFilter {
     pub methods: Option<Vec<String>>,

@@ -9,3 +9,4 @@ mod node_schema;
 pub(crate) mod request_parts;
 pub mod schedule;
 pub mod template;
+pub mod webhook_node;
