@@ -569,4 +569,26 @@ mod tests {
         });
         assert_eq!(many.len(), 2, "every problem is reported: {many:?}");
     }
+
+    #[test]
+    fn names_under_execution_are_built_in() {
+        let defined = |value: Value| json!({"execution.capture_url": value});
+        one(None, "variables.execution.capture_url", &problems(|r| r["variables"] = defined(json!("x"))));
+        let set = problems(|r| r["nodes"][3]["variables"] = defined(json!("x")));
+        one(Some("set"), "variables.execution.capture_url", &set);
+        one(
+            Some("login"),
+            "extractors[0].name",
+            &problems(|r| r["nodes"][0]["extractors"][0]["name"] = json!("execution.t")),
+        );
+        one(
+            Some("orders"),
+            "inputs.execution.capture_url",
+            &problems(|r| r["nodes"][2]["inputs"] = defined(json!("x"))),
+        );
+        assert!(set[0].message.contains("reserved"), "{set:?}");
+        let mut uses = example();
+        uses["variables"]["callback"] = json!("{{execution.capture_url}}/done");
+        assert!(validate(&uses).is_ok(), "using a built-in name is fine");
+    }
 }
