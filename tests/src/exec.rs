@@ -147,15 +147,27 @@ impl TestApp {
 
     /// As [`TestApp::spawn_with_embedded_runner`], running a flow for at most `max_run`.
     pub async fn spawn_with_embedded_runner_for(max_run: Duration) -> Self {
+        Self::spawn_with_embedded_runner_of(2, 0.5, max_run, |_| {}).await
+    }
+
+    /// A server running its embedded runner with `slots` slots, `share` of them per organization at most, running
+    /// a flow for at most `max_run`, with `configure`'s settings.
+    pub async fn spawn_with_embedded_runner_of(
+        slots: u32,
+        share: f64,
+        max_run: Duration,
+        configure: impl FnOnce(&mut hookflow_control_plane::state::Settings),
+    ) -> Self {
         let key = hookflow_control_plane::server::embedded_runner::new_key();
         let hash = key.hash.clone();
         let app = Self::spawn_with(|settings| {
             settings.embedded_runner_key_hash = Some(hash);
-            settings.embedded_runner = hookflow_control_plane::state::EmbeddedRunnerLimits::new(2, 0.5, max_run);
+            settings.embedded_runner = hookflow_control_plane::state::EmbeddedRunnerLimits::new(slots, share, max_run);
+            configure(settings);
         })
         .await;
         let address = app.base.trim_start_matches("http://").parse().expect("address");
-        hookflow_control_plane::server::embedded_runner::spawn(address, key, 2, app.shutdown_token());
+        hookflow_control_plane::server::embedded_runner::spawn(address, key, slots, app.shutdown_token());
         app
     }
 

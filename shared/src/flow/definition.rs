@@ -52,9 +52,9 @@ macro_rules! node_kind {
         }
     };
 }
-pub(crate) use node_kind;
 pub use crate::flow::request_parts::{RequestParts, request_problems};
 pub use crate::flow::webhook_node::{RequiredSignature, WaitFor, WebhookNode};
+pub(crate) use node_kind;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -470,9 +470,11 @@ fn node_problem(node: &Value) -> Option<(String, String)> {
         "delay" => field_error::<DelayNode>(&node),
         "module" => field_error::<ModuleNode>(&node),
         "set_variables" => field_error::<SetVariablesNode>(&node),
-        other => {
-            Some(("kind".into(), format!("unknown node kind `{other}`: use request, delay, module or set_variables")))
-        }
+        "webhook" => field_error::<WebhookNode>(&node),
+        other => Some((
+            "kind".into(),
+            format!("unknown node kind `{other}`: use request, delay, module, set_variables or webhook"),
+        )),
     }?;
     let field = if field.is_empty() { missing_field(&message).unwrap_or_default() } else { field };
     Some((field, message))

@@ -56,5 +56,6 @@ mod signatures;
 mod signatures_endpoint;
 mod startup;
 mod stream;
+mod webhook_nodes;
 mod webhooks;
 mod wire_shapes;
