@@ -87,12 +87,13 @@ impl TestApp {
         self.call(Method::POST, runner_route::NEXT_JOB, Some(creds), Some(body)).await
     }
 
-    /// A call authenticated by a job token; `action` is `nodes` or `complete`.
+    /// A call authenticated by a job token; `action` is `nodes`, `complete` or `captures`.
     pub async fn job_call(&self, job: &Value, action: &str, body: Value) -> Reply {
         let job_id: JobId = job["job_id"].as_str().and_then(|id| id.parse().ok()).expect("job id");
         let path = match action {
             "nodes" => runner_route::job_nodes(job_id),
             "complete" => runner_route::job_complete(job_id),
+            "captures" => runner_route::job_captures(job_id),
             other => panic!("no job route `{other}`"),
         };
         let token = job["job_token"].as_str().expect("job token");

@@ -57,5 +57,6 @@ mod signatures_endpoint;
 mod startup;
 mod stream;
 mod webhook_nodes;
+mod webhook_nodes_elsewhere;
 mod webhooks;
 mod wire_shapes;
