@@ -274,3 +274,62 @@ async fn definitions_with_a_bad_webhook_node_are_refused_where_they_are_wrong() 
     let extractors: Value = app.get("/extractors", 200).await;
     assert!(extractors["items"].as_array().expect("items").iter().any(|k| k["kind"] == "signature"));
 }
+
+#[tokio::test]
+async fn a_hundred_executions_wait_at_once_and_each_gets_its_own_capture_while_the_api_answers() {
+    let app = TestApp::spawn_with_embedded_runner_of(256, 1.0, Duration::from_secs(120), |_| {}).await;
+    let webhook = app.create_webhook(json!({"name": "many"})).await;
+    let (webhook_id, capture_url) = (webhook["id"].as_str().expect("id"), webhook["capture_url"].as_str().expect("u"));
+    let definition = json!({"nodes": [{"id": "w", "kind": "webhook",
+        "webhook": {"webhook_id": webhook_id, "q": "header.x-run:{{run}}", "timeout_ms": 60_000},
+        "extractors": [{"name": "got", "kind": "jsonPath", "expression": "$.run"}]}]});
+    let flow = app.create_flow("many", definition).await;
+    let mut ids = Vec::new();
+    for run in 0..100 {
+        ids.push(
+            app.launch(&flow, json!({"variables": {"run": run.to_string()}})).await["id"]
+                .as_str()
+                .expect("id")
+                .to_owned(),
+        );
+    }
+    // Every execution is claimed and waiting before a capture is sent.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let page: Value = app.get(&format!("/flows/{flow}/executions?limit=100"), 200).await;
+        let running = page["items"].as_array().expect("items").iter().filter(|e| e["status"] == "running").count();
+        if running == 100 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "only {running} of 100 running");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let send = async {
+        for run in (0..100).rev() {
+            let body = json!({"run": run.to_string()}).to_string();
+            let sent = app.client.post(capture_url).header("x-run", run.to_string()).body(body).send().await;
+            assert_eq!(sent.expect("send").status(), 200);
+        }
+    };
+    let probe = async {
+        let mut latencies = Vec::new();
+        for _ in 0..40 {
+            let started = Instant::now();
+            let _: Value = app.get(&format!("/flows/{flow}/executions?limit=20"), 200).await;
+            latencies.push(started.elapsed());
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        latencies
+    };
+    let ((), mut latencies) = tokio::join!(send, probe);
+    latencies.sort();
+    let p95 = latencies[latencies.len() * 95 / 100];
+    assert!(p95 < Duration::from_secs(1), "the API kept answering: p95 {p95:?}");
+    for (run, id) in ids.iter().enumerate() {
+        let ended = app.wait_finished(&flow, id).await;
+        assert_eq!(ended["status"], "succeeded", "{ended}");
+        let nodes: Value = app.get(&format!("/flows/{flow}/executions/{id}/nodes"), 200).await;
+        assert_eq!(nodes["items"][0]["extracted"]["got"], run.to_string(), "run {run} got its own capture");
+    }
+}

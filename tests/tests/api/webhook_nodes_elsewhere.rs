@@ -73,7 +73,8 @@ async fn hookflow_run_waits_for_the_webhook_in_an_ephemeral_run() {
     // One flow waits on its own URL, one on the endpoint the provider was told about.
     let own = app.create_flow("own", payment_flow(&provider.url, None, 20_000)).await;
     let mut on_endpoint = payment_flow(&provider.url, Some(webhook_id), 20_000);
-    on_endpoint["nodes"][0]["request"]["body"] = json!(format!("{{\"amount\": 42, \"callback_url\": \"{capture_url}\"}}"));
+    on_endpoint["nodes"][0]["request"]["body"] =
+        json!(format!("{{\"amount\": 42, \"callback_url\": \"{capture_url}\"}}"));
     on_endpoint["nodes"][1]["webhook"].as_object_mut().expect("webhook").remove("signature");
     let endpoint = app.create_flow("endpoint", on_endpoint).await;
     let cli = Cli { binary: HOOKFLOW, base: app.base.clone() };
@@ -92,8 +93,13 @@ async fn hookflow_run_waits_for_the_webhook_in_an_ephemeral_run() {
     assert_eq!(provider.sent(), 2);
 
     // Never sent: the CLI exits 1 and says `timeout`.
-    let silent = app.create_flow("silent", json!({"nodes": [{"id": "w", "kind": "webhook",
-        "webhook": {"timeout_ms": 800}}]})).await;
+    let silent = app
+        .create_flow(
+            "silent",
+            json!({"nodes": [{"id": "w", "kind": "webhook",
+        "webhook": {"timeout_ms": 800}}]}),
+        )
+        .await;
     let output = cli.run(Some(&app.admin), &["run", "--flow", &silent]).await;
     assert_eq!(output.code, 1, "{}", output.all());
     assert!(output.all().contains("timeout"), "{}", output.all());
@@ -102,8 +108,13 @@ async fn hookflow_run_waits_for_the_webhook_in_an_ephemeral_run() {
 #[tokio::test]
 async fn the_wait_route_checks_its_token_its_search_and_its_endpoint() {
     let app = TestApp::spawn_for_execution().await;
-    let flow = app.create_flow("waits", json!({"nodes": [{"id": "w", "kind": "webhook",
-        "webhook": {"timeout_ms": 1000}}]})).await;
+    let flow = app
+        .create_flow(
+            "waits",
+            json!({"nodes": [{"id": "w", "kind": "webhook",
+        "webhook": {"timeout_ms": 1000}}]}),
+        )
+        .await;
     let execution = app.launch_draft(&flow).await;
     let creds = app.runner_creds(app.admin.org).await;
     let runner = app.register_runner(&creds, &[]).await;
@@ -118,10 +129,11 @@ async fn the_wait_route_checks_its_token_its_search_and_its_endpoint() {
 
     // A capture at the execution's URL wakes a waiting poll.
     let started = std::time::Instant::now();
-    let (woken, sent) = tokio::join!(app.job_call(&job, "captures", json!({"node_id": "w", "wait_ms": 20_000})), async {
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        app.client.post(&capture_url).header("x-n", "1").body("{\"n\": 1}").send().await.expect("send")
-    });
+    let (woken, sent) =
+        tokio::join!(app.job_call(&job, "captures", json!({"node_id": "w", "wait_ms": 20_000})), async {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            app.client.post(&capture_url).header("x-n", "1").body("{\"n\": 1}").send().await.expect("send")
+        });
     assert_eq!(sent.status(), 200);
     assert_eq!(woken.status, 200);
     assert_eq!(woken.body["capture"]["execution_id"], execution.as_str());
@@ -132,7 +144,11 @@ async fn the_wait_route_checks_its_token_its_search_and_its_endpoint() {
     let taken =
         app.job_call(&job, "captures", json!({"node_id": "w", "wait_ms": 0, "exclude": [id], "explain": true})).await;
     assert_eq!(taken.body["capture"], Value::Null);
-    assert!(taken.body["closest"].as_str().expect("why").contains("another node of this run took it"), "{:?}", taken.body);
+    assert!(
+        taken.body["closest"].as_str().expect("why").contains("another node of this run took it"),
+        "{:?}",
+        taken.body
+    );
     let other =
         app.job_call(&job, "captures", json!({"node_id": "w", "wait_ms": 0, "q": "body.$.n:2", "explain": true})).await;
     let why = other.body["closest"].as_str().expect("why").to_owned();
