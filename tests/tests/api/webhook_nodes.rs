@@ -269,6 +269,11 @@ async fn definitions_with_a_bad_webhook_node_are_refused_where_they_are_wrong() 
         let problems = reply["problems"].as_array().expect("problems");
         assert!(problems.iter().any(|p| p["field"].as_str().is_some_and(|f| f.contains(field))), "{field}: {reply}");
     }
+    // The example the docs point to is a valid flow.
+    let example: Value =
+        serde_json::from_str(include_str!("../../../docs/examples/webhook-end-to-end.json")).expect("json");
+    let reply: Value = app.post("/flows/validate", &json!({"definition": example["definition"]}), 200).await;
+    assert_eq!(reply["valid"], true, "{reply}");
     let catalog: Value = app.get("/special-nodes", 200).await;
     assert!(catalog["items"].as_array().expect("items").iter().any(|k| k["kind"] == "webhook"), "{catalog}");
     let extractors: Value = app.get("/extractors", 200).await;
