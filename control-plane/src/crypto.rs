@@ -151,9 +151,9 @@ impl MasterKey {
     /// rotation keep working), compared in constant time.
     pub fn check_tag(&self, label: &str, data: &[u8], tag: &[u8]) -> bool {
         let ring = self.read();
-        std::iter::once(&ring.current).chain(&ring.previous).any(|key| {
-            aws_lc_rs::constant_time::verify_slices_are_equal(&tag_with(key, label, data), tag).is_ok()
-        })
+        std::iter::once(&ring.current)
+            .chain(&ring.previous)
+            .any(|key| aws_lc_rs::constant_time::verify_slices_are_equal(&tag_with(key, label, data), tag).is_ok())
     }
 }
 

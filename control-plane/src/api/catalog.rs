@@ -58,7 +58,13 @@ async fn evaluate_extractor(
     // Parsing is CPU work bounded by budgets: off the async workers all the same.
     let extracted = tokio::task::spawn_blocking(move || {
         let headers: Vec<(String, String)> = body.response.headers.into_iter().collect();
-        let response = ResponseView { status: body.response.status, method: None, signature: None, headers: &headers, body: &body.response.body };
+        let response = ResponseView {
+            status: body.response.status,
+            method: None,
+            signature: None,
+            headers: &headers,
+            body: &body.response.body,
+        };
         body.extractor.extract(response)
     })
     .await

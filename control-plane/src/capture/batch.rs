@@ -2,9 +2,9 @@
 //! NOTIFYs. A row the database refuses never fails its neighbours: the batch is stored again in halves under
 //! savepoints until the refused rows stand alone, and only they are answered `Rejected`.
 
+use crate::capture::cache::CaptureTarget;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::signatures::Signature;
-use crate::capture::cache::CaptureTarget;
 use hookflow_shared::{CaptureId, ExecutionId, OrgId, WebhookId};
 
 /// A request to store.

@@ -14,11 +14,13 @@ use std::collections::BTreeMap;
 pub const INLINE_BODY_LIMIT: i32 = 64 * 1024;
 
 /// Capture columns with the body inline only up to `INLINE_BODY_LIMIT`.
-pub const CAPTURE_COLUMNS_INLINE: &str = "id, webhook_id, execution_id, method, path, query_string, query, headers, content_type,
+pub const CAPTURE_COLUMNS_INLINE: &str =
+    "id, webhook_id, execution_id, method, path, query_string, query, headers, content_type,
      CASE WHEN body_size <= 65536 THEN body END AS body, body_size, body_sha256, body_utf8, source_ip, received_at,
      signature_verdict, signature_scheme, signature_reason, signature_secret_index";
 /// Capture columns with the whole body.
-pub const CAPTURE_COLUMNS_FULL: &str = "id, webhook_id, execution_id, method, path, query_string, query, headers, content_type,
+pub const CAPTURE_COLUMNS_FULL: &str =
+    "id, webhook_id, execution_id, method, path, query_string, query, headers, content_type,
      body, body_size, body_sha256, body_utf8, source_ip, received_at,
      signature_verdict, signature_scheme, signature_reason, signature_secret_index";
 

@@ -76,6 +76,7 @@ impl CaptureWaiters {
     /// Registers a waiter on `target`, recording (or refreshing) the endpoint's watch first so that a capture stored
     /// from then on is notified.
     pub async fn wait(self: &Arc<Self>, target: CaptureTarget) -> Waiting {
+        metrics::gauge!("hookflow_capture_waiters").increment(1.0);
         let entry = {
             let mut targets = locked(&self.targets);
             let entry = targets.entry(key(target)).or_default().clone();
@@ -118,6 +119,7 @@ impl CaptureWaiters {
     }
 
     fn leave(&self, target: CaptureTarget, entry: &Arc<Entry>) {
+        metrics::gauge!("hookflow_capture_waiters").decrement(1.0);
         let mut targets = locked(&self.targets);
         let mut state = locked(&entry.state);
         state.0 = state.0.saturating_sub(1);

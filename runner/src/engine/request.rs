@@ -135,7 +135,13 @@ fn evaluate(
     masker: &Masker,
 ) -> Exchange {
     let text = String::from_utf8_lossy(&received.body);
-    let view = ResponseView { status: received.status, method: None, signature: None, headers: &received.headers, body: &text };
+    let view = ResponseView {
+        status: received.status,
+        method: None,
+        signature: None,
+        headers: &received.headers,
+        body: &text,
+    };
     let mut exchange = Exchange { request: Some(shown), ..Exchange::default() };
     for extractor in &node.extractors {
         match extractor.extract(view) {

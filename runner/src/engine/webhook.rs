@@ -7,13 +7,13 @@ use crate::engine::mask::Masker;
 use crate::engine::request::keep;
 use crate::engine::vars::Variables;
 use base64::Engine as _;
+use hookflow_shared::CaptureId;
 use hookflow_shared::api::executions::{NodeResult, NodeStatus};
 use hookflow_shared::api::runners::{CaptureWait, CaptureWaitReply, Job};
 use hookflow_shared::api::webhooks::{BodyEncoding, Capture};
 use hookflow_shared::flow::definition::WebhookNode;
 use hookflow_shared::flow::extract::ResponseView;
 use hookflow_shared::flow::template;
-use hookflow_shared::CaptureId;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
@@ -22,9 +22,17 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The longest one poll waits (the server's ceiling).
-const MAX_POLL_S: u64 = 55;
+const MAX_POLL: Duration = Duration::from_secs(55);
 /// After a failed poll, the next one waits this long first.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// Why a poll failed, and whether asking again can help.
+#[derive(Debug, Clone)]
+pub struct PollFailed {
+    /// The server refused the wait itself (a search it cannot read, an endpoint it does not know).
+    pub refused: bool,
+    pub message: String,
+}
 
 /// Where a run waits for captures: the control plane that runs the job.
 pub trait CaptureSource: Send + Sync {
@@ -33,7 +41,7 @@ pub trait CaptureSource: Send + Sync {
         &'a self,
         job: &'a Job,
         wait: &'a CaptureWait,
-    ) -> Pin<Box<dyn Future<Output = Result<CaptureWaitReply, String>> + Send + 'a>>;
+    ) -> Pin<Box<dyn Future<Output = Result<CaptureWaitReply, PollFailed>> + Send + 'a>>;
 }
 
 /// What a webhook node needs from its run.
@@ -82,9 +90,8 @@ pub async fn run(node: &WebhookNode, vars: &mut Variables, run: Waiting<'_>, res
     let mut last_error = None;
     let reply = loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let wait_s = remaining.as_secs().min(MAX_POLL_S);
-        wait.wait_s = Some(wait_s);
-        wait.explain = remaining.as_secs() <= MAX_POLL_S;
+        wait.wait_ms = Some(u64::try_from(remaining.min(MAX_POLL).as_millis()).unwrap_or(u64::MAX));
+        wait.explain = remaining <= MAX_POLL;
         wait.exclude = run.taken.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let polled = tokio::select! {
             polled = source.wait(run.job, &wait) => polled,
@@ -93,9 +100,9 @@ pub async fn run(node: &WebhookNode, vars: &mut Variables, run: Waiting<'_>, res
         match polled {
             Ok(reply) if reply.capture.is_some() || wait.explain => break Ok(reply),
             Ok(_) => {}
-            Err(e) if Instant::now() + RETRY_DELAY >= deadline => break Err(e),
+            Err(e) if e.refused || Instant::now() + RETRY_DELAY >= deadline => break Err(e.message),
             Err(e) => {
-                last_error = Some(e);
+                last_error = Some(e.message);
                 tokio::select! {
                     () = tokio::time::sleep(RETRY_DELAY) => {}
                     () = run.cancel.cancelled() => return None,

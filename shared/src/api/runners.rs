@@ -216,16 +216,16 @@ pub struct CaptureWait {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schema(max_items = 100)]
     pub exclude: Vec<CaptureId>,
-    /// How long to wait for one, in seconds (default 25, at most 55).
+    /// How long to wait for one, in milliseconds (default 25,000, at most 55,000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 0, maximum = 55)]
-    pub wait_s: Option<u64>,
+    #[schema(minimum = 0, maximum = 55_000)]
+    pub wait_ms: Option<u64>,
     /// When nothing matches: count the captures seen and say why the closest did not match (the node's last poll).
     #[serde(default)]
     pub explain: bool,
 }
 
-/// The answer to a [`CaptureWait`]: the capture, or none within `wait_s`.
+/// The answer to a [`CaptureWait`]: the capture, or none within `wait_ms`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CaptureWaitReply {
     /// The earliest matching capture, with its whole body.

@@ -53,9 +53,9 @@ macro_rules! node_kind {
         }
     };
 }
-pub(crate) use node_kind;
 pub use crate::flow::request_parts::{RequestParts, request_problems};
 pub use crate::flow::webhook_node::{RequiredSignature, WaitFor, WebhookNode};
+pub(crate) use node_kind;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -220,6 +220,8 @@ pub const MAX_RETRIES: u32 = 10;
 pub const MAX_NODE_TIMEOUT_MS: u64 = 300_000;
 pub const MAX_DELAY_MS: u64 = 3_600_000;
 pub const MAX_FLOW_TIMEOUT_S: u64 = 86_400;
+/// Webhook nodes a definition may hold (each capture they take is excluded from the next one's wait).
+pub const MAX_WEBHOOK_NODES: usize = 100;
 /// How long a flow may run when its definition sets no `timeout_s`.
 pub const DEFAULT_FLOW_TIMEOUT_S: u64 = 300;
 
@@ -257,6 +259,14 @@ pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
     for node in &definition.nodes {
         check_node(node, &mut seen, &mut problems);
     }
+    let waits = definition.nodes.iter().filter(|n| matches!(n, Node::Webhook(_))).count();
+    if waits > MAX_WEBHOOK_NODES {
+        flow_problem_after(
+            "nodes",
+            format!("at most {MAX_WEBHOOK_NODES} webhook nodes in a flow (it has {waits})"),
+            &mut problems,
+        );
+    }
     let flow_ms = definition.timeout_s.unwrap_or(DEFAULT_FLOW_TIMEOUT_S).saturating_mul(1000);
     for node in &definition.nodes {
         if let Node::Webhook(webhook) = node
@@ -271,6 +281,10 @@ pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
     }
     check_secret_oracles(&definition, &mut problems);
     if problems.is_empty() { Ok(definition) } else { Err(problems) }
+}
+
+fn flow_problem_after(field: &str, message: String, problems: &mut Vec<Problem>) {
+    problems.push(Problem { node_id: None, field: field.into(), message });
 }
 
 /// Conditions and assertions may not look inside a variable the flow fills from a secret (beyond exists,
@@ -466,9 +480,11 @@ fn node_problem(node: &Value) -> Option<(String, String)> {
         "delay" => field_error::<DelayNode>(&node),
         "module" => field_error::<ModuleNode>(&node),
         "set_variables" => field_error::<SetVariablesNode>(&node),
-        other => {
-            Some(("kind".into(), format!("unknown node kind `{other}`: use request, delay, module or set_variables")))
-        }
+        "webhook" => field_error::<WebhookNode>(&node),
+        other => Some((
+            "kind".into(),
+            format!("unknown node kind `{other}`: use request, delay, module, set_variables or webhook"),
+        )),
     }?;
     let field = if field.is_empty() { missing_field(&message).unwrap_or_default() } else { field };
     Some((field, message))

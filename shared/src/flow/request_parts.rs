@@ -67,7 +67,10 @@ pub fn request_problems(at: &str, parts: RequestParts<'_>) -> Vec<(String, Strin
     let field = |name: &str| if at.is_empty() { name.to_owned() } else { format!("{at}.{name}") };
     let mut problems = Vec::new();
     if let Some(method) = parts.method.filter(|m| !crate::flow::definition::METHODS.contains(m)) {
-        problems.push((field("method"), format!("`{method}` is not one of {}", crate::flow::definition::METHODS.join(", "))));
+        problems.push((
+            field("method"),
+            format!("`{method}` is not one of {}", crate::flow::definition::METHODS.join(", ")),
+        ));
     }
     let mut templated: Vec<(String, &str)> = parts.url.map(|u| (field("url"), u)).into_iter().collect();
     templated.extend(parts.headers.iter().map(|(k, v)| (field(&format!("headers.{k}")), v.as_str())));
@@ -80,4 +83,3 @@ pub fn request_problems(at: &str, parts: RequestParts<'_>) -> Vec<(String, Strin
     }
     problems
 }
-

@@ -100,7 +100,9 @@ async fn execution_captures(
          ORDER BY id DESC LIMIT $3"
     );
     let scope = (caller.org_id, Some(execution_id.into()));
-    let page = pagination::keyset_page(&mut *conn, sql, scope, &params, |r: CaptureRow| Capture::from(r), |c: &Capture| c.id).await?;
+    let page =
+        pagination::keyset_page(&mut *conn, sql, scope, &params, |r: CaptureRow| Capture::from(r), |c: &Capture| c.id)
+            .await?;
     Ok(Json(page))
 }
 

@@ -30,8 +30,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// A wait is a node id, a search and a list of taken ids.
 const WAIT_BODY_LIMIT: usize = 64 * 1024;
-const DEFAULT_WAIT_S: u64 = 25;
-const MAX_WAIT_S: u64 = 55;
+const DEFAULT_WAIT_MS: u64 = 25_000;
+const MAX_WAIT_MS: u64 = 55_000;
 const MAX_EXCLUDED: usize = 100;
 /// A read soon after the wait starts catches a capture whose batch was in flight while the watch was recorded;
 /// later reads are a safety net for lost notifications.
@@ -41,11 +41,11 @@ const RECHECK: Duration = Duration::from_secs(10);
 const EXPLAINED: i64 = 50;
 
 /// Wait for a capture (a webhook node's long poll): the earliest capture received at the watched URL since the
-/// execution was launched that matches the search and was not taken by another node. Answers within `wait_s`.
+/// execution was launched that matches the search and was not taken by another node. Answers within `wait_ms`.
 #[utoipa::path(post, operation_id = "wait_for_capture", path = runner_route::JOB_CAPTURES,
     params(("job_id" = Uuid, Path)),
     request_body = CaptureWait,
-    responses((status = 200, description = "The capture, or none within `wait_s`", body = CaptureWaitReply),
+    responses((status = 200, description = "The capture, or none within `wait_ms`", body = CaptureWaitReply),
         (status = 400, description = "The search is not valid"), (status = 401),
         (status = 404, description = "`webhook_id` is not an endpoint of the execution's organization"),
         (status = 409)),
@@ -60,7 +60,8 @@ async fn wait_for_capture(call: JobCall, body: Body) -> ApiResult<Json<CaptureWa
     }
     let matcher = Matcher::new(&app.pool, job.execution_id, &wait).await?;
     let waiting = app.waiters.wait(matcher.target).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait.wait_s.unwrap_or(DEFAULT_WAIT_S).min(MAX_WAIT_S));
+    let wait_ms = wait.wait_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
     let mut recheck = FIRST_RECHECK;
     loop {
         let notified = waiting.notified();
@@ -186,10 +187,12 @@ impl Matcher {
                     met += 1;
                 } else if failed.is_none() {
                     let actual = match cond {
-                        Cond::BodyJsonText { .. } => match row.try_get::<Option<String>, _>(format!("a{i}").as_str())? {
-                            Some(value) => format!(" (it has `{value}` there)"),
-                            None => " (it has nothing there)".to_owned(),
-                        },
+                        Cond::BodyJsonText { .. } => {
+                            match row.try_get::<Option<String>, _>(format!("a{i}").as_str())? {
+                                Some(value) => format!(" (it has `{value}` there)"),
+                                None => " (it has nothing there)".to_owned(),
+                            }
+                        }
                         _ => String::new(),
                     };
                     failed = Some(format!("it does not match `{text}`{actual}"));
@@ -205,7 +208,8 @@ impl Matcher {
             }
         }
         let total = self.conds.len();
-        let closest = closest.map(|(met, id, reason)| format!("capture {id} met {met} of {total} conditions: {reason}"));
+        let closest =
+            closest.map(|(met, id, reason)| format!("capture {id} met {met} of {total} conditions: {reason}"));
         Ok((u64::try_from(seen).unwrap_or(0), closest))
     }
 }

@@ -3,8 +3,8 @@
 //! (`captures`). The state changes they cause are the
 //! queue's (`crate::queue`); who may call them is `caller`'s.
 
-pub mod captures;
 pub mod caller;
+pub mod captures;
 pub mod claim;
 pub mod registry;
 pub mod report;
@@ -13,5 +13,9 @@ use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(registry::routes()).merge(claim::routes()).merge(report::routes()).merge(captures::routes())
+    OpenApiRouter::new()
+        .merge(registry::routes())
+        .merge(claim::routes())
+        .merge(report::routes())
+        .merge(captures::routes())
 }

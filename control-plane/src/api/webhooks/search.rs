@@ -117,9 +117,7 @@ pub fn from_text(q: &str) -> ApiResult<Vec<Cond>> {
                     Cond::Query { name, op, value }
                 }
                 Field::Body => Cond::BodyContains(term.value),
-                Field::BodyJson(path) => {
-                    Cond::BodyJsonText { path, value: (term.value != "*").then_some(term.value) }
-                }
+                Field::BodyJson(path) => Cond::BodyJsonText { path, value: (term.value != "*").then_some(term.value) },
                 Field::ContentType => Cond::ContentType(term.value),
                 Field::Ip => Cond::SourceIp(term.value),
                 Field::Signature => {
