@@ -199,16 +199,33 @@ fn is_json(response: &Response) -> bool {
         .is_some_and(|v| v.starts_with("application/json"))
 }
 
-/// Whether an error means the database cannot be reached (answered 503), rather than a failed statement.
+/// Whether an error means the database cannot be reached or cannot write now (answered 503), rather than a failed
+/// statement: connection trouble, shutdown and recovery, too many connections, a statement over its time limit, and
+/// a read-only transaction (a primary demoted under a connection, during a failover).
 pub fn is_unavailable(error: &sqlx::Error) -> bool {
     match error {
-        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
-        sqlx::Error::Database(db) => {
-            // Connection trouble, shutdown, too many connections, or a statement over its time limit.
-            db.code().is_some_and(|code| {
-                code.starts_with("08") || code.starts_with("57P") || code == "53300" || code == "57014"
-            })
-        }
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            code.starts_with("08")
+                || code.starts_with("57P")
+                || matches!(code.as_ref(), "53300" | "57014" | "25006")
+        }),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn connection_trouble_is_unavailable_and_a_bad_statement_is_not() {
+        use super::is_unavailable;
+        let io = sqlx::Error::Io(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused"));
+        assert!(is_unavailable(&io) && is_unavailable(&sqlx::Error::PoolTimedOut));
+        assert!(is_unavailable(&sqlx::Error::WorkerCrashed));
+        assert!(!is_unavailable(&sqlx::Error::RowNotFound));
     }
 }

@@ -13,6 +13,7 @@ use crate::capture::CapturePath;
 use crate::capture::cache::EndpointCache;
 use crate::capture::hub::StreamHub;
 use crate::capture::writer::CaptureWriter;
+use crate::db::databases::Databases;
 use crate::db::group_commit::GroupCommit;
 use crate::http::limits::Allowances;
 use crate::queue::create::NewExecution;
@@ -29,7 +30,13 @@ pub struct AppState(Arc<Inner>);
 
 #[derive(Debug)]
 pub struct Inner {
+    /// The primary's pool: writes, and reads of one object by id.
     pub pool: PgPool,
+    /// Reads that may lag (capture lists, searches, exports, analytics, execution lists): the read replica's pool
+    /// (`--read-database-url`), else `pool`.
+    pub read_pool: PgPool,
+    /// The pools with the hosts they follow, for `/readyz`, `/metrics` and the LISTEN connection.
+    pub databases: Databases,
     pub settings: Settings,
     /// The capture path: the endpoint cache and the capture writer.
     pub capture: Arc<CapturePath>,
@@ -195,6 +202,12 @@ impl AppState {
     /// Builds the state and starts the capture writer, which ends once the last request using it is done.
     /// The background loops are started separately (`tasks::start`).
     pub fn new(pool: PgPool, settings: Settings, shutdown: CancellationToken) -> Self {
+        Self::with_databases(Databases::single(pool), settings, shutdown)
+    }
+
+    /// As [`AppState::new`], over the server's databases (a primary that may move, a read replica).
+    pub fn with_databases(databases: Databases, settings: Settings, shutdown: CancellationToken) -> Self {
+        let pool = databases.pool().clone();
         let replica = uuid::Uuid::now_v7();
         let allowances = Allowances::new(settings.key_rate_per_s, settings.streams_per_key);
         let auth = Arc::new(Auth {
@@ -238,6 +251,8 @@ impl AppState {
             allowances,
             queue: Arc::default(),
             execution_wakes: tokio::sync::broadcast::channel(4096).0,
+            read_pool: databases.read_pool().clone(),
+            databases,
             pool,
             settings,
             shutdown,

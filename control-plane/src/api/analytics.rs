@@ -122,7 +122,7 @@ async fn volume(
     .bind(series.unit)
     .bind(series.from)
     .bind(series.to)
-    .fetch_all(&app.pool)
+    .fetch_all(&app.read_pool)
     .await?;
     let counts: HashMap<DateTime<Utc>, (i64, i64, i64)> =
         rows.into_iter().map(|(t, count, valid, invalid)| (t, (count, valid, invalid))).collect();
@@ -157,7 +157,7 @@ async fn methods(
     .bind(caller.org_id)
     .bind(from)
     .bind(to)
-    .fetch_all(&app.pool)
+    .fetch_all(&app.read_pool)
     .await?;
     let total: i64 = rows.iter().map(|r| r.1).sum();
     let methods = rows
@@ -186,7 +186,7 @@ async fn overview(
     .bind(caller.org_id)
     .bind(from)
     .bind(to)
-    .fetch_all(&app.pool)
+    .fetch_all(&app.read_pool)
     .await?;
     let endpoints: Vec<EndpointCount> =
         rows.into_iter().map(|(webhook_id, name, count)| EndpointCount { webhook_id, name, count }).collect();
@@ -198,7 +198,7 @@ async fn overview(
     .bind(caller.org_id)
     .bind(from)
     .bind(to)
-    .fetch_all(&app.pool)
+    .fetch_all(&app.read_pool)
     .await?;
     let mut executions: BTreeMap<String, i64> = EXECUTION_STATUSES.iter().map(|s| ((*s).to_owned(), 0)).collect();
     executions.extend(counted);

@@ -1,20 +1,39 @@
-//! Liveness (`/healthz`: the process answers) and readiness (`/readyz`: the database answers too).
+//! Liveness (`/healthz`: the process answers) and readiness (`/readyz`: a writable primary answers too, and where
+//! the databases are: the primary's host, the read replica's host and lag, failovers seen).
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiError;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
-use std::time::Duration;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hookflow_shared::{ErrorBody, ErrorDetail};
 
 pub async fn healthz() -> Json<serde_json::Value> {
     Json(serde_json::json!({"status": "ok"}))
 }
 
-pub async fn readyz(State(app): State<AppState>) -> ApiResult<Json<serde_json::Value>> {
-    let probe = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&app.pool);
-    match tokio::time::timeout(Duration::from_secs(2), probe).await {
-        Ok(Ok(_)) => Ok(Json(serde_json::json!({"status": "ready"}))),
-        Ok(Err(e)) => Err(ApiError::from(e)),
-        Err(_) => Err(ApiError::unavailable()),
+/// 200 `{"status": "ready", "database": {...}}` while the primary takes writes; else 503 with `Retry-After`, the
+/// error body and the same `database` object (a load balancer sends traffic elsewhere meanwhile).
+pub async fn readyz(State(app): State<AppState>, headers: HeaderMap) -> Response {
+    let status = app.databases.status().await;
+    let database = serde_json::to_value(&status).unwrap_or_default();
+    if status.writable {
+        return Json(serde_json::json!({"status": "ready", "database": database})).into_response();
     }
+    let unavailable = ApiError::unavailable();
+    let request_id = headers
+        .get(hookflow_shared::wire::header::REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let error = ErrorBody { error: ErrorDetail { code: unavailable.code, message: unavailable.message, request_id } };
+    let mut body = serde_json::to_value(&error).unwrap_or_default();
+    body["status"] = "unavailable".into();
+    body["database"] = database;
+    let mut response = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    if let Some(seconds) = unavailable.retry_after_s {
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
 }

@@ -1,11 +1,14 @@
-//! Database access: connecting (to a configured URL or the embedded cluster), the pool, migrations, the data
-//! directory, where the embedded cluster lives, the PATCH statement builder, the replicas' watches, and group commit
-//! with its byte budgets.
+//! Database access: connecting (to a configured URL or the embedded cluster), libpq's connection strings, the pools
+//! and the hosts they follow (the primary, a read replica), migrations, the data directory, where the embedded
+//! cluster lives, the PATCH statement builder, the replicas' watches, and group commit with its byte budgets.
 
 pub mod byte_budget;
 pub mod cluster_home;
+pub mod conninfo;
 pub mod data_dir;
+pub mod databases;
 pub mod embedded;
+pub mod follow;
 pub mod group_commit;
 pub mod owned;
 pub mod storage;
@@ -42,11 +45,20 @@ pub fn pool(options: PgConnectOptions, max_connections: u32) -> PgPool {
 
 /// As [`pool`], with another statement timeout.
 pub fn pool_with_timeout(options: PgConnectOptions, max_connections: u32, statement_timeout: Duration) -> PgPool {
+    pool_options(max_connections).connect_lazy_with(connection_options(options, statement_timeout))
+}
+
+/// What every connection of the server's pools gets: the statement timeout, slow statements logged only.
+pub fn connection_options(options: PgConnectOptions, statement_timeout: Duration) -> PgConnectOptions {
     let timeout = format!("{}ms", statement_timeout.as_millis().max(1));
-    let options = options
+    options
         .options([("statement_timeout", timeout.as_str())])
         .log_statements(tracing::log::LevelFilter::Trace)
-        .log_slow_statements(tracing::log::LevelFilter::Warn, Duration::from_secs(1));
+        .log_slow_statements(tracing::log::LevelFilter::Warn, Duration::from_secs(1))
+}
+
+/// The server's pools: at most `max_connections`, none kept open for nothing, acquired within 3 s or 503.
+pub fn pool_options(max_connections: u32) -> PgPoolOptions {
     PgPoolOptions::new()
         .max_connections(max_connections)
         .min_connections(0)
@@ -54,7 +66,6 @@ pub fn pool_with_timeout(options: PgConnectOptions, max_connections: u32, statem
         // No ping before every use (a round trip on each request); a connection found broken is dropped on
         // use and the next acquire opens a fresh one.
         .test_before_acquire(false)
-        .connect_lazy_with(options)
 }
 
 /// Creates `name` in the cluster `admin` points at unless it exists (`admin` names an existing database).

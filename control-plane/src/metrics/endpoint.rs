@@ -1,5 +1,6 @@
 //! `GET /metrics` on the metrics listener: what the recorder holds, plus the gauges the database knows (queue depth
-//! and age, runners online, the pool), read at scrape time.
+//! and age, runners online, the pool) and where the databases are (the primary's host, failovers seen, the read
+//! replica's lag), read at scrape time.
 
 use crate::metrics::install;
 use axum::Router;
@@ -9,28 +10,29 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use metrics::gauge;
 use metrics_exporter_prometheus::PrometheusHandle;
-use sqlx::PgPool;
+use crate::db::databases::Databases;
+use std::fmt::Write as _;
 use std::time::Duration;
 use std::time::Instant;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-/// What a scrape reads: the pool and how long a runner stays online without a heartbeat.
+/// What a scrape reads: the databases and how long a runner stays online without a heartbeat.
 #[derive(Debug, Clone)]
 struct Source {
-    pool: PgPool,
+    databases: Databases,
     heartbeat_interval: Duration,
 }
 
 /// Serves `GET /metrics` on `listener` until `shutdown` is cancelled.
 pub async fn serve(
     listener: TcpListener,
-    pool: PgPool,
+    databases: Databases,
     heartbeat_interval: Duration,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let handle = install();
-    let app = Source { pool, heartbeat_interval };
+    let app = Source { databases, heartbeat_interval };
     let router = Router::new().route("/metrics", get(scrape)).with_state((app, handle));
     axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
 }
@@ -39,13 +41,41 @@ async fn scrape(State((app, handle)): State<(Source, PrometheusHandle)>) -> impl
     if let Err(e) = read_gauges(&app).await {
         tracing::warn!(error = %e, "reading the queue and runner gauges failed; they keep their last values");
     }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], handle.render())
+    let mut text = handle.render();
+    database_lines(&app.databases, &mut text).await;
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+}
+
+/// Where the databases are, written here rather than recorded: one `primary_info` series, of the host writes go
+/// to now (a recorded gauge would keep the old host's series after a failover).
+async fn database_lines(databases: &Databases, text: &mut String) {
+    let primary = databases.primary.current().to_string().replace('\\', "\\\\").replace('"', "\\\"");
+    let _ = write!(
+        text,
+        "# HELP hookflow_database_primary_info The database host writes go to.\n\
+         # TYPE hookflow_database_primary_info gauge\n\
+         hookflow_database_primary_info{{host=\"{primary}\"}} 1\n\
+         # HELP hookflow_database_failovers_total Moves of the primary to another host seen by this process.\n\
+         # TYPE hookflow_database_failovers_total counter\n\
+         hookflow_database_failovers_total {}\n",
+        databases.primary.failovers()
+    );
+    if databases.replica.is_some() {
+        let lag = databases.lag().await.map_or_else(|| "NaN".to_owned(), |lag| lag.to_string());
+        let _ = write!(
+            text,
+            "# HELP hookflow_database_replica_lag_seconds How far the read replica is behind (NaN while it does not answer).\n\
+             # TYPE hookflow_database_replica_lag_seconds gauge\n\
+             hookflow_database_replica_lag_seconds {lag}\n"
+        );
+    }
 }
 
 /// Gauges the database knows, read when scraped.
 async fn read_gauges(app: &Source) -> Result<(), sqlx::Error> {
     let started = Instant::now();
-    let mut conn = app.pool.acquire().await?;
+    let pool = app.databases.pool();
+    let mut conn = pool.acquire().await?;
     gauge!("hookflow_db_pool_acquire_seconds").set(started.elapsed().as_secs_f64());
     let (queued, running, oldest_s): (i64, i64, f64) = sqlx::query_as(
         "SELECT count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'running'),
@@ -65,9 +95,9 @@ async fn read_gauges(app: &Source) -> Result<(), sqlx::Error> {
     gauge!("hookflow_queue_oldest_age_seconds").set(oldest_s);
     gauge!("hookflow_executions_running").set(running as f64);
     gauge!("hookflow_runners_online").set(online as f64);
-    let (size, idle) = (app.pool.size(), app.pool.num_idle() as u32);
+    let (size, idle) = (pool.size(), pool.num_idle() as u32);
     gauge!("hookflow_db_pool_connections", "state" => "idle").set(f64::from(idle));
     gauge!("hookflow_db_pool_connections", "state" => "in_use").set(f64::from(size.saturating_sub(idle)));
-    gauge!("hookflow_db_pool_max_connections").set(f64::from(app.pool.options().get_max_connections()));
+    gauge!("hookflow_db_pool_max_connections").set(f64::from(pool.options().get_max_connections()));
     Ok(())
 }

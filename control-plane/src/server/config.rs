@@ -41,9 +41,17 @@ pub struct StorageArgs {
     #[arg(long, env = "HOOKFLOW_DATA_DIR", default_value = ".hookflow", global = true)]
     pub data_dir: PathBuf,
     /// PostgreSQL URL (postgres://user:pass@host:5432/db). When set, no embedded cluster is started. DATABASE_URL
-    /// is read too when HOOKFLOW_DATABASE_URL is unset.
+    /// is read too when HOOKFLOW_DATABASE_URL is unset. libpq's forms with several hosts are followed:
+    /// postgres://h1:5432,h2:5432/db?target_session_attrs=read-write, or host=h1,h2 port=5432,5432 dbname=db; new
+    /// connections go to the first writable host, and to the next one when the primary fails over (with several
+    /// hosts, read-write is the default).
     #[arg(long, env = "HOOKFLOW_DATABASE_URL", hide_env_values = true, global = true)]
     pub database_url: Option<String>,
+    /// Where lists, searches, exports and analytics read (a streaming replica; they may lag by its lag), in the same
+    /// forms as --database-url, e.g. postgres://r1:5432,r2:5432/db?target_session_attrs=prefer-standby (the
+    /// default with several hosts). Reads of one object by id and everything else stay on the primary.
+    #[arg(long, env = "HOOKFLOW_READ_DATABASE_URL", hide_env_values = true, global = true)]
+    pub read_database_url: Option<String>,
     /// Directory holding initdb, pg_ctl and postgres for the embedded cluster (found on PATH, via pg_config or
     /// under /usr/lib/postgresql/*/bin when unset).
     #[arg(long, env = "HOOKFLOW_PG_BINDIR", global = true)]
@@ -61,6 +69,7 @@ impl StorageArgs {
         crate::db::storage::StorageOptions {
             data_dir: self.data_dir.clone(),
             database_url: self.database_url(),
+            read_database_url: self.read_database_url.clone().filter(|u| !u.is_empty()),
             pg_bindir: self.pg_bindir.clone(),
             embedded_cluster_dir: self.embedded_cluster_dir.clone(),
         }

@@ -140,7 +140,7 @@ async fn serve_with(
     let embedded_key = run_embedded.then(embedded_runner::new_key);
     let settings = Settings { embedded_runner_key_hash: embedded_key.as_ref().map(|k| k.hash.clone()), ..settings };
     let shutdown = CancellationToken::new();
-    let state = AppState::new(storage.pool.clone(), settings, shutdown.clone());
+    let state = AppState::with_databases(storage.databases.clone(), settings, shutdown.clone());
     crate::tasks::start(&state);
     tokio::spawn(stop_on_signal(shutdown.clone()));
     if let Some(key) = embedded_key {
@@ -150,7 +150,7 @@ async fn serve_with(
         tracing::info!(address = %metrics.local_addr()?, "metrics listening");
         tokio::spawn(crate::metrics::endpoint::serve(
             metrics,
-            state.pool.clone(),
+            state.databases.clone(),
             state.settings.heartbeat_interval,
             state.shutdown.clone(),
         ));

@@ -1,6 +1,8 @@
 //! The process's one LISTEN connection: queued executions wake long polls, execution events wake execution
-//! streams, stored captures wake capture streams, and invalidations drop cached entries. When the connection
-//! drops, everything that depends on notifications is refreshed.
+//! streams, stored captures wake capture streams, and invalidations drop cached entries. The connection follows
+//! the primary: when it drops, or the primary moves to another host, it is made again (on the host the pool now
+//! points at) and, once it listens, everything that depends on notifications is refreshed, since whatever was
+//! sent meanwhile is unknown.
 
 use crate::signals::{CAPTURES_CHANNEL, CHANNELS, EXECUTIONS_CHANNEL, INVALIDATE_CHANNEL, Invalidation, QUEUE_CHANNEL};
 use crate::state::AppState;
@@ -10,7 +12,9 @@ use uuid::Uuid;
 
 pub async fn run(app: AppState) {
     let mut delay = Duration::from_millis(100);
+    let mut moves = app.databases.primary.changes();
     loop {
+        moves.mark_unchanged();
         let listening = async {
             let mut listener = PgListener::connect_with(&app.pool).await?;
             listener.listen_all(CHANNELS).await?;
@@ -23,6 +27,8 @@ pub async fn run(app: AppState) {
                     tracing::warn!(error = %e, "cannot LISTEN; retrying in {delay:?}");
                     tokio::select! {
                         () = tokio::time::sleep(delay) => {}
+                        // The pool found the new primary: try there at once.
+                        _ = moves.changed() => {}
                         () = app.shutdown.cancelled() => return,
                     }
                     delay = (delay * 2).min(Duration::from_secs(5));
@@ -37,13 +43,17 @@ pub async fn run(app: AppState) {
         loop {
             let received = tokio::select! {
                 received = listener.try_recv() => received,
+                _ = moves.changed() => {
+                    tracing::warn!("the primary moved; LISTEN moves with it");
+                    break;
+                }
                 () = app.shutdown.cancelled() => return,
             };
             match received {
                 Ok(Some(notification)) => dispatch(&app, &notification),
                 Ok(None) => {
                     tracing::warn!("the LISTEN connection dropped; reconnecting");
-                    refresh_everything(&app);
+                    break;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "LISTEN failed; reconnecting");

@@ -37,8 +37,9 @@ async fn list_executions(
     ApiPath(flow_id): ApiPath<FlowId>,
     params: ListParams,
 ) -> Listed<Execution> {
-    let mut conn = app.pool.acquire().await?;
-    ensure_exists(&mut conn, caller.org_id, flow_id).await?;
+    // The flow on the primary (one object by id: just made, it is there); the list on the read replica.
+    ensure_exists(&mut *app.pool.acquire().await?, caller.org_id, flow_id).await?;
+    let mut conn = app.read_pool.acquire().await?;
     let sql = format!(
         "SELECT {EXECUTION_COLUMNS} FROM executions e
          WHERE e.organization_id = $1 AND e.flow_id = $4 AND ($2::uuid IS NULL OR e.id < $2)
@@ -92,8 +93,9 @@ async fn execution_captures(
     ExecutionPath { flow_id, execution_id }: ExecutionPath,
     params: ListParams,
 ) -> Listed<Capture> {
-    let mut conn = app.pool.acquire().await?;
-    fetch(&mut conn, caller.org_id, flow_id, execution_id).await?;
+    // The execution on the primary (one object by id), its captures on the read replica.
+    fetch(&mut *app.pool.acquire().await?, caller.org_id, flow_id, execution_id).await?;
+    let mut conn = app.read_pool.acquire().await?;
     let sql = format!(
         "SELECT {CAPTURE_COLUMNS_INLINE} FROM captures
          WHERE organization_id = $1 AND execution_id = $4 AND ($2::uuid IS NULL OR id < $2)

@@ -29,8 +29,9 @@ async fn execution_stats(
     ApiQuery(window): ApiQuery<Window>,
     ApiQuery(bucket): ApiQuery<BucketParam>,
 ) -> ApiResult<Json<ExecutionStats>> {
-    let mut conn = app.pool.acquire().await?;
-    crate::api::flows::model::ensure_exists(&mut conn, caller.org_id, flow_id).await?;
+    // The flow on the primary (one object by id: just made, it is there); its executions on the read replica.
+    crate::api::flows::model::ensure_exists(&mut *app.pool.acquire().await?, caller.org_id, flow_id).await?;
+    let mut conn = app.read_pool.acquire().await?;
     let series = Series::new(&window, bucket)?;
     let rows: Vec<BucketRow> = sqlx::query_as(
         "SELECT date_trunc($3, created_at, 'UTC') AS t,

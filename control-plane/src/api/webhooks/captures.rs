@@ -29,7 +29,7 @@ pub async fn list_captures(
     ensure_exists(&app.pool, caller.org_id, id).await?;
     let search =
         Search { org_id: caller.org_id, webhook_id: id, conds: Vec::new(), sort: SearchSort::default(), page: params };
-    Ok(Json(search::run(&app.pool, search).await?))
+    Ok(Json(search::run(&app.read_pool, search).await?))
 }
 
 /// One captured request of the organization's endpoint; another endpoint's or organization's is 404.

@@ -61,7 +61,7 @@ pub async fn export_requests(
         None => Vec::new(),
     };
     let pages =
-        Pages { pool: app.pool.clone(), org_id: caller.org_id, webhook_id: id, conds, after: None, done: false };
+        Pages { pool: app.read_pool.clone(), org_id: caller.org_id, webhook_id: id, conds, after: None, done: false };
     let format = params.format;
     let base = format!("{}/webhook/{id}", app.settings.public_url);
     let state = (pages, true, false);

@@ -364,7 +364,7 @@ pub async fn search_requests(
     if let Some(q) = &body.q {
         conds.extend(from_text(q)?);
     }
-    check_json_paths(&app.pool, &conds).await?;
+    check_json_paths(&app.read_pool, &conds).await?;
     let search = Search {
         org_id: caller.org_id,
         webhook_id: id,
@@ -372,5 +372,5 @@ pub async fn search_requests(
         sort: body.sort,
         page: ListParams { limit: body.limit, cursor: body.cursor },
     };
-    Ok(Json(run(&app.pool, search).await?))
+    Ok(Json(run(&app.read_pool, search).await?))
 }
