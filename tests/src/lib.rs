@@ -3,6 +3,7 @@
 //! test, and `TestApp`, the real router served on 127.0.0.1:0.
 
 pub mod app;
+pub mod autofailover;
 pub mod browser;
 pub mod cli;
 pub mod cluster;

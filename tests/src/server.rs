@@ -22,6 +22,12 @@ pub async fn line_with(
     tokio::time::timeout(Duration::from_secs(120), wait).await.unwrap_or_else(|_| panic!("no `{needle}` in time"))
 }
 
+/// The value after `name` in a log line, up to the next space.
+fn field(line: &str, name: &str) -> String {
+    let start = line.find(name).map_or(line.len(), |at| at + name.len());
+    line[start..].chars().take_while(|c| !c.is_whitespace()).collect()
+}
+
 /// The server under test on 127.0.0.1 port 0 over `database_url` and `data`, its output piped, killed when dropped.
 pub fn command(binary: &str, database_url: &str, data: &std::path::Path) -> Command {
     let mut command = Command::new(binary);
@@ -47,6 +53,8 @@ pub struct ServerProcess {
     pub org: String,
     pub key: String,
     pub database_url: String,
+    /// The metrics listener's address, when `--metrics-listen` gave one.
+    pub metrics: Option<String>,
     data: std::path::PathBuf,
     /// Every line the server wrote after starting (the last 20,000), for tests that look for what must not be there.
     output: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
@@ -59,23 +67,39 @@ impl ServerProcess {
     /// Starts `binary` (the server under test) on 127.0.0.1 port 0 with no embedded runner nor metrics listener,
     /// plus `extra` arguments.
     pub async fn spawn(binary: &str, extra: &[&str]) -> Self {
-        let data = std::env::temp_dir().join(format!("hookflow-process-{}", uuid::Uuid::new_v4()));
         let database_url = crate::cluster::fresh_database_url().await;
+        Self::spawn_at(binary, &database_url, extra, true).await
+    }
+
+    /// As [`ServerProcess::spawn`], over `database_url`; `first` when this start finds an empty database (and
+    /// prints the first organization and key: otherwise `org` and `key` stay empty). With `--metrics-listen` in
+    /// `extra`, `metrics` is the address it took.
+    pub async fn spawn_at(binary: &str, database_url: &str, extra: &[&str], first: bool) -> Self {
+        let data = std::env::temp_dir().join(format!("hookflow-process-{}", uuid::Uuid::new_v4()));
+        let database_url = database_url.to_owned();
         let mut child = command(binary, &database_url, &data)
             .args(["--embedded-runner", "off"])
-            .args(extra)
             .env("HOOKFLOW_METRICS_LISTEN", "off")
+            .args(extra)
             .spawn()
             .expect("spawn hookflow-server");
         let mut out = BufReader::new(child.stdout.take().expect("stdout")).lines();
         let mut err = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let org = line_with(&mut out, "organization id:").await.rsplit(' ').next().expect("org").to_owned();
-        let key = line_with(&mut out, "api key:").await.rsplit(' ').next().expect("key").to_owned();
-        let listening = line_with(&mut err, "hookflow-server listening").await;
-        let address: String = listening[listening.find("address=").expect("address") + 8..]
-            .chars()
-            .take_while(|c| !c.is_whitespace())
-            .collect();
+        let (mut org, mut key) = (String::new(), String::new());
+        if first {
+            org = line_with(&mut out, "organization id:").await.rsplit(' ').next().expect("org").to_owned();
+            key = line_with(&mut out, "api key:").await.rsplit(' ').next().expect("key").to_owned();
+        }
+        let mut metrics = None;
+        let listening = loop {
+            let line = line_with(&mut err, "listening").await;
+            if line.contains("metrics listening") {
+                metrics = Some(field(&line, "address="));
+            } else if line.contains("hookflow-server listening") {
+                break line;
+            }
+        };
+        let address = field(&listening, "address=");
         let output = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
         let keep = |output: &std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>, line: &str| {
             let mut lines = output.lock().expect("output");
@@ -100,7 +124,7 @@ impl ServerProcess {
                 keep(&kept, &line);
             }
         });
-        Self { child, base: format!("http://{address}"), address, org, key, database_url, data, output }
+        Self { child, base: format!("http://{address}"), address, org, key, database_url, data, output, metrics }
     }
 
     /// POSTs `body` to `path` as organization `org` with `key`; the JSON answer.
