@@ -210,9 +210,7 @@ pub fn is_unavailable(error: &sqlx::Error) -> bool {
         | sqlx::Error::Tls(_)
         | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            code.starts_with("08")
-                || code.starts_with("57P")
-                || matches!(code.as_ref(), "53300" | "57014" | "25006")
+            code.starts_with("08") || code.starts_with("57P") || matches!(code.as_ref(), "53300" | "57014" | "25006")
         }),
         _ => false,
     }

@@ -116,11 +116,10 @@ impl FailoverSet {
         let mut last = Vec::new();
         while tokio::time::Instant::now() < deadline {
             if let Ok(mut conn) = monitor.connect().await {
-                let states: Result<Vec<String>, _> = sqlx::query_scalar(
-                    "SELECT reportedstate::text FROM pgautofailover.node ORDER BY nodeid",
-                )
-                .fetch_all(&mut conn)
-                .await;
+                let states: Result<Vec<String>, _> =
+                    sqlx::query_scalar("SELECT reportedstate::text FROM pgautofailover.node ORDER BY nodeid")
+                        .fetch_all(&mut conn)
+                        .await;
                 if let Ok(states) = states {
                     if states.iter().map(String::as_str).eq(want.iter().copied()) {
                         return;
@@ -212,8 +211,22 @@ impl FailoverSet {
     async fn create_monitor(&mut self) {
         let pgdata = self.root.join("monitor").display().to_string();
         let port = self.monitor_port.to_string();
-        self.create("monitor", &["create", "monitor", "--pgdata", &pgdata, "--pgport", &port,
-            "--hostname", "127.0.0.1", "--auth", "trust", "--no-ssl"])
+        self.create(
+            "monitor",
+            &[
+                "create",
+                "monitor",
+                "--pgdata",
+                &pgdata,
+                "--pgport",
+                &port,
+                "--hostname",
+                "127.0.0.1",
+                "--auth",
+                "trust",
+                "--no-ssl",
+            ],
+        )
         .await;
         self.run("monitor");
         let monitor = self.monitor_options();
@@ -238,10 +251,34 @@ impl FailoverSet {
         let name = format!("node{node}");
         let pgdata = self.root.join(&name).display().to_string();
         let port = self.ports[node - 1].to_string();
-        let monitor = format!("postgres://autoctl_node@127.0.0.1:{}/pg_auto_failover?sslmode=disable", self.monitor_port);
-        self.create(&name, &["create", "postgres", "--pgdata", &pgdata, "--pgport", &port, "--hostname",
-            "127.0.0.1", "--listen", "127.0.0.1", "--auth", "trust", "--no-ssl", "--monitor", &monitor,
-            "--dbname", DATABASE, "--name", &name, "--replication-quorum", "true"])
+        let monitor =
+            format!("postgres://autoctl_node@127.0.0.1:{}/pg_auto_failover?sslmode=disable", self.monitor_port);
+        self.create(
+            &name,
+            &[
+                "create",
+                "postgres",
+                "--pgdata",
+                &pgdata,
+                "--pgport",
+                &port,
+                "--hostname",
+                "127.0.0.1",
+                "--listen",
+                "127.0.0.1",
+                "--auth",
+                "trust",
+                "--no-ssl",
+                "--monitor",
+                &monitor,
+                "--dbname",
+                DATABASE,
+                "--name",
+                &name,
+                "--replication-quorum",
+                "true",
+            ],
+        )
         .await;
         self.run(&name);
     }
@@ -268,7 +305,9 @@ fn kill_group(group: u32) {
 /// The PostgreSQL server binaries (pg_ctl and friends) that pg_autoctl runs.
 fn bindir() -> PathBuf {
     let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .map(|dirs| dirs.filter_map(Result::ok).map(|d| d.path().join("bin")).filter(|b| b.join("pg_ctl").exists()).collect())
+        .map(|dirs| {
+            dirs.filter_map(Result::ok).map(|d| d.path().join("bin")).filter(|b| b.join("pg_ctl").exists()).collect()
+        })
         .unwrap_or_default();
     found.sort();
     found.pop().expect("PostgreSQL server binaries under /usr/lib/postgresql/*/bin")
@@ -303,5 +342,10 @@ sleep 1; rm -rf "$2""#;
 
 /// Whether Debian's pg_auto_failover is installed (`pg_autoctl` on PATH).
 pub fn installed() -> bool {
-    std::process::Command::new("pg_autoctl").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+    std::process::Command::new("pg_autoctl")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }

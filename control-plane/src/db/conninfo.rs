@@ -160,8 +160,11 @@ fn parse_url(url: &str) -> Result<Target, String> {
             Some(port) => port,
             None => default_port,
         };
-        let options =
-            if host.starts_with('/') { base.clone().socket(&host).port(port) } else { base.clone().host(&host).port(port) };
+        let options = if host.starts_with('/') {
+            base.clone().socket(&host).port(port)
+        } else {
+            base.clone().host(&host).port(port)
+        };
         targets.push((Endpoint { host, port }, options));
     }
     Ok(Target { hosts: targets, attrs: parts.attrs })
@@ -178,7 +181,8 @@ fn split_url(url: &str) -> Result<UrlParts, String> {
         None => (String::new(), authority),
     };
     let (path, query) = tail.split_once('?').unwrap_or((tail, ""));
-    let mut parts = UrlParts { scheme_and_user: format!("{scheme}://{user}"), path: path.to_owned(), ..UrlParts::default() };
+    let mut parts =
+        UrlParts { scheme_and_user: format!("{scheme}://{user}"), path: path.to_owned(), ..UrlParts::default() };
     if !host_list.is_empty() {
         for entry in host_list.split(',') {
             parts.hosts.push(split_host_port(entry)?);

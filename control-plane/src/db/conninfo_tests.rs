@@ -29,7 +29,10 @@ fn the_documented_single_host_urls_go_to_sqlx_unchanged() {
     assert_eq!((options.get_host(), options.get_port(), options.get_database()), ("localhost", 5433, Some("mydb")));
     let socket = &parse("postgresql:///dbname?host=/var/lib/postgresql").expect("url").hosts[0];
     assert_eq!(socket.0.to_string(), "/var/lib/postgresql:5432");
-    assert_eq!(parse("postgresql://[2001:db8::1234]/database").expect("v6").hosts[0].0.to_string(), "[2001:db8::1234]:5432");
+    assert_eq!(
+        parse("postgresql://[2001:db8::1234]/database").expect("v6").hosts[0].0.to_string(),
+        "[2001:db8::1234]:5432"
+    );
 }
 
 #[test]

@@ -23,6 +23,8 @@ const RETRY_PERIOD: Duration = Duration::from_millis(250);
 const PREFER_PERIOD: Duration = Duration::from_secs(5);
 /// How long one host may take to connect and answer.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often "no host suits" is logged while it lasts.
+const QUIET_PERIOD: Duration = Duration::from_secs(10);
 
 /// What a host reports.
 const ROLE_SQL: &str = "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'";
@@ -61,6 +63,8 @@ pub struct Follower {
     failovers: AtomicU64,
     /// Counts moves, for subscribers.
     changes: watch::Sender<u64>,
+    /// When "no host suits" was last logged (once per `QUIET_PERIOD` while it lasts).
+    complained_at: Mutex<Option<Instant>>,
 }
 
 /// How the pool's connections are made: what every connection gets before its host's address.
@@ -113,6 +117,7 @@ impl Follower {
             healthy: AtomicBool::new(true),
             failovers: AtomicU64::new(0),
             changes: watch::channel(0).0,
+            complained_at: Mutex::new(None),
         }
     }
 
@@ -231,7 +236,11 @@ impl Follower {
             }
             Err(report) => {
                 self.healthy.store(false, Ordering::Relaxed);
-                tracing::warn!(role = ?self.role, hosts = %report, "no database host suits; looking again");
+                let mut complained_at = lock(&self.complained_at);
+                if complained_at.is_none_or(|at| at.elapsed() >= QUIET_PERIOD) {
+                    *complained_at = Some(Instant::now());
+                    tracing::warn!(role = ?self.role, hosts = %report, "no database host suits; looking again");
+                }
                 false
             }
         }
@@ -260,6 +269,7 @@ impl Follower {
     /// host found again retires its connections only when `retire_same` (it was gone: they are dead).
     fn switch(&self, index: usize, retire_same: bool) {
         self.healthy.store(true, Ordering::Relaxed);
+        *lock(&self.complained_at) = None;
         let previous = lock(&self.current).replace(index);
         if previous == Some(index) && !retire_same {
             return;
@@ -274,7 +284,9 @@ impl Follower {
                 tracing::warn!(role = ?self.role, from = %self.target.hosts[previous].0,
                     to = %self.target.hosts[index].0, "the database moved to another host; new connections go there");
             }
-            Some(_) => tracing::info!(role = ?self.role, host = %self.target.hosts[index].0, "the database host is back"),
+            Some(_) => {
+                tracing::info!(role = ?self.role, host = %self.target.hosts[index].0, "the database host is back")
+            }
             None => tracing::info!(role = ?self.role, host = %self.target.hosts[index].0, "database host found"),
         }
         self.changes.send_modify(|n| *n += 1);

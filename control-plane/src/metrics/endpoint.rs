@@ -2,6 +2,7 @@
 //! and age, runners online, the pool) and where the databases are (the primary's host, failovers seen, the read
 //! replica's lag), read at scrape time.
 
+use crate::db::databases::Databases;
 use crate::metrics::install;
 use axum::Router;
 use axum::extract::State;
@@ -10,7 +11,6 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use metrics::gauge;
 use metrics_exporter_prometheus::PrometheusHandle;
-use crate::db::databases::Databases;
 use std::fmt::Write as _;
 use std::time::Duration;
 use std::time::Instant;

@@ -40,7 +40,14 @@ struct Sent {
 }
 
 /// One worker: captures or launches, alternating between the servers, until `stop`.
-async fn load(api: Api, bases: Vec<String>, kind: Kind, target: String, stop: Arc<AtomicBool>, began: Instant) -> Vec<Sent> {
+async fn load(
+    api: Api,
+    bases: Vec<String>,
+    kind: Kind,
+    target: String,
+    stop: Arc<AtomicBool>,
+    began: Instant,
+) -> Vec<Sent> {
     let mut sent = Vec::new();
     let worker = uuid::Uuid::new_v4().simple().to_string();
     let mut n = 0usize;
@@ -90,7 +97,10 @@ async fn the_servers_follow_the_primary_through_a_failover_and_lose_no_acknowled
     let bases: Vec<String> = servers.iter().map(|s| s.base.clone()).collect();
     let (ready, body) = readyz(&bases[1]).await;
     assert_eq!(ready, 200, "{body}");
-    assert_eq!((body["database"]["primary"].as_str(), body["database"]["failovers"].as_u64()), (Some(set.address(0).as_str()), Some(0)));
+    assert_eq!(
+        (body["database"]["primary"].as_str(), body["database"]["failovers"].as_u64()),
+        (Some(set.address(0).as_str()), Some(0))
+    );
     assert!(body["database"]["read_replica"].is_null(), "{body}");
 
     let webhook = api.expect(Method::POST, &bases[0], "/webhooks", Some(json!({"name": "failover"})), 201).await;
@@ -98,7 +108,9 @@ async fn the_servers_follow_the_primary_through_a_failover_and_lose_no_acknowled
     let runs = Runs::spawn().await;
     let definition = json!({"nodes": [{"id": "call", "kind": "request",
         "request": {"method": "GET", "url": format!("{}/run/{{{{run}}}}", runs.base)}}]});
-    let flow = api.expect(Method::POST, &bases[0], "/flows", Some(json!({"name": "failover", "definition": definition})), 201).await;
+    let flow = api
+        .expect(Method::POST, &bases[0], "/flows", Some(json!({"name": "failover", "definition": definition})), 201)
+        .await;
     let flow = flow["id"].as_str().expect("id").to_owned();
     let runner_key = servers[0].operator(SERVER, &["keys", "create", "--org", &api.org, "--preset", "runner"]).await;
     let creds = hookflow_tests::Creds { key: printed(&runner_key, "key:"), org: api.org.parse().expect("org") };
@@ -146,8 +158,7 @@ async fn the_servers_follow_the_primary_through_a_failover_and_lose_no_acknowled
             .expect("stored captures");
     let stored: std::collections::HashSet<String> = stored.into_iter().collect();
     let acknowledged: Vec<&Sent> = sent.iter().filter(|s| s.kind == Kind::Capture && s.answer.status == 200).collect();
-    let lost: Vec<&str> =
-        acknowledged.iter().map(|s| s.marker.as_str()).filter(|m| !stored.contains(*m)).collect();
+    let lost: Vec<&str> = acknowledged.iter().map(|s| s.marker.as_str()).filter(|m| !stored.contains(*m)).collect();
     println!("failover: captures acknowledged {}, lost {}", acknowledged.len(), lost.len());
     assert!(lost.is_empty(), "{} of {} acknowledged captures are missing: {lost:?}", lost.len(), acknowledged.len());
 
@@ -157,7 +168,11 @@ async fn the_servers_follow_the_primary_through_a_failover_and_lose_no_acknowled
         launched.iter().map(|s| s.answer.body["id"].as_str().and_then(|i| i.parse().ok()).expect("an id")).collect();
     wait_for_final(&mut conn, &ids, &set).await;
     let twice: Vec<&str> = launched.iter().map(|s| s.marker.as_str()).filter(|m| runs.count(m) != 1).collect();
-    assert!(twice.is_empty(), "launches that did not run exactly once: {:?}", twice.iter().map(|m| (m, runs.count(m))).collect::<Vec<_>>());
+    assert!(
+        twice.is_empty(),
+        "launches that did not run exactly once: {:?}",
+        twice.iter().map(|m| (m, runs.count(m))).collect::<Vec<_>>()
+    );
     let after = launched.iter().filter(|s| s.at > killed_at + back_after).count();
     println!("failover: launches answered 201 {} (after the failover {after}), each ran once", launched.len());
     assert!(after > 0, "launches ran after the failover");
@@ -166,7 +181,10 @@ async fn the_servers_follow_the_primary_through_a_failover_and_lose_no_acknowled
     let marker = format!("stream-after-{}", uuid::Uuid::new_v4());
     assert_eq!(api.capture(&bases[0], &webhook, marker.clone()).await.status, 200);
     let seen = stream.wait_for(&marker, Duration::from_secs(15)).await;
-    println!("failover: a capture reached the other server's stream in {seen:?}; stream reconnects {}", stream.reconnects.lock().expect("n"));
+    println!(
+        "failover: a capture reached the other server's stream in {seen:?}; stream reconnects {}",
+        stream.reconnects.lock().expect("n")
+    );
     assert!(seen.is_some(), "the stream on the second server carries captures after the failover");
 
     for server in &servers {
@@ -209,19 +227,25 @@ async fn wait_until_writable(api: &Api, bases: &[String], webhook: &str, flow: &
 async fn wait_for_final(conn: &mut sqlx::PgConnection, ids: &[uuid::Uuid], set: &FailoverSet) {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let open: Vec<(uuid::Uuid, String, i32)> = sqlx::query_as(
-            "SELECT id, status, attempt FROM executions WHERE id = ANY($1) AND status <> 'succeeded'",
-        )
-        .bind(ids)
-        .fetch_all(&mut *conn)
-        .await
-        .expect("executions");
-        let failed: Vec<_> = open.iter().filter(|(_, status, _)| !["queued", "running"].contains(&status.as_str())).collect();
+        let open: Vec<(uuid::Uuid, String, i32)> =
+            sqlx::query_as("SELECT id, status, attempt FROM executions WHERE id = ANY($1) AND status <> 'succeeded'")
+                .bind(ids)
+                .fetch_all(&mut *conn)
+                .await
+                .expect("executions");
+        let failed: Vec<_> =
+            open.iter().filter(|(_, status, _)| !["queued", "running"].contains(&status.as_str())).collect();
         assert!(failed.is_empty(), "executions that did not succeed: {failed:?}");
         if open.is_empty() {
             return;
         }
-        assert!(Instant::now() < deadline, "{} executions still open: {:?}\n{}", open.len(), &open[..open.len().min(5)], set.logs());
+        assert!(
+            Instant::now() < deadline,
+            "{} executions still open: {:?}\n{}",
+            open.len(),
+            &open[..open.len().min(5)],
+            set.logs()
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
@@ -249,7 +273,8 @@ impl Report {
         let unavailable: Vec<&Sent> = sent.iter().filter(|s| s.answer.status == 503).collect();
         let first = unavailable.iter().map(|s| s.at).filter(|at| *at >= killed_at).min().unwrap_or_default();
         let last = unavailable.iter().map(|s| s.at).max().unwrap_or_default();
-        let count = |kind: Kind, ok: bool| sent.iter().filter(|s| s.kind == kind && (!ok || s.answer.status < 300)).count();
+        let count =
+            |kind: Kind, ok: bool| sent.iter().filter(|s| s.kind == kind && (!ok || s.answer.status < 300)).count();
         Self {
             captures: count(Kind::Capture, false),
             captures_2xx: count(Kind::Capture, true),
@@ -316,7 +341,8 @@ async fn lists_and_searches_read_from_the_standby_and_a_write_reads_back_by_id()
     ];
     let mut served = 0;
     loop {
-        let listed = api.expect(Method::GET, &base, &format!("/webhooks/{webhook}/requests?limit=100"), None, 200).await;
+        let listed =
+            api.expect(Method::GET, &base, &format!("/webhooks/{webhook}/requests?limit=100"), None, 200).await;
         served += 1;
         if listed["items"].as_array().map_or(0, Vec::len) == ids.len() {
             break;
@@ -331,7 +357,8 @@ async fn lists_and_searches_read_from_the_standby_and_a_write_reads_back_by_id()
             served += 1;
         }
     }
-    let export = api.call(Method::GET, &base, &format!("/webhooks/{webhook}/requests/export?format=ndjson"), None).await;
+    let export =
+        api.call(Method::GET, &base, &format!("/webhooks/{webhook}/requests/export?format=ndjson"), None).await;
     assert_eq!(export.status, 200);
     served += 1;
 

@@ -85,10 +85,12 @@ impl Runs {
         let router = axum::Router::new()
             .route(
                 "/run/{marker}",
-                axum::routing::get(|State(counts): State<Arc<Mutex<HashMap<String, usize>>>>, Path(marker): Path<String>| async move {
-                    *counts.lock().expect("counts").entry(marker).or_default() += 1;
-                    axum::Json(json!({"ok": true}))
-                }),
+                axum::routing::get(
+                    |State(counts): State<Arc<Mutex<HashMap<String, usize>>>>, Path(marker): Path<String>| async move {
+                        *counts.lock().expect("counts").entry(marker).or_default() += 1;
+                        axum::Json(json!({"ok": true}))
+                    },
+                ),
             )
             .with_state(counts.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -121,8 +123,7 @@ impl Stream {
             let client = reqwest::Client::new();
             let mut last_id: Option<String> = None;
             loop {
-                let mut request =
-                    client.get(&url).header("x-api-key", &api.key).header("x-organization-id", &api.org);
+                let mut request = client.get(&url).header("x-api-key", &api.key).header("x-organization-id", &api.org);
                 if let Some(id) = &last_id {
                     request = request.header("last-event-id", id);
                 }
