@@ -11,6 +11,14 @@ use std::process::Stdio;
 use std::time::Duration;
 use tokio::process::Command;
 
+/// How long the harness waits for one connection and its answer.
+const ASK_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Connects with `ASK_TIMEOUT`; `None` when the node does not answer in time.
+async fn connect(options: &PgConnectOptions) -> Option<sqlx::PgConnection> {
+    tokio::time::timeout(ASK_TIMEOUT, options.connect()).await.ok()?.ok()
+}
+
 /// The application database every node serves.
 pub const DATABASE: &str = "hookflow";
 
@@ -89,10 +97,9 @@ impl FailoverSet {
     /// The node that is primary now, asked directly.
     pub async fn primary(&self) -> Option<usize> {
         for index in 0..self.ports.len() {
-            if let Ok(mut conn) = self.node(index).connect().await {
-                let recovering: Result<bool, _> =
-                    sqlx::query_scalar("SELECT pg_is_in_recovery()").fetch_one(&mut conn).await;
-                if recovering.is_ok_and(|r| !r) {
+            if let Some(mut conn) = connect(&self.node(index)).await {
+                let recovering = sqlx::query_scalar::<_, bool>("SELECT pg_is_in_recovery()").fetch_one(&mut conn);
+                if matches!(tokio::time::timeout(ASK_TIMEOUT, recovering).await, Ok(Ok(false))) {
                     return Some(index);
                 }
             }
@@ -232,10 +239,10 @@ impl FailoverSet {
         let monitor = self.monitor_options();
         let deadline = tokio::time::Instant::now() + STATE_TIMEOUT;
         let mut conn = loop {
-            match monitor.connect().await {
-                Ok(conn) => break conn,
-                Err(e) if tokio::time::Instant::now() > deadline => panic!("the monitor never answered: {e}"),
-                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            match connect(&monitor).await {
+                Some(conn) => break conn,
+                None if tokio::time::Instant::now() > deadline => panic!("the monitor never answered"),
+                None => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         };
         for (name, value) in MONITOR_SETTINGS {
@@ -324,7 +331,7 @@ fn free_ports(n: usize) -> Vec<u16> {
 /// directory.
 fn reap_when_done(root: &Path) {
     let script = r#"tail --pid="$1" -f /dev/null 2>/dev/null
-for f in "$2"/*.pgid; do [ -e "$f" ] && kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
+for f in "$2"/*.pgid; do [ -e "$f" ] && env kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
 sleep 1; rm -rf "$2""#;
     use std::os::unix::process::CommandExt as _;
     let spawned = std::process::Command::new("sh")

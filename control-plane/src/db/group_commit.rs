@@ -21,6 +21,8 @@ pub const BATCH_BYTES: usize = 16 * 1024 * 1024;
 pub const WAITING_BYTES: usize = 128 * 1024 * 1024;
 /// How long the task keeps its connection with nothing to write.
 const LINGER: Duration = Duration::from_millis(500);
+/// How often a batch in flight looks whether its pool moved to another host.
+const MOVE_CHECK: Duration = Duration::from_secs(1);
 
 /// A write that many can share one statement: the statement takes a batch and answers one outcome per write, in
 /// order.
@@ -142,7 +144,9 @@ async fn run<W: BatchWrite>(pool: PgPool, mut pending: mpsc::Receiver<Pending<W>
 }
 
 /// Writes one batch on the held connection (or a fresh one), keeping the connection unless the database was
-/// unavailable.
+/// unavailable. A batch whose pool moved to another host meanwhile (a failover: `db::follow`) is given up and
+/// answered 503, so a primary that froze with the batch in flight never holds the writer: the next batch goes to
+/// the new primary.
 async fn write_batch<W: BatchWrite>(
     pool: &PgPool,
     held: &mut Option<PoolConnection<Postgres>>,
@@ -154,7 +158,15 @@ async fn write_batch<W: BatchWrite>(
     };
     match connection {
         Ok(mut conn) => {
-            let outcomes = whole_or_each(&mut conn, writes).await;
+            let written = tokio::select! {
+                outcomes = whole_or_each(&mut conn, writes) => Some(outcomes),
+                () = moved(pool) => None,
+            };
+            let Some(outcomes) = written else {
+                tracing::warn!(writes = writes.len(), "the database moved with a batch in flight; answering 503");
+                drop(conn.detach());
+                return writes.iter().map(|_| Err(ApiError::unavailable())).collect();
+            };
             if !outcomes.iter().any(|o| o.as_ref().is_err_and(ApiError::is_unavailable)) {
                 *held = Some(conn);
             }
@@ -163,6 +175,17 @@ async fn write_batch<W: BatchWrite>(
         Err(e) => {
             let e = ApiError::from(e);
             writes.iter().map(|_| Err(e.clone())).collect()
+        }
+    }
+}
+
+/// Resolves once the pool's new connections go elsewhere than when it was called (looked at every second).
+async fn moved(pool: &PgPool) {
+    let options = pool.connect_options();
+    loop {
+        tokio::time::sleep(MOVE_CHECK).await;
+        if !std::sync::Arc::ptr_eq(&options, &pool.connect_options()) {
+            return;
         }
     }
 }
@@ -181,5 +204,25 @@ async fn whole_or_each<W: BatchWrite>(conn: &mut PgConnection, writes: &[W]) -> 
             answers
         }
         Err(e) => writes.iter().map(|_| Err(e.clone())).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn a_batch_in_flight_sees_its_pool_move() {
+        let options = crate::db::parse_url("postgres://hookflow@127.0.0.1:1/hookflow").expect("url");
+        let pool = crate::db::pool(options.clone(), 1);
+        let waiting = tokio::spawn({
+            let pool = pool.clone();
+            async move { super::moved(&pool).await }
+        });
+        tokio::time::sleep(super::MOVE_CHECK * 2).await;
+        assert!(!waiting.is_finished(), "nothing moved yet");
+        pool.set_connect_options(options.port(2));
+        tokio::time::timeout(super::MOVE_CHECK * 3, waiting)
+            .await
+            .expect("seen within the check period")
+            .expect("task");
     }
 }

@@ -89,71 +89,107 @@ async fn servers(set: &FailoverSet, read_url: Option<&str>) -> (Vec<ServerProces
     (vec![first, second], api)
 }
 
+/// What the failover test works with: the servers, an endpoint, a flow whose runs are counted, a runner on the
+/// first server, a stream on the second.
+struct Fixture {
+    servers: Vec<ServerProcess>,
+    api: Api,
+    bases: Vec<String>,
+    webhook: String,
+    flow: String,
+    runs: Runs,
+    stream: Stream,
+    _runner: RunnerProcess,
+}
+
+impl Fixture {
+    async fn new(set: &FailoverSet) -> Self {
+        let (servers, api) = servers(set, None).await;
+        let bases: Vec<String> = servers.iter().map(|s| s.base.clone()).collect();
+        let webhook = api.expect(Method::POST, &bases[0], "/webhooks", Some(json!({"name": "failover"})), 201).await;
+        let webhook = webhook["id"].as_str().expect("id").to_owned();
+        let runs = Runs::spawn().await;
+        let definition = json!({"nodes": [{"id": "call", "kind": "request",
+            "request": {"method": "GET", "url": format!("{}/run/{{{{run}}}}", runs.base)}}]});
+        let flow = json!({"name": "failover", "definition": definition});
+        let flow = api.expect(Method::POST, &bases[0], "/flows", Some(flow), 201).await;
+        let flow = flow["id"].as_str().expect("id").to_owned();
+        let key = servers[0].operator(SERVER, &["keys", "create", "--org", &api.org, "--preset", "runner"]).await;
+        let creds = hookflow_tests::Creds { key: printed(&key, "key:"), org: api.org.parse().expect("org") };
+        let runner = RunnerProcess::spawn(RUNNER, &bases[0], &creds, &[], &["--concurrency", "8"]).await;
+        // Captures sent to the first server reach a stream on the second through the database's NOTIFY.
+        let stream = Stream::open(&api, &bases[1], &webhook);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(api.capture(&bases[0], &webhook, "stream-before".into()).await.status, 200);
+        assert!(stream.wait_for("stream-before", Duration::from_secs(10)).await.is_some(), "the stream works before");
+        Self { servers, api, bases, webhook, flow, runs, stream, _runner: runner }
+    }
+
+    /// Six workers (four capturing, two launching) for 3 s, the primary killed, until both servers write again and
+    /// 3 s more: what they were answered, when the kill was and how long writes took to come back.
+    async fn load_through_a_crash(&self, set: &mut FailoverSet) -> (Vec<Sent>, Duration, Duration) {
+        let stop = Arc::new(AtomicBool::new(false));
+        let began = Instant::now();
+        let mut workers = Vec::new();
+        for i in 0..6 {
+            let (kind, target) =
+                if i < 4 { (Kind::Capture, self.webhook.clone()) } else { (Kind::Launch, self.flow.clone()) };
+            workers.push(tokio::spawn(load(self.api.clone(), self.bases.clone(), kind, target, stop.clone(), began)));
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let killed_at = began.elapsed();
+        set.crash(0);
+        let back_after =
+            wait_until_writable(&self.api, &self.bases, &self.webhook, &self.flow, began).await - killed_at;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        stop.store(true, Ordering::SeqCst);
+        let mut sent = Vec::new();
+        for worker in workers {
+            sent.extend(worker.await.expect("a load worker"));
+        }
+        (sent, killed_at, back_after)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "brings up a pg_auto_failover set (about a minute); .ci/run runs it"]
 async fn the_servers_follow_the_primary_through_a_failover_and_lose_no_acknowledged_capture() {
     let mut set = FailoverSet::start().await;
-    let (servers, api) = servers(&set, None).await;
-    let bases: Vec<String> = servers.iter().map(|s| s.base.clone()).collect();
-    let (ready, body) = readyz(&bases[1]).await;
+    let fixture = Fixture::new(&set).await;
+    let (ready, body) = readyz(&fixture.bases[1]).await;
     assert_eq!(ready, 200, "{body}");
+    let database = &body["database"];
     assert_eq!(
-        (body["database"]["primary"].as_str(), body["database"]["failovers"].as_u64()),
+        (database["primary"].as_str(), database["failovers"].as_u64()),
         (Some(set.address(0).as_str()), Some(0))
     );
-    assert!(body["database"]["read_replica"].is_null(), "{body}");
+    assert!(database["read_replica"].is_null(), "{body}");
 
-    let webhook = api.expect(Method::POST, &bases[0], "/webhooks", Some(json!({"name": "failover"})), 201).await;
-    let webhook = webhook["id"].as_str().expect("id").to_owned();
-    let runs = Runs::spawn().await;
-    let definition = json!({"nodes": [{"id": "call", "kind": "request",
-        "request": {"method": "GET", "url": format!("{}/run/{{{{run}}}}", runs.base)}}]});
-    let flow = api
-        .expect(Method::POST, &bases[0], "/flows", Some(json!({"name": "failover", "definition": definition})), 201)
-        .await;
-    let flow = flow["id"].as_str().expect("id").to_owned();
-    let runner_key = servers[0].operator(SERVER, &["keys", "create", "--org", &api.org, "--preset", "runner"]).await;
-    let creds = hookflow_tests::Creds { key: printed(&runner_key, "key:"), org: api.org.parse().expect("org") };
-    let _runner = RunnerProcess::spawn(RUNNER, &bases[0], &creds, &[], &["--concurrency", "8"]).await;
-    // Captures sent to the first server reach a stream on the second through the database's NOTIFY.
-    let stream = Stream::open(&api, &bases[1], &webhook);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = api.capture(&bases[0], &webhook, "stream-before".into()).await;
-    assert_eq!(before.status, 200);
-    assert!(stream.wait_for("stream-before", Duration::from_secs(10)).await.is_some(), "the stream works before");
-
-    let stop = Arc::new(AtomicBool::new(false));
-    let began = Instant::now();
-    let mut workers = Vec::new();
-    for i in 0..6 {
-        let (kind, target) = if i < 4 { (Kind::Capture, webhook.clone()) } else { (Kind::Launch, flow.clone()) };
-        workers.push(tokio::spawn(load(api.clone(), bases.clone(), kind, target, stop.clone(), began)));
-    }
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let killed_at = began.elapsed();
-    set.crash(0);
-    // Captures and launches through both servers answer 2xx again: how long after the kill.
-    let back_after = wait_until_writable(&api, &bases, &webhook, &flow).await - killed_at;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    stop.store(true, Ordering::SeqCst);
-    let mut sent = Vec::new();
-    for worker in workers {
-        sent.extend(worker.await.expect("a load worker"));
-    }
-
+    let (sent, killed_at, back_after) = fixture.load_through_a_crash(&mut set).await;
     let report = Report::of(&sent, killed_at);
     println!("failover: {report:#?}");
     println!("failover: captures and launches 2xx again {:.1} s after the kill", back_after.as_secs_f64());
     report.check();
     assert!(back_after < Duration::from_secs(30), "writes came back after {back_after:?}");
-
-    // Every acknowledged capture is on the new primary.
     assert_eq!(set.primary().await, Some(1), "node2 was promoted");
     let mut conn = set.node(1).connect().await.expect("the new primary");
+    no_acknowledged_capture_lost(&mut conn, &fixture.webhook, &sent).await;
+    each_launch_ran_once(&mut conn, &fixture.runs, &sent, &set).await;
+    let after =
+        sent.iter().filter(|s| s.kind == Kind::Launch && s.answer.status == 201 && s.at > killed_at + back_after);
+    assert!(after.count() > 0, "launches ran after the failover: the runner carried on");
+    the_servers_moved(&fixture, &set).await;
+    for server in fixture.servers {
+        server.stop().await;
+    }
+}
+
+/// Every capture answered 200 is on the new primary.
+async fn no_acknowledged_capture_lost(conn: &mut sqlx::PgConnection, webhook: &str, sent: &[Sent]) {
     let stored: Vec<String> =
         sqlx::query_scalar("SELECT convert_from(body, 'UTF8') FROM captures WHERE webhook_id = $1::uuid")
-            .bind(&webhook)
-            .fetch_all(&mut conn)
+            .bind(webhook)
+            .fetch_all(conn)
             .await
             .expect("stored captures");
     let stored: std::collections::HashSet<String> = stored.into_iter().collect();
@@ -161,33 +197,30 @@ async fn the_servers_follow_the_primary_through_a_failover_and_lose_no_acknowled
     let lost: Vec<&str> = acknowledged.iter().map(|s| s.marker.as_str()).filter(|m| !stored.contains(*m)).collect();
     println!("failover: captures acknowledged {}, lost {}", acknowledged.len(), lost.len());
     assert!(lost.is_empty(), "{} of {} acknowledged captures are missing: {lost:?}", lost.len(), acknowledged.len());
+}
 
-    // Every launch answered 201 runs exactly once, those after the failover too: the runner carried on.
+/// Every launch answered 201 succeeded and called the target exactly once.
+async fn each_launch_ran_once(conn: &mut sqlx::PgConnection, runs: &Runs, sent: &[Sent], set: &FailoverSet) {
     let launched: Vec<&Sent> = sent.iter().filter(|s| s.kind == Kind::Launch && s.answer.status == 201).collect();
     let ids: Vec<uuid::Uuid> =
         launched.iter().map(|s| s.answer.body["id"].as_str().and_then(|i| i.parse().ok()).expect("an id")).collect();
-    wait_for_final(&mut conn, &ids, &set).await;
-    let twice: Vec<&str> = launched.iter().map(|s| s.marker.as_str()).filter(|m| runs.count(m) != 1).collect();
-    assert!(
-        twice.is_empty(),
-        "launches that did not run exactly once: {:?}",
-        twice.iter().map(|m| (m, runs.count(m))).collect::<Vec<_>>()
-    );
-    let after = launched.iter().filter(|s| s.at > killed_at + back_after).count();
-    println!("failover: launches answered 201 {} (after the failover {after}), each ran once", launched.len());
-    assert!(after > 0, "launches ran after the failover");
+    wait_for_final(conn, &ids, set).await;
+    let wrong: Vec<(&str, usize)> =
+        launched.iter().map(|s| (s.marker.as_str(), runs.count(&s.marker))).filter(|(_, n)| *n != 1).collect();
+    assert!(wrong.is_empty(), "launches that did not run exactly once: {wrong:?}");
+    println!("failover: launches answered 201 {}, each ran once", launched.len());
+}
 
-    // The second server's stream carries captures made through the first after the failover (LISTEN moved).
+/// The second server's stream carries a capture made through the first (LISTEN moved); both servers say where
+/// the primary is now and that they saw one failover.
+async fn the_servers_moved(fixture: &Fixture, set: &FailoverSet) {
     let marker = format!("stream-after-{}", uuid::Uuid::new_v4());
-    assert_eq!(api.capture(&bases[0], &webhook, marker.clone()).await.status, 200);
-    let seen = stream.wait_for(&marker, Duration::from_secs(15)).await;
-    println!(
-        "failover: a capture reached the other server's stream in {seen:?}; stream reconnects {}",
-        stream.reconnects.lock().expect("n")
-    );
+    assert_eq!(fixture.api.capture(&fixture.bases[0], &fixture.webhook, marker.clone()).await.status, 200);
+    let seen = fixture.stream.wait_for(&marker, Duration::from_secs(15)).await;
+    let reconnects = *fixture.stream.reconnects.lock().expect("reconnects");
+    println!("failover: a capture reached the other server's stream in {seen:?} (stream reconnects: {reconnects})");
     assert!(seen.is_some(), "the stream on the second server carries captures after the failover");
-
-    for server in &servers {
+    for server in &fixture.servers {
         let (ready, body) = readyz(&server.base).await;
         assert_eq!(ready, 200, "{body}");
         assert_eq!(body["database"]["primary"].as_str(), Some(set.address(1).as_str()), "{body}");
@@ -196,15 +229,11 @@ async fn the_servers_follow_the_primary_through_a_failover_and_lose_no_acknowled
         assert!(text.contains(&format!("hookflow_database_primary_info{{host=\"{}\"}} 1", set.address(1))), "{text}");
         assert!(text.contains("hookflow_database_failovers_total 1"), "{text}");
     }
-    for server in servers {
-        server.stop().await;
-    }
 }
 
-/// Probes captures and launches through every server until all answer 2xx; when (since the load began).
-async fn wait_until_writable(api: &Api, bases: &[String], webhook: &str, flow: &str) -> Duration {
+/// Probes captures and launches through every server until all answer 2xx; when (since `began`).
+async fn wait_until_writable(api: &Api, bases: &[String], webhook: &str, flow: &str, began: Instant) -> Duration {
     let deadline = Instant::now() + Duration::from_secs(90);
-    let began = Instant::now();
     let mut probes = 0;
     loop {
         let mut all = true;
@@ -317,50 +346,8 @@ async fn lists_and_searches_read_from_the_standby_and_a_write_reads_back_by_id()
 
     let mut standby = set.node(1).connect().await.expect("the standby");
     let commits_before = commits(&mut standby).await;
-
-    // A write read back by id is there at once (the primary), lists may lag (the standby) but catch up.
-    let made = api.expect(Method::POST, &base, "/webhooks", Some(json!({"name": "replica"})), 201).await;
-    let webhook = made["id"].as_str().expect("id").to_owned();
-    api.expect(Method::GET, &base, &format!("/webhooks/{webhook}"), None, 200).await;
-    let mut ids = Vec::new();
-    for n in 0..20 {
-        let receipt = api.capture(&servers[n % 2].base, &webhook, format!("replica-{n}")).await;
-        assert_eq!(receipt.status, 200);
-        let id = receipt.body["request_id"].as_str().expect("request id").to_owned();
-        // Its own read, by id, through the other server: consistent at once.
-        let other = &servers[(n + 1) % 2].base;
-        api.expect(Method::GET, other, &format!("/webhooks/{webhook}/requests/{id}"), None, 200).await;
-        ids.push(id);
-    }
-    let started = Instant::now();
-    let reads = [
-        (Method::GET, format!("/webhooks/{webhook}/requests?limit=100"), None),
-        (Method::POST, format!("/webhooks/{webhook}/requests/search"), Some(json!({"q": "replica", "limit": 100}))),
-        (Method::GET, format!("/webhooks/{webhook}/analytics/volume"), None),
-        (Method::GET, "/analytics/overview".to_owned(), None),
-    ];
-    let mut served = 0;
-    loop {
-        let listed =
-            api.expect(Method::GET, &base, &format!("/webhooks/{webhook}/requests?limit=100"), None, 200).await;
-        served += 1;
-        if listed["items"].as_array().map_or(0, Vec::len) == ids.len() {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "the standby's list never caught up: {listed}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    println!("replica: the list caught up with 20 captures after {:?} (lag reported {lag} s)", started.elapsed());
-    for _ in 0..5 {
-        for (method, path, body) in &reads {
-            api.expect(method.clone(), &base, path, body.clone(), 200).await;
-            served += 1;
-        }
-    }
-    let export =
-        api.call(Method::GET, &base, &format!("/webhooks/{webhook}/requests/export?format=ndjson"), None).await;
-    assert_eq!(export.status, 200);
-    served += 1;
+    let webhook = writes_read_back_by_id(&api, &servers).await;
+    let served = lists_catch_up_and_read(&api, &base, &webhook, lag).await;
 
     // The standby served them: its commits grew by at least as many reads, and its hookflow connections ran them
     // (an idle backend reports its counts within 10 s).
@@ -372,12 +359,12 @@ async fn lists_and_searches_read_from_the_standby_and_a_write_reads_back_by_id()
     .fetch_all(&mut standby)
     .await
     .expect("standby activity");
+    let delta = commits_after - commits_before;
     println!(
-        "replica: {served} list, search, export and analytics reads; the standby committed {} transactions meanwhile over {} connections",
-        commits_after - commits_before,
+        "replica: {served} reads; the standby committed {delta} transactions meanwhile over {} connections",
         activity.len()
     );
-    assert!(commits_after - commits_before >= served, "{commits_before} -> {commits_after} for {served} reads");
+    assert!(delta >= served, "{commits_before} -> {commits_after} for {served} reads");
     assert!(activity.iter().any(|q| q.contains("captures")), "the standby ran the capture reads: {activity:?}");
     let mut primary = set.node(0).connect().await.expect("the primary");
     let on_primary: i64 = sqlx::query_scalar(
@@ -390,6 +377,61 @@ async fn lists_and_searches_read_from_the_standby_and_a_write_reads_back_by_id()
     for server in servers {
         server.stop().await;
     }
+}
+
+/// An endpoint and 20 captures through both servers, each read back by id through the other server at once (reads
+/// by id stay on the primary); the endpoint's id.
+async fn writes_read_back_by_id(api: &Api, servers: &[ServerProcess]) -> String {
+    let base = &servers[0].base;
+    let made = api.expect(Method::POST, base, "/webhooks", Some(json!({"name": "replica"})), 201).await;
+    let webhook = made["id"].as_str().expect("id").to_owned();
+    api.expect(Method::GET, &servers[1].base, &format!("/webhooks/{webhook}"), None, 200).await;
+    for n in 0..CAPTURES {
+        let receipt = api.capture(&servers[n % 2].base, &webhook, format!("replica-{n}")).await;
+        assert_eq!(receipt.status, 200);
+        let id = receipt.body["request_id"].as_str().expect("request id");
+        let other = &servers[(n + 1) % 2].base;
+        api.expect(Method::GET, other, &format!("/webhooks/{webhook}/requests/{id}"), None, 200).await;
+    }
+    webhook
+}
+
+/// Captures the replica-reads test makes.
+const CAPTURES: usize = 20;
+
+/// Lists until the list has every capture (lists may lag by the replica's lag), then searches, analytics and an
+/// export: how many reads were made.
+async fn lists_catch_up_and_read(api: &Api, base: &str, webhook: &str, lag: f64) -> i64 {
+    let started = Instant::now();
+    let mut served = 0;
+    loop {
+        let listed = api.expect(Method::GET, base, &format!("/webhooks/{webhook}/requests?limit=100"), None, 200).await;
+        served += 1;
+        if listed["items"].as_array().map_or(0, Vec::len) == CAPTURES {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "the standby's list never caught up: {listed}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!(
+        "replica: the list caught up with {CAPTURES} captures after {:?} (lag reported {lag} s)",
+        started.elapsed()
+    );
+    let reads = [
+        (Method::GET, format!("/webhooks/{webhook}/requests?limit=100"), None),
+        (Method::POST, format!("/webhooks/{webhook}/requests/search"), Some(json!({"q": "replica", "limit": 100}))),
+        (Method::GET, format!("/webhooks/{webhook}/analytics/volume"), None),
+        (Method::GET, "/analytics/overview".to_owned(), None),
+        (Method::GET, format!("/webhooks/{webhook}/requests/export?format=ndjson"), None),
+    ];
+    for _ in 0..5 {
+        for (method, path, body) in &reads {
+            let answer = api.call(method.clone(), base, path, body.clone()).await;
+            assert_eq!(answer.status, 200, "{method} {path}");
+            served += 1;
+        }
+    }
+    served
 }
 
 /// Transactions the node committed in the hookflow database (a standby counts its own read-only ones).
