@@ -9,7 +9,7 @@
 use crate::db::conninfo::{Endpoint, HostRole, SessionAttrs, Target};
 use sqlx::postgres::{PgConnectOptions, PgPool};
 use sqlx::{ConnectOptions as _, Connection as _, PgConnection};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch};
@@ -57,8 +57,6 @@ pub struct Follower {
     gate: Arc<Gate>,
     /// Index in `target.hosts` of the host new connections go to (`None` before the first look).
     current: Mutex<Option<usize>>,
-    /// Whether the last look found that host suiting.
-    healthy: AtomicBool,
     /// Moves from one host to another seen by this process.
     failovers: AtomicU64,
     /// Counts moves, for subscribers.
@@ -114,7 +112,6 @@ impl Follower {
             pool,
             gate,
             current: Mutex::new(None),
-            healthy: AtomicBool::new(true),
             failovers: AtomicU64::new(0),
             changes: watch::channel(0).0,
             complained_at: Mutex::new(None),
@@ -125,10 +122,6 @@ impl Follower {
         &self.pool
     }
 
-    pub fn role(&self) -> Role {
-        self.role
-    }
-
     /// The host new connections go to.
     pub fn current(&self) -> Endpoint {
         self.target.hosts[lock(&self.current).unwrap_or(0)].0.clone()
@@ -137,11 +130,6 @@ impl Follower {
     /// Moves from one host to another seen since the start.
     pub fn failovers(&self) -> u64 {
         self.failovers.load(Ordering::Relaxed)
-    }
-
-    /// Whether the watch's last look found the current host suiting (always, without a watch).
-    pub fn healthy(&self) -> bool {
-        self.healthy.load(Ordering::Relaxed)
     }
 
     /// Changes each time the pool moves to another host.
@@ -222,9 +210,7 @@ impl Follower {
             Ok(Ok((in_recovery, read_only))) => HostRole { in_recovery, read_only },
             _ => return None,
         };
-        let suits = self.attrs.accepts(role);
-        self.healthy.store(suits, Ordering::Relaxed);
-        suits.then_some(role)
+        self.attrs.accepts(role).then_some(role)
     }
 
     /// Looks through the hosts and moves the pool to the one that suits; whether one did.
@@ -235,7 +221,6 @@ impl Follower {
                 true
             }
             Err(report) => {
-                self.healthy.store(false, Ordering::Relaxed);
                 let mut complained_at = lock(&self.complained_at);
                 if complained_at.is_none_or(|at| at.elapsed() >= QUIET_PERIOD) {
                     *complained_at = Some(Instant::now());
@@ -268,7 +253,6 @@ impl Follower {
     /// Points new connections at host `index` and retires the connections made before; counts a move. The same
     /// host found again retires its connections only when `retire_same` (it was gone: they are dead).
     fn switch(&self, index: usize, retire_same: bool) {
-        self.healthy.store(true, Ordering::Relaxed);
         *lock(&self.complained_at) = None;
         let previous = lock(&self.current).replace(index);
         if previous == Some(index) && !retire_same {
