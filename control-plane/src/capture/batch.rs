@@ -1,6 +1,7 @@
-//! A capture to store and what became of it, and one batch of captures in one statement: the rows, the endpoints' counts, the per-minute counters and the
-//! NOTIFYs. A row the database refuses never fails its neighbours: the batch is stored again in halves under
-//! savepoints until the refused rows stand alone, and only they are answered `Rejected`.
+//! A capture to store and what became of it, and one batch of captures in one statement: the rows, the endpoints'
+//! counts, the per-minute counters, the launches the captures owe their endpoints' triggers and the NOTIFYs. A row
+//! the database refuses never fails its neighbours: the batch is stored again in halves under savepoints until the
+//! refused rows stand alone, and only they are answered `Rejected`.
 
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::signatures::Signature;
@@ -56,7 +57,9 @@ pub enum Outcome {
 
 /// Stores one batch with one statement (atomic on its own, one round trip): the rows, the endpoints' counts, the
 /// per-minute counters and the NOTIFYs (only for endpoints a replica's stream hub watches). Rows whose endpoint
-/// vanished are skipped.
+/// vanished are skipped. Captures of endpoints with `triggers` owe a launch per trigger (`trigger_launches`, the
+/// dispatchers' outbox, woken by a NOTIFY), committed with them; a capture its endpoint's `enforce` refused owes
+/// none. Endpoints without triggers cost one look at their row per batch.
 const WRITE_BATCH: &str = "
 WITH input AS (
     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
@@ -89,8 +92,20 @@ WITH input AS (
     SELECT pg_notify('hookflow_captures', e.webhook_id::text) FROM endpoints e
     WHERE EXISTS (SELECT 1 FROM capture_watchers cw
                   WHERE cw.webhook_id = e.webhook_id AND cw.seen_at > now() - interval '5 minutes')
+), armed AS (
+    SELECT w.id, w.triggers, w.verification->>'mode' = 'enforce' AS enforced FROM webhooks w
+    WHERE w.id IN (SELECT s.webhook_id FROM stored s WHERE s.webhook_id IS NOT NULL) AND w.triggers <> '[]'
+), owed AS (
+    INSERT INTO trigger_launches (capture_id, trigger_index, organization_id, webhook_id, trigger)
+    SELECT s.id, t.n - 1, s.organization_id, s.webhook_id, t.trigger
+    FROM armed w JOIN stored s ON s.webhook_id = w.id
+    CROSS JOIN LATERAL jsonb_array_elements(w.triggers) WITH ORDINALITY AS t(trigger, n)
+    WHERE NOT (w.enforced IS TRUE AND s.signature_verdict IN ('invalid', 'missing', 'duplicate'))
+    RETURNING 1
+), woken AS (
+    SELECT pg_notify('hookflow_triggers', '') WHERE EXISTS (SELECT 1 FROM owed)
 )
-SELECT id FROM stored WHERE (SELECT count(*) FROM notified) >= 0";
+SELECT id FROM stored WHERE (SELECT count(*) FROM notified) >= 0 AND (SELECT count(*) FROM woken) >= 0";
 
 /// The rows of one batch with their ids, and the writer's counter slot.
 #[derive(Debug, Clone, Copy)]

@@ -1,8 +1,11 @@
 //! The process's one LISTEN connection: queued executions wake long polls, execution events wake execution
-//! streams, stored captures wake capture streams, and invalidations drop cached entries. When the connection
+//! streams, stored captures wake capture streams, owed trigger launches wake the trigger dispatcher, and
+//! invalidations drop cached entries. When the connection
 //! drops, everything that depends on notifications is refreshed.
 
-use crate::signals::{CAPTURES_CHANNEL, CHANNELS, EXECUTIONS_CHANNEL, INVALIDATE_CHANNEL, Invalidation, QUEUE_CHANNEL};
+use crate::signals::{
+    CAPTURES_CHANNEL, CHANNELS, EXECUTIONS_CHANNEL, INVALIDATE_CHANNEL, Invalidation, QUEUE_CHANNEL, TRIGGERS_CHANNEL,
+};
 use crate::state::AppState;
 use sqlx::postgres::{PgListener, PgNotification};
 use std::time::Duration;
@@ -58,6 +61,7 @@ fn refresh_everything(app: &AppState) {
     app.forget_cached();
     app.hub.wake_all();
     app.queue.wake_all();
+    app.trigger_wakes.notify_one();
 }
 
 fn dispatch(app: &AppState, notification: &PgNotification) {
@@ -68,6 +72,7 @@ fn dispatch(app: &AppState, notification: &PgNotification) {
                 app.invalidate(invalidation);
             }
         }
+        TRIGGERS_CHANNEL => app.trigger_wakes.notify_one(),
         channel => {
             let Ok(id) = Uuid::parse_str(payload) else { return };
             match channel {

@@ -88,9 +88,22 @@ fn render(spec: &RequestSpec, vars: &Variables, context: Context<'_>) -> Result<
         shown.insert(name.clone(), if secret { "***".to_owned() } else { rendered.clone() });
         headers.push((name.clone(), rendered));
     }
+    if context.job.trigger_depth > 0 {
+        mark_depth(&mut headers, &mut shown, context.job.trigger_depth);
+    }
     let body = spec.body.as_deref().map(|b| template::render(b, &scope)).transpose().map_err(|e| fail("body", e))?;
     let outgoing = Outgoing { method: method.clone(), url: url.clone(), untainted_url, headers, body: body.clone() };
     Ok((SentRequest { method, url, headers: shown, body }, outgoing))
+}
+
+/// Puts a triggered run's depth in its chain on a request, after the flow's own headers and in place of any of
+/// that name: a flow cannot drop or lower it, so a loop of runs triggering themselves is seen and stopped.
+fn mark_depth(headers: &mut Vec<(String, String)>, shown: &mut BTreeMap<String, String>, depth: u32) {
+    let name = hookflow_shared::wire::header::TRIGGER_DEPTH;
+    headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    shown.retain(|n, _| !n.eq_ignore_ascii_case(name));
+    headers.push((name.to_owned(), depth.to_string()));
+    shown.insert(name.to_owned(), depth.to_string());
 }
 
 /// One try of a request node.
@@ -177,4 +190,19 @@ fn evaluate(
         }
     }
     exchange
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_triggered_run_marks_its_depth_over_the_flows_own_header() {
+        let mut headers = vec![("Hookflow-Trigger-Depth".to_owned(), "0".to_owned()), ("a".into(), "1".into())];
+        let mut shown: BTreeMap<String, String> = headers.iter().cloned().collect();
+        mark_depth(&mut headers, &mut shown, 3);
+        assert_eq!(headers, [("a".to_owned(), "1".to_owned()), ("hookflow-trigger-depth".into(), "3".into())]);
+        assert_eq!(shown.get("hookflow-trigger-depth").map(String::as_str), Some("3"));
+        assert_eq!(shown.len(), 2);
+    }
 }

@@ -191,6 +191,14 @@ pub struct Job {
     /// a run that times out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_note: Option<String>,
+    /// How deep in a chain of triggered runs this one is (1: launched by a capture no run sent); every request
+    /// of the run carries it in `Hookflow-Trigger-Depth`. Absent (0) for runs no capture launched.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub trigger_depth: u32,
+}
+
+fn is_zero(depth: &u32) -> bool {
+    *depth == 0
 }
 
 /// The variables of a claim by where they came from, lowest first. Only environment values are templates (they
@@ -224,6 +232,7 @@ impl Job {
             layers: None,
             secret_hosts: BTreeMap::new(),
             withheld_secrets: Vec::new(),
+            trigger_depth: 0,
             timeout_note: None,
         }
     }
