@@ -56,5 +56,7 @@ mod signatures;
 mod signatures_endpoint;
 mod startup;
 mod stream;
+mod triggers;
+mod triggers_replicas;
 mod webhooks;
 mod wire_shapes;
