@@ -36,7 +36,7 @@ ALTER TABLE executions ADD CONSTRAINT executions_trigger_check
     CHECK (trigger IN ('api', 'cli', 'schedule', 'tag', 'webhook')) NOT VALID;
 
 -- A capture's executions (its `executions` in reads). Partial: executions no capture launched are not in it, so
--- launches and claims of the others never touch it. Building it reads the table once.
+-- launches and claims of the others never touch it. Building it reads the table once (writes to it wait).
 CREATE INDEX executions_trigger_request ON executions (trigger_request_id) WHERE trigger_request_id IS NOT NULL;
 
 -- Trigger launches per organization and minute (every replica's dispatcher counts here, under the row's lock).
