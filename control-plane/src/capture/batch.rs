@@ -95,6 +95,7 @@ WITH input AS (
 ), armed AS (
     SELECT w.id, w.triggers, w.verification->>'mode' = 'enforce' AS enforced FROM webhooks w
     WHERE w.id IN (SELECT s.webhook_id FROM stored s WHERE s.webhook_id IS NOT NULL) AND w.triggers <> '[]'
+        AND jsonb_typeof(w.triggers) = 'array'
 ), owed AS (
     INSERT INTO trigger_launches (capture_id, trigger_index, organization_id, webhook_id, trigger)
     SELECT s.id, t.n - 1, s.organization_id, s.webhook_id, t.trigger
