@@ -5,11 +5,11 @@
 //! many organizations while one organization has a large backlog.
 
 use crate::load::{BoxError, percentile_ms};
+use crate::server_process::{ServerProcess, database, postgres_cpu, start_server, usage};
 use hookflow_shared::{JobId, RunnerId};
 use serde_json::{Value, json};
-use std::io::BufRead as _;
 use std::net::{IpAddr, Ipv4Addr};
-use std::process::{Child, Command, Stdio};
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,94 +34,6 @@ pub struct Args {
     /// HTTP/2, which multiplexes both on one connection.
     #[arg(long)]
     http1: bool,
-}
-
-/// The server process and its data directory, both gone when dropped.
-struct ServerProcess {
-    child: Child,
-    dir: std::path::PathBuf,
-    base: String,
-    key: String,
-    org: String,
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn start_server() -> Result<ServerProcess, BoxError> {
-    let binary = std::env::current_exe()?.with_file_name("hookflow-server");
-    if !binary.is_file() {
-        return Err(format!("{} is missing: cargo build --release -p hookflow-control-plane", binary.display()).into());
-    }
-    let dir = std::path::PathBuf::from(format!("/tmp/hookflow-fleet-{}", std::process::id()));
-    let mut child = Command::new(&binary)
-        .args(["--data-dir", &dir.to_string_lossy(), "--listen", "127.0.0.1:0", "--metrics-listen", "off"])
-        .args(["--embedded-runner", "off", "--max-connections", "16384", "--max-connections-per-address", "4096"])
-        .args(["--db-max-connections", "20", "--log", "warn"])
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let mut out = std::io::BufReader::new(child.stdout.take().ok_or("stdout")?);
-    let (mut key, mut org, mut base) = (String::new(), String::new(), String::new());
-    let mut line = String::new();
-    while out.read_line(&mut line)? > 0 {
-        if let Some(v) = line.trim().strip_prefix("api key:") {
-            key = v.trim().to_owned();
-        } else if let Some(v) = line.trim().strip_prefix("organization id:") {
-            org = v.trim().to_owned();
-        } else if let Some(at) = line.find("Sign in to the app at ") {
-            base = line[at + 22..].split_whitespace().next().unwrap_or_default().trim_end_matches('/').to_owned();
-        }
-        if !key.is_empty() && !org.is_empty() && !base.is_empty() {
-            break;
-        }
-        line.clear();
-    }
-    if key.is_empty() || base.is_empty() {
-        return Err("the server did not print its first start".into());
-    }
-    Ok(ServerProcess { child, dir, base, key, org })
-}
-
-/// Resident memory (MiB) and CPU time (seconds) of a process.
-fn usage(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        .map_or(f64::NAN, |kib| kib / 1024.0);
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit(") ").next().unwrap_or_default().split_whitespace().collect();
-    let ticks: f64 = [11, 12].iter().filter_map(|i| fields.get(*i)?.parse::<f64>().ok()).sum();
-    (rss, ticks / 100.0)
-}
-
-/// CPU seconds of the embedded PostgreSQL: its postmaster and every backend and helper under it.
-fn postgres_cpu(dir: &std::path::Path) -> f64 {
-    let Some(postmaster) = std::fs::read_to_string(dir.join("postgres/data/postmaster.pid"))
-        .ok()
-        .and_then(|t| t.lines().next()?.trim().parse::<u32>().ok())
-    else {
-        return f64::NAN;
-    };
-    let mut total = usage(postmaster).1;
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let parent = stat.rsplit(") ").next().and_then(|rest| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
-        if parent == Some(postmaster) {
-            total += usage(pid).1;
-        }
-    }
-    total
 }
 
 fn raise_file_limit() {
@@ -245,14 +157,6 @@ async fn connections_in_use(pool: &sqlx::PgPool) -> Result<i64, BoxError> {
     )
     .fetch_one(pool)
     .await?)
-}
-
-fn database(server: &ServerProcess) -> Result<sqlx::PgPool, BoxError> {
-    let cluster = server.dir.join("postgres");
-    let password = std::fs::read_to_string(cluster.join("password"))?;
-    let url =
-        format!("postgres://hookflow:{}@localhost/hookflow?host={}", password.trim(), cluster.join("run").display());
-    Ok(hookflow_control_plane::db::pool(hookflow_control_plane::db::parse_url(&url)?, 4))
 }
 
 /// Claims seen by the simulated runners (when, which execution), and their heartbeat latencies (microseconds).

@@ -11,7 +11,9 @@ mod inspector;
 mod load;
 mod queue;
 mod retention;
+mod server_process;
 mod setup;
+mod waits;
 mod wrk;
 
 use clap::{Parser, Subcommand};
@@ -61,6 +63,10 @@ enum Scenario {
     /// Latency of /healthz and captures from 127.0.0.1 on fresh connections, quiet and then with thousands of
     /// idle connections held from other addresses.
     Flood(flood::Args),
+    /// A thousand executions waiting at once in webhook nodes on one runner: the server's RSS and CPU while they
+    /// wait beside the same server idle, and capture -> waiting node woken p50/p99 beside the captures' own answer
+    /// time. Needs target/release/hookflow-server beside hookflow-bench.
+    Waits(waits::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -77,6 +83,7 @@ fn main() -> std::process::ExitCode {
             Scenario::Retention(args) => retention::run(args).await,
             Scenario::Fleet(args) => fleet::run(args).await,
             Scenario::Inspector(args) => inspector::run(args).await,
+            Scenario::Waits(args) => waits::run(args).await,
         }
     });
     match result {

@@ -140,6 +140,36 @@ impl MasterKey {
     }
 }
 
+impl MasterKey {
+    /// A 128-bit tag of `data` under the current key (HMAC-SHA-256 with `label` separating its uses): values the
+    /// server hands out and must later recognise, without storing them.
+    pub fn tag(&self, label: &str, data: &[u8]) -> [u8; 16] {
+        tag_with(&self.read().current, label, data)
+    }
+
+    /// Whether `tag` is [`MasterKey::tag`] of `data` under any key of the ring (so values handed out before a
+    /// rotation keep working), compared in constant time.
+    pub fn check_tag(&self, label: &str, data: &[u8], tag: &[u8]) -> bool {
+        let ring = self.read();
+        std::iter::once(&ring.current)
+            .chain(&ring.previous)
+            .any(|key| aws_lc_rs::constant_time::verify_slices_are_equal(&tag_with(key, label, data), tag).is_ok())
+    }
+}
+
+fn tag_with(key: &RingKey, label: &str, data: &[u8]) -> [u8; 16] {
+    use aws_lc_rs::hmac;
+    let key = hmac::Key::new(hmac::HMAC_SHA256, &key.bytes);
+    let mut context = hmac::Context::with_key(&key);
+    context.update(label.as_bytes());
+    context.update(&[0]);
+    context.update(data);
+    let full = context.sign();
+    let mut tag = [0u8; 16];
+    tag.copy_from_slice(&full.as_ref()[..16]);
+    tag
+}
+
 /// A new random token of `kind` (`hf_`, `hfj_`, `hfr_`), with its checksum.
 pub fn new_token(kind: hookflow_shared::token::TokenKind) -> String {
     let mut random = [0u8; hookflow_shared::token::BODY_LEN];

@@ -45,6 +45,8 @@ pub struct Inner {
     pub allowances: Arc<Allowances>,
     pub writers: Writers,
     pub hub: Arc<StreamHub>,
+    /// Webhook nodes waiting for captures (their long polls).
+    pub waiters: Arc<crate::capture::waiters::CaptureWaiters>,
     /// This process among the replicas sharing the database (in `queue_watchers` and `capture_watchers`).
     pub replica: uuid::Uuid,
     /// Wakes long-polling claims.
@@ -198,6 +200,7 @@ impl Settings {
             allow_private_targets: self.allow_private_targets,
             embedded_max_run: self.embedded_runner.max_run,
             master_key: &self.master_key,
+            capture_url: &self.capture_url,
         }
     }
 }
@@ -235,6 +238,7 @@ impl AppState {
         let capture = Arc::new(CapturePath {
             pool: pool.clone(),
             endpoints: EndpointCache::default(),
+            executions: Default::default(),
             writer: CaptureWriter::start(pool.clone()),
             allowances: allowances.clone(),
             trusted_proxies: settings.trusted_proxies.clone(),
@@ -249,6 +253,7 @@ impl AppState {
                 completions: GroupCommit::start(pool.clone(), crate::queue::finish::MAX_BATCH, "completions"),
             },
             hub: StreamHub::new(pool.clone(), replica, shutdown.clone(), settings.stream_buffer),
+            waiters: crate::capture::waiters::CaptureWaiters::new(pool.clone()),
             replica,
             drafts: Default::default(),
             issued_jobs: Default::default(),

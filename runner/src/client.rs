@@ -4,8 +4,8 @@
 //! job calls' 401/409 as a lost job) and its cheap report bodies (encoded once, sent as bytes).
 
 use hookflow_shared::api::runners::{
-    Complete, FinalStatus, Heartbeat, HeartbeatReply, Job, JobBatch, Metrics, NextJob, RegisterRunner, Registered,
-    ReportReply,
+    CaptureWait, CaptureWaitReply, Complete, FinalStatus, Heartbeat, HeartbeatReply, Job, JobBatch, Metrics, NextJob,
+    RegisterRunner, Registered, ReportReply,
 };
 use hookflow_shared::redacted::Redacted;
 use hookflow_shared::wire::{Refusal, runner_route};
@@ -183,5 +183,31 @@ impl Client {
     pub async fn complete(&self, job: &Job, status: FinalStatus, error: Option<String>) -> Result<(), ClientError> {
         let request = self.post_as_job(&runner_route::job_complete(job.job_id), job).json(&Complete { status, error });
         self.send::<serde_json::Value>(request, true).await.map(|_| ())
+    }
+}
+
+impl crate::engine::webhook::CaptureSource for Client {
+    fn wait<'a>(
+        &'a self,
+        job: &'a Job,
+        wait: &'a CaptureWait,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<CaptureWaitReply, crate::engine::webhook::PollFailed>> + Send + 'a>,
+    > {
+        Box::pin(async move {
+            let request = self
+                .post_as_job(&runner_route::job_captures(job.job_id), job)
+                .json(wait)
+                .timeout(Duration::from_millis(wait.wait_ms.unwrap_or(25_000)) + Duration::from_secs(15));
+            match self.send::<CaptureWaitReply>(request, true).await {
+                Ok(reply) => Ok(reply.unwrap_or_default()),
+                Err(e) => {
+                    let refused = matches!(&e, ClientError::Status { status, .. } if status.is_client_error()
+                        && *status != StatusCode::TOO_MANY_REQUESTS)
+                        || matches!(e, ClientError::JobLost(_) | ClientError::Refused(_));
+                    Err(crate::engine::webhook::PollFailed { refused, message: e.to_string() })
+                }
+            }
+        })
     }
 }

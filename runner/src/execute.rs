@@ -155,7 +155,7 @@ pub async fn execute_with(
     let (sink, results) = mpsc::unbounded_channel();
     // Its own task, so reports are encoded and sent in parallel with the run.
     let reporting = tokio::spawn(report_all(client.clone(), job.clone(), results, cancel.clone(), options));
-    let outcome = engine.run(job, &sink, cancel).await;
+    let outcome = engine.run_with(job, &sink, cancel, Some(client)).await;
     drop(sink);
     match reporting.await {
         Ok(reported) => reported?,

@@ -42,6 +42,8 @@ pub mod runner_route {
     pub const JOB_NODES: &str = "/runner/jobs/{job_id}/nodes";
     /// `POST` under the job token: completion (OpenAPI form).
     pub const JOB_COMPLETE: &str = "/runner/jobs/{job_id}/complete";
+    /// `POST` under the job token: a webhook node's long poll for a capture (OpenAPI form).
+    pub const JOB_CAPTURES: &str = "/runner/jobs/{job_id}/captures";
 
     /// [`RUNNER`] for one runner.
     pub fn runner(id: RunnerId) -> String {
@@ -56,6 +58,11 @@ pub mod runner_route {
     /// [`JOB_NODES`] for one job.
     pub fn job_nodes(job: JobId) -> String {
         JOB_NODES.replace("{job_id}", &job.to_string())
+    }
+
+    /// [`JOB_CAPTURES`] for one job.
+    pub fn job_captures(job: JobId) -> String {
+        JOB_CAPTURES.replace("{job_id}", &job.to_string())
     }
 
     /// [`JOB_COMPLETE`] for one job.

@@ -87,12 +87,13 @@ impl TestApp {
         self.call(Method::POST, runner_route::NEXT_JOB, Some(creds), Some(body)).await
     }
 
-    /// A call authenticated by a job token; `action` is `nodes` or `complete`.
+    /// A call authenticated by a job token; `action` is `nodes`, `complete` or `captures`.
     pub async fn job_call(&self, job: &Value, action: &str, body: Value) -> Reply {
         let job_id: JobId = job["job_id"].as_str().and_then(|id| id.parse().ok()).expect("job id");
         let path = match action {
             "nodes" => runner_route::job_nodes(job_id),
             "complete" => runner_route::job_complete(job_id),
+            "captures" => runner_route::job_captures(job_id),
             other => panic!("no job route `{other}`"),
         };
         let token = job["job_token"].as_str().expect("job token");
@@ -147,15 +148,27 @@ impl TestApp {
 
     /// As [`TestApp::spawn_with_embedded_runner`], running a flow for at most `max_run`.
     pub async fn spawn_with_embedded_runner_for(max_run: Duration) -> Self {
+        Self::spawn_with_embedded_runner_of(2, 0.5, max_run, |_| {}).await
+    }
+
+    /// A server running its embedded runner with `slots` slots, `share` of them per organization at most, running
+    /// a flow for at most `max_run`, with `configure`'s settings.
+    pub async fn spawn_with_embedded_runner_of(
+        slots: u32,
+        share: f64,
+        max_run: Duration,
+        configure: impl FnOnce(&mut hookflow_control_plane::state::Settings),
+    ) -> Self {
         let key = hookflow_control_plane::server::embedded_runner::new_key();
         let hash = key.hash.clone();
         let app = Self::spawn_with(|settings| {
             settings.embedded_runner_key_hash = Some(hash);
-            settings.embedded_runner = hookflow_control_plane::state::EmbeddedRunnerLimits::new(2, 0.5, max_run);
+            settings.embedded_runner = hookflow_control_plane::state::EmbeddedRunnerLimits::new(slots, share, max_run);
+            configure(settings);
         })
         .await;
         let address = app.base.trim_start_matches("http://").parse().expect("address");
-        hookflow_control_plane::server::embedded_runner::spawn(address, key, 2, app.shutdown_token());
+        hookflow_control_plane::server::embedded_runner::spawn(address, key, slots, app.shutdown_token());
         app
     }
 

@@ -12,6 +12,7 @@ pub mod notices;
 pub mod oidc;
 pub mod people;
 pub mod prometheus;
+pub mod provider;
 pub mod proxy;
 pub mod runner;
 pub mod scratch;

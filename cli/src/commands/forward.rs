@@ -149,7 +149,8 @@ mod tests {
     fn capture(path: &str) -> Capture {
         Capture {
             id: CaptureId::nil(),
-            webhook_id: WebhookId::nil(),
+            webhook_id: Some(WebhookId::nil()),
+            execution_id: None,
             method: "POST".into(),
             path: path.into(),
             query_string: "a=1".into(),
@@ -164,6 +165,7 @@ mod tests {
             received_at: Timestamp::now(),
             signature: hookflow_shared::api::signatures::Signature::unverified(),
             body_truncated: false,
+            executions: Vec::new(),
         }
     }
 

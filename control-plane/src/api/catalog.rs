@@ -58,7 +58,13 @@ async fn evaluate_extractor(
     // Parsing is CPU work bounded by budgets: off the async workers all the same.
     let extracted = tokio::task::spawn_blocking(move || {
         let headers: Vec<(String, String)> = body.response.headers.into_iter().collect();
-        let response = ResponseView { status: body.response.status, headers: &headers, body: &body.response.body };
+        let response = ResponseView {
+            status: body.response.status,
+            method: None,
+            signature: None,
+            headers: &headers,
+            body: &body.response.body,
+        };
         body.extractor.extract(response)
     })
     .await
@@ -126,6 +132,24 @@ async fn list_special_nodes(_caller: Caller<scope::Any>) -> Json<KindList> {
                 "set_variables",
                 "Sets variables (templated) for the nodes after it.",
                 vec![field("variables", "object", true)],
+            ),
+            node(
+                "webhook",
+                "Waits for a captured request (on an endpoint, or on the execution's own {{execution.capture_url}}) \
+                 received since the execution started and matching `webhook.q` / `webhook.filter` (templates \
+                 allowed) and, with `webhook.signature: \"valid\"`, validly signed; fails with `timeout` after \
+                 `webhook.timeout_ms` (default 30000). Extractors and assertions read the capture as a response \
+                 (statusCode is its method; signature its verdict).",
+                vec![
+                    field("webhook", "object", true),
+                    field("webhook.webhook_id", "string", false),
+                    field("webhook.q", "string", false),
+                    field("webhook.filter", "object", false),
+                    field("webhook.signature", "\"valid\"", false),
+                    field("webhook.timeout_ms", "integer", false),
+                    field("extractors", "array", false),
+                    field("assertions", "array", false),
+                ],
             ),
         ],
     })

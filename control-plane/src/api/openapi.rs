@@ -40,7 +40,7 @@ pub const TAGS: [&str; 11] = [
         (name = "Administration", description = "Scopes, API keys, the organization, members and the audit log."),
         (name = "Extractors", description = "Extractor kinds and a sandbox to evaluate them."),
         (name = "Assertions", description = "The 14 assertion operators and a sandbox to evaluate them."),
-        (name = "SpecialNodes", description = "Non-request node kinds: delay, module, set_variables."),
+        (name = "SpecialNodes", description = "Non-request node kinds: delay, module, set_variables, webhook."),
         (name = "Runner", description = "Runner registration, heartbeats, job claims and results."),
     ),
     components(schemas(hookflow_shared::ErrorBody, hookflow_shared::flow::definition::Latest)),

@@ -3,15 +3,17 @@
 //! the database refuses never fails its neighbours: the batch is stored again in halves under savepoints until the
 //! refused rows stand alone, and only they are answered `Rejected`.
 
+use crate::capture::cache::CaptureTarget;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::signatures::Signature;
-use hookflow_shared::{CaptureId, OrgId, WebhookId};
+use hookflow_shared::{CaptureId, ExecutionId, OrgId, WebhookId};
 
 /// A request to store.
 #[derive(Debug)]
 pub struct CaptureRecord {
     pub org_id: OrgId,
-    pub webhook_id: WebhookId,
+    /// The endpoint, or the execution whose own URL, the capture was sent to.
+    pub target: CaptureTarget,
     pub method: String,
     pub path: String,
     pub query_string: String,
@@ -56,28 +58,35 @@ pub enum Outcome {
 }
 
 /// Stores one batch with one statement (atomic on its own, one round trip): the rows, the endpoints' counts, the
-/// per-minute counters and the NOTIFYs (only for endpoints a replica's stream hub watches). Rows whose endpoint
-/// vanished are skipped. Captures of endpoints with `triggers` owe a launch per trigger (`trigger_launches`, the
-/// dispatchers' outbox, woken by a NOTIFY), committed with them; a capture its endpoint's `enforce` refused owes
-/// none. Endpoints without triggers cost one look at their row per batch.
+/// per-minute counters and the NOTIFYs (for endpoints a replica watches, and always for executions' own URLs,
+/// whose captures are rare and always awaited). Rows whose endpoint vanished, or whose execution is gone or ended
+/// more than `sinks::GRACE_MINUTES` ago, are skipped. Execution captures count in no endpoint's counters.
+/// Captures of endpoints with `triggers` owe a launch per trigger (`trigger_launches`, the dispatchers' outbox,
+/// woken by a NOTIFY), committed with them; a capture its endpoint's `enforce` refused owes none, nor does one sent
+/// to an execution's own URL. Endpoints without triggers cost one look at their row per batch.
 const WRITE_BATCH: &str = "
 WITH input AS (
     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
                          $8::text[], $9::text[], $10::bytea[], $11::bytea[], $12::bool[], $13::text[], $14::timestamptz[],
-                         $16::text[], $17::text[], $18::text[], $19::int2[], $20::text[])
+                         $16::text[], $17::text[], $18::text[], $19::int2[], $20::text[], $21::uuid[])
         AS u(id, org, webhook, method, path, qs, query, headers, ct, body, sha, utf8, ip, at,
-             verdict, scheme, reason, secret_index, message_id)
+             verdict, scheme, reason, secret_index, message_id, execution)
 ), stored AS (
     INSERT INTO captures (id, organization_id, webhook_id, method, path, query_string, query, headers, content_type,
                           body, body_size, body_sha256, body_utf8, source_ip, received_at, signature_verdict,
-                          signature_scheme, signature_reason, signature_secret_index, signature_message_id)
+                          signature_scheme, signature_reason, signature_secret_index, signature_message_id,
+                          execution_id)
     SELECT u.id, u.org, u.webhook, u.method, u.path, u.qs, u.query::jsonb, u.headers::jsonb, u.ct, u.body,
-           length(u.body), u.sha, u.utf8, u.ip, u.at, u.verdict, u.scheme, u.reason, u.secret_index, u.message_id
-    FROM input u JOIN webhooks w ON w.id = u.webhook
-    RETURNING id, organization_id, webhook_id, method, received_at, signature_verdict
+           length(u.body), u.sha, u.utf8, u.ip, u.at, u.verdict, u.scheme, u.reason, u.secret_index, u.message_id,
+           u.execution
+    FROM input u
+    WHERE EXISTS (SELECT 1 FROM webhooks w WHERE w.id = u.webhook)
+       OR EXISTS (SELECT 1 FROM executions e WHERE e.id = u.execution
+                  AND (e.finished_at IS NULL OR e.finished_at > now() - interval '15 minutes'))
+    RETURNING id, organization_id, webhook_id, execution_id, method, received_at, signature_verdict
 ), endpoints AS (
     INSERT INTO webhook_counters AS c (webhook_id, slot, stored, last_request_at)
-    SELECT webhook_id, $15, count(*), max(received_at) FROM stored GROUP BY webhook_id
+    SELECT webhook_id, $15, count(*), max(received_at) FROM stored WHERE webhook_id IS NOT NULL GROUP BY webhook_id
     ON CONFLICT (webhook_id, slot) DO UPDATE SET stored = c.stored + EXCLUDED.stored,
         last_request_at = GREATEST(c.last_request_at, EXCLUDED.last_request_at)
     RETURNING c.webhook_id
@@ -85,13 +94,16 @@ WITH input AS (
     INSERT INTO capture_counts AS c (webhook_id, organization_id, minute, method, slot, count, valid, invalid)
     SELECT webhook_id, organization_id, date_trunc('minute', received_at, 'UTC'), method, $15, count(*),
            count(*) FILTER (WHERE signature_verdict = 'valid'), count(*) FILTER (WHERE signature_verdict = 'invalid')
-    FROM stored GROUP BY 1, 2, 3, 4
+    FROM stored WHERE webhook_id IS NOT NULL GROUP BY 1, 2, 3, 4
     ON CONFLICT (webhook_id, minute, method, slot) DO UPDATE SET count = c.count + EXCLUDED.count,
         valid = c.valid + EXCLUDED.valid, invalid = c.invalid + EXCLUDED.invalid
 ), notified AS (
     SELECT pg_notify('hookflow_captures', e.webhook_id::text) FROM endpoints e
     WHERE EXISTS (SELECT 1 FROM capture_watchers cw
                   WHERE cw.webhook_id = e.webhook_id AND cw.seen_at > now() - interval '5 minutes')
+    UNION ALL
+    SELECT pg_notify('hookflow_captures', x.execution_id::text)
+    FROM (SELECT DISTINCT execution_id FROM stored WHERE execution_id IS NOT NULL) x
 ), armed AS (
     SELECT w.id, w.triggers, w.verification->>'mode' = 'enforce' AS enforced FROM webhooks w
     WHERE w.id IN (SELECT s.webhook_id FROM stored s WHERE s.webhook_id IS NOT NULL) AND w.triggers <> '[]'
@@ -151,7 +163,7 @@ fn isolate<'a>(
                 sqlx::query("ROLLBACK TO SAVEPOINT part").execute(&mut *conn).await?;
                 sqlx::query("RELEASE SAVEPOINT part").execute(&mut *conn).await?;
                 if records.len() == 1 {
-                    tracing::warn!(error = %e, webhook_id = %records[0].webhook_id, "a capture cannot be stored");
+                    tracing::warn!(error = %e, target = ?records[0].target, "a capture cannot be stored");
                     let gone = matches!(&e, sqlx::Error::Database(db) if db.code().as_deref() == Some("23503"));
                     return Ok(vec![if gone { Outcome::EndpointGone } else { Outcome::Rejected }]);
                 }
@@ -185,7 +197,7 @@ fn bind<'q>(
     sqlx::query_scalar(WRITE_BATCH)
         .bind(ids)
         .bind(records.iter().map(|r| r.org_id).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| r.webhook_id).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.webhook_id()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.method.as_str()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.path.as_str()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.query_string.as_str()).collect::<Vec<_>>())
@@ -203,4 +215,21 @@ fn bind<'q>(
         .bind(records.iter().map(|r| r.signature.answer.reason.as_deref()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.signature.answer.secret_index.map(i16::from)).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.signature.message_id.as_deref()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.execution_id()).collect::<Vec<_>>())
+}
+
+impl CaptureRecord {
+    fn webhook_id(&self) -> Option<WebhookId> {
+        match self.target {
+            CaptureTarget::Webhook(id) => Some(id),
+            CaptureTarget::Execution(_) => None,
+        }
+    }
+
+    fn execution_id(&self) -> Option<ExecutionId> {
+        match self.target {
+            CaptureTarget::Execution(id) => Some(id),
+            CaptureTarget::Webhook(_) => None,
+        }
+    }
 }

@@ -14,7 +14,7 @@ use crate::crypto::{MasterKey, Sealed};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hookflow_shared::api::signatures::Verification;
 use hookflow_shared::api::webhooks::CustomResponse;
-use hookflow_shared::{OrgId, WebhookId};
+use hookflow_shared::{ExecutionId, OrgId, WebhookId};
 use sqlx::PgPool;
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -30,10 +30,18 @@ const MAX_KNOWN: usize = 1_000_000;
 /// Endpoint reads from the database running at once.
 const LOADS: usize = 4;
 
-/// What the capture path needs to know about an endpoint.
+/// Who a capture URL belongs to: an endpoint, or an execution (its own URL, `{{execution.capture_url}}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureTarget {
+    Webhook(WebhookId),
+    Execution(ExecutionId),
+}
+
+/// What the capture path needs to know about an endpoint (or an execution's own URL, which captures as an endpoint
+/// with its organization's defaults would).
 #[derive(Debug)]
 pub struct Endpoint {
-    pub id: WebhookId,
+    pub target: CaptureTarget,
     pub org_id: OrgId,
     pub max_body_bytes: usize,
     pub response: Option<CustomResponse>,
@@ -43,6 +51,19 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// An endpoint capturing at most `rate` requests a second (at least one).
+    pub fn new(target: CaptureTarget, org_id: OrgId, max_body_bytes: i64, rate: i32) -> Self {
+        let rate = u32::try_from(rate).ok().and_then(NonZeroU32::new).unwrap_or(NonZeroU32::MIN);
+        Self {
+            target,
+            org_id,
+            max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(0),
+            response: None,
+            verification: None,
+            limiter: RateLimiter::direct(Quota::per_second(rate)),
+        }
+    }
+
     /// `Err(wait)` when the endpoint is over its rate limit.
     pub fn check_rate(&self) -> Result<(), Duration> {
         self.limiter.check().map_err(|not_until| {
@@ -141,14 +162,10 @@ impl EndpointCache {
         };
         let verification = row.verification(master, id);
         let EndpointRow { organization_id: org_id, max_body_bytes, response, rate, .. } = row;
-        let rate = u32::try_from(rate.min(max_rate)).ok().and_then(NonZeroU32::new).unwrap_or(NonZeroU32::MIN);
         let endpoint = Arc::new(Endpoint {
-            id,
-            org_id,
-            max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(0),
             response: response.map(|r| r.0),
             verification,
-            limiter: RateLimiter::direct(Quota::per_second(rate)),
+            ..Endpoint::new(CaptureTarget::Webhook(id), org_id, max_body_bytes, rate.min(max_rate))
         });
         self.unknown.remove(&id);
         self.known.insert(id, endpoint.clone());

@@ -8,6 +8,8 @@ pub mod cache;
 pub mod hub;
 pub mod row;
 pub mod signing;
+pub mod sinks;
+pub mod waiters;
 pub mod writer;
 
 use crate::crypto::MasterKey;
@@ -23,7 +25,7 @@ use axum::extract::{ConnectInfo, FromRef, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use batch::CaptureSignature;
-use cache::{Endpoint, EndpointCache, Lookup};
+use cache::{CaptureTarget, Endpoint, EndpointCache, Lookup};
 use hookflow_shared::api::signatures::{Verdict, VerificationMode};
 use hookflow_shared::api::webhooks::{CaptureReceipt, CustomResponse};
 use hookflow_shared::{CaptureId, ErrorCode, OrgId, Timestamp, WebhookId};
@@ -41,6 +43,8 @@ pub struct CapturePath {
     pub pool: PgPool,
     /// Endpoints by id, dropped when they change (NOTIFY).
     pub endpoints: EndpointCache,
+    /// Executions' own capture URLs.
+    pub executions: sinks::ExecutionSinks,
     /// The group-commit writer captures are stored through.
     pub writer: CaptureWriter,
     /// Unknown endpoint lookups per address.
@@ -121,21 +125,7 @@ async fn capture_inner(
     }
     let rest = parts.uri.path().strip_prefix("/webhook/").unwrap_or_default();
     let (id, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let id: WebhookId = id.parse().map_err(|_| ApiError::not_found("webhook"))?;
-    let endpoint = match capture.endpoints.lookup(id) {
-        Lookup::Known(endpoint) => endpoint,
-        Lookup::Unknown => return Err(ApiError::not_found("webhook")),
-        Lookup::Miss => {
-            // Every id memory does not know costs a query: a budget per address keeps floods off the database.
-            capture.allowances.unknown_capture(crate::http::client_address::budget_key(peer.ip()))?;
-            let max_rate = capture.max_rate_per_s;
-            capture
-                .endpoints
-                .load(&capture.pool, &capture.master_key, id, max_rate)
-                .await?
-                .ok_or_else(|| ApiError::not_found("webhook"))?
-        }
-    };
+    let endpoint = resolve(capture, peer, id).await?;
     if let Err(wait) = endpoint.check_rate() {
         let mut error = ApiError::new(ErrorCode::RateLimited, "this endpoint receives too many requests; retry later");
         error.retry_after_s = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
@@ -152,6 +142,7 @@ async fn capture_inner(
         None => CaptureSignature::unverified(),
         Some(verification) => {
             // Only Twilio and Square sign the URL: the others' captures skip building it.
+            let CaptureTarget::Webhook(id) = endpoint.target else { unreachable!("only endpoints verify") };
             let url = if verification.scheme.signs_url() {
                 signed_url(&capture.capture_url, id, path, parts.uri.query().unwrap_or_default())
             } else {
@@ -173,6 +164,29 @@ async fn capture_inner(
             Err(ApiError::invalid("this capture holds a value the database cannot store; nothing was kept"))
         }
         Outcome::Failed => Err(ApiError::unavailable()),
+    }
+}
+
+/// The endpoint (or the execution's own URL) a capture URL's id segment names; 404 for anything else.
+async fn resolve(capture: &CapturePath, peer: SocketAddr, id: &str) -> ApiResult<Arc<Endpoint>> {
+    let Ok(id) = id.parse::<WebhookId>() else {
+        let execution = sinks::parse(&capture.master_key, id).ok_or_else(|| ApiError::not_found("webhook"))?;
+        let endpoint = capture.executions.endpoint(&capture.pool, execution, capture.max_rate_per_s).await?;
+        return endpoint.ok_or_else(|| ApiError::not_found("webhook"));
+    };
+    match capture.endpoints.lookup(id) {
+        Lookup::Known(endpoint) => Ok(endpoint),
+        Lookup::Unknown => Err(ApiError::not_found("webhook")),
+        Lookup::Miss => {
+            // Every id memory does not know costs a query: a budget per address keeps floods off the database.
+            capture.allowances.unknown_capture(crate::http::client_address::budget_key(peer.ip()))?;
+            let max_rate = capture.max_rate_per_s;
+            capture
+                .endpoints
+                .load(&capture.pool, &capture.master_key, id, max_rate)
+                .await?
+                .ok_or_else(|| ApiError::not_found("webhook"))
+        }
     }
 }
 
@@ -257,7 +271,7 @@ impl Captured<'_> {
         let content_type = self.parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
         Ok(CaptureRecord {
             org_id: endpoint.org_id,
-            webhook_id: endpoint.id,
+            target: endpoint.target,
             method: self.parts.method.as_str().to_owned(),
             path: self.path.to_owned(),
             query_json: to_json_string(&query)?,

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use hookflow_shared::api::signatures::{Signature, SignatureScheme, Verdict};
 use hookflow_shared::api::triggers::CaptureExecution;
 use hookflow_shared::api::webhooks::{BodyEncoding, Capture};
-use hookflow_shared::{CaptureId, WebhookId};
+use hookflow_shared::{CaptureId, ExecutionId, WebhookId};
 use sqlx::types::Json;
 use std::collections::BTreeMap;
 
@@ -26,14 +26,14 @@ pub const INLINE_BODY_LIMIT: i32 = 64 * 1024;
 
 /// Capture columns with the body inline only up to `INLINE_BODY_LIMIT` (from `captures`, not aliased).
 pub const CAPTURE_COLUMNS_INLINE: &str = concat!(
-    "id, webhook_id, method, path, query_string, query, headers, content_type,
+    "id, webhook_id, execution_id, method, path, query_string, query, headers, content_type,
      CASE WHEN body_size <= 65536 THEN body END AS body, body_size, body_sha256, body_utf8, source_ip, received_at,
      signature_verdict, signature_scheme, signature_reason, signature_secret_index, ",
     capture_executions!()
 );
 /// Capture columns with the whole body (from `captures`, not aliased).
 pub const CAPTURE_COLUMNS_FULL: &str = concat!(
-    "id, webhook_id, method, path, query_string, query, headers, content_type,
+    "id, webhook_id, execution_id, method, path, query_string, query, headers, content_type,
      body, body_size, body_sha256, body_utf8, source_ip, received_at,
      signature_verdict, signature_scheme, signature_reason, signature_secret_index, ",
     capture_executions!()
@@ -42,7 +42,8 @@ pub const CAPTURE_COLUMNS_FULL: &str = concat!(
 #[derive(Debug, sqlx::FromRow)]
 pub struct CaptureRow {
     pub id: CaptureId,
-    pub webhook_id: WebhookId,
+    pub webhook_id: Option<WebhookId>,
+    pub execution_id: Option<ExecutionId>,
     pub method: String,
     pub path: String,
     pub query_string: String,
@@ -84,6 +85,7 @@ impl From<CaptureRow> for Capture {
             signature,
             id: row.id,
             webhook_id: row.webhook_id,
+            execution_id: row.execution_id,
             method: row.method,
             path: row.path,
             query_string: row.query_string,

@@ -25,8 +25,10 @@ pub struct ClaimSettings<'a> {
     pub allow_private_targets: bool,
     /// How long the embedded runner runs a flow at most (`--embedded-runner-max-run-s`).
     pub embedded_max_run: Duration,
-    /// Opens the secrets a run references.
+    /// Opens the secrets a run references, and tags executions' capture URLs.
     pub master_key: &'a crate::crypto::MasterKey,
+    /// The base of capture URLs (`--capture-url`), for each job's `capture_url`.
+    pub capture_url: &'a str,
 }
 
 /// Who claims, which decides where the run's requests may go.
@@ -292,6 +294,7 @@ async fn job_of(
         withheld_secrets: secrets.withheld,
         timeout_note,
         trigger_depth: u32::try_from(row.trigger_depth).unwrap_or(0),
+        capture_url: Some(crate::capture::sinks::capture_url(settings.capture_url, settings.master_key, row.id)),
     })
 }
 

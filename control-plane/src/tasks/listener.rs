@@ -60,6 +60,7 @@ pub async fn run(app: AppState) {
 fn refresh_everything(app: &AppState) {
     app.forget_cached();
     app.hub.wake_all();
+    app.waiters.wake_all();
     app.queue.wake_all();
     app.trigger_wakes.notify_one();
 }
@@ -76,7 +77,10 @@ fn dispatch(app: &AppState, notification: &PgNotification) {
         channel => {
             let Ok(id) = Uuid::parse_str(payload) else { return };
             match channel {
-                CAPTURES_CHANNEL => app.hub.wake(id.into()),
+                CAPTURES_CHANNEL => {
+                    app.hub.wake(id.into());
+                    app.waiters.wake(id);
+                }
                 QUEUE_CHANNEL => app.queue.wake(id.into()),
                 EXECUTIONS_CHANNEL => {
                     let _ = app.execution_wakes.send(id.into());

@@ -1,4 +1,4 @@
-//! The flow engine: runs a claimed job's nodes in order (request, delay, module, set_variables), with conditions,
+//! The flow engine: runs a claimed job's nodes in order (request, delay, module, set_variables, webhook), with conditions,
 //! skip-after-failure unless `continue_on_failure`, per-node retries and timeouts, the flow timeout and
 //! cancellation. Every result is masked of secrets before it leaves the engine.
 
@@ -6,6 +6,7 @@ pub mod mask;
 pub mod request;
 pub mod send;
 pub mod vars;
+pub mod webhook;
 
 use crate::engine::mask::Masker;
 use crate::engine::vars::{Variables, as_text};
@@ -61,6 +62,10 @@ struct RunContext<'a> {
     job: &'a Job,
     masker: Masker,
     cancel: &'a CancellationToken,
+    /// Where webhook nodes wait for captures (none for local runs).
+    captures: Option<&'a dyn webhook::CaptureSource>,
+    /// Captures the run's webhook nodes took.
+    taken: std::sync::Mutex<Vec<hookflow_shared::CaptureId>>,
 }
 
 fn blank_result(node_id: &str, attempt: i32, status: NodeStatus, error: Option<&str>) -> NodeResult {
@@ -76,6 +81,7 @@ fn blank_result(node_id: &str, attempt: i32, status: NodeStatus, error: Option<&
         assertions: Vec::new(),
         error: error.map(str::to_owned),
         retries: 0,
+        capture: None,
     }
 }
 
@@ -106,8 +112,19 @@ impl Engine {
         }
     }
 
-    /// Runs a job to its end; results go to `sink` as each node finishes.
+    /// Runs a job to its end; results go to `sink` as each node finishes. Webhook nodes fail: nothing to wait on.
     pub async fn run(&self, job: &Job, sink: &ResultSink, cancel: &CancellationToken) -> Outcome {
+        self.run_with(job, sink, cancel, None).await
+    }
+
+    /// As [`Engine::run`], webhook nodes waiting on `captures` (the control plane the job came from).
+    pub async fn run_with(
+        &self,
+        job: &Job,
+        sink: &ResultSink,
+        cancel: &CancellationToken,
+        captures: Option<&dyn webhook::CaptureSource>,
+    ) -> Outcome {
         let parsed = match definition::validate(&job.flow.definition) {
             Ok(parsed) => parsed,
             Err(problems) => {
@@ -119,7 +136,8 @@ impl Engine {
             }
         };
         let mut vars = Variables::for_job(job, &parsed.variables);
-        let context = RunContext { job, masker: Masker::new(vars.secrets()), cancel };
+        let context =
+            RunContext { job, masker: Masker::new(vars.secrets()), cancel, captures, taken: Default::default() };
         let limit = Duration::from_secs(job.timeout_s.max(1));
         let ran = tokio::time::timeout(limit, self.run_nodes(&parsed.nodes, &mut vars, &context, Some(sink), 0)).await;
         match ran {
@@ -211,6 +229,16 @@ impl Engine {
             }
             Node::SetVariables(set) => set_variables(set, vars, &mut result),
             Node::Module(module) => self.run_module(module, vars, context, depth, &mut result).await?,
+            Node::Webhook(node) => {
+                let waiting = webhook::Waiting {
+                    job: context.job,
+                    source: context.captures,
+                    masker: &context.masker,
+                    cancel: context.cancel,
+                    taken: &context.taken,
+                };
+                webhook::run(node, vars, waiting, &mut result).await?
+            }
         }
         Some(result)
     }
@@ -284,7 +312,7 @@ impl Engine {
                 Ok(value) => inputs.push((name.clone(), value, vars.is_tainted_template(text))),
                 Err(e) => {
                     result.status = NodeStatus::Error;
-                    result.error = Some(format!("inputs.{name}: {e}"));
+                    result.error = Some(format!("inputs.{name}: {}", vars.explain(&e)));
                     return Some(());
                 }
             }
@@ -294,9 +322,9 @@ impl Engine {
         if ran.cancelled {
             return None;
         }
-        for (name, value) in inner.extracted() {
-            let name = format!("{}.{name}", module.id);
-            vars.set(&name, value.clone());
+        for (inner_name, value) in inner.extracted() {
+            let name = format!("{}.{inner_name}", module.id);
+            vars.set_tainted(&name, value.clone(), inner.is_tainted(inner_name));
             result.extracted.insert(name, value.clone());
         }
         if let Some(failure) = ran.failed {
@@ -317,7 +345,7 @@ fn set_variables(set: &definition::SetVariablesNode, vars: &mut Variables, resul
             }
             Err(e) => {
                 result.status = NodeStatus::Error;
-                result.error = Some(format!("variables.{name}: {e}"));
+                result.error = Some(format!("variables.{name}: {}", vars.explain(&e)));
                 break;
             }
         }
@@ -351,5 +379,6 @@ fn node_flags(node: &Node) -> (bool, Option<&hookflow_shared::api::catalog::Asse
         Node::Delay(n) => (n.enabled, n.condition.as_ref(), n.continue_on_failure),
         Node::Module(n) => (n.enabled, n.condition.as_ref(), n.continue_on_failure),
         Node::SetVariables(n) => (n.enabled, n.condition.as_ref(), n.continue_on_failure),
+        Node::Webhook(n) => (n.enabled, n.condition.as_ref(), n.continue_on_failure),
     }
 }

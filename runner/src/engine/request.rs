@@ -64,7 +64,7 @@ fn render(spec: &RequestSpec, vars: &Variables, context: Context<'_>) -> Result<
         {
             format!("{field}: `{{{{{name}}}}}` is given only to registered runners, not to ephemeral runs")
         }
-        _ => format!("{field}: {e}"),
+        _ => format!("{field}: {}", vars.explain(&e)),
     };
     let method = template::render(&spec.method, &scope).map_err(|e| fail("method", e))?.to_ascii_uppercase();
     let mut url = template::render(&spec.url, &scope).map_err(|e| fail("url", e))?;
@@ -148,7 +148,13 @@ fn evaluate(
     masker: &Masker,
 ) -> Exchange {
     let text = String::from_utf8_lossy(&received.body);
-    let view = ResponseView { status: received.status, headers: &received.headers, body: &text };
+    let view = ResponseView {
+        status: received.status,
+        method: None,
+        signature: None,
+        headers: &received.headers,
+        body: &text,
+    };
     let mut exchange = Exchange { request: Some(shown), ..Exchange::default() };
     for extractor in &node.extractors {
         match extractor.extract(view) {

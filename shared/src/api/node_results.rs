@@ -74,4 +74,8 @@ pub struct NodeResult {
     pub error: Option<String>,
     #[serde(default)]
     pub retries: u32,
+    /// A webhook node's captured request (its body kept up to 64 KiB, with `signature` when the endpoint verifies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<crate::api::webhooks::Capture>)]
+    pub capture: Option<Box<crate::api::webhooks::Capture>>,
 }

@@ -2,7 +2,7 @@
 
 use crate::api::fields::{Labels, Name, RunnerText};
 use crate::api::node_results::NodeResult;
-use crate::ids::{ExecutionId, FlowId, JobId, RunnerId};
+use crate::ids::{CaptureId, ExecutionId, FlowId, JobId, RunnerId, WebhookId};
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -195,10 +195,55 @@ pub struct Job {
     /// of the run carries it in `Hookflow-Trigger-Depth`. Absent (0) for runs no capture launched.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub trigger_depth: u32,
+    /// The execution's own capture URL (`{{execution.capture_url}}`); absent from older servers and local runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_url: Option<String>,
 }
 
 fn is_zero(depth: &u32) -> bool {
     *depth == 0
+}
+
+/// `POST /runner/jobs/{job_id}/captures` (under the job token): a webhook node's long poll for the earliest
+/// capture, received since the execution was launched, that matches its rendered search.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureWait {
+    /// The node waiting (for the server's logs and errors).
+    pub node_id: String,
+    /// An endpoint of the execution's organization; absent: the execution's own capture URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_id: Option<WebhookId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<crate::api::webhooks::SearchFilter>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<crate::flow::webhook_node::RequiredSignature>,
+    /// Captures other nodes of this run took already (at most 100).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 100)]
+    pub exclude: Vec<CaptureId>,
+    /// How long to wait for one, in milliseconds (default 25,000, at most 55,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 55_000)]
+    pub wait_ms: Option<u64>,
+    /// When nothing matches: count the captures seen and say why the closest did not match (the node's last poll).
+    #[serde(default)]
+    pub explain: bool,
+}
+
+/// The answer to a [`CaptureWait`]: the capture, or none within `wait_ms`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CaptureWaitReply {
+    /// The earliest matching capture, with its whole body.
+    pub capture: Option<Box<crate::api::webhooks::Capture>>,
+    /// With `explain` and no capture: captures received at the watched URL since the execution was launched.
+    #[serde(default)]
+    pub seen: u64,
+    /// With `explain` and no capture: why the capture that came closest did not match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closest: Option<String>,
 }
 
 /// The variables of a claim by where they came from, lowest first. Only environment values are templates (they
@@ -234,6 +279,7 @@ impl Job {
             withheld_secrets: Vec::new(),
             trigger_depth: 0,
             timeout_note: None,
+            capture_url: None,
         }
     }
 }
@@ -385,6 +431,7 @@ mod tests {
             assertions: Vec::new(),
             error: None,
             retries: 0,
+            capture: None,
         }
     }
 

@@ -7,7 +7,7 @@ use crate::api::patch::Patch;
 pub use crate::api::search::{FieldMatch, JsonMatch, MatchOp, SearchFilter};
 use crate::api::signatures::{Signature, Verification, VerificationSettings};
 use crate::api::triggers::{CaptureExecution, Triggers, WebhookTrigger};
-use crate::ids::{CaptureId, WebhookId};
+use crate::ids::{CaptureId, ExecutionId, WebhookId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -139,7 +139,10 @@ pub enum BodyEncoding {
 #[schema(as = CapturedRequest)]
 pub struct Capture {
     pub id: CaptureId,
-    pub webhook_id: WebhookId,
+    /// The endpoint that received it; null for a capture sent to an execution's own URL.
+    pub webhook_id: Option<WebhookId>,
+    /// The execution whose own URL (`{{execution.capture_url}}`) received it; null for an endpoint's capture.
+    pub execution_id: Option<ExecutionId>,
     pub method: String,
     /// The part after `/webhook/{id}`: empty or starting with `/`.
     pub path: String,

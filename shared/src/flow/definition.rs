@@ -5,6 +5,7 @@
 use crate::api::catalog::Assertion;
 use crate::flow::assert::Operator;
 use crate::flow::extract::Extractor;
+use crate::flow::names;
 use crate::flow::request_parts::with_request_parts;
 use crate::flow::template;
 use crate::ids::{CollectionId, CollectionRequestId, FlowId};
@@ -29,7 +30,7 @@ pub struct FlowDefinition {
     pub layout: Value,
 }
 
-fn yes() -> bool {
+pub(crate) fn yes() -> bool {
     true
 }
 
@@ -43,7 +44,7 @@ macro_rules! node_kind {
             /// Unique within the definition; results and extractors name the node by it.
             pub id: String,
             pub name: Option<String>,
-            #[serde(default = "yes")]
+            #[serde(default = "crate::flow::definition::yes")]
             pub enabled: bool,
             pub condition: Option<Assertion>,
             #[serde(default)]
@@ -52,6 +53,9 @@ macro_rules! node_kind {
         }
     };
 }
+pub use crate::flow::request_parts::{RequestParts, request_problems};
+pub use crate::flow::webhook_node::{RequiredSignature, WaitFor, WebhookNode};
+pub(crate) use node_kind;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -60,6 +64,7 @@ pub enum Node {
     Delay(DelayNode),
     Module(ModuleNode),
     SetVariables(SetVariablesNode),
+    Webhook(Box<WebhookNode>),
 }
 
 node_kind! {
@@ -184,6 +189,7 @@ impl Node {
             Node::Delay(n) => &n.id,
             Node::Module(n) => &n.id,
             Node::SetVariables(n) => &n.id,
+            Node::Webhook(n) => &n.id,
         }
     }
 
@@ -193,6 +199,7 @@ impl Node {
             Node::Delay(n) => n.condition.as_ref(),
             Node::Module(n) => n.condition.as_ref(),
             Node::SetVariables(n) => n.condition.as_ref(),
+            Node::Webhook(n) => n.condition.as_ref(),
         }
     }
 }
@@ -213,14 +220,10 @@ pub const MAX_RETRIES: u32 = 10;
 pub const MAX_NODE_TIMEOUT_MS: u64 = 300_000;
 pub const MAX_DELAY_MS: u64 = 3_600_000;
 pub const MAX_FLOW_TIMEOUT_S: u64 = 86_400;
-
-/// A name usable in templates: a letter or `_`, then letters, digits, `_`, `-` or `.`.
-fn is_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.len() <= 128
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-}
+/// Webhook nodes a definition may hold (each capture they take is excluded from the next one's wait).
+pub const MAX_WEBHOOK_NODES: usize = 100;
+/// How long a flow may run when its definition sets no `timeout_s`.
+pub const DEFAULT_FLOW_TIMEOUT_S: u64 = 300;
 
 /// Parses and checks a definition. `Ok` holds the typed definition; `Err` every problem found.
 pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
@@ -245,8 +248,8 @@ pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
         flow_problem("timeout_s", format!("must be between 1 and {MAX_FLOW_TIMEOUT_S}"));
     }
     for (name, value) in &definition.variables {
-        if !is_name(name) {
-            flow_problem(&format!("variables.{name}"), "not a valid variable name".into());
+        if let Some(message) = names::definable_problem(name) {
+            flow_problem(&format!("variables.{name}"), message);
         }
         if let Err(e) = template::check(value) {
             flow_problem(&format!("variables.{name}"), e.to_string());
@@ -256,8 +259,32 @@ pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
     for node in &definition.nodes {
         check_node(node, &mut seen, &mut problems);
     }
+    let waits = definition.nodes.iter().filter(|n| matches!(n, Node::Webhook(_))).count();
+    if waits > MAX_WEBHOOK_NODES {
+        flow_problem_after(
+            "nodes",
+            format!("at most {MAX_WEBHOOK_NODES} webhook nodes in a flow (it has {waits})"),
+            &mut problems,
+        );
+    }
+    let flow_ms = definition.timeout_s.unwrap_or(DEFAULT_FLOW_TIMEOUT_S).saturating_mul(1000);
+    for node in &definition.nodes {
+        if let Node::Webhook(webhook) = node
+            && webhook.webhook.timeout_ms.is_some_and(|t| t > flow_ms)
+        {
+            problems.push(Problem {
+                node_id: Some(webhook.id.clone()),
+                field: "webhook.timeout_ms".into(),
+                message: format!("at most the flow's timeout ({flow_ms} ms)"),
+            });
+        }
+    }
     check_secret_oracles(&definition, &mut problems);
     if problems.is_empty() { Ok(definition) } else { Err(problems) }
+}
+
+fn flow_problem_after(field: &str, message: String, problems: &mut Vec<Problem>) {
+    problems.push(Problem { node_id: None, field: field.into(), message });
 }
 
 /// Conditions and assertions may not look inside a variable the flow fills from a secret (beyond exists,
@@ -273,8 +300,10 @@ fn check_secret_oracles(definition: &FlowDefinition, problems: &mut Vec<Problem>
     let looks_inside = |a: &Assertion| !matches!(a.operator, Operator::Exists | Operator::NotExists | Operator::IsType);
     for node in &definition.nodes {
         let mut checked: Vec<(&str, &Assertion)> = node.condition().map(|c| ("condition", c)).into_iter().collect();
-        if let Node::Request(request) = node {
-            checked.extend(request.assertions.iter().map(|a| ("assertions", a)));
+        match node {
+            Node::Request(request) => checked.extend(request.assertions.iter().map(|a| ("assertions", a))),
+            Node::Webhook(webhook) => checked.extend(webhook.assertions.iter().map(|a| ("assertions", a))),
+            _ => {}
         }
         for (field, assertion) in checked {
             if secret_bearing.contains(assertion.source.as_str()) && looks_inside(assertion) {
@@ -321,6 +350,7 @@ fn check_node<'n>(node: &'n Node, seen: &mut HashSet<&'n str>, problems: &mut Ve
     }
     match node {
         Node::Request(n) => check_request(n, &mut problem),
+        Node::Webhook(n) => n.check(&mut problem),
         Node::Delay(n) => {
             if n.delay_ms > MAX_DELAY_MS {
                 problem("delay_ms", format!("at most {MAX_DELAY_MS} (one hour)"));
@@ -328,6 +358,9 @@ fn check_node<'n>(node: &'n Node, seen: &mut HashSet<&'n str>, problems: &mut Ve
         }
         Node::Module(n) => {
             for (name, value) in &n.inputs {
+                if let Some(message) = names::reserved_problem(name) {
+                    problem(&format!("inputs.{name}"), message);
+                }
                 if let Err(e) = template::check(value) {
                     problem(&format!("inputs.{name}"), e.to_string());
                 }
@@ -335,8 +368,8 @@ fn check_node<'n>(node: &'n Node, seen: &mut HashSet<&'n str>, problems: &mut Ve
         }
         Node::SetVariables(n) => {
             for (name, value) in &n.variables {
-                if !is_name(name) {
-                    problem(&format!("variables.{name}"), "not a valid variable name".into());
+                if let Some(message) = names::definable_problem(name) {
+                    problem(&format!("variables.{name}"), message);
                 }
                 if let Err(e) = template::check(value) {
                     problem(&format!("variables.{name}"), e.to_string());
@@ -344,60 +377,6 @@ fn check_node<'n>(node: &'n Node, seen: &mut HashSet<&'n str>, problems: &mut Ve
             }
         }
     }
-}
-
-/// The parts of a request that are checked, wherever the request comes from (an inline request, a reference's
-/// overrides, a collection request); absent parts are not checked.
-#[derive(Debug, Clone, Copy)]
-pub struct RequestParts<'a> {
-    pub method: Option<&'a str>,
-    pub url: Option<&'a str>,
-    pub headers: &'a BTreeMap<String, String>,
-    pub query: &'a BTreeMap<String, String>,
-    pub body: Option<&'a str>,
-}
-
-impl<'a> From<&'a RequestSpec> for RequestParts<'a> {
-    fn from(r: &'a RequestSpec) -> Self {
-        Self {
-            method: Some(&r.method),
-            url: Some(&r.url),
-            headers: &r.headers,
-            query: &r.query,
-            body: r.body.as_deref(),
-        }
-    }
-}
-
-impl<'a> From<&'a RequestOverrides> for RequestParts<'a> {
-    fn from(o: &'a RequestOverrides) -> Self {
-        Self {
-            method: o.method.as_deref(),
-            url: o.url.as_deref(),
-            headers: &o.headers,
-            query: &o.query,
-            body: o.body.as_deref(),
-        }
-    }
-}
-
-/// Problems of a request's method and templates as `(field, message)`; `at` (may be empty) prefixes the fields.
-pub fn request_problems(at: &str, parts: RequestParts<'_>) -> Vec<(String, String)> {
-    let field = |name: &str| if at.is_empty() { name.to_owned() } else { format!("{at}.{name}") };
-    let mut problems = Vec::new();
-    if let Some(method) = parts.method.filter(|m| !METHODS.contains(m)) {
-        problems.push((field("method"), format!("`{method}` is not one of {}", METHODS.join(", "))));
-    }
-    let mut templated: Vec<(String, &str)> = parts.url.map(|u| (field("url"), u)).into_iter().collect();
-    templated.extend(parts.headers.iter().map(|(k, v)| (field(&format!("headers.{k}")), v.as_str())));
-    templated.extend(parts.query.iter().map(|(k, v)| (field(&format!("query.{k}")), v.as_str())));
-    templated.extend(parts.body.map(|b| (field("body"), b)));
-    for (name, text) in templated {
-        if let Err(e) = template::check(text) {
-            problems.push((name, e.to_string()));
-        }
-    }
-    problems
 }
 
 fn check_request(n: &RequestNode, problem: &mut impl FnMut(&str, String)) {
@@ -419,25 +398,9 @@ fn check_request(n: &RequestNode, problem: &mut impl FnMut(&str, String)) {
             }
         }
     }
-    let mut names = HashSet::new();
-    for (i, extractor) in n.extractors.iter().enumerate() {
-        if !is_name(&extractor.name) {
-            problem(&format!("extractors[{i}].name"), "not a valid variable name".into());
-        }
-        if !names.insert(extractor.name.as_str()) {
-            problem(&format!("extractors[{i}].name"), format!("`{}` is extracted twice", extractor.name));
-        }
-        if let Err(e) = extractor.check() {
-            problem(&format!("extractors[{i}]"), e.to_string());
-        }
-    }
-    for (i, assertion) in n.assertions.iter().enumerate() {
-        if assertion.operator.takes_expected() && assertion.expected.is_none() {
-            problem(
-                &format!("assertions[{i}].expected"),
-                format!("{} needs an expected value", assertion.operator.name()),
-            );
-        }
+    check_evaluations(&n.extractors, &n.assertions, problem);
+    if n.extractors.iter().any(|e| e.kind == crate::flow::extract::ExtractorKind::Signature) {
+        problem("extractors", "only webhook nodes have a signature verdict to extract".into());
     }
     if let Some(retry) = n.retry
         && (retry.count > MAX_RETRIES || retry.interval_ms > 60_000)
@@ -446,6 +409,34 @@ fn check_request(n: &RequestNode, problem: &mut impl FnMut(&str, String)) {
     }
     if n.timeout_ms.is_some_and(|t| t == 0 || t > MAX_NODE_TIMEOUT_MS) {
         problem("timeout_ms", format!("must be between 1 and {MAX_NODE_TIMEOUT_MS}"));
+    }
+}
+
+/// The problems of a node's extractors (names, expressions) and assertions (expected values).
+pub(crate) fn check_evaluations(
+    extractors: &[Extractor],
+    assertions: &[Assertion],
+    problem: &mut impl FnMut(&str, String),
+) {
+    let mut names = HashSet::new();
+    for (i, extractor) in extractors.iter().enumerate() {
+        if let Some(message) = crate::flow::names::definable_problem(&extractor.name) {
+            problem(&format!("extractors[{i}].name"), message);
+        }
+        if !names.insert(extractor.name.as_str()) {
+            problem(&format!("extractors[{i}].name"), format!("`{}` is extracted twice", extractor.name));
+        }
+        if let Err(e) = extractor.check() {
+            problem(&format!("extractors[{i}]"), e.to_string());
+        }
+    }
+    for (i, assertion) in assertions.iter().enumerate() {
+        if assertion.operator.takes_expected() && assertion.expected.is_none() {
+            problem(
+                &format!("assertions[{i}].expected"),
+                format!("{} needs an expected value", assertion.operator.name()),
+            );
+        }
     }
 }
 
@@ -489,9 +480,11 @@ fn node_problem(node: &Value) -> Option<(String, String)> {
         "delay" => field_error::<DelayNode>(&node),
         "module" => field_error::<ModuleNode>(&node),
         "set_variables" => field_error::<SetVariablesNode>(&node),
-        other => {
-            Some(("kind".into(), format!("unknown node kind `{other}`: use request, delay, module or set_variables")))
-        }
+        "webhook" => field_error::<WebhookNode>(&node),
+        other => Some((
+            "kind".into(),
+            format!("unknown node kind `{other}`: use request, delay, module, set_variables or webhook"),
+        )),
     }?;
     let field = if field.is_empty() { missing_field(&message).unwrap_or_default() } else { field };
     Some((field, message))
@@ -591,5 +584,27 @@ mod tests {
             r["nodes"][1]["delay_ms"] = json!(7_200_000);
         });
         assert_eq!(many.len(), 2, "every problem is reported: {many:?}");
+    }
+
+    #[test]
+    fn names_under_execution_are_built_in() {
+        let defined = |value: Value| json!({"execution.capture_url": value});
+        one(None, "variables.execution.capture_url", &problems(|r| r["variables"] = defined(json!("x"))));
+        let set = problems(|r| r["nodes"][3]["variables"] = defined(json!("x")));
+        one(Some("set"), "variables.execution.capture_url", &set);
+        one(
+            Some("login"),
+            "extractors[0].name",
+            &problems(|r| r["nodes"][0]["extractors"][0]["name"] = json!("execution.t")),
+        );
+        one(
+            Some("orders"),
+            "inputs.execution.capture_url",
+            &problems(|r| r["nodes"][2]["inputs"] = defined(json!("x"))),
+        );
+        assert!(set[0].message.contains("reserved"), "{set:?}");
+        let mut uses = example();
+        uses["variables"]["callback"] = json!("{{execution.capture_url}}/done");
+        assert!(validate(&uses).is_ok(), "using a built-in name is fine");
     }
 }

@@ -1,6 +1,7 @@
-//! The five extractor kinds: `jsonPath` (RFC 9535, serde_json_path), `xmlPath` (XPath 1.0, sxd-xpath),
-//! `statusCode`, `header` (case-insensitive; repeated headers give a list) and `body` (whole text, or the first
-//! capture group of `regex`). Nothing matched is `None`, not an error; an invalid expression is an error.
+//! The six extractor kinds: `jsonPath` (RFC 9535, serde_json_path), `xmlPath` (XPath 1.0, sxd-xpath),
+//! `statusCode`, `header` (case-insensitive; repeated headers give a list), `body` (whole text, or the first
+//! capture group of `regex`) and `signature` (a captured request's verdict, for webhook nodes). Nothing matched is
+//! `None`, not an error; an invalid expression is an error.
 
 use crate::flow::budget;
 use serde::{Deserialize, Serialize};
@@ -18,6 +19,9 @@ pub enum ExtractorKind {
     Header,
     #[serde(rename = "body")]
     Body,
+    /// The signature verdict of a captured request (webhook nodes only).
+    #[serde(rename = "signature")]
+    Signature,
 }
 
 /// A field an extractor kind takes, for the catalog.
@@ -29,12 +33,13 @@ pub struct FieldSpec {
 }
 
 impl ExtractorKind {
-    pub const ALL: [ExtractorKind; 5] = [
+    pub const ALL: [ExtractorKind; 6] = [
         ExtractorKind::JsonPath,
         ExtractorKind::XmlPath,
         ExtractorKind::StatusCode,
         ExtractorKind::Header,
         ExtractorKind::Body,
+        ExtractorKind::Signature,
     ];
 
     pub fn name(self) -> &'static str {
@@ -44,6 +49,7 @@ impl ExtractorKind {
             ExtractorKind::StatusCode => "statusCode",
             ExtractorKind::Header => "header",
             ExtractorKind::Body => "body",
+            ExtractorKind::Signature => "signature",
         }
     }
 
@@ -54,6 +60,10 @@ impl ExtractorKind {
             ExtractorKind::StatusCode => "The response's HTTP status code.",
             ExtractorKind::Header => "A response header by name (case-insensitive); a repeated header gives a list.",
             ExtractorKind::Body => "The whole body as text, or the first capture group of `regex`.",
+            ExtractorKind::Signature => {
+                "The signature verdict of the captured request a webhook node received: valid, invalid, missing, \
+                 unverified or duplicate."
+            }
         }
     }
 
@@ -63,7 +73,7 @@ impl ExtractorKind {
             ExtractorKind::JsonPath | ExtractorKind::XmlPath => {
                 &[FieldSpec { name: "expression", kind: "string", required: true }]
             }
-            ExtractorKind::StatusCode => &[],
+            ExtractorKind::StatusCode | ExtractorKind::Signature => &[],
             ExtractorKind::Header => &[FieldSpec { name: "header", kind: "string", required: true }],
             ExtractorKind::Body => &[FieldSpec { name: "regex", kind: "string", required: false }],
         }
@@ -88,6 +98,10 @@ pub struct Extractor {
 #[derive(Debug, Clone, Copy)]
 pub struct ResponseView<'a> {
     pub status: u16,
+    /// A captured request's method, which `statusCode` reads instead of `status` (webhook nodes).
+    pub method: Option<&'a str>,
+    /// A captured request's signature verdict (webhook nodes).
+    pub signature: Option<&'a str>,
     pub headers: &'a [(String, String)],
     pub body: &'a str,
 }
@@ -126,7 +140,7 @@ impl Extractor {
                 let expression = self.required(&self.expression, "expression")?;
                 self.compile_xpath(expression).map(|_| ())
             }
-            ExtractorKind::StatusCode => Ok(()),
+            ExtractorKind::StatusCode | ExtractorKind::Signature => Ok(()),
             ExtractorKind::Header => self.required(&self.header, "header").map(|_| ()),
             ExtractorKind::Body => match &self.regex {
                 Some(pattern) => self.compile_regex(pattern).map(|_| ()),
@@ -161,7 +175,11 @@ impl Extractor {
     /// arm is the whole of its kind.
     pub fn extract(&self, response: ResponseView<'_>) -> Result<Option<Value>, ExtractError> {
         match self.kind {
-            ExtractorKind::StatusCode => Ok(Some(Value::from(response.status))),
+            ExtractorKind::StatusCode => Ok(Some(match response.method {
+                Some(method) => Value::String(method.to_owned()),
+                None => Value::from(response.status),
+            })),
+            ExtractorKind::Signature => Ok(response.signature.map(|v| Value::String(v.to_owned()))),
             ExtractorKind::Header => {
                 let name = self.required(&self.header, "header")?;
                 let values: Vec<Value> = response
@@ -245,7 +263,7 @@ mod tests {
     }
 
     fn response<'a>(headers: &'a [(String, String)], body: &'a str) -> ResponseView<'a> {
-        ResponseView { status: 201, headers, body }
+        ResponseView { status: 201, method: None, signature: None, headers, body }
     }
 
     #[test]

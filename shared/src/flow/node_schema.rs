@@ -2,18 +2,19 @@
 //! `kind` (serde's internal tag, which the derived member schemas cannot see), so generators emit one typed model
 //! per node kind.
 
-use crate::flow::definition::{DelayNode, ModuleNode, Node, RequestNode, SetVariablesNode};
+use crate::flow::definition::{DelayNode, ModuleNode, Node, RequestNode, SetVariablesNode, WebhookNode};
 use std::borrow::Cow;
 use utoipa::openapi::schema::{Discriminator, ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::{Ref, RefOr};
 use utoipa::{PartialSchema, ToSchema};
 
 /// Node kinds with their member schemas' names, in API.md's order.
-const KINDS: [(&str, &str); 4] = [
+const KINDS: [(&str, &str); 5] = [
     ("request", "RequestNode"),
     ("delay", "DelayNode"),
     ("module", "ModuleNode"),
     ("set_variables", "SetVariablesNode"),
+    ("webhook", "WebhookNode"),
 ];
 
 impl PartialSchema for Node {
@@ -37,6 +38,7 @@ impl ToSchema for Node {
         member::<DelayNode>(schemas, "delay");
         member::<ModuleNode>(schemas, "module");
         member::<SetVariablesNode>(schemas, "set_variables");
+        member::<WebhookNode>(schemas, "webhook");
     }
 }
 

@@ -47,7 +47,7 @@ async fn a_senders_nul_byte_never_fails_another_tenants_captures() {
 fn record(org_id: OrgId, webhook_id: WebhookId, query_json: &str) -> CaptureRecord {
     CaptureRecord {
         org_id,
-        webhook_id,
+        target: hookflow_control_plane::capture::cache::CaptureTarget::Webhook(webhook_id),
         method: "POST".into(),
         path: String::new(),
         query_string: String::new(),

@@ -58,5 +58,8 @@ mod startup;
 mod stream;
 mod triggers;
 mod triggers_replicas;
+mod variables;
+mod webhook_nodes;
+mod webhook_nodes_elsewhere;
 mod webhooks;
 mod wire_shapes;

@@ -1,10 +1,11 @@
-//! Reading executions (list, one, node results) and cancelling them: a queued execution is cancelled at once, a
+//! Reading executions (list, one, node results, the captures of their own URL) and cancelling them: a queued execution is cancelled at once, a
 //! running one is flagged and its runner is told at its next heartbeat or result.
 
 use crate::api::context::Ctx;
 use crate::api::executions::path::ExecutionPath;
 use crate::api::flows::model::ensure_exists;
 use crate::auth::scope;
+use crate::capture::row::{CAPTURE_COLUMNS_INLINE, CaptureRow};
 use crate::error::ApiResult;
 use crate::extract::{ApiPath, Id};
 use crate::pagination::{self, ListParams, Listed};
@@ -16,6 +17,7 @@ use axum::http::StatusCode;
 use hookflow_shared::FlowId;
 use hookflow_shared::api::Page;
 use hookflow_shared::api::executions::{Execution, NodeResult, NodeResultList};
+use hookflow_shared::api::webhooks::Capture;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -24,6 +26,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_execution))
         .routes(routes!(node_results))
         .routes(routes!(cancel_execution))
+        .routes(routes!(execution_captures))
 }
 
 /// A flow's executions, newest first.
@@ -76,6 +79,31 @@ async fn node_results(
     .fetch_all(&mut *conn)
     .await?;
     Ok(Json(NodeResultList { items: rows.into_iter().map(|r| r.0).collect() }))
+}
+
+/// Requests captured at the execution's own URL (`{{execution.capture_url}}`), newest first; `webhook_id` is null
+/// on each, `execution_id` set and `signature` `unverified`.
+#[utoipa::path(get, operation_id = "list_execution_captures",
+    path = "/flows/{flow_id}/executions/{execution_id}/captures",
+    params(ExecutionPath, ListParams),
+    responses((status = 200, body = Page<Capture>)))]
+async fn execution_captures(
+    Ctx { app, caller }: Ctx<scope::FlowsRead>,
+    ExecutionPath { flow_id, execution_id }: ExecutionPath,
+    params: ListParams,
+) -> Listed<Capture> {
+    let mut conn = app.pool.acquire().await?;
+    fetch(&mut conn, caller.org_id, flow_id, execution_id).await?;
+    let sql = format!(
+        "SELECT {CAPTURE_COLUMNS_INLINE} FROM captures
+         WHERE organization_id = $1 AND execution_id = $4 AND ($2::uuid IS NULL OR id < $2)
+         ORDER BY id DESC LIMIT $3"
+    );
+    let scope = (caller.org_id, Some(execution_id.into()));
+    let page =
+        pagination::keyset_page(&mut *conn, sql, scope, &params, |r: CaptureRow| Capture::from(r), |c: &Capture| c.id)
+            .await?;
+    Ok(Json(page))
 }
 
 /// Cancel: queued executions end at once; running ones are stopped by their runner.

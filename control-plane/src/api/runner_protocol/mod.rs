@@ -1,8 +1,10 @@
 //! The runner protocol's handlers: registration, listing and heartbeats (`registry`), long-poll claims
-//! (`claim`), and node results and completion under job tokens (`report`). The state changes they cause are the
+//! (`claim`), node results and completion under job tokens (`report`), and webhook nodes' waits for captures
+//! (`captures`). The state changes they cause are the
 //! queue's (`crate::queue`); who may call them is `caller`'s.
 
 pub mod caller;
+pub mod captures;
 pub mod claim;
 pub mod registry;
 pub mod report;
@@ -11,5 +13,9 @@ use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(registry::routes()).merge(claim::routes()).merge(report::routes())
+    OpenApiRouter::new()
+        .merge(registry::routes())
+        .merge(claim::routes())
+        .merge(report::routes())
+        .merge(captures::routes())
 }

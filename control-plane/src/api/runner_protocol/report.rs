@@ -27,15 +27,15 @@ const REPORT_BODY_LIMIT: usize = 16 * 1024 * 1024;
 const COMPLETE_BODY_LIMIT: usize = 64 * 1024;
 
 /// Reads a body within `limit` (413 beyond), once the caller is known.
-async fn read_body(body: Body, limit: usize) -> ApiResult<bytes::Bytes> {
+pub(super) async fn read_body(body: Body, limit: usize) -> ApiResult<bytes::Bytes> {
     let too_large = || ApiError::new(ErrorCode::PayloadTooLarge, format!("the body is larger than {limit} bytes"));
     crate::http::body::read_within(body, limit, too_large, |_| Ok(())).await
 }
 
 /// What a report is made under: the job of the path and the job token of `Authorization: Bearer hfj_...`, checked
 /// for its form (a typo never reaches the database) before the body is touched.
-struct JobCall {
-    app: AppState,
+pub(super) struct JobCall {
+    pub(super) app: AppState,
     job_id: JobId,
     token: String,
     address: Option<std::net::IpAddr>,
@@ -44,7 +44,7 @@ struct JobCall {
 }
 
 impl JobCall {
-    fn proven(&self) {
+    pub(super) fn proven(&self) {
         if let Some(proof) = &self.proof {
             proof.prove();
         }
@@ -52,7 +52,7 @@ impl JobCall {
 
     /// The job the token names, from the database; refusals count against the client's address, and a token no
     /// job has is remembered as unknown.
-    async fn authorize(&self, conn: &mut sqlx::PgConnection, lock: bool) -> ApiResult<JobContext> {
+    pub(super) async fn authorize(&self, conn: &mut sqlx::PgConnection, lock: bool) -> ApiResult<JobContext> {
         match look_up(conn, &self.token, self.job_id, lock).await? {
             JobToken::Unknown => {
                 self.app.auth.credential_failures.not_found(self.address, token::hash(&self.token));

@@ -1,6 +1,6 @@
 //! The `q` search syntax: AND-ed `field:value` terms, `-` to negate, double quotes for values with spaces.
-//! Fields: method, path, header.<name>, query.<name>, body, content_type, ip, signature; a bare word searches the
-//! body.
+//! Fields: method, path, header.<name>, query.<name>, body, body.<JSONPath> (`body.$.data.id:42`, compared as
+//! text), content_type, ip, signature; a bare word searches the body.
 
 use crate::error::{ApiError, ApiResult};
 
@@ -19,6 +19,8 @@ pub enum Field {
     Header(String),
     Query(String),
     Body,
+    /// A value in a JSON body by JSONPath (`body.$.data.id:value`), compared as text.
+    BodyJson(String),
     ContentType,
     Ip,
     /// A signature verdict (`signature:invalid`).
@@ -63,6 +65,9 @@ pub fn parse(q: &str) -> ApiResult<Vec<Term>> {
 }
 
 fn field_of(name: &str) -> ApiResult<Field> {
+    if let Some(path) = name.strip_prefix("body.").filter(|p| p.starts_with('$')) {
+        return Ok(Field::BodyJson(path.to_owned()));
+    }
     let lower = name.to_ascii_lowercase();
     Ok(match lower.as_str() {
         "method" => Field::Method,
@@ -79,7 +84,7 @@ fn field_of(name: &str) -> ApiResult<Field> {
             } else {
                 return Err(ApiError::invalid(format!(
                     "unknown search field `{name}` in `q`; use method, path, header.<name>, query.<name>, body, \
-                     content_type, ip or signature"
+                     body.$.<path>, content_type, ip or signature"
                 )));
             }
         }

@@ -44,6 +44,11 @@ pub enum Cond {
         op: MatchOp,
         value: Option<serde_json::Value>,
     },
+    /// The value at a JSONPath, as text (strings without quotes), equal to `value`; `None`: any value there.
+    BodyJsonText {
+        path: String,
+        value: Option<String>,
+    },
     ContentType(String),
     MinSize(i64),
     MaxSize(i64),
@@ -112,6 +117,7 @@ pub fn from_text(q: &str) -> ApiResult<Vec<Cond>> {
                     Cond::Query { name, op, value }
                 }
                 Field::Body => Cond::BodyContains(term.value),
+                Field::BodyJson(path) => Cond::BodyJsonText { path, value: (term.value != "*").then_some(term.value) },
                 Field::ContentType => Cond::ContentType(term.value),
                 Field::Ip => Cond::SourceIp(term.value),
                 Field::Signature => {
@@ -131,7 +137,7 @@ pub fn from_text(q: &str) -> ApiResult<Vec<Cond>> {
 /// JSONPaths are checked by PostgreSQL before use, so a bad one is a 400 naming it rather than a failed query.
 pub async fn check_json_paths(pool: &PgPool, conds: &[Cond]) -> ApiResult<()> {
     for cond in conds {
-        if let Cond::BodyJson { path, .. } = cond {
+        if let Cond::BodyJson { path, .. } | Cond::BodyJsonText { path, .. } = cond {
             let valid: Result<String, sqlx::Error> =
                 sqlx::query_scalar("SELECT $1::jsonpath::text").bind(path).fetch_one(pool).await;
             if let Err(e) = valid {
@@ -194,6 +200,15 @@ pub fn push_cond(b: &mut QueryBuilder<Postgres>, cond: &Cond) {
                 MatchOp::Contains => b.push("strpos(v #>> '{}', ").push_bind(json_text(value)).push(") > 0"),
                 MatchOp::Prefix => b.push("starts_with(v #>> '{}', ").push_bind(json_text(value)).push(")"),
                 MatchOp::Exists => b.push("v IS NOT NULL"),
+            };
+            b.push(" FROM jsonb_path_query_first(hookflow_try_jsonb(body), ").push_bind(path.clone());
+            b.push("::jsonpath) AS v)");
+        }
+        Cond::BodyJsonText { path, value } => {
+            b.push("(SELECT ");
+            match value {
+                Some(value) => b.push("v #>> '{}' = ").push_bind(value.clone()),
+                None => b.push("v IS NOT NULL"),
             };
             b.push(" FROM jsonb_path_query_first(hookflow_try_jsonb(body), ").push_bind(path.clone());
             b.push("::jsonpath) AS v)");

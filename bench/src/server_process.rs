@@ -1,0 +1,104 @@
+//! The real `hookflow-server` binary in its own process (beside `hookflow-bench`) on its own embedded PostgreSQL,
+//! for scenarios that read the server's memory and CPU apart from the load's: starting it, its resource use, and
+//! a pool on its database.
+
+use crate::load::BoxError;
+use std::io::BufRead as _;
+use std::process::{Child, Command, Stdio};
+
+/// The server process and its data directory, both gone when dropped.
+pub struct ServerProcess {
+    pub child: Child,
+    pub dir: std::path::PathBuf,
+    pub base: String,
+    pub key: String,
+    pub org: String,
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn start_server() -> Result<ServerProcess, BoxError> {
+    let binary = std::env::current_exe()?.with_file_name("hookflow-server");
+    if !binary.is_file() {
+        return Err(format!("{} is missing: cargo build --release -p hookflow-control-plane", binary.display()).into());
+    }
+    let dir = std::path::PathBuf::from(format!("/tmp/hookflow-fleet-{}", std::process::id()));
+    let mut child = Command::new(&binary)
+        .args(["--data-dir", &dir.to_string_lossy(), "--listen", "127.0.0.1:0", "--metrics-listen", "off"])
+        .args(["--embedded-runner", "off", "--max-connections", "16384", "--max-connections-per-address", "4096"])
+        .args(["--db-max-connections", "20", "--log", "warn"])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut out = std::io::BufReader::new(child.stdout.take().ok_or("stdout")?);
+    let (mut key, mut org, mut base) = (String::new(), String::new(), String::new());
+    let mut line = String::new();
+    while out.read_line(&mut line)? > 0 {
+        if let Some(v) = line.trim().strip_prefix("api key:") {
+            key = v.trim().to_owned();
+        } else if let Some(v) = line.trim().strip_prefix("organization id:") {
+            org = v.trim().to_owned();
+        } else if let Some(at) = line.find("Sign in to the app at ") {
+            base = line[at + 22..].split_whitespace().next().unwrap_or_default().trim_end_matches('/').to_owned();
+        }
+        if !key.is_empty() && !org.is_empty() && !base.is_empty() {
+            break;
+        }
+        line.clear();
+    }
+    if key.is_empty() || base.is_empty() {
+        return Err("the server did not print its first start".into());
+    }
+    Ok(ServerProcess { child, dir, base, key, org })
+}
+
+/// Resident memory (MiB) and CPU time (seconds) of a process.
+pub fn usage(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .map_or(f64::NAN, |kib| kib / 1024.0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(") ").next().unwrap_or_default().split_whitespace().collect();
+    let ticks: f64 = [11, 12].iter().filter_map(|i| fields.get(*i)?.parse::<f64>().ok()).sum();
+    (rss, ticks / 100.0)
+}
+
+/// CPU seconds of the embedded PostgreSQL: its postmaster and every backend and helper under it.
+pub fn postgres_cpu(dir: &std::path::Path) -> f64 {
+    let Some(postmaster) = std::fs::read_to_string(dir.join("postgres/data/postmaster.pid"))
+        .ok()
+        .and_then(|t| t.lines().next()?.trim().parse::<u32>().ok())
+    else {
+        return f64::NAN;
+    };
+    let mut total = usage(postmaster).1;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let parent = stat.rsplit(") ").next().and_then(|rest| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if parent == Some(postmaster) {
+            total += usage(pid).1;
+        }
+    }
+    total
+}
+
+/// A small pool on the server's own database.
+pub fn database(server: &ServerProcess) -> Result<sqlx::PgPool, BoxError> {
+    let cluster = server.dir.join("postgres");
+    let password = std::fs::read_to_string(cluster.join("password"))?;
+    let url =
+        format!("postgres://hookflow:{}@localhost/hookflow?host={}", password.trim(), cluster.join("run").display());
+    Ok(hookflow_control_plane::db::pool(hookflow_control_plane::db::parse_url(&url)?, 4))
+}

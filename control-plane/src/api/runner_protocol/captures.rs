@@ -1,0 +1,245 @@
+//! A webhook node's wait, under its job token: a long poll for the earliest capture received (since the execution
+//! was launched) at an endpoint of the execution's organization or at the execution's own URL, matching the node's
+//! rendered search, and taken by no other node of the run. The poll holds no database connection while it waits:
+//! it reads once, then again only when a capture is stored at its target (`capture::waiters`), on a safety-net
+//! timer, or at its end. On its last poll the node asks why nothing matched (`explain`).
+
+use crate::api::runner_protocol::report::{JobCall, read_body};
+use crate::api::webhooks::search::{self, Cond};
+use crate::capture::cache::CaptureTarget;
+use crate::capture::row::{CAPTURE_COLUMNS_FULL, CaptureRow};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::parse_json;
+use crate::state::AppState;
+use axum::Json;
+use axum::body::Body;
+use chrono::{DateTime, Utc};
+use hookflow_shared::api::runners::{CaptureWait, CaptureWaitReply};
+use hookflow_shared::api::signatures::Verdict;
+use hookflow_shared::api::webhooks::MatchOp;
+use hookflow_shared::flow::webhook_node::RequiredSignature;
+use hookflow_shared::wire::runner_route;
+use hookflow_shared::{CaptureId, ExecutionId, OrgId};
+use sqlx::{PgPool, Postgres, QueryBuilder, Row as _};
+use std::time::Duration;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(wait_for_capture))
+}
+
+/// A wait is a node id, a search and a list of taken ids.
+const WAIT_BODY_LIMIT: usize = 64 * 1024;
+const DEFAULT_WAIT_MS: u64 = 25_000;
+const MAX_WAIT_MS: u64 = 55_000;
+const MAX_EXCLUDED: usize = 100;
+/// A read soon after the wait starts catches a capture whose batch was in flight while the watch was recorded;
+/// later reads are a safety net for lost notifications.
+const FIRST_RECHECK: Duration = Duration::from_millis(500);
+const RECHECK: Duration = Duration::from_secs(10);
+/// Captures an explanation looks at, newest first.
+const EXPLAINED: i64 = 50;
+
+/// Wait for a capture (a webhook node's long poll): the earliest capture received at the watched URL since the
+/// execution was launched that matches the search and was not taken by another node. Answers within `wait_ms`.
+#[utoipa::path(post, operation_id = "wait_for_capture", path = runner_route::JOB_CAPTURES,
+    params(("job_id" = Uuid, Path)),
+    request_body = CaptureWait,
+    responses((status = 200, description = "The capture, or none within `wait_ms`", body = CaptureWaitReply),
+        (status = 400, description = "The search is not valid"), (status = 401),
+        (status = 404, description = "`webhook_id` is not an endpoint of the execution's organization"),
+        (status = 409)),
+    security(("job_token" = [])))]
+async fn wait_for_capture(call: JobCall, body: Body) -> ApiResult<Json<CaptureWaitReply>> {
+    let app = call.app.clone();
+    let job = call.authorize(&mut *app.pool.acquire().await?, false).await?;
+    call.proven();
+    let wait: CaptureWait = parse_json(&read_body(body, WAIT_BODY_LIMIT).await?)?;
+    if wait.exclude.len() > MAX_EXCLUDED {
+        return Err(ApiError::invalid(format!("`exclude` holds at most {MAX_EXCLUDED} captures")));
+    }
+    let matcher = Matcher::new(&app.pool, job.execution_id, &wait).await?;
+    let waiting = app.waiters.wait(matcher.target).await;
+    let wait_ms = wait.wait_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+    let mut recheck = FIRST_RECHECK;
+    loop {
+        let notified = waiting.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if let Some(capture) = matcher.first(&app.pool).await? {
+            return Ok(Json(CaptureWaitReply { capture: Some(Box::new(capture)), ..CaptureWaitReply::default() }));
+        }
+        tokio::select! {
+            () = notified => {}
+            () = tokio::time::sleep(recheck) => recheck = RECHECK,
+            () = tokio::time::sleep_until(deadline) => break,
+            () = app.shutdown.cancelled() => break,
+        }
+    }
+    drop(waiting);
+    let mut reply = CaptureWaitReply::default();
+    if wait.explain {
+        (reply.seen, reply.closest) = matcher.explain(&app.pool).await?;
+    }
+    Ok(Json(reply))
+}
+
+/// What a wait looks for, checked and turned into conditions.
+struct Matcher {
+    org_id: OrgId,
+    target: CaptureTarget,
+    since: DateTime<Utc>,
+    /// The search's conditions, each with how it reads in `q`.
+    conds: Vec<(Cond, String)>,
+    exclude: Vec<CaptureId>,
+    /// The endpoint enforces signatures: captures it refused satisfy nothing.
+    enforced: bool,
+}
+
+impl Matcher {
+    async fn new(pool: &PgPool, execution_id: ExecutionId, wait: &CaptureWait) -> ApiResult<Self> {
+        let (org_id, since): (OrgId, DateTime<Utc>) =
+            sqlx::query_as("SELECT organization_id, created_at FROM executions WHERE id = $1")
+                .bind(execution_id)
+                .fetch_optional(pool)
+                .await?
+                .ok_or_else(|| ApiError::not_found("execution"))?;
+        let (target, enforced) = match wait.webhook_id {
+            None => (CaptureTarget::Execution(execution_id), false),
+            Some(webhook_id) => {
+                let enforced: Option<bool> = sqlx::query_scalar(
+                    "SELECT COALESCE(verification->>'mode' = 'enforce', false) FROM webhooks
+                     WHERE id = $1 AND organization_id = $2",
+                )
+                .bind(webhook_id)
+                .bind(org_id)
+                .fetch_optional(pool)
+                .await?;
+                (CaptureTarget::Webhook(webhook_id), enforced.ok_or_else(|| ApiError::not_found("webhook"))?)
+            }
+        };
+        let mut conds: Vec<Cond> = search::from_text(wait.q.as_deref().unwrap_or_default())?;
+        if let Some(filter) = &wait.filter {
+            conds.extend(search::from_filter(filter)?);
+        }
+        search::check_conditions(&conds)?;
+        search::check_json_paths(pool, &conds).await?;
+        if wait.signature == Some(RequiredSignature::Valid) {
+            conds.push(Cond::Signatures(vec![Verdict::Valid]));
+        }
+        let conds = conds.into_iter().map(|cond| (describe(&cond), cond)).map(|(text, cond)| (cond, text)).collect();
+        // Ids are kept as given: one of another execution's captures simply never matches.
+        Ok(Self { org_id, target, since, conds, exclude: wait.exclude.clone(), enforced })
+    }
+
+    /// `FROM captures WHERE` the watched URL, since the execution was launched (and not refused by `enforce`).
+    fn scope(&self, b: &mut QueryBuilder<Postgres>) {
+        b.push(" FROM captures WHERE organization_id = ").push_bind(self.org_id);
+        match self.target {
+            CaptureTarget::Webhook(id) => b.push(" AND webhook_id = ").push_bind(id),
+            CaptureTarget::Execution(id) => b.push(" AND execution_id = ").push_bind(id),
+        };
+        b.push(" AND received_at >= ").push_bind(self.since);
+        if self.enforced {
+            b.push(" AND signature_verdict NOT IN ('invalid', 'missing', 'duplicate')");
+        }
+    }
+
+    /// The earliest matching capture not taken by another node.
+    async fn first(&self, pool: &PgPool) -> ApiResult<Option<hookflow_shared::api::webhooks::Capture>> {
+        let mut b = QueryBuilder::new(format!("SELECT {CAPTURE_COLUMNS_FULL}"));
+        self.scope(&mut b);
+        b.push(" AND NOT (id = ANY(").push_bind(self.exclude.clone()).push("))");
+        for (cond, _) in &self.conds {
+            search::push_cond(&mut b, cond);
+        }
+        b.push(" ORDER BY received_at, id LIMIT 1");
+        let row: Option<CaptureRow> = b.build_query_as().fetch_optional(pool).await?;
+        Ok(row.map(Into::into))
+    }
+
+    /// How many captures arrived at the watched URL since the launch, and why the one that came closest (most
+    /// conditions met; the latest among equals) did not match.
+    async fn explain(&self, pool: &PgPool) -> ApiResult<(u64, Option<String>)> {
+        let mut b = QueryBuilder::new("SELECT id, count(*) OVER () AS seen, (id = ANY(");
+        b.push_bind(self.exclude.clone()).push(")) AS taken");
+        for (i, (cond, _)) in self.conds.iter().enumerate() {
+            b.push(", COALESCE((true");
+            search::push_cond(&mut b, cond);
+            b.push(format!("), false) AS m{i}"));
+            if let Cond::BodyJsonText { path, .. } = cond {
+                b.push(", (SELECT left(v #>> '{}', 80) FROM jsonb_path_query_first(hookflow_try_jsonb(body), ");
+                b.push_bind(path.clone()).push(format!("::jsonpath) AS v) AS a{i}"));
+            }
+        }
+        self.scope(&mut b);
+        b.push(" ORDER BY received_at DESC, id DESC LIMIT ").push_bind(EXPLAINED);
+        let rows = b.build().fetch_all(pool).await?;
+        let seen = rows.first().map(|row| row.try_get::<i64, _>("seen")).transpose()?.unwrap_or(0);
+        let mut closest: Option<(usize, CaptureId, String)> = None;
+        for row in &rows {
+            let id: CaptureId = row.try_get("id")?;
+            let mut met = 0;
+            let mut failed = None;
+            for (i, (cond, text)) in self.conds.iter().enumerate() {
+                if row.try_get::<bool, _>(format!("m{i}").as_str())? {
+                    met += 1;
+                } else if failed.is_none() {
+                    let actual = match cond {
+                        Cond::BodyJsonText { .. } => {
+                            match row.try_get::<Option<String>, _>(format!("a{i}").as_str())? {
+                                Some(value) => format!(" (it has `{value}` there)"),
+                                None => " (it has nothing there)".to_owned(),
+                            }
+                        }
+                        _ => String::new(),
+                    };
+                    failed = Some(format!("it does not match `{text}`{actual}"));
+                }
+            }
+            let reason = match failed {
+                None if row.try_get::<bool, _>("taken")? => "another node of this run took it".to_owned(),
+                None => "it arrived while this node was not waiting; it matches now".to_owned(),
+                Some(reason) => reason,
+            };
+            if closest.as_ref().is_none_or(|(best, _, _)| met > *best) {
+                closest = Some((met, id, reason));
+            }
+        }
+        let total = self.conds.len();
+        let closest =
+            closest.map(|(met, id, reason)| format!("capture {id} met {met} of {total} conditions: {reason}"));
+        Ok((u64::try_from(seen).unwrap_or(0), closest))
+    }
+}
+
+/// A condition as `q` would write it.
+fn describe(cond: &Cond) -> String {
+    let value = |v: &Option<String>| v.clone().unwrap_or_else(|| "*".to_owned());
+    let field = |name: String, op: MatchOp, v: &Option<String>| match op {
+        MatchOp::Eq | MatchOp::Exists => format!("{name}:{}", value(v)),
+        other => format!("{name} {} {}", other.as_str(), value(v)),
+    };
+    match cond {
+        Cond::Methods(methods) => format!("method:{}", methods.join(",")),
+        Cond::ReceivedAfter(t) => format!("received_after:{}", t.to_rfc3339()),
+        Cond::ReceivedBefore(t) => format!("received_before:{}", t.to_rfc3339()),
+        Cond::Header { name, op, value: v } => field(format!("header.{name}"), *op, v),
+        Cond::Query { name, op, value: v } => field(format!("query.{name}"), *op, v),
+        Cond::BodyContains(text) => format!("body:{text}"),
+        Cond::BodyJson { path, op, value: v } => {
+            format!("body {path} {} {}", op.as_str(), v.as_ref().map_or("*".to_owned(), ToString::to_string))
+        }
+        Cond::BodyJsonText { path, value: v } => format!("body.{path}:{}", value(v)),
+        Cond::ContentType(prefix) => format!("content_type:{prefix}"),
+        Cond::MinSize(n) => format!("min_size:{n}"),
+        Cond::MaxSize(n) => format!("max_size:{n}"),
+        Cond::SourceIp(ip) => format!("ip:{ip}"),
+        Cond::PathContains(text) => format!("path:{text}"),
+        Cond::Signatures(verdicts) => {
+            format!("signature:{}", verdicts.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(","))
+        }
+        Cond::Not(inner) => format!("-{}", describe(inner)),
+    }
+}
