@@ -3,7 +3,7 @@
 //! lets its extractors and assertions read the capture as they read a response.
 
 use crate::api::catalog::Assertion;
-use crate::api::webhooks::SearchFilter;
+use crate::api::search::SearchFilter;
 use crate::flow::definition::node_kind;
 use crate::flow::extract::Extractor;
 use crate::flow::template;
