@@ -80,13 +80,13 @@ async fn check_target(
     let Some((environment_found, version_found)) = flow else {
         return Err(ApiError::invalid(format!("invalid field `{}`: no flow with this id", field("flow_id"))));
     };
-    if let Some(key) = &trigger.environment {
-        if !is_key(key, 64) || !environment_found {
-            return Err(ApiError::invalid(format!(
-                "invalid field `{}`: the flow has no environment `{key}`",
-                field("environment")
-            )));
-        }
+    if let Some(key) = &trigger.environment
+        && (!is_key(key, 64) || !environment_found)
+    {
+        return Err(ApiError::invalid(format!(
+            "invalid field `{}`: the flow has no environment `{key}`",
+            field("environment")
+        )));
     }
     if trigger.version.is_some() && !version_found {
         return Err(ApiError::invalid(format!(
