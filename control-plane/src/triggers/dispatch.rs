@@ -71,53 +71,71 @@ pub async fn pass(app: &AppState) -> ApiResult<usize> {
         };
         let decision = decide(app, &mut tx, row, so_far).await?;
         counted.insert(row.organization_id, so_far + i64::from(matches!(decision, Decision::Launched(_))));
-        settle(&mut tx, row, decision, &mut tally).await?;
+        tally.add(row, decision);
     }
-    for (org_id, n) in &tally.launched {
-        guard::count_launches(&mut tx, *org_id, *n).await?;
-    }
+    settle(&mut tx, &owed, &tally).await?;
     tx.commit().await?;
     for org_id in tally.launched.keys() {
         app.queue.wake(*org_id);
     }
     let launched = tally.launched.values().sum::<i64>();
-    crate::metrics::trigger_launches(launched as u64, tally.skipped, tally.refused);
+    let refused = tally.refused.values().map(|(n, _)| n).sum::<i64>();
+    crate::metrics::trigger_launches(launched as u64, tally.skipped, refused as u64);
     Ok(taken)
 }
 
-/// What a pass did: launches by organization, owed launches skipped and refused.
+/// What a pass decided: launches by organization, owed launches skipped, and refusals by endpoint and reason (how
+/// many, and the first).
 #[derive(Debug, Default)]
 struct Tally {
     launched: BTreeMap<OrgId, i64>,
     skipped: u64,
-    refused: u64,
+    refused: BTreeMap<(WebhookId, &'static str), (i64, Refused)>,
 }
 
-/// Records a decision and deletes the owed row.
-async fn settle(conn: &mut PgConnection, row: &Owed, decision: Decision, tally: &mut Tally) -> ApiResult<()> {
-    match decision {
-        Decision::Launched(execution_id) => {
-            tracing::debug!(%execution_id, request_id = %row.capture_id, "a capture launched a flow");
-            *tally.launched.entry(row.organization_id).or_default() += 1;
-        }
-        Decision::Skipped => tally.skipped += 1,
-        Decision::Refused(refusal) => {
-            tally.refused += 1;
-            let refused = Refused {
-                org_id: row.organization_id,
-                webhook_id: row.webhook_id,
-                request_id: row.capture_id,
-                flow_id: row.flow_id,
-                refusal: &refusal,
-            };
-            guard::refuse(conn, refused).await?;
+impl Tally {
+    fn add(&mut self, row: &Owed, decision: Decision) {
+        match decision {
+            Decision::Launched(execution_id) => {
+                tracing::debug!(%execution_id, request_id = %row.capture_id, "a capture launched a flow");
+                *self.launched.entry(row.organization_id).or_default() += 1;
+            }
+            Decision::Skipped => self.skipped += 1,
+            Decision::Refused(refusal) => {
+                let refused = Refused {
+                    org_id: row.organization_id,
+                    webhook_id: row.webhook_id,
+                    request_id: row.capture_id,
+                    flow_id: row.flow_id,
+                    refusal,
+                };
+                let entry = self.refused.entry((row.webhook_id, refused.refusal.reason())).or_insert((0, refused));
+                entry.0 += 1;
+            }
         }
     }
-    sqlx::query("DELETE FROM trigger_launches WHERE capture_id = $1 AND trigger_index = $2")
-        .bind(row.capture_id)
-        .bind(row.trigger_index)
-        .execute(conn)
-        .await?;
+}
+
+/// Writes what a pass decided, while it holds its organizations' minute rows (whoever counts or refuses for an
+/// organization holds its row first, so no two passes wait on each other's rows in a circle): the launches
+/// counted, the refusals counted and audited, and the owed rows deleted, in one statement each.
+async fn settle(conn: &mut PgConnection, owed: &[Owed], tally: &Tally) -> ApiResult<()> {
+    for (org_id, n) in &tally.launched {
+        guard::count_launches(conn, *org_id, *n).await?;
+    }
+    for (n, refused) in tally.refused.values() {
+        guard::refuse(conn, refused, *n).await?;
+    }
+    let captures: Vec<CaptureId> = owed.iter().map(|o| o.capture_id).collect();
+    let indexes: Vec<i16> = owed.iter().map(|o| o.trigger_index).collect();
+    sqlx::query(
+        "DELETE FROM trigger_launches WHERE (capture_id, trigger_index) IN
+             (SELECT * FROM unnest($1::uuid[], $2::int2[]))",
+    )
+    .bind(&captures)
+    .bind(&indexes)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 

@@ -44,13 +44,13 @@ impl Refusal {
 
 /// A refused launch: what it was for and why not.
 #[derive(Debug)]
-pub struct Refused<'a> {
+pub struct Refused {
     pub org_id: OrgId,
     pub webhook_id: WebhookId,
     pub request_id: CaptureId,
     /// The trigger's flow (unknown only for a stored trigger that cannot be read).
     pub flow_id: Option<FlowId>,
-    pub refusal: &'a Refusal,
+    pub refusal: Refusal,
 }
 
 /// Locks the organization's row of this minute (the transaction's minute), making it if need be; the launches
@@ -79,21 +79,24 @@ pub async fn count_launches(conn: &mut PgConnection, org_id: OrgId, n: i64) -> R
     .map(drop)
 }
 
-/// Counts a refusal and, when it is the first of its kind for the endpoint this minute, writes the audit entry
-/// `trigger.refused` (actor: the endpoint; details: reason, message, flow and capture).
-pub async fn refuse(conn: &mut PgConnection, refused: Refused<'_>) -> Result<(), sqlx::Error> {
+/// Counts `n` refusals of one kind for an endpoint (`refused` the first of them) and, when they are the first of
+/// that kind for the endpoint this minute, writes the audit entry `trigger.refused` (actor: the endpoint; details:
+/// reason, message, flow and capture of the first).
+pub async fn refuse(conn: &mut PgConnection, refused: &Refused, n: i64) -> Result<(), sqlx::Error> {
     let reason = refused.refusal.reason();
     let first: bool = sqlx::query_scalar(
-        "INSERT INTO trigger_refusals AS r (webhook_id, reason, minute) VALUES ($1, $2, date_trunc('minute', now(), 'UTC'))
-         ON CONFLICT (webhook_id, reason, minute) DO UPDATE SET refused = r.refused + 1
-         RETURNING r.refused = 1",
+        "INSERT INTO trigger_refusals AS r (webhook_id, reason, minute, refused)
+         VALUES ($1, $2, date_trunc('minute', now(), 'UTC'), $3::int)
+         ON CONFLICT (webhook_id, reason, minute) DO UPDATE SET refused = r.refused + EXCLUDED.refused
+         RETURNING r.refused = $3",
     )
     .bind(refused.webhook_id)
     .bind(reason)
+    .bind(i32::try_from(n).unwrap_or(i32::MAX))
     .fetch_one(&mut *conn)
     .await?;
     tracing::info!(webhook_id = %refused.webhook_id, flow_id = ?refused.flow_id, request_id = %refused.request_id,
-        reason, "a trigger launch was refused");
+        reason, refused = n, "trigger launches were refused");
     if !first {
         return Ok(());
     }

@@ -271,3 +271,24 @@ async fn a_flood_past_the_organizations_limit_is_refused_visibly_and_still_captu
         .expect("refusals");
     assert_eq!(counted as usize, 20 - launched);
 }
+
+#[tokio::test]
+async fn a_trigger_launches_the_version_it_names_and_one_whose_flow_is_gone_is_refused_visibly() {
+    let app = TestApp::spawn().await;
+    let flow = app.delay_flow("published").await;
+    let publish = hookflow_shared::api::flows::Publish { note: None };
+    app.api().flows().publish(&flow, &publish).await.expect("version 1");
+    let gone = app.delay_flow("to delete").await;
+    let hook =
+        app.triggered_endpoint("versions", json!([{"flow_id": flow, "version": "latest"}, {"flow_id": gone}])).await;
+    app.api().flows().delete(&gone).await.expect("delete the second flow");
+    assert_eq!(app.capture(Method::POST, &hook, "{}").await.status, 200);
+    let executions = app.wait_executions(&flow, 1, Duration::from_secs(10)).await;
+    app.triggers_settled(Duration::from_secs(10)).await;
+    assert_eq!(executions[0]["flow_version"], 1, "the published version");
+    let refused = app.audit_entries("trigger.refused").await;
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["details"]["reason"], "launch");
+    assert_eq!(refused[0]["details"]["flow_id"], gone.as_str());
+    assert!(refused[0]["details"]["message"].as_str().expect("message").contains("flow not found"), "{refused:?}");
+}
