@@ -128,3 +128,94 @@ async fn the_execution_page_shows_what_webhook_nodes_waited_for_and_what_arrived
     browser.wait_text("#capture-detail", "valid").await;
     browser.close().await;
 }
+
+/// The first execution of `flow` a capture started, waited for.
+async fn triggered_execution(app: &TestApp, flow: &str) -> Value {
+    for _ in 0..150 {
+        let page: Value = app.get(&format!("/flows/{flow}/executions"), 200).await;
+        if let Some(found) = page["items"].as_array().and_then(|items| items.iter().find(|x| x["trigger"] == "webhook"))
+        {
+            return found.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no capture launched flow {flow}");
+}
+
+#[tokio::test]
+async fn the_endpoint_page_adds_a_trigger_and_its_runs_link_both_ways() {
+    let app = app().await;
+    let person = app.person(app.admin.org, Role::Member).await;
+    let flow = app.create_flow("on-order", json!({"nodes": [{"id": "note", "kind": "delay", "delay_ms": 1}]})).await;
+    app.put::<Value>(&format!("/flows/{flow}/environments/staging"), &json!({"variables": {"base": "https://x"}}), 200)
+        .await;
+    app.post::<Value>(&format!("/flows/{flow}/publish"), &json!({"note": "first"}), 201).await;
+    let webhook = app.webhook_named("Orders").await;
+    let browser = Browser::start(1280).await;
+    browser.sign_in(&app.base, &person.email, &person.password).await;
+    browser.goto(&format!("{}/#/webhooks/{webhook}", app.base)).await;
+    browser.wait_text("#triggers", "No triggers").await;
+
+    // A trigger added through the form, named as a person finds its controls.
+    browser.click_named("#triggers", "Edit triggers").await;
+    browser.click_named("#triggers", "Add trigger").await;
+    browser.choose(&browser.labelled("#triggers", "Flow").await, "on-order").await;
+    browser.type_into(&browser.labelled("#triggers", "Search").await, "method:POST").await;
+    browser.choose(&browser.labelled("#triggers", "Environment").await, "staging").await;
+    browser.choose(&browser.labelled("#triggers", "Version").await, "latest published").await;
+    browser.type_into(&browser.labelled("#triggers", "Variables").await, "team=payments").await;
+    browser.type_into(&browser.labelled("#triggers", "From the body").await, "order=$.order").await;
+    browser.click_named("#triggers", "Save").await;
+    browser.wait_text("#trigger-table", "on-order").await;
+    let stored: Value = app.get(&format!("/webhooks/{webhook}"), 200).await;
+    assert_eq!(
+        stored["triggers"],
+        json!([{"flow_id": flow, "q": "method:POST", "environment": "staging", "version": "latest",
+                "variables": {"team": "payments"}, "extract": {"order": "$.order"}}])
+    );
+
+    // A refusal shows at the field it names, in the trigger it names.
+    browser.click_named("#triggers", "Add trigger").await;
+    browser.choose(&browser.labelled("#triggers", "Flow").await, "on-order").await;
+    let paths = browser.labelled("#triggers", "From the body").await;
+    browser.type_into(&paths, "id=$.[").await;
+    browser.click_named("#triggers", "Save").await;
+    let marked = browser.wait_text(&format!(".field:has({paths}) .field-error"), "JSONPath").await;
+    assert!(marked.contains("triggers[1]"), "{marked}");
+    let invalid = browser
+        .run("return document.querySelector(arguments[0]).getAttribute('aria-invalid')", vec![json!(paths)])
+        .await;
+    assert_eq!(invalid, "true");
+    let first = browser.labelled("#triggers fieldset:first-of-type", "From the body").await;
+    assert!(!browser.has(&format!(".field:has({first}) .field-error")).await, "the first trigger is not marked");
+    assert_eq!(app.get::<Value>(&format!("/webhooks/{webhook}"), 200).await["triggers"], stored["triggers"]);
+    browser.run("[...document.querySelectorAll('#triggers button')].filter(b => b.textContent === 'Remove trigger').pop().click()", vec![]).await;
+
+    // A capture launches the flow; its detail links to the run, and the run links back to it.
+    let receipt = app
+        .capture_with(
+            Method::POST,
+            &format!("{webhook}/orders"),
+            &[("content-type", "application/json")],
+            "{\"order\": \"o-7\"}",
+        )
+        .await;
+    let capture = receipt.body["request_id"].as_str().expect("id").to_owned();
+    let execution = triggered_execution(&app, &flow).await;
+    let execution_id = execution["id"].as_str().expect("id");
+    assert_eq!(execution["trigger_request"], json!({"webhook_id": webhook, "request_id": capture}));
+    browser.click(&format!("#captures li[data-id='{capture}'] button")).await;
+    let started = browser.wait_text("#capture-executions", execution_id).await;
+    assert!(started.contains("on-order"), "{started}");
+    browser.click("#capture-executions a").await;
+    browser.wait_text("#execution-facts", "trigger webhook").await;
+    let url = browser.client.current_url().await.expect("url");
+    assert_eq!(url.fragment(), Some(format!("/flows/{flow}/executions/{execution_id}").as_str()));
+    browser.screenshot("triggered-execution-1280.png").await;
+    browser.click("#trigger-capture").await;
+    browser.wait_text("#capture-detail", "o-7").await;
+    let url = browser.client.current_url().await.expect("url");
+    assert_eq!(url.fragment(), Some(format!("/webhooks/{webhook}/requests/{capture}").as_str()));
+    browser.wait_text("#capture-executions", execution_id).await;
+    browser.close().await;
+}
