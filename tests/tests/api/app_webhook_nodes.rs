@@ -167,6 +167,7 @@ async fn the_endpoint_page_adds_a_trigger_and_its_runs_link_both_ways() {
     browser.type_into(&browser.labelled("#triggers", "From the body").await, "order=$.order").await;
     browser.click_named("#triggers", "Save").await;
     browser.wait_text("#trigger-table", "on-order").await;
+    browser.screenshot("triggers-1280.png").await;
     let stored: Value = app.get(&format!("/webhooks/{webhook}"), 200).await;
     assert_eq!(
         stored["triggers"],
