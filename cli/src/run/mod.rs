@@ -51,7 +51,9 @@ pub struct RunArgs {
     /// Published version to run: a number or `latest`. Without it the draft runs.
     #[arg(long, value_name = "N|latest", value_parser = parse_version)]
     pub version: Option<VersionSelector>,
-    /// A launch variable, overriding flow, environment and organization variables (repeatable).
+    /// A launch variable (repeatable). Names resolve narrowest first: values extracted during the run, launch
+    /// variables, the environment's, the flow's own `variables` (its defaults), then organization variables; so
+    /// a launch variable overrides the environment and the flow's default. Names under `execution.` are built in.
     #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
     pub variables: Vec<(String, String)>,
     /// A label a runner must carry to take the execution (remote mode; repeatable).

@@ -312,7 +312,7 @@ impl Engine {
                 Ok(value) => inputs.push((name.clone(), value, vars.is_tainted_template(text))),
                 Err(e) => {
                     result.status = NodeStatus::Error;
-                    result.error = Some(format!("inputs.{name}: {e}"));
+                    result.error = Some(format!("inputs.{name}: {}", vars.explain(&e)));
                     return Some(());
                 }
             }
@@ -322,9 +322,9 @@ impl Engine {
         if ran.cancelled {
             return None;
         }
-        for (name, value) in inner.extracted() {
-            let name = format!("{}.{name}", module.id);
-            vars.set(&name, value.clone());
+        for (inner_name, value) in inner.extracted() {
+            let name = format!("{}.{inner_name}", module.id);
+            vars.set_tainted(&name, value.clone(), inner.is_tainted(inner_name));
             result.extracted.insert(name, value.clone());
         }
         if let Some(failure) = ran.failed {
@@ -345,7 +345,7 @@ fn set_variables(set: &definition::SetVariablesNode, vars: &mut Variables, resul
             }
             Err(e) => {
                 result.status = NodeStatus::Error;
-                result.error = Some(format!("variables.{name}: {e}"));
+                result.error = Some(format!("variables.{name}: {}", vars.explain(&e)));
                 break;
             }
         }

@@ -64,7 +64,7 @@ fn render(spec: &RequestSpec, vars: &Variables, context: Context<'_>) -> Result<
         {
             format!("{field}: `{{{{{name}}}}}` is given only to registered runners, not to ephemeral runs")
         }
-        _ => format!("{field}: {e}"),
+        _ => format!("{field}: {}", vars.explain(&e)),
     };
     let method = template::render(&spec.method, &scope).map_err(|e| fail("method", e))?.to_ascii_uppercase();
     let mut url = template::render(&spec.url, &scope).map_err(|e| fail("url", e))?;

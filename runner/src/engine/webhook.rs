@@ -73,7 +73,7 @@ pub async fn run(node: &WebhookNode, vars: &mut Variables, run: Waiting<'_>, res
     let search = match node.webhook.rendered(|text| template::render(text, &vars.scope())) {
         Ok(search) => search,
         Err((field, e)) => {
-            fail(result, NodeStatus::Error, format!("{field}: {e}"));
+            fail(result, NodeStatus::Error, format!("{field}: {}", vars.explain(&e)));
             return Some(());
         }
     };

@@ -5,6 +5,7 @@
 use crate::api::catalog::Assertion;
 use crate::flow::assert::Operator;
 use crate::flow::extract::Extractor;
+use crate::flow::names;
 use crate::flow::request_parts::with_request_parts;
 use crate::flow::template;
 use crate::ids::{CollectionId, CollectionRequestId, FlowId};
@@ -219,16 +220,10 @@ pub const MAX_RETRIES: u32 = 10;
 pub const MAX_NODE_TIMEOUT_MS: u64 = 300_000;
 pub const MAX_DELAY_MS: u64 = 3_600_000;
 pub const MAX_FLOW_TIMEOUT_S: u64 = 86_400;
+/// Webhook nodes a definition may hold (each capture they take is excluded from the next one's wait).
+pub const MAX_WEBHOOK_NODES: usize = 100;
 /// How long a flow may run when its definition sets no `timeout_s`.
 pub const DEFAULT_FLOW_TIMEOUT_S: u64 = 300;
-
-/// A name usable in templates: a letter or `_`, then letters, digits, `_`, `-` or `.`.
-fn is_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.len() <= 128
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-}
 
 /// Parses and checks a definition. `Ok` holds the typed definition; `Err` every problem found.
 pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
@@ -253,8 +248,8 @@ pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
         flow_problem("timeout_s", format!("must be between 1 and {MAX_FLOW_TIMEOUT_S}"));
     }
     for (name, value) in &definition.variables {
-        if !is_name(name) {
-            flow_problem(&format!("variables.{name}"), "not a valid variable name".into());
+        if let Some(message) = names::definable_problem(name) {
+            flow_problem(&format!("variables.{name}"), message);
         }
         if let Err(e) = template::check(value) {
             flow_problem(&format!("variables.{name}"), e.to_string());
@@ -263,6 +258,14 @@ pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
     let mut seen = HashSet::new();
     for node in &definition.nodes {
         check_node(node, &mut seen, &mut problems);
+    }
+    let waits = definition.nodes.iter().filter(|n| matches!(n, Node::Webhook(_))).count();
+    if waits > MAX_WEBHOOK_NODES {
+        flow_problem_after(
+            "nodes",
+            format!("at most {MAX_WEBHOOK_NODES} webhook nodes in a flow (it has {waits})"),
+            &mut problems,
+        );
     }
     let flow_ms = definition.timeout_s.unwrap_or(DEFAULT_FLOW_TIMEOUT_S).saturating_mul(1000);
     for node in &definition.nodes {
@@ -278,6 +281,10 @@ pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
     }
     check_secret_oracles(&definition, &mut problems);
     if problems.is_empty() { Ok(definition) } else { Err(problems) }
+}
+
+fn flow_problem_after(field: &str, message: String, problems: &mut Vec<Problem>) {
+    problems.push(Problem { node_id: None, field: field.into(), message });
 }
 
 /// Conditions and assertions may not look inside a variable the flow fills from a secret (beyond exists,
@@ -351,6 +358,9 @@ fn check_node<'n>(node: &'n Node, seen: &mut HashSet<&'n str>, problems: &mut Ve
         }
         Node::Module(n) => {
             for (name, value) in &n.inputs {
+                if let Some(message) = names::reserved_problem(name) {
+                    problem(&format!("inputs.{name}"), message);
+                }
                 if let Err(e) = template::check(value) {
                     problem(&format!("inputs.{name}"), e.to_string());
                 }
@@ -358,8 +368,8 @@ fn check_node<'n>(node: &'n Node, seen: &mut HashSet<&'n str>, problems: &mut Ve
         }
         Node::SetVariables(n) => {
             for (name, value) in &n.variables {
-                if !is_name(name) {
-                    problem(&format!("variables.{name}"), "not a valid variable name".into());
+                if let Some(message) = names::definable_problem(name) {
+                    problem(&format!("variables.{name}"), message);
                 }
                 if let Err(e) = template::check(value) {
                     problem(&format!("variables.{name}"), e.to_string());
@@ -410,8 +420,8 @@ pub(crate) fn check_evaluations(
 ) {
     let mut names = HashSet::new();
     for (i, extractor) in extractors.iter().enumerate() {
-        if !is_name(&extractor.name) {
-            problem(&format!("extractors[{i}].name"), "not a valid variable name".into());
+        if let Some(message) = crate::flow::names::definable_problem(&extractor.name) {
+            problem(&format!("extractors[{i}].name"), message);
         }
         if !names.insert(extractor.name.as_str()) {
             problem(&format!("extractors[{i}].name"), format!("`{}` is extracted twice", extractor.name));
@@ -574,5 +584,27 @@ mod tests {
             r["nodes"][1]["delay_ms"] = json!(7_200_000);
         });
         assert_eq!(many.len(), 2, "every problem is reported: {many:?}");
+    }
+
+    #[test]
+    fn names_under_execution_are_built_in() {
+        let defined = |value: Value| json!({"execution.capture_url": value});
+        one(None, "variables.execution.capture_url", &problems(|r| r["variables"] = defined(json!("x"))));
+        let set = problems(|r| r["nodes"][3]["variables"] = defined(json!("x")));
+        one(Some("set"), "variables.execution.capture_url", &set);
+        one(
+            Some("login"),
+            "extractors[0].name",
+            &problems(|r| r["nodes"][0]["extractors"][0]["name"] = json!("execution.t")),
+        );
+        one(
+            Some("orders"),
+            "inputs.execution.capture_url",
+            &problems(|r| r["nodes"][2]["inputs"] = defined(json!("x"))),
+        );
+        assert!(set[0].message.contains("reserved"), "{set:?}");
+        let mut uses = example();
+        uses["variables"]["callback"] = json!("{{execution.capture_url}}/done");
+        assert!(validate(&uses).is_ok(), "using a built-in name is fine");
     }
 }

@@ -4,6 +4,7 @@ pub mod assert;
 pub mod budget;
 pub mod definition;
 pub mod extract;
+pub mod names;
 mod node_schema;
 pub(crate) mod request_parts;
 pub mod schedule;

@@ -1,6 +1,6 @@
 //! Templating: `{{name}}` is replaced by a variable's value and `{{secret.NAME}}` by a secret's; an undefined
-//! name is an error that names it. Lookup order (extracted values, flow, launch, environment, organization
-//! variables) is the caller's, given as layers from first to last.
+//! name is an error that names it. Lookup order (narrowest first: extracted values, built-in names, launch,
+//! environment, the flow's defaults, organization variables) is the caller's, given as layers from first to last.
 
 use std::collections::HashMap;
 

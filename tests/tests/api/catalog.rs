@@ -16,7 +16,7 @@ async fn extractor_kinds_and_evaluation() {
     let app = TestApp::spawn().await;
     let kinds = app.api().catalog().extractors().await.expect("extractors");
     let names: Vec<&str> = kinds.items.iter().map(|k| k.kind.as_str()).collect();
-    assert_eq!(names, ["jsonPath", "xmlPath", "statusCode", "header", "body"]);
+    assert_eq!(names, ["jsonPath", "xmlPath", "statusCode", "header", "body", "signature"]);
     assert_eq!(json!(kinds.items[3].fields[1]), json!({"name": "header", "type": "string", "required": true}));
 
     let response = json!({"status": 201, "headers": {"X-Trace": "r-1", "Content-Type": "application/json"},
@@ -111,7 +111,7 @@ async fn special_nodes_and_authentication() {
     let app = TestApp::spawn().await;
     let nodes = app.api().catalog().special_nodes().await.expect("special nodes");
     let kinds: Vec<&str> = nodes.items.iter().map(|k| k.kind.as_str()).collect();
-    assert_eq!(kinds, ["delay", "module", "set_variables"]);
+    assert_eq!(kinds, ["delay", "module", "set_variables", "webhook"]);
     assert!(
         json!(nodes.items[0].fields)
             .as_array()

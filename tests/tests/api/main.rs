@@ -57,6 +57,7 @@ mod signatures;
 mod signatures_endpoint;
 mod startup;
 mod stream;
+mod variables;
 mod webhook_nodes;
 mod webhook_nodes_elsewhere;
 mod webhooks;

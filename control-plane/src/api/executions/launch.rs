@@ -19,10 +19,12 @@ use axum::response::{IntoResponse, Response};
 use hookflow_shared::api::executions::{Execution, Launch, LaunchByTag, LaunchMode, LaunchedExecutions, Trigger};
 use hookflow_shared::api::runners::Job;
 use hookflow_shared::flow::definition::VersionSelector;
+use hookflow_shared::flow::names;
 use hookflow_shared::wire::{IdempotencyHeader, header};
 use hookflow_shared::{FlowId, OrgId, Scope};
 use serde::de::DeserializeOwned;
 use sqlx::PgConnection;
+use std::collections::BTreeMap;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -88,6 +90,14 @@ fn check_version(version: Option<VersionSelector>) -> ApiResult<()> {
     }
 }
 
+/// Launch variables may not define a built-in name (under `execution.`).
+fn check_variables(variables: &BTreeMap<String, String>) -> ApiResult<()> {
+    match variables.keys().find_map(|name| names::reserved_problem(name).map(|message| (name, message))) {
+        Some((name, message)) => Err(ApiError::invalid(format!("invalid field `variables.{name}`: {message}"))),
+        None => Ok(()),
+    }
+}
+
 /// Launch a flow: queued for a runner, or claimed at once for the caller (`mode: ephemeral`).
 #[utoipa::path(post, path = "/flows/{id}/launch", params(Id, IdempotencyHeader),
     request_body = Launch,
@@ -100,6 +110,7 @@ async fn launch_flow(
 ) -> ApiResult<Response> {
     let launch: Launch = body_or_default(&body)?;
     check_version(launch.version)?;
+    check_variables(&launch.variables)?;
     let key = idempotency::from_headers(&headers, "launch", &to_json_bytes(&(flow_id, &launch))?)?;
     let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
     let request = LaunchRequest::new(&app, caller.org_id, flow_id, trigger(&headers, Trigger::Api), &launch);
@@ -169,6 +180,7 @@ async fn launch_by_tag(
         return Err(ApiError::invalid("invalid field `tags`: name at least one tag"));
     }
     check_version(launch.version)?;
+    check_variables(&launch.variables)?;
     let key = idempotency::from_headers(&headers, "launch_by_tag", &to_json_bytes(&launch)?)?;
     let mut tx = app.pool.begin().await?;
     if let Some(key) = &key

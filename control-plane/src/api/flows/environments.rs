@@ -92,12 +92,16 @@ async fn delete_environment(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Checks an environment's key (1 to 64 letters, digits, `_` or `-`) and the templates of its values.
+/// Checks an environment's key (1 to 64 letters, digits, `_` or `-`), its names (none built in) and the templates
+/// of its values.
 pub fn check_environment(key: &str, variables: &BTreeMap<String, String>) -> ApiResult<()> {
     if !hookflow_shared::api::rules::is_key(key, 64) {
         return Err(ApiError::invalid("the environment key must be 1 to 64 letters, digits, _ or -"));
     }
     for (name, value) in variables {
+        if let Some(message) = hookflow_shared::flow::names::reserved_problem(name) {
+            return Err(ApiError::invalid(format!("invalid field `variables.{name}`: {message}")));
+        }
         template::check(value).map_err(|e| ApiError::invalid(format!("invalid field `variables.{name}`: {e}")))?;
     }
     Ok(())
