@@ -2,7 +2,7 @@
 //! NOTIFYs. A row the database refuses never fails its neighbours: the batch is stored again in halves under
 //! savepoints until the refused rows stand alone, and only they are answered `Rejected`.
 
-use crate::capture::cache::CaptureTarget;
+use crate::capture::target::CaptureTarget;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::signatures::Signature;
 use hookflow_shared::{CaptureId, ExecutionId, OrgId, WebhookId};

@@ -10,11 +10,12 @@
 
 use crate::cache::BoundedCache;
 use crate::capture::signing::EndpointVerification;
+pub use crate::capture::target::CaptureTarget;
 use crate::crypto::{MasterKey, Sealed};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hookflow_shared::api::signatures::Verification;
 use hookflow_shared::api::webhooks::CustomResponse;
-use hookflow_shared::{ExecutionId, OrgId, WebhookId};
+use hookflow_shared::{OrgId, WebhookId};
 use sqlx::PgPool;
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -29,13 +30,6 @@ const MAX_KNOWN: usize = 1_000_000;
 
 /// Endpoint reads from the database running at once.
 const LOADS: usize = 4;
-
-/// Who a capture URL belongs to: an endpoint, or an execution (its own URL, `{{execution.capture_url}}`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CaptureTarget {
-    Webhook(WebhookId),
-    Execution(ExecutionId),
-}
 
 /// What the capture path needs to know about an endpoint (or an execution's own URL, which captures as an endpoint
 /// with its organization's defaults would).

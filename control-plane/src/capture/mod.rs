@@ -9,6 +9,7 @@ pub mod hub;
 pub mod row;
 pub mod signing;
 pub mod sinks;
+pub mod target;
 pub mod waiters;
 pub mod writer;
 

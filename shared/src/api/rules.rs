@@ -157,7 +157,7 @@ pub fn optional_body_limit() -> ObjectBuilder {
 
 /// The methods a collection request may use, in any case.
 pub fn method() -> ObjectBuilder {
-    let alternatives: Vec<String> = crate::flow::definition::METHODS
+    let alternatives: Vec<String> = crate::flow::request_parts::METHODS
         .iter()
         .map(|m| m.chars().map(|c| format!("[{c}{}]", c.to_ascii_lowercase())).collect())
         .collect();

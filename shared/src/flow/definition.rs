@@ -30,32 +30,11 @@ pub struct FlowDefinition {
     pub layout: Value,
 }
 
-pub(crate) fn yes() -> bool {
-    true
-}
-
-/// Declares a node kind: the fields every node has (`id`, `name`, `enabled`, `condition`, `continue_on_failure`)
-/// and then its own, refusing unknown fields (which rules out a flattened common part).
-macro_rules! node_kind {
-    (pub struct $name:ident { $($(#[$meta:meta])* pub $field:ident: $ty:ty,)* }) => {
-        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-        #[serde(deny_unknown_fields)]
-        pub struct $name {
-            /// Unique within the definition; results and extractors name the node by it.
-            pub id: String,
-            pub name: Option<String>,
-            #[serde(default = "crate::flow::definition::yes")]
-            pub enabled: bool,
-            pub condition: Option<Assertion>,
-            #[serde(default)]
-            pub continue_on_failure: bool,
-            $($(#[$meta])* pub $field: $ty,)*
-        }
-    };
-}
+use crate::flow::node_parts::node_kind;
+pub use crate::flow::node_parts::{MAX_FLOW_TIMEOUT_S, check_evaluations};
+pub use crate::flow::request_parts::METHODS;
 pub use crate::flow::request_parts::{RequestParts, request_problems};
 pub use crate::flow::webhook_node::{RequiredSignature, WaitFor, WebhookNode};
-pub(crate) use node_kind;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -215,11 +194,9 @@ pub struct Problem {
 }
 
 /// The HTTP methods a request node may use.
-pub const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 pub const MAX_RETRIES: u32 = 10;
 pub const MAX_NODE_TIMEOUT_MS: u64 = 300_000;
 pub const MAX_DELAY_MS: u64 = 3_600_000;
-pub const MAX_FLOW_TIMEOUT_S: u64 = 86_400;
 /// Webhook nodes a definition may hold (each capture they take is excluded from the next one's wait).
 pub const MAX_WEBHOOK_NODES: usize = 100;
 /// How long a flow may run when its definition sets no `timeout_s`.
@@ -379,6 +356,30 @@ fn check_node<'n>(node: &'n Node, seen: &mut HashSet<&'n str>, problems: &mut Ve
     }
 }
 
+impl<'a> From<&'a RequestSpec> for RequestParts<'a> {
+    fn from(r: &'a RequestSpec) -> Self {
+        Self {
+            method: Some(&r.method),
+            url: Some(&r.url),
+            headers: &r.headers,
+            query: &r.query,
+            body: r.body.as_deref(),
+        }
+    }
+}
+
+impl<'a> From<&'a RequestOverrides> for RequestParts<'a> {
+    fn from(o: &'a RequestOverrides) -> Self {
+        Self {
+            method: o.method.as_deref(),
+            url: o.url.as_deref(),
+            headers: &o.headers,
+            query: &o.query,
+            body: o.body.as_deref(),
+        }
+    }
+}
+
 fn check_request(n: &RequestNode, problem: &mut impl FnMut(&str, String)) {
     match (&n.request, &n.request_ref) {
         (None, None) => problem("request", "give `request` or `request_ref`".into()),
@@ -409,34 +410,6 @@ fn check_request(n: &RequestNode, problem: &mut impl FnMut(&str, String)) {
     }
     if n.timeout_ms.is_some_and(|t| t == 0 || t > MAX_NODE_TIMEOUT_MS) {
         problem("timeout_ms", format!("must be between 1 and {MAX_NODE_TIMEOUT_MS}"));
-    }
-}
-
-/// The problems of a node's extractors (names, expressions) and assertions (expected values).
-pub(crate) fn check_evaluations(
-    extractors: &[Extractor],
-    assertions: &[Assertion],
-    problem: &mut impl FnMut(&str, String),
-) {
-    let mut names = HashSet::new();
-    for (i, extractor) in extractors.iter().enumerate() {
-        if let Some(message) = crate::flow::names::definable_problem(&extractor.name) {
-            problem(&format!("extractors[{i}].name"), message);
-        }
-        if !names.insert(extractor.name.as_str()) {
-            problem(&format!("extractors[{i}].name"), format!("`{}` is extracted twice", extractor.name));
-        }
-        if let Err(e) = extractor.check() {
-            problem(&format!("extractors[{i}]"), e.to_string());
-        }
-    }
-    for (i, assertion) in assertions.iter().enumerate() {
-        if assertion.operator.takes_expected() && assertion.expected.is_none() {
-            problem(
-                &format!("assertions[{i}].expected"),
-                format!("{} needs an expected value", assertion.operator.name()),
-            );
-        }
     }
 }
 

@@ -5,6 +5,7 @@ pub mod budget;
 pub mod definition;
 pub mod extract;
 pub mod names;
+mod node_parts;
 mod node_schema;
 pub(crate) mod request_parts;
 pub mod schedule;

@@ -27,6 +27,9 @@ macro_rules! with_request_parts {
 }
 pub(crate) use with_request_parts;
 
+/// The HTTP methods a request node may use.
+pub const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
+
 /// The parts of a request that are checked, wherever the request comes from (an inline request, a reference's
 /// overrides, a collection request); absent parts are not checked.
 #[derive(Debug, Clone, Copy)]
@@ -38,39 +41,12 @@ pub struct RequestParts<'a> {
     pub body: Option<&'a str>,
 }
 
-impl<'a> From<&'a crate::flow::definition::RequestSpec> for RequestParts<'a> {
-    fn from(r: &'a crate::flow::definition::RequestSpec) -> Self {
-        Self {
-            method: Some(&r.method),
-            url: Some(&r.url),
-            headers: &r.headers,
-            query: &r.query,
-            body: r.body.as_deref(),
-        }
-    }
-}
-
-impl<'a> From<&'a crate::flow::definition::RequestOverrides> for RequestParts<'a> {
-    fn from(o: &'a crate::flow::definition::RequestOverrides) -> Self {
-        Self {
-            method: o.method.as_deref(),
-            url: o.url.as_deref(),
-            headers: &o.headers,
-            query: &o.query,
-            body: o.body.as_deref(),
-        }
-    }
-}
-
 /// Problems of a request's method and templates as `(field, message)`; `at` (may be empty) prefixes the fields.
 pub fn request_problems(at: &str, parts: RequestParts<'_>) -> Vec<(String, String)> {
     let field = |name: &str| if at.is_empty() { name.to_owned() } else { format!("{at}.{name}") };
     let mut problems = Vec::new();
-    if let Some(method) = parts.method.filter(|m| !crate::flow::definition::METHODS.contains(m)) {
-        problems.push((
-            field("method"),
-            format!("`{method}` is not one of {}", crate::flow::definition::METHODS.join(", ")),
-        ));
+    if let Some(method) = parts.method.filter(|m| !METHODS.contains(m)) {
+        problems.push((field("method"), format!("`{method}` is not one of {}", METHODS.join(", "))));
     }
     let mut templated: Vec<(String, &str)> = parts.url.map(|u| (field("url"), u)).into_iter().collect();
     templated.extend(parts.headers.iter().map(|(k, v)| (field(&format!("headers.{k}")), v.as_str())));

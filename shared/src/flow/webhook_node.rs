@@ -4,8 +4,8 @@
 
 use crate::api::catalog::Assertion;
 use crate::api::webhooks::SearchFilter;
-use crate::flow::definition::node_kind;
 use crate::flow::extract::Extractor;
+use crate::flow::node_parts::node_kind;
 use crate::flow::template;
 use crate::ids::WebhookId;
 use serde::{Deserialize, Serialize};
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 /// How long a webhook node waits when it does not say.
 pub const DEFAULT_WAIT_MS: u64 = 30_000;
 /// The longest a webhook node may wait (as long as a flow may run).
-pub const MAX_WAIT_MS: u64 = crate::flow::definition::MAX_FLOW_TIMEOUT_S * 1000;
+pub const MAX_WAIT_MS: u64 = crate::flow::node_parts::MAX_FLOW_TIMEOUT_S * 1000;
 /// `q` as written, at most this long.
 pub const MAX_Q_CHARS: usize = 4096;
 
@@ -136,6 +136,6 @@ impl WebhookNode {
         if wait.timeout_ms.is_some_and(|t| t == 0 || t > MAX_WAIT_MS) {
             problem("webhook.timeout_ms", format!("must be between 1 and {MAX_WAIT_MS}"));
         }
-        crate::flow::definition::check_evaluations(&self.extractors, &self.assertions, problem);
+        crate::flow::node_parts::check_evaluations(&self.extractors, &self.assertions, problem);
     }
 }

@@ -235,6 +235,7 @@ const OPERATIONS: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/flows/{id}/executions", Some(Scope::FlowsRead)),
     ("GET", "/flows/{flow_id}/executions/{execution_id}", Some(Scope::FlowsRead)),
     ("GET", "/flows/{flow_id}/executions/{execution_id}/nodes", Some(Scope::FlowsRead)),
+    ("GET", "/flows/{flow_id}/executions/{execution_id}/captures", Some(Scope::FlowsRead)),
     ("POST", "/flows/{flow_id}/executions/{execution_id}/cancel", Some(Scope::FlowsExecute)),
     ("GET", "/flows/{id}/analytics/executions", Some(Scope::FlowsRead)),
     ("GET", "/runners", Some(Scope::RunnersRead)),

@@ -26,14 +26,15 @@ impl Drop for Killed {
 
 #[tokio::test]
 async fn an_installed_runner_in_a_private_network_waits_for_the_webhook_through_the_protocol() {
-    // 198.18.0.0/15 is reserved for network tests; the test owns both ends of this /30.
-    let Some(net) = Netns::create("wh", "198.18.79.1", "198.18.79.2", 30) else { return };
+    // A private /30 the test makes and owns both ends of (not 198.18.0.0/15, which runners refuse to call: the
+    // provider must be an address a flow may reach).
+    let Some(net) = Netns::create("wh", "10.231.79.1", "10.231.79.2", 30) else { return };
     let app = TestApp::spawn_for_execution().await;
     // The provider sits on the namespace's side of the veth's far end: reachable from the runner inside; it sends
     // its webhook to the server's capture URL (the execution's own).
-    let provider = Provider::spawn_on("198.18.79.1:0", ProviderOptions::default()).await;
+    let provider = Provider::spawn_on("10.231.79.1:0", ProviderOptions::default()).await;
     let upstream = app.base.trim_start_matches("http://").parse().expect("address");
-    let relay = Proxy::start_on("198.18.79.1:0", upstream).await;
+    let relay = Proxy::start_on("10.231.79.1:0", upstream).await;
     let creds = app.runner_creds(app.admin.org).await;
     let mut runner = net.command(RUNNER);
     let _runner = Killed(
