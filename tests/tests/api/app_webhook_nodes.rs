@@ -143,7 +143,6 @@ async fn triggered_execution(app: &TestApp, flow: &str) -> Value {
 }
 
 #[tokio::test]
-#[ignore = "needs endpoint triggers (branch `triggers`, not on main yet): remove this line when it lands"]
 async fn the_endpoint_page_adds_a_trigger_and_its_runs_link_both_ways() {
     let app = app().await;
     let person = app.person(app.admin.org, Role::Member).await;
