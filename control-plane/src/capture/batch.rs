@@ -60,7 +60,7 @@ pub enum Outcome {
 /// Stores one batch with one statement (atomic on its own, one round trip): the rows, the endpoints' counts, the
 /// per-minute counters and the NOTIFYs (for endpoints a replica watches, and always for executions' own URLs,
 /// whose captures are rare and always awaited). Rows whose endpoint vanished, or whose execution is gone or ended
-/// more than `sinks::GRACE_MINUTES` ago, are skipped. Execution captures count in no endpoint's counters.
+/// more than `sinks::GRACE_MINUTES` ago (or that holds 1,000 captures: the URL is handed to others), are skipped. Execution captures count in no endpoint's counters.
 /// Captures of endpoints with `triggers` owe a launch per trigger (`trigger_launches`, the dispatchers' outbox,
 /// woken by a NOTIFY), committed with them; a capture its endpoint's `enforce` refused owes none, nor does one sent
 /// to an execution's own URL. Endpoints without triggers cost one look at their row per batch.
@@ -81,8 +81,10 @@ WITH input AS (
            u.execution
     FROM input u
     WHERE EXISTS (SELECT 1 FROM webhooks w WHERE w.id = u.webhook)
-       OR EXISTS (SELECT 1 FROM executions e WHERE e.id = u.execution
-                  AND (e.finished_at IS NULL OR e.finished_at > now() - interval '15 minutes'))
+       OR (EXISTS (SELECT 1 FROM executions e WHERE e.id = u.execution
+                   AND (e.finished_at IS NULL OR e.finished_at > now() - interval '15 minutes'))
+           AND (SELECT count(*) FROM (SELECT 1 FROM captures x WHERE x.execution_id = u.execution LIMIT 1000) n)
+               < 1000)
     RETURNING id, organization_id, webhook_id, execution_id, method, received_at, signature_verdict
 ), endpoints AS (
     INSERT INTO webhook_counters AS c (webhook_id, slot, stored, last_request_at)

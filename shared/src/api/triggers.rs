@@ -105,7 +105,9 @@ impl Extracts {
 
     /// The names found in a JSON body: a string as it is, anything else as JSON text, several matches as a JSON
     /// array. A name whose path matches nothing (or a body that is not JSON) is left out, so a template naming it
-    /// fails saying so.
+    /// fails saying so; so is one whose value would be longer than [`MAX_EXTRACTED_BYTES`] or that matches more than
+    /// [`MAX_EXTRACTED_MATCHES`] values (a sender's body must not make the server build copies of itself: `$..*`
+    /// over a deep body matches every level). Values are written out within that budget, never copied whole.
     pub fn values_in(&self, body: &[u8]) -> BTreeMap<String, String> {
         let mut found = BTreeMap::new();
         if self.0.is_empty() {
@@ -114,19 +116,46 @@ impl Extracts {
         let Ok(document) = serde_json::from_slice::<serde_json::Value>(body) else { return found };
         for (name, path) in &self.0 {
             let Ok(path) = serde_json_path::JsonPath::parse(path) else { continue };
-            let value = match path.query(&document).all().as_slice() {
+            let matches = path.query(&document).all();
+            let text = match matches.as_slice() {
                 [] => continue,
-                [one] => (*one).clone(),
-                many => serde_json::Value::Array(many.iter().map(|v| (*v).clone()).collect()),
+                [serde_json::Value::String(text)] if text.len() <= MAX_EXTRACTED_BYTES => Some(text.clone()),
+                [serde_json::Value::String(_)] => None,
+                [one] => bounded_json(one),
+                many if many.len() <= MAX_EXTRACTED_MATCHES => bounded_json(&many),
+                _ => None,
             };
-            let text = match value {
-                serde_json::Value::String(text) => text,
-                other => other.to_string(),
-            };
-            found.insert(name.clone(), text);
+            if let Some(text) = text {
+                found.insert(name.clone(), text);
+            }
         }
         found
     }
+}
+
+/// The longest value a trigger's `extract` name takes (its JSON text).
+pub const MAX_EXTRACTED_BYTES: usize = 64 * 1024;
+/// The most values one `extract` path may match.
+pub const MAX_EXTRACTED_MATCHES: usize = 1_000;
+
+/// `value` as JSON text, or `None` once it would pass [`MAX_EXTRACTED_BYTES`] (writing stops there).
+fn bounded_json(value: &impl Serialize) -> Option<String> {
+    struct Bounded(Vec<u8>);
+    impl std::io::Write for Bounded {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            if self.0.len() + bytes.len() > MAX_EXTRACTED_BYTES {
+                return Err(std::io::Error::other("over the budget"));
+            }
+            self.0.extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut out = Bounded(Vec::new());
+    serde_json::to_writer(&mut out, value).ok()?;
+    String::from_utf8(out.0).ok()
 }
 
 impl std::ops::Deref for Extracts {
@@ -218,5 +247,28 @@ mod tests {
         assert_eq!(shadowed_name(&trigger), Some("id"));
         trigger.variables = CollectionVariables::default();
         assert_eq!(shadowed_name(&trigger), None);
+    }
+
+    #[test]
+    fn a_senders_deep_body_cannot_make_extract_copy_it_level_by_level() {
+        // 100 levels around a 1 MiB string: `$..*` matches every level, each holding the whole string.
+        let big = "x".repeat(1024 * 1024);
+        let mut body = serde_json::json!(big);
+        for _ in 0..100 {
+            body = serde_json::json!({"a": body});
+        }
+        let body = serde_json::to_vec(&body).expect("json");
+        let extracts: Extracts =
+            serde_json::from_value(serde_json::json!({"all": "$..*", "deep": "$.a.a", "small": "$.a.a.a"}))
+                .expect("extracts");
+        let started = std::time::Instant::now();
+        let found = extracts.values_in(&body);
+        assert!(found.is_empty(), "every value is over the budget: {:?}", found.keys().collect::<Vec<_>>());
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "bounded work: {:?}", started.elapsed());
+        let fine: Extracts =
+            serde_json::from_value(serde_json::json!({"id": "$.data.id", "both": "$..id"})).expect("ok");
+        let found = fine.values_in(br#"{"data": {"id": "pay_1"}, "id": 7}"#);
+        assert_eq!(found["id"], "pay_1");
+        assert_eq!(found["both"], "[7,\"pay_1\"]");
     }
 }

@@ -166,7 +166,21 @@ async fn the_wait_route_checks_its_token_its_search_and_its_endpoint() {
     let mut forged = job.clone();
     forged["job_token"] = json!(hookflow_control_plane::crypto::new_token(hookflow_shared::token::TokenKind::Job));
     assert_eq!(app.job_call(&forged, "captures", json!({"node_id": "w"})).await.status, 401);
+    // An endpoint of its own organization that no webhook node of the run names is not the job's to read.
+    let mine = app.create_webhook(json!({"name": "not named by the flow"})).await;
+    let unnamed = app.job_call(&job, "captures", json!({"node_id": "w", "webhook_id": mine["id"], "wait_ms": 0})).await;
+    assert_eq!(unnamed.status, 404, "{:?}", unnamed.body);
     let too_many: Vec<String> = (0..101).map(|_| uuid::Uuid::now_v7().to_string()).collect();
     let long = app.job_call(&job, "captures", json!({"node_id": "w", "exclude": too_many})).await;
     assert_eq!(long.status, 400);
+    // A job's nodes wait one at a time: a fifth wait at once is refused (the lease is renewed first: it is short here).
+    assert_eq!(app.job_call(&job, "nodes", json!({"results": []})).await.status, 200);
+    let open =
+        |n: u32| app.job_call(&job, "captures", json!({"node_id": "w", "wait_ms": 800, "q": format!("header.n:{n}")}));
+    let (a, b, c, d, e) = tokio::join!(open(1), open(2), open(3), open(4), async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        open(5).await
+    });
+    assert!([a.status, b.status, c.status, d.status] == [200; 4], "four at once are fine");
+    e.assert_refused(429, "rate_limited", "waits open");
 }
