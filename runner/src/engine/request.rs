@@ -5,11 +5,11 @@
 use crate::engine::mask::Masker;
 use crate::engine::send::{self, Outgoing, Received};
 use crate::engine::vars::Variables;
-use hookflow_shared::api::catalog::AssertionResult;
+use hookflow_shared::api::catalog::{Assertion, AssertionResult};
 use hookflow_shared::api::executions::{MAX_RESULT_BODY, NodeStatus, ReceivedResponse, SentRequest, Timings};
 use hookflow_shared::api::runners::Job;
 use hookflow_shared::flow::definition::{RequestNode, RequestSpec};
-use hookflow_shared::flow::extract::{ExtractorKind, ResponseView};
+use hookflow_shared::flow::extract::{Extractor, ExtractorKind, ResponseView};
 use hookflow_shared::flow::template;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -156,17 +156,11 @@ fn evaluate(
         body: &text,
     };
     let mut exchange = Exchange { request: Some(shown), ..Exchange::default() };
-    for extractor in &node.extractors {
-        match extractor.extract(view) {
-            Ok(Some(value)) => {
-                exchange.extracted.insert(extractor.name.clone(), value);
-            }
-            Ok(None) => {}
-            Err(e) => {
-                exchange.status = Some(NodeStatus::Error);
-                exchange.error = Some(format!("extractor `{}`: {e}", extractor.name));
-            }
-        }
+    let (extracted, failed) = extract_all(&node.extractors, view);
+    exchange.extracted = extracted;
+    if let Some(error) = failed {
+        exchange.status = Some(NodeStatus::Error);
+        exchange.error = Some(error);
     }
     let mut joined: BTreeMap<String, String> = BTreeMap::new();
     for (name, value) in &received.headers {
@@ -185,17 +179,46 @@ fn evaluate(
         },
     });
     if exchange.status.is_none() {
-        let values = vars.values_with(&exchange.extracted);
-        exchange.assertions =
-            node.assertions.iter().map(|a| crate::engine::guarded_assert(a, &values, masker)).collect();
-        let passed = exchange.assertions.iter().all(|a| a.passed);
-        exchange.status = Some(if passed { NodeStatus::Passed } else { NodeStatus::Failed });
-        if !passed {
-            let failed = exchange.assertions.iter().filter(|a| !a.passed).count();
-            exchange.error = Some(format!("{failed} of {} assertions failed", exchange.assertions.len()));
-        }
+        let (results, failed) = assert_all(&node.assertions, vars, &exchange.extracted, masker);
+        exchange.assertions = results;
+        exchange.status = Some(if failed.is_none() { NodeStatus::Passed } else { NodeStatus::Failed });
+        exchange.error = failed;
     }
     exchange
+}
+
+/// Runs `extractors` over a response: what they found, and the first extractor's error.
+pub(crate) fn extract_all(
+    extractors: &[Extractor],
+    view: ResponseView<'_>,
+) -> (BTreeMap<String, Value>, Option<String>) {
+    let (mut extracted, mut error) = (BTreeMap::new(), None);
+    for extractor in extractors {
+        match extractor.extract(view) {
+            Ok(Some(value)) => {
+                extracted.insert(extractor.name.clone(), value);
+            }
+            Ok(None) => {}
+            Err(e) => error = Some(format!("extractor `{}`: {e}", extractor.name)),
+        }
+    }
+    (extracted, error)
+}
+
+/// Evaluates `assertions` over the variables and a node's fresh extractions: the results, and the failure's
+/// message when any failed.
+pub(crate) fn assert_all(
+    assertions: &[Assertion],
+    vars: &Variables,
+    extracted: &BTreeMap<String, Value>,
+    masker: &Masker,
+) -> (Vec<AssertionResult>, Option<String>) {
+    let values = vars.values_with(extracted);
+    let results: Vec<AssertionResult> =
+        assertions.iter().map(|a| crate::engine::guarded_assert(a, &values, masker)).collect();
+    let failed = results.iter().filter(|a| !a.passed).count();
+    let error = (failed > 0).then(|| format!("{failed} of {} assertions failed", results.len()));
+    (results, error)
 }
 
 #[cfg(test)]

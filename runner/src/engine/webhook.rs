@@ -4,7 +4,7 @@
 //! assertions. Captures one node took are never another's within the run.
 
 use crate::engine::mask::Masker;
-use crate::engine::request::keep;
+use crate::engine::request::{assert_all, extract_all, keep};
 use crate::engine::vars::Variables;
 use base64::Engine as _;
 use hookflow_shared::CaptureId;
@@ -167,25 +167,17 @@ fn evaluate(node: &WebhookNode, vars: &mut Variables, mut capture: Capture, mask
         headers: &capture.headers,
         body: &body,
     };
-    for extractor in &node.extractors {
-        match extractor.extract(view) {
-            Ok(Some(value)) => {
-                result.extracted.insert(extractor.name.clone(), value);
-            }
-            Ok(None) => {}
-            Err(e) => {
-                result.status = NodeStatus::Error;
-                result.error = Some(format!("extractor `{}`: {e}", extractor.name));
-            }
-        }
-    }
-    if result.status != NodeStatus::Error {
-        let values = vars.values_with(&result.extracted);
-        result.assertions = node.assertions.iter().map(|a| crate::engine::guarded_assert(a, &values, masker)).collect();
-        let failed = result.assertions.iter().filter(|a| !a.passed).count();
-        if failed > 0 {
+    let (extracted, failed) = extract_all(&node.extractors, view);
+    result.extracted = extracted;
+    if let Some(error) = failed {
+        result.status = NodeStatus::Error;
+        result.error = Some(error);
+    } else {
+        let (assertions, failed) = assert_all(&node.assertions, vars, &result.extracted, masker);
+        result.assertions = assertions;
+        if let Some(error) = failed {
             result.status = NodeStatus::Failed;
-            result.error = Some(format!("{failed} of {} assertions failed", result.assertions.len()));
+            result.error = Some(error);
         }
     }
     // Anyone who knows the URL can send a capture: unless its signature was verified, what it says is the sender's
