@@ -1,5 +1,5 @@
 //! `hookflow-bench waits`: executions waiting at once in webhook nodes. The real server binary runs in its own
-//! process (its RSS and CPU are its own); one runner in this process, with a slot per execution, runs them all, each
+//! process (its RSS and CPU are its own); runners in this process, with a slot per execution, run them all, each
 //! long-polling the server for its capture. Measured: the server's RSS and CPU idle with the runner connected, then
 //! while every execution waits; then captures sent at a steady rate, one per execution, and for each the time from
 //! the capture's receipt (server clock) to its node's end (the runner's clock, same machine): capture -> woken,
@@ -22,6 +22,10 @@ pub struct Args {
     /// Seconds the server is watched idle, and then while they wait.
     #[arg(long, default_value_t = 15)]
     watch_seconds: u64,
+    /// Endpoints they wait on (execution n on endpoint n mod this): every capture wakes the waiters of its
+    /// endpoint, which each look for their match.
+    #[arg(long, default_value_t = 1)]
+    endpoints: usize,
     /// Captures sent per second once they all wait (one per execution).
     #[arg(long, default_value_t = 100)]
     rate: u32,
@@ -61,35 +65,48 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
     let api =
         hookflow_client::Client::new(&server.base, hookflow_client::Credentials::api_key(server.key.clone(), org));
     sqlx::query("UPDATE organizations SET capture_rate_limit_per_s = 100000").execute(&pool).await?;
-    let webhook: Value = api.post("/webhooks", &json!({"name": "waits"})).await?;
-    let (webhook_id, capture_url) = (webhook["id"].as_str().unwrap_or_default(), webhook["capture_url"].as_str());
-    let capture_url = capture_url.ok_or("no capture URL")?.to_owned();
-    let definition = json!({"timeout_s": 900, "nodes": [{"id": "w", "kind": "webhook",
-        "webhook": {"webhook_id": webhook_id, "q": "header.x-run:{{run}}", "timeout_ms": 600_000}}]});
-    let flow: Value = api.post("/flows", &json!({"name": "waits", "definition": definition})).await?;
-    let flow = flow["id"].as_str().ok_or("no flow id")?.to_owned();
+    // Execution `run` waits on endpoint `run % endpoints`.
+    let mut endpoints = Vec::new();
+    for n in 0..args.endpoints.max(1) {
+        let webhook: Value = api.post("/webhooks", &json!({"name": format!("waits-{n}")})).await?;
+        let id = webhook["id"].as_str().ok_or("no endpoint id")?.to_owned();
+        endpoints.push((id, webhook["capture_url"].as_str().ok_or("no capture URL")?.to_owned()));
+    }
+    let mut flows = Vec::new();
+    for (n, (endpoint, _)) in endpoints.iter().enumerate() {
+        let definition = json!({"timeout_s": 900, "nodes": [{"id": "w", "kind": "webhook",
+            "webhook": {"webhook_id": endpoint, "q": "header.x-run:{{run}}", "timeout_ms": 600_000}}]});
+        let flow: Value = api.post("/flows", &json!({"name": format!("waits-{n}"), "definition": definition})).await?;
+        flows.push(flow["id"].as_str().ok_or("no flow id")?.to_owned());
+    }
 
+    // Runners take at most 1,000 slots each: as many runners as the executions need, in this process.
     let stop = CancellationToken::new();
-    let config = DaemonConfig {
-        connection: Connection {
-            base_url: server.base.clone(),
-            api_key: server.key.clone().into(),
-            organization_id: Some(org),
-        },
-        name: "waits".into(),
-        labels: Vec::new(),
-        concurrency: u32::try_from(args.executions)? + 8,
-        grace: Duration::from_secs(1),
-        poll_wait_s: 20,
-    };
-    let runner = tokio::spawn(run_daemon(config, stop.clone()));
+    let runner_count = args.executions.div_ceil(500).max(1);
+    let slots = u32::try_from(args.executions.div_ceil(runner_count))? + 8;
+    let mut runners = Vec::new();
+    for n in 0..runner_count {
+        let config = DaemonConfig {
+            connection: Connection {
+                base_url: server.base.clone(),
+                api_key: server.key.clone().into(),
+                organization_id: Some(org),
+            },
+            name: format!("waits-{n}"),
+            labels: Vec::new(),
+            concurrency: slots,
+            grace: Duration::from_secs(1),
+            poll_wait_s: 20,
+        };
+        runners.push(tokio::spawn(run_daemon(config, stop.clone())));
+    }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (rss_idle, cpu_idle, pg_idle) = watch(&server, args.watch_seconds).await;
 
     let launched = Instant::now();
     let mut launches = tokio::task::JoinSet::new();
     for run in 0..args.executions {
-        let (api, flow) = (api.clone(), flow.clone());
+        let (api, flow) = (api.clone(), flows[run % flows.len()].clone());
         launches.spawn(async move {
             let body = json!({"variables": {"run": run.to_string()}});
             api.post::<_, Value>(&format!("/flows/{flow}/launch"), &body).await
@@ -100,6 +117,9 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
     }
     while let Some(done) = launches.join_next().await {
         done??;
+    }
+    if let Some(ended) = runners.iter().position(tokio::task::JoinHandle::is_finished) {
+        return Err(format!("runner {ended} stopped early").into());
     }
     until(&pool, "running", args.executions, Duration::from_secs(120)).await?;
     let all_waiting = launched.elapsed();
@@ -114,7 +134,8 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
         tokio::time::sleep_until(next).await;
         next += period;
         let started = Instant::now();
-        let sent = client.post(&capture_url).header("x-run", run.to_string()).body("{}").send().await?;
+        let capture_url = &endpoints[run % endpoints.len()].1;
+        let sent = client.post(capture_url).header("x-run", run.to_string()).body("{}").send().await?;
         if !sent.status().is_success() {
             return Err(format!("a capture answered {}", sent.status()).into());
         }
@@ -123,10 +144,16 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
     until(&pool, "succeeded", args.executions, Duration::from_secs(120)).await?;
     let woken = woken_latencies(&pool).await?;
     stop.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(5), runner).await;
+    for runner in runners {
+        let _ = tokio::time::timeout(Duration::from_secs(5), runner).await;
+    }
 
     let per_wait_kib = (rss_waiting - rss_idle) * 1024.0 / args.executions as f64;
-    println!("waits: {} executions waiting at once in webhook nodes (one runner, a slot each)", args.executions);
+    println!(
+        "waits: {} executions waiting at once in webhook nodes on {} endpoint(s) ({runner_count} runners, a slot each)",
+        args.executions,
+        endpoints.len()
+    );
     println!("  all claimed and waiting {:.1} s after the first launch", all_waiting.as_secs_f64());
     println!(
         "  server idle:    RSS {rss_idle:.0} MiB, CPU {:.1}% of a core, PostgreSQL {:.1}%",

@@ -22,9 +22,9 @@
 //!   `executions/`, `collections/`, `resources/`, `admin/`, `people/`, `catalog`, `runner_protocol/`, `health`, the
 //!   web console `app/`), the handlers' contexts over `AppState` (`context`: `Ctx`, `Person`), merged into the
 //!   router and the OpenAPI document (`openapi`, `openapi_shapes`) in `api/mod.rs`.
-//! - `tasks/`, `server/`: background loops (LISTEN fan-out, retention, lease rescue, schedules); the binary's
-//!   commands (operator commands, master-key rotation), configuration, first start, open-file limit, embedded
-//!   runner.
+//! - `tasks/`, `triggers/`, `server/`: background loops (LISTEN fan-out, retention, lease rescue, schedules); the
+//!   dispatcher that launches the flows captures owe their endpoints' triggers; the binary's commands (operator
+//!   commands, master-key rotation), configuration, first start, open-file limit, embedded runner.
 //!
 //! `api::serve` runs the API on any listener; `server::run` is the binary's entry point.
 
@@ -47,4 +47,5 @@ pub mod signature;
 pub mod state;
 pub mod strict_json;
 pub mod tasks;
+pub mod triggers;
 pub mod validate;

@@ -1,6 +1,6 @@
 //! In-process wake-ups and the PostgreSQL NOTIFY channels that carry them across replicas: queued work for
-//! long polls, new execution events for execution streams, stored captures for capture streams, and the
-//! invalidation of in-process caches (keys, endpoints, sessions). Not wire contract: only servers speak it.
+//! long polls, new execution events for execution streams, stored captures for capture streams, launches captures
+//! owe for the trigger dispatchers, and the invalidation of in-process caches (keys, endpoints, sessions). Not wire contract: only servers speak it.
 
 use hookflow_shared::{ApiKeyId, OrgId, SessionId, UserId, WebhookId};
 use std::collections::HashMap;
@@ -16,9 +16,13 @@ pub const EXECUTIONS_CHANNEL: &str = "hookflow_executions";
 pub const CAPTURES_CHANNEL: &str = "hookflow_captures";
 /// NOTIFY channel telling every replica to drop a cached entry (payload: `<kind>:<id>`, see [`Invalidation`]).
 pub const INVALIDATE_CHANNEL: &str = "hookflow_invalidate";
+/// NOTIFY channel announcing captures that owe trigger launches (no payload: any dispatcher takes them); sent by
+/// the capture batch's statement (`capture::batch`).
+pub const TRIGGERS_CHANNEL: &str = "hookflow_triggers";
 
 /// Every channel the process listens on.
-pub const CHANNELS: [&str; 4] = [QUEUE_CHANNEL, EXECUTIONS_CHANNEL, CAPTURES_CHANNEL, INVALIDATE_CHANNEL];
+pub const CHANNELS: [&str; 5] =
+    [QUEUE_CHANNEL, EXECUTIONS_CHANNEL, CAPTURES_CHANNEL, INVALIDATE_CHANNEL, TRIGGERS_CHANNEL];
 
 /// What an invalidation names. Sent in the transaction that made the change (`pg_notify` is delivered at commit)
 /// and applied locally at once by the replica that made it.

@@ -60,6 +60,8 @@ pub struct Inner {
     pub queue: Arc<QueueSignal>,
     /// Ids of executions with new events (execution streams filter their own).
     pub execution_wakes: tokio::sync::broadcast::Sender<hookflow_shared::ExecutionId>,
+    /// Wakes the trigger dispatcher: captures owe launches (NOTIFY), or notifications may have been missed.
+    pub trigger_wakes: Arc<tokio::sync::Notify>,
     /// Cancelled when the server stops: streams end, background tasks return.
     pub shutdown: CancellationToken,
 }
@@ -131,6 +133,27 @@ pub struct Settings {
     pub signup: bool,
     /// External OpenID providers whose access tokens are accepted.
     pub issuers: Vec<IssuerConfig>,
+    /// How captures start flows: whether this server dispatches, the chain depth, the organizations' rate.
+    pub triggers: TriggerSettings,
+}
+
+/// The trigger dispatcher's settings (`--trigger-*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TriggerSettings {
+    /// Whether this server launches what captures owe (a replica that only captures may leave it to others).
+    pub dispatch: bool,
+    /// Longest chain of triggered runs: a capture sent by a run at this depth launches nothing.
+    pub max_depth: u32,
+    /// Trigger launches one organization may make per minute, counted across replicas.
+    pub launches_per_minute: u32,
+    /// How often the dispatcher looks for owed launches without a NOTIFY (crash recovery, lost notifications).
+    pub sweep: Duration,
+}
+
+impl Default for TriggerSettings {
+    fn default() -> Self {
+        Self { dispatch: true, max_depth: 5, launches_per_minute: 600, sweep: Duration::from_secs(5) }
+    }
 }
 
 impl Settings {
@@ -163,6 +186,7 @@ impl Settings {
             session_ttl: Duration::from_secs(30 * 24 * 3600),
             signup: false,
             issuers: Vec::new(),
+            triggers: TriggerSettings::default(),
         }
     }
 }
@@ -251,6 +275,7 @@ impl AppState {
             allowances,
             queue: Arc::default(),
             execution_wakes: tokio::sync::broadcast::channel(4096).0,
+            trigger_wakes: Arc::default(),
             read_pool: databases.read_pool().clone(),
             databases,
             pool,

@@ -20,7 +20,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("components", &["auth", "queue", "capture"]),
     ("composition", &["state"]),
     ("resources", &["api"]),
-    ("processes", &["tasks", "server"]),
+    ("processes", &["tasks", "triggers", "server"]),
     ("crate", &["lib", "main"]),
 ];
 

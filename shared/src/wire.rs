@@ -21,6 +21,9 @@ pub mod header {
     pub const REQUEST_ID: &str = "x-request-id";
     /// The CSRF guard of cookie-borne refresh tokens: any value, which a cross-site form cannot send.
     pub const CSRF: &str = "x-hookflow-csrf";
+    /// Sent by the engine on every request of a run an endpoint's trigger launched: how deep in a chain of
+    /// triggered runs it is. A capture carrying it launches one deeper, up to the server's stated depth.
+    pub const TRIGGER_DEPTH: &str = "hookflow-trigger-depth";
 }
 
 /// The runner protocol's paths, relative to the base URL.

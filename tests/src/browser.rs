@@ -131,6 +131,51 @@ impl Browser {
         panic!("`{css}` did not show {wanted:?} within 15 s; it shows {seen:?}");
     }
 
+    /// Waits up to 15 s for `script` (run with `args`) to answer a string; answers it.
+    async fn poll_for(&self, script: &str, args: Vec<Value>, what: &str) -> String {
+        for _ in 0..150 {
+            if let Some(found) = self.run(script, args.clone()).await.as_str() {
+                return found.to_owned();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{what} within 15 s");
+    }
+
+    /// A CSS selector of the control inside `scope` whose label reads `label` (as a person finds it by its
+    /// accessible name); the last one when several match (a row just added).
+    pub async fn labelled(&self, scope: &str, label: &str) -> String {
+        let script = "const labels = [...document.querySelectorAll(arguments[0] + ' label')]
+                        .filter(l => l.textContent.trim() === arguments[1] && l.htmlFor);
+                      return labels.length ? '#' + CSS.escape(labels[labels.length - 1].htmlFor) : null;";
+        self.poll_for(script, vec![scope.into(), label.into()], &format!("no control labelled {label:?} in `{scope}`"))
+            .await
+    }
+
+    /// Clicks the button (or link) inside `scope` whose text reads `name`.
+    pub async fn click_named(&self, scope: &str, name: &str) {
+        let script = "const found = [...document.querySelectorAll(arguments[0] + ' button, ' + arguments[0] + ' a, '
+                        + arguments[0] + ' summary')].find(b => b.textContent.trim() === arguments[1]);
+                      if (!found) return null;
+                      if (!found.id) found.id = 'named-' + Math.random().toString(36).slice(2);
+                      return '#' + CSS.escape(found.id);";
+        let css = self
+            .poll_for(script, vec![scope.into(), name.into()], &format!("nothing named {name:?} in `{scope}`"))
+            .await;
+        self.click(&css).await;
+    }
+
+    /// Chooses the option whose text reads `text` in the select at `css` (as a person picks it).
+    pub async fn choose(&self, css: &str, text: &str) {
+        let script = "const select = document.querySelector(arguments[0]);
+                      const option = select && [...select.options].find(o => o.textContent.trim() === arguments[1]);
+                      if (!option) return null;
+                      select.value = option.value;
+                      select.dispatchEvent(new Event('change', {bubbles: true}));
+                      return option.value;";
+        self.poll_for(script, vec![css.into(), text.into()], &format!("no option {text:?} in `{css}`")).await;
+    }
+
     /// Runs `script` (a function body; `arguments` are `args`) and answers its value.
     pub async fn run(&self, script: &str, args: Vec<Value>) -> Value {
         self.client.execute(script, args).await.unwrap_or_else(|e| panic!("script failed: {e}"))

@@ -206,3 +206,9 @@ impl TestApp {
 pub async fn scoped(app: &TestApp, org: OrgId, scopes: &[&str]) -> Creds {
     Creds { key: app.key(org, ScopeSet::parse(scopes.iter().copied()).expect("scopes"), None).await, org }
 }
+
+/// The capture URL of execution `id`, as the server makes it (what its flows read as `{{execution.capture_url}}`).
+pub fn execution_capture_url(app: &TestApp, id: &str) -> String {
+    let id: hookflow_shared::ExecutionId = id.parse().expect("an execution id");
+    hookflow_control_plane::capture::sinks::capture_url(&app.base, &app.master_key(), id)
+}

@@ -21,6 +21,7 @@ pub mod server;
 pub mod signers;
 pub mod sse;
 pub mod target;
+pub mod triggers;
 
 pub use app::{Creds, Reply, TestApp};
 pub use hookflow_client::{self as client, ApiFailure, Client, Credentials};

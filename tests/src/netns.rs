@@ -73,3 +73,14 @@ impl Drop for Netns {
         let _ = ip(&["netns", "del", &self.name]);
     }
 }
+
+/// A child process (say, one started in a namespace) killed and reaped when dropped.
+#[derive(Debug)]
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -43,6 +43,27 @@ pub fn command(binary: &str, database_url: &str, data: &std::path::Path) -> Comm
     command
 }
 
+/// Keeps what a child writes on `lines` in `output` (the last [`KEPT_LINES`]); with `warnings`, its warnings and
+/// errors also go to the test's output (shown when it fails).
+fn keep_output(
+    output: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
+    mut lines: tokio::io::Lines<BufReader<impl tokio::io::AsyncRead + Unpin + Send + 'static>>,
+    warnings: bool,
+) {
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if warnings && (line.contains("WARN") || line.contains("ERROR")) {
+                eprintln!("server: {line}");
+            }
+            let mut kept = output.lock().expect("output");
+            if kept.len() == KEPT_LINES {
+                kept.pop_front();
+            }
+            kept.push_back(line);
+        }
+    });
+}
+
 #[derive(Debug)]
 pub struct ServerProcess {
     pub child: Child,
@@ -68,28 +89,40 @@ impl ServerProcess {
     /// plus `extra` arguments.
     pub async fn spawn(binary: &str, extra: &[&str]) -> Self {
         let database_url = crate::cluster::fresh_database_url().await;
-        Self::spawn_at(binary, &database_url, extra, true).await
+        Self::start(binary, database_url, extra, None).await
     }
 
-    /// As [`ServerProcess::spawn`], over `database_url`; `first` when this start finds an empty database (and
-    /// prints the first organization and key: otherwise `org` and `key` stay empty). With `--metrics-listen` in
-    /// `extra`, `metrics` is the address it took.
-    pub async fn spawn_at(binary: &str, database_url: &str, extra: &[&str], first: bool) -> Self {
+    /// As [`ServerProcess::spawn`], over `database_url` (an empty database: this start makes the first
+    /// organization and key). With `--metrics-listen` in `extra`, `metrics` is the address it took.
+    pub async fn spawn_at(binary: &str, database_url: &str, extra: &[&str]) -> Self {
+        Self::start(binary, database_url.to_owned(), extra, None).await
+    }
+
+    /// Another server on `first`'s database (as a replica, or the next start after a crash), with a data directory
+    /// of its own; it prints no first start, so `first`'s organization and key are its own.
+    pub async fn spawn_beside(binary: &str, first: &ServerProcess, extra: &[&str]) -> Self {
+        let known = (first.org.clone(), first.key.clone());
+        Self::start(binary, first.database_url.clone(), extra, Some(known)).await
+    }
+
+    async fn start(binary: &str, database_url: String, extra: &[&str], known: Option<(String, String)>) -> Self {
         let data = std::env::temp_dir().join(format!("hookflow-process-{}", uuid::Uuid::new_v4()));
-        let database_url = database_url.to_owned();
         let mut child = command(binary, &database_url, &data)
             .args(["--embedded-runner", "off"])
-            .env("HOOKFLOW_METRICS_LISTEN", "off")
             .args(extra)
+            .env("HOOKFLOW_METRICS_LISTEN", "off")
             .spawn()
             .expect("spawn hookflow-server");
         let mut out = BufReader::new(child.stdout.take().expect("stdout")).lines();
         let mut err = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let (mut org, mut key) = (String::new(), String::new());
-        if first {
-            org = line_with(&mut out, "organization id:").await.rsplit(' ').next().expect("org").to_owned();
-            key = line_with(&mut out, "api key:").await.rsplit(' ').next().expect("key").to_owned();
-        }
+        let (org, key) = match known {
+            Some(known) => known,
+            None => {
+                let org = line_with(&mut out, "organization id:").await.rsplit(' ').next().expect("org").to_owned();
+                let key = line_with(&mut out, "api key:").await.rsplit(' ').next().expect("key").to_owned();
+                (org, key)
+            }
+        };
         let mut metrics = None;
         let listening = loop {
             let line = line_with(&mut err, "listening").await;
@@ -101,30 +134,9 @@ impl ServerProcess {
         };
         let address = field(&listening, "address=");
         let output = std::sync::Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
-        let keep = |output: &std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>, line: &str| {
-            let mut lines = output.lock().expect("output");
-            if lines.len() == KEPT_LINES {
-                lines.pop_front();
-            }
-            lines.push_back(line.to_owned());
-        };
-        let kept = output.clone();
-        // The server's warnings and errors go to the test's output (shown when it fails).
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = err.next_line().await {
-                if line.contains("WARN") || line.contains("ERROR") {
-                    eprintln!("server: {line}");
-                }
-                keep(&kept, &line);
-            }
-        });
-        let kept = output.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = out.next_line().await {
-                keep(&kept, &line);
-            }
-        });
-        Self { child, base: format!("http://{address}"), address, org, key, database_url, data, output, metrics }
+        keep_output(output.clone(), err, true);
+        keep_output(output.clone(), out, false);
+        Self { child, base: format!("http://{address}"), address, org, key, database_url, metrics, data, output }
     }
 
     /// POSTs `body` to `path` as organization `org` with `key`; the JSON answer.

@@ -24,7 +24,7 @@ use axum::http::request::Parts;
 use chrono::{DateTime, Utc};
 use component::Auth;
 use hookflow_shared::wire::header;
-use hookflow_shared::{ApiKeyId, ErrorCode, OrgId, Role, Scope, ScopeSet, UserId};
+use hookflow_shared::{ApiKeyId, ErrorCode, OrgId, Role, Scope, ScopeSet, UserId, WebhookId};
 use identity::BearerIdentity;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -38,6 +38,8 @@ pub enum Actor {
     /// Someone not signed in (a failed sign-in), by client address.
     Address(std::net::IpAddr),
     Operator,
+    /// A capture of this endpoint, whose trigger the server acted on (a refused launch).
+    Webhook(WebhookId),
 }
 
 impl std::fmt::Display for Actor {
@@ -47,6 +49,7 @@ impl std::fmt::Display for Actor {
             Actor::User(id) => write!(f, "user:{id}"),
             Actor::Address(ip) => write!(f, "address:{ip}"),
             Actor::Operator => f.write_str("operator"),
+            Actor::Webhook(id) => write!(f, "webhook:{id}"),
         }
     }
 }
@@ -215,7 +218,7 @@ impl<S> Caller<S> {
         match self.actor {
             Actor::Key(id) => id.into(),
             Actor::User(id) => id.into(),
-            Actor::Address(_) | Actor::Operator => Uuid::nil(),
+            Actor::Address(_) | Actor::Operator | Actor::Webhook(_) => Uuid::nil(),
         }
     }
 

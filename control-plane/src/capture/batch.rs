@@ -1,6 +1,7 @@
-//! A capture to store and what became of it, and one batch of captures in one statement: the rows, the endpoints' counts, the per-minute counters and the
-//! NOTIFYs. A row the database refuses never fails its neighbours: the batch is stored again in halves under
-//! savepoints until the refused rows stand alone, and only they are answered `Rejected`.
+//! A capture to store and what became of it, and one batch of captures in one statement: the rows, the endpoints'
+//! counts, the per-minute counters, the launches the captures owe their endpoints' triggers and the NOTIFYs. A row
+//! the database refuses never fails its neighbours: the batch is stored again in halves under savepoints until the
+//! refused rows stand alone, and only they are answered `Rejected`.
 
 use crate::capture::target::CaptureTarget;
 use chrono::{DateTime, Utc};
@@ -59,7 +60,10 @@ pub enum Outcome {
 /// Stores one batch with one statement (atomic on its own, one round trip): the rows, the endpoints' counts, the
 /// per-minute counters and the NOTIFYs (for endpoints a replica watches, and always for executions' own URLs,
 /// whose captures are rare and always awaited). Rows whose endpoint vanished, or whose execution is gone or ended
-/// more than `sinks::GRACE_MINUTES` ago, are skipped. Execution captures count in no endpoint's counters.
+/// more than `sinks::GRACE_MINUTES` ago (or that holds 1,000 captures: the URL is handed to others), are skipped. Execution captures count in no endpoint's counters.
+/// Captures of endpoints with `triggers` owe a launch per trigger (`trigger_launches`, the dispatchers' outbox,
+/// woken by a NOTIFY), committed with them; a capture its endpoint's `enforce` refused owes none, nor does one sent
+/// to an execution's own URL. Endpoints without triggers cost one look at their row per batch.
 const WRITE_BATCH: &str = "
 WITH input AS (
     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
@@ -77,8 +81,10 @@ WITH input AS (
            u.execution
     FROM input u
     WHERE EXISTS (SELECT 1 FROM webhooks w WHERE w.id = u.webhook)
-       OR EXISTS (SELECT 1 FROM executions e WHERE e.id = u.execution
-                  AND (e.finished_at IS NULL OR e.finished_at > now() - interval '15 minutes'))
+       OR (EXISTS (SELECT 1 FROM executions e WHERE e.id = u.execution
+                   AND (e.finished_at IS NULL OR e.finished_at > now() - interval '15 minutes'))
+           AND (SELECT count(*) FROM (SELECT 1 FROM captures x WHERE x.execution_id = u.execution LIMIT 1000) n)
+               < 1000)
     RETURNING id, organization_id, webhook_id, execution_id, method, received_at, signature_verdict
 ), endpoints AS (
     INSERT INTO webhook_counters AS c (webhook_id, slot, stored, last_request_at)
@@ -100,8 +106,21 @@ WITH input AS (
     UNION ALL
     SELECT pg_notify('hookflow_captures', x.execution_id::text)
     FROM (SELECT DISTINCT execution_id FROM stored WHERE execution_id IS NOT NULL) x
+), armed AS (
+    SELECT w.id, w.triggers, w.verification->>'mode' = 'enforce' AS enforced FROM webhooks w
+    WHERE w.id IN (SELECT s.webhook_id FROM stored s WHERE s.webhook_id IS NOT NULL) AND w.triggers <> '[]'
+        AND jsonb_typeof(w.triggers) = 'array'
+), owed AS (
+    INSERT INTO trigger_launches (capture_id, trigger_index, organization_id, webhook_id, trigger)
+    SELECT s.id, t.n - 1, s.organization_id, s.webhook_id, t.trigger
+    FROM armed w JOIN stored s ON s.webhook_id = w.id
+    CROSS JOIN LATERAL jsonb_array_elements(w.triggers) WITH ORDINALITY AS t(trigger, n)
+    WHERE NOT (w.enforced IS TRUE AND s.signature_verdict IN ('invalid', 'missing', 'duplicate'))
+    RETURNING 1
+), woken AS (
+    SELECT pg_notify('hookflow_triggers', '') WHERE EXISTS (SELECT 1 FROM owed)
 )
-SELECT id FROM stored WHERE (SELECT count(*) FROM notified) >= 0";
+SELECT id FROM stored WHERE (SELECT count(*) FROM notified) >= 0 AND (SELECT count(*) FROM woken) >= 0";
 
 /// The rows of one batch with their ids, and the writer's counter slot.
 #[derive(Debug, Clone, Copy)]

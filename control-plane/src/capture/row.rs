@@ -1,28 +1,43 @@
-//! A capture as stored in `captures`: its row, the column lists that read it (body inline or whole), and its API
-//! shape (`Capture`), for the live hub and the API's reads alike.
+//! A capture as stored in `captures`: its row, the column lists that read it (body inline or whole, with the
+//! executions its endpoint's triggers launched), and its API shape (`Capture`), for the live hub and the API's
+//! reads alike.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::signatures::{Signature, SignatureScheme, Verdict};
+use hookflow_shared::api::triggers::CaptureExecution;
 use hookflow_shared::api::webhooks::{BodyEncoding, Capture};
 use hookflow_shared::{CaptureId, ExecutionId, WebhookId};
 use sqlx::types::Json;
 use std::collections::BTreeMap;
 
+/// The executions a capture's triggers launched, oldest first (a look in a partial index of the triggered ones).
+macro_rules! capture_executions {
+    () => {
+        "COALESCE((SELECT jsonb_agg(jsonb_build_object('flow_id', e.flow_id, 'execution_id', e.id) ORDER BY e.id)
+             FROM executions e WHERE e.trigger_request_id = captures.id
+                 AND e.organization_id = captures.organization_id), '[]') AS executions"
+    };
+}
+
 /// Bodies larger than this are left out of lists, searches and streams (`body_truncated: true`).
 pub const INLINE_BODY_LIMIT: i32 = 64 * 1024;
 
-/// Capture columns with the body inline only up to `INLINE_BODY_LIMIT`.
-pub const CAPTURE_COLUMNS_INLINE: &str =
+/// Capture columns with the body inline only up to `INLINE_BODY_LIMIT` (from `captures`, not aliased).
+pub const CAPTURE_COLUMNS_INLINE: &str = concat!(
     "id, webhook_id, execution_id, method, path, query_string, query, headers, content_type,
      CASE WHEN body_size <= 65536 THEN body END AS body, body_size, body_sha256, body_utf8, source_ip, received_at,
-     signature_verdict, signature_scheme, signature_reason, signature_secret_index";
-/// Capture columns with the whole body.
-pub const CAPTURE_COLUMNS_FULL: &str =
+     signature_verdict, signature_scheme, signature_reason, signature_secret_index, ",
+    capture_executions!()
+);
+/// Capture columns with the whole body (from `captures`, not aliased).
+pub const CAPTURE_COLUMNS_FULL: &str = concat!(
     "id, webhook_id, execution_id, method, path, query_string, query, headers, content_type,
      body, body_size, body_sha256, body_utf8, source_ip, received_at,
-     signature_verdict, signature_scheme, signature_reason, signature_secret_index";
+     signature_verdict, signature_scheme, signature_reason, signature_secret_index, ",
+    capture_executions!()
+);
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct CaptureRow {
@@ -45,6 +60,7 @@ pub struct CaptureRow {
     pub signature_scheme: Option<String>,
     pub signature_reason: Option<String>,
     pub signature_secret_index: Option<i16>,
+    pub executions: Json<Vec<CaptureExecution>>,
 }
 
 impl CaptureRow {
@@ -83,6 +99,7 @@ impl From<CaptureRow> for Capture {
             source_ip: row.source_ip,
             received_at: row.received_at.into(),
             body_truncated: truncated,
+            executions: row.executions.0,
         }
     }
 }

@@ -7,6 +7,7 @@
 
 use crate::capture::cache::CaptureTarget;
 use crate::db::watch::Watch;
+use hookflow_shared::JobId;
 use sqlx::PgPool;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -33,6 +34,30 @@ pub struct CaptureWaiters {
     /// last subscriber leaves, whatever waiters remain).
     watcher: Uuid,
     targets: Mutex<HashMap<Uuid, Arc<Entry>>>,
+    /// Waits in progress per job: a job's nodes wait one at a time, so a few at once is already a misuse.
+    jobs: Mutex<HashMap<JobId, usize>>,
+}
+
+/// Waits one job may have open at once.
+pub const WAITS_PER_JOB: usize = 4;
+
+/// One of a job's open waits; dropping it closes it.
+#[derive(Debug)]
+pub struct JobWait {
+    waiters: Arc<CaptureWaiters>,
+    job: JobId,
+}
+
+impl Drop for JobWait {
+    fn drop(&mut self) {
+        let mut jobs = locked(&self.waiters.jobs);
+        if let Some(open) = jobs.get_mut(&self.job) {
+            *open -= 1;
+            if *open == 0 {
+                jobs.remove(&self.job);
+            }
+        }
+    }
 }
 
 /// One waiter's registration; dropping it leaves.
@@ -70,7 +95,18 @@ fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl CaptureWaiters {
     pub fn new(pool: PgPool) -> Arc<Self> {
-        Arc::new(Self { pool, watcher: Uuid::new_v4(), targets: Mutex::default() })
+        Arc::new(Self { pool, watcher: Uuid::new_v4(), targets: Mutex::default(), jobs: Mutex::default() })
+    }
+
+    /// Opens a wait for `job`, unless it has [`WAITS_PER_JOB`] open already.
+    pub fn open(self: &Arc<Self>, job: JobId) -> Option<JobWait> {
+        let mut jobs = locked(&self.jobs);
+        let open = jobs.entry(job).or_default();
+        if *open >= WAITS_PER_JOB {
+            return None;
+        }
+        *open += 1;
+        Some(JobWait { waiters: self.clone(), job })
     }
 
     /// Registers a waiter on `target`, recording (or refreshing) the endpoint's watch first so that a capture stored

@@ -75,6 +75,14 @@ pub fn execution_finished(status: &'static str) {
     counter!("hookflow_executions_finished_total", "status" => status).increment(1);
 }
 
+/// What the trigger dispatcher did with launches captures owed: launched, skipped (the capture did not match or
+/// is gone), refused (depth, the organization's limit, a launch the queue refused).
+pub fn trigger_launches(launched: u64, skipped: u64, refused: u64) {
+    for (outcome, n) in [("launched", launched), ("skipped", skipped), ("refused", refused)] {
+        counter!("hookflow_trigger_launches_total", "outcome" => outcome).increment(n);
+    }
+}
+
 /// A live stream (capture or execution) opened (`+1`) or ended (`-1`).
 pub fn stream_subscribers(delta: f64) {
     gauge!("hookflow_stream_subscribers").increment(delta);

@@ -180,7 +180,8 @@ transition AS (
     RETURNING e.id, e.event_count, ev.events, e.watchers, ev.n, e.job_id, e.organization_id, e.attempt, e.flow_id,
         e.flow_name,
         e.flow_version, e.definition, e.modules, e.environment, e.variables, e.variable_layers, e.lease_expires_at,
-        e.timeout_s, (SELECT o.private_network FROM organizations o WHERE o.id = e.organization_id) AS private_network),
+        e.timeout_s, e.trigger_depth,
+        (SELECT o.private_network FROM organizations o WHERE o.id = e.organization_id) AS private_network),
 job AS (
     INSERT INTO jobs (id, execution_id, organization_id, attempt, runner_id, token_hash)
     SELECT job_id, id, organization_id, attempt, $1, ($4::bytea[])[n] FROM transition){}{}",
@@ -208,6 +209,7 @@ struct Claimed {
     variable_layers: Option<sqlx::types::Json<VariableLayers>>,
     lease_expires_at: DateTime<Utc>,
     timeout_s: i32,
+    trigger_depth: i32,
     private_network: bool,
 }
 
@@ -291,6 +293,7 @@ async fn job_of(
         secret_hosts: secrets.hosts,
         withheld_secrets: secrets.withheld,
         timeout_note,
+        trigger_depth: u32::try_from(row.trigger_depth).unwrap_or(0),
         capture_url: Some(crate::capture::sinks::capture_url(settings.capture_url, settings.master_key, row.id)),
     })
 }

@@ -141,6 +141,38 @@ pub struct ServeArgs {
     pub limits: LimitArgs,
     #[command(flatten)]
     pub people: PeopleArgs,
+    #[command(flatten)]
+    pub triggers: TriggerArgs,
+}
+
+/// How captures start flows (endpoints' `triggers`).
+#[derive(Debug, Clone, Args)]
+pub struct TriggerArgs {
+    /// Launch the flows captures owe their endpoints' triggers. Off for replicas that should only capture: what
+    /// their captures owe is launched by the replicas that dispatch.
+    #[arg(long, env = "HOOKFLOW_TRIGGER_DISPATCH", default_value_t = true, value_parser = BoolishValueParser::new(),
+        action = clap::ArgAction::Set)]
+    pub trigger_dispatch: bool,
+    /// Longest chain of triggered runs (a run whose requests reach a triggering endpoint launches the next): a
+    /// capture sent by a run at this depth launches nothing, and the audit log says so.
+    #[arg(long, env = "HOOKFLOW_MAX_TRIGGER_DEPTH", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub max_trigger_depth: u32,
+    /// Trigger launches one organization may make per minute, across replicas; past it a matching capture is
+    /// still stored and answered, launches nothing, and the audit log says so (once a minute per endpoint).
+    #[arg(long, env = "HOOKFLOW_TRIGGER_LAUNCHES_PER_MINUTE", default_value_t = 600,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    pub trigger_launches_per_minute: u32,
+}
+
+impl TriggerArgs {
+    pub fn settings(&self) -> crate::state::TriggerSettings {
+        crate::state::TriggerSettings {
+            dispatch: self.trigger_dispatch,
+            max_depth: self.max_trigger_depth,
+            launches_per_minute: self.trigger_launches_per_minute,
+            ..crate::state::TriggerSettings::default()
+        }
+    }
 }
 
 /// How people sign in: the built-in identity provider's tokens, sign-up, external OpenID providers.

@@ -130,6 +130,7 @@ async fn serve_with(
             std::time::Duration::from_secs(args.embedded_runner_max_run_s),
         ),
         issuers: args.people.oidc_issuers.clone(),
+        triggers: args.triggers.settings(),
         ..Settings::new(public_url.clone())
     };
     let run_embedded = match args.embedded_runner {

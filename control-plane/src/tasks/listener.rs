@@ -1,10 +1,12 @@
 //! The process's one LISTEN connection: queued executions wake long polls, execution events wake execution
-//! streams, stored captures wake capture streams, and invalidations drop cached entries. The connection follows
-//! the primary: when it drops, or the primary moves to another host, it is made again (on the host the pool now
-//! points at) and, once it listens, everything that depends on notifications is refreshed, since whatever was
-//! sent meanwhile is unknown.
+//! streams, stored captures wake capture streams, owed trigger launches wake the trigger dispatcher, and
+//! invalidations drop cached entries. The connection follows the primary: when it drops, or the primary moves to
+//! another host, it is made again (on the host the pool now points at) and, once it listens, everything that
+//! depends on notifications is refreshed, since whatever was sent meanwhile is unknown.
 
-use crate::signals::{CAPTURES_CHANNEL, CHANNELS, EXECUTIONS_CHANNEL, INVALIDATE_CHANNEL, Invalidation, QUEUE_CHANNEL};
+use crate::signals::{
+    CAPTURES_CHANNEL, CHANNELS, EXECUTIONS_CHANNEL, INVALIDATE_CHANNEL, Invalidation, QUEUE_CHANNEL, TRIGGERS_CHANNEL,
+};
 use crate::state::AppState;
 use sqlx::postgres::{PgListener, PgNotification};
 use std::time::Duration;
@@ -69,6 +71,7 @@ fn refresh_everything(app: &AppState) {
     app.hub.wake_all();
     app.waiters.wake_all();
     app.queue.wake_all();
+    app.trigger_wakes.notify_one();
 }
 
 fn dispatch(app: &AppState, notification: &PgNotification) {
@@ -79,6 +82,7 @@ fn dispatch(app: &AppState, notification: &PgNotification) {
                 app.invalidate(invalidation);
             }
         }
+        TRIGGERS_CHANNEL => app.trigger_wakes.notify_one(),
         channel => {
             let Ok(id) = Uuid::parse_str(payload) else { return };
             match channel {

@@ -1,6 +1,7 @@
 //! Background loops, started once per server and stopped by its shutdown token: the LISTEN connection that
 //! fans notifications out (`listener`), retention (`retention`), the lease rescuer (`rescuer`) and the cron
-//! scheduler (`scheduler`). The capture writer is started with the state it belongs to.
+//! scheduler (`scheduler`); and the trigger dispatcher (`triggers`, a component of its own). The capture writer is
+//! started with the state it belongs to.
 
 pub mod listener;
 pub mod periodic;
@@ -16,6 +17,7 @@ pub fn start(app: &AppState) {
     tokio::spawn(retention::run(app.clone()));
     tokio::spawn(rescuer::run(app.clone()));
     tokio::spawn(scheduler::run(app.clone()));
+    tokio::spawn(crate::triggers::run(app.clone()));
     let allowances = app.allowances.clone();
     let shrink = move || {
         allowances.shrink();

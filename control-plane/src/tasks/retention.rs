@@ -1,6 +1,7 @@
 //! Retention: a background task deletes captures older than their endpoint's `max_age_days` and beyond its
 //! `max_requests` newest (the organization's defaults where the endpoint sets none), keeping counts right;
-//! it also forgets the stream and queue watches of replicas that stopped refreshing them.
+//! it also forgets the stream and queue watches of replicas that stopped refreshing them, expired idempotency keys and
+//! the trigger counts of minutes long past.
 
 use crate::api::webhooks::model::subtract_stored;
 use crate::state::AppState;
@@ -93,6 +94,9 @@ pub async fn run(app: AppState) {
         }
         if let Err(e) = crate::api::executions::idempotency::expire(&app.pool).await {
             tracing::warn!(error = %e, "expiring idempotency keys failed; trying again later");
+        }
+        if let Err(e) = crate::triggers::guard::forget_old(&app.pool).await {
+            tracing::warn!(error = %e, "forgetting old trigger counts failed; trying again later");
         }
     }
 }

@@ -5,11 +5,11 @@
 use crate::engine::mask::Masker;
 use crate::engine::send::{self, Outgoing, Received};
 use crate::engine::vars::Variables;
-use hookflow_shared::api::catalog::AssertionResult;
+use hookflow_shared::api::catalog::{Assertion, AssertionResult};
 use hookflow_shared::api::executions::{MAX_RESULT_BODY, NodeStatus, ReceivedResponse, SentRequest, Timings};
 use hookflow_shared::api::runners::Job;
 use hookflow_shared::flow::definition::{RequestNode, RequestSpec};
-use hookflow_shared::flow::extract::{ExtractorKind, ResponseView};
+use hookflow_shared::flow::extract::{Extractor, ExtractorKind, ResponseView};
 use hookflow_shared::flow::template;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -88,9 +88,22 @@ fn render(spec: &RequestSpec, vars: &Variables, context: Context<'_>) -> Result<
         shown.insert(name.clone(), if secret { "***".to_owned() } else { rendered.clone() });
         headers.push((name.clone(), rendered));
     }
+    if context.job.trigger_depth > 0 {
+        mark_depth(&mut headers, &mut shown, context.job.trigger_depth);
+    }
     let body = spec.body.as_deref().map(|b| template::render(b, &scope)).transpose().map_err(|e| fail("body", e))?;
     let outgoing = Outgoing { method: method.clone(), url: url.clone(), untainted_url, headers, body: body.clone() };
     Ok((SentRequest { method, url, headers: shown, body }, outgoing))
+}
+
+/// Puts a triggered run's depth in its chain on a request, after the flow's own headers and in place of any of
+/// that name: a flow cannot drop or lower it, so a loop of runs triggering themselves is seen and stopped.
+fn mark_depth(headers: &mut Vec<(String, String)>, shown: &mut BTreeMap<String, String>, depth: u32) {
+    let name = hookflow_shared::wire::header::TRIGGER_DEPTH;
+    headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    shown.retain(|n, _| !n.eq_ignore_ascii_case(name));
+    headers.push((name.to_owned(), depth.to_string()));
+    shown.insert(name.to_owned(), depth.to_string());
 }
 
 /// One try of a request node.
@@ -143,17 +156,11 @@ fn evaluate(
         body: &text,
     };
     let mut exchange = Exchange { request: Some(shown), ..Exchange::default() };
-    for extractor in &node.extractors {
-        match extractor.extract(view) {
-            Ok(Some(value)) => {
-                exchange.extracted.insert(extractor.name.clone(), value);
-            }
-            Ok(None) => {}
-            Err(e) => {
-                exchange.status = Some(NodeStatus::Error);
-                exchange.error = Some(format!("extractor `{}`: {e}", extractor.name));
-            }
-        }
+    let (extracted, failed) = extract_all(&node.extractors, view);
+    exchange.extracted = extracted;
+    if let Some(error) = failed {
+        exchange.status = Some(NodeStatus::Error);
+        exchange.error = Some(error);
     }
     let mut joined: BTreeMap<String, String> = BTreeMap::new();
     for (name, value) in &received.headers {
@@ -172,15 +179,59 @@ fn evaluate(
         },
     });
     if exchange.status.is_none() {
-        let values = vars.values_with(&exchange.extracted);
-        exchange.assertions =
-            node.assertions.iter().map(|a| crate::engine::guarded_assert(a, &values, masker)).collect();
-        let passed = exchange.assertions.iter().all(|a| a.passed);
-        exchange.status = Some(if passed { NodeStatus::Passed } else { NodeStatus::Failed });
-        if !passed {
-            let failed = exchange.assertions.iter().filter(|a| !a.passed).count();
-            exchange.error = Some(format!("{failed} of {} assertions failed", exchange.assertions.len()));
-        }
+        let (results, failed) = assert_all(&node.assertions, vars, &exchange.extracted, masker);
+        exchange.assertions = results;
+        exchange.status = Some(if failed.is_none() { NodeStatus::Passed } else { NodeStatus::Failed });
+        exchange.error = failed;
     }
     exchange
+}
+
+/// Runs `extractors` over a response: what they found, and the first extractor's error.
+pub(crate) fn extract_all(
+    extractors: &[Extractor],
+    view: ResponseView<'_>,
+) -> (BTreeMap<String, Value>, Option<String>) {
+    let (mut extracted, mut error) = (BTreeMap::new(), None);
+    for extractor in extractors {
+        match extractor.extract(view) {
+            Ok(Some(value)) => {
+                extracted.insert(extractor.name.clone(), value);
+            }
+            Ok(None) => {}
+            Err(e) => error = Some(format!("extractor `{}`: {e}", extractor.name)),
+        }
+    }
+    (extracted, error)
+}
+
+/// Evaluates `assertions` over the variables and a node's fresh extractions: the results, and the failure's
+/// message when any failed.
+pub(crate) fn assert_all(
+    assertions: &[Assertion],
+    vars: &Variables,
+    extracted: &BTreeMap<String, Value>,
+    masker: &Masker,
+) -> (Vec<AssertionResult>, Option<String>) {
+    let values = vars.values_with(extracted);
+    let results: Vec<AssertionResult> =
+        assertions.iter().map(|a| crate::engine::guarded_assert(a, &values, masker)).collect();
+    let failed = results.iter().filter(|a| !a.passed).count();
+    let error = (failed > 0).then(|| format!("{failed} of {} assertions failed", results.len()));
+    (results, error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_triggered_run_marks_its_depth_over_the_flows_own_header() {
+        let mut headers = vec![("Hookflow-Trigger-Depth".to_owned(), "0".to_owned()), ("a".into(), "1".into())];
+        let mut shown: BTreeMap<String, String> = headers.iter().cloned().collect();
+        mark_depth(&mut headers, &mut shown, 3);
+        assert_eq!(headers, [("a".to_owned(), "1".to_owned()), ("hookflow-trigger-depth".into(), "3".into())]);
+        assert_eq!(shown.get("hookflow-trigger-depth").map(String::as_str), Some("3"));
+        assert_eq!(shown.len(), 2);
+    }
 }

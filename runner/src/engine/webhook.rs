@@ -4,12 +4,13 @@
 //! assertions. Captures one node took are never another's within the run.
 
 use crate::engine::mask::Masker;
-use crate::engine::request::keep;
+use crate::engine::request::{assert_all, extract_all, keep};
 use crate::engine::vars::Variables;
 use base64::Engine as _;
 use hookflow_shared::CaptureId;
 use hookflow_shared::api::executions::{NodeResult, NodeStatus};
 use hookflow_shared::api::runners::{CaptureWait, CaptureWaitReply, Job};
+use hookflow_shared::api::signatures::Verdict;
 use hookflow_shared::api::webhooks::{BodyEncoding, Capture};
 use hookflow_shared::flow::definition::WebhookNode;
 use hookflow_shared::flow::extract::ResponseView;
@@ -99,7 +100,11 @@ pub async fn run(node: &WebhookNode, vars: &mut Variables, run: Waiting<'_>, res
         };
         match polled {
             Ok(reply) if reply.capture.is_some() || wait.explain => break Ok(reply),
-            Ok(_) => {}
+            // Answered early with nothing (a server stopping): ask again after a pause, not at once.
+            Ok(_) => tokio::select! {
+                () = tokio::time::sleep(RETRY_DELAY.min(deadline.saturating_duration_since(Instant::now()))) => {}
+                () = run.cancel.cancelled() => return None,
+            },
             Err(e) if e.refused || Instant::now() + RETRY_DELAY >= deadline => break Err(e.message),
             Err(e) => {
                 last_error = Some(e.message);
@@ -162,31 +167,31 @@ fn evaluate(node: &WebhookNode, vars: &mut Variables, mut capture: Capture, mask
         headers: &capture.headers,
         body: &body,
     };
-    for extractor in &node.extractors {
-        match extractor.extract(view) {
-            Ok(Some(value)) => {
-                result.extracted.insert(extractor.name.clone(), value);
-            }
-            Ok(None) => {}
-            Err(e) => {
-                result.status = NodeStatus::Error;
-                result.error = Some(format!("extractor `{}`: {e}", extractor.name));
-            }
-        }
-    }
-    if result.status != NodeStatus::Error {
-        let values = vars.values_with(&result.extracted);
-        result.assertions = node.assertions.iter().map(|a| crate::engine::guarded_assert(a, &values, masker)).collect();
-        let failed = result.assertions.iter().filter(|a| !a.passed).count();
-        if failed > 0 {
+    let (extracted, failed) = extract_all(&node.extractors, view);
+    result.extracted = extracted;
+    if let Some(error) = failed {
+        result.status = NodeStatus::Error;
+        result.error = Some(error);
+    } else {
+        let (assertions, failed) = assert_all(&node.assertions, vars, &result.extracted, masker);
+        result.assertions = assertions;
+        if let Some(error) = failed {
             result.status = NodeStatus::Failed;
-            result.error = Some(format!("{failed} of {} assertions failed", result.assertions.len()));
+            result.error = Some(error);
         }
     }
+    // Anyone who knows the URL can send a capture: unless its signature was verified, what it says is the sender's
+    // choice, as a launch variable is (it may not pick the host a secret goes to).
+    let chosen_by_sender = capture.signature.verdict != Verdict::Valid;
     for (name, value) in &result.extracted {
-        vars.set(name, value.clone());
+        vars.set_tainted(name, value.clone(), chosen_by_sender);
     }
     for (_, value) in &mut capture.headers {
+        masker.text_in_place(value);
+    }
+    masker.text_in_place(&mut capture.path);
+    masker.text_in_place(&mut capture.query_string);
+    for value in capture.query.values_mut().flatten() {
         masker.text_in_place(value);
     }
     if let Some(text) = &mut capture.body {

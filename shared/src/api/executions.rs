@@ -2,6 +2,7 @@
 
 use crate::api::fields::{Labels, Tags};
 use crate::api::runners::{FinalStatus, Job};
+use crate::api::triggers::TriggerRequest;
 use crate::flow::definition::VersionSelector;
 use crate::ids::{ExecutionId, FlowId, RunnerId};
 use crate::time::Timestamp;
@@ -129,10 +130,12 @@ pub enum Trigger {
     Cli,
     Schedule,
     Tag,
+    /// A capture matched one of its endpoint's `triggers`.
+    Webhook,
 }
 
 impl Trigger {
-    pub const ALL: [Trigger; 4] = [Trigger::Api, Trigger::Cli, Trigger::Schedule, Trigger::Tag];
+    pub const ALL: [Trigger; 5] = [Trigger::Api, Trigger::Cli, Trigger::Schedule, Trigger::Tag, Trigger::Webhook];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -140,6 +143,7 @@ impl Trigger {
             Trigger::Cli => "cli",
             Trigger::Schedule => "schedule",
             Trigger::Tag => "tag",
+            Trigger::Webhook => "webhook",
         }
     }
 }
@@ -169,6 +173,9 @@ pub struct Execution {
     pub environment: Option<String>,
     pub status: ExecutionStatus,
     pub trigger: Trigger,
+    /// The capture that launched it (`trigger: webhook`); null for other triggers.
+    #[serde(default)]
+    pub trigger_request: Option<TriggerRequest>,
     pub attempt: i32,
     pub max_attempts: i32,
     pub runner_id: Option<RunnerId>,

@@ -23,7 +23,7 @@ impl Refusal {
     /// server's JSON reader looks for it and fills in the field's path.
     pub const MARK: &'static str = "refused: ";
 
-    fn new(template: impl Into<String>) -> Self {
+    pub(crate) fn new(template: impl Into<String>) -> Self {
         Refusal(template.into())
     }
 
@@ -294,6 +294,13 @@ collection_field! {
     /// most 10,000 characters.
     #[serde(try_from = "BTreeMap<String, String>")]
     pub struct CollectionVariables(BTreeMap<String, String>) => BTreeMap<String, String>;
+}
+
+impl CollectionVariables {
+    /// For `skip_serializing_if`, which names a function of the field's own type.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 impl TryFrom<BTreeMap<String, String>> for CollectionVariables {

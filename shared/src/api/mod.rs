@@ -15,7 +15,9 @@ pub mod people;
 pub mod resources;
 pub mod rules;
 pub mod runners;
+pub mod search;
 pub mod signatures;
+pub mod triggers;
 pub mod webhooks;
 
 pub use page::Page;

@@ -27,6 +27,10 @@ pub const NOT_BLANK: &str = "[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u20
 /// A label: no white space at either end.
 pub const TRIMMED: &str = "^[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]\
     ([\\s\\S]*[^\\t-\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000])?$";
+/// Triggers one endpoint holds at most.
+pub const TRIGGERS_MAX: usize = 10;
+/// Names one trigger extracts from a capture's body at most.
+pub const EXTRACTS_MAX: usize = 20;
 /// Names templates use (`{{NAME}}`, `{{secret.NAME}}`): organization secrets and variables.
 pub const RESOURCE_NAME: &str = "^[A-Za-z_][A-Za-z0-9_]{0,127}$";
 /// Keys of a flow's environments.
@@ -129,6 +133,18 @@ pub fn collection_variables() -> ObjectBuilder {
             string(0, LONG_TEXT_MAX, None).build(),
         )))))
         .max_properties(Some(COLLECTION_VARIABLES_MAX))
+}
+
+/// What a trigger extracts from a capture's body: at most 20 names (as collection variables are named), each
+/// to an RFC 9535 JSONPath of at most 4 KiB.
+pub fn trigger_extracts() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property_names(Some(string(1, 100, Some(COLLECTION_VARIABLE))))
+        .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(Schema::Object(
+            string(1, 4096, None).build(),
+        )))))
+        .max_properties(Some(EXTRACTS_MAX))
 }
 
 /// A collection's variables, or null.

@@ -191,9 +191,17 @@ pub struct Job {
     /// a run that times out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_note: Option<String>,
+    /// How deep in a chain of triggered runs this one is (1: launched by a capture no run sent); every request
+    /// of the run carries it in `Hookflow-Trigger-Depth`. Absent (0) for runs no capture launched.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub trigger_depth: u32,
     /// The execution's own capture URL (`{{execution.capture_url}}`); absent from older servers and local runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capture_url: Option<String>,
+}
+
+fn is_zero(depth: &u32) -> bool {
+    *depth == 0
 }
 
 /// `POST /runner/jobs/{job_id}/captures` (under the job token): a webhook node's long poll for the earliest
@@ -269,6 +277,7 @@ impl Job {
             layers: None,
             secret_hosts: BTreeMap::new(),
             withheld_secrets: Vec::new(),
+            trigger_depth: 0,
             timeout_note: None,
             capture_url: None,
         }

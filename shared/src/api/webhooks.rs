@@ -4,7 +4,9 @@ use crate::Timestamp;
 use crate::api::admin::Retention;
 use crate::api::fields::{Name, ShortText};
 use crate::api::patch::Patch;
+pub use crate::api::search::{FieldMatch, JsonMatch, MatchOp, SearchFilter};
 use crate::api::signatures::{Signature, Verification, VerificationSettings};
+use crate::api::triggers::{CaptureExecution, Triggers, WebhookTrigger};
 use crate::ids::{CaptureId, ExecutionId, WebhookId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -40,6 +42,10 @@ pub struct CreateWebhook {
     pub response: Option<CustomResponse>,
     /// Verify every capture's signature (docs/signatures.md describes each scheme).
     pub verification: Option<VerificationSettings>,
+    /// Flows its captures launch (at most 10); setting any also needs `flows:execute`.
+    #[serde(default, skip_serializing_if = "<[WebhookTrigger]>::is_empty")]
+    #[schema(value_type = Vec<WebhookTrigger>, max_items = 10)]
+    pub triggers: Triggers,
 }
 
 impl CreateWebhook {
@@ -52,6 +58,7 @@ impl CreateWebhook {
             retention: None,
             response: None,
             verification: None,
+            triggers: Triggers::default(),
         }
     }
 }
@@ -78,6 +85,11 @@ pub struct UpdateWebhook {
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<VerificationSettings>)]
     pub verification: Patch<VerificationSettings>,
+    /// New triggers, replacing the stored ones; `null` or `[]` removes them. Setting any also needs
+    /// `flows:execute`.
+    #[serde(default, skip_serializing_if = "Patch::is_keep")]
+    #[schema(value_type = Option<Vec<WebhookTrigger>>, max_items = 10)]
+    pub triggers: Patch<Triggers>,
 }
 
 /// A webhook endpoint. `max_body_bytes` and `retention` are the effective values (the organization's defaults
@@ -94,6 +106,9 @@ pub struct Webhook {
     pub verification: Option<Verification>,
     /// Where senders send: `<public base URL>/webhook/<id>` (any sub-path too).
     pub capture_url: String,
+    /// Flows its captures launch.
+    #[serde(default)]
+    pub triggers: Vec<WebhookTrigger>,
     pub request_count: i64,
     pub last_request_at: Option<Timestamp>,
     pub created_at: Timestamp,
@@ -149,68 +164,10 @@ pub struct Capture {
     /// Present and true when the body was left out for size (lists and streams carry bodies up to 64 KiB).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub body_truncated: bool,
-}
-
-/// Comparison of a search filter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum MatchOp {
-    Eq,
-    Ne,
-    Contains,
-    Prefix,
-    Exists,
-}
-
-impl MatchOp {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MatchOp::Eq => "eq",
-            MatchOp::Ne => "ne",
-            MatchOp::Contains => "contains",
-            MatchOp::Prefix => "prefix",
-            MatchOp::Exists => "exists",
-        }
-    }
-}
-
-/// A header or query-parameter condition (names of headers match case-insensitively).
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct FieldMatch {
-    pub name: String,
-    pub op: MatchOp,
-    pub value: Option<String>,
-}
-
-/// A condition on the JSON body at a JSONPath such as `$.action`.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct JsonMatch {
-    pub path: String,
-    pub op: MatchOp,
-    pub value: Option<serde_json::Value>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct SearchFilter {
-    pub methods: Option<Vec<String>>,
-    pub received_after: Option<Timestamp>,
-    pub received_before: Option<Timestamp>,
+    /// The executions the endpoint's triggers launched for it (empty when none did, or not yet: a launch follows
+    /// its capture, so the live stream always shows it empty).
     #[serde(default)]
-    pub headers: Vec<FieldMatch>,
-    #[serde(default)]
-    pub query: Vec<FieldMatch>,
-    pub body_contains: Option<String>,
-    #[serde(default)]
-    pub body_json: Vec<JsonMatch>,
-    pub content_type: Option<String>,
-    pub min_size: Option<i64>,
-    pub max_size: Option<i64>,
-    pub source_ip: Option<String>,
-    /// Captures with any of these signature verdicts.
-    pub signatures: Option<Vec<crate::api::signatures::Verdict>>,
+    pub executions: Vec<CaptureExecution>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]

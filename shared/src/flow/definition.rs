@@ -316,6 +316,9 @@ fn check_node<'n>(node: &'n Node, seen: &mut HashSet<&'n str>, problems: &mut Ve
     if id.is_empty() || id.len() > 64 || !id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')) {
         problem("id", "use 1 to 64 letters, digits, _ or -".into());
     }
+    if matches!(node, Node::Module(_)) && id == "execution" {
+        problem("id", "a module node's values come back as `<id>.<name>`, and `execution.` names are built in".into());
+    }
     if !seen.insert(id) {
         problem("id", format!("`{id}` is used by another node"));
     }

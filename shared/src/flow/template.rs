@@ -17,6 +17,9 @@ pub enum TemplateError {
     Undefined(String),
     #[error("an opening `{{{{` has no closing `}}}}`")]
     Unclosed,
+    /// A value that would change the meaning of the text it is rendered into.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl Scope<'_> {

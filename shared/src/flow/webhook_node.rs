@@ -3,7 +3,7 @@
 //! lets its extractors and assertions read the capture as they read a response.
 
 use crate::api::catalog::Assertion;
-use crate::api::webhooks::SearchFilter;
+use crate::api::search::SearchFilter;
 use crate::flow::extract::Extractor;
 use crate::flow::node_parts::node_kind;
 use crate::flow::template;
@@ -95,7 +95,7 @@ impl WaitFor {
         let mut out = self.clone();
         let field = |name: &str| format!("webhook.{name}");
         if let Some(q) = &self.q {
-            out.q = Some(render(q).map_err(|e| (field("q"), e))?);
+            out.q = Some(render_search(q, &mut render).map_err(|e| (field("q"), e))?);
         }
         let Some(filter) = out.filter.as_mut() else { return Ok(out) };
         for (name, value) in [
@@ -121,6 +121,44 @@ impl WaitFor {
     }
 }
 
+/// Renders the templates of a `q` text so that a value stays a value: one with spaces or a leading `-`, outside
+/// quotes, is quoted; one holding a quote, or a lone `*` (any value), is refused. A rendered value can then never
+/// add, drop or negate a term of the search.
+fn render_search(
+    q: &str,
+    render: &mut impl FnMut(&str) -> Result<String, template::TemplateError>,
+) -> Result<String, template::TemplateError> {
+    let mut out = String::with_capacity(q.len());
+    let (mut rest, mut quoted) = (q, false);
+    while let Some(start) = rest.find("{{") {
+        let before = &rest[..start];
+        quoted ^= before.matches('"').count() % 2 == 1;
+        out.push_str(before);
+        let after = &rest[start..];
+        let end = after.find("}}").ok_or(template::TemplateError::Unclosed)? + 2;
+        let value = render(&after[..end])?;
+        let refuse = |why: &str| template::TemplateError::Refused(format!("`{}` renders {why}", &after[..end]));
+        if value.contains('"') {
+            return Err(refuse("a double quote, which the search cannot hold"));
+        }
+        if value == "*" {
+            return Err(refuse("`*`, which would match any value"));
+        }
+        let needs_quotes =
+            !quoted && (value.is_empty() || value.contains(char::is_whitespace) || value.starts_with('-'));
+        if needs_quotes {
+            out.push('"');
+            out.push_str(&value);
+            out.push('"');
+        } else {
+            out.push_str(&value);
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 impl WebhookNode {
     /// The node's own problems (its search's templates and sizes, its timeout, its extractors and assertions).
     pub(crate) fn check(&self, problem: &mut impl FnMut(&str, String)) {
@@ -137,5 +175,24 @@ impl WebhookNode {
             problem("webhook.timeout_ms", format!("must be between 1 and {MAX_WAIT_MS}"));
         }
         crate::flow::node_parts::check_evaluations(&self.extractors, &self.assertions, problem);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(q: &str, value: &str) -> Result<String, template::TemplateError> {
+        render_search(q, &mut |text: &str| Ok(text.replace("{{v}}", value)))
+    }
+
+    #[test]
+    fn a_rendered_value_stays_one_value_of_one_term() {
+        assert_eq!(rendered("body.$.id:{{v}}", "pay_1").expect("plain"), "body.$.id:pay_1");
+        assert_eq!(rendered("body.$.id:{{v}}", "x -body:y").expect("quoted"), "body.$.id:\"x -body:y\"");
+        assert_eq!(rendered("{{v}}", "-header.a:*").expect("not a negation"), "\"-header.a:*\"");
+        assert_eq!(rendered("body.$.id:\"{{v}}\"", "a b").expect("already quoted"), "body.$.id:\"a b\"");
+        assert!(rendered("body.$.id:{{v}}", "*").is_err(), "any value");
+        assert!(rendered("body.$.id:{{v}}", "a\" b").is_err(), "a quote");
     }
 }

@@ -6,25 +6,15 @@
 
 use crate::RUNNER;
 use hookflow_tests::TestApp;
-use hookflow_tests::netns::Netns;
+use hookflow_tests::netns::{Killed, Netns};
 use hookflow_tests::prometheus;
 use hookflow_tests::proxy::Proxy;
 use serde_json::{Value, json};
 use std::io::BufRead as _;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 const TARGET_SERVER: &str = env!("CARGO_BIN_EXE_target-server");
-
-/// A child process killed when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// A port nothing listens on in this (the root) namespace right now.
 fn port_free_here() -> u16 {

@@ -338,3 +338,38 @@ async fn a_hundred_executions_wait_at_once_and_each_gets_its_own_capture_while_t
         assert_eq!(nodes["items"][0]["extracted"]["got"], run.to_string(), "run {run} got its own capture");
     }
 }
+
+#[tokio::test]
+async fn what_an_unsigned_capture_says_cannot_choose_where_a_secret_goes() {
+    let app = app().await;
+    let secret = hookflow_shared::api::resources::PutSecret {
+        value: "psp-s3cret".parse().expect("a value"),
+        allowed_hosts: vec![],
+        runners_only: false,
+    };
+    app.api().secrets().put("PSP", &secret).await.expect("put the secret");
+    let target = hookflow_tests::target::Target::spawn().await;
+    // The flow reads a URL from the webhook and calls it with its secret: a stranger's webhook must not steer it.
+    let definition = json!({"nodes": [
+        {"id": "hook", "kind": "webhook", "webhook": {"timeout_ms": 20_000},
+         "extractors": [{"name": "receipt", "kind": "jsonPath", "expression": "$.receipt_url"}]},
+        {"id": "fetch", "kind": "request", "request": {"method": "GET", "url": "{{receipt}}",
+            "headers": {"authorization": "Bearer {{secret.PSP}}"}}}]});
+    let flow = app.create_flow("steered", definition).await;
+    let id = app.launch(&flow, json!({})).await["id"].as_str().expect("id").to_owned();
+    let url = loop {
+        let listed: Value = app.get(&format!("/flows/{flow}/executions/{id}"), 200).await;
+        if listed["status"] == "running" {
+            break hookflow_tests::exec::execution_capture_url(&app, &id);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let body = json!({"receipt_url": format!("{}/orders", target.base)}).to_string();
+    assert_eq!(app.client.post(&url).body(body).send().await.expect("send").status(), 200);
+    let ended = app.wait_finished(&flow, &id).await;
+    let nodes: Value = app.get(&format!("/flows/{flow}/executions/{id}/nodes"), 200).await;
+    assert_eq!(ended["status"], "failed", "{ended}");
+    let error = node(&nodes, "fetch")["error"].as_str().expect("error").to_owned();
+    assert!(error.contains("secret `PSP`"), "{error}");
+    assert_eq!(target.hits(), 0, "the secret was never sent");
+}

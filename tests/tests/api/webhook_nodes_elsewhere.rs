@@ -6,22 +6,18 @@ use crate::RUNNER;
 use crate::webhook_nodes::payment_flow;
 use hookflow_tests::TestApp;
 use hookflow_tests::cli::Cli;
-use hookflow_tests::netns::Netns;
+use hookflow_tests::netns::{Killed, Netns};
 use hookflow_tests::provider::{Provider, ProviderOptions};
 use hookflow_tests::proxy::Proxy;
 use serde_json::{Value, json};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
 const HOOKFLOW: &str = env!("CARGO_BIN_EXE_hookflow-under-test");
 
-/// A child process killed when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// A flow of one webhook node `w` waiting `timeout_ms` on the execution's own URL.
+async fn waiting_flow(app: &TestApp, name: &str, timeout_ms: u64) -> String {
+    let definition = json!({"nodes": [{"id": "w", "kind": "webhook", "webhook": {"timeout_ms": timeout_ms}}]});
+    app.create_flow(name, definition).await
 }
 
 #[tokio::test]
@@ -94,13 +90,7 @@ async fn hookflow_run_waits_for_the_webhook_in_an_ephemeral_run() {
     assert_eq!(provider.sent(), 2);
 
     // Never sent: the CLI exits 1 and says `timeout`.
-    let silent = app
-        .create_flow(
-            "silent",
-            json!({"nodes": [{"id": "w", "kind": "webhook",
-        "webhook": {"timeout_ms": 800}}]}),
-        )
-        .await;
+    let silent = waiting_flow(&app, "silent", 800).await;
     let output = cli.run(Some(&app.admin), &["run", "--flow", &silent]).await;
     assert_eq!(output.code, 1, "{}", output.all());
     assert!(output.all().contains("timeout"), "{}", output.all());
@@ -109,13 +99,7 @@ async fn hookflow_run_waits_for_the_webhook_in_an_ephemeral_run() {
 #[tokio::test]
 async fn the_wait_route_checks_its_token_its_search_and_its_endpoint() {
     let app = TestApp::spawn_for_execution().await;
-    let flow = app
-        .create_flow(
-            "waits",
-            json!({"nodes": [{"id": "w", "kind": "webhook",
-        "webhook": {"timeout_ms": 1000}}]}),
-        )
-        .await;
+    let flow = waiting_flow(&app, "waits", 1_000).await;
     let execution = app.launch_draft(&flow).await;
     let creds = app.runner_creds(app.admin.org).await;
     let runner = app.register_runner(&creds, &[]).await;
@@ -166,7 +150,21 @@ async fn the_wait_route_checks_its_token_its_search_and_its_endpoint() {
     let mut forged = job.clone();
     forged["job_token"] = json!(hookflow_control_plane::crypto::new_token(hookflow_shared::token::TokenKind::Job));
     assert_eq!(app.job_call(&forged, "captures", json!({"node_id": "w"})).await.status, 401);
+    // An endpoint of its own organization that no webhook node of the run names is not the job's to read.
+    let mine = app.create_webhook(json!({"name": "not named by the flow"})).await;
+    let unnamed = app.job_call(&job, "captures", json!({"node_id": "w", "webhook_id": mine["id"], "wait_ms": 0})).await;
+    assert_eq!(unnamed.status, 404, "{:?}", unnamed.body);
     let too_many: Vec<String> = (0..101).map(|_| uuid::Uuid::now_v7().to_string()).collect();
     let long = app.job_call(&job, "captures", json!({"node_id": "w", "exclude": too_many})).await;
     assert_eq!(long.status, 400);
+    // A job's nodes wait one at a time: a fifth wait at once is refused (the lease is renewed first: it is short here).
+    assert_eq!(app.job_call(&job, "nodes", json!({"results": []})).await.status, 200);
+    let open =
+        |n: u32| app.job_call(&job, "captures", json!({"node_id": "w", "wait_ms": 800, "q": format!("header.n:{n}")}));
+    let (a, b, c, d, e) = tokio::join!(open(1), open(2), open(3), open(4), async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        open(5).await
+    });
+    assert!([a.status, b.status, c.status, d.status] == [200; 4], "four at once are fine");
+    e.assert_refused(429, "rate_limited", "waits open");
 }

@@ -81,8 +81,8 @@ async fn servers(set: &FailoverSet, read_url: Option<&str>) -> (Vec<ServerProces
     if let Some(read_url) = read_url {
         extra.extend(["--read-database-url", read_url]);
     }
-    let first = ServerProcess::spawn_at(SERVER, &url, &extra, true).await;
-    let second = ServerProcess::spawn_at(SERVER, &url, &extra, false).await;
+    let first = ServerProcess::spawn_at(SERVER, &url, &extra).await;
+    let second = ServerProcess::spawn_beside(SERVER, &first, &extra).await;
     let api = Api::new(&first.org, &first.key);
     api.expect(Method::PATCH, &first.base, "/organization", Some(json!({"capture_rate_limit_per_s": 10_000})), 200)
         .await;

@@ -36,7 +36,7 @@ macro_rules! asset {
 pub static INDEX: &Asset = &ASSETS[0];
 
 /// Every file of the app.
-pub static ASSETS: [Asset; 22] = [
+pub static ASSETS: [Asset; 24] = [
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("app.css", "text/css; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),
@@ -51,6 +51,8 @@ pub static ASSETS: [Asset; 22] = [
     asset!("js/pages/inspector.js", JS),
     asset!("js/pages/capture_detail.js", JS),
     asset!("js/pages/signature.js", JS),
+    asset!("js/pages/webhook_node.js", JS),
+    asset!("js/pages/triggers.js", JS),
     asset!("js/pages/flows.js", JS),
     asset!("js/pages/flow.js", JS),
     asset!("js/pages/execution.js", JS),

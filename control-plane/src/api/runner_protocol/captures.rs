@@ -8,6 +8,7 @@ use crate::api::runner_protocol::report::{JobCall, read_body};
 use crate::api::webhooks::search::{self, Cond};
 use crate::capture::cache::CaptureTarget;
 use crate::capture::row::{CAPTURE_COLUMNS_FULL, CaptureRow};
+use crate::capture::waiters::WAITS_PER_JOB;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::parse_json;
 use crate::state::AppState;
@@ -19,7 +20,7 @@ use hookflow_shared::api::signatures::Verdict;
 use hookflow_shared::api::webhooks::MatchOp;
 use hookflow_shared::flow::webhook_node::RequiredSignature;
 use hookflow_shared::wire::runner_route;
-use hookflow_shared::{CaptureId, ExecutionId, OrgId};
+use hookflow_shared::{CaptureId, ErrorCode, ExecutionId, OrgId, WebhookId};
 use sqlx::{PgPool, Postgres, QueryBuilder, Row as _};
 use std::time::Duration;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -48,12 +49,20 @@ const EXPLAINED: i64 = 50;
     responses((status = 200, description = "The capture, or none within `wait_ms`", body = CaptureWaitReply),
         (status = 400, description = "The search is not valid"), (status = 401),
         (status = 404, description = "`webhook_id` is not an endpoint of the execution's organization"),
-        (status = 409)),
+        (status = 409), (status = 429, description = "The job has 4 waits open already")),
     security(("job_token" = [])))]
 async fn wait_for_capture(call: JobCall, body: Body) -> ApiResult<Json<CaptureWaitReply>> {
     let app = call.app.clone();
     let job = call.authorize(&mut *app.pool.acquire().await?, false).await?;
     call.proven();
+    let Some(_open) = app.waiters.open(job.job_id) else {
+        let mut refused = ApiError::new(
+            ErrorCode::RateLimited,
+            format!("this job has {WAITS_PER_JOB} waits open already; a job's nodes wait one at a time"),
+        );
+        refused.retry_after_s = Some(1);
+        return Err(refused);
+    };
     let wait: CaptureWait = parse_json(&read_body(body, WAIT_BODY_LIMIT).await?)?;
     if wait.exclude.len() > MAX_EXCLUDED {
         return Err(ApiError::invalid(format!("`exclude` holds at most {MAX_EXCLUDED} captures")));
@@ -99,14 +108,19 @@ struct Matcher {
 
 impl Matcher {
     async fn new(pool: &PgPool, execution_id: ExecutionId, wait: &CaptureWait) -> ApiResult<Self> {
-        let (org_id, since): (OrgId, DateTime<Utc>) =
-            sqlx::query_as("SELECT organization_id, created_at FROM executions WHERE id = $1")
+        let (org_id, since, definition, modules): (OrgId, DateTime<Utc>, String, String) =
+            sqlx::query_as("SELECT organization_id, created_at, definition, modules FROM executions WHERE id = $1")
                 .bind(execution_id)
                 .fetch_optional(pool)
                 .await?
                 .ok_or_else(|| ApiError::not_found("execution"))?;
         let (target, enforced) = match wait.webhook_id {
             None => (CaptureTarget::Execution(execution_id), false),
+            // A job token reads only the endpoints its run's webhook nodes name: it is not a key with
+            // `webhooks:read` (an ephemeral caller holds one with `flows:execute` alone).
+            Some(webhook_id) if !names_endpoint(&definition, &modules, webhook_id) => {
+                return Err(ApiError::not_found("webhook"));
+            }
             Some(webhook_id) => {
                 let enforced: Option<bool> = sqlx::query_scalar(
                     "SELECT COALESCE(verification->>'mode' = 'enforce', false) FROM webhooks
@@ -162,7 +176,11 @@ impl Matcher {
     /// How many captures arrived at the watched URL since the launch, and why the one that came closest (most
     /// conditions met; the latest among equals) did not match.
     async fn explain(&self, pool: &PgPool) -> ApiResult<(u64, Option<String>)> {
-        let mut b = QueryBuilder::new("SELECT id, count(*) OVER () AS seen, (id = ANY(");
+        let mut count = QueryBuilder::new("SELECT count(*)");
+        self.scope(&mut count);
+        let seen: i64 = count.build_query_scalar().fetch_one(pool).await?;
+        // The conditions are read over the newest few captures only, never over all of them.
+        let mut b = QueryBuilder::new("SELECT id, (id = ANY(");
         b.push_bind(self.exclude.clone()).push(")) AS taken");
         for (i, (cond, _)) in self.conds.iter().enumerate() {
             b.push(", COALESCE((true");
@@ -173,10 +191,11 @@ impl Matcher {
                 b.push_bind(path.clone()).push(format!("::jsonpath) AS v) AS a{i}"));
             }
         }
+        b.push(" FROM (SELECT *");
         self.scope(&mut b);
         b.push(" ORDER BY received_at DESC, id DESC LIMIT ").push_bind(EXPLAINED);
+        b.push(") AS newest ORDER BY received_at DESC, id DESC");
         let rows = b.build().fetch_all(pool).await?;
-        let seen = rows.first().map(|row| row.try_get::<i64, _>("seen")).transpose()?.unwrap_or(0);
         let mut closest: Option<(usize, CaptureId, String)> = None;
         for row in &rows {
             let id: CaptureId = row.try_get("id")?;
@@ -212,6 +231,19 @@ impl Matcher {
             closest.map(|(met, id, reason)| format!("capture {id} met {met} of {total} conditions: {reason}"));
         Ok((u64::try_from(seen).unwrap_or(0), closest))
     }
+}
+
+/// Whether a webhook node of the run (in its definition or a module's) waits on `webhook_id`.
+fn names_endpoint(definition: &str, modules: &str, webhook_id: WebhookId) -> bool {
+    let id = webhook_id.to_string();
+    let definition = serde_json::from_str::<serde_json::Value>(definition).ok();
+    let modules = serde_json::from_str::<serde_json::Value>(modules).ok();
+    let modules = modules.as_ref().and_then(serde_json::Value::as_object).into_iter().flat_map(|m| m.values());
+    definition.iter().chain(modules).any(|flow| {
+        flow["nodes"].as_array().is_some_and(|nodes| {
+            nodes.iter().any(|node| node["kind"] == "webhook" && node["webhook"]["webhook_id"] == id.as_str())
+        })
+    })
 }
 
 /// A condition as `q` would write it.

@@ -1,10 +1,13 @@
 //! Webhook endpoints: create (live at once), list newest first, read, change, delete (with their captures).
-//! Every change NOTIFYs the capture caches of all servers.
+//! Every change NOTIFYs the capture caches of all servers; a change of `triggers` is audited.
 
+use crate::api::admin::audit::{self, AuditEvent};
 use crate::api::admin::organization::MAX_BODY_BYTES_LIMIT;
 use crate::api::context::Ctx;
+pub use crate::api::webhooks::model::ensure_exists;
 use crate::api::webhooks::model::{WEBHOOK_COLUMNS, WebhookRow};
-use crate::api::webhooks::verification;
+use crate::api::webhooks::{triggers, verification};
+use crate::auth::Caller;
 use crate::auth::scope;
 use crate::db::owned::{self, Owned};
 use crate::db::update::Update;
@@ -19,10 +22,11 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::admin::Retention;
 use hookflow_shared::api::fields::{ShortText, ValueText};
+use hookflow_shared::api::triggers::WebhookTrigger;
 use hookflow_shared::api::webhooks::{CreateWebhook, CustomResponse, UpdateWebhook, Webhook};
 use hookflow_shared::api::{Page, Patch};
 use hookflow_shared::{OrgId, WebhookId};
-use sqlx::{PgConnection, PgExecutor};
+use sqlx::PgConnection;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
@@ -41,13 +45,6 @@ pub async fn fetch(conn: &mut PgConnection, org_id: OrgId, id: WebhookId) -> Api
          WHERE w.organization_id = $1 AND w.id = $2"
     );
     owned::fetch(conn, select, org_id, id, "webhook").await
-}
-
-/// Checks that an endpoint of this organization exists (for the nested resources), in `conn`'s transaction when
-/// it is one.
-pub async fn ensure_exists<'c>(conn: impl PgExecutor<'c>, org_id: OrgId, id: WebhookId) -> ApiResult<()> {
-    let select = "SELECT 1 FROM webhooks WHERE organization_id = $1 AND id = $2";
-    owned::fetch::<(i32,), _>(conn, select.into(), org_id, id, "webhook").await.map(drop)
 }
 
 /// Tells every replica's capture cache that the endpoint changed, when the transaction commits.
@@ -95,6 +92,27 @@ fn check_response(value: Option<&CustomResponse>) -> ApiResult<()> {
     field::<ValueText>("response.body", response.body.as_str()).map(drop)
 }
 
+/// Records who set an endpoint's triggers and which flows they launch (a trigger launches flows, as a key with
+/// `flows:execute` may).
+async fn audit_triggers<S>(
+    conn: &mut PgConnection,
+    caller: &Caller<S>,
+    id: WebhookId,
+    triggers: &[WebhookTrigger],
+) -> ApiResult<()> {
+    let flows: Vec<String> = triggers.iter().map(|t| t.flow_id.to_string()).collect();
+    let details = serde_json::json!({"flow_ids": flows});
+    let event = AuditEvent {
+        org_id: caller.org_id,
+        actor: caller.actor,
+        action: "webhook.triggers.set",
+        target: id.to_string(),
+        details,
+    };
+    audit::record(conn, event).await?;
+    Ok(())
+}
+
 /// Create an endpoint; it captures at `capture_url` at once.
 #[utoipa::path(post, path = "/webhooks", request_body = CreateWebhook, responses((status = 201, body = Webhook)))]
 async fn create_webhook(
@@ -105,11 +123,13 @@ async fn create_webhook(
     check_retention(body.retention.as_ref())?;
     check_response(body.response.as_ref())?;
     verification::check(body.verification.as_ref())?;
+    triggers::check(&app.pool, &caller, &body.triggers).await?;
     let id = WebhookId::new(Uuid::new_v4());
     let mut tx = app.pool.begin().await?;
     sqlx::query(
-        "INSERT INTO webhooks (id, organization_id, name, description, max_body_bytes, max_age_days, max_requests, response)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        "INSERT INTO webhooks (id, organization_id, name, description, max_body_bytes, max_age_days, max_requests, response,
+                               triggers)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(id)
     .bind(caller.org_id)
@@ -119,8 +139,12 @@ async fn create_webhook(
     .bind(body.retention.and_then(|r| r.max_age_days))
     .bind(body.retention.and_then(|r| r.max_requests))
     .bind(body.response.map(sqlx::types::Json))
+    .bind(sqlx::types::Json(&*body.triggers))
     .execute(&mut *tx)
     .await?;
+    if !body.triggers.is_empty() {
+        audit_triggers(&mut tx, &caller, id, &body.triggers).await?;
+    }
     if let Some(settings) = &body.verification {
         let writer =
             verification::Writer { master: &app.settings.master_key, org_id: caller.org_id, actor: &caller.actor };
@@ -172,6 +196,14 @@ async fn update_webhook(
     check_retention(body.retention.value())?;
     check_response(body.response.value())?;
     verification::check(body.verification.value())?;
+    let new_triggers = match &body.triggers {
+        Patch::Keep => None,
+        Patch::Clear => Some(Vec::new()),
+        Patch::Set(triggers) => Some(triggers.to_vec()),
+    };
+    if let Some(triggers) = &new_triggers {
+        triggers::check(&app.pool, &caller, triggers).await?;
+    }
     // A retention replaces both of its limits; `null` clears both.
     let (max_age_days, max_requests) = match body.retention {
         Patch::Keep => (Patch::Keep, Patch::Keep),
@@ -186,11 +218,15 @@ async fn update_webhook(
         .patch("max_age_days", max_age_days)
         .patch("max_requests", max_requests)
         .patch("response", body.response.map(sqlx::types::Json))
+        .set_some("triggers", new_triggers.as_ref().map(sqlx::types::Json))
         .sql("updated_at", "now()")
         .execute(&mut tx, caller.org_id, id)
         .await?;
     if updated == 0 {
         return Err(ApiError::not_found("webhook"));
+    }
+    if let Some(triggers) = &new_triggers {
+        audit_triggers(&mut tx, &caller, id, triggers).await?;
     }
     if !body.verification.is_keep() {
         let writer =

@@ -9,6 +9,7 @@ pub mod query_text;
 pub mod replay;
 pub mod search;
 pub mod stream;
+pub mod triggers;
 pub mod verification;
 pub mod verify;
 

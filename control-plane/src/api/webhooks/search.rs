@@ -3,7 +3,7 @@
 //! pagination. The history list and the export use the same machinery.
 
 use crate::api::context::Ctx;
-use crate::api::webhooks::endpoints::ensure_exists;
+use crate::api::webhooks::model::ensure_exists;
 use crate::api::webhooks::query_text::{self, Field};
 use crate::auth::scope;
 use crate::capture::row::{CAPTURE_COLUMNS_INLINE, CaptureRow};

@@ -8,6 +8,7 @@ import { h, fill } from './dom.js';
 import * as signin from './pages/signin.js';
 import * as webhooks from './pages/webhooks.js';
 import * as inspector from './pages/inspector.js';
+import * as captureDetail from './pages/capture_detail.js';
 import * as flows from './pages/flows.js';
 import * as flow from './pages/flow.js';
 import * as execution from './pages/execution.js';
@@ -21,6 +22,7 @@ import { finishExternalSignIn } from './oidc.js';
 const ROUTES = [
   [/^\/webhooks$/, webhooks.render],
   [/^\/webhooks\/([0-9a-f-]{36})$/, inspector.render],
+  [/^\/webhooks\/([0-9a-f-]{36})\/requests\/([0-9a-f-]{36})$/, captureDetail.renderPage],
   [/^\/flows$/, flows.render],
   [/^\/flows\/([0-9a-f-]{36})$/, flow.render],
   [/^\/flows\/([0-9a-f-]{36})\/executions\/([0-9a-f-]{36})$/, execution.render],

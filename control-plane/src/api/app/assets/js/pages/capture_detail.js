@@ -1,9 +1,11 @@
 // One captured request, whole: method, path, query as a table, headers in their original order with repeats, the
-// body as pretty JSON, raw text or hex, its size and SHA-256; copy as curl, replay to a URL, delete.
+// body as pretty JSON, raw text or hex, its size and SHA-256, the executions it started; copy as curl, replay to a
+// URL, delete. Shown beside the inspector's list, and as a page of its own (`#/webhooks/<id>/requests/<id>`).
 
 import { h, fill, copyButton, notice, table, when, bytes } from '../dom.js';
 import { call, can } from '../api.js';
 import { signatureFacts } from './signature.js';
+import { executionHref } from './webhook_node.js';
 
 const HEX_LIMIT = 64 * 1024;
 
@@ -51,9 +53,52 @@ export function asCurl(webhook, capture) {
   return line;
 }
 
+/** Links to the executions a capture started, flows by name. */
+async function executionLinks(started) {
+  if (!started.length) return h('span', { class: 'muted' }, 'no execution');
+  const flowIds = [...new Set(started.map((x) => x.flow_id))];
+  const flows = await Promise.all(flowIds.map((id) => call('GET', `/flows/${id}`).catch(() => null)));
+  const names = new Map(flows.filter(Boolean).map((f) => [f.id, f.name]));
+  return h('ul', { class: 'plain' }, started.map((x) => h('li', {},
+    h('a', { href: executionHref(x.flow_id, x.execution_id), title: x.execution_id },
+      `${names.get(x.flow_id) || `flow ${x.flow_id}`}: execution ${x.execution_id}`))));
+}
+
+/**
+ * The facts lines of the executions a capture started through its endpoint's triggers. A launch follows its
+ * capture, so a fresh capture of an endpoint with triggers is read again for a few seconds until one shows.
+ */
+async function startedFacts(webhook, capture) {
+  const started = capture.executions || [];
+  const triggered = (webhook.triggers || []).length > 0;
+  if (!started.length && !triggered) return [];
+  const dd = h('dd', { id: 'capture-executions' }, await executionLinks(started));
+  const fresh = Date.now() - new Date(capture.received_at).getTime() < 30000;
+  if (!started.length && fresh) {
+    (async () => {
+      for (let i = 0; i < 10 && !(capture.executions || []).length; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        if (!dd.isConnected && i > 0) return;
+        try { capture = await call('GET', `/webhooks/${webhook.id}/requests/${capture.id}`); } catch { return; }
+      }
+      if ((capture.executions || []).length) fill(dd, await executionLinks(capture.executions));
+    })();
+  }
+  return [h('dt', {}, 'Started'), dd];
+}
+
+/** A capture as a page of its own: a link back to its endpoint's inspector above the whole capture. */
+export async function renderPage(main, [webhookId, captureId]) {
+  const webhook = await call('GET', `/webhooks/${webhookId}`);
+  const detail = h('section', { id: 'capture-detail', class: 'detail', 'aria-label': 'Captured request' });
+  fill(main, h('p', {}, h('a', { href: `#/webhooks/${webhookId}` }, `← ${webhook.name}`)), detail);
+  await showCapture(detail, webhook, captureId, () => { location.hash = `#/webhooks/${webhookId}`; });
+}
+
 export async function showCapture(el, webhook, captureId, onDeleted) {
   fill(el, h('p', { class: 'muted' }, 'Loading…'));
   const capture = await call('GET', `/webhooks/${webhook.id}/requests/${captureId}`);
+  const started = await startedFacts(webhook, capture);
   const error = notice();
   const data = bodyBytes(capture);
   const views = {
@@ -96,7 +141,7 @@ export async function showCapture(el, webhook, captureId, onDeleted) {
       h('dt', {}, 'Size'), h('dd', { id: 'body-size' }, `${bytes(capture.body_size)} (${capture.body_size} bytes)`),
       h('dt', {}, 'SHA-256'), h('dd', {}, h('code', { id: 'body-sha256' }, capture.body_sha256)),
       h('dt', {}, 'Content type'), h('dd', {}, capture.content_type || '—'),
-      ...signatureFacts(webhook, capture)),
+      ...signatureFacts(webhook, capture), ...started),
     h('div', { class: 'actions' }, copyButton('Copy as curl', () => asCurl(webhook, capture)),
       can('webhooks:write') ? h('button', { type: 'button', class: 'small danger', onclick: remove }, 'Delete') : null),
     can('webhooks:write') ? replay : null, replayOut,

@@ -1,8 +1,10 @@
 // One flow: its nodes at a glance (request, extractors, assertions), the definition editor with each validation
 // problem shown beside the node and field it names, versions (publish, restore), environments, launch, executions.
+// A webhook node shows what it waits for (the endpoint by name, or the execution's own URL, and its search).
 
 import { h, fill, field, notice, table, badge, when } from '../dom.js';
 import { call, all, can } from '../api.js';
+import { endpointNames, waitsFor, captureHref } from './webhook_node.js';
 
 export async function render(main, [flowId]) {
   const flow = await call('GET', `/flows/${flowId}`);
@@ -21,8 +23,10 @@ export async function render(main, [flowId]) {
     error,
     h('div', { class: 'grid' }, sections.nodes, sections.launch),
     sections.executions, sections.editor, sections.versions, sections.environments);
-  const environments = await call('GET', `/flows/${flowId}/environments`);
-  showNodes(sections.nodes, flow.definition);
+  const [environments, names] = await Promise.all([
+    call('GET', `/flows/${flowId}/environments`), endpointNames(flow.definition),
+  ]);
+  showNodes(sections.nodes, flow.definition, names);
   showEditor(sections.editor, flow, () => render(main, [flowId]));
   showLaunch(sections.launch, flow, environments.items);
   await Promise.all([
@@ -37,29 +41,37 @@ export async function render(main, [flowId]) {
   ], environments.items, 'No environments.'));
 }
 
-function describeNode(node) {
+/** A node's extractors and assertions, as written. */
+function checks(node) {
+  return [
+    (node.extractors || []).length ? h('p', { class: 'muted' }, 'Extracts: ',
+      node.extractors.map((e) => `${e.name} ← ${e.kind}${e.expression ? ` ${e.expression}` : ''}${e.header ? ` ${e.header}` : ''}`).join(', ')) : null,
+    (node.assertions || []).length ? h('ul', { class: 'assertions' }, node.assertions.map((a) =>
+      h('li', {}, `${a.source} ${a.operator}${a.expected !== undefined ? ` ${JSON.stringify(a.expected)}` : ''}`))) : null,
+  ];
+}
+
+function describeNode(node, names) {
   if (node.kind === 'request') {
     const request = node.request || {};
     return [
       h('p', {}, h('strong', {}, request.method || 'request'), ' ', h('code', {}, request.url || (node.request_ref ? 'a collection request' : ''))),
-      (node.extractors || []).length ? h('p', { class: 'muted' }, 'Extracts: ',
-        node.extractors.map((e) => `${e.name} ← ${e.kind}${e.expression ? ` ${e.expression}` : ''}${e.header ? ` ${e.header}` : ''}`).join(', ')) : null,
-      (node.assertions || []).length ? h('ul', { class: 'assertions' }, node.assertions.map((a) =>
-        h('li', {}, `${a.source} ${a.operator}${a.expected !== undefined ? ` ${JSON.stringify(a.expected)}` : ''}`))) : null,
+      checks(node),
     ];
   }
+  if (node.kind === 'webhook') return [waitsFor(node, names), checks(node)];
   if (node.kind === 'delay') return h('p', {}, `Wait ${node.delay_ms} ms`);
   if (node.kind === 'module') return h('p', {}, `Runs flow ${node.flow_id} (${node.version || 'latest'})`);
   return h('p', {}, `Sets ${Object.keys(node.variables || {}).join(', ')}`);
 }
 
-function showNodes(el, definition) {
+function showNodes(el, definition, names) {
   const nodes = definition.nodes || [];
   fill(el, h('h2', {}, 'Nodes'), nodes.length
     ? h('ol', { class: 'nodes' }, nodes.map((node) => h('li', { 'data-node': node.id },
       h('div', { class: 'node-head' }, h('code', {}, node.id), ' ', h('span', { class: 'kind' }, node.kind),
         node.name ? ` ${node.name}` : '', node.enabled === false ? ' (disabled)' : ''),
-      describeNode(node))))
+      describeNode(node, names))))
     : h('p', { class: 'empty' }, 'No nodes yet: edit the definition below.'));
 }
 
@@ -131,7 +143,9 @@ async function showExecutions(el, flowId) {
   fill(el, h('h2', {}, 'Executions'), table([
     ['Started', (x) => h('a', { href: `#/flows/${flowId}/executions/${x.id}` }, when(x.created_at))],
     ['Status', (x) => badge(x.status)],
-    ['Trigger', (x) => x.trigger],
+    ['Trigger', (x) => (x.trigger_request
+      ? h('a', { href: captureHref(x.trigger_request.webhook_id, x.trigger_request.request_id), title: 'The capture that started it' }, x.trigger)
+      : x.trigger)],
     ['Version', (x) => (x.flow_version ? `v${x.flow_version}` : `draft r${x.draft_revision}`)],
     ['Nodes', (x) => `${x.summary.passed} passed, ${x.summary.failed} failed, ${x.summary.skipped} skipped`],
     ['Duration', (x) => (x.duration_ms === null ? '—' : `${x.duration_ms} ms`)],

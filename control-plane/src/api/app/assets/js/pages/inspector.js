@@ -1,6 +1,7 @@
 // The live inspector of one webhook: captures appear as they arrive, newest first, from a stream that resumes with
 // Last-Event-ID after a dropped connection (duplicates are dropped by id); a search box takes the `q` syntax beside
-// structured filters; volume and method charts; the selected capture's detail beside the list.
+// structured filters; volume and method charts; the selected capture's detail beside the list; the endpoint's
+// triggers (the flows its captures launch).
 
 import { h, fill, copyButton, notice, bytes } from '../dom.js';
 import { signatureBadge } from './signature.js';
@@ -8,6 +9,7 @@ import { call } from '../api.js';
 import { follow } from '../sse.js';
 import { volume, breakdown } from '../charts.js';
 import { showCapture } from './capture_detail.js';
+import { showTriggers } from './triggers.js';
 
 const LIMIT = 100;
 
@@ -19,6 +21,7 @@ export async function render(main, [webhookId]) {
   const detail = h('section', { id: 'capture-detail', class: 'detail', 'aria-label': 'Selected request' },
     h('p', { class: 'empty' }, 'Select a request to see it whole.'));
   const charts = h('div', { class: 'charts' });
+  const triggers = h('section', { id: 'triggers', class: 'triggers', 'aria-label': 'Triggers' });
   const newer = h('p', { class: 'notice notice-info', hidden: true });
   const seen = new Map();
   const streamed = new Set();
@@ -107,8 +110,8 @@ export async function render(main, [webhookId]) {
     h('div', { class: 'page-head' }, h('h1', {}, webhook.name), state),
     h('p', { class: 'url' }, 'Capture URL: ', h('code', { id: 'capture-url' }, webhook.capture_url), ' ', copyButton('Copy', webhook.capture_url)),
     charts, search, error, newer,
-    h('div', { class: 'inspector' }, list, detail));
-  await reload();
+    h('div', { class: 'inspector' }, list, detail), triggers);
+  await Promise.all([reload(), showTriggers(triggers, webhook).catch((e) => fill(triggers, h('p', { class: 'notice notice-error' }, e.message)))]);
   drawCharts(charts, webhookId).catch(() => {});
   return () => { stream.stop(); clearTimeout(redrawing); };
 }
