@@ -241,7 +241,10 @@ impl FailoverSet {
         let mut conn = loop {
             match connect(&monitor).await {
                 Some(conn) => break conn,
-                None if tokio::time::Instant::now() > deadline => panic!("the monitor never answered"),
+                None if tokio::time::Instant::now() > deadline => {
+                    let log = std::fs::read_to_string(self.root.join("monitor.log")).unwrap_or_default();
+                    panic!("the monitor never answered; its log:\n{log}")
+                }
                 None => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         };
@@ -321,10 +324,23 @@ fn bindir() -> PathBuf {
 }
 
 /// Ports free on 127.0.0.1 now (bound and let go).
+/// `n` ports free now, below the kernel's range of ephemeral ports (32768 and up by default): an outgoing connection
+/// of the load never takes one between this choice and PostgreSQL's bind (which, after a run of thousands of loopback
+/// connections, made the monitor fail to start now and then).
 fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<std::net::TcpListener> =
-        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port")).collect();
-    listeners.iter().map(|l| l.local_addr().expect("address").port()).collect()
+    let start = 20_000 + u16::try_from(std::process::id() % 5_000).unwrap_or(0);
+    let mut ports = Vec::new();
+    let mut listeners = Vec::new();
+    for port in (start..32_000).chain(20_000..start) {
+        if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            listeners.push(listener);
+            ports.push(port);
+            if ports.len() == n {
+                return ports;
+            }
+        }
+    }
+    panic!("no {n} free ports between 20000 and 32000")
 }
 
 /// A detached watcher that, once this test process exits, kills every process group of the set and removes its
