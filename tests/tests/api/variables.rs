@@ -4,11 +4,11 @@
 //! engine.
 
 use hookflow_runner::engine::Engine;
-use hookflow_shared::api::executions::NodeStatus;
+use hookflow_shared::api::executions::{Launch, LaunchByTag, NodeStatus};
+use hookflow_shared::api::flows::{PutEnvironment, WriteFlow};
 use hookflow_shared::api::runners::{FinalStatus, Job};
 use hookflow_tests::TestApp;
 use hookflow_tests::target::Target;
-use reqwest::Method;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -64,11 +64,13 @@ async fn the_narrowest_layer_wins() {
 async fn names_under_execution_are_refused_wherever_a_name_is_defined() {
     let app = TestApp::spawn().await;
     let flow = app.delay_flow("plain").await;
-    let refused = |reply: hookflow_tests::app::Reply, field: &str| {
-        assert_eq!((reply.status.as_u16(), reply.code()), (400, "invalid_request"), "{}", reply.text);
-        let message = reply.body["error"]["message"].as_str().expect("message");
-        assert!(message.contains(field) && message.contains("reserved"), "{field}: {message}");
+    let refused = |answer: Result<(), hookflow_tests::ApiFailure>, field: &str| {
+        let failure = answer.expect_err("refused");
+        assert_eq!((failure.status(), failure.code()), (400, "invalid_request"), "{failure:?}");
+        assert!(failure.message().contains(field) && failure.message().contains("reserved"), "{field}: {failure:?}");
     };
+    let api = app.api();
+    let flows = api.flows();
     let delay = json!({"id": "wait", "kind": "delay", "delay_ms": 1});
     let definitions = [
         (json!({"variables": {"execution.capture_url": "x"}, "nodes": [delay]}), "variables.execution.capture_url"),
@@ -83,22 +85,31 @@ async fn names_under_execution_are_refused_wherever_a_name_is_defined() {
         ),
     ];
     for (definition, field) in definitions {
-        let body = json!({"name": "reserved", "definition": definition});
-        refused(app.call(Method::POST, "/flows", Some(&app.admin), Some(body.clone())).await, field);
-        refused(app.call(Method::PUT, &format!("/flows/{flow}"), Some(&app.admin), Some(body)).await, field);
+        let body = WriteFlow::new("reserved".parse().expect("a name"), definition);
+        refused(flows.create(&body).await.map(drop), field);
+        refused(flows.put(&flow, &body).await.map(drop), field);
     }
-    let environment = json!({"variables": {"base_url": "https://api.example", "execution.capture_url": "x"}});
-    let path = format!("/flows/{flow}/environments/prod");
-    refused(app.call(Method::PUT, &path, Some(&app.admin), Some(environment)).await, "variables.execution.capture_url");
+    let variables = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    let environment =
+        PutEnvironment { variables: variables(&[("base_url", "https://api.example"), ("execution.capture_url", "x")]) };
+    refused(flows.put_environment(&flow, "prod", &environment).await.map(drop), "variables.execution.capture_url");
 
-    let launch = json!({"variables": {"sha": "abc", "execution.capture_url": "https://evil.example"}});
-    let path = format!("/flows/{flow}/launch");
-    refused(app.call(Method::POST, &path, Some(&app.admin), Some(launch.clone())).await, "variables.execution");
-    let mut by_tag = launch;
-    by_tag["tags"] = json!(["smoke"]);
-    refused(app.call(Method::POST, "/flows/launch", Some(&app.admin), Some(by_tag)).await, "variables.execution");
-    let fine = json!({"variables": {"executions": "3", "Execution.capture_url": "case matters"}});
-    assert_eq!(app.call(Method::POST, &path, Some(&app.admin), Some(fine)).await.status, 201);
+    let launch = Launch {
+        variables: variables(&[("sha", "abc"), ("execution.capture_url", "https://evil.example")]),
+        ..Launch::default()
+    };
+    refused(flows.launch(&flow, &launch).await.map(drop), "variables.execution");
+    let by_tag = LaunchByTag {
+        tags: vec!["smoke".to_owned()].try_into().expect("tags"),
+        variables: launch.variables.clone(),
+        ..LaunchByTag::default()
+    };
+    refused(flows.launch_by_tag(&by_tag).await.map(drop), "variables.execution");
+    let fine = Launch {
+        variables: variables(&[("executions", "3"), ("Execution.capture_url", "case matters")]),
+        ..Launch::default()
+    };
+    flows.launch(&flow, &fine).await.expect("names merely like the built-in ones are fine");
 }
 
 async fn run(job: &Job) -> (hookflow_runner::engine::Outcome, Vec<hookflow_shared::api::executions::NodeResult>) {
