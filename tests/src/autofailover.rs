@@ -346,21 +346,9 @@ fn free_ports(n: usize) -> Vec<u16> {
 /// A detached watcher that, once this test process exits, kills every process group of the set and removes its
 /// directory.
 fn reap_when_done(root: &Path) {
-    let script = r#"tail --pid="$1" -f /dev/null 2>/dev/null
-for f in "$2"/*.pgid; do [ -e "$f" ] && env kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
+    let script = r#"for f in "$2"/*.pgid; do [ -e "$f" ] && env kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
 sleep 1; rm -rf "$2""#;
-    use std::os::unix::process::CommandExt as _;
-    let spawned = std::process::Command::new("sh")
-        .args(["-c", script, "reaper", &std::process::id().to_string()])
-        .arg(root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn();
-    if let Err(e) = spawned {
-        eprintln!("warning: cannot start the failover set's reaper ({e}); {} may outlive the test", root.display());
-    }
+    crate::cluster::after_exit(script, root, "the failover set");
 }
 
 /// Whether Debian's pg_auto_failover is installed (`pg_autoctl` on PATH).

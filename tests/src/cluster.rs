@@ -41,26 +41,27 @@ fn start() -> TestCluster {
 
 /// A detached watcher that, once this test process exits, stops the cluster at once and removes its directory.
 fn reap_when_done(root: &std::path::Path) {
-    let script = r#"tail --pid="$1" -f /dev/null 2>/dev/null
-pid=$(head -n 1 "$2/data/postmaster.pid" 2>/dev/null) && kill -QUIT "$pid" 2>/dev/null
+    let script = r#"pid=$(head -n 1 "$2/data/postmaster.pid" 2>/dev/null) && kill -QUIT "$pid" 2>/dev/null
 for _ in 1 2 3 4 5 6 7 8 9 10; do [ -e "$2/data/postmaster.pid" ] || break; sleep 0.5; done
 rm -rf "$2""#;
-    let spawned = {
-        use std::os::unix::process::CommandExt as _;
-        Command::new("sh")
-            .args(["-c", script, "reaper", &std::process::id().to_string()])
-            .arg(root)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-    };
+    after_exit(script, root, "the test cluster");
+}
+
+/// Runs the shell `script` (`$2` is `dir`) in a detached process once this test process has exited, whatever the
+/// way it ends: what a test leaves running or on disk under `dir` goes with it.
+pub fn after_exit(script: &str, dir: &std::path::Path, what: &str) {
+    use std::os::unix::process::CommandExt as _;
+    let script = format!("tail --pid=\"$1\" -f /dev/null 2>/dev/null\n{script}");
+    let spawned = Command::new("sh")
+        .args(["-c", &script, "reaper", &std::process::id().to_string()])
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn();
     if let Err(e) = spawned {
-        eprintln!(
-            "warning: cannot start the cluster reaper ({e}); the test cluster in {} outlives the tests",
-            root.display()
-        );
+        eprintln!("warning: cannot start the reaper of {what} ({e}); {} may outlive the tests", dir.display());
     }
 }
 
