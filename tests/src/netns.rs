@@ -84,3 +84,22 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+impl Netns {
+    /// A `hookflow-runner` (`binary`) inside the namespace, labelled `inside`, reaching the server at `server_url`
+    /// (a relay on the root namespace's end) with `creds`, its output discarded; `extra` arguments after the rest.
+    pub fn runner(&self, binary: &str, server_url: &str, creds: &crate::Creds, extra: &[&str]) -> Killed {
+        let child = self
+            .command(binary)
+            .env("SERVICE_URL", server_url)
+            .env("SERVICE_API_KEY", &creds.key)
+            .env("SERVICE_ORGANIZATION_ID", creds.org.to_string())
+            .args(["--labels", "inside", "--insecure-http", "--poll-wait-s", "5"])
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("runner in the namespace");
+        Killed(child)
+    }
+}

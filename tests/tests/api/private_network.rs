@@ -75,18 +75,7 @@ async fn a_runner_inside_a_private_network_reaches_what_the_server_cannot() {
     let relay = Proxy::start_on("198.18.77.1:0", upstream).await;
     let metrics = format!("{}:{}", net.inner_ip, port_free_here());
     let creds = app.runner_creds(app.admin.org).await;
-    let mut runner = net.command(RUNNER);
-    let _runner = Killed(
-        runner
-            .env("SERVICE_URL", relay.url())
-            .env("SERVICE_API_KEY", &creds.key)
-            .env("SERVICE_ORGANIZATION_ID", creds.org.to_string())
-            .args(["--labels", "inside", "--insecure-http", "--poll-wait-s", "5", "--metrics-listen", &metrics])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("runner in the namespace"),
-    );
+    let _runner = net.runner(RUNNER, &relay.url(), &creds, &["--metrics-listen", &metrics]);
     app.wait_runner(|r| r["labels"] == json!(["inside"]) && r["status"] == "online").await;
 
     let inside = app.launch(&flow, json!({"runner_labels": ["inside"]})).await["id"].as_str().expect("id").to_owned();

@@ -6,11 +6,10 @@ use crate::RUNNER;
 use crate::webhook_nodes::payment_flow;
 use hookflow_tests::TestApp;
 use hookflow_tests::cli::Cli;
-use hookflow_tests::netns::{Killed, Netns};
+use hookflow_tests::netns::Netns;
 use hookflow_tests::provider::{Provider, ProviderOptions};
 use hookflow_tests::proxy::Proxy;
 use serde_json::{Value, json};
-use std::process::Stdio;
 
 const HOOKFLOW: &str = env!("CARGO_BIN_EXE_hookflow-under-test");
 
@@ -32,18 +31,7 @@ async fn an_installed_runner_in_a_private_network_waits_for_the_webhook_through_
     let upstream = app.base.trim_start_matches("http://").parse().expect("address");
     let relay = Proxy::start_on("10.231.79.1:0", upstream).await;
     let creds = app.runner_creds(app.admin.org).await;
-    let mut runner = net.command(RUNNER);
-    let _runner = Killed(
-        runner
-            .env("SERVICE_URL", relay.url())
-            .env("SERVICE_API_KEY", &creds.key)
-            .env("SERVICE_ORGANIZATION_ID", creds.org.to_string())
-            .args(["--labels", "inside", "--insecure-http", "--poll-wait-s", "5"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("runner in the namespace"),
-    );
+    let _runner = net.runner(RUNNER, &relay.url(), &creds, &[]);
     app.wait_runner(|r| r["labels"] == json!(["inside"]) && r["status"] == "online").await;
 
     let flow = app.create_flow("inside", payment_flow(&provider.url, None, 20_000)).await;
