@@ -5,6 +5,7 @@
 pub mod mask;
 pub mod request;
 pub mod send;
+pub mod single;
 pub mod vars;
 pub mod webhook;
 
