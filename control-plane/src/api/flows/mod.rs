@@ -12,8 +12,7 @@ pub mod versions;
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 
-/// Flow bodies (definitions, imports) may be up to 10 MiB.
-pub const FLOW_BODY_LIMIT: usize = 10 * 1024 * 1024;
+pub use model::FLOW_BODY_LIMIT;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     crate::api::routing::merged(

@@ -1,5 +1,5 @@
-//! The stored flow: its columns and row, reads by id within the organization, and the checks every write
-//! of a flow makes besides its body's types (definition, schedule, unique name).
+//! The stored flow: its columns and row, reads by id within the organization, the checks every write of a flow
+//! makes besides its body's types (definition, schedule, unique name), and the size its bodies may have.
 
 use crate::db::json_text::JsonText;
 use crate::db::owned;
@@ -10,6 +10,9 @@ use hookflow_shared::flow::definition::{self, Problem};
 use hookflow_shared::flow::schedule::Schedule;
 use hookflow_shared::{FlowId, OrgId};
 use sqlx::PgConnection;
+
+/// Flow bodies (definitions, imports, tried nodes) may be up to 10 MiB.
+pub const FLOW_BODY_LIMIT: usize = 10 * 1024 * 1024;
 
 pub const FLOW_COLUMNS: &str = "f.id, f.name, f.description, f.tags, f.definition, f.schedule, f.draft_revision,
      (SELECT max(v.version) FROM flow_versions v WHERE v.flow_id = f.id) AS published_version,

@@ -6,7 +6,7 @@
 
 use crate::api::context::Ctx;
 use crate::api::executions::launch::check_variables;
-use crate::api::flows::FLOW_BODY_LIMIT;
+use crate::api::flows::model::FLOW_BODY_LIMIT;
 use crate::auth::{Caller, scope};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, parse_json};
