@@ -21,8 +21,7 @@ const DEFINITION: &str = concat!(
 );
 
 /// The same definition with its nodes in another order of keys: a replacement keeps its own.
-const REPLACED: &str =
-    concat!(r#"{"nodes":[{"id":"wait","delay_ms":2,"kind":"delay"}],"variables":{"b":"1","a":"2"}}"#);
+const REPLACED: &str = r#"{"nodes":[{"id":"wait","delay_ms":2,"kind":"delay"}],"variables":{"b":"1","a":"2"}}"#;
 
 /// Sends `body` (raw JSON text) as the admin key.
 async fn raw(app: &TestApp, method: Method, path: &str, body: Option<String>) -> Reply {

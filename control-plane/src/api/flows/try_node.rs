@@ -135,13 +135,15 @@ async fn run(app: &AppState, org_id: OrgId, tried: Try) -> ApiResult<Json<NodeRe
     }
 }
 
+type Variables = BTreeMap<String, String>;
+
 /// The flow's name and its draft's own variables; another organization's flow is 404.
 async fn read_flow(
     conn: &mut PgConnection,
     org_id: OrgId,
     flow_id: FlowId,
 ) -> ApiResult<(String, BTreeMap<String, String>)> {
-    let row: Option<(String, Option<SqlJson<BTreeMap<String, String>>>)> =
+    let row: Option<(String, Option<SqlJson<Variables>>)> =
         sqlx::query_as("SELECT name, definition->'variables' FROM flows WHERE organization_id = $1 AND id = $2")
             .bind(org_id)
             .bind(flow_id)
