@@ -85,6 +85,16 @@ async fn a_person_signs_in_creates_a_webhook_and_inspects_captures_live() {
         assert!(!csp.contains("unsafe"), "{path}: {csp}");
         assert_eq!(response.headers()["x-content-type-options"], "nosniff");
     }
+    // Only the console's manifest is served: its tooling, tests and dependencies beside it never are.
+    assert_eq!(reqwest::get(app.url("/app/js/lib/curl.js")).await.expect("get").status(), 200);
+    for path in [
+        "/app/package.json",
+        "/app/test/curl.test.js",
+        "/app/node_modules/axe-core/axe.min.js",
+        "/app/js/%2e%2e/package.json",
+    ] {
+        assert_eq!(reqwest::get(app.url(path)).await.expect("get").status(), 404, "{path}");
+    }
 
     browser.sign_in(&base, &person.email, &person.password).await;
     assert!(browser.text(".who").await.contains(&person.email));

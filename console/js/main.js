@@ -1,3 +1,4 @@
+// @ts-check
 // The app's frame: restores the session from the refresh cookie, routes `#/...` addresses to pages, and draws the
 // navigation with the organization switcher and sign-out. An invitation's link (`#/invite/<token>`) is held while
 // the person signs in, then offered for acceptance (before any organization: a new person has none). Each page is `render(main, params)` and may answer a
@@ -19,6 +20,7 @@ import * as admin from './pages/admin.js';
 import * as invite from './pages/invite.js';
 import { finishExternalSignIn } from './oidc.js';
 
+/** @type {[RegExp, (main: HTMLElement, params: string[]) => Promise<any>][]} */
 const ROUTES = [
   [/^\/webhooks$/, webhooks.render],
   [/^\/webhooks\/([0-9a-f-]{36})$/, inspector.render],
@@ -36,8 +38,14 @@ const ROUTES = [
 ];
 
 const NAV = [
-  ['#/webhooks', 'Webhooks'], ['#/flows', 'Flows'], ['#/collections', 'Collections'], ['#/keys', 'API keys'],
-  ['#/members', 'Members'], ['#/runners', 'Runners'], ['#/audit', 'Audit log'], ['#/settings', 'Settings'],
+  ['#/webhooks', 'Webhooks'],
+  ['#/flows', 'Flows'],
+  ['#/collections', 'Collections'],
+  ['#/keys', 'API keys'],
+  ['#/members', 'Members'],
+  ['#/runners', 'Runners'],
+  ['#/audit', 'Audit log'],
+  ['#/settings', 'Settings'],
 ];
 
 const root = document.getElementById('root');
@@ -48,19 +56,52 @@ function route() {
 }
 
 function frame(main) {
-  const switcher = h('select', { id: 'organization', 'aria-label': 'Organization',
-    onchange: (e) => { chooseOrganization(e.target.value); show(); } },
-  session.organizations.map((o) => h('option', { value: o.id, selected: session.org && o.id === session.org.id },
-    `${o.name} (${o.role})`)));
+  const switcher = h(
+    'select',
+    {
+      id: 'organization',
+      'aria-label': 'Organization',
+      onchange: (e) => {
+        chooseOrganization(e.target.value);
+        show();
+      },
+    },
+    session.organizations.map((o) =>
+      h('option', { value: o.id, selected: session.org && o.id === session.org.id }, `${o.name} (${o.role})`),
+    ),
+  );
   const current = route();
-  const nav = h('nav', { 'aria-label': 'Main' }, h('ul', {}, NAV.map(([href, label]) =>
-    h('li', {}, h('a', { href, 'aria-current': current.startsWith(href.slice(1)) ? 'page' : false }, label)))));
-  const header = h('header', { class: 'top' },
+  const nav = h(
+    'nav',
+    { 'aria-label': 'Main' },
+    h(
+      'ul',
+      {},
+      NAV.map(([href, label]) =>
+        h('li', {}, h('a', { href, 'aria-current': current.startsWith(href.slice(1)) ? 'page' : false }, label)),
+      ),
+    ),
+  );
+  const header = h(
+    'header',
+    { class: 'top' },
     h('a', { href: '#/webhooks', class: 'brand' }, 'hookflow'),
     switcher,
     h('span', { class: 'who' }, session.user ? session.user.email : ''),
-    h('button', { type: 'button', id: 'sign-out', onclick: async () => { await signOut(); location.hash = '#/signin'; show(); } },
-      'Sign out'));
+    h(
+      'button',
+      {
+        type: 'button',
+        id: 'sign-out',
+        onclick: async () => {
+          await signOut();
+          location.hash = '#/signin';
+          show();
+        },
+      },
+      'Sign out',
+    ),
+  );
   return fill(root, header, h('div', { class: 'layout' }, nav, main));
 }
 
@@ -69,30 +110,48 @@ function landing() {
 }
 
 async function show() {
-  if (cleanup) { cleanup(); cleanup = null; }
+  if (cleanup) {
+    cleanup();
+    cleanup = null;
+  }
   const invited = /^\/invite\/([A-Za-z0-9_]+)$/.exec(route());
   if (invited) invite.hold(invited[1]);
   const path = route();
   if (!session.token || path === '/signin' || session.passwordChangeRequired) {
     const main = h('main', { id: 'main', class: 'narrow' });
     fill(root, main);
-    await signin.render(main, { onSignedIn: async () => { await loadSession(); location.hash = landing(); show(); } });
+    await signin.render(main, {
+      onSignedIn: async () => {
+        await loadSession();
+        location.hash = landing();
+        show();
+      },
+    });
     return;
   }
   if (path === '/invite' && invite.pending()) {
     const main = h('main', { id: 'main', class: 'narrow' });
     fill(root, main);
-    await invite.render(main, { onAccepted: async (joined) => {
-      await loadSession();
-      if (joined) chooseOrganization(joined.id);
-      location.hash = '#/webhooks';
-      show();
-    } });
+    await invite.render(main, {
+      onAccepted: async (joined) => {
+        await loadSession();
+        if (joined) chooseOrganization(joined.id);
+        location.hash = '#/webhooks';
+        show();
+      },
+    });
     return;
   }
   if (!session.organizations.length) {
-    fill(root, h('main', { class: 'narrow' }, h('h1', {}, 'No organization yet'),
-      h('p', {}, 'Ask an owner or admin for an invitation link and open it here.')));
+    fill(
+      root,
+      h(
+        'main',
+        { class: 'narrow' },
+        h('h1', {}, 'No organization yet'),
+        h('p', {}, 'Ask an owner or admin for an invitation link and open it here.'),
+      ),
+    );
     return;
   }
   const main = h('main', { id: 'main' });
@@ -103,7 +162,11 @@ async function show() {
       try {
         cleanup = (await render(main, match.slice(1))) || null;
       } catch (error) {
-        fill(main, h('h1', {}, 'Something went wrong'), h('p', { class: 'notice notice-error', role: 'alert' }, error.message));
+        fill(
+          main,
+          h('h1', {}, 'Something went wrong'),
+          h('p', { class: 'notice notice-error', role: 'alert' }, error.message),
+        );
       }
       return;
     }
@@ -131,5 +194,7 @@ async function start() {
 }
 
 window.addEventListener('hashchange', show);
-window.addEventListener('hookflow:signed-out', () => { location.hash = '#/signin'; });
+window.addEventListener('hookflow:signed-out', () => {
+  location.hash = '#/signin';
+});
 start();

@@ -1,3 +1,4 @@
+// @ts-check
 // The live inspector of one webhook: captures appear as they arrive, newest first, from a stream that resumes with
 // Last-Event-ID after a dropped connection (duplicates are dropped by id); a search box takes the `q` syntax beside
 // structured filters; volume and method charts; the selected capture's detail beside the list; the endpoint's
@@ -18,8 +19,11 @@ export async function render(main, [webhookId]) {
   const error = notice();
   const state = h('span', { id: 'stream-state', class: 'state', 'aria-live': 'polite' }, 'connecting');
   const list = h('ul', { id: 'captures', class: 'captures', 'aria-label': 'Captured requests' });
-  const detail = h('section', { id: 'capture-detail', class: 'detail', 'aria-label': 'Selected request' },
-    h('p', { class: 'empty' }, 'Select a request to see it whole.'));
+  const detail = h(
+    'section',
+    { id: 'capture-detail', class: 'detail', 'aria-label': 'Selected request' },
+    h('p', { class: 'empty' }, 'Select a request to see it whole.'),
+  );
   const charts = h('div', { class: 'charts' });
   const triggers = h('section', { id: 'triggers', class: 'triggers', 'aria-label': 'Triggers' });
   const newer = h('p', { class: 'notice notice-info', hidden: true });
@@ -30,19 +34,34 @@ export async function render(main, [webhookId]) {
   let missed = 0;
 
   const row = (capture) => {
-    const item = h('li', { 'data-id': capture.id },
-      h('button', { type: 'button', class: 'capture', onclick: () => select(capture.id) },
+    const item = h(
+      'li',
+      { 'data-id': capture.id },
+      h(
+        'button',
+        { type: 'button', class: 'capture', onclick: () => select(capture.id) },
         h('span', { class: `method method-${capture.method.toLowerCase()}` }, capture.method),
         h('span', { class: 'path' }, capture.path || '/', capture.query_string ? `?${capture.query_string}` : ''),
         signatureBadge(capture.signature),
-        h('span', { class: 'meta' }, new Date(capture.received_at).toLocaleTimeString(), ' · ', bytes(capture.body_size))));
+        h(
+          'span',
+          { class: 'meta' },
+          new Date(capture.received_at).toLocaleTimeString(),
+          ' · ',
+          bytes(capture.body_size),
+        ),
+      ),
+    );
     if (capture.id === selected) item.classList.add('selected');
     return item;
   };
   const select = (id) => {
     selected = id;
     for (const item of list.children) item.classList.toggle('selected', item.dataset.id === id);
-    showCapture(detail, webhook, id, () => { seen.delete(id); list.querySelector(`[data-id="${id}"]`)?.remove(); });
+    showCapture(detail, webhook, id, () => {
+      seen.delete(id);
+      list.querySelector(`[data-id="${id}"]`)?.remove();
+    });
   };
   /** Adds a capture where it belongs (ids are time-ordered), once. */
   const add = (capture) => {
@@ -51,36 +70,87 @@ export async function render(main, [webhookId]) {
     const item = row(capture);
     const after = [...list.children].find((el) => el.dataset.id < capture.id);
     list.insertBefore(item, after || null);
-    while (list.children.length > LIMIT * 2) { seen.delete(list.lastChild.dataset.id); list.lastChild.remove(); }
+    while (list.children.length > LIMIT * 2) {
+      seen.delete(list.lastChild.dataset.id);
+      list.lastChild.remove();
+    }
   };
 
   // Charts follow the captures, redrawn at most every 5 s.
   let redrawing = null;
   const redraw = () => {
     if (redrawing) return;
-    redrawing = setTimeout(() => { redrawing = null; drawCharts(charts, webhookId).catch(() => {}); }, 5000);
+    redrawing = setTimeout(() => {
+      redrawing = null;
+      drawCharts(charts, webhookId).catch(() => {});
+    }, 5000);
   };
   const stream = follow(`/webhooks/${webhookId}/stream`, {
-    onState: (s) => { state.textContent = s; state.className = `state state-${s}`; },
+    onState: (s) => {
+      state.textContent = s;
+      state.className = `state state-${s}`;
+    },
     onEvent: (event) => {
-      if (event.type === 'stream.lagged') { stream.reconnect(); return; }
+      if (event.type === 'stream.lagged') {
+        stream.reconnect();
+        return;
+      }
       if (event.type !== 'request.captured') return;
-      if (searching) { missed += 1; newer.hidden = false; newer.textContent = `${missed} new since the search; clear it to see them.`; return; }
+      if (searching) {
+        missed += 1;
+        newer.hidden = false;
+        newer.textContent = `${missed} new since the search; clear it to see them.`;
+        return;
+      }
       streamed.add(event.id);
       add(event);
       redraw();
     },
   });
 
-  const q = h('input', { type: 'search', id: 'search', name: 'q', placeholder: 'method:POST header.x-github-event:push signature:invalid',
-    'aria-label': 'Search captures' });
-  const method = h('select', { 'aria-label': 'Method' }, ['', 'GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map((m) => h('option', { value: m }, m || 'any method')));
+  const q = h('input', {
+    type: 'search',
+    id: 'search',
+    name: 'q',
+    placeholder: 'method:POST header.x-github-event:push signature:invalid',
+    'aria-label': 'Search captures',
+  });
+  const method = h(
+    'select',
+    { 'aria-label': 'Method' },
+    ['', 'GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map((m) => h('option', { value: m }, m || 'any method')),
+  );
   const contains = h('input', { type: 'text', placeholder: 'body contains', 'aria-label': 'Body contains' });
-  const verdict = h('select', { id: 'signature-filter', 'aria-label': 'Signature' },
-    ['', 'valid', 'invalid', 'missing', 'duplicate', 'unverified'].map((v) => h('option', { value: v }, v || 'any signature')));
-  const search = h('form', { class: 'search', role: 'search' }, q, method, contains, verdict,
+  const verdict = h(
+    'select',
+    { id: 'signature-filter', 'aria-label': 'Signature' },
+    ['', 'valid', 'invalid', 'missing', 'duplicate', 'unverified'].map((v) =>
+      h('option', { value: v }, v || 'any signature'),
+    ),
+  );
+  const search = h(
+    'form',
+    { class: 'search', role: 'search' },
+    q,
+    method,
+    contains,
+    verdict,
     h('button', { type: 'submit' }, 'Search'),
-    h('button', { type: 'button', onclick: () => { q.value = ''; contains.value = ''; method.value = ''; verdict.value = ''; reload(); } }, 'Clear'));
+    h(
+      'button',
+      {
+        type: 'button',
+        onclick: () => {
+          q.value = '';
+          contains.value = '';
+          method.value = '';
+          verdict.value = '';
+          reload();
+        },
+      },
+      'Clear',
+    ),
+  );
   const reload = async () => {
     const filter = {};
     if (method.value) filter.methods = [method.value];
@@ -91,7 +161,11 @@ export async function render(main, [webhookId]) {
     newer.hidden = true;
     try {
       const page = searching
-        ? await call('POST', `/webhooks/${webhookId}/requests/search`, { q: q.value.trim() || undefined, filter, limit: LIMIT })
+        ? await call('POST', `/webhooks/${webhookId}/requests/search`, {
+            q: q.value.trim() || undefined,
+            filter,
+            limit: LIMIT,
+          })
         : await call('GET', `/webhooks/${webhookId}/requests?limit=${LIMIT}`);
       // Captures the stream brought while the page loaded stay; a search shows only its results.
       const kept = searching ? [] : [...streamed].map((id) => seen.get(id)).filter(Boolean);
@@ -104,16 +178,38 @@ export async function render(main, [webhookId]) {
       error.show(e);
     }
   };
-  search.addEventListener('submit', (event) => { event.preventDefault(); reload(); });
+  search.addEventListener('submit', (event) => {
+    event.preventDefault();
+    reload();
+  });
 
-  fill(main,
+  fill(
+    main,
     h('div', { class: 'page-head' }, h('h1', {}, webhook.name), state),
-    h('p', { class: 'url' }, 'Capture URL: ', h('code', { id: 'capture-url' }, webhook.capture_url), ' ', copyButton('Copy', webhook.capture_url)),
-    charts, search, error, newer,
-    h('div', { class: 'inspector' }, list, detail), triggers);
-  await Promise.all([reload(), showTriggers(triggers, webhook).catch((e) => fill(triggers, h('p', { class: 'notice notice-error' }, e.message)))]);
+    h(
+      'p',
+      { class: 'url' },
+      'Capture URL: ',
+      h('code', { id: 'capture-url' }, webhook.capture_url),
+      ' ',
+      copyButton('Copy', webhook.capture_url),
+    ),
+    charts,
+    search,
+    error,
+    newer,
+    h('div', { class: 'inspector' }, list, detail),
+    triggers,
+  );
+  await Promise.all([
+    reload(),
+    showTriggers(triggers, webhook).catch((e) => fill(triggers, h('p', { class: 'notice notice-error' }, e.message))),
+  ]);
   drawCharts(charts, webhookId).catch(() => {});
-  return () => { stream.stop(); clearTimeout(redrawing); };
+  return () => {
+    stream.stop();
+    clearTimeout(redrawing);
+  };
 }
 
 async function drawCharts(el, webhookId) {
@@ -121,7 +217,14 @@ async function drawCharts(el, webhookId) {
     call('GET', `/webhooks/${webhookId}/analytics/volume?bucket=hour`),
     call('GET', `/webhooks/${webhookId}/analytics/methods`),
   ]);
-  fill(el,
-    h('figure', {}, volume(series.points, 'Requests per hour, last 24 hours'), h('figcaption', {}, `${series.total} requests in 24 h`)),
-    h('figure', {}, breakdown(methods.methods, 'Requests by method'), h('figcaption', {}, 'By method')));
+  fill(
+    el,
+    h(
+      'figure',
+      {},
+      volume(series.points, 'Requests per hour, last 24 hours'),
+      h('figcaption', {}, `${series.total} requests in 24 h`),
+    ),
+    h('figure', {}, breakdown(methods.methods, 'Requests by method'), h('figcaption', {}, 'By method')),
+  );
 }

@@ -1,11 +1,16 @@
+// @ts-check
 // Server-sent events over fetch (an EventSource cannot send the Authorization header). Reconnects after a dropped
 // connection with Last-Event-ID, so the server replays what was missed: no gaps; callers drop duplicates by id.
 
 import { authHeaders, refresh } from './api.js';
+import { SseParser } from './lib/sse_parser.js';
 
 /**
  * Follows `path` until `stop()` or until the server ends a stream that `finished()` says is complete.
  * `onEvent(data, id)` gets each event; `onState('live' | 'reconnecting' | 'ended')` the connection's state.
+ * @param {string} path
+ * @param {{ lastEventId?: string | null, onEvent: (data: any, id: string | null) => void,
+ *   onState?: (state: 'live' | 'reconnecting' | 'ended') => void, finished?: () => boolean }} options
  */
 export function follow(path, { lastEventId = null, onEvent, onState = () => {}, finished = () => false }) {
   let controller = new AbortController();
@@ -20,12 +25,21 @@ export function follow(path, { lastEventId = null, onEvent, onState = () => {}, 
         const headers = authHeaders(path);
         if (last) headers['Last-Event-ID'] = last;
         const response = await fetch(path, { headers, signal: controller.signal, credentials: 'same-origin' });
-        if (response.status === 401) { await refresh(); continue; }
+        if (response.status === 401) {
+          await refresh();
+          continue;
+        }
         if (!response.ok) throw new Error(`stream answered ${response.status}`);
         onState('live');
         delay = 250;
-        await read(response.body, (data, id) => { if (id) last = id; onEvent(data, id); });
-        if (finished()) { onState('ended'); return; }
+        await read(response.body, (data, id) => {
+          if (id) last = id;
+          onEvent(data, id);
+        });
+        if (finished()) {
+          onState('ended');
+          return;
+        }
       } catch {
         if (stopped) return;
       }
@@ -37,35 +51,31 @@ export function follow(path, { lastEventId = null, onEvent, onState = () => {}, 
   };
   run();
   return {
-    stop() { stopped = true; controller.abort(); },
+    stop() {
+      stopped = true;
+      controller.abort();
+    },
     /** Drops the connection and resumes after the last event (after `stream.lagged`, say). */
-    reconnect() { controller.abort(); },
-    get lastEventId() { return last; },
+    reconnect() {
+      controller.abort();
+    },
+    get lastEventId() {
+      return last;
+    },
   };
 }
 
+/**
+ * Delivers each event of a response body as it completes.
+ * @param {ReadableStream<any>} body
+ * @param {(data: any, id: string | null) => void} deliver
+ */
 async function read(body, deliver) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = '';
-  let id = null;
-  let data = [];
+  const parser = new SseParser();
   for (;;) {
     const { value, done } = await reader.read();
     if (done) return;
-    buffer += value;
-    let end;
-    while ((end = buffer.indexOf('\n')) >= 0) {
-      const line = buffer.slice(0, end).replace(/\r$/, '');
-      buffer = buffer.slice(end + 1);
-      if (line === '') {
-        if (data.length) deliver(JSON.parse(data.join('\n')), id);
-        data = [];
-        id = null;
-      } else if (line.startsWith('id:')) {
-        id = line.slice(3).trim();
-      } else if (line.startsWith('data:')) {
-        data.push(line.slice(5).trimStart());
-      }
-    }
+    for (const event of parser.push(value)) deliver(event.data, event.id);
   }
 }

@@ -1,3 +1,4 @@
+// @ts-check
 // DOM helpers. Everything a capture, a flow or a person carries is attacker-controlled: it becomes text nodes and
 // attribute values, never markup (no innerHTML anywhere in the app).
 
@@ -70,7 +71,9 @@ export function copyButton(label, text) {
     } catch {
       button.textContent = 'Copy failed';
     }
-    setTimeout(() => { button.textContent = label; }, 1500);
+    setTimeout(() => {
+      button.textContent = label;
+    }, 1500);
   });
   return button;
 }
@@ -86,7 +89,7 @@ export function notice() {
   el.show = (message, kind = 'error') => {
     el.hidden = !message;
     el.className = `notice notice-${kind}`;
-    el.textContent = message instanceof Error ? message.message : (message || '');
+    el.textContent = message instanceof Error ? message.message : message || '';
   };
   return el;
 }
@@ -94,15 +97,41 @@ export function notice() {
 /** A table from rows: columns are [heading, row => cell]. */
 export function table(columns, rows, empty = 'Nothing here yet.') {
   if (!rows.length) return h('p', { class: 'empty' }, empty);
-  return h('table', {},
-    h('thead', {}, h('tr', {}, columns.map(([heading]) => h('th', { scope: 'col' }, heading)))),
-    h('tbody', {}, rows.map((row) => h('tr', {}, columns.map(([, cell]) => h('td', {}, cell(row)))))));
+  return h(
+    'table',
+    {},
+    h(
+      'thead',
+      {},
+      h(
+        'tr',
+        {},
+        columns.map(([heading]) => h('th', { scope: 'col' }, heading)),
+      ),
+    ),
+    h(
+      'tbody',
+      {},
+      rows.map((row) =>
+        h(
+          'tr',
+          {},
+          columns.map(([, cell]) => h('td', {}, cell(row))),
+        ),
+      ),
+    ),
+  );
 }
 
 /** A modal dialog with a title and content; resolves when closed. */
 export function dialog(title, content) {
-  const el = h('dialog', { 'aria-label': title }, h('h2', {}, title), content,
-    h('form', { method: 'dialog', class: 'actions' }, h('button', { type: 'submit' }, 'Close')));
+  const el = h(
+    'dialog',
+    { 'aria-label': title },
+    h('h2', {}, title),
+    content,
+    h('form', { method: 'dialog', class: 'actions' }, h('button', { type: 'submit' }, 'Close')),
+  );
   document.body.append(el);
   el.addEventListener('close', () => el.remove());
   el.showModal();

@@ -1,3 +1,4 @@
+// @ts-check
 // Sign-in: email and password with the built-in provider (and the first sign-in's password change), or a button
 // per external OpenID provider the operator configured.
 
@@ -10,12 +11,15 @@ export async function render(main, { onSignedIn }) {
   const error = notice();
   const email = h('input', { type: 'email', name: 'email', autocomplete: 'username', required: true });
   const password = h('input', { type: 'password', name: 'password', autocomplete: 'current-password', required: true });
-  const form = h('form', { class: 'card', 'aria-label': 'Sign in' },
+  const form = h(
+    'form',
+    { class: 'card', 'aria-label': 'Sign in' },
     h('h1', {}, 'Sign in to hookflow'),
     error,
     field('Email', email),
     field('Password', password),
-    h('button', { type: 'submit', class: 'primary' }, 'Sign in'));
+    h('button', { type: 'submit', class: 'primary' }, 'Sign in'),
+  );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     error.show('');
@@ -31,11 +35,24 @@ export async function render(main, { onSignedIn }) {
   try {
     const config = await (await fetch('/app/config.json')).json();
     if (config.providers.length) {
-      form.append(h('p', { class: 'or' }, 'or'), ...config.providers.map((provider) =>
-        h('button', { type: 'button', class: 'external', onclick: () => startExternalSignIn(provider).catch((e) => error.show(e)) },
-          `Sign in with ${new URL(provider.issuer).host}`)));
+      form.append(
+        h('p', { class: 'or' }, 'or'),
+        ...config.providers.map((provider) =>
+          h(
+            'button',
+            {
+              type: 'button',
+              class: 'external',
+              onclick: () => startExternalSignIn(provider).catch((e) => error.show(e)),
+            },
+            `Sign in with ${new URL(provider.issuer).host}`,
+          ),
+        ),
+      );
     }
-  } catch { /* no external providers */ }
+  } catch {
+    /* no external providers */
+  }
   email.focus();
 }
 
@@ -43,11 +60,16 @@ function changePassword(main, onSignedIn) {
   const error = notice();
   const current = h('input', { type: 'password', autocomplete: 'current-password', required: true });
   const next = h('input', { type: 'password', autocomplete: 'new-password', minlength: 12, required: true });
-  const form = h('form', { class: 'card', 'aria-label': 'Choose a password' },
+  const form = h(
+    'form',
+    { class: 'card', 'aria-label': 'Choose a password' },
     h('h1', {}, 'Choose your password'),
     h('p', {}, 'You signed in with a one-time password. Choose your own (at least 12 characters) to go on.'),
-    error, field('One-time password', current), field('New password', next),
-    h('button', { type: 'submit', class: 'primary' }, 'Save and continue'));
+    error,
+    field('One-time password', current),
+    field('New password', next),
+    h('button', { type: 'submit', class: 'primary' }, 'Save and continue'),
+  );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     try {

@@ -1,3 +1,4 @@
+// @ts-check
 // One captured request, whole: method, path, query as a table, headers in their original order with repeats, the
 // body as pretty JSON, raw text or hex, its size and SHA-256, the executions it started; copy as curl, replay to a
 // URL, delete. Shown beside the inspector's list, and as a page of its own (`#/webhooks/<id>/requests/<id>`).
@@ -6,6 +7,7 @@ import { h, fill, copyButton, notice, table, when, bytes } from '../dom.js';
 import { call, can } from '../api.js';
 import { signatureFacts } from './signature.js';
 import { executionHref } from './webhook_node.js';
+import { asCurl as curlFor } from '../lib/curl.js';
 
 const HEX_LIMIT = 64 * 1024;
 
@@ -29,28 +31,16 @@ function hexDump(data) {
 
 function pretty(capture) {
   if (capture.body_encoding !== 'utf8' || !capture.body) return null;
-  try { return JSON.stringify(JSON.parse(capture.body), null, 2); } catch { return null; }
-}
-
-/** A shell word: single quotes, with each inner quote closed, escaped and reopened. */
-function quote(text) {
-  return `'${String(text).replace(/'/g, `'\\''`)}'`;
+  try {
+    return JSON.stringify(JSON.parse(capture.body), null, 2);
+  } catch {
+    return null;
+  }
 }
 
 /** The capture as a curl command line that sends it again to its capture URL. */
 export function asCurl(webhook, capture) {
-  const url = `${webhook.capture_url}${capture.path}${capture.query_string ? `?${capture.query_string}` : ''}`;
-  const parts = ['curl', '-X', capture.method, quote(url)];
-  for (const [name, value] of capture.headers) {
-    if (['host', 'content-length', 'connection'].includes(name.toLowerCase())) continue;
-    parts.push('-H', quote(`${name}: ${value}`));
-  }
-  if (capture.body_size > 0 && capture.body_encoding === 'utf8') parts.push('--data-binary', quote(capture.body));
-  const line = parts.join(' ');
-  if (capture.body_size > 0 && capture.body_encoding === 'base64') {
-    return `printf %s ${quote(capture.body)} | base64 -d | ${line} --data-binary @-`;
-  }
-  return line;
+  return curlFor(webhook.capture_url, capture);
 }
 
 /** Links to the executions a capture started, flows by name. */
@@ -59,9 +49,21 @@ async function executionLinks(started) {
   const flowIds = [...new Set(started.map((x) => x.flow_id))];
   const flows = await Promise.all(flowIds.map((id) => call('GET', `/flows/${id}`).catch(() => null)));
   const names = new Map(flows.filter(Boolean).map((f) => [f.id, f.name]));
-  return h('ul', { class: 'plain' }, started.map((x) => h('li', {},
-    h('a', { href: executionHref(x.flow_id, x.execution_id), title: x.execution_id },
-      `${names.get(x.flow_id) || `flow ${x.flow_id}`}: execution ${x.execution_id}`))));
+  return h(
+    'ul',
+    { class: 'plain' },
+    started.map((x) =>
+      h(
+        'li',
+        {},
+        h(
+          'a',
+          { href: executionHref(x.flow_id, x.execution_id), title: x.execution_id },
+          `${names.get(x.flow_id) || `flow ${x.flow_id}`}: execution ${x.execution_id}`,
+        ),
+      ),
+    ),
+  );
 }
 
 /**
@@ -79,7 +81,11 @@ async function startedFacts(webhook, capture) {
       for (let i = 0; i < 10 && !(capture.executions || []).length; i++) {
         await new Promise((resolve) => setTimeout(resolve, 1000));
         if (!dd.isConnected && i > 0) return;
-        try { capture = await call('GET', `/webhooks/${webhook.id}/requests/${capture.id}`); } catch { return; }
+        try {
+          capture = await call('GET', `/webhooks/${webhook.id}/requests/${capture.id}`);
+        } catch {
+          return;
+        }
       }
       if ((capture.executions || []).length) fill(dd, await executionLinks(capture.executions));
     })();
@@ -92,7 +98,9 @@ export async function renderPage(main, [webhookId, captureId]) {
   const webhook = await call('GET', `/webhooks/${webhookId}`);
   const detail = h('section', { id: 'capture-detail', class: 'detail', 'aria-label': 'Captured request' });
   fill(main, h('p', {}, h('a', { href: `#/webhooks/${webhookId}` }, `← ${webhook.name}`)), detail);
-  await showCapture(detail, webhook, captureId, () => { location.hash = `#/webhooks/${webhookId}`; });
+  await showCapture(detail, webhook, captureId, () => {
+    location.hash = `#/webhooks/${webhookId}`;
+  });
 }
 
 export async function showCapture(el, webhook, captureId, onDeleted) {
@@ -103,7 +111,7 @@ export async function showCapture(el, webhook, captureId, onDeleted) {
   const data = bodyBytes(capture);
   const views = {
     pretty: pretty(capture),
-    raw: capture.body_encoding === 'utf8' ? (capture.body || '') : null,
+    raw: capture.body_encoding === 'utf8' ? capture.body || '' : null,
     hex: hexDump(data),
   };
   const body = h('pre', { id: 'body-view', class: 'body', tabindex: 0 });
@@ -113,43 +121,102 @@ export async function showCapture(el, webhook, captureId, onDeleted) {
     body.dataset.view = name;
     for (const tab of tabs.children) tab.setAttribute('aria-selected', String(tab.dataset.view === name));
   };
-  for (const [name, label] of [['pretty', 'Pretty JSON'], ['raw', 'Raw'], ['hex', 'Hex']]) {
+  for (const [name, label] of [
+    ['pretty', 'Pretty JSON'],
+    ['raw', 'Raw'],
+    ['hex', 'Hex'],
+  ]) {
     if (views[name] === null) continue;
     tabs.append(h('button', { type: 'button', role: 'tab', 'data-view': name, onclick: () => showView(name) }, label));
   }
   const queryRows = Object.entries(capture.query).flatMap(([name, values]) => values.map((value) => [name, value]));
-  const target = h('input', { type: 'url', placeholder: 'https://example.com/hook', 'aria-label': 'Replay to URL', required: true });
+  const target = h('input', {
+    type: 'url',
+    placeholder: 'https://example.com/hook',
+    'aria-label': 'Replay to URL',
+    required: true,
+  });
   const replayOut = h('pre', { class: 'body', hidden: true });
   const replay = h('form', { class: 'inline' }, target, h('button', { type: 'submit' }, 'Replay'));
   replay.addEventListener('submit', async (event) => {
     event.preventDefault();
     try {
-      const answer = await call('POST', `/webhooks/${webhook.id}/requests/${capture.id}/replay`, { target_url: target.value });
+      const answer = await call('POST', `/webhooks/${webhook.id}/requests/${capture.id}/replay`, {
+        target_url: target.value,
+      });
       replayOut.hidden = false;
       replayOut.textContent = `${answer.status} in ${answer.duration_ms} ms\n\n${answer.body || ''}`;
-    } catch (e) { error.show(e); }
+    } catch (e) {
+      error.show(e);
+    }
   });
   const remove = async () => {
-    try { await call('DELETE', `/webhooks/${webhook.id}/requests/${capture.id}`); onDeleted(); fill(el, h('p', { class: 'empty' }, 'Deleted.')); } catch (e) { error.show(e); }
+    try {
+      await call('DELETE', `/webhooks/${webhook.id}/requests/${capture.id}`);
+      onDeleted();
+      fill(el, h('p', { class: 'empty' }, 'Deleted.'));
+    } catch (e) {
+      error.show(e);
+    }
   };
-  fill(el,
-    h('h2', {}, h('span', { class: `method method-${capture.method.toLowerCase()}` }, capture.method), ' ', capture.path || '/'),
+  fill(
+    el,
+    h(
+      'h2',
+      {},
+      h('span', { class: `method method-${capture.method.toLowerCase()}` }, capture.method),
+      ' ',
+      capture.path || '/',
+    ),
     error,
-    h('dl', { class: 'facts' },
-      h('dt', {}, 'Received'), h('dd', {}, when(capture.received_at)),
-      h('dt', {}, 'From'), h('dd', {}, capture.source_ip),
-      h('dt', {}, 'Size'), h('dd', { id: 'body-size' }, `${bytes(capture.body_size)} (${capture.body_size} bytes)`),
-      h('dt', {}, 'SHA-256'), h('dd', {}, h('code', { id: 'body-sha256' }, capture.body_sha256)),
-      h('dt', {}, 'Content type'), h('dd', {}, capture.content_type || '—'),
-      ...signatureFacts(webhook, capture), ...started),
-    h('div', { class: 'actions' }, copyButton('Copy as curl', () => asCurl(webhook, capture)),
-      can('webhooks:write') ? h('button', { type: 'button', class: 'small danger', onclick: remove }, 'Delete') : null),
-    can('webhooks:write') ? replay : null, replayOut,
+    h(
+      'dl',
+      { class: 'facts' },
+      h('dt', {}, 'Received'),
+      h('dd', {}, when(capture.received_at)),
+      h('dt', {}, 'From'),
+      h('dd', {}, capture.source_ip),
+      h('dt', {}, 'Size'),
+      h('dd', { id: 'body-size' }, `${bytes(capture.body_size)} (${capture.body_size} bytes)`),
+      h('dt', {}, 'SHA-256'),
+      h('dd', {}, h('code', { id: 'body-sha256' }, capture.body_sha256)),
+      h('dt', {}, 'Content type'),
+      h('dd', {}, capture.content_type || '—'),
+      ...signatureFacts(webhook, capture),
+      ...started,
+    ),
+    h(
+      'div',
+      { class: 'actions' },
+      copyButton('Copy as curl', () => asCurl(webhook, capture)),
+      can('webhooks:write') ? h('button', { type: 'button', class: 'small danger', onclick: remove }, 'Delete') : null,
+    ),
+    can('webhooks:write') ? replay : null,
+    replayOut,
     h('h3', {}, 'Query'),
-    table([['Name', (r) => r[0]], ['Value', (r) => r[1]]], queryRows, 'No query string.'),
+    table(
+      [
+        ['Name', (r) => r[0]],
+        ['Value', (r) => r[1]],
+      ],
+      queryRows,
+      'No query string.',
+    ),
     h('h3', {}, 'Headers'),
-    h('div', { id: 'headers-table' }, table([['Name', (r) => r[0]], ['Value', (r) => r[1]]], capture.headers, 'No headers.')),
+    h(
+      'div',
+      { id: 'headers-table' },
+      table(
+        [
+          ['Name', (r) => r[0]],
+          ['Value', (r) => r[1]],
+        ],
+        capture.headers,
+        'No headers.',
+      ),
+    ),
     h('h3', {}, 'Body'),
-    capture.body_size ? [tabs, body] : h('p', { class: 'empty' }, 'No body.'));
+    capture.body_size ? [tabs, body] : h('p', { class: 'empty' }, 'No body.'),
+  );
   if (capture.body_size) showView(views.pretty !== null ? 'pretty' : views.raw !== null ? 'raw' : 'hex');
 }

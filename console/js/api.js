@@ -1,3 +1,4 @@
+// @ts-check
 // The API client of the app: the session (access token in memory only; the refresh token lives in the server's
 // HttpOnly cookie and is used with the CSRF header), the chosen organization, and calls that refresh once on 401.
 
@@ -24,10 +25,18 @@ export class ApiError extends Error {
 
 async function refusal(response) {
   let body = null;
-  try { body = await response.json(); } catch { /* not the contract's body */ }
+  try {
+    body = await response.json();
+  } catch {
+    /* not the contract's body */
+  }
   const error = body && body.error;
-  return new ApiError(response.status, error ? error.code : 'error',
-    error ? error.message : `the server answered ${response.status}`, error ? error.request_id : null);
+  return new ApiError(
+    response.status,
+    error ? error.code : 'error',
+    error ? error.message : `the server answered ${response.status}`,
+    error ? error.request_id : null,
+  );
 }
 
 /** Takes a sign-in answer: the access token, the person; the refresh token stayed in the cookie. */
@@ -41,7 +50,10 @@ function adopt(answer) {
 export async function refresh() {
   const run = async () => {
     const response = await fetch('/auth/sessions/refresh', {
-      method: 'POST', credentials: 'same-origin', headers: { ...CSRF, 'Content-Type': 'application/json' }, body: '{}',
+      method: 'POST',
+      credentials: 'same-origin',
+      headers: { ...CSRF, 'Content-Type': 'application/json' },
+      body: '{}',
     });
     if (!response.ok) throw await refusal(response);
     adopt(await response.json());
@@ -52,7 +64,9 @@ export async function refresh() {
 
 export async function signIn(email, password) {
   const response = await fetch('/auth/sessions', {
-    method: 'POST', credentials: 'same-origin', headers: { ...CSRF, 'Content-Type': 'application/json' },
+    method: 'POST',
+    credentials: 'same-origin',
+    headers: { ...CSRF, 'Content-Type': 'application/json' },
     body: JSON.stringify({ email, password }),
   });
   if (!response.ok) throw await refusal(response);
@@ -65,7 +79,11 @@ export function adoptExternal(token) {
 }
 
 export async function signOut() {
-  try { await call('DELETE', '/auth/session'); } catch { /* the session may already be gone */ }
+  try {
+    await call('DELETE', '/auth/session');
+  } catch {
+    /* the session may already be gone */
+  }
   session.token = null;
   session.user = null;
   session.organizations = [];
@@ -106,10 +124,17 @@ export function can(scope) {
 }
 
 /** The headers of an authenticated call. */
+/**
+ * The headers that carry the session (and the chosen organization) on a request to `path`.
+ * @param {string} path
+ * @returns {Record<string, string>}
+ */
 export function authHeaders(path) {
+  /** @type {Record<string, string>} */
   const headers = {};
   if (session.token) headers.Authorization = `Bearer ${session.token}`;
-  if (session.org && !path.startsWith('/auth') && path !== '/organizations') headers['X-Organization-Id'] = session.org.id;
+  if (session.org && !path.startsWith('/auth') && path !== '/organizations')
+    headers['X-Organization-Id'] = session.org.id;
   return headers;
 }
 
@@ -122,7 +147,10 @@ export async function call(method, path, body, options = {}) {
     const headers = { ...authHeaders(path), ...(options.headers || {}) };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     return fetch(path, {
-      method, headers, credentials: 'same-origin', signal: options.signal,
+      method,
+      headers,
+      credentials: 'same-origin',
+      signal: options.signal,
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   };

@@ -1,3 +1,4 @@
+// @ts-check
 // External sign-in: the authorization code flow with PKCE, run by the browser as a public client of an OpenID
 // provider the operator configured. The server only verifies the access token the provider issues. The PKCE
 // verifier and state wait in sessionStorage during the redirect; the token itself stays in memory.
@@ -7,7 +8,10 @@ import { adoptExternal } from './api.js';
 const PENDING = 'hookflow.oidc';
 
 function base64url(bytes) {
-  return btoa(String.fromCharCode(...new Uint8Array(bytes))).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  return btoa(String.fromCharCode(...new Uint8Array(bytes)))
+    .replace(/\+/g, '-')
+    .replace(/\//g, '_')
+    .replace(/=+$/, '');
 }
 
 function random() {
@@ -30,14 +34,25 @@ export async function startExternalSignIn(provider) {
   const verifier = random();
   const state = random();
   const challenge = base64url(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier)));
-  sessionStorage.setItem(PENDING, JSON.stringify({
-    state, verifier, client_id: provider.client_id, resource: provider.resource,
-    token_endpoint: metadata.token_endpoint,
-  }));
+  sessionStorage.setItem(
+    PENDING,
+    JSON.stringify({
+      state,
+      verifier,
+      client_id: provider.client_id,
+      resource: provider.resource,
+      token_endpoint: metadata.token_endpoint,
+    }),
+  );
   const url = new URL(metadata.authorization_endpoint);
   const params = {
-    response_type: 'code', client_id: provider.client_id, redirect_uri: redirectUri(), scope: 'openid email',
-    state, code_challenge: challenge, code_challenge_method: 'S256',
+    response_type: 'code',
+    client_id: provider.client_id,
+    redirect_uri: redirectUri(),
+    scope: 'openid email',
+    state,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
   };
   if (provider.resource) params.resource = provider.resource;
   for (const [name, value] of Object.entries(params)) url.searchParams.set(name, value);
@@ -54,7 +69,10 @@ export async function finishExternalSignIn() {
   const { state, verifier, client_id: clientId, resource, token_endpoint: tokenEndpoint } = JSON.parse(pending);
   if (params.get('state') !== state) throw new Error('the sign-in answer does not match the request');
   const form = new URLSearchParams({
-    grant_type: 'authorization_code', code: params.get('code'), redirect_uri: redirectUri(), client_id: clientId,
+    grant_type: 'authorization_code',
+    code: params.get('code'),
+    redirect_uri: redirectUri(),
+    client_id: clientId,
     code_verifier: verifier,
   });
   if (resource) form.set('resource', resource);
