@@ -85,6 +85,16 @@ async fn a_person_signs_in_creates_a_webhook_and_inspects_captures_live() {
         assert!(!csp.contains("unsafe"), "{path}: {csp}");
         assert_eq!(response.headers()["x-content-type-options"], "nosniff");
     }
+    // Only the console's manifest is served: its tooling, tests and dependencies beside it never are.
+    assert_eq!(reqwest::get(app.url("/app/js/lib/curl.js")).await.expect("get").status(), 200);
+    for path in [
+        "/app/package.json",
+        "/app/test/curl.test.js",
+        "/app/node_modules/axe-core/axe.min.js",
+        "/app/js/%2e%2e/package.json",
+    ] {
+        assert_eq!(reqwest::get(app.url(path)).await.expect("get").status(), 404, "{path}");
+    }
 
     browser.sign_in(&base, &person.email, &person.password).await;
     assert!(browser.text(".who").await.contains(&person.email));
@@ -298,9 +308,8 @@ async fn a_viewer_sees_no_create_buttons_and_the_api_refuses_them() {
     browser.click("form[aria-label='Sign in'] button[type=submit]").await;
     browser.find("form[aria-label='Choose a password']").await;
     let new_password = "a-long-new-password-42";
-    browser
-        .type_into("form[aria-label='Choose a password'] input[autocomplete=current-password]", &viewer.password)
-        .await;
+    // The one-time password was just typed: the form asks only for the new one (#31).
+    assert!(!browser.has("form[aria-label='Choose a password'] input[autocomplete=current-password]").await);
     browser.type_into("form[aria-label='Choose a password'] input[autocomplete=new-password]", new_password).await;
     browser.click("form[aria-label='Choose a password'] button[type=submit]").await;
     browser.wait_text("main", "existing").await;

@@ -1,67 +1,54 @@
-//! The app's files, embedded in the binary at build time from `control-plane/src/app/assets/`.
+//! The console's files (the top-level `console/` folder), embedded in the binary at build time from the manifest
+//! `build.rs` writes. Debug builds read each listed file from disk on every request instead, so an edit to a
+//! script or the style sheet shows on reload without a build; only files in the manifest are ever served.
 
 use sha2::Digest as _;
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
-/// One embedded file.
+/// One file of the console.
 #[derive(Debug)]
 pub struct Asset {
     /// The path below `/app/`.
     pub name: &'static str,
     pub content_type: &'static str,
-    pub bytes: &'static [u8],
+    embedded: &'static [u8],
+    /// Where the file was at build time (read instead of the embedded copy in debug builds).
+    #[cfg_attr(not(debug_assertions), allow(dead_code))]
+    source: &'static str,
     etag: OnceLock<String>,
 }
 
 impl Asset {
-    const fn new(name: &'static str, content_type: &'static str, bytes: &'static [u8]) -> Self {
-        Self { name, content_type, bytes, etag: OnceLock::new() }
+    const fn new(
+        name: &'static str,
+        content_type: &'static str,
+        embedded: &'static [u8],
+        source: &'static str,
+    ) -> Self {
+        Self { name, content_type, embedded, source, etag: OnceLock::new() }
     }
 
-    /// A strong validator: the first 16 bytes of the file's SHA-256, computed once.
-    pub fn etag(&self) -> String {
-        self.etag.get_or_init(|| format!("\"{}\"", hex::encode(&sha2::Sha256::digest(self.bytes)[..16]))).clone()
+    /// The file's bytes: the embedded copy, or in debug builds the file on disk when it can be read.
+    pub fn bytes(&self) -> Cow<'static, [u8]> {
+        #[cfg(debug_assertions)]
+        if let Ok(bytes) = std::fs::read(self.source) {
+            return Cow::Owned(bytes);
+        }
+        Cow::Borrowed(self.embedded)
+    }
+
+    /// A strong validator of `bytes`: the first 16 bytes of their SHA-256 (computed once for the embedded copy).
+    pub fn etag(&self, bytes: &[u8]) -> String {
+        let digest = || format!("\"{}\"", hex::encode(&sha2::Sha256::digest(bytes)[..16]));
+        if std::ptr::eq(bytes, self.embedded) { self.etag.get_or_init(digest).clone() } else { digest() }
     }
 }
 
-const JS: &str = "text/javascript; charset=utf-8";
-
-macro_rules! asset {
-    ($name:literal, $type:expr) => {
-        Asset::new($name, $type, include_bytes!(concat!("assets/", $name)))
-    };
-}
+include!(concat!(env!("OUT_DIR"), "/console_manifest.rs"));
 
 /// The page shell served at `/`.
 pub static INDEX: &Asset = &ASSETS[0];
-
-/// Every file of the app.
-pub static ASSETS: [Asset; 24] = [
-    asset!("index.html", "text/html; charset=utf-8"),
-    asset!("app.css", "text/css; charset=utf-8"),
-    asset!("favicon.svg", "image/svg+xml"),
-    asset!("js/main.js", JS),
-    asset!("js/api.js", JS),
-    asset!("js/dom.js", JS),
-    asset!("js/sse.js", JS),
-    asset!("js/oidc.js", JS),
-    asset!("js/charts.js", JS),
-    asset!("js/pages/signin.js", JS),
-    asset!("js/pages/webhooks.js", JS),
-    asset!("js/pages/inspector.js", JS),
-    asset!("js/pages/capture_detail.js", JS),
-    asset!("js/pages/signature.js", JS),
-    asset!("js/pages/webhook_node.js", JS),
-    asset!("js/pages/triggers.js", JS),
-    asset!("js/pages/flows.js", JS),
-    asset!("js/pages/flow.js", JS),
-    asset!("js/pages/execution.js", JS),
-    asset!("js/pages/collections.js", JS),
-    asset!("js/pages/keys.js", JS),
-    asset!("js/pages/people.js", JS),
-    asset!("js/pages/invite.js", JS),
-    asset!("js/pages/admin.js", JS),
-];
 
 /// The file at `name` below `/app/`.
 pub fn find(name: &str) -> Option<&'static Asset> {

@@ -1,7 +1,8 @@
 //! The web console: static page shells and scripts embedded in the binary, served at `/` and `/app/...` under a
 //! strict Content-Security-Policy. Every piece of data the pages show comes through the API with the signed-in
 //! person's session, so the app can do nothing the API would refuse. The pages are plain ES modules written by
-//! hand (no build step, no Node.js): `cargo build` alone reproduces the binary from the repository.
+//! hand in the top-level `console/` folder (no bundler): `cargo build` alone reproduces the binary from the
+//! repository; Node.js only checks them (types, format, unit tests), never builds them.
 
 mod assets;
 mod config;
@@ -36,10 +37,11 @@ async fn file(State(app): State<AppState>, Path(file): Path<String>, headers: He
 
 /// One file with the app's security headers, or 304 when the browser holds this version.
 fn serve(app: &AppState, asset: &Asset, request: &HeaderMap) -> Response {
-    let etag = asset.etag();
+    let bytes = asset.bytes();
+    let etag = asset.etag(&bytes);
     let fresh = request.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).is_some_and(|v| v == etag);
     let mut response =
-        if fresh { StatusCode::NOT_MODIFIED.into_response() } else { asset.bytes.to_vec().into_response() };
+        if fresh { StatusCode::NOT_MODIFIED.into_response() } else { bytes.into_owned().into_response() };
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(asset.content_type));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));

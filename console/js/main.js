@@ -1,0 +1,201 @@
+// @ts-check
+// The app's frame: restores the session from the refresh cookie, routes `#/...` addresses to pages, and draws the
+// navigation with the organization switcher and sign-out. An invitation's link (`#/invite/<token>`) is held while
+// the person signs in, then offered for acceptance (before any organization: a new person has none). Each page is `render(main, params)` and may answer a
+// cleanup function (streams to stop) that runs when the person leaves it.
+
+import { session, refresh, loadSession, chooseOrganization, signOut, mayHaveSession } from './api.js';
+import { h, fill } from './dom.js';
+import * as signin from './pages/signin.js';
+import * as webhooks from './pages/webhooks.js';
+import * as inspector from './pages/inspector.js';
+import * as captureDetail from './pages/capture_detail.js';
+import * as flows from './pages/flows.js';
+import * as flow from './pages/flow.js';
+import * as execution from './pages/execution.js';
+import * as collections from './pages/collections.js';
+import * as keys from './pages/keys.js';
+import * as people from './pages/people.js';
+import * as admin from './pages/admin.js';
+import * as invite from './pages/invite.js';
+import { finishExternalSignIn } from './oidc.js';
+
+/** @type {[RegExp, (main: HTMLElement, params: string[]) => Promise<any>][]} */
+const ROUTES = [
+  [/^\/webhooks$/, webhooks.render],
+  [/^\/webhooks\/([0-9a-f-]{36})$/, inspector.render],
+  [/^\/webhooks\/([0-9a-f-]{36})\/requests\/([0-9a-f-]{36})$/, captureDetail.renderPage],
+  [/^\/flows$/, flows.render],
+  [/^\/flows\/([0-9a-f-]{36})$/, flow.render],
+  [/^\/flows\/([0-9a-f-]{36})\/executions\/([0-9a-f-]{36})$/, execution.render],
+  [/^\/collections$/, collections.render],
+  [/^\/collections\/([0-9a-f-]{36})$/, collections.renderOne],
+  [/^\/keys$/, keys.render],
+  [/^\/members$/, people.render],
+  [/^\/runners$/, admin.renderRunners],
+  [/^\/audit$/, admin.renderAudit],
+  [/^\/settings$/, admin.renderSettings],
+];
+
+const NAV = [
+  ['#/webhooks', 'Webhooks'],
+  ['#/flows', 'Flows'],
+  ['#/collections', 'Collections'],
+  ['#/keys', 'API keys'],
+  ['#/members', 'Members'],
+  ['#/runners', 'Runners'],
+  ['#/audit', 'Audit log'],
+  ['#/settings', 'Settings'],
+];
+
+const root = document.getElementById('root');
+let cleanup = null;
+
+function route() {
+  return (location.hash || '#/webhooks').slice(1);
+}
+
+function frame(main) {
+  const switcher = h(
+    'select',
+    {
+      id: 'organization',
+      'aria-label': 'Organization',
+      onchange: (e) => {
+        chooseOrganization(e.target.value);
+        show();
+      },
+    },
+    session.organizations.map((o) =>
+      h('option', { value: o.id, selected: session.org && o.id === session.org.id }, `${o.name} (${o.role})`),
+    ),
+  );
+  const current = route();
+  const nav = h(
+    'nav',
+    { 'aria-label': 'Main' },
+    h(
+      'ul',
+      {},
+      NAV.map(([href, label]) =>
+        h('li', {}, h('a', { href, 'aria-current': current.startsWith(href.slice(1)) ? 'page' : false }, label)),
+      ),
+    ),
+  );
+  const header = h(
+    'header',
+    { class: 'top' },
+    h('a', { href: '#/webhooks', class: 'brand' }, 'hookflow'),
+    switcher,
+    h('span', { class: 'who' }, session.user ? session.user.email : ''),
+    h(
+      'button',
+      {
+        type: 'button',
+        id: 'sign-out',
+        onclick: async () => {
+          await signOut();
+          location.hash = '#/signin';
+          show();
+        },
+      },
+      'Sign out',
+    ),
+  );
+  return fill(root, header, h('div', { class: 'layout' }, nav, main));
+}
+
+function landing() {
+  return invite.pending() ? '#/invite' : '#/webhooks';
+}
+
+async function show() {
+  if (cleanup) {
+    cleanup();
+    cleanup = null;
+  }
+  const invited = /^\/invite\/([A-Za-z0-9_]+)$/.exec(route());
+  if (invited) invite.hold(invited[1]);
+  const path = route();
+  if (!session.token || path === '/signin' || session.passwordChangeRequired) {
+    const main = h('main', { id: 'main', class: 'narrow' });
+    fill(root, main);
+    await signin.render(main, {
+      onSignedIn: async () => {
+        await loadSession();
+        location.hash = landing();
+        show();
+      },
+    });
+    return;
+  }
+  if (path === '/invite' && invite.pending()) {
+    const main = h('main', { id: 'main', class: 'narrow' });
+    fill(root, main);
+    await invite.render(main, {
+      onAccepted: async (joined) => {
+        await loadSession();
+        if (joined) chooseOrganization(joined.id);
+        location.hash = '#/webhooks';
+        show();
+      },
+    });
+    return;
+  }
+  if (!session.organizations.length) {
+    fill(
+      root,
+      h(
+        'main',
+        { class: 'narrow' },
+        h('h1', {}, 'No organization yet'),
+        h('p', {}, 'Ask an owner or admin for an invitation link and open it here.'),
+      ),
+    );
+    return;
+  }
+  const main = h('main', { id: 'main' });
+  frame(main);
+  for (const [pattern, render] of ROUTES) {
+    const match = pattern.exec(path);
+    if (match) {
+      try {
+        cleanup = (await render(main, match.slice(1))) || null;
+      } catch (error) {
+        fill(
+          main,
+          h('h1', {}, 'Something went wrong'),
+          h('p', { class: 'notice notice-error', role: 'alert' }, error.message),
+        );
+      }
+      return;
+    }
+  }
+  fill(main, h('h1', {}, 'Not found'), h('p', {}, 'No page at this address.'));
+}
+
+async function start() {
+  try {
+    if (await finishExternalSignIn()) {
+      // Someone new through an external provider is nobody here until they accept the invitation they hold.
+      if (invite.pending()) {
+        history.replaceState(null, '', '/#/invite');
+      } else {
+        await loadSession();
+      }
+    } else if (mayHaveSession()) {
+      // Only a browser that signed in asks: a first visit would log the refusal (401) in the console.
+      await refresh();
+      await loadSession();
+    }
+  } catch {
+    session.token = null;
+  }
+  show();
+}
+
+window.addEventListener('hashchange', show);
+window.addEventListener('hookflow:signed-out', () => {
+  location.hash = '#/signin';
+});
+start();
