@@ -57,7 +57,26 @@ pub fn start_server() -> Result<ServerProcess, BoxError> {
     if key.is_empty() || base.is_empty() {
         return Err("the server did not print its first start".into());
     }
+    // The rest of its output is read to the end, so the server never waits on a full pipe, and its warnings are
+    // kept beside its data (a bench's figures mean little if the server complained meanwhile).
+    let log = std::env::temp_dir().join(format!("hookflow-bench-server-{}.log", std::process::id()));
+    let stderr = child.stderr.take().ok_or("stderr")?;
+    drain(out, &log);
+    drain(std::io::BufReader::new(stderr), &log);
     Ok(ServerProcess { child, dir, base, key, org })
+}
+
+/// Copies what `from` writes into the file at `log` on a thread of its own until the process closes it.
+fn drain(mut from: impl std::io::BufRead + Send + 'static, log: &std::path::Path) {
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(log);
+    std::thread::spawn(move || match file {
+        Ok(mut file) => {
+            let _ = std::io::copy(&mut from, &mut file);
+        }
+        Err(_) => {
+            let _ = std::io::copy(&mut from, &mut std::io::sink());
+        }
+    });
 }
 
 /// Resident memory (MiB) and CPU time (seconds) of a process.

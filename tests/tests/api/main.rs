@@ -39,6 +39,7 @@ mod keys;
 mod launch_drafts;
 mod limits_connections;
 mod limits_fleet;
+mod limits_logs;
 mod limits_outage;
 mod limits_parsers;
 mod limits_server;
