@@ -48,6 +48,20 @@ async fn text_now(browser: &Browser, css: &str) -> String {
     text.as_str().unwrap_or_default().to_owned()
 }
 
+/// A server, an endpoint named `name` and a browser signed in on its live inspector: the server (kept alive), the
+/// capture URL, the browser.
+async fn live_inspector(name: &str) -> (TestApp, String, Browser) {
+    let app = TestApp::spawn().await;
+    let person = app.person(app.admin.org, Role::Owner).await;
+    let hook = app.create_webhook(json!({"name": name})).await;
+    let url = hook["capture_url"].as_str().expect("capture_url").to_owned();
+    let browser = Browser::start(1280).await;
+    browser.sign_in(&app.base, &person.email, &person.password).await;
+    browser.goto(&format!("{}/#/webhooks/{}", app.base, hook["id"].as_str().expect("id"))).await;
+    browser.wait_text("#stream-state", "live").await;
+    (app, url, browser)
+}
+
 /// Follows the link named `name` inside `scope` and waits for `ready` on the page it opens.
 async fn follow(browser: &Browser, scope: &str, name: &str, ready: &str) {
     browser.click_named(scope, name).await;
@@ -187,14 +201,7 @@ async fn the_main_tasks_work_by_keyboard_alone() {
 /// capture is counted in the chart's text, and the list keeps its bound.
 #[tokio::test]
 async fn the_inspector_stays_responsive_under_200_captures_a_second() {
-    let app = TestApp::spawn().await;
-    let person = app.person(app.admin.org, Role::Owner).await;
-    let hook = app.create_webhook(json!({"name": "firehose"})).await;
-    let url = hook["capture_url"].as_str().expect("capture_url").to_owned();
-    let browser = Browser::start(1280).await;
-    browser.sign_in(&app.base, &person.email, &person.password).await;
-    browser.goto(&format!("{}/#/webhooks/{}", app.base, hook["id"].as_str().expect("id"))).await;
-    browser.wait_text("#stream-state", "live").await;
+    let (_app, url, browser) = live_inspector("firehose").await;
     browser.wait_text("#volume-total", "0 requests").await;
     record_long_tasks(&browser).await;
 
@@ -274,14 +281,7 @@ async fn a_one_time_password_is_asked_once_and_a_first_visit_logs_no_refusal() {
 /// The inspector's charts count a capture within seconds of its arrival, in text a screen reader reads too.
 #[tokio::test]
 async fn charts_count_captures_as_they_arrive() {
-    let app = TestApp::spawn().await;
-    let person = app.person(app.admin.org, Role::Owner).await;
-    let hook = app.create_webhook(json!({"name": "charts"})).await;
-    let url = hook["capture_url"].as_str().expect("capture_url").to_owned();
-    let browser = Browser::start(1280).await;
-    browser.sign_in(&app.base, &person.email, &person.password).await;
-    browser.goto(&format!("{}/#/webhooks/{}", app.base, hook["id"].as_str().expect("id"))).await;
-    browser.wait_text("#stream-state", "live").await;
+    let (_app, url, browser) = live_inspector("charts").await;
     browser.wait_text("#volume-total", "0 requests in 24 h").await;
     let client = reqwest::Client::new();
     for n in 0..5 {
