@@ -18,7 +18,10 @@ export const KINDS = [
 /** The HTTP methods a request node may use (the API's list). */
 export const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
 
-/** The fields each extractor kind takes besides `name` and `kind` (the catalog's, for when it is not loaded). */
+/**
+ * The fields each extractor kind takes besides `name` and `kind` (the catalog's, for when it is not loaded).
+ * @type {Record<string, string[]>}
+ */
 export const EXTRACTOR_FIELDS = {
   jsonPath: ['expression'],
   xmlPath: ['expression'],
