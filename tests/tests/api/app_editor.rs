@@ -410,3 +410,52 @@ async fn a_tried_node_answers_and_its_response_fields_become_an_extractor_and_an
     launch_and_wait(&browser, "succeeded").await;
     browser.close().await;
 }
+
+#[tokio::test]
+async fn every_node_kind_is_added_from_the_menu_and_edited_in_its_form() {
+    let (app, _target, browser) = setup().await;
+    let webhook = app.webhook_named("Payments").await;
+    let module =
+        app.create_flow("orders module", json!({"nodes": [{"id": "w", "kind": "delay", "delay_ms": 1}]})).await;
+    app.post::<Value>(&format!("/flows/{module}/publish"), &json!({"note": "first"}), 201).await;
+    let flow = app.create_flow("kinds", json!({"nodes": [{"id": "pause", "kind": "delay", "delay_ms": 1}]})).await;
+    browser.goto(&format!("{}/#/flows/{flow}", app.base)).await;
+    browser.find(&card("pause")).await;
+    for kind in ["Webhook", "Delay", "Module", "Set variables"] {
+        browser.click("#add-node").await;
+        browser.click_named("#add-node-menu", kind).await;
+    }
+    assert_eq!(card_ids(&browser).await, ["pause", "webhook", "delay", "module", "set"]);
+
+    let wait = card("webhook");
+    browser.choose(&browser.labelled(&wait, "Endpoint").await, "Payments").await;
+    fill_in(&browser, &wait, "Search", "body.$.id:{{order}}").await;
+    browser.choose(&browser.labelled(&wait, "Signature").await, "must be valid").await;
+    fill_in(&browser, &wait, "Timeout (ms)", "5000").await;
+    browser.wait_text(&wait, "must be valid").await;
+    fill_in(&browser, &card("delay"), "Delay (ms)", "250").await;
+    let runs = card("module");
+    browser.choose(&browser.labelled(&runs, "Flow").await, "orders module").await;
+    fill_in(&browser, &runs, "Version", "1").await;
+    browser.click_named(&runs, "Add input").await;
+    fill_in(&browser, &runs, "Input name", "token").await;
+    fill_in(&browser, &runs, "Input value", "t").await;
+    let set = card("set");
+    browser.click_named(&set, "Add variable").await;
+    fill_in(&browser, &set, "Variable name", "order").await;
+    fill_in(&browser, &set, "Variable value", "o-1").await;
+    browser.wait_text(&runs, "Runs orders module (1) with token").await;
+    save(&browser).await;
+    let nodes = stored(&app, &flow).await["nodes"].clone();
+    assert_eq!(
+        nodes.as_array().expect("nodes")[1..],
+        [
+            json!({"id": "webhook", "kind": "webhook",
+                   "webhook": {"timeout_ms": 5000, "webhook_id": webhook, "q": "body.$.id:{{order}}", "signature": "valid"}}),
+            json!({"id": "delay", "kind": "delay", "delay_ms": 250}),
+            json!({"id": "module", "kind": "module", "flow_id": module, "version": 1, "inputs": {"token": "t"}}),
+            json!({"id": "set", "kind": "set_variables", "variables": {"order": "o-1"}}),
+        ]
+    );
+    browser.close().await;
+}
