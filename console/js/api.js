@@ -4,6 +4,8 @@
 
 const CSRF = { 'X-Hookflow-CSRF': '1' };
 const ORG_KEY = 'hookflow.organization';
+/** Set while this browser holds a refresh cookie, so a first visit does not ask for a refresh it would be refused. */
+const SIGNED_IN_KEY = 'hookflow.signed-in';
 
 export const session = {
   token: null,
@@ -41,9 +43,15 @@ async function refusal(response) {
 
 /** Takes a sign-in answer: the access token, the person; the refresh token stayed in the cookie. */
 function adopt(answer) {
+  localStorage.setItem(SIGNED_IN_KEY, '1');
   session.token = answer.access_token;
   session.user = answer.user;
   session.passwordChangeRequired = Boolean(answer.password_change_required);
+}
+
+/** Whether this browser may hold a session to restore (it signed in and has not signed out since). */
+export function mayHaveSession() {
+  return localStorage.getItem(SIGNED_IN_KEY) === '1';
 }
 
 /** Trades the refresh cookie for a new access token. Tabs take turns (a refresh token is single use). */
@@ -55,7 +63,10 @@ export async function refresh() {
       headers: { ...CSRF, 'Content-Type': 'application/json' },
       body: '{}',
     });
-    if (!response.ok) throw await refusal(response);
+    if (!response.ok) {
+      if (response.status === 401) localStorage.removeItem(SIGNED_IN_KEY);
+      throw await refusal(response);
+    }
     adopt(await response.json());
   };
   if (navigator.locks) return navigator.locks.request('hookflow-refresh', run);
@@ -84,6 +95,7 @@ export async function signOut() {
   } catch {
     /* the session may already be gone */
   }
+  localStorage.removeItem(SIGNED_IN_KEY);
   session.token = null;
   session.user = null;
   session.organizations = [];

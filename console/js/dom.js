@@ -97,30 +97,41 @@ export function notice() {
 /** A table from rows: columns are [heading, row => cell]. */
 export function table(columns, rows, empty = 'Nothing here yet.') {
   if (!rows.length) return h('p', { class: 'empty' }, empty);
-  return h(
-    'table',
-    {},
+  // In a scrolling box of its own: columns keep readable widths on a phone instead of breaking words. The box
+  // takes the focus only while it scrolls, so a keyboard can scroll it too.
+  const box = h(
+    'div',
+    { class: 'table-scroll' },
     h(
-      'thead',
+      'table',
       {},
       h(
-        'tr',
+        'thead',
         {},
-        columns.map(([heading]) => h('th', { scope: 'col' }, heading)),
-      ),
-    ),
-    h(
-      'tbody',
-      {},
-      rows.map((row) =>
         h(
           'tr',
           {},
-          columns.map(([, cell]) => h('td', {}, cell(row))),
+          columns.map(([heading]) => h('th', { scope: 'col' }, heading)),
+        ),
+      ),
+      h(
+        'tbody',
+        {},
+        rows.map((row) =>
+          h(
+            'tr',
+            {},
+            columns.map(([, cell]) => h('td', {}, cell(row))),
+          ),
         ),
       ),
     ),
   );
+  new ResizeObserver(() => {
+    if (box.scrollWidth > box.clientWidth) box.tabIndex = 0;
+    else box.removeAttribute('tabindex');
+  }).observe(box);
+  return box;
 }
 
 /** A modal dialog with a title and content; resolves when closed. */

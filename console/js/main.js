@@ -4,7 +4,7 @@
 // the person signs in, then offered for acceptance (before any organization: a new person has none). Each page is `render(main, params)` and may answer a
 // cleanup function (streams to stop) that runs when the person leaves it.
 
-import { session, refresh, loadSession, chooseOrganization, signOut } from './api.js';
+import { session, refresh, loadSession, chooseOrganization, signOut, mayHaveSession } from './api.js';
 import { h, fill } from './dom.js';
 import * as signin from './pages/signin.js';
 import * as webhooks from './pages/webhooks.js';
@@ -183,7 +183,8 @@ async function start() {
       } else {
         await loadSession();
       }
-    } else {
+    } else if (mayHaveSession()) {
+      // Only a browser that signed in asks: a first visit would log the refusal (401) in the console.
       await refresh();
       await loadSession();
     }

@@ -28,3 +28,12 @@ test('comments and events without data are not delivered; an unfinished event wa
 test('data that is not JSON is an error, not a silent drop', () => {
   assert.throws(() => new SseParser().push('data: {nope\n\n'), SyntaxError);
 });
+
+test('a chunk of many events is parsed in one pass', () => {
+  const parser = new SseParser();
+  const chunk = Array.from({ length: 5000 }, (_, i) => `id: ${i}\r\ndata: {"i":${i}}\r\n\r\n`).join('');
+  const events = parser.push(chunk);
+  assert.equal(events.length, 5000);
+  assert.deepEqual(events[4999], { data: { i: 4999 }, id: '4999' });
+  assert.equal(parser.buffer, '');
+});

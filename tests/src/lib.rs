@@ -5,6 +5,7 @@
 pub mod app;
 pub mod autofailover;
 pub mod browser;
+pub mod browser_audit;
 pub mod cli;
 pub mod cluster;
 pub mod exec;

@@ -23,10 +23,12 @@ export class SseParser {
     this.buffer += chunk;
     /** @type {SseEvent[]} */
     const events = [];
+    // One pass over the buffer, cut once at the end: a chunk of a thousand events costs one copy, not a thousand.
+    let start = 0;
     let end;
-    while ((end = this.buffer.indexOf('\n')) >= 0) {
-      const line = this.buffer.slice(0, end).replace(/\r$/, '');
-      this.buffer = this.buffer.slice(end + 1);
+    while ((end = this.buffer.indexOf('\n', start)) >= 0) {
+      const line = this.buffer.slice(start, this.buffer[end - 1] === '\r' && end > start ? end - 1 : end);
+      start = end + 1;
       if (line === '') {
         if (this.data.length) events.push({ data: JSON.parse(this.data.join('\n')), id: this.id });
         this.data = [];
@@ -37,6 +39,7 @@ export class SseParser {
         this.data.push(line.slice(5).trimStart());
       }
     }
+    this.buffer = this.buffer.slice(start);
     return events;
   }
 }

@@ -8,6 +8,7 @@ import { call, can } from '../api.js';
 import { signatureFacts } from './signature.js';
 import { executionHref } from './webhook_node.js';
 import { asCurl as curlFor } from '../lib/curl.js';
+import { addToFlow, compare, nodeNotes } from './capture_tools.js';
 
 const HEX_LIMIT = 64 * 1024;
 
@@ -150,6 +151,7 @@ export async function showCapture(el, webhook, captureId, onDeleted) {
       error.show(e);
     }
   });
+  const comparing = h('section', { id: 'compare', 'aria-label': 'Compare' });
   const remove = async () => {
     try {
       await call('DELETE', `/webhooks/${webhook.id}/requests/${capture.id}`);
@@ -189,8 +191,34 @@ export async function showCapture(el, webhook, captureId, onDeleted) {
       'div',
       { class: 'actions' },
       copyButton('Copy as curl', () => asCurl(webhook, capture)),
+      can('flows:write')
+        ? h(
+            'button',
+            {
+              type: 'button',
+              class: 'small',
+              title: nodeNotes(capture).join(' ') || 'A request node of a flow, sent to {{base_url}} and this path',
+              onclick: () => addToFlow(capture).catch((e) => error.show(e)),
+            },
+            'Add to flow',
+          )
+        : null,
+      h(
+        'button',
+        {
+          type: 'button',
+          class: 'small',
+          'aria-expanded': 'false',
+          onclick: (event) => {
+            event.currentTarget.setAttribute('aria-expanded', 'true');
+            compare(comparing, webhook, capture).catch((e) => error.show(e));
+          },
+        },
+        'Compare',
+      ),
       can('webhooks:write') ? h('button', { type: 'button', class: 'small danger', onclick: remove }, 'Delete') : null,
     ),
+    comparing,
     can('webhooks:write') ? replay : null,
     replayOut,
     h('h3', {}, 'Query'),

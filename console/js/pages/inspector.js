@@ -41,8 +41,11 @@ export async function render(main, [webhookId]) {
         'button',
         { type: 'button', class: 'capture', onclick: () => select(capture.id) },
         h('span', { class: `method method-${capture.method.toLowerCase()}` }, capture.method),
+        ' ',
         h('span', { class: 'path' }, capture.path || '/', capture.query_string ? `?${capture.query_string}` : ''),
+        ' ',
         signatureBadge(capture.signature),
+        ' ',
         h(
           'span',
           { class: 'meta' },
@@ -76,14 +79,68 @@ export async function render(main, [webhookId]) {
     }
   };
 
-  // Charts follow the captures, redrawn at most every 5 s.
-  let redrawing = null;
-  const redraw = () => {
-    if (redrawing) return;
-    redrawing = setTimeout(() => {
-      redrawing = null;
-      drawCharts(charts, webhookId).catch(() => {});
-    }, 5000);
+  // Charts follow the captures: each streamed capture counts at once on the page (its hour and its method).
+  const chartData = { series: null, methods: null };
+  // Drawn at most twice a second: at 200 captures/s a redraw per frame would be most of the page's work.
+  let drawQueued = false;
+  let drawnAt = 0;
+  const draw = () => {
+    if (drawQueued) return;
+    drawQueued = true;
+    setTimeout(
+      () =>
+        requestAnimationFrame(() => {
+          drawQueued = false;
+          drawnAt = performance.now();
+          if (chartData.series) drawCharts(charts, chartData.series, chartData.methods);
+        }),
+      Math.max(0, drawnAt + 500 - performance.now()),
+    );
+  };
+  // The server's figures replace the page's 2 s after the last capture, or 10 s after the first one not yet
+  // resynced while captures keep coming: what the page counted twice or missed is mended soon after.
+  let resyncing = null;
+  let pendingSince = 0;
+  const resync = () => {
+    const now = performance.now();
+    if (!resyncing) pendingSince = now;
+    clearTimeout(resyncing);
+    resyncing = setTimeout(
+      async () => {
+        resyncing = null;
+        try {
+          Object.assign(chartData, await chartFigures(webhookId));
+          draw();
+        } catch {
+          /* the next capture tries again */
+        }
+      },
+      Math.max(0, Math.min(2000, pendingSince + 10_000 - now)),
+    );
+  };
+  const counted = (capture) => {
+    if (!chartData.series) return;
+    countCapture(chartData.series, chartData.methods, capture);
+    draw();
+    resync();
+  };
+  // Captures that arrive between two frames go on the page together: one layout per frame at any rate.
+  let arrived = [];
+  let flushing = false;
+  const flush = () => {
+    flushing = false;
+    const batch = arrived;
+    arrived = [];
+    for (const event of batch) {
+      streamed.add(event.id);
+      if (!seen.has(event.id)) counted(event);
+      add(event);
+    }
+    // Only captures that may have raced the first page load need remembering.
+    for (const id of streamed) {
+      if (streamed.size <= LIMIT) break;
+      streamed.delete(id);
+    }
   };
   const stream = follow(`/webhooks/${webhookId}/stream`, {
     onState: (s) => {
@@ -102,9 +159,11 @@ export async function render(main, [webhookId]) {
         newer.textContent = `${missed} new since the search; clear it to see them.`;
         return;
       }
-      streamed.add(event.id);
-      add(event);
-      redraw();
+      arrived.push(event);
+      if (!flushing) {
+        flushing = true;
+        requestAnimationFrame(flush);
+      }
     },
   });
 
@@ -205,26 +264,57 @@ export async function render(main, [webhookId]) {
     reload(),
     showTriggers(triggers, webhook).catch((e) => fill(triggers, h('p', { class: 'notice notice-error' }, e.message))),
   ]);
-  drawCharts(charts, webhookId).catch(() => {});
+  chartFigures(webhookId)
+    .then((figures) => {
+      Object.assign(chartData, figures);
+      draw();
+    })
+    .catch(() => {});
   return () => {
     stream.stop();
-    clearTimeout(redrawing);
+    clearTimeout(resyncing);
   };
 }
 
-async function drawCharts(el, webhookId) {
+/** The server's figures for the charts: requests per hour over 24 h, and by method. */
+async function chartFigures(webhookId) {
   const [series, methods] = await Promise.all([
     call('GET', `/webhooks/${webhookId}/analytics/volume?bucket=hour`),
     call('GET', `/webhooks/${webhookId}/analytics/methods`),
   ]);
+  return { series, methods };
+}
+
+/** Counts one streamed capture in figures the server answered before it was stored. */
+function countCapture(series, methods, capture) {
+  const at = Date.parse(capture.received_at);
+  const point = series.points.findLast((p) => Date.parse(p.t) <= at);
+  if (!point) return;
+  point.count += 1;
+  series.total += 1;
+  const row = methods.methods.find((m) => m.method === capture.method);
+  if (row) row.count += 1;
+  else methods.methods.push({ method: capture.method, count: 1, share: 0 });
+  methods.total += 1;
+  for (const m of methods.methods) m.share = m.count / methods.total;
+  methods.methods.sort((a, b) => b.count - a.count);
+}
+
+function drawCharts(el, series, methods) {
+  const byMethod = methods.methods.map((m) => `${m.method} ${m.count}`).join(', ');
   fill(
     el,
     h(
       'figure',
       {},
-      volume(series.points, 'Requests per hour, last 24 hours'),
-      h('figcaption', {}, `${series.total} requests in 24 h`),
+      volume(series.points, `Requests per hour, last 24 hours: ${series.total} in all`),
+      h('figcaption', { id: 'volume-total' }, `${series.total} requests in 24 h`),
     ),
-    h('figure', {}, breakdown(methods.methods, 'Requests by method'), h('figcaption', {}, 'By method')),
+    h(
+      'figure',
+      {},
+      breakdown(methods.methods, `Requests by method: ${byMethod || 'none'}`),
+      h('figcaption', { id: 'method-totals' }, byMethod ? `By method: ${byMethod}` : 'By method: none yet'),
+    ),
   );
 }

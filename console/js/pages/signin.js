@@ -25,7 +25,8 @@ export async function render(main, { onSignedIn }) {
     error.show('');
     try {
       await signIn(email.value.trim(), password.value);
-      if (session.passwordChangeRequired) return changePassword(main, onSignedIn);
+      // The one-time password was just typed: the next form does not ask for it again.
+      if (session.passwordChangeRequired) return changePassword(main, onSignedIn, password.value);
       await onSignedIn();
     } catch (e) {
       error.show(e.status === 401 ? 'Wrong email or password.' : e);
@@ -56,9 +57,17 @@ export async function render(main, { onSignedIn }) {
   email.focus();
 }
 
-function changePassword(main, onSignedIn) {
+/**
+ * The first sign-in's password change. `oneTime` is the one-time password when the person typed it on this page;
+ * after a reload it is asked for again (the app never stores it).
+ * @param {HTMLElement} main
+ * @param {{ (): Promise<void> }} onSignedIn
+ * @param {string} [oneTime]
+ */
+function changePassword(main, onSignedIn, oneTime) {
   const error = notice();
   const current = h('input', { type: 'password', autocomplete: 'current-password', required: true });
+  current.value = oneTime || '';
   const next = h('input', { type: 'password', autocomplete: 'new-password', minlength: 12, required: true });
   const form = h(
     'form',
@@ -66,7 +75,7 @@ function changePassword(main, onSignedIn) {
     h('h1', {}, 'Choose your password'),
     h('p', {}, 'You signed in with a one-time password. Choose your own (at least 12 characters) to go on.'),
     error,
-    field('One-time password', current),
+    oneTime ? null : field('One-time password', current),
     field('New password', next),
     h('button', { type: 'submit', class: 'primary' }, 'Save and continue'),
   );
@@ -81,5 +90,5 @@ function changePassword(main, onSignedIn) {
     }
   });
   fill(main, form);
-  current.focus();
+  (oneTime ? next : current).focus();
 }

@@ -7,6 +7,7 @@ pub const RUNNER: &str = env!("CARGO_BIN_EXE_hookflow-runner-under-test");
 pub const SERVER: &str = env!("CARGO_BIN_EXE_hookflow-server-under-test");
 
 mod analytics;
+mod app_audit;
 mod app_browser;
 mod app_editor;
 mod app_signatures;

@@ -1,0 +1,129 @@
+//! Audits of the app in a real browser: axe-core's accessibility rules (the copy pinned by `console/`'s lockfile,
+//! injected over WebDriver, which the page's CSP does not govern), words broken inside headers and buttons, long
+//! tasks on the main thread, and keyboard-only use (Tab to a control by its accessible name, then a key).
+
+use crate::browser::Browser;
+use fantoccini::key::Key;
+use serde_json::{Value, json};
+use std::sync::OnceLock;
+
+/// axe-core's script, read once from `console/node_modules` (`npm ci --prefix console`; `.ci/run` does it).
+fn axe_source() -> &'static str {
+    static SOURCE: OnceLock<String> = OnceLock::new();
+    SOURCE.get_or_init(|| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../console/node_modules/axe-core/axe.min.js");
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (run `npm ci --prefix console`)", path.display()))
+    })
+}
+
+/// The serious and critical violations axe-core finds on the page as it is now, one line each (rule, impact,
+/// the first offending elements).
+pub async fn axe_violations(browser: &Browser) -> Vec<String> {
+    if browser.run("return typeof window.axe", vec![]).await != "object" {
+        browser.run(axe_source(), vec![]).await;
+    }
+    let script = "const done = arguments[arguments.length - 1];
+        axe.run(document, {resultTypes: ['violations']}).then(r => done(r.violations
+            .filter(v => v.impact === 'serious' || v.impact === 'critical')
+            .map(v => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(', ')}`)),
+          e => done(['axe failed: ' + e]));";
+    let found = browser.client.execute_async(script, vec![]).await.unwrap_or_else(|e| panic!("axe: {e}"));
+    serde_json::from_value(found).expect("violations")
+}
+
+/// Words broken across lines inside a table header, a button, a tab or a navigation link, as
+/// `<tag> "<text>": "<word>"` (hidden elements are skipped).
+pub async fn broken_words(browser: &Browser) -> Vec<String> {
+    let script = "const out = [];
+        for (const el of document.querySelectorAll('th, button, [role=tab], nav a')) {
+          if (!el.getClientRects().length) continue;
+          const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+          for (let node; (node = walker.nextNode());) {
+            for (const m of node.textContent.matchAll(/\\S+/g)) {
+              const range = document.createRange();
+              range.setStart(node, m.index);
+              range.setEnd(node, m.index + m[0].length);
+              const tops = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+              if (tops.size > 1) out.push(`${el.tagName.toLowerCase()} \"${el.textContent.trim()}\": \"${m[0]}\"`);
+            }
+          }
+        }
+        return out;";
+    serde_json::from_value(browser.run(script, vec![]).await).expect("broken words")
+}
+
+/// Starts recording the main thread's long tasks (over 50 ms) from now on.
+pub async fn record_long_tasks(browser: &Browser) {
+    browser
+        .run(
+            "window.__longTasks = [];
+             new PerformanceObserver(list => { for (const e of list.getEntries()) window.__longTasks.push(e.duration); })
+               .observe({type: 'longtask'});",
+            vec![],
+        )
+        .await;
+}
+
+/// The durations (ms) of the long tasks recorded since [`record_long_tasks`].
+pub async fn long_tasks(browser: &Browser) -> Vec<f64> {
+    serde_json::from_value(browser.run("return window.__longTasks", vec![]).await).expect("durations")
+}
+
+/// The accessible name of the focused element as a person would read it: its `aria-label`, its label, or its text.
+pub async fn focused_name(browser: &Browser) -> String {
+    let script = "const a = document.activeElement;
+        if (!a || a === document.body) return '';
+        return (a.getAttribute('aria-label') || (a.labels && a.labels.length ? a.labels[0].textContent : '')
+          || a.textContent || a.value || '').trim();";
+    browser.run(script, vec![]).await.as_str().unwrap_or_default().to_owned()
+}
+
+/// Presses `key` on whatever has the focus (the page's body when nothing has).
+pub async fn press(browser: &Browser, key: Key) {
+    browser
+        .client
+        .active_element()
+        .await
+        .expect("an active element")
+        .send_keys(&char::from(key).to_string())
+        .await
+        .expect("key");
+}
+
+/// Types `text` into whatever has the focus.
+pub async fn type_text(browser: &Browser, text: &str) {
+    browser.client.active_element().await.expect("an active element").send_keys(text).await.expect("typing");
+}
+
+/// Presses Tab until the focused control's accessible name is `name`, or starts with it and a space when `name`
+/// ends with one (at most `limit` presses); panics with the names it went through otherwise.
+pub async fn tab_to(browser: &Browser, name: &str, limit: usize) {
+    let mut passed = Vec::new();
+    for _ in 0..limit {
+        press(browser, Key::Tab).await;
+        let now = focused_name(browser).await;
+        if now == name || (name.ends_with(' ') && now.starts_with(name)) {
+            return;
+        }
+        passed.push(now);
+    }
+    panic!("Tab never reached {name:?}; it went through {passed:?}");
+}
+
+/// The visible, enabled controls of the page that Tab can never reach (`tabindex=-1`, or not focusable at all
+/// although clickable), as `<tag> "<name>"`.
+pub async fn unreachable_controls(browser: &Browser) -> Vec<String> {
+    let script = "return [...document.querySelectorAll('a[href], button, input, select, textarea, summary, [onclick], [role=button], [role=tab]')]
+        .filter(el => el.getClientRects().length && !el.disabled && !el.closest('[inert], [hidden]'))
+        .filter(el => el.tabIndex < 0)
+        .map(el => `${el.tagName.toLowerCase()} \"${(el.getAttribute('aria-label') || el.textContent || '').trim().slice(0, 40)}\"`);";
+    serde_json::from_value(browser.run(script, vec![]).await).expect("controls")
+}
+
+/// Resizes the browser's window to `width` pixels (the page reflows as on that screen).
+pub async fn resize(browser: &Browser, width: u32) {
+    browser.client.set_window_size(width, 900).await.expect("resize");
+    let _: Value =
+        browser.run("return new Promise(r => requestAnimationFrame(() => r(true)))", vec![json!(null)]).await;
+}
