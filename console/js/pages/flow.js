@@ -29,8 +29,9 @@ export async function render(main, [flowId]) {
     ),
     flow.description ? h('p', {}, flow.description) : null,
     error,
+    // Launch first: a short form a keyboard reaches at once; then the editor, the longest part of the page.
+    h('div', { class: 'flow-top' }, sections.launch, sections.executions),
     sections.editor,
-    h('div', { class: 'grid' }, sections.executions, sections.launch),
     sections.versions,
     sections.environments,
   );
