@@ -84,108 +84,122 @@ function parts(environments) {
   };
 }
 
-/**
- * Draws the editor of `flow` (its definition read with the order-keeping parser) into `el`; answers
- * `{save, dirty, onStatus}` for the launch form (`onStatus(f)` calls `f(dirty)` whenever the status changes).
- */
-export async function mountEditor(el, { flow, environments }) {
-  const [catalogItems, lookups] = await Promise.all([loadCatalog(), loadLookups(flow.definition)]);
-  const p = parts(environments);
-  const state = {
-    saved: stringify(flow.definition),
-    broken: false,
-    seq: 0,
-    validateTimer: 0,
-    jsonTimer: 0,
-    problems: [],
-  };
-  const writable = can('flows:write');
+/** The editor's model and page parts: what the cards, rows and tries (the `Editor` of controls.js) talk to. */
+class FlowEditor {
+  constructor(flow, catalog, lookups, environments) {
+    this.flow = flow;
+    this.definition = flow.definition;
+    this.catalog = catalog;
+    this.lookups = lookups;
+    this.tries = new WeakMap();
+    this.tried = new Map();
+    this.p = parts(environments);
+    this.state = { saved: stringify(flow.definition), broken: false, seq: 0, validateTimer: 0, jsonTimer: 0 };
+    this.problems = [];
+    this.listeners = [];
+    this.p.json.addEventListener('input', () => {
+      clearTimeout(this.state.jsonTimer);
+      this.state.jsonTimer = window.setTimeout(() => this.readJson(), READ_JSON_AFTER_MS);
+    });
+  }
 
-  const dirty = () => state.broken || stringify(ed.definition) !== state.saved;
-  const listeners = [];
-  const showStatus = () => {
-    p.status.textContent = `Draft revision ${flow.draft_revision}${dirty() ? ' · unsaved changes' : ' · saved'}`;
-    for (const listener of listeners) listener(dirty());
-  };
-  const mark = () =>
-    showProblems(ed.definition, state.problems, { cards: p.cards, summary: p.problems, flowFields: p.flowFields });
+  environment() {
+    return this.p.environment.value;
+  }
 
-  const validate = async () => {
-    clearTimeout(state.validateTimer);
-    const seq = ++state.seq;
-    const result = await send('POST', '/flows/validate', { definition: ed.definition, flow_id: flow.id });
-    if (seq !== state.seq) return null;
-    state.problems = result.problems;
-    mark();
+  /** Whether the definition differs from the saved one (or the JSON view does not parse). */
+  dirty() {
+    return this.state.broken || stringify(this.definition) !== this.state.saved;
+  }
+
+  showStatus() {
+    const dirty = this.dirty();
+    this.p.status.textContent = `Draft revision ${this.flow.draft_revision}${dirty ? ' · unsaved changes' : ' · saved'}`;
+    for (const listener of this.listeners) listener(dirty);
+  }
+
+  /** Shows the last validation's problems at their fields. */
+  mark() {
+    const { cards, problems: summary, flowFields } = this.p;
+    showProblems(this.definition, this.problems, { cards, summary, flowFields });
+  }
+
+  /** Validates the definition now; answers the answer, or null when a newer validation overtook it. */
+  async validate() {
+    clearTimeout(this.state.validateTimer);
+    const seq = ++this.state.seq;
+    const result = await send('POST', '/flows/validate', { definition: this.definition, flow_id: this.flow.id });
+    if (seq !== this.state.seq) return null;
+    this.problems = result.problems;
+    this.mark();
     return result;
-  };
-  const later = () => {
-    clearTimeout(state.validateTimer);
-    state.validateTimer = window.setTimeout(() => validate().catch((e) => p.error.show(e)), VALIDATE_AFTER_MS);
-  };
+  }
 
-  const drawFlowFields = () => {
-    const before = p.flowFields.querySelector('details');
-    const open = before
-      ? before.open
-      : isObject(ed.definition.variables) && Object.keys(ed.definition.variables).length > 0;
+  /** The model changed (`origin` 'json' when the JSON view changed it): the other views follow. */
+  changed(origin) {
+    const { p } = this;
+    if (origin !== 'json') {
+      p.json.value = stringify(this.definition);
+      this.state.broken = false;
+      p.jsonNote.textContent = '';
+      p.json.removeAttribute('aria-invalid');
+    }
+    for (const li of p.cards.children) /** @type {any} */ (li).refreshSummary?.();
+    this.showStatus();
+    clearTimeout(this.state.validateTimer);
+    this.state.validateTimer = window.setTimeout(
+      () => this.validate().catch((e) => p.error.show(e)),
+      VALIDATE_AFTER_MS,
+    );
+  }
+
+  /** Draws every card again (after a node is added, moved or removed); `focus` answers what gets the focus. */
+  rebuild(focus) {
+    const nodes = nodesOf(this.definition);
     fill(
-      p.flowFields,
+      this.p.cards,
+      nodes.map((node, i) => card(this, node, i, nodes.length)),
+    );
+    if (!nodes.length) this.p.cards.append(h('li', { class: 'empty' }, 'No nodes yet: use Add node.'));
+    this.drawFlowFields();
+    this.mark();
+    const target = focus && focus();
+    if (target instanceof HTMLElement) target.focus();
+  }
+
+  /** Says what just happened, with an Undo button when `undo` is given. */
+  announce(text, undo) {
+    const { announce } = this.p;
+    fill(announce, text, undo ? [' ', button('Undo', () => (fill(announce), undo()))] : null);
+  }
+
+  /** The flow's own fields: its variables and timeout. */
+  drawFlowFields() {
+    const before = this.p.flowFields.querySelector('details');
+    const variables = this.definition.variables;
+    const open = before ? before.open : isObject(variables) && Object.keys(variables).length > 0;
+    fill(
+      this.p.flowFields,
       h(
         'details',
         { open },
         h('summary', {}, 'Flow variables and timeout'),
-        mapRows(ed, {
+        mapRows(this, {
           legend: 'Variables',
           noun: 'Variable',
-          object: ed.definition,
+          object: this.definition,
           path: ['variables'],
           field: 'variables',
           hint: 'Defaults every node can use as {{name}}; environments and launches override them.',
         }),
-        numberInput(ed, 'Timeout (s)', ed.definition, ['timeout_s'], { optional: true, placeholder: '300' }),
+        numberInput(this, 'Timeout (s)', this.definition, ['timeout_s'], { optional: true, placeholder: '300' }),
       ),
     );
-  };
+  }
 
-  /** @type {import('./controls.js').Editor} */
-  const ed = {
-    flow,
-    definition: flow.definition,
-    catalog: catalogItems,
-    lookups,
-    tries: new WeakMap(),
-    tried: new Map(),
-    environment: () => p.environment.value,
-    changed(origin) {
-      if (origin !== 'json') {
-        p.json.value = stringify(ed.definition);
-        state.broken = false;
-        p.jsonNote.textContent = '';
-        p.json.removeAttribute('aria-invalid');
-      }
-      for (const li of p.cards.children) /** @type {any} */ (li).refreshSummary?.();
-      showStatus();
-      later();
-    },
-    rebuild(focus) {
-      const nodes = nodesOf(ed.definition);
-      fill(
-        p.cards,
-        nodes.map((node, i) => card(ed, node, i, nodes.length)),
-      );
-      if (!nodes.length) p.cards.append(h('li', { class: 'empty' }, 'No nodes yet: use Add node.'));
-      drawFlowFields();
-      mark();
-      const target = focus && focus();
-      if (target instanceof HTMLElement) target.focus();
-    },
-    announce(text, undo) {
-      fill(p.announce, text, undo ? [' ', button('Undo', () => (fill(p.announce), undo()))] : null);
-    },
-  };
-
-  const readJson = () => {
+  /** Reads the JSON view into the model when it parses; says where it does not. */
+  readJson() {
+    const { p, state } = this;
     clearTimeout(state.jsonTimer);
     state.jsonTimer = 0;
     let parsed;
@@ -196,87 +210,105 @@ export async function mountEditor(el, { flow, environments }) {
       state.broken = true;
       p.jsonNote.textContent = `Not JSON: ${e.message}. The cards show the last text that was.`;
       p.json.setAttribute('aria-invalid', 'true');
-      showStatus();
+      this.showStatus();
       return;
     }
     state.broken = false;
     p.jsonNote.textContent = '';
     p.json.removeAttribute('aria-invalid');
-    ed.definition = parsed;
-    ed.rebuild();
-    ed.changed('json');
-  };
-  p.json.addEventListener('input', () => {
-    clearTimeout(state.jsonTimer);
-    state.jsonTimer = window.setTimeout(readJson, READ_JSON_AFTER_MS);
-  });
+    this.definition = parsed;
+    this.rebuild();
+    this.changed('json');
+  }
 
-  const save = async () => {
+  /** Validates, then PATCHes the definition as its exact text; answers whether it was saved. */
+  async save() {
+    const { p, state } = this;
     p.error.show('');
-    if (state.jsonTimer) readJson();
+    if (state.jsonTimer) this.readJson();
     if (state.broken) {
       p.error.show('The JSON view does not parse: fix it before saving.');
       return false;
     }
     try {
-      const result = await validate();
+      const result = await this.validate();
       if (!result) return false;
       if (!result.valid) {
         p.error.show('Not saved: the definition has problems (listed below, and at their fields).');
         return false;
       }
-      const text = stringify(ed.definition);
-      const answer = await send('PATCH', `/flows/${flow.id}`, { definition: ed.definition });
+      const text = stringify(this.definition);
+      const answer = await send('PATCH', `/flows/${this.flow.id}`, { definition: this.definition });
       state.saved = text;
-      flow.draft_revision = answer.draft_revision;
-      showStatus();
-      ed.announce(`Saved as draft revision ${answer.draft_revision}.`);
+      this.flow.draft_revision = answer.draft_revision;
+      this.showStatus();
+      this.announce(`Saved as draft revision ${answer.draft_revision}.`);
       return true;
     } catch (e) {
       p.error.show(e);
       return false;
     }
-  };
+  }
 
-  fill(
-    el,
-    h(
-      'div',
-      { class: 'editor-toolbar' },
-      h('h2', {}, 'Nodes'),
-      writable ? addMenu(ed) : null,
-      writable ? h('button', { type: 'button', class: 'primary', id: 'save-definition', onclick: save }, 'Save') : null,
-      h('span', { class: 'try-env' }, h('label', { for: 'try-environment' }, 'Try in environment'), p.environment),
-      p.status,
-    ),
-    writable ? null : h('p', { class: 'muted' }, 'Your role can read this flow, not change it.'),
-    p.error,
-    p.announce,
-    p.problems,
-    h(
-      'div',
-      { class: 'editor-columns' },
+  /** The editor's page: toolbar, messages, the cards beside the JSON view. */
+  layout(writable) {
+    const { p } = this;
+    return [
       h(
-        'fieldset',
-        { class: 'editor-main', disabled: !writable },
-        h('legend', { class: 'visually-hidden' }, 'Nodes and flow settings'),
-        p.flowFields,
-        h('section', { 'aria-label': 'Nodes' }, p.cards),
+        'div',
+        { class: 'editor-toolbar' },
+        h('h2', {}, 'Nodes'),
+        writable ? addMenu(this) : null,
+        writable
+          ? h('button', { type: 'button', class: 'primary', id: 'save-definition', onclick: () => this.save() }, 'Save')
+          : null,
+        h('span', { class: 'try-env' }, h('label', { for: 'try-environment' }, 'Try in environment'), p.environment),
+        p.status,
       ),
+      writable ? null : h('p', { class: 'muted' }, 'Your role can read this flow, not change it.'),
+      p.error,
+      p.announce,
+      p.problems,
       h(
-        'section',
-        { class: 'editor-json', 'aria-label': 'Definition' },
-        h('h3', {}, 'JSON'),
-        h('p', { class: 'muted' }, 'The same definition; edit either side.'),
-        p.json,
-        p.jsonNote,
+        'div',
+        { class: 'editor-columns' },
+        h(
+          'fieldset',
+          { class: 'editor-main', disabled: !writable },
+          h('legend', {}, 'Nodes and flow settings'),
+          p.flowFields,
+          h('section', { 'aria-label': 'Nodes' }, p.cards),
+        ),
+        h(
+          'section',
+          { class: 'editor-json', 'aria-label': 'Definition' },
+          h('h3', {}, 'JSON'),
+          h('p', { class: 'muted' }, 'The same definition; edit either side.'),
+          p.json,
+          p.jsonNote,
+        ),
       ),
-    ),
-  );
-  p.json.value = stringify(ed.definition);
-  p.json.readOnly = !writable;
-  ed.rebuild();
-  showStatus();
-  validate().catch(() => {});
-  return { save, dirty, onStatus: (listener) => listeners.push(listener) };
+    ];
+  }
+}
+
+/**
+ * Draws the editor of `flow` (its definition read with the order-keeping parser) into `el`; answers
+ * `{save, dirty, onStatus}` for the launch form (`onStatus(f)` calls `f(dirty)` whenever the status changes).
+ */
+export async function mountEditor(el, { flow, environments }) {
+  const [catalogItems, lookups] = await Promise.all([loadCatalog(), loadLookups(flow.definition)]);
+  const editor = new FlowEditor(flow, catalogItems, lookups, environments);
+  const writable = can('flows:write');
+  fill(el, editor.layout(writable));
+  editor.p.json.value = stringify(flow.definition);
+  editor.p.json.readOnly = !writable;
+  editor.rebuild();
+  editor.showStatus();
+  editor.validate().catch(() => {});
+  return {
+    save: () => editor.save(),
+    dirty: () => editor.dirty(),
+    onStatus: (listener) => editor.listeners.push(listener),
+  };
 }

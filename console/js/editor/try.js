@@ -75,6 +75,12 @@ function bodyView(ed, node, area, response) {
   );
 }
 
+/** What a container holds, in brackets: `[2 items]`, `{1 key}`. */
+function sizeOf(value, count) {
+  const noun = `${Array.isArray(value) ? 'item' : 'key'}${count === 1 ? '' : 's'}`;
+  return Array.isArray(value) ? `[${count} ${noun}]` : `{${count} ${noun}}`;
+}
+
 /** One value of the tree and what is inside it. */
 function tree(value, segments, choose, budget) {
   budget.left -= 1;
@@ -104,7 +110,7 @@ function tree(value, segments, choose, budget) {
       'data-path': path,
       onclick: (e) => choose(segments, value, e.currentTarget),
     },
-    Array.isArray(value) ? `[${items.length} items]` : `{${items.length} keys}`,
+    sizeOf(value, items.length),
   );
   return [
     whole,

@@ -67,98 +67,116 @@ function place(text, at) {
   return `line ${before.length} column ${before[before.length - 1].length + 1}`;
 }
 
+/** A reader of one JSON text, from the start. */
+class Reader {
+  constructor(text) {
+    this.text = text;
+    this.at = 0;
+  }
+
+  fail(what) {
+    throw new SyntaxError(`${what} at ${place(this.text, this.at)}`);
+  }
+
+  space() {
+    while (this.at < this.text.length && ' \t\n\r'.includes(this.text[this.at])) this.at += 1;
+  }
+
+  string() {
+    const { text } = this;
+    const start = this.at;
+    this.at += 1;
+    while (this.at < text.length && text[this.at] !== '"') {
+      if (text.charCodeAt(this.at) < 0x20) this.fail('a control character inside a string');
+      this.at += text[this.at] === '\\' ? 2 : 1;
+    }
+    if (this.at >= text.length) this.fail('an unterminated string');
+    this.at += 1;
+    try {
+      return JSON.parse(text.slice(start, this.at));
+    } catch {
+      this.at = start;
+      return this.fail('a bad escape in a string');
+    }
+  }
+
+  value() {
+    this.space();
+    const c = this.text[this.at];
+    if (c === '{') return this.object();
+    if (c === '[') return this.array();
+    if (c === '"') return this.string();
+    for (const [word, meaning] of LITERALS) {
+      if (this.text.startsWith(word, this.at)) {
+        this.at += word.length;
+        return meaning;
+      }
+    }
+    const number = /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
+    number.lastIndex = this.at;
+    const found = number.exec(this.text);
+    if (!found)
+      return this.fail(this.at >= this.text.length ? 'the text ends where a value belongs' : `unexpected "${c}"`);
+    this.at += found[0].length;
+    return Number(found[0]);
+  }
+
+  /** After an item of an object or array: answers whether the container ends here. */
+  next(close) {
+    this.space();
+    if (this.text[this.at] === ',') {
+      this.at += 1;
+      return false;
+    }
+    if (this.text[this.at] === close) {
+      this.at += 1;
+      return true;
+    }
+    return this.fail(`"," or "${close}" expected`);
+  }
+
+  /** Whether the container opened here is empty (and then reads its end). */
+  empty(close) {
+    this.at += 1;
+    this.space();
+    if (this.text[this.at] !== close) return false;
+    this.at += 1;
+    return true;
+  }
+
+  object() {
+    const out = {};
+    if (this.empty('}')) return out;
+    do {
+      this.space();
+      if (this.text[this.at] !== '"') this.fail('a key (in double quotes) expected');
+      const name = this.string();
+      this.space();
+      if (this.text[this.at] !== ':') this.fail('":" expected');
+      this.at += 1;
+      put(out, name, this.value());
+    } while (!this.next('}'));
+    return out;
+  }
+
+  array() {
+    const out = [];
+    if (this.empty(']')) return out;
+    do out.push(this.value());
+    while (!this.next(']'));
+    return out;
+  }
+}
+
 /**
  * Parses JSON text (RFC 8259) keeping each object's key order; throws a SyntaxError that says where.
  * @param {string} text
  */
 export function parse(text) {
-  let at = 0;
-  const fail = (what) => {
-    throw new SyntaxError(`${what} at ${place(text, at)}`);
-  };
-  const space = () => {
-    while (at < text.length && ' \t\n\r'.includes(text[at])) at += 1;
-  };
-  const string = () => {
-    const start = at;
-    at += 1;
-    while (at < text.length && text[at] !== '"') {
-      if (text.charCodeAt(at) < 0x20) fail('a control character inside a string');
-      at += text[at] === '\\' ? 2 : 1;
-    }
-    if (at >= text.length) fail('an unterminated string');
-    at += 1;
-    try {
-      return JSON.parse(text.slice(start, at));
-    } catch {
-      at = start;
-      return fail('a bad escape in a string');
-    }
-  };
-  const value = () => {
-    space();
-    const c = text[at];
-    if (c === '{') return object();
-    if (c === '[') return array();
-    if (c === '"') return string();
-    for (const [word, meaning] of LITERALS) {
-      if (text.startsWith(word, at)) {
-        at += word.length;
-        return meaning;
-      }
-    }
-    const number = /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
-    number.lastIndex = at;
-    const found = number.exec(text);
-    if (!found) return fail(at >= text.length ? 'the text ends where a value belongs' : `unexpected "${c}"`);
-    at += found[0].length;
-    return Number(found[0]);
-  };
-  const object = () => {
-    const out = {};
-    at += 1;
-    space();
-    if (text[at] === '}') {
-      at += 1;
-      return out;
-    }
-    for (;;) {
-      space();
-      if (text[at] !== '"') fail('a key (in double quotes) expected');
-      const name = string();
-      space();
-      if (text[at] !== ':') fail('":" expected');
-      at += 1;
-      put(out, name, value());
-      space();
-      if (text[at] === ',') at += 1;
-      else if (text[at] === '}') {
-        at += 1;
-        return out;
-      } else fail('"," or "}" expected');
-    }
-  };
-  const array = () => {
-    const out = [];
-    at += 1;
-    space();
-    if (text[at] === ']') {
-      at += 1;
-      return out;
-    }
-    for (;;) {
-      out.push(value());
-      space();
-      if (text[at] === ',') at += 1;
-      else if (text[at] === ']') {
-        at += 1;
-        return out;
-      } else fail('"," or "]" expected');
-    }
-  };
-  const result = value();
-  space();
-  if (at < text.length) fail('text after the value');
+  const reader = new Reader(text);
+  const result = reader.value();
+  reader.space();
+  if (reader.at < text.length) reader.fail('text after the value');
   return result;
 }
 

@@ -404,6 +404,11 @@ async fn a_tried_node_answers_and_its_response_fields_become_an_extractor_and_an
     let tried = browser.wait_text(&format!("{orders} .try-area"), "HTTP 200").await;
     assert!(tried.contains("With values from earlier tries: token"), "{tried}");
     browser.click(&format!("{orders} button.json-value[data-path='$.authorized']")).await;
+    browser.find(&format!("{orders} .pick:not([hidden])")).await;
+    browser
+        .run("document.querySelector(arguments[0]).scrollIntoView()", vec![json!(format!("{orders} .try-area"))])
+        .await;
+    browser.screenshot("editor-try-1280.png").await;
     browser.click_named(&orders, "Add as assertion").await;
     browser.wait_text(&format!("{orders} .card-summary"), "authorized equals true").await;
     save(&browser).await;
@@ -425,6 +430,11 @@ async fn every_node_kind_is_added_from_the_menu_and_edited_in_its_form() {
         browser.click("#add-node").await;
         browser.click_named("#add-node-menu", kind).await;
     }
+    assert_eq!(card_ids(&browser).await, ["pause", "webhook", "delay", "module", "set"]);
+    // A removed node comes back where it was with Undo.
+    browser.click_named(&card("delay"), "Remove").await;
+    assert_eq!(card_ids(&browser).await, ["pause", "webhook", "module", "set"]);
+    browser.click_named("#editor-announce", "Undo").await;
     assert_eq!(card_ids(&browser).await, ["pause", "webhook", "delay", "module", "set"]);
 
     let wait = card("webhook");
