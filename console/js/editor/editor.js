@@ -139,7 +139,9 @@ class FlowEditor {
   changed(origin) {
     const { p } = this;
     if (origin !== 'json') {
+      const { scrollTop } = p.json;
       p.json.value = stringify(this.definition);
+      p.json.scrollTop = scrollTop;
       this.state.broken = false;
       p.jsonNote.textContent = '';
       p.json.removeAttribute('aria-invalid');

@@ -72,7 +72,7 @@ function requestForm(ed, node) {
       selectInput(ed, 'Method', request, ['method'], methods, { field: 'request.method' }),
       textInput(ed, 'URL', request, ['url'], { field: 'request.url', placeholder: '{{base_url}}/path', mono: true }),
     ),
-    mapRows(ed, { legend: 'Query', noun: 'Query', object: request, path: ['query'], field: 'request.query' }),
+    mapRows(ed, { legend: 'Query', noun: 'Parameter', object: request, path: ['query'], field: 'request.query' }),
     mapRows(ed, { legend: 'Headers', noun: 'Header', object: request, path: ['headers'], field: 'request.headers' }),
     bodyField(ed, request, ['body'], 'request.body'),
   ];
@@ -111,7 +111,7 @@ function overridesForm(ed, node) {
     ),
     mapRows(ed, {
       legend: 'Query',
-      noun: 'Query',
+      noun: 'Parameter',
       object: ref,
       path: ['overrides', 'query'],
       field: 'request_ref.overrides.query',
