@@ -152,7 +152,7 @@ async fn a_person_builds_a_two_node_flow_from_forms_saves_it_launches_it_and_it_
     assert!(browser.text("#problems").await.is_empty(), "no problems listed");
 
     // The editor, wide and narrow.
-    browser.run("window.scrollTo(0, 0)", vec![]).await;
+    browser.run("document.querySelector('.editor').scrollIntoView()", vec![]).await;
     browser.screenshot("editor-1280.png").await;
     browser.client.set_window_size(390, 844).await.expect("narrow window");
     let overflow = browser.run("return document.documentElement.scrollWidth <= window.innerWidth + 1", vec![]).await;
