@@ -9,6 +9,7 @@ import { describe } from './summary.js';
 import { tryArea, tryNode } from './try.js';
 import { KINDS, moveNode, removeNode } from '../lib/flow_model.js';
 import { isObject } from '../lib/ordered_json.js';
+import { can } from '../api.js';
 
 /** @typedef {import('./controls.js').Editor} Editor */
 
@@ -73,7 +74,8 @@ export function card(ed, node, index, count) {
     });
     ed.rebuild(() => document.getElementById('add-node'));
   };
-  const area = object && node.kind === 'request' ? tryArea(ed, node) : null;
+  // Trying sends the request now: it takes the scope of a launch.
+  const area = object && node.kind === 'request' && can('flows:execute') ? tryArea(ed, node) : null;
   const actions = h(
     'div',
     { class: 'card-actions' },

@@ -252,7 +252,6 @@ async fn nodes_are_reordered_added_and_saved_by_keyboard_alone_and_the_json_view
 }
 
 #[tokio::test]
-#[ignore = "needs definitions kept in their key order by the server, built on branch app-server"]
 async fn the_json_view_shows_a_stored_definition_in_its_authors_key_order() {
     let (app, target, browser) = setup().await;
     let flow = app.create_flow("as written", json!({"nodes": [{"id": "pause", "kind": "delay", "delay_ms": 1}]})).await;
@@ -363,7 +362,6 @@ async fn a_collection_request_becomes_a_node_with_its_overrides_and_runs() {
 }
 
 #[tokio::test]
-#[ignore = "needs POST /flows/{flow_id}/try, built on branch app-server"]
 async fn a_tried_node_answers_and_its_response_fields_become_an_extractor_and_an_assertion() {
     let (app, target, browser) = setup().await;
     let definition = json!({"nodes": [
