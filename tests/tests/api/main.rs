@@ -9,6 +9,7 @@ pub const SERVER: &str = env!("CARGO_BIN_EXE_hookflow-server-under-test");
 mod analytics;
 mod app_audit;
 mod app_browser;
+mod app_editor;
 mod app_signatures;
 mod app_webhook_nodes;
 mod auth;
