@@ -259,14 +259,15 @@ impl Browser {
         serde_json::from_value(self.run(script, vec![scope.into()]).await).expect("name and place")
     }
 
-    /// Presses Tab (Shift+Tab when `back`) until the focus is on a control inside `scope` named `name`; panics
-    /// after 300 presses, saying where the focus went.
+    /// Presses Tab (Shift+Tab when `back`) until the focus is on a control inside `scope` named `name` (or whose
+    /// name starts with `name` when it ends with a space: a capture's row, named by its method, path and time);
+    /// panics after 300 presses, saying where the focus went.
     pub async fn tab_to(&self, scope: &str, name: &str, back: bool) {
         let held: &[fantoccini::key::Key] = if back { &[fantoccini::key::Key::Shift] } else { &[] };
         let mut seen = Vec::new();
         for _ in 0..300 {
             let (focused, inside) = self.focused(scope).await;
-            if inside && focused == name {
+            if inside && (focused == name || (name.ends_with(' ') && focused.starts_with(name))) {
                 return;
             }
             seen.push(focused);

@@ -5,6 +5,9 @@
 // body check, the JSONPath of a picked response value, and the fields a validation problem may point at.
 
 import { put, get, has, drop, entries, names, isObject } from './ordered_json.js';
+import { jsonPath } from './json_path.js';
+
+export { jsonPath };
 
 /** The node kinds a person can add, with their labels. */
 export const KINDS = [
@@ -202,25 +205,6 @@ export function jsonBodyProblem(text) {
 /** Whether a body reads as JSON (templates count as values). */
 export function looksJson(text) {
   return /^\s*[[{]/.test(text || '') && !jsonBodyProblem(text);
-}
-
-/** A member name in a single-quoted JSONPath (RFC 9535) string. */
-function quoted(name) {
-  const escaped = name.replace(/[\\'\u0000-\u001f]/g, (c) => {
-    const short = { '\\': '\\\\', "'": "\\'", '\b': '\\b', '\f': '\\f', '\n': '\\n', '\r': '\\r', '\t': '\\t' }[c];
-    return short || `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
-  });
-  return `'${escaped}'`;
-}
-
-/**
- * The JSONPath (RFC 9535) of a value inside a JSON document, from its keys and indexes: `['data', 0, 'id']` gives
- * `$.data[0].id`; a name that is not a plain identifier is bracketed and quoted (`$['a b']`).
- */
-export function jsonPath(segments) {
-  return `$${segments
-    .map((s) => (typeof s === 'number' ? `[${s}]` : /^[A-Za-z_][A-Za-z0-9_]*$/.test(s) ? `.${s}` : `[${quoted(s)}]`))
-    .join('')}`;
 }
 
 /** A variable name for a picked value: its last key made a valid name, unique among `taken`. */
