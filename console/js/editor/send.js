@@ -3,24 +3,8 @@
 // would move integer-like keys first, so these send the text the model wrote (with the session, refreshed once on
 // 401 as `call` does) and read answers with the order-keeping parser.
 
-import { call, authHeaders, refresh, ApiError } from '../api.js';
+import { call, authHeaders, refresh, refusal } from '../api.js';
 import { parse, stringify } from '../lib/ordered_json.js';
-
-async function refusal(response) {
-  let body = null;
-  try {
-    body = await response.json();
-  } catch {
-    /* not the contract's body */
-  }
-  const error = body && body.error;
-  return new ApiError(
-    response.status,
-    error ? error.code : 'error',
-    error ? error.message : `the server answered ${response.status}`,
-    error ? error.request_id : null,
-  );
-}
 
 /**
  * Sends `body` (values read with the order-keeping parser, written back as they are) to `path`; answers the
