@@ -1,9 +1,11 @@
-//! `hookflow-bench fleet`: thousands of simulated runners (each a long poll plus a heartbeat every 10 s, from
-//! several loopback addresses) against the real `hookflow-server` binary in its own process on its embedded
-//! PostgreSQL, so its memory and CPU are its own: server RSS and CPU while the fleet waits, PostgreSQL connections
-//! in use, heartbeat latency, launch -> claim latency while the fleet waits, and fairness: the first job of each of
-//! many organizations while one organization has a large backlog.
+//! `hookflow-bench fleet`: thousands of simulated runners (each a long poll plus a heartbeat every 10 s, on
+//! connections of its own as a runner process holds them: `fleet_link`), from several loopback addresses, against
+//! the real `hookflow-server` binary in its own process on its embedded PostgreSQL, so its memory and CPU are its
+//! own: server RSS per connection and CPU while the fleet waits, PostgreSQL connections in use, heartbeat latency,
+//! launch -> claim latency while the fleet waits, protocol errors, and fairness: the first job of each of many
+//! organizations while one organization has a large backlog.
 
+use crate::fleet_link::{Dialer, Link, Tally};
 use crate::load::{BoxError, percentile_ms};
 use crate::server_process::{ServerProcess, database, postgres_cpu, start_server, usage};
 use hookflow_shared::{JobId, RunnerId};
@@ -34,26 +36,48 @@ pub struct Args {
     /// HTTP/2, which multiplexes both on one connection.
     #[arg(long)]
     http1: bool,
+    /// HTTP/2 only: runners whose polls and heartbeats share one connection (as behind a proxy that multiplexes
+    /// them); 1 gives every runner its own. Each side of a connection is an open file of its process: a fleet
+    /// larger than the open-file limit (`ulimit -Hn`) allows needs more than 1.
+    #[arg(long, default_value_t = 1)]
+    runners_per_connection: usize,
 }
 
-fn raise_file_limit() {
+/// Open files this process and the server it starts (which inherits the limit) may hold: a fleet of 20,000
+/// runners needs 20,000 connections on each side, over the 20,000 this machine's hard limit allows. Raising the
+/// hard limit needs privileges; without them the soft limit goes to the hard one.
+const OPEN_FILES: u64 = 1 << 17;
+
+/// Raises the open-file limit and checks that the fleet's connections fit under it, on this side and the server's.
+fn raise_file_limit(args: &Args) -> Result<(), BoxError> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
-        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if setrlimit(Resource::RLIMIT_NOFILE, OPEN_FILES.max(hard), OPEN_FILES.max(hard)).is_err() {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
     }
+    let (limit, _) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if args.http1 && args.runners_per_connection != 1 {
+        return Err(
+            "--runners-per-connection is for HTTP/2: an HTTP/1.1 connection carries one request at a time".into()
+        );
+    }
+    let connections =
+        if args.http1 { 2 * args.runners } else { args.runners.div_ceil(args.runners_per_connection.max(1)) };
+    // Besides the fleet: the server's database connections, listener and logs (it keeps 512 aside).
+    if connections as u64 + 600 > limit {
+        return Err(format!(
+            "{connections} connections do not fit under this process's open-file limit ({limit}, which the server \
+             inherits): fewer runners, or more --runners-per-connection over HTTP/2"
+        )
+        .into());
+    }
+    Ok(())
 }
 
-/// One HTTP client per source address.
-fn clients(addresses: u32, http2: bool) -> Result<Vec<reqwest::Client>, BoxError> {
-    (0..addresses)
-        .map(|i| {
-            let from = Ipv4Addr::from(u32::from(Ipv4Addr::new(127, 0, 0, 2)) + i);
-            let builder = reqwest::Client::builder().local_address(IpAddr::V4(from)).pool_max_idle_per_host(usize::MAX);
-            // HTTP/2 (prior knowledge on plain http, ALPN on https): a runner's poll and heartbeats share a connection.
-            let builder = if http2 { builder.http2_prior_knowledge() } else { builder };
-            builder.build().map_err(Into::into)
-        })
-        .collect()
+/// The `i`-th of `addresses` loopback source addresses (127.0.0.2 and up), as a fleet comes from many hosts.
+fn source_address(i: usize, addresses: u32) -> IpAddr {
+    let i = u32::try_from(i).unwrap_or(0) % addresses.max(1);
+    IpAddr::V4(Ipv4Addr::from(u32::from(Ipv4Addr::new(127, 0, 0, 2)) + i))
 }
 
 #[derive(Clone)]
@@ -81,37 +105,57 @@ impl Api {
     }
 }
 
+/// A simulated runner's credentials and its connection (the poll's; `Link::second` gives the other).
+#[derive(Clone)]
+struct Runner {
+    link: Link,
+    key: String,
+    org: String,
+}
+
+impl Runner {
+    async fn post(&self, link: &Link, path: &str, body: &Value) -> Result<(u16, Value), BoxError> {
+        let headers = [
+            (hookflow_shared::wire::header::API_KEY, &*self.key),
+            (hookflow_shared::wire::header::ORGANIZATION, &*self.org),
+        ];
+        link.post(path, &headers, body).await
+    }
+}
+
+/// Registers on `link`, retrying as the runner daemon does when a fleet starting at once meets a rate limit.
+async fn register(runner: &Runner, link: &Link) -> Option<String> {
+    let registration = json!({"name": "sim", "labels": [], "version": "bench", "max_concurrency": 1,
+        "host": {"hostname": "sim", "os": "linux", "arch": "x86_64", "cpus": 1, "memory_bytes": 0}});
+    for _ in 0..120 {
+        match runner.post(link, hookflow_shared::wire::runner_route::RUNNERS, &registration).await {
+            Ok((201, answer)) => return answer["id"].as_str().map(str::to_owned),
+            _ => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+    None
+}
+
 /// A simulated runner: registers, then long-polls (one job at a time, completing each at once and reporting when
-/// it got it) while a heartbeat every `beat` measures its latency.
+/// it got it) while a heartbeat every `beat` measures its latency. Over HTTP/1.1 the poll has a connection of its
+/// own and everything else shares the other; over HTTP/2 one connection carries both.
 async fn simulate(
-    api: Api,
+    runner: Runner,
     beat: Duration,
     got: tokio::sync::mpsc::UnboundedSender<(Instant, String)>,
     beats: Arc<Mutex<Vec<u32>>>,
 ) {
-    let registration = json!({"name": "sim", "labels": [], "version": "bench", "max_concurrency": 1,
-        "host": {"hostname": "sim", "os": "linux", "arch": "x86_64", "cpus": 1, "memory_bytes": 0}});
-    // A fleet starting at once meets the key's rate limit: retry as the runner daemon does.
-    let mut registered = None;
-    for _ in 0..120 {
-        match api.post(hookflow_shared::wire::runner_route::RUNNERS, registration.clone()).await {
-            Ok((201, answer)) => {
-                registered = answer["id"].as_str().map(str::to_owned);
-                break;
-            }
-            _ => tokio::time::sleep(Duration::from_secs(1)).await,
-        }
-    }
-    let Some(id) = registered else { return };
+    let other = runner.link.second();
+    let Some(id) = register(&runner, &other).await else { return };
     let heart = {
-        let (api, id, beats) = (api.clone(), id.clone(), beats.clone());
+        let (runner, id, beats) = (runner.clone(), id.clone(), beats.clone());
         tokio::spawn(async move {
             // Spread the fleet's heartbeats over the interval.
             tokio::time::sleep(beat.mul_f64(rand_fraction(&id))).await;
+            let path = hookflow_shared::wire::runner_route::heartbeat(id.parse().unwrap_or(RunnerId::nil()));
             loop {
                 let started = Instant::now();
-                let path = hookflow_shared::wire::runner_route::heartbeat(id.parse().unwrap_or(RunnerId::nil()));
-                if api.post(&path, json!({"running_jobs": []})).await.is_ok() {
+                if let Ok((200..=299, _)) = runner.post(&other, &path, &json!({"running_jobs": []})).await {
                     beats.lock().map(|mut b| b.push(started.elapsed().as_micros() as u32)).ok();
                 }
                 tokio::time::sleep(beat).await;
@@ -120,18 +164,15 @@ async fn simulate(
     };
     loop {
         let poll = json!({"runner_id": id, "wait_s": 30, "max_jobs": 1});
-        match api.post(hookflow_shared::wire::runner_route::NEXT_JOB, poll).await {
+        match runner.post(&runner.link, hookflow_shared::wire::runner_route::NEXT_JOB, &poll).await {
             Ok((200, batch)) => {
                 for job in batch["jobs"].as_array().cloned().unwrap_or_default() {
                     let _ = got.send((Instant::now(), job["execution_id"].as_str().unwrap_or_default().to_owned()));
                     let job_id: JobId = job["job_id"].as_str().and_then(|j| j.parse().ok()).unwrap_or(JobId::nil());
-                    let _ = api
-                        .http
-                        .post(format!("{}{}", api.base, hookflow_shared::wire::runner_route::job_complete(job_id)))
-                        .bearer_auth(job["job_token"].as_str().unwrap_or_default())
-                        .json(&json!({"status": "succeeded"}))
-                        .send()
-                        .await;
+                    let bearer = format!("Bearer {}", job["job_token"].as_str().unwrap_or_default());
+                    let path = hookflow_shared::wire::runner_route::job_complete(job_id);
+                    let _ =
+                        runner.link.post(&path, &[("authorization", &bearer)], &json!({"status": "succeeded"})).await;
                 }
             }
             Ok((204, _)) => {}
@@ -142,6 +183,41 @@ async fn simulate(
             return;
         }
     }
+}
+
+/// Another key of the fleet's organization, with every scope.
+async fn fleet_key(pool: &sqlx::PgPool, org_id: hookflow_shared::OrgId) -> Result<String, BoxError> {
+    use hookflow_control_plane::api::admin::keys;
+    let mut tx = pool.begin().await?;
+    let key = keys::create(
+        &mut tx,
+        keys::NewKey {
+            org_id,
+            name: "fleet".into(),
+            scopes: hookflow_shared::ScopeSet::all(),
+            expires_at: None,
+            actor: hookflow_control_plane::auth::Actor::Operator,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(key.key)
+}
+
+/// Established TCP connections whose local end is the server's port (its side of every client connection).
+fn server_connections(base: &str) -> usize {
+    let port = base.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()).unwrap_or(0);
+    let wanted = format!(":{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let mut fields = line.split_whitespace().skip(1);
+            let local = fields.next().unwrap_or_default();
+            local.ends_with(&wanted) && fields.nth(1) == Some("01")
+        })
+        .count()
 }
 
 /// A fraction in [0, 1) from an id, to spread heartbeats without a random number generator.
@@ -163,18 +239,64 @@ async fn connections_in_use(pool: &sqlx::PgPool) -> Result<i64, BoxError> {
 type Claims = tokio::sync::mpsc::UnboundedReceiver<(Instant, String)>;
 type Beats = Arc<Mutex<Vec<u32>>>;
 
-/// The server under test and the clients the simulated runners share.
+/// Runners that share one API key: the default per-key rate (2,000 requests/s) covers about 15,000 runners
+/// heartbeating every 10 s and polling every 30 s; a large fleet is given several keys, as an operator would.
+const RUNNERS_PER_KEY: usize = 2_000;
+
+/// The server under test, where the simulated runners connect from, and their keys.
 struct Fleet {
     server: ServerProcess,
-    http: Vec<reqwest::Client>,
+    dialers: Vec<Arc<Dialer>>,
+    /// Connections shared by several runners (`--runners-per-connection` over 1), by runner number / that.
+    shared: Vec<Link>,
+    per_connection: usize,
+    keys: Vec<String>,
+    tally: Arc<Tally>,
     pool: sqlx::PgPool,
 }
 
 impl Fleet {
-    /// The `i`-th runner's view of the API (its client spreads runners over the loopback addresses).
-    fn api(&self, i: usize) -> Api {
+    async fn new(server: ServerProcess, pool: sqlx::PgPool, args: &Args) -> Result<Self, BoxError> {
+        let address: std::net::SocketAddr = server.base.trim_start_matches("http://").parse()?;
+        let tally = Arc::new(Tally::default());
+        let dialers: Vec<_> = (0..args.addresses.max(1) as usize)
+            .map(|i| {
+                let from = source_address(i, args.addresses);
+                Arc::new(Dialer { server: address, from, http2: !args.http1, tally: tally.clone() })
+            })
+            .collect();
+        let per_connection = args.runners_per_connection.max(1);
+        let shared = if per_connection > 1 {
+            (0..args.runners.div_ceil(per_connection)).map(|c| Link::new(dialers[c % dialers.len()].clone())).collect()
+        } else {
+            Vec::new()
+        };
+        let mut keys = vec![server.key.clone()];
+        let org_id: hookflow_shared::OrgId = server.org.parse()?;
+        while keys.len() * RUNNERS_PER_KEY < args.runners {
+            keys.push(fleet_key(&pool, org_id).await?);
+        }
+        Ok(Self { server, dialers, shared, per_connection, keys, tally, pool })
+    }
+
+    /// The `i`-th runner: its connection from its source address (or the one it shares), its key. Runners past
+    /// the fleet's number get connections of their own.
+    fn runner(&self, i: usize) -> Runner {
+        let connection = i / self.per_connection;
+        Runner {
+            link: match self.shared.get(connection) {
+                Some(shared) => shared.clone(),
+                None => Link::new(self.dialers[connection % self.dialers.len()].clone()),
+            },
+            key: self.keys[(i / RUNNERS_PER_KEY).min(self.keys.len() - 1)].clone(),
+            org: self.server.org.clone(),
+        }
+    }
+
+    /// A client of the API beside the fleet (launches, flows).
+    fn api(&self) -> Api {
         Api {
-            http: self.http[i % self.http.len()].clone(),
+            http: reqwest::Client::new(),
             base: self.server.base.clone(),
             key: self.server.key.clone(),
             org: self.server.org.clone(),
@@ -187,7 +309,7 @@ impl Fleet {
         let beats: Beats = Arc::default();
         let started = Instant::now();
         for i in 0..args.runners {
-            tokio::spawn(simulate(self.api(i), Duration::from_secs(10), got_tx.clone(), beats.clone()));
+            tokio::spawn(simulate(self.runner(i), Duration::from_secs(10), got_tx.clone(), beats.clone()));
             if i % 100 == 99 {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -224,11 +346,15 @@ impl Fleet {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         let (rss_idle, cpu_after) = usage(pid);
+        let held = server_connections(&self.server.base);
         let idle_core = (cpu_after - cpu_before) / args.idle_seconds as f64;
         let pg_core = (postgres_cpu(&self.server.dir) - pg_before) / args.idle_seconds as f64;
         let idle_beats = beats.lock().map(|b| b.clone()).unwrap_or_default();
         println!(
-            "  server RSS: {rss_empty:.0} MiB before the fleet, {rss_idle:.0} MiB with it waiting (target <= 200 MiB)"
+            "  server RSS: {rss_empty:.0} MiB before the fleet, {rss_idle:.0} MiB with it waiting (target <= {} MiB); \
+             {held} connections held, {:.1} KiB each",
+            if args.http1 { 200 } else { 400 },
+            (rss_idle - rss_empty) * 1024.0 / held.max(1) as f64
         );
         println!(
             "  CPU while the fleet waits: server {:.0}% of one core (target <= 25%), its PostgreSQL {:.0}% more",
@@ -251,9 +377,9 @@ impl Fleet {
     /// Launch -> a waiting runner holds the job, one launch at a time; answers the flow launched.
     async fn launch_latency(&self, args: &Args, got: &mut Claims) -> Result<String, BoxError> {
         let nodes = json!([{"id": "s", "kind": "set_variables", "variables": {"a": "1"}}]);
-        let (_, flow) = self.api(0).post("/flows", json!({"name": "fleet", "definition": {"nodes": nodes}})).await?;
+        let launcher = self.api();
+        let (_, flow) = launcher.post("/flows", json!({"name": "fleet", "definition": {"nodes": nodes}})).await?;
         let flow = flow["id"].as_str().ok_or("flow id")?.to_owned();
-        let launcher = Api { http: reqwest::Client::new(), ..self.api(0) };
         let mut latencies = Vec::new();
         for _ in 0..args.launches {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -274,7 +400,7 @@ impl Fleet {
         }
         let (rss_busy, _) = usage(self.server.child.id());
         println!(
-            "  launch -> claim while {} wait: p50 {:.2} ms, p99 {:.2} ms over {} launches (targets 3 ms / 25 ms); RSS {rss_busy:.0} MiB",
+            "  launch -> claim while {} wait: p50 {:.2} ms, p99 {:.2} ms over {} launches (targets 5 ms / 50 ms); RSS {rss_busy:.0} MiB",
             args.runners,
             percentile_ms(&latencies, 50.0),
             percentile_ms(&latencies, 99.0),
@@ -285,29 +411,36 @@ impl Fleet {
 }
 
 pub async fn run(args: Args) -> Result<(), BoxError> {
-    raise_file_limit();
-    let server = start_server()?;
+    raise_file_limit(&args)?;
+    // The server's default connection caps: the runners' connections leave them once they authenticate.
+    let server = start_server(&[])?;
     let pool = database(&server)?;
-    let fleet = Fleet { http: clients(args.addresses.max(1), !args.http1)?, server, pool };
+    let fleet = Fleet::new(server, pool, &args).await?;
     println!(
         "fleet: {} simulated runners ({}) from {} addresses against one hookflow-server process",
         args.runners,
-        if args.http1 { "HTTP/1.1" } else { "HTTP/2" },
+        match (args.http1, args.runners_per_connection) {
+            (true, _) => "HTTP/1.1, two connections each".to_owned(),
+            (false, 0 | 1) => "HTTP/2, a connection each".to_owned(),
+            (false, n) => format!("HTTP/2, {n} to a connection"),
+        },
         args.addresses
     );
     let (rss_empty, _) = usage(fleet.server.child.id());
     let (mut got, beats) = fleet.enlist(&args).await?;
     fleet.watch_idle(&args, &beats, rss_empty).await?;
     let flow = fleet.launch_latency(&args, &mut got).await?;
-    fairness(&fleet.server, &fleet.pool, &args, &flow).await?;
+    fairness(&fleet, &args, &flow).await?;
+    println!("  protocol errors across the fleet: {}", fleet.tally.line());
     fleet.pool.close().await;
     Ok(())
 }
 
 /// One organization queues a backlog, then every other organization launches one job at once; each has one
 /// runner of its own. How long each waits for its first claim says whether a backlog elsewhere slows them.
-async fn fairness(server: &ServerProcess, pool: &sqlx::PgPool, args: &Args, _flow: &str) -> Result<(), BoxError> {
+async fn fairness(fleet: &Fleet, args: &Args, _flow: &str) -> Result<(), BoxError> {
     use hookflow_control_plane::api::admin::{keys, organization};
+    let (server, pool) = (&fleet.server, &fleet.pool);
     use hookflow_control_plane::auth::Actor;
     let mut orgs = Vec::new();
     for i in 0..args.organizations {
@@ -344,8 +477,9 @@ async fn fairness(server: &ServerProcess, pool: &sqlx::PgPool, args: &Args, _flo
     }
     let (got_tx, mut got) = tokio::sync::mpsc::unbounded_channel();
     let beats: Arc<Mutex<Vec<u32>>> = Arc::default();
-    for (api, _) in &flows {
-        tokio::spawn(simulate(api.clone(), Duration::from_secs(10), got_tx.clone(), beats.clone()));
+    for (i, (api, _)) in flows.iter().enumerate() {
+        let runner = Runner { key: api.key.clone(), org: api.org.clone(), ..fleet.runner(args.runners + i) };
+        tokio::spawn(simulate(runner, Duration::from_secs(10), got_tx.clone(), beats.clone()));
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     // Every light organization launches at once; each wait runs from its own launch's answer to its claim.

@@ -5,6 +5,7 @@ mod capture;
 mod chaos;
 mod engine;
 mod fleet;
+mod fleet_link;
 mod flood;
 mod import;
 mod inspector;

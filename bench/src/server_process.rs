@@ -23,16 +23,25 @@ impl Drop for ServerProcess {
     }
 }
 
-pub fn start_server() -> Result<ServerProcess, BoxError> {
-    let binary = std::env::current_exe()?.with_file_name("hookflow-server");
+/// Starts the server with its default limits, apart from `options` (more command-line options).
+pub fn start_server(options: &[&str]) -> Result<ServerProcess, BoxError> {
+    // Another build of the server (say, one on the system allocator) and a command to run it under (a profiler)
+    // may be named for a run; by default it is the one beside this binary, run as it is.
+    let binary = match std::env::var_os("HOOKFLOW_BENCH_SERVER") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => std::env::current_exe()?.with_file_name("hookflow-server"),
+    };
     if !binary.is_file() {
         return Err(format!("{} is missing: cargo build --release -p hookflow-control-plane", binary.display()).into());
     }
     let dir = std::path::PathBuf::from(format!("/tmp/hookflow-fleet-{}", std::process::id()));
-    let mut child = Command::new(&binary)
+    let wrapper = std::env::var("HOOKFLOW_BENCH_WRAP").unwrap_or_default();
+    let mut command = wrapper.split_whitespace().chain([binary.to_str().ok_or("server path")?]);
+    let mut child = Command::new(command.next().ok_or("server path")?)
+        .args(command)
         .args(["--data-dir", &dir.to_string_lossy(), "--listen", "127.0.0.1:0", "--metrics-listen", "off"])
-        .args(["--embedded-runner", "off", "--max-connections", "16384", "--max-connections-per-address", "4096"])
-        .args(["--db-max-connections", "20", "--log", "warn"])
+        .args(["--embedded-runner", "off", "--db-max-connections", "20", "--log", "warn"])
+        .args(options)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -28,20 +28,20 @@ pub struct RawHead {
     pub headers: Vec<(String, String)>,
 }
 
-/// The heads recorded on one connection by arrival number, oldest first (`None` for requests that are not
-/// captures); handlers take their own by their request's number.
+/// The capture heads recorded on one connection with their arrival numbers, oldest first (other requests are
+/// numbered but not kept, so a runner's connection holds none); handlers take their own by their request's number.
 #[derive(Debug, Clone, Default)]
 pub struct HeadQueue(Arc<Mutex<VecDeque<NumberedHead>>>);
 
 /// A head with its request's arrival number.
-type NumberedHead = (u64, Option<RawHead>);
+type NumberedHead = (u64, RawHead);
 
 /// A request's arrival number on its connection: the n-th request served takes the n-th head recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestNumber(pub u64);
 
 impl HeadQueue {
-    fn push(&self, number: u64, head: Option<RawHead>) {
+    fn push(&self, number: u64, head: RawHead) {
         let mut queue = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if queue.len() == MAX_QUEUED {
             queue.pop_front();
@@ -60,7 +60,7 @@ impl HeadQueue {
                 queue.push_front((n, head));
                 return None;
             }
-            return head.filter(|h| h.method == method && h.target == target);
+            return Some(head).filter(|h| h.method == method && h.target == target);
         }
         None
     }
@@ -95,7 +95,7 @@ pub struct Recording<IO> {
 
 impl<IO> Recording<IO> {
     pub fn new(inner: IO, queue: HeadQueue) -> Self {
-        Self { inner, queue, framing: Framing::Head, head: Vec::with_capacity(1024), next: 0 }
+        Self { inner, queue, framing: Framing::Head, head: Vec::new(), next: 0 }
     }
 
     /// Advances the framing over `data`. One function on purpose: the states hand bytes to each other within a
@@ -104,7 +104,15 @@ impl<IO> Recording<IO> {
         while !data.is_empty() {
             match &mut self.framing {
                 Framing::Off => return,
+                Framing::Head if self.head.is_empty() && find_end(&data[..data.len().min(MAX_HEAD + 1)]).is_some() => {
+                    // The whole head is in this read (the usual case): parsed where it lies, never copied.
+                    let end = find_end(data).map_or(data.len(), |pos| pos + 4);
+                    self.framing = self.finish_head(&data[..end]);
+                    data = &data[end..];
+                }
                 Framing::Head => {
+                    // A head split across reads is gathered here; the buffer is freed once it is parsed, so an
+                    // idle or long-polling connection holds none.
                     let start = self.head.len().saturating_sub(3);
                     let take = data.len().min(MAX_HEAD + 1 - self.head.len().min(MAX_HEAD));
                     self.head.extend_from_slice(&data[..take]);
@@ -112,12 +120,15 @@ impl<IO> Recording<IO> {
                         Some(pos) => {
                             let end = start + pos + 4;
                             let consumed = end - (self.head.len() - take);
-                            self.head.truncate(end);
-                            self.framing = self.finish_head();
-                            self.head.clear();
+                            let mut head = std::mem::take(&mut self.head);
+                            head.truncate(end);
+                            self.framing = self.finish_head(&head);
                             data = &data[consumed..];
                         }
-                        None if self.head.len() > MAX_HEAD => self.framing = Framing::Off,
+                        None if self.head.len() > MAX_HEAD => {
+                            self.head = Vec::new();
+                            self.framing = Framing::Off;
+                        }
                         None => data = &data[take..],
                     }
                 }
@@ -169,10 +180,10 @@ impl<IO> Recording<IO> {
     }
 
     /// Parses the completed head, queues it when it is a capture, and returns the framing of its body.
-    fn finish_head(&mut self) -> Framing {
+    fn finish_head(&mut self, head: &[u8]) -> Framing {
         let mut slots = [httparse::EMPTY_HEADER; 128];
         let mut request = httparse::Request::new(&mut slots);
-        let Ok(httparse::Status::Complete(_)) = request.parse(&self.head) else {
+        let Ok(httparse::Status::Complete(_)) = request.parse(head) else {
             return Framing::Off;
         };
         let (Some(method), Some(target)) = (request.method, request.path) else {
@@ -203,7 +214,9 @@ impl<IO> Recording<IO> {
                 .map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned()))
                 .collect(),
         });
-        self.queue.push(number, head);
+        if let Some(head) = head {
+            self.queue.push(number, head);
+        }
         if chunked {
             Framing::ChunkSize { size: 0, in_extension: false }
         } else if content_length > 0 {
@@ -320,5 +333,28 @@ POST /webhook/a HTTP/1.1\r\nX-Sig: good\r\n\r\n";
         let mut r = recorder();
         r.feed(b"POST /webhook/a HTTP/1.1\r\nContent-Length: nope\r\n\r\n");
         assert!(matches!(r.framing, Framing::Off));
+    }
+
+    /// A head of `size` bytes in all.
+    fn head_of(size: usize) -> Vec<u8> {
+        let start = b"POST /webhook/a HTTP/1.1\r\nX-Pad: ";
+        let mut head = start.to_vec();
+        head.resize(size - 4, b'p');
+        head.extend_from_slice(b"\r\n\r\n");
+        head
+    }
+
+    #[test]
+    fn a_head_up_to_the_limit_is_recorded_whole_or_in_pieces_and_a_longer_one_is_not() {
+        for piece in [1000, MAX_HEAD + 1, MAX_HEAD + 2] {
+            let mut r = recorder();
+            feed_in_pieces(&mut r, &head_of(MAX_HEAD + 1), piece);
+            let head = r.queue.take(RequestNumber(0), "POST", "/webhook/a").expect("recorded");
+            assert_eq!(head.headers[0].1.len(), MAX_HEAD + 1 - 37, "pieces of {piece}");
+            assert!(r.head.capacity() == 0, "no buffer is kept between heads");
+            let mut r = recorder();
+            feed_in_pieces(&mut r, &head_of(MAX_HEAD + 2), piece);
+            assert!(matches!(r.framing, Framing::Off), "pieces of {piece}");
+        }
     }
 }

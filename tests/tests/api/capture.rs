@@ -233,3 +233,32 @@ async fn concurrent_captures_are_all_stored_and_counted() {
         sqlx::query_scalar("SELECT count(DISTINCT id) FROM captures").fetch_one(&app.pool).await.expect("count");
     assert_eq!(ids, 200);
 }
+
+#[tokio::test]
+async fn a_head_as_large_as_the_recorder_keeps_is_recorded_whole_or_in_pieces() {
+    let app = TestApp::spawn().await;
+    let id = app.webhook_named("large head").await;
+    // 60 headers of 1,000 bytes: about 60 KB, under the 64 KiB the recorder keeps of one head.
+    let headers: Vec<(String, String)> = (0..60).map(|i| (format!("X-Big-{i}"), "v".repeat(990))).collect();
+    let lines: String = headers.iter().map(|(n, v)| format!("{n}: {v}\r\n")).collect();
+    let request =
+        format!("POST /webhook/{id} HTTP/1.1\r\nHost: h\r\n{lines}Content-Length: 2\r\nConnection: close\r\n\r\nok");
+    for piece in [request.len(), 700] {
+        let mut stream = tokio::net::TcpStream::connect(app.base.trim_start_matches("http://")).await.expect("connect");
+        for chunk in request.as_bytes().chunks(piece) {
+            tokio::io::AsyncWriteExt::write_all(&mut stream, chunk).await.expect("write");
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        let mut answer = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut stream, &mut answer).await.expect("read");
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        let receipt: serde_json::Value =
+            serde_json::from_str(answer.split("\r\n\r\n").nth(1).expect("body")).expect("json");
+        let path = format!("/webhooks/{id}/requests/{}", receipt["request_id"].as_str().expect("id"));
+        let stored = app.admin(Method::GET, &path, None).await.body;
+        let kept: Vec<(String, String)> = serde_json::from_value(stored["headers"].clone()).expect("headers");
+        assert_eq!(kept.len(), 63, "pieces of {piece}");
+        assert_eq!(kept[1..61], headers[..], "in order with their case, pieces of {piece}");
+    }
+}

@@ -274,3 +274,37 @@ async fn unknown_methods_never_become_labels() {
     let stored = app.get::<serde_json::Value>(&format!("/webhooks/{id}/requests"), 200).await;
     assert_eq!(stored["items"], serde_json::json!([]), "nothing was captured");
 }
+
+#[tokio::test]
+async fn the_largest_head_the_server_allows_is_read_whole() {
+    let app = TestApp::spawn().await;
+    // 90 headers of 4,000 bytes (360 KB) over a connection's first request: hyper's read buffer starts at 8 KiB
+    // and grows to its 408 KiB ceiling; the header count stays under its 100.
+    let lines: String = (0..90).map(|i| format!("X-Big-{i}: {}\r\n", "v".repeat(3990))).collect();
+    let request = format!("GET /healthz HTTP/1.1\r\nHost: h\r\n{lines}Connection: close\r\n\r\n");
+    let answer = app.raw_http(request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{}", &answer[..answer.len().min(300)]);
+}
+
+#[tokio::test]
+async fn http2_and_http1_share_the_listener() {
+    let app = TestApp::spawn().await;
+    let http2 = reqwest::Client::builder().http2_prior_knowledge().build().expect("client");
+    let id = app.webhook_named("h2").await;
+    for _ in 0..3 {
+        let answer = http2.get(format!("{}/healthz", app.base)).send().await.expect("h2 healthz");
+        assert_eq!((answer.version(), answer.status().as_u16()), (reqwest::Version::HTTP_2, 200));
+    }
+    let answer = http2.post(format!("{}/webhook/{id}", app.base)).body("over h2").send().await.expect("h2 capture");
+    assert_eq!((answer.version(), answer.status().as_u16()), (reqwest::Version::HTTP_2, 200));
+    let answer = reqwest::get(format!("{}/healthz", app.base)).await.expect("h1 healthz");
+    assert_eq!((answer.version(), answer.status().as_u16()), (reqwest::Version::HTTP_11, 200));
+    // A connection that sends only part of the HTTP/2 preface, then the rest, is still served as HTTP/2.
+    let mut stream = connect(&app).await;
+    stream.write_all(b"PRI * HTTP/2.0\r\n").await.expect("write");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    stream.write_all(b"\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0").await.expect("write");
+    let mut frame = [0u8; 9];
+    tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut frame)).await.expect("in time").expect("read");
+    assert_eq!(frame[3], 4, "the server's first frame is its SETTINGS");
+}

@@ -26,7 +26,8 @@ impl FromRequestParts<AppState> for RunnerCaller {
             crate::http::listener::prove(&parts.extensions);
             return Ok(Self { org_id: None });
         }
-        let caller = Caller::<scope::RunnerComplete>::from_request_parts(parts, state).await?;
+        // Boxed: the key's lookup would otherwise size every waiting long poll's future (see `claim`).
+        let caller = Box::pin(Caller::<scope::RunnerComplete>::from_request_parts(parts, state)).await?;
         Ok(Self { org_id: Some(caller.org_id) })
     }
 }
@@ -34,12 +35,14 @@ impl FromRequestParts<AppState> for RunnerCaller {
 /// Checks a runner id against the caller and marks the runner seen; returns its labels. Another organization's
 /// runner is 404.
 pub async fn touch_runner(app: &AppState, caller: RunnerCaller, runner_id: RunnerId) -> ApiResult<Vec<String>> {
-    // The row is written at most once a second, so many pollers of one runner do not queue on its lock.
+    // The row is written at most once a second, so many pollers of one runner do not queue on its lock; like a
+    // heartbeat, the write does not wait for its WAL flush (`registry::heartbeat` says why that is safe).
     let labels: Option<Vec<String>> = sqlx::query_scalar(
         "WITH runner AS (
              SELECT id, labels, last_seen_at FROM runners WHERE id = $1 AND organization_id IS NOT DISTINCT FROM $2),
          seen AS (
-             UPDATE runners r SET last_seen_at = now() FROM runner
+             UPDATE runners r SET last_seen_at = now()
+             FROM runner, (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
              WHERE r.id = runner.id AND runner.last_seen_at < now() - interval '1 second')
          SELECT labels FROM runner",
     )

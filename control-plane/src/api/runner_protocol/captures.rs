@@ -53,7 +53,9 @@ const EXPLAINED: i64 = 50;
     security(("job_token" = [])))]
 async fn wait_for_capture(call: JobCall, body: Body) -> ApiResult<Json<CaptureWaitReply>> {
     let app = call.app.clone();
-    let job = call.authorize(&mut *app.pool.acquire().await?, false).await?;
+    // This future lives as long as the wait: the statements' futures are boxed, so they take memory only while
+    // they run (as in the runner's claim).
+    let job = Box::pin(async { call.authorize(&mut *app.pool.acquire().await?, false).await }).await?;
     call.proven();
     let Some(_open) = app.waiters.open(job.job_id) else {
         let mut refused = ApiError::new(
@@ -67,7 +69,7 @@ async fn wait_for_capture(call: JobCall, body: Body) -> ApiResult<Json<CaptureWa
     if wait.exclude.len() > MAX_EXCLUDED {
         return Err(ApiError::invalid(format!("`exclude` holds at most {MAX_EXCLUDED} captures")));
     }
-    let matcher = Matcher::new(&app.pool, job.execution_id, &wait).await?;
+    let matcher = Box::pin(Matcher::new(&app.pool, job.execution_id, &wait)).await?;
     let waiting = app.waiters.wait(matcher.target).await;
     let wait_ms = wait.wait_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
@@ -76,7 +78,7 @@ async fn wait_for_capture(call: JobCall, body: Body) -> ApiResult<Json<CaptureWa
         let notified = waiting.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if let Some(capture) = matcher.first(&app.pool).await? {
+        if let Some(capture) = Box::pin(matcher.first(&app.pool)).await? {
             return Ok(Json(CaptureWaitReply { capture: Some(Box::new(capture)), ..CaptureWaitReply::default() }));
         }
         tokio::select! {
@@ -89,7 +91,7 @@ async fn wait_for_capture(call: JobCall, body: Body) -> ApiResult<Json<CaptureWa
     drop(waiting);
     let mut reply = CaptureWaitReply::default();
     if wait.explain {
-        (reply.seen, reply.closest) = matcher.explain(&app.pool).await?;
+        (reply.seen, reply.closest) = Box::pin(matcher.explain(&app.pool)).await?;
     }
     Ok(Json(reply))
 }

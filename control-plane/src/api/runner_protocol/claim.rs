@@ -72,15 +72,17 @@ async fn next_job(
     if body.max_jobs.is_some_and(|n| n == 0 || n > MAX_JOBS_PER_POLL) {
         return Err(ApiError::invalid(format!("invalid field `max_jobs`: 1 to {MAX_JOBS_PER_POLL}")));
     }
-    let labels = touch_runner(&app, caller, body.runner_id).await?;
+    // This future lives as long as the poll waits, thousands at once: the statements' futures (kilobytes each)
+    // are boxed, so they take memory only while they run, not for the whole wait.
+    let labels = Box::pin(touch_runner(&app, caller, body.runner_id)).await?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
     let wake = app.queue.for_runner(caller.org_id);
     if wait_s > 0 {
         // Before the first claim attempt: a launch on another replica that this attempt cannot see yet notifies.
-        crate::queue::watch::record_waiting(&app.pool, &app.queue, app.replica, caller.org_id).await;
+        Box::pin(crate::queue::watch::record_waiting(&app.pool, &app.queue, app.replica, caller.org_id)).await;
     }
     loop {
-        let mut jobs = try_claim(&app, caller, body.runner_id, &labels, body.max_jobs.unwrap_or(1)).await?;
+        let mut jobs = Box::pin(try_claim(&app, caller, body.runner_id, &labels, body.max_jobs.unwrap_or(1))).await?;
         if !jobs.is_empty() {
             // More may be queued: pass the wake on to another waiter.
             wake.notify_one();

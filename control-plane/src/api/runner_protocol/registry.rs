@@ -226,8 +226,12 @@ async fn heartbeat(
     if let Some(metrics) = &body.metrics {
         check_sizes(0, metrics.memory_used_bytes, "metrics.memory_used_bytes")?;
     }
+    // A fleet heartbeats hundreds of times a second, each a commit: this one does not wait for its WAL flush
+    // (`synchronous_commit` off for this statement's transaction only). A crash may forget the last fraction of a
+    // second of `last_seen_at`, which only says when a runner was last heard from; leases, below, stay durable.
     let seen = sqlx::query(
         "UPDATE runners SET last_seen_at = now(), metrics = COALESCE($3, metrics), running_jobs = $4
+         FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
          WHERE id = $1 AND organization_id IS NOT DISTINCT FROM $2",
     )
     .bind(id)

@@ -1,10 +1,12 @@
-//! The accept loop: HTTP/1 and HTTP/2 on one listener through hyper-util, with each connection's bytes passed
-//! through the raw-head recorder, the peer address and the request's number attached to every request, and
-//! graceful shutdown. Connections are admitted by the connection table (`connections`), headers must arrive
-//! within the header timeout (which is also how long an HTTP/1 connection may wait idle for its next request),
-//! request bodies must arrive within the body timeout, and idle connections are closed.
+//! The accept loop: HTTP/1 and HTTP/2 on one listener, told apart by peeking at each connection's first bytes
+//! (`protocol`), with each connection's bytes passed through the raw-head recorder, the peer address and the
+//! request's number attached to every request, and graceful shutdown. Connections are admitted by the connection
+//! table (`connections`), headers must arrive within the header timeout (which is also how long an HTTP/1
+//! connection may wait idle for its next request), request bodies must arrive within the body timeout, and idle
+//! connections are closed.
 
 pub mod connections;
+mod protocol;
 
 use crate::http::raw_head::{HeadQueue, Recording, RequestNumber};
 use axum::Router;
@@ -13,9 +15,8 @@ use axum::extract::ConnectInfo;
 use bytes::Bytes;
 use connections::{Connection, ConnectionLimits, Connections, InFlight};
 use hyper::body::{Frame, Incoming, SizeHint};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::rt::TokioIo;
+use protocol::Protocols;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -62,19 +63,6 @@ pub fn bind(address: std::net::SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(ACCEPT_BACKLOG)
 }
 
-/// HTTP/1.1 and HTTP/2 on one port: the head read timeout, HTTP/2 keep-alive pings and a stream cap.
-fn connection_builder(limits: &Limits) -> Builder<TokioExecutor> {
-    let mut builder = Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .keep_alive_interval(Duration::from_secs(30))
-        .keep_alive_timeout(Duration::from_secs(20))
-        .max_concurrent_streams(256);
-    builder
-}
-
 /// The next connection, or `None` at shutdown. A failed accept (out of file descriptors and the like) backs
 /// off briefly instead of spinning.
 async fn accept(listener: &TcpListener, shutdown: &CancellationToken) -> Option<(TcpStream, SocketAddr)> {
@@ -98,9 +86,9 @@ pub async fn serve(
     shutdown: CancellationToken,
     limits: Limits,
 ) -> std::io::Result<()> {
-    let graceful = GracefulShutdown::new();
-    let builder = connection_builder(&limits);
+    let protocols = Protocols::new(&limits);
     let table = Connections::new(limits.connections);
+    let tracker = tokio_util::task::TaskTracker::new();
     tokio::spawn(close_idle(table.clone(), shutdown.clone()));
     while let Some((stream, peer)) = accept(&listener, &shutdown).await {
         let Some(connection) = table.admit(peer.ip()) else {
@@ -108,47 +96,83 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let heads = HeadQueue::default();
-        let io = TokioIo::new(Recording::new(stream, heads.clone()));
-        let router = router.clone();
-        let served = Arc::new(AtomicU64::new(0));
-        let held = connection.clone();
-        let table_for_requests = table.clone();
-        let body_timeout = limits.body_timeout;
-        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-            let in_flight = InFlight::start(&held);
-            request.extensions_mut().insert(ConnectInfo(peer));
-            request.extensions_mut().insert(Proof { table: table_for_requests.clone(), connection: held.clone() });
-            request.extensions_mut().insert(heads.clone());
-            request.extensions_mut().insert(RequestNumber(served.fetch_add(1, Ordering::Relaxed)));
-            let request = request.map(|body| Body::new(Deadline::new(body, body_timeout)));
-            let answer = router.clone().oneshot(request);
-            async move {
-                let response = answer.await?;
-                Ok::<_, std::convert::Infallible>(
-                    response.map(|body| Body::new(Tracked { body, _in_flight: in_flight })),
-                )
-            }
-        });
-        let connection_future = graceful.watch(builder.serve_connection_with_upgrades(io, service).into_owned());
-        let table = table.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                ended = connection_future => {
-                    if let Err(e) = ended {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                }
-                () = connection.close.cancelled() => tracing::debug!("connection closed: idle, or its place was taken"),
-            }
-            table.release(&connection);
-        });
+        let accepted = Accepted { peer, connection, table: table.clone(), body_timeout: limits.body_timeout };
+        tracker.spawn(serve_connection(stream, accepted, router.clone(), protocols.clone(), shutdown.clone()));
     }
     drop(listener);
-    if tokio::time::timeout(DRAIN, graceful.shutdown()).await.is_err() {
+    tracker.close();
+    if tokio::time::timeout(DRAIN, tracker.wait()).await.is_err() {
         tracing::warn!("some connections were still open after {DRAIN:?}; closing them");
     }
     Ok(())
+}
+
+/// A connection the table admitted, with what its requests carry.
+struct Accepted {
+    peer: SocketAddr,
+    connection: Arc<Connection>,
+    table: Arc<Connections>,
+    body_timeout: Duration,
+}
+
+/// Serves one connection until it ends, is closed by the table, or (gracefully) the server stops.
+async fn serve_connection(
+    stream: TcpStream,
+    accepted: Accepted,
+    router: Router,
+    protocols: Protocols,
+    shutdown: CancellationToken,
+) {
+    let close = accepted.connection.close.clone();
+    let (table, connection) = (accepted.table.clone(), accepted.connection.clone());
+    let heads = HeadQueue::default();
+    let service = service(accepted, router, heads.clone());
+    let ended = tokio::select! {
+        http2 = protocol::speaks_http2(&stream) => match http2 {
+            Some(http2) => {
+                let io = TokioIo::new(Recording::new(stream, heads));
+                protocols.serve(http2, io, service, &close, &shutdown).await
+            }
+            None => Ok(()),
+        },
+        () = close.cancelled() => Ok(()),
+        () = shutdown.cancelled() => Ok(()),
+    };
+    if let Err(e) = ended {
+        tracing::debug!(error = %e, "connection ended with an error");
+    }
+    table.release(&connection);
+}
+
+/// The service of one connection's requests: each is counted in flight until its response body is done, and
+/// carries the peer's address, its proof of credentials, the connection's recorded heads and its number.
+fn service(
+    accepted: Accepted,
+    router: Router,
+    heads: HeadQueue,
+) -> impl hyper::service::Service<
+    hyper::Request<Incoming>,
+    Response = hyper::Response<Body>,
+    Error = std::convert::Infallible,
+    Future = impl Future<Output = Result<hyper::Response<Body>, std::convert::Infallible>> + Send + 'static,
+> + Clone
++ Send
++ 'static {
+    let served = Arc::new(AtomicU64::new(0));
+    let Accepted { peer, connection, table, body_timeout } = accepted;
+    hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        let in_flight = InFlight::start(&connection);
+        request.extensions_mut().insert(ConnectInfo(peer));
+        request.extensions_mut().insert(Proof { table: table.clone(), connection: connection.clone() });
+        request.extensions_mut().insert(heads.clone());
+        request.extensions_mut().insert(RequestNumber(served.fetch_add(1, Ordering::Relaxed)));
+        let request = request.map(|body| Body::new(Deadline::new(body, body_timeout)));
+        let answer = router.clone().oneshot(request);
+        async move {
+            let response = answer.await?;
+            Ok::<_, std::convert::Infallible>(response.map(|body| Body::new(Tracked { body, _in_flight: in_flight })))
+        }
+    })
 }
 
 /// A request's way to tell its connection's table that it carried valid credentials (`prove`).
