@@ -86,7 +86,7 @@ pub async fn serve(
     shutdown: CancellationToken,
     limits: Limits,
 ) -> std::io::Result<()> {
-    let protocols = Protocols::new(&limits);
+    let protocols = Protocols::new(limits.header_timeout);
     let table = Connections::new(limits.connections);
     let tracker = tokio_util::task::TaskTracker::new();
     tokio::spawn(close_idle(table.clone(), shutdown.clone()));

@@ -47,9 +47,10 @@ pub struct Protocols {
 }
 
 impl Protocols {
-    pub fn new(limits: &super::Limits) -> Self {
+    /// `header_timeout`: how long a request's head may take to arrive (and an idle HTTP/1 connection may wait).
+    pub fn new(header_timeout: Duration) -> Self {
         let mut http1 = http1::Builder::new();
-        http1.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+        http1.timer(TokioTimer::new()).header_read_timeout(header_timeout);
         let mut http2 = http2::Builder::new(TokioExecutor::new());
         http2
             .timer(TokioTimer::new())
