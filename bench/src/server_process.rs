@@ -24,6 +24,11 @@ impl Drop for ServerProcess {
 }
 
 pub fn start_server() -> Result<ServerProcess, BoxError> {
+    start_server_with(&[])
+}
+
+/// As [`start_server`], with `extra` arguments after the bench's own (a later flag wins).
+pub fn start_server_with(extra: &[&str]) -> Result<ServerProcess, BoxError> {
     let binary = std::env::current_exe()?.with_file_name("hookflow-server");
     if !binary.is_file() {
         return Err(format!("{} is missing: cargo build --release -p hookflow-control-plane", binary.display()).into());
@@ -33,6 +38,7 @@ pub fn start_server() -> Result<ServerProcess, BoxError> {
         .args(["--data-dir", &dir.to_string_lossy(), "--listen", "127.0.0.1:0", "--metrics-listen", "off"])
         .args(["--embedded-runner", "off", "--max-connections", "16384", "--max-connections-per-address", "4096"])
         .args(["--db-max-connections", "20", "--log", "warn"])
+        .args(extra)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -96,9 +102,14 @@ pub fn postgres_cpu(dir: &std::path::Path) -> f64 {
 
 /// A small pool on the server's own database.
 pub fn database(server: &ServerProcess) -> Result<sqlx::PgPool, BoxError> {
+    pool_of(server, 4)
+}
+
+/// A pool of `size` connections on the server's own database.
+pub fn pool_of(server: &ServerProcess, size: u32) -> Result<sqlx::PgPool, BoxError> {
     let cluster = server.dir.join("postgres");
     let password = std::fs::read_to_string(cluster.join("password"))?;
     let url =
         format!("postgres://hookflow:{}@localhost/hookflow?host={}", password.trim(), cluster.join("run").display());
-    Ok(hookflow_control_plane::db::pool(hookflow_control_plane::db::parse_url(&url)?, 4))
+    Ok(hookflow_control_plane::db::pool(hookflow_control_plane::db::parse_url(&url)?, size))
 }
