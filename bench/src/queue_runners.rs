@@ -58,6 +58,17 @@ impl Runners {
         Ok(Self { children, logs })
     }
 
+    /// The end of each runner's log, for a runner that did not start.
+    fn log_tails(&self) -> String {
+        let mut tails = String::new();
+        for entry in std::fs::read_dir(&self.logs).into_iter().flatten().flatten() {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let start = text.len().saturating_sub(600);
+            tails.push_str(&format!("\n{}: {}", entry.path().display(), text.get(start..).unwrap_or_default()));
+        }
+        tails
+    }
+
     fn pids(&self) -> Vec<u32> {
         self.children.iter().filter_map(tokio::process::Child::id).collect()
     }
@@ -148,6 +159,21 @@ impl Bench {
     }
 }
 
+/// Executions per statement of each kind for `flow`: each statement stamps its rows with one `now()`, so the
+/// distinct stamps count the statements (launches, claims, completions).
+async fn per_statement(pool: &sqlx::PgPool, flow: &str) -> Result<(f64, f64, f64), BoxError> {
+    let (n, launches, claims, completions): (i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT e.created_at), count(DISTINCT (j.runner_id, j.created_at)),
+             count(DISTINCT e.finished_at)
+         FROM executions e JOIN jobs j ON j.execution_id = e.id WHERE e.flow_id = $1::uuid",
+    )
+    .bind(flow)
+    .fetch_one(pool)
+    .await?;
+    let per = |statements: i64| n as f64 / statements.max(1) as f64;
+    Ok((per(launches), per(claims), per(completions)))
+}
+
 /// What one round through the runners measured.
 struct Round {
     /// Executions per second from the first launch to the last completion (server timestamps).
@@ -158,6 +184,8 @@ struct Round {
     /// CPU milliseconds per execution: server, runners, PostgreSQL.
     cpu_ms: (f64, f64, f64),
     waits: Vec<u32>,
+    /// Executions per launch, claim and completion statement.
+    batches: (f64, f64, f64),
 }
 
 /// wrk launches `flow` over `connections` connections for `seconds` while the runners drain it; then waits for
@@ -197,6 +225,7 @@ async fn through_runners(bench: &Bench, runners: &Runners, flow: &str, setup: &S
         busy,
         cpu_ms: (per(cpu_before.0, cpu_after.0), per(cpu_before.1, cpu_after.1), per(cpu_before.2, cpu_after.2)),
         waits: bench.claim_waits(flow).await?,
+        batches: per_statement(&bench.pool, flow).await?,
     })
 }
 
@@ -255,7 +284,7 @@ async fn idle_latency(bench: &Bench, samples: usize) -> Result<(String, Vec<u32>
 }
 
 /// Waits until `n` runners have registered and had time to start polling.
-async fn registered(bench: &Bench, n: usize) -> Result<(), BoxError> {
+async fn registered(bench: &Bench, runners: &Runners, n: usize) -> Result<(), BoxError> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let count: i64 = sqlx::query_scalar("SELECT count(*) FROM runners").fetch_one(&bench.pool).await?;
@@ -264,14 +293,19 @@ async fn registered(bench: &Bench, n: usize) -> Result<(), BoxError> {
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(format!("{count} of {n} runners registered within 30 s").into());
+            return Err(format!("{count} of {n} runners registered within 30 s:{}", runners.log_tails()).into());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
 fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 pub async fn run(setup: Setup) -> Result<(), BoxError> {
@@ -283,7 +317,7 @@ pub async fn run(setup: Setup) -> Result<(), BoxError> {
     let pool = pool_of(&server, u32::try_from(setup.workers)?.max(4) + 2)?;
     let bench = Bench { server, pool, http: reqwest::Client::new() };
     let runners = Runners::start(&bench.server, setup.runners, setup.slots).await?;
-    registered(&bench, setup.runners).await?;
+    registered(&bench, &runners, setup.runners).await?;
     println!(
         "queue, real runners: {} hookflow-runner processes of {} slots beside one hookflow-server process; wrk \
          launches a one-node flow (set_variables) over {} connections for {} s a round; raw pairs: {} jobs, {} SQL \
@@ -311,7 +345,8 @@ pub async fn run(setup: Setup) -> Result<(), BoxError> {
         println!(
             "  round {round}: raw SQL pairs {raw:>6.0} /s (cores busy {:.0}%), real runners {:>6.0} /s ({} executions, \
              cores busy {:.0}%, wrk launched {:.0} /s): {:.3}; CPU ms per execution: server {:.3}, runners {:.3}, \
-             PostgreSQL {:.3}; launch -> claimed under this load p50 {p50:.1} ms, p99 {p99:.1} ms; load average {}",
+             PostgreSQL {:.3}; executions per statement: launch {:.1}, claim {:.1}, completion {:.1}; launch -> \
+             claimed under this load p50 {p50:.1} ms, p99 {p99:.1} ms; load average {}",
             raw_busy * 100.0,
             run.rate,
             run.executions,
@@ -321,6 +356,9 @@ pub async fn run(setup: Setup) -> Result<(), BoxError> {
             run.cpu_ms.0,
             run.cpu_ms.1,
             run.cpu_ms.2,
+            run.batches.0,
+            run.batches.1,
+            run.batches.2,
             load_average()
         );
         raws.push(raw);

@@ -19,8 +19,24 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
         let _ = self.child.wait();
+        // A server that could not stop its cluster leaves it running: stop it (fast shutdown) before its files go.
+        if let Some(postmaster) = postmaster(&self.dir) {
+            let _ = Command::new("kill").args(["-INT", &postmaster.to_string()]).status();
+            for _ in 0..100 {
+                if !std::path::Path::new(&format!("/proc/{postmaster}")).exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_file(self.dir.with_extension("log"));
     }
+}
+
+/// The embedded PostgreSQL's postmaster under a server's data directory, while its pid file stands.
+fn postmaster(dir: &std::path::Path) -> Option<u32> {
+    std::fs::read_to_string(dir.join("postgres/data/postmaster.pid")).ok()?.lines().next()?.trim().parse().ok()
 }
 
 pub fn start_server() -> Result<ServerProcess, BoxError> {
@@ -34,6 +50,8 @@ pub fn start_server_with(extra: &[&str]) -> Result<ServerProcess, BoxError> {
         return Err(format!("{} is missing: cargo build --release -p hookflow-control-plane", binary.display()).into());
     }
     let dir = std::path::PathBuf::from(format!("/tmp/hookflow-fleet-{}", std::process::id()));
+    // Its log goes to a file beside the data directory: a pipe nobody reads would stop the server once full.
+    let log = std::fs::File::create(dir.with_extension("log"))?;
     let mut child = Command::new(&binary)
         .args(["--data-dir", &dir.to_string_lossy(), "--listen", "127.0.0.1:0", "--metrics-listen", "off"])
         .args(["--embedded-runner", "off", "--max-connections", "16384", "--max-connections-per-address", "4096"])
@@ -42,7 +60,7 @@ pub fn start_server_with(extra: &[&str]) -> Result<ServerProcess, BoxError> {
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(log)
         .spawn()?;
     let mut out = std::io::BufReader::new(child.stdout.take().ok_or("stdout")?);
     let (mut key, mut org, mut base) = (String::new(), String::new(), String::new());
@@ -63,6 +81,8 @@ pub fn start_server_with(extra: &[&str]) -> Result<ServerProcess, BoxError> {
     if key.is_empty() || base.is_empty() {
         return Err("the server did not print its first start".into());
     }
+    // The rest of its standard output is read and dropped, so the server never waits on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     Ok(ServerProcess { child, dir, base, key, org })
 }
 
@@ -82,10 +102,7 @@ pub fn usage(pid: u32) -> (f64, f64) {
 
 /// CPU seconds of the embedded PostgreSQL: its postmaster and every backend and helper under it.
 pub fn postgres_cpu(dir: &std::path::Path) -> f64 {
-    let Some(postmaster) = std::fs::read_to_string(dir.join("postgres/data/postmaster.pid"))
-        .ok()
-        .and_then(|t| t.lines().next()?.trim().parse::<u32>().ok())
-    else {
+    let Some(postmaster) = postmaster(dir) else {
         return f64::NAN;
     };
     let mut total = usage(postmaster).1;

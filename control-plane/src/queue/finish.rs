@@ -1,11 +1,13 @@
-//! Finish and cancel: executions end, any number in one statement (final status, the summary counted from the
-//! attempt's node results, the dead job token, the final event); runners' completions of one server share
+//! Finish and cancel: executions end, any number in one statement (final status, the node results a completion
+//! carries, the summary counted from the attempt's node results, the dead job token, the final event); runners'
+//! completions of one server share
 //! statements through group commit (`AppState::writers`). A cancel ends a queued execution at once and flags a running
 //! one, whose runner is told at its next heartbeat or report.
 
 use crate::db::group_commit::BatchWrite;
 use crate::error::{ApiError, ApiResult};
 use crate::queue::events::{self, LOG, bump};
+use crate::queue::report::StoredResult;
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow, fetch};
 use hookflow_shared::api::executions::{Execution, ExecutionEvent, ExecutionStatus};
 use hookflow_shared::api::runners::{Complete, FinalStatus};
@@ -24,14 +26,27 @@ pub struct Ending {
     pub attempt: i32,
     /// When set, the execution must still be held by this job (a runner's completion).
     pub job_id: Option<JobId>,
+    /// Its status and error (its `results` are taken out into `results`).
     pub end: Complete,
+    /// Node results stored with the ending (a runner's last ones).
+    pub results: Vec<StoredResult>,
+}
+
+impl Ending {
+    /// An ending that carries no node results.
+    pub fn new(execution_id: ExecutionId, attempt: i32, job_id: Option<JobId>, end: Complete) -> Self {
+        Self { execution_id, attempt, job_id, end, results: Vec::new() }
+    }
 }
 
 /// `$1`..`$5`: execution ids, attempts, statuses, errors and the jobs that must hold them (or nulls), one
 /// element per ending; of two endings of one execution the first counts. Rows are locked in id order, each looked
 /// up by its key (`OFFSET 0` keeps the planner from joining the whole table, whatever its statistics say); nodes
-/// never reported count as skipped. The arrays are read through `(SELECT $n)` so the plan does not depend on the
-/// batch size and is made once per connection.
+/// never reported count as skipped. `$6`..`$10`: the node results the endings carry (the 1-based ending each
+/// belongs to, node id, status, stored text, `node.completed` event), stored as a report stores them (repeats of a
+/// stored node ignored) with their events before `execution.completed`; an ending naming a node its flow does not
+/// have ends nothing. The arrays are read through `(SELECT $n)` so the plan does not depend on the batch size and
+/// is made once per connection.
 static FINISH: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH ending AS (
@@ -39,26 +54,52 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
                  (SELECT $3::text[]), (SELECT $4::text[]), (SELECT $5::uuid[]))
                  WITH ORDINALITY AS x(execution_id, attempt, status, error, job_id, ord)
              ORDER BY execution_id, ord),
-         held AS (
-             SELECT e.id, x.status, x.error, x.attempt, COALESCE(e.started_at, now()) AS started_at,
-                 jsonb_build_object('nodes_total', cardinality(e.node_ids), 'passed', c.passed, 'failed', c.failed,
-                     'skipped', GREATEST(cardinality(e.node_ids) - c.passed - c.failed, c.skipped)) AS summary
+         reported AS (
+             SELECT * FROM unnest((SELECT $6::int8[]), (SELECT $7::text[]), (SELECT $8::text[]), (SELECT $9::text[]),
+                 (SELECT $10::text[])) WITH ORDINALITY AS r(ending, node_id, status, result, event, ord)),
+         locked AS (
+             SELECT e.id, e.node_ids, x.ord, x.status, x.error, x.attempt, COALESCE(e.started_at, now()) AS started_at
              FROM ending x
-             CROSS JOIN LATERAL (
-                 SELECT count(*) FILTER (WHERE r.status = 'passed') AS passed,
-                        count(*) FILTER (WHERE r.status IN ('failed', 'error')) AS failed,
-                        count(*) FILTER (WHERE r.status = 'skipped') AS skipped
-                 FROM node_results r WHERE r.execution_id = x.execution_id AND r.attempt = x.attempt) c
              CROSS JOIN LATERAL (
                  SELECT * FROM executions e WHERE e.id = x.execution_id AND e.attempt = x.attempt
                      AND e.status IN ('queued', 'running') AND (x.job_id IS NULL OR e.job_id = x.job_id)
                  OFFSET 0) e
+             WHERE NOT EXISTS (SELECT 1 FROM reported r WHERE r.ending = x.ord AND NOT r.node_id = ANY(e.node_ids))
              ORDER BY e.id
              FOR UPDATE OF e),
+         fresh AS (
+             INSERT INTO node_results (execution_id, attempt, node_id, position, status, result)
+             SELECT l.id, l.attempt, r.node_id, array_position(l.node_ids, r.node_id), r.status, r.result::jsonb
+             FROM reported r JOIN locked l ON l.ord = r.ending
+             ON CONFLICT DO NOTHING RETURNING execution_id, node_id, position, status),
+         announced AS (
+             SELECT DISTINCT ON (f.execution_id, f.node_id) f.execution_id, r.ord, r.event,
+                 CASE WHEN l.node_ids[f.position + 1] IS NOT NULL AND NOT EXISTS (
+                         SELECT 1 FROM reported o WHERE o.ending = l.ord AND o.node_id = l.node_ids[f.position + 1])
+                     THEN format('{{\"type\":\"node.started\",\"node_id\":%s,\"attempt\":%s}}',
+                         to_json(l.node_ids[f.position + 1]), l.attempt)
+                 END AS started
+             FROM fresh f JOIN locked l ON l.id = f.execution_id
+             JOIN reported r ON r.ending = l.ord AND r.node_id = f.node_id
+             ORDER BY f.execution_id, f.node_id, r.ord),
+         held AS (
+             SELECT l.id, l.status, l.error, l.attempt, l.started_at,
+                 jsonb_build_object('nodes_total', cardinality(l.node_ids), 'passed', c.passed, 'failed', c.failed,
+                     'skipped', GREATEST(cardinality(l.node_ids) - c.passed - c.failed, c.skipped)) AS summary,
+                 ARRAY(SELECT u.v FROM announced a CROSS JOIN LATERAL unnest(ARRAY[a.event, a.started])
+                           WITH ORDINALITY AS u(v, k)
+                       WHERE a.execution_id = l.id AND u.v IS NOT NULL ORDER BY a.ord, u.k) AS node_events
+             FROM locked l
+             CROSS JOIN LATERAL (
+                 SELECT count(*) FILTER (WHERE s.status = 'passed') AS passed,
+                        count(*) FILTER (WHERE s.status IN ('failed', 'error')) AS failed,
+                        count(*) FILTER (WHERE s.status = 'skipped') AS skipped
+                 FROM (SELECT r.status FROM node_results r WHERE r.execution_id = l.id AND r.attempt = l.attempt
+                       UNION ALL SELECT f.status FROM fresh f WHERE f.execution_id = l.id) s) c),
          events AS (
-             SELECT id, status, error, started_at, summary, ARRAY[jsonb_build_object('type', 'execution.completed',
-                 'status', status, 'summary', summary, 'error', error, 'attempt', attempt,
-                 'duration_ms', (extract(epoch FROM now() - started_at) * 1000)::bigint)::text] AS events
+             SELECT id, status, error, started_at, summary, node_events || ARRAY[jsonb_build_object(
+                 'type', 'execution.completed', 'status', status, 'summary', summary, 'error', error, 'attempt',
+                 attempt, 'duration_ms', (extract(epoch FROM now() - started_at) * 1000)::bigint)::text] AS events
              FROM held),
          transition AS (
              UPDATE executions e SET status = ev.status, error = ev.error, finished_at = now(),
@@ -79,19 +120,35 @@ impl BatchWrite for Ending {
     type Out = Option<Execution>;
 
     fn bytes(&self) -> usize {
-        64 + self.end.error.as_ref().map_or(0, String::len)
+        let results: usize = self.results.iter().map(|r| 32 + r.node_id.len() + r.payload.len() + r.event.len()).sum();
+        64 + self.end.error.as_ref().map_or(0, String::len) + results
     }
 
     /// Ends executions in one statement: per ending, the execution as it ended, or `None` when it had already
     /// ended, (with `job_id`) moved on to another attempt, or an earlier ending of the batch ended it.
     async fn write_many(conn: &mut PgConnection, endings: &[Self]) -> ApiResult<Vec<Option<Execution>>> {
         let ids: Vec<ExecutionId> = endings.iter().map(|e| e.execution_id).collect();
+        let carried = endings.iter().enumerate().flat_map(|(i, e)| e.results.iter().map(move |r| (i as i64 + 1, r)));
+        let (mut owners, mut nodes, mut statuses, mut payloads, mut events) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (owner, result) in carried {
+            owners.push(owner);
+            nodes.push(result.node_id.as_str());
+            statuses.push(result.status);
+            payloads.push(result.payload.as_str());
+            events.push(result.event.as_str());
+        }
         let rows: Vec<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(FINISH.as_str()))
             .bind(&ids)
             .bind(endings.iter().map(|e| e.attempt).collect::<Vec<_>>())
             .bind(endings.iter().map(|e| e.end.status.as_str()).collect::<Vec<_>>())
             .bind(endings.iter().map(|e| e.end.error.as_deref()).collect::<Vec<_>>())
             .bind(endings.iter().map(|e| e.job_id).collect::<Vec<_>>())
+            .bind(&owners)
+            .bind(&nodes)
+            .bind(&statuses)
+            .bind(&payloads)
+            .bind(&events)
             .fetch_all(conn)
             .await?;
         let mut ended: BTreeMap<ExecutionId, ExecutionRow> = rows.into_iter().map(|row| (row.id(), row)).collect();
@@ -135,11 +192,8 @@ pub async fn cancel(conn: &mut PgConnection, target: CancelTarget) -> ApiResult<
     let execution_id = target.execution_id;
     match status.parse::<ExecutionStatus>().map_err(ApiError::internal_because)? {
         ExecutionStatus::Queued => {
-            let end = Complete {
-                status: FinalStatus::Cancelled,
-                error: Some("cancelled before a runner took it".to_owned()),
-            };
-            let ending = Ending { execution_id, attempt, job_id: None, end };
+            let end = Complete::new(FinalStatus::Cancelled, Some("cancelled before a runner took it".to_owned()));
+            let ending = Ending::new(execution_id, attempt, None, end);
             finish(conn, ending).await?;
         }
         ExecutionStatus::Running => {

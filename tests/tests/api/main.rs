@@ -52,6 +52,7 @@ mod people_sessions;
 mod private_network;
 mod queue_at_scale;
 mod queue_batching;
+mod queue_completion_results;
 mod resources;
 mod runner_e2e;
 mod signatures;
