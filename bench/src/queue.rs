@@ -51,6 +51,10 @@ pub struct Args {
     /// Seconds wrk launches in each round of the runners part.
     #[arg(long, default_value_t = 5)]
     wrk_seconds: u64,
+    /// Also print PostgreSQL's execution time per statement in the runners part (`pg_stat_statements`, loaded
+    /// by restarting the server once; the raw pairs' statements are counted too).
+    #[arg(long)]
+    pg_statements: bool,
 }
 
 /// The parts of `hookflow-bench queue`.
@@ -251,6 +255,7 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
         jobs: args.jobs,
         workers: args.workers,
         latency_samples: args.latency_samples,
+        statements: args.pg_statements,
     })
     .await
 }

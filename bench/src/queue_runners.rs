@@ -21,6 +21,8 @@ pub struct Setup {
     pub jobs: usize,
     pub workers: usize,
     pub latency_samples: usize,
+    /// Whether PostgreSQL's time per statement is gathered (`pg_stat_statements`) and printed.
+    pub statements: bool,
 }
 
 /// The runner processes, killed when dropped.
@@ -126,21 +128,29 @@ impl Bench {
         Ok(())
     }
 
-    /// Waits until no execution of `flow` is queued or running (at most `within`).
+    /// Waits until no execution of `flow` is queued or running (at most `within`). Asks whether any execution is
+    /// open through the queue's partial indexes (one flow runs at a time): a count over the flow's executions every
+    /// 50 ms cost PostgreSQL a tenth of what it measured.
     async fn drained(&self, flow: &str, within: Duration) -> Result<(), BoxError> {
         let deadline = Instant::now() + within;
         loop {
-            let open: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM executions WHERE flow_id = $1::uuid AND status IN ('queued', 'running')",
+            let open: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM executions WHERE status = 'queued')
+                     OR EXISTS (SELECT 1 FROM executions WHERE status = 'running')",
             )
-            .bind(flow)
             .fetch_one(&self.pool)
             .await?;
-            if open == 0 {
+            if !open {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(format!("{open} executions had not ended after {within:?}").into());
+                let left: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM executions WHERE flow_id = $1::uuid AND status IN ('queued', 'running')",
+                )
+                .bind(flow)
+                .fetch_one(&self.pool)
+                .await?;
+                return Err(format!("{left} executions had not ended after {within:?}").into());
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -148,14 +158,19 @@ impl Bench {
 
     /// Launch -> claimed of each execution of `flow` (the server's `created_at` -> `started_at`), in microseconds.
     async fn claim_waits(&self, flow: &str) -> Result<Vec<u32>, BoxError> {
-        let waits: Vec<i64> = sqlx::query_scalar(
-            "SELECT (extract(epoch FROM started_at - created_at) * 1e6)::int8 FROM executions
-             WHERE flow_id = $1::uuid AND started_at IS NOT NULL",
-        )
+        self.spans(flow, "created_at", "started_at").await
+    }
+
+    /// `from` -> `to` (timestamp columns) of each execution of `flow` that has both, in microseconds.
+    async fn spans(&self, flow: &str, from: &str, to: &str) -> Result<Vec<u32>, BoxError> {
+        let spans: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT (extract(epoch FROM {to} - {from}) * 1e6)::int8 FROM executions
+             WHERE flow_id = $1::uuid AND {to} IS NOT NULL AND {from} IS NOT NULL"
+        )))
         .bind(flow)
         .fetch_all(&self.pool)
         .await?;
-        Ok(waits.into_iter().map(|w| u32::try_from(w.max(0)).unwrap_or(u32::MAX)).collect())
+        Ok(spans.into_iter().map(|w| u32::try_from(w.max(0)).unwrap_or(u32::MAX)).collect())
     }
 }
 
@@ -184,6 +199,8 @@ struct Round {
     /// CPU milliseconds per execution: server, runners, PostgreSQL.
     cpu_ms: (f64, f64, f64),
     waits: Vec<u32>,
+    /// Claimed -> completed (server timestamps), in microseconds: how long a runner holds a job.
+    held: Vec<u32>,
     /// Executions per launch, claim and completion statement.
     batches: (f64, f64, f64),
 }
@@ -225,6 +242,7 @@ async fn through_runners(bench: &Bench, runners: &Runners, flow: &str, setup: &S
         busy,
         cpu_ms: (per(cpu_before.0, cpu_after.0), per(cpu_before.1, cpu_after.1), per(cpu_before.2, cpu_after.2)),
         waits: bench.claim_waits(flow).await?,
+        held: bench.spans(flow, "started_at", "finished_at").await?,
         batches: per_statement(&bench.pool, flow).await?,
     })
 }
@@ -267,6 +285,30 @@ async fn check_stored(bench: &Bench, flows: &[String]) -> Result<String, BoxErro
         return Err(format!("some executions were not stored as they should be: {line}").into());
     }
     Ok(line)
+}
+
+/// PostgreSQL's execution time per statement over the rounds (raw pairs included), per execution of `flows`.
+async fn statements(bench: &Bench, flows: &[String]) -> Result<(), BoxError> {
+    let executions: i64 = sqlx::query_scalar("SELECT count(*) FROM executions WHERE flow_id::text = ANY($1)")
+        .bind(flows)
+        .fetch_one(&bench.pool)
+        .await?;
+    let top: Vec<(i64, f64, f64, String)> = sqlx::query_as(
+        "SELECT calls, total_exec_time, mean_exec_time, regexp_replace(query, '\\s+', ' ', 'g')
+         FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15",
+    )
+    .fetch_all(&bench.pool)
+    .await?;
+    println!("  PostgreSQL's execution time by statement (pg_stat_statements), per execution of the rounds:");
+    for (calls, total, mean, query) in top {
+        let text: String = query.chars().take(110).collect();
+        println!(
+            "    {:>7.1} us/execution  {calls:>8} calls  {:>7.1} us/call  {text}",
+            total * 1000.0 / executions.max(1) as f64,
+            mean * 1000.0
+        );
+    }
+    Ok(())
 }
 
 /// Launches one at a time while every runner waits idle in its long poll; launch -> claimed from the server's
@@ -313,7 +355,12 @@ pub async fn run(setup: Setup) -> Result<(), BoxError> {
         return Err("wrk is not on PATH (../shared/tools/install-peers.sh installs it)".into());
     }
     // Launches from one key at wrk's rate: the key's request budget (2,000/s by default) would be what is measured.
-    let server = start_server_with(&["--key-rate-limit", "1000000"])?;
+    let extra = ["--key-rate-limit", "1000000"];
+    let mut server = start_server_with(&extra)?;
+    if setup.statements {
+        let more = std::env::var("HOOKFLOW_BENCH_PG_SETTINGS_TMP").unwrap_or_default();
+        server.restart_with_settings(&format!("\nshared_preload_libraries = 'pg_stat_statements'\n{more}\n"), &extra)?;
+    }
     let pool = pool_of(&server, u32::try_from(setup.workers)?.max(4) + 2)?;
     let bench = Bench { server, pool, http: reqwest::Client::new() };
     let runners = Runners::start(&bench.server, setup.runners, setup.slots).await?;
@@ -334,6 +381,13 @@ pub async fn run(setup: Setup) -> Result<(), BoxError> {
     let warm = bench.flow("warm-up").await?;
     through_runners(&bench, &runners, &warm, &Setup { seconds: 2, ..setup }).await?;
     sqlx::query("ANALYZE").execute(&bench.pool).await?;
+    if let Ok(sql) = std::env::var("HOOKFLOW_BENCH_SQL_TMP") {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&bench.pool).await?;
+    }
+    if setup.statements {
+        sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").execute(&bench.pool).await?;
+        sqlx::query("SELECT pg_stat_statements_reset()").execute(&bench.pool).await?;
+    }
     let (mut raws, mut rates, mut flows, mut waits) = (Vec::new(), Vec::new(), vec![warm], Vec::new());
     for round in 1..=setup.rounds {
         let busy = MachineBusy::start();
@@ -346,7 +400,8 @@ pub async fn run(setup: Setup) -> Result<(), BoxError> {
             "  round {round}: raw SQL pairs {raw:>6.0} /s (cores busy {:.0}%), real runners {:>6.0} /s ({} executions, \
              cores busy {:.0}%, wrk launched {:.0} /s): {:.3}; CPU ms per execution: server {:.3}, runners {:.3}, \
              PostgreSQL {:.3}; executions per statement: launch {:.1}, claim {:.1}, completion {:.1}; launch -> \
-             claimed under this load p50 {p50:.1} ms, p99 {p99:.1} ms; load average {}",
+             claimed under this load p50 {p50:.1} ms, p99 {p99:.1} ms; claimed -> completed p50 {:.1} ms, p99 {:.1} \
+             ms; load average {}",
             raw_busy * 100.0,
             run.rate,
             run.executions,
@@ -359,12 +414,17 @@ pub async fn run(setup: Setup) -> Result<(), BoxError> {
             run.batches.0,
             run.batches.1,
             run.batches.2,
+            percentile_ms(&run.held, 50.0),
+            percentile_ms(&run.held, 99.0),
             load_average()
         );
         raws.push(raw);
         rates.push(run.rate);
         waits.extend(run.waits);
         flows.push(flow);
+    }
+    if setup.statements {
+        statements(&bench, &flows[1..]).await?;
     }
     let (raw, through) = (median(&mut raws), median(&mut rates));
     println!("  raw SQL claim-then-complete pairs:   {raw:>8.0} /s (median of {})", setup.rounds);

@@ -19,18 +19,23 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
         let _ = self.child.wait();
-        // A server that could not stop its cluster leaves it running: stop it (fast shutdown) before its files go.
-        if let Some(postmaster) = postmaster(&self.dir) {
-            let _ = Command::new("kill").args(["-INT", &postmaster.to_string()]).status();
-            for _ in 0..100 {
-                if !std::path::Path::new(&format!("/proc/{postmaster}")).exists() {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-        }
+        // A server that could not stop its cluster leaves it running: stop it before its files go.
+        stop_orphan(&self.dir);
         let _ = std::fs::remove_dir_all(&self.dir);
         let _ = std::fs::remove_file(self.dir.with_extension("log"));
+    }
+}
+
+/// Stops (fast shutdown) the embedded PostgreSQL a server left running under `dir`, if any; waits up to 10 s.
+fn stop_orphan(dir: &std::path::Path) {
+    if let Some(postmaster) = postmaster(dir) {
+        let _ = Command::new("kill").args(["-INT", &postmaster.to_string()]).status();
+        for _ in 0..100 {
+            if !std::path::Path::new(&format!("/proc/{postmaster}")).exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
     }
 }
 
@@ -45,23 +50,8 @@ pub fn start_server() -> Result<ServerProcess, BoxError> {
 
 /// As [`start_server`], with `extra` arguments after the bench's own (a later flag wins).
 pub fn start_server_with(extra: &[&str]) -> Result<ServerProcess, BoxError> {
-    let binary = std::env::current_exe()?.with_file_name("hookflow-server");
-    if !binary.is_file() {
-        return Err(format!("{} is missing: cargo build --release -p hookflow-control-plane", binary.display()).into());
-    }
     let dir = std::path::PathBuf::from(format!("/tmp/hookflow-fleet-{}", std::process::id()));
-    // Its log goes to a file beside the data directory: a pipe nobody reads would stop the server once full.
-    let log = std::fs::File::create(dir.with_extension("log"))?;
-    let mut child = Command::new(&binary)
-        .args(["--data-dir", &dir.to_string_lossy(), "--listen", "127.0.0.1:0", "--metrics-listen", "off"])
-        .args(["--embedded-runner", "off", "--max-connections", "16384", "--max-connections-per-address", "4096"])
-        .args(["--db-max-connections", "20", "--log", "warn"])
-        .args(extra)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()?;
+    let mut child = spawn(&dir, "127.0.0.1:0", extra, Stdio::piped())?;
     let mut out = std::io::BufReader::new(child.stdout.take().ok_or("stdout")?);
     let (mut key, mut org, mut base) = (String::new(), String::new(), String::new());
     let mut line = String::new();
@@ -84,6 +74,54 @@ pub fn start_server_with(extra: &[&str]) -> Result<ServerProcess, BoxError> {
     // The rest of its standard output is read and dropped, so the server never waits on a full pipe.
     std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     Ok(ServerProcess { child, dir, base, key, org })
+}
+
+/// Starts the server binary beside `hookflow-bench` on `dir`, listening on `listen`, its standard output to
+/// `stdout`.
+fn spawn(dir: &std::path::Path, listen: &str, extra: &[&str], stdout: Stdio) -> Result<Child, BoxError> {
+    let binary = std::env::current_exe()?.with_file_name("hookflow-server");
+    if !binary.is_file() {
+        return Err(format!("{} is missing: cargo build --release -p hookflow-control-plane", binary.display()).into());
+    }
+    // Its log goes to a file beside the data directory: a pipe nobody reads would stop the server once full.
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.with_extension("log"))?;
+    Ok(Command::new(&binary)
+        .args(["--data-dir", &dir.to_string_lossy(), "--listen", listen, "--metrics-listen", "off"])
+        .args(["--embedded-runner", "off", "--max-connections", "16384", "--max-connections-per-address", "4096"])
+        .args(["--db-max-connections", "20", "--log", "warn"])
+        .args(extra)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(log)
+        .spawn()?)
+}
+
+impl ServerProcess {
+    /// Stops the server, adds `settings` to its cluster's `postgresql.conf` (`shared_preload_libraries`, which
+    /// takes a restart), and starts it again on the same data directory and address with `extra` arguments.
+    pub fn restart_with_settings(&mut self, settings: &str, extra: &[&str]) -> Result<(), BoxError> {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        self.child.wait()?;
+        // A server stopped early in its start leaves its cluster running (the next start would adopt it as is).
+        stop_orphan(&self.dir);
+        let conf = self.dir.join("postgres/data/postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf)?;
+        text.push_str(settings);
+        std::fs::write(&conf, text)?;
+        let address = self.base.trim_start_matches("http://").to_owned();
+        self.child = spawn(&self.dir, &address, extra, Stdio::null())?;
+        // The server listens before its cluster is up: both must answer.
+        let socket = self.dir.join("postgres/run/.s.PGSQL.5432");
+        for _ in 0..300 {
+            if socket.exists() && std::net::TcpStream::connect(&address).is_ok() {
+                std::thread::sleep(std::time::Duration::from_millis(500));
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Err(format!("the server did not listen on {address} again within 30 s").into())
+    }
 }
 
 /// Resident memory (MiB) and CPU time (seconds) of a process.

@@ -115,7 +115,12 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let Ok(runtime) = tokio::runtime::Builder::new_multi_thread().enable_all().build() else {
+    let runtime = match std::env::var("HOOKFLOW_RUNNER_RT_TMP").as_deref() {
+        Ok("current") => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        Ok("one") => tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build(),
+        _ => tokio::runtime::Builder::new_multi_thread().enable_all().build(),
+    };
+    let Ok(runtime) = runtime else {
         eprintln!("hookflow-runner: cannot start the async runtime");
         return ExitCode::FAILURE;
     };

@@ -46,7 +46,9 @@ impl Ending {
 /// belongs to, node id, status, stored text, `node.completed` event), stored as a report stores them (repeats of a
 /// stored node ignored) with their events before `execution.completed`; an ending naming a node its flow does not
 /// have ends nothing. The arrays are read through `(SELECT $n)` so the plan does not depend on the batch size and
-/// is made once per connection.
+/// is made once per connection. The results are joined to their endings once (`placed`), and what is made per
+/// execution is materialized: planned as inlined joins on the batch's (unknown) sizes, a 42-ending batch of a
+/// one-node flow compared 74,000 rows (14 ms of 18) and made each ending's events again for every use.
 static FINISH: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH ending AS (
@@ -54,7 +56,7 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
                  (SELECT $3::text[]), (SELECT $4::text[]), (SELECT $5::uuid[]))
                  WITH ORDINALITY AS x(execution_id, attempt, status, error, job_id, ord)
              ORDER BY execution_id, ord),
-         reported AS (
+         reported AS MATERIALIZED (
              SELECT * FROM unnest((SELECT $6::int8[]), (SELECT $7::text[]), (SELECT $8::text[]), (SELECT $9::text[]),
                  (SELECT $10::text[])) WITH ORDINALITY AS r(ending, node_id, status, result, event, ord)),
          locked AS (
@@ -67,36 +69,43 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
              WHERE NOT EXISTS (SELECT 1 FROM reported r WHERE r.ending = x.ord AND NOT r.node_id = ANY(e.node_ids))
              ORDER BY e.id
              FOR UPDATE OF e),
+         placed AS MATERIALIZED (
+             SELECT r.ord, r.node_id, r.status, r.result, r.event, l.id AS execution_id, l.node_ids, l.attempt,
+                 l.ord AS ending, array_position(l.node_ids, r.node_id) AS position
+             FROM reported r JOIN locked l ON l.ord = r.ending),
          fresh AS (
              INSERT INTO node_results (execution_id, attempt, node_id, position, status, result)
-             SELECT l.id, l.attempt, r.node_id, array_position(l.node_ids, r.node_id), r.status, r.result::jsonb
-             FROM reported r JOIN locked l ON l.ord = r.ending
-             ON CONFLICT DO NOTHING RETURNING execution_id, node_id, position, status),
+             SELECT execution_id, attempt, node_id, position, status, result::jsonb FROM placed
+             ON CONFLICT DO NOTHING RETURNING execution_id, node_id, status),
          announced AS (
-             SELECT DISTINCT ON (f.execution_id, f.node_id) f.execution_id, r.ord, r.event,
-                 CASE WHEN l.node_ids[f.position + 1] IS NOT NULL AND NOT EXISTS (
-                         SELECT 1 FROM reported o WHERE o.ending = l.ord AND o.node_id = l.node_ids[f.position + 1])
+             SELECT DISTINCT ON (p.execution_id, p.node_id) p.execution_id, p.ord, p.status, p.event,
+                 CASE WHEN p.node_ids[p.position + 1] IS NOT NULL AND NOT EXISTS (
+                         SELECT 1 FROM placed o WHERE o.ending = p.ending AND o.node_id = p.node_ids[p.position + 1])
                      THEN format('{{\"type\":\"node.started\",\"node_id\":%s,\"attempt\":%s}}',
-                         to_json(l.node_ids[f.position + 1]), l.attempt)
+                         to_json(p.node_ids[p.position + 1]), p.attempt)
                  END AS started
-             FROM fresh f JOIN locked l ON l.id = f.execution_id
-             JOIN reported r ON r.ending = l.ord AND r.node_id = f.node_id
-             ORDER BY f.execution_id, f.node_id, r.ord),
-         held AS (
+             FROM placed p WHERE (p.execution_id, p.node_id) IN (SELECT execution_id, node_id FROM fresh)
+             ORDER BY p.execution_id, p.node_id, p.ord),
+         told AS MATERIALIZED (
+             SELECT a.execution_id, array_agg(u.v ORDER BY a.ord, u.k) FILTER (WHERE u.v IS NOT NULL) AS events,
+                 count(*) FILTER (WHERE u.k = 1 AND a.status = 'passed') AS passed,
+                 count(*) FILTER (WHERE u.k = 1 AND a.status IN ('failed', 'error')) AS failed,
+                 count(*) FILTER (WHERE u.k = 1 AND a.status = 'skipped') AS skipped
+             FROM announced a CROSS JOIN LATERAL unnest(ARRAY[a.event, a.started]) WITH ORDINALITY AS u(v, k)
+             GROUP BY a.execution_id),
+         held AS MATERIALIZED (
              SELECT l.id, l.status, l.error, l.attempt, l.started_at,
                  jsonb_build_object('nodes_total', cardinality(l.node_ids), 'passed', c.passed, 'failed', c.failed,
                      'skipped', GREATEST(cardinality(l.node_ids) - c.passed - c.failed, c.skipped)) AS summary,
-                 ARRAY(SELECT u.v FROM announced a CROSS JOIN LATERAL unnest(ARRAY[a.event, a.started])
-                           WITH ORDINALITY AS u(v, k)
-                       WHERE a.execution_id = l.id AND u.v IS NOT NULL ORDER BY a.ord, u.k) AS node_events
+                 COALESCE(t.events, '{{}}') AS node_events
              FROM locked l
+             LEFT JOIN told t ON t.execution_id = l.id
              CROSS JOIN LATERAL (
-                 SELECT count(*) FILTER (WHERE s.status = 'passed') AS passed,
-                        count(*) FILTER (WHERE s.status IN ('failed', 'error')) AS failed,
-                        count(*) FILTER (WHERE s.status = 'skipped') AS skipped
-                 FROM (SELECT r.status FROM node_results r WHERE r.execution_id = l.id AND r.attempt = l.attempt
-                       UNION ALL SELECT f.status FROM fresh f WHERE f.execution_id = l.id) s) c),
-         events AS (
+                 SELECT count(*) FILTER (WHERE r.status = 'passed') + COALESCE(t.passed, 0) AS passed,
+                        count(*) FILTER (WHERE r.status IN ('failed', 'error')) + COALESCE(t.failed, 0) AS failed,
+                        count(*) FILTER (WHERE r.status = 'skipped') + COALESCE(t.skipped, 0) AS skipped
+                 FROM node_results r WHERE r.execution_id = l.id AND r.attempt = l.attempt) c),
+         events AS MATERIALIZED (
              SELECT id, status, error, started_at, summary, node_events || ARRAY[jsonb_build_object(
                  'type', 'execution.completed', 'status', status, 'summary', summary, 'error', error, 'attempt',
                  attempt, 'duration_ms', (extract(epoch FROM now() - started_at) * 1000)::bigint)::text] AS events

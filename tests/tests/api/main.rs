@@ -53,6 +53,7 @@ mod private_network;
 mod queue_at_scale;
 mod queue_batching;
 mod queue_completion_results;
+mod queue_polls;
 mod resources;
 mod runner_e2e;
 mod signatures;
