@@ -8,6 +8,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// mimalloc, as in `hookflow-server`: with glibc's allocator a third of a busy runner's user time went to
+/// `malloc`/`free` (`perf` during `hookflow-bench queue`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "hookflow-runner",
