@@ -71,8 +71,13 @@ pub fn start_server_with(extra: &[&str]) -> Result<ServerProcess, BoxError> {
     if key.is_empty() || base.is_empty() {
         return Err("the server did not print its first start".into());
     }
-    // The rest of its standard output is read and dropped, so the server never waits on a full pipe.
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    // The rest of its standard output is read to the end into its log (where its standard error goes), so the
+    // server never waits on a full pipe and its warnings are kept beside its data.
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.with_extension("log"));
+    std::thread::spawn(move || match log {
+        Ok(mut log) => std::io::copy(&mut out, &mut log),
+        Err(_) => std::io::copy(&mut out, &mut std::io::sink()),
+    });
     Ok(ServerProcess { child, dir, base, key, org })
 }
 

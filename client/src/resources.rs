@@ -14,11 +14,13 @@ use hookflow_shared::api::collections::{
     Collection, CollectionDetail, CollectionRequest, ImportOpenApi, ImportedCollection, OpenApiSync, PatchCollection,
     PutOpenApiSync, SyncApplied, SyncDiff, WriteCollection, WriteRequest,
 };
-use hookflow_shared::api::executions::{Execution, Launch, LaunchByTag, LaunchedExecutions, NodeResultList};
+use hookflow_shared::api::executions::{
+    Execution, Launch, LaunchByTag, LaunchedExecutions, NodeResult, NodeResultList,
+};
 use hookflow_shared::api::fields::{Email, ValueText};
 use hookflow_shared::api::flows::{
     Environment, EnvironmentList, Flow, FlowDocument, FlowVersion, PatchFlow, Publish, PutEnvironment, SearchFlows,
-    TagList, ValidateDefinition, Validation, WriteFlow,
+    TagList, TryNode, ValidateDefinition, Validation, WriteFlow,
 };
 use hookflow_shared::api::people::{
     AcceptInvitation, AddMember, ChangePassword, CreatedInvitation, Jwks, Member, OrganizationRole, Refresh,
@@ -192,6 +194,11 @@ impl Flows<'_> {
 
     pub async fn analytics(&self, id: impl Display, query: Query<'_>) -> Result<ExecutionStats, ApiFailure> {
         self.0.get(&with_query(&format!("/flows/{id}/analytics/executions"), query)).await
+    }
+
+    /// `POST /flows/{flow_id}/try`: one request node sent now; its result, nothing stored.
+    pub async fn try_node(&self, id: impl Display, body: &TryNode) -> Result<NodeResult, ApiFailure> {
+        self.0.post(&format!("/flows/{id}/try"), body).await
     }
 }
 

@@ -25,7 +25,8 @@ export class ApiError extends Error {
   }
 }
 
-async function refusal(response) {
+/** The error a refused answer stands for (its status, and the contract's error body when it has one). */
+export async function refusal(response) {
   let body = null;
   try {
     body = await response.json();

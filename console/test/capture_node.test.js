@@ -1,7 +1,7 @@
 // @ts-check
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { captureToNode, uniqueId } from '../js/lib/capture_node.js';
+import { captureToNode, tidyId } from '../js/lib/capture_node.js';
 
 const capture = {
   method: 'POST',
@@ -52,7 +52,7 @@ test('a binary body and template braces are pointed out', () => {
 });
 
 test('ids are unique and tidy', () => {
-  assert.equal(uniqueId('GET /', []), 'get');
-  assert.equal(uniqueId('***', []), 'request');
-  assert.equal(uniqueId('a', ['a', 'a_2']), 'a_3');
+  assert.equal(tidyId('GET /', []), 'get');
+  assert.equal(tidyId('***', []), 'request');
+  assert.equal(tidyId('a', ['a', 'a_2']), 'a_3');
 });

@@ -2,9 +2,10 @@
 //! embedded PostgreSQL manager. The folders are the layers, lowest first; a module uses its own layer and those
 //! below, never above, and nothing forms a circle (`tests/layers.rs` checks both; docs/DESIGN.md has the table):
 //!
-//! - `signals`, `crypto`, `strict_json`, `cache`, `signature/`: wake-ups and NOTIFY channels, encryption at rest, the
-//!   strict JSON reader, the bounded cache primitive (entries, weight, TTL; oldest out first) behind every in-memory
-//!   cache, webhook signature verification (pure: settings in, verdicts out).
+//! - `signals`, `crypto`, `strict_json`, `cache`, `signature/`, `slots`: wake-ups and NOTIFY channels, encryption at
+//!   rest, the strict JSON reader, the bounded cache primitive (entries, weight, TTL; oldest out first) behind every
+//!   in-memory cache, webhook signature verification (pure: settings in, verdicts out), ceilings on work in flight
+//!   per key.
 //! - `error`, `extract`, `pagination`, `validate`: the crate-wide error type, extractors (a body parsed into its
 //!   fields' types), pages, the field rules for values that arrive otherwise.
 //! - `db/`: connecting, the embedded cluster and where it lives, migrations, the data directory, the PATCH
@@ -44,6 +45,7 @@ pub mod queue;
 pub mod server;
 pub mod signals;
 pub mod signature;
+pub mod slots;
 pub mod state;
 pub mod strict_json;
 pub mod tasks;

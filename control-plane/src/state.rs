@@ -1,7 +1,7 @@
 //! `AppState`, the composition root: what every handler can reach, as plain data. It wires the components (identity,
-//! `Auth`; the capture path, `CapturePath`; the queue's writers, drafts and job tokens; the stream hub) with the pool,
-//! the settings, the wake-up signals and the shutdown token, and hands each component to what takes it (`FromRef`,
-//! `Settings::claims`). Background loops are `tasks`'.
+//! `Auth`; the capture path, `CapturePath`; the queue's writers, drafts and job tokens; the stream hub; the engine
+//! and slots of tried nodes) with the pool, the settings, the wake-up signals and the shutdown token, and hands each
+//! component to what takes it (`FromRef`, `Settings::claims`). Background loops are `tasks`'.
 
 use crate::auth::component::Auth;
 use crate::auth::external::{ExternalIssuers, IssuerConfig};
@@ -64,8 +64,33 @@ pub struct Inner {
     pub execution_wakes: tokio::sync::broadcast::Sender<hookflow_shared::ExecutionId>,
     /// Wakes the trigger dispatcher: captures owe launches (NOTIFY), or notifications may have been missed.
     pub trigger_wakes: Arc<tokio::sync::Notify>,
+    /// Nodes tried through the API (`POST /flows/{flow_id}/try`).
+    pub tries: Tries,
     /// Cancelled when the server stops: streams end, background tasks return.
     pub shutdown: CancellationToken,
+}
+
+/// Nodes an organization may try at once on one server.
+pub const TRIES_PER_ORGANIZATION: usize = 4;
+
+/// What tries of nodes use: the runner engine that sends them (made at the first try: its clients pool their
+/// connections like the embedded runner's), and each organization's tries in flight on this server.
+#[derive(Debug)]
+pub struct Tries {
+    engine: std::sync::OnceLock<hookflow_runner::engine::Engine>,
+    pub in_flight: crate::slots::KeyedSlots<hookflow_shared::OrgId>,
+}
+
+impl Default for Tries {
+    fn default() -> Self {
+        Self { engine: std::sync::OnceLock::new(), in_flight: crate::slots::KeyedSlots::new(TRIES_PER_ORGANIZATION) }
+    }
+}
+
+impl Tries {
+    pub fn engine(&self) -> &hookflow_runner::engine::Engine {
+        self.engine.get_or_init(hookflow_runner::engine::Engine::new)
+    }
 }
 
 /// The group-commit writers of the queue: one task each, which writes whatever arrived while its previous statement
@@ -279,6 +304,7 @@ impl AppState {
             queue: Arc::default(),
             execution_wakes: tokio::sync::broadcast::channel(4096).0,
             trigger_wakes: Arc::default(),
+            tries: Tries::default(),
             read_pool: databases.read_pool().clone(),
             databases,
             pool,

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// The control plane's top-level modules, lowest layer first. Same layer: may use each other, but not in a circle.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("base", &["signals", "crypto", "strict_json", "cache", "signature"]),
+    ("base", &["signals", "crypto", "strict_json", "cache", "signature", "slots"]),
     ("request", &["error", "extract", "pagination", "validate"]),
     ("storage", &["db"]),
     ("infrastructure", &["metrics", "outbound", "http"]),

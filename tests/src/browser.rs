@@ -212,3 +212,67 @@ impl Drop for Browser {
         let _ = self.driver.wait();
     }
 }
+
+/// The keyboard, as a person who does not use a mouse: keys pressed where the focus is, text typed there, Tab
+/// until a control of a given name has the focus.
+impl Browser {
+    /// Presses `key` (a character or a `fantoccini::key::Key`) where the focus is, with `held` (Shift, Control)
+    /// down meanwhile.
+    pub async fn press_with(&self, held: &[fantoccini::key::Key], key: impl Into<char>) {
+        use fantoccini::actions::{InputSource as _, KeyAction, KeyActions};
+        let key = key.into();
+        let mut actions = KeyActions::new("keyboard".into());
+        for held in held {
+            actions = actions.then(KeyAction::Down { value: (*held).into() });
+        }
+        actions = actions.then(KeyAction::Down { value: key }).then(KeyAction::Up { value: key });
+        for held in held.iter().rev() {
+            actions = actions.then(KeyAction::Up { value: (*held).into() });
+        }
+        self.client.perform_actions(actions).await.expect("keys pressed");
+    }
+
+    /// Presses `key` where the focus is.
+    pub async fn press(&self, key: impl Into<char>) {
+        self.press_with(&[], key).await;
+    }
+
+    /// Types `text` into the focused control, replacing what it held (Control+A, then the text).
+    pub async fn type_here(&self, text: &str) {
+        self.press_with(&[fantoccini::key::Key::Control], 'a').await;
+        if text.is_empty() {
+            self.press(fantoccini::key::Key::Backspace).await;
+            return;
+        }
+        let focused = self.client.active_element().await.expect("a focused element");
+        focused.send_keys(text).await.expect("typed");
+    }
+
+    /// The focused element's accessible name as the tests read it (its aria-label, its label, or its text), and
+    /// whether it sits inside `scope`.
+    pub async fn focused(&self, scope: &str) -> (String, bool) {
+        let script = "const el = document.activeElement;
+                      if (!el || el === document.body) return ['', false];
+                      const name = el.getAttribute('aria-label')
+                        || (el.labels && el.labels.length ? el.labels[0].textContent : el.textContent);
+                      return [name.trim(), Boolean(el.closest(arguments[0]))];";
+        serde_json::from_value(self.run(script, vec![scope.into()]).await).expect("name and place")
+    }
+
+    /// Presses Tab (Shift+Tab when `back`) until the focus is on a control inside `scope` named `name` (or whose
+    /// name starts with `name` when it ends with a space: a capture's row, named by its method, path and time);
+    /// panics after 300 presses, saying where the focus went.
+    pub async fn tab_to(&self, scope: &str, name: &str, back: bool) {
+        let held: &[fantoccini::key::Key] = if back { &[fantoccini::key::Key::Shift] } else { &[] };
+        let mut seen = Vec::new();
+        for _ in 0..300 {
+            let (focused, inside) = self.focused(scope).await;
+            if inside && (focused == name || (name.ends_with(' ') && focused.starts_with(name))) {
+                return;
+            }
+            seen.push(focused);
+            self.press_with(held, fantoccini::key::Key::Tab).await;
+        }
+        panic!("Tab never reached {name:?} in `{scope}`; the focus went through {seen:?}");
+    }
+}

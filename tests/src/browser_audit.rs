@@ -1,9 +1,8 @@
 //! Audits of the app in a real browser: axe-core's accessibility rules (the copy pinned by `console/`'s lockfile,
 //! injected over WebDriver, which the page's CSP does not govern), words broken inside headers and buttons, long
-//! tasks on the main thread, and keyboard-only use (Tab to a control by its accessible name, then a key).
+//! tasks on the main thread, and controls Tab cannot reach (the keyboard itself is `Browser::press`/`tab_to`).
 
 use crate::browser::Browser;
-use fantoccini::key::Key;
 use serde_json::{Value, json};
 use std::sync::OnceLock;
 
@@ -68,47 +67,6 @@ pub async fn record_long_tasks(browser: &Browser) {
 /// The durations (ms) of the long tasks recorded since [`record_long_tasks`].
 pub async fn long_tasks(browser: &Browser) -> Vec<f64> {
     serde_json::from_value(browser.run("return window.__longTasks", vec![]).await).expect("durations")
-}
-
-/// The accessible name of the focused element as a person would read it: its `aria-label`, its label, or its text.
-pub async fn focused_name(browser: &Browser) -> String {
-    let script = "const a = document.activeElement;
-        if (!a || a === document.body) return '';
-        return (a.getAttribute('aria-label') || (a.labels && a.labels.length ? a.labels[0].textContent : '')
-          || a.textContent || a.value || '').trim();";
-    browser.run(script, vec![]).await.as_str().unwrap_or_default().to_owned()
-}
-
-/// Presses `key` on whatever has the focus (the page's body when nothing has).
-pub async fn press(browser: &Browser, key: Key) {
-    browser
-        .client
-        .active_element()
-        .await
-        .expect("an active element")
-        .send_keys(&char::from(key).to_string())
-        .await
-        .expect("key");
-}
-
-/// Types `text` into whatever has the focus.
-pub async fn type_text(browser: &Browser, text: &str) {
-    browser.client.active_element().await.expect("an active element").send_keys(text).await.expect("typing");
-}
-
-/// Presses Tab until the focused control's accessible name is `name`, or starts with it and a space when `name`
-/// ends with one (at most `limit` presses); panics with the names it went through otherwise.
-pub async fn tab_to(browser: &Browser, name: &str, limit: usize) {
-    let mut passed = Vec::new();
-    for _ in 0..limit {
-        press(browser, Key::Tab).await;
-        let now = focused_name(browser).await;
-        if now == name || (name.ends_with(' ') && now.starts_with(name)) {
-            return;
-        }
-        passed.push(now);
-    }
-    panic!("Tab never reached {name:?}; it went through {passed:?}");
 }
 
 /// The visible, enabled controls of the page that Tab can never reach (`tabindex=-1`, or not focusable at all

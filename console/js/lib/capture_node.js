@@ -2,6 +2,8 @@
 // A captured request as a flow's request node ("Add to flow"): its method, path, query, headers and body, sent to
 // `{{base_url}}<path>` so the person points it at their API by setting `base_url` (or edits the URL).
 
+import { uniqueId } from './flow_model.js';
+
 /** Headers the capture's transport set, not its sender's message: a new request sets its own. */
 const TRANSPORT = new Set([
   'host',
@@ -20,20 +22,18 @@ const TRANSPORT = new Set([
 ]);
 
 /**
- * A node id from `wanted`, unique among `taken` (ids are letters, digits, `_` and `-`).
+ * A node id from `wanted` (ids are letters, digits, `_` and `-`), unique among `taken`.
  * @param {string} wanted
  * @param {Iterable<string>} taken
  */
-export function uniqueId(wanted, taken) {
-  const used = new Set(taken);
+export function tidyId(wanted, taken) {
   const base =
     wanted
       .toLowerCase()
       .replace(/[^a-z0-9_-]+/g, '_')
       .replace(/^_+|_+$/g, '')
       .slice(0, 40) || 'request';
-  if (!used.has(base)) return base;
-  for (let n = 2; ; n += 1) if (!used.has(`${base}_${n}`)) return `${base}_${n}`;
+  return uniqueId(base, new Set(taken));
 }
 
 /**
@@ -68,7 +68,7 @@ export function captureToNode(capture, taken = []) {
     notes.push('The request holds "{{", which flows read as a variable: check the node before running it.');
   }
   const node = {
-    id: uniqueId(`${capture.method}_${path.split('/').filter(Boolean).pop() || 'root'}`, taken),
+    id: tidyId(`${capture.method}_${path.split('/').filter(Boolean).pop() || 'root'}`, taken),
     kind: 'request',
     name: `${capture.method} ${path}`,
     request,

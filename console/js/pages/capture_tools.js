@@ -6,6 +6,7 @@
 import { h, fill, field, notice, table, when } from '../dom.js';
 import { call, all } from '../api.js';
 import { captureToNode } from '../lib/capture_node.js';
+import { read, send } from '../editor/send.js';
 import { diffHeaders, diffJson, diffLines } from '../lib/diff.js';
 
 const NEW_FLOW = 'new';
@@ -62,7 +63,8 @@ async function appendNode(capture, flowId, name) {
     const flow = await call('POST', '/flows', { name, definition: { nodes: [node] } });
     return flow.id;
   }
-  const flow = await call('GET', `/flows/${flowId}`);
+  // Read and written with the order-keeping JSON of the editor: the flow's definition keeps its author's order.
+  const flow = await read(`/flows/${flowId}`);
   const definition = flow.definition;
   const nodes = definition.nodes || (definition.nodes = []);
   const { node } = captureToNode(
@@ -70,7 +72,7 @@ async function appendNode(capture, flowId, name) {
     nodes.map((n) => n.id),
   );
   nodes.push(node);
-  await call('PATCH', `/flows/${flowId}`, { definition });
+  await send('PATCH', `/flows/${flowId}`, { definition });
   return flowId;
 }
 

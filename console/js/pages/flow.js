@@ -1,18 +1,19 @@
 // @ts-check
-// One flow: its nodes at a glance (request, extractors, assertions), the definition editor with each validation
-// problem shown beside the node and field it names, versions (publish, restore), environments, launch, executions.
-// A webhook node shows what it waits for (the endpoint by name, or the execution's own URL, and its search).
+// One flow: the editor (its nodes as cards beside the JSON, validated as they change; editor/), launch (saving
+// unsaved edits first), executions, versions (publish, restore) and environments.
 
 import { h, fill, field, notice, table, badge, when } from '../dom.js';
 import { call, all, can } from '../api.js';
-import { endpointNames, waitsFor, captureHref } from './webhook_node.js';
+import { captureHref } from './webhook_node.js';
+import { mountEditor } from '../editor/editor.js';
+import { read } from '../editor/send.js';
 
 export async function render(main, [flowId]) {
-  const flow = await call('GET', `/flows/${flowId}`);
+  // Read with the order-keeping parser: the editor shows the definition in its author's key order.
+  const flow = await read(`/flows/${flowId}`);
   const error = notice();
   const sections = {
-    nodes: h('section', { 'aria-label': 'Nodes' }),
-    editor: h('section', { 'aria-label': 'Definition' }),
+    editor: h('section', { class: 'editor', 'aria-label': 'Editor' }),
     launch: h('section', { 'aria-label': 'Launch' }),
     executions: h('section', { 'aria-label': 'Executions' }),
     versions: h('section', { 'aria-label': 'Versions' }),
@@ -28,19 +29,15 @@ export async function render(main, [flowId]) {
     ),
     flow.description ? h('p', {}, flow.description) : null,
     error,
-    h('div', { class: 'grid' }, sections.nodes, sections.launch),
-    sections.executions,
+    // Launch first: a short form a keyboard reaches at once; then the editor, the longest part of the page.
+    h('div', { class: 'flow-top' }, sections.launch, sections.executions),
     sections.editor,
     sections.versions,
     sections.environments,
   );
-  const [environments, names] = await Promise.all([
-    call('GET', `/flows/${flowId}/environments`),
-    endpointNames(flow.definition),
-  ]);
-  showNodes(sections.nodes, flow.definition, names);
-  showEditor(sections.editor, flow, () => render(main, [flowId]));
-  showLaunch(sections.launch, flow, environments.items);
+  const environments = await call('GET', `/flows/${flowId}/environments`);
+  const editor = await mountEditor(sections.editor, { flow, environments: environments.items });
+  showLaunch(sections.launch, flow, environments.items, editor);
   await Promise.all([
     showExecutions(sections.executions, flowId),
     showVersions(sections.versions, flow, () => render(main, [flowId])),
@@ -61,154 +58,8 @@ export async function render(main, [flowId]) {
   );
 }
 
-/** A node's extractors and assertions, as written. */
-function checks(node) {
-  return [
-    (node.extractors || []).length
-      ? h(
-          'p',
-          { class: 'muted' },
-          'Extracts: ',
-          node.extractors
-            .map(
-              (e) => `${e.name} ← ${e.kind}${e.expression ? ` ${e.expression}` : ''}${e.header ? ` ${e.header}` : ''}`,
-            )
-            .join(', '),
-        )
-      : null,
-    (node.assertions || []).length
-      ? h(
-          'ul',
-          { class: 'assertions' },
-          node.assertions.map((a) =>
-            h('li', {}, `${a.source} ${a.operator}${a.expected !== undefined ? ` ${JSON.stringify(a.expected)}` : ''}`),
-          ),
-        )
-      : null,
-  ];
-}
-
-function describeNode(node, names) {
-  if (node.kind === 'request') {
-    const request = node.request || {};
-    return [
-      h(
-        'p',
-        {},
-        h('strong', {}, request.method || 'request'),
-        ' ',
-        h('code', {}, request.url || (node.request_ref ? 'a collection request' : '')),
-      ),
-      checks(node),
-    ];
-  }
-  if (node.kind === 'webhook') return [waitsFor(node, names), checks(node)];
-  if (node.kind === 'delay') return h('p', {}, `Wait ${node.delay_ms} ms`);
-  if (node.kind === 'module') return h('p', {}, `Runs flow ${node.flow_id} (${node.version || 'latest'})`);
-  return h('p', {}, `Sets ${Object.keys(node.variables || {}).join(', ')}`);
-}
-
-function showNodes(el, definition, names) {
-  const nodes = definition.nodes || [];
-  fill(
-    el,
-    h('h2', {}, 'Nodes'),
-    nodes.length
-      ? h(
-          'ol',
-          { class: 'nodes' },
-          nodes.map((node) =>
-            h(
-              'li',
-              { 'data-node': node.id },
-              h(
-                'div',
-                { class: 'node-head' },
-                h('code', {}, node.id),
-                ' ',
-                h('span', { class: 'kind' }, node.kind),
-                node.name ? ` ${node.name}` : '',
-                node.enabled === false ? ' (disabled)' : '',
-              ),
-              describeNode(node, names),
-            ),
-          ),
-        )
-      : h('p', { class: 'empty' }, 'No nodes yet: edit the definition below.'),
-  );
-}
-
-function showEditor(el, flow, reload) {
-  const text = h(
-    'textarea',
-    { id: 'definition', rows: 18, spellcheck: 'false', class: 'code', 'aria-label': 'Definition (JSON)' },
-    JSON.stringify(flow.definition, null, 2),
-  );
-  const problems = h('ul', { id: 'problems', class: 'problems', 'aria-live': 'polite' });
-  const error = notice();
-  const check = async () => {
-    let definition;
-    try {
-      definition = JSON.parse(text.value);
-    } catch (e) {
-      fill(problems, h('li', {}, `Not JSON: ${e.message}`));
-      return null;
-    }
-    const result = await call('POST', '/flows/validate', { definition, flow_id: flow.id });
-    fill(
-      problems,
-      result.problems.map((p) =>
-        h(
-          'li',
-          {},
-          p.node_id ? [h('strong', {}, `node ${p.node_id}`), ' · '] : null,
-          h('code', {}, p.field || 'definition'),
-          ': ',
-          p.message,
-        ),
-      ),
-    );
-    // Each problem also shows beside its node in the Nodes view.
-    for (const old of document.querySelectorAll('.node-problem')) old.remove();
-    for (const p of result.problems.filter((x) => x.node_id)) {
-      const node = [...document.querySelectorAll('ol.nodes > li[data-node]')]
-        .map((li) => /** @type {HTMLElement} */ (li))
-        .find((li) => li.dataset.node === p.node_id);
-      if (node)
-        node.append(h('p', { class: 'node-problem', role: 'note' }, h('code', {}, p.field || 'node'), ': ', p.message));
-    }
-    return result.valid ? definition : null;
-  };
-  const save = async () => {
-    error.show('');
-    try {
-      const definition = await check();
-      if (!definition) return;
-      await call('PATCH', `/flows/${flow.id}`, { definition });
-      await reload();
-    } catch (e) {
-      error.show(e);
-    }
-  };
-  fill(
-    el,
-    h('h2', {}, 'Definition'),
-    error,
-    h('p', { class: 'muted' }, `Draft revision ${flow.draft_revision}.`),
-    text,
-    problems,
-    h(
-      'div',
-      { class: 'actions' },
-      h('button', { type: 'button', id: 'validate', onclick: () => check().catch((e) => error.show(e)) }, 'Validate'),
-      can('flows:write')
-        ? h('button', { type: 'button', class: 'primary', id: 'save-definition', onclick: save }, 'Save draft')
-        : null,
-    ),
-  );
-}
-
-function showLaunch(el, flow, environments) {
+/** The launch form; valid unsaved edits in the editor are saved before a launch of the draft. */
+function showLaunch(el, flow, environments, editor) {
   const error = notice();
   const environment = h(
     'select',
@@ -223,6 +74,11 @@ function showLaunch(el, flow, environments) {
     h('option', { value: 'latest' }, 'latest published'),
   );
   const variables = h('textarea', { rows: 3, class: 'code', placeholder: 'name=value, one a line' });
+  const unsaved = h(
+    'p',
+    { class: 'muted', id: 'launch-unsaved', hidden: !editor.dirty() },
+    'The editor has unsaved edits: launching the draft saves them first when they are valid; otherwise the saved draft runs.',
+  );
   const form = h(
     'form',
     { class: 'stack', id: 'launch-form' },
@@ -231,8 +87,12 @@ function showLaunch(el, flow, environments) {
     field('Environment', environment),
     field('Version', version),
     field('Variables', variables),
+    unsaved,
     h('button', { type: 'submit', class: 'primary', id: 'launch' }, 'Launch'),
   );
+  editor.onStatus((dirty) => {
+    unsaved.hidden = !dirty;
+  });
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     const body = {};
@@ -244,6 +104,8 @@ function showLaunch(el, flow, environments) {
       if (at > 0) vars[line.slice(0, at).trim()] = line.slice(at + 1);
     }
     if (Object.keys(vars).length) body.variables = vars;
+    // Valid unsaved edits are saved first; edits with problems stay unsaved and the saved draft runs.
+    if (!version.value && editor.dirty()) await editor.save();
     try {
       const execution = await call('POST', `/flows/${flow.id}/launch`, body, {
         headers: { 'Idempotency-Key': crypto.randomUUID() },

@@ -1,8 +1,10 @@
 // @ts-check
-// Flows: the list with tags and last status, a tag filter, and creating a flow.
+// Flows: the list with tags and last status, a tag filter, and creating a flow (a name and its first request: a
+// flow needs a node, so the dialog asks for the first request's method and URL and opens the editor on it).
 
 import { h, fill, field, notice, table, badge, when } from '../dom.js';
 import { call, all, can } from '../api.js';
+import { newNode, METHODS } from '../lib/flow_model.js';
 
 export async function render(main) {
   const error = notice();
@@ -47,12 +49,30 @@ export async function render(main) {
 
 function create() {
   const error = notice();
-  const name = h('input', { required: true, maxlength: 200, 'aria-label': 'Name' });
+  const name = h('input', { required: true, maxlength: 200 });
+  const method = h(
+    'select',
+    {},
+    METHODS.map((m) => h('option', { value: m }, m)),
+  );
+  const url = h('input', {
+    required: true,
+    spellcheck: 'false',
+    class: 'code',
+    placeholder: 'https://api.example.com/health or {{base_url}}/health',
+  });
   const form = h(
     'form',
     { class: 'stack' },
     error,
     field('Name', name),
+    h(
+      'fieldset',
+      { class: 'stack' },
+      h('legend', {}, 'First request'),
+      field('Method', method),
+      field('URL', url, 'More nodes are added in the editor.'),
+    ),
     h('button', { type: 'submit', class: 'primary' }, 'Create'),
   );
   const box = h(
@@ -65,7 +85,8 @@ function create() {
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     try {
-      const flow = await call('POST', '/flows', { name: name.value.trim(), definition: { nodes: [] } });
+      const first = newNode('request', new Set(), { method: method.value, url: url.value.trim() });
+      const flow = await call('POST', '/flows', { name: name.value.trim(), definition: { nodes: [first] } });
       box.close();
       location.hash = `#/flows/${flow.id}`;
     } catch (e) {

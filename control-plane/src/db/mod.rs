@@ -1,6 +1,7 @@
 //! Database access: connecting (to a configured URL or the embedded cluster), libpq's connection strings, the pools
 //! and the hosts they follow (the primary, a read replica), migrations, the data directory, where the embedded
-//! cluster lives, the PATCH statement builder, the replicas' watches, and group commit with its byte budgets.
+//! cluster lives, the PATCH statement builder, the replicas' watches, group commit with its byte budgets, and
+//! `json` parameters kept as written.
 
 pub mod byte_budget;
 pub mod cluster_home;
@@ -10,6 +11,7 @@ pub mod databases;
 pub mod embedded;
 pub mod follow;
 pub mod group_commit;
+pub mod json_text;
 pub mod owned;
 pub mod storage;
 pub mod update;

@@ -41,6 +41,7 @@ async fn scrape(State((app, handle)): State<(Source, PrometheusHandle)>) -> impl
     if let Err(e) = read_gauges(&app).await {
         tracing::warn!(error = %e, "reading the queue and runner gauges failed; they keep their last values");
     }
+    super::read_dropped_log_lines();
     let mut text = handle.render();
     database_lines(&app.databases, &mut text).await;
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)

@@ -13,9 +13,22 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+static DROPPED_LOG_LINES: OnceLock<tracing_appender::non_blocking::ErrorCounter> = OnceLock::new();
 
 const SECONDS_BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
 const ROWS_BUCKETS: [f64; 9] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+
+/// Hands the log writer's count of the lines it dropped (its reader fell behind) to the metrics.
+pub fn count_dropped_log_lines(dropped: tracing_appender::non_blocking::ErrorCounter) {
+    let _ = DROPPED_LOG_LINES.set(dropped);
+}
+
+/// `hookflow_log_lines_dropped_total`, read from the log writer when scraped.
+pub(crate) fn read_dropped_log_lines() {
+    if let Some(dropped) = DROPPED_LOG_LINES.get() {
+        counter!("hookflow_log_lines_dropped_total").absolute(dropped.dropped_lines() as u64);
+    }
+}
 
 /// Installs the process's recorder once (later calls answer the same handle).
 pub fn install() -> PrometheusHandle {

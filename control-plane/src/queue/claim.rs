@@ -7,9 +7,9 @@
 
 use crate::error::{ApiError, ApiResult};
 use crate::queue::events::{LOG, bump};
+use crate::queue::secrets;
 use chrono::{DateTime, Utc};
-use hookflow_shared::api::runners::{Job, JobFlow, NetworkPolicy, SecretValues, VariableLayers};
-use hookflow_shared::flow::template;
+use hookflow_shared::api::runners::{Job, JobFlow, NetworkPolicy, VariableLayers};
 use hookflow_shared::token::{self, TokenKind};
 use hookflow_shared::{ExecutionId, FlowId, JobId, OrgId, RunnerId};
 use sqlx::PgConnection;
@@ -275,7 +275,11 @@ async fn job_of(
     let modules: BTreeMap<String, serde_json::Value> =
         serde_json::from_str(&row.modules).map_err(ApiError::internal_because)?;
     let parts = std::iter::once(&definition).chain(modules.values());
-    let secrets = resolve_secrets(conn, settings, &row, parts, layers.as_ref(), claimer).await?;
+    let environment = layers.iter().flat_map(|l| l.environment.values());
+    // Secrets kept for registered runners are withheld from the callers of ephemeral launches.
+    let withhold = matches!(claimer, Claimer::Caller);
+    let wanted = secrets::Wanted { org_id: row.organization_id, parts, environment, withhold_runners_only: withhold };
+    let secrets = secrets::resolve(conn, settings.master_key, wanted).await?;
     let network = claimer.network(row.private_network || settings.allow_private_targets);
     let (timeout_s, timeout_note) = claimer.run_time(u64::try_from(row.timeout_s).unwrap_or(0), settings);
     Ok(Job {
@@ -298,80 +302,4 @@ async fn job_of(
         trigger_depth: u32::try_from(row.trigger_depth).unwrap_or(0),
         capture_url: Some(crate::capture::sinks::capture_url(settings.capture_url, settings.master_key, row.id)),
     })
-}
-
-/// Every `{{secret.NAME}}` in any string of a JSON value.
-fn collect_secret_names(value: &serde_json::Value, names: &mut Vec<String>) {
-    match value {
-        serde_json::Value::String(text) => {
-            for name in template::secret_names(text) {
-                if !names.contains(&name) {
-                    names.push(name);
-                }
-            }
-        }
-        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_secret_names(v, names)),
-        serde_json::Value::Object(map) => map.values().for_each(|v| collect_secret_names(v, names)),
-        _ => {}
-    }
-}
-
-/// The secrets of a claim.
-#[derive(Debug, Default)]
-struct ClaimSecrets {
-    values: SecretValues,
-    hosts: BTreeMap<String, Vec<String>>,
-    withheld: Vec<String>,
-}
-
-type SealedRow = (String, Vec<u8>, Vec<u8>, i32, Vec<String>, bool);
-
-/// Decrypts only the secrets the definition and its modules (`parts`) and the environment's values reference
-/// (launch values and organization variables are plain values: they never name a secret). A name with no secret is left out:
-/// the node that uses it fails with "not defined". Secrets kept for registered runners are withheld from the
-/// callers of ephemeral launches.
-async fn resolve_secrets(
-    conn: &mut PgConnection,
-    settings: &ClaimSettings<'_>,
-    row: &Claimed,
-    parts: impl Iterator<Item = &serde_json::Value>,
-    layers: Option<&VariableLayers>,
-    claimer: Claimer,
-) -> ApiResult<ClaimSecrets> {
-    let mut names = Vec::new();
-    for part in parts {
-        collect_secret_names(part, &mut names);
-    }
-    for value in layers.iter().flat_map(|l| l.environment.values()) {
-        collect_secret_names(&serde_json::Value::String(value.clone()), &mut names);
-    }
-    if names.is_empty() {
-        return Ok(ClaimSecrets::default());
-    }
-    let sealed: Vec<SealedRow> = sqlx::query_as(
-        "SELECT name, ciphertext, nonce, key_version, allowed_hosts, runners_only
-         FROM secrets WHERE organization_id = $1 AND name = ANY($2)",
-    )
-    .bind(row.organization_id)
-    .bind(&names)
-    .fetch_all(conn)
-    .await?;
-    let mut secrets = ClaimSecrets::default();
-    for (name, ciphertext, nonce, key_version, allowed_hosts, runners_only) in sealed {
-        if runners_only && matches!(claimer, Claimer::Caller) {
-            secrets.withheld.push(name);
-            continue;
-        }
-        let sealed = crate::crypto::Sealed { ciphertext, nonce, key_version };
-        match settings.master_key.open(row.organization_id, &name, &sealed) {
-            Ok(plain) => {
-                if !allowed_hosts.is_empty() {
-                    secrets.hosts.insert(name.clone(), allowed_hosts);
-                }
-                secrets.values.0.insert(name, String::from_utf8_lossy(&plain).into_owned());
-            }
-            Err(_) => tracing::error!(secret = %name, "a secret cannot be decrypted with the configured master key"),
-        }
-    }
-    Ok(secrets)
 }

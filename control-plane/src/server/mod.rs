@@ -192,17 +192,30 @@ async fn stop_on_signal(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
-/// Logs go to standard error, as text or JSON, filtered by `--log`.
-pub fn init_logging(args: &LogArgs) {
+/// Log lines held for the writer thread before new ones are dropped (counted in
+/// `hookflow_log_lines_dropped_total`).
+const LOG_LINES_BUFFERED: usize = 16_384;
+
+/// Logs go to standard error, as text or JSON, filtered by `--log`, through a writer thread: a reader of standard
+/// error that stops reading (a full pipe, a stalled collector) costs dropped lines, never a stalled request. The
+/// guard writes what is still held when it is dropped at exit.
+pub fn init_logging(args: &LogArgs) -> tracing_appender::non_blocking::WorkerGuard {
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(LOG_LINES_BUFFERED)
+        .thread_name("hookflow-log")
+        .finish(std::io::stderr());
+    crate::metrics::count_dropped_log_lines(writer.error_counter());
     // Colour only for a person at a terminal: files and collectors get plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match args.log_format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
     }
+    guard
 }

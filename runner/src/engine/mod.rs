@@ -1,10 +1,12 @@
 //! The flow engine: runs a claimed job's nodes in order (request, delay, module, set_variables, webhook), with conditions,
 //! skip-after-failure unless `continue_on_failure`, per-node retries and timeouts, the flow timeout and
-//! cancellation. Every result is masked of secrets before it leaves the engine.
+//! cancellation; and one request node on its own (`single`, the API's "try a node"). Every result is masked of
+//! secrets before it leaves the engine.
 
 pub mod mask;
 pub mod request;
 pub mod send;
+pub mod single;
 pub mod vars;
 pub mod webhook;
 

@@ -62,7 +62,9 @@ fn render(spec: &RequestSpec, vars: &Variables, context: Context<'_>) -> Result<
         template::TemplateError::Undefined(name)
             if name.strip_prefix("secret.").is_some_and(|s| context.job.withheld_secrets.iter().any(|w| w == s)) =>
         {
-            format!("{field}: `{{{{{name}}}}}` is given only to registered runners, not to ephemeral runs")
+            format!(
+                "{field}: `{{{{{name}}}}}` is given only to registered runners, not to ephemeral runs or tried nodes"
+            )
         }
         _ => format!("{field}: {}", vars.explain(&e)),
     };

@@ -188,3 +188,25 @@ pub struct ExportedEnvironment {
     pub key: String,
     pub variables: BTreeMap<String, String>,
 }
+
+/// **Added.** `POST /flows/{flow_id}/try`: one request node to send now, with the flow's variables; nothing is
+/// stored.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TryNode {
+    /// One request node as a definition holds it (`kind: "request"`, with `request` or `request_ref`); any other
+    /// kind is refused.
+    #[schema(schema_with = request_node)]
+    pub node: Value,
+    /// Key of one of the flow's environments, whose variables the node sees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
+    /// Variables over the environment's and the flow's, as a launch's: plain values, never templates.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub variables: BTreeMap<String, String>,
+}
+
+/// `TryNode::node`: the request member of the node union (registered with the flow definition's schemas).
+fn request_node() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    utoipa::openapi::Ref::from_schema_name("RequestNode").into()
+}

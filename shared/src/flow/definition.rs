@@ -450,7 +450,7 @@ fn node_problem(node: &Value) -> Option<(String, String)> {
         })
     }
     let mut node = node.clone();
-    let kind = node.as_object_mut()?.remove("kind")?;
+    let kind = node.as_object_mut()?.shift_remove("kind")?;
     let (field, message) = match kind.as_str()? {
         "request" => field_error::<RequestNode>(&node),
         "delay" => field_error::<DelayNode>(&node),

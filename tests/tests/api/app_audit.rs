@@ -9,7 +9,7 @@ use hookflow_shared::Role;
 use hookflow_tests::TestApp;
 use hookflow_tests::browser::Browser;
 use hookflow_tests::browser_audit::{
-    axe_violations, broken_words, long_tasks, press, record_long_tasks, resize, tab_to, type_text, unreachable_controls,
+    axe_violations, broken_words, long_tasks, record_long_tasks, resize, unreachable_controls,
 };
 use hookflow_tests::target::Target;
 use serde_json::{Value, json};
@@ -46,6 +46,20 @@ async fn audit(browser: &Browser, page: &str, width: u32, failures: &mut Vec<Str
 async fn text_now(browser: &Browser, css: &str) -> String {
     let text = browser.run("return document.querySelector(arguments[0]).textContent", vec![json!(css)]).await;
     text.as_str().unwrap_or_default().to_owned()
+}
+
+/// A server, an endpoint named `name` and a browser signed in on its live inspector: the server (kept alive), the
+/// capture URL, the browser.
+async fn live_inspector(name: &str) -> (TestApp, String, Browser) {
+    let app = TestApp::spawn().await;
+    let person = app.person(app.admin.org, Role::Owner).await;
+    let hook = app.create_webhook(json!({"name": name})).await;
+    let url = hook["capture_url"].as_str().expect("capture_url").to_owned();
+    let browser = Browser::start(1280).await;
+    browser.sign_in(&app.base, &person.email, &person.password).await;
+    browser.goto(&format!("{}/#/webhooks/{}", app.base, hook["id"].as_str().expect("id"))).await;
+    browser.wait_text("#stream-state", "live").await;
+    (app, url, browser)
 }
 
 /// Follows the link named `name` inside `scope` and waits for `ready` on the page it opens.
@@ -133,33 +147,41 @@ async fn the_main_tasks_work_by_keyboard_alone() {
     let browser = Browser::start(1280).await;
     browser.goto(&format!("{}/#/signin", app.base)).await;
     browser.find("input[name=email]").await;
-    type_text(&browser, &person.email).await;
-    press(&browser, Key::Tab).await;
-    type_text(&browser, &person.password).await;
-    press(&browser, Key::Enter).await;
+    browser.type_here(&person.email).await;
+    browser.press(Key::Tab).await;
+    browser.type_here(&person.password).await;
+    browser.press(Key::Enter).await;
     browser.find("#new-webhook").await;
 
-    tab_to(&browser, "New webhook", 30).await;
-    press(&browser, Key::Enter).await;
+    browser.tab_to("body", "New webhook", false).await;
+    browser.press(Key::Enter).await;
     browser.find("dialog input[name=name]").await;
-    type_text(&browser, "Keyboard hooks").await;
-    press(&browser, Key::Enter).await;
+    browser.type_here("Keyboard hooks").await;
+    browser.press(Key::Enter).await;
     let capture_url = browser.text("#capture-url").await;
     browser.wait_text("#stream-state", "live").await;
     let client = reqwest::Client::new();
     send(&client, &format!("{capture_url}/orders"), json!({"order": 7})).await;
     browser.find("#captures li").await;
-    tab_to(&browser, "POST /orders ", 40).await;
-    press(&browser, Key::Enter).await;
+    browser.tab_to("body", "POST /orders ", false).await;
+    browser.press(Key::Enter).await;
     browser.find("#body-view").await;
-    tab_to(&browser, "Add to flow", 40).await;
-    press(&browser, Key::Enter).await;
+    browser.tab_to("body", "Add to flow", false).await;
+    browser.press(Key::Enter).await;
     browser.find("dialog[aria-label='Add to flow'] select").await;
-    tab_to(&browser, "New flow name", 5).await;
-    press(&browser, Key::Enter).await;
-    browser.find("main h1").await;
-    let flow_id = browser.run("return location.hash.split('/')[2]", vec![]).await;
-    let flow_id = flow_id.as_str().expect("a flow id in the address").to_owned();
+    browser.tab_to("body", "New flow name", false).await;
+    browser.press(Key::Enter).await;
+    // The flow's page opens (the inspector's heading is still there until the address changes).
+    let mut flow_id = String::new();
+    for _ in 0..150 {
+        let hash = browser.run("return location.hash", vec![]).await;
+        if let Some(id) = hash.as_str().and_then(|h| h.strip_prefix("#/flows/")) {
+            flow_id = id.to_owned();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!flow_id.is_empty(), "Add to flow never opened the flow");
     let flow: Value = app.get(&format!("/flows/{flow_id}"), 200).await;
     let node = &flow["definition"]["nodes"][0];
     assert_eq!(
@@ -177,24 +199,20 @@ async fn the_main_tasks_work_by_keyboard_alone() {
     let _: Value = app.patch(&format!("/flows/{flow_id}"), &json!({"definition": definition}), 200).await;
     browser.goto(&format!("{}/#/flows/{flow_id}", app.base)).await;
     browser.find("#launch").await;
-    tab_to(&browser, "Launch", 80).await;
-    press(&browser, Key::Enter).await;
+    browser.tab_to("body", "Launch", false).await;
+    browser.press(Key::Enter).await;
     browser.wait_text("#execution-status", "succeeded").await;
     browser.close().await;
 }
 
 /// 200 captures/s for 30 s into a live inspector: no task on the page's main thread takes over 200 ms, every
 /// capture is counted in the chart's text, and the list keeps its bound.
+/// Run by `.ci/run` on its own (`--ignored`), not beside the rest of the suite: a long task is wall-clock time on
+/// the page's main thread, and two other tests' servers and browsers on a 2-core machine would lengthen it.
 #[tokio::test]
+#[ignore = "timing: .ci/run runs it alone"]
 async fn the_inspector_stays_responsive_under_200_captures_a_second() {
-    let app = TestApp::spawn().await;
-    let person = app.person(app.admin.org, Role::Owner).await;
-    let hook = app.create_webhook(json!({"name": "firehose"})).await;
-    let url = hook["capture_url"].as_str().expect("capture_url").to_owned();
-    let browser = Browser::start(1280).await;
-    browser.sign_in(&app.base, &person.email, &person.password).await;
-    browser.goto(&format!("{}/#/webhooks/{}", app.base, hook["id"].as_str().expect("id"))).await;
-    browser.wait_text("#stream-state", "live").await;
+    let (_app, url, browser) = live_inspector("firehose").await;
     browser.wait_text("#volume-total", "0 requests").await;
     record_long_tasks(&browser).await;
 
@@ -250,8 +268,8 @@ async fn a_one_time_password_is_asked_once_and_a_first_visit_logs_no_refusal() {
     browser.find("form[aria-label='Choose a password']").await;
     let labels = browser.text("form[aria-label='Choose a password']").await;
     assert!(!labels.contains("One-time password"), "asked again: {labels}");
-    type_text(&browser, "a brand new passphrase").await;
-    press(&browser, Key::Enter).await;
+    browser.type_here("a brand new passphrase").await;
+    browser.press(Key::Enter).await;
     browser.find("#sign-out").await;
     let signed_in = app.sign_in(&person.email, "a brand new passphrase").await;
     assert_eq!(signed_in.body["password_change_required"], false);
@@ -274,14 +292,7 @@ async fn a_one_time_password_is_asked_once_and_a_first_visit_logs_no_refusal() {
 /// The inspector's charts count a capture within seconds of its arrival, in text a screen reader reads too.
 #[tokio::test]
 async fn charts_count_captures_as_they_arrive() {
-    let app = TestApp::spawn().await;
-    let person = app.person(app.admin.org, Role::Owner).await;
-    let hook = app.create_webhook(json!({"name": "charts"})).await;
-    let url = hook["capture_url"].as_str().expect("capture_url").to_owned();
-    let browser = Browser::start(1280).await;
-    browser.sign_in(&app.base, &person.email, &person.password).await;
-    browser.goto(&format!("{}/#/webhooks/{}", app.base, hook["id"].as_str().expect("id"))).await;
-    browser.wait_text("#stream-state", "live").await;
+    let (_app, url, browser) = live_inspector("charts").await;
     browser.wait_text("#volume-total", "0 requests in 24 h").await;
     let client = reqwest::Client::new();
     for n in 0..5 {

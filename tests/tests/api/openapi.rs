@@ -93,6 +93,7 @@ const IMPLEMENTED: &[&str] = &[
     "GET /flows/{flow_id}/executions/{execution_id}/nodes",
     "GET /flows/{flow_id}/executions/{execution_id}/captures",
     "POST /flows/{flow_id}/executions/{execution_id}/cancel",
+    "POST /flows/{flow_id}/try",
     "GET /flows/{id}/analytics/executions",
     "POST /runners",
     "GET /runners",

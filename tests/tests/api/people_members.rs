@@ -237,6 +237,7 @@ const OPERATIONS: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/flows/{flow_id}/executions/{execution_id}/nodes", Some(Scope::FlowsRead)),
     ("GET", "/flows/{flow_id}/executions/{execution_id}/captures", Some(Scope::FlowsRead)),
     ("POST", "/flows/{flow_id}/executions/{execution_id}/cancel", Some(Scope::FlowsExecute)),
+    ("POST", "/flows/{flow_id}/try", Some(Scope::FlowsExecute)),
     ("GET", "/flows/{id}/analytics/executions", Some(Scope::FlowsRead)),
     ("GET", "/runners", Some(Scope::RunnersRead)),
     ("GET", "/runners/{id}", Some(Scope::RunnersRead)),

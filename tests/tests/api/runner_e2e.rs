@@ -257,8 +257,15 @@ async fn the_embedded_runner_runs_flows_of_every_organization() {
         .expect("allow");
     let (theirs, _) = app.run_as(&other, definition, json!({})).await;
     assert_eq!(theirs["status"], "succeeded", "{theirs}");
-    let listed = app.api().runners().list(&[]).await.expect("runners");
-    assert!(listed.items.is_empty(), "the embedded runner belongs to no organization");
+    // Each organization sees the runner that ran its flows, as its part of it; neither may remove it.
+    for creds in [&app.admin, &other] {
+        let listed = app.api_as(creds).runners().list(&[]).await.expect("runners");
+        let [embedded] = listed.items.as_slice() else { panic!("the embedded runner alone: {listed:?}") };
+        assert!(embedded.name.starts_with("embedded ("), "{embedded:?}");
+        assert_eq!(embedded.labels, ["embedded"]);
+        let removed = app.api_as(creds).runners().delete(embedded.id).await.expect_err("not theirs to remove");
+        assert_eq!((removed.status(), removed.code()), (409, "conflict"), "{removed}");
+    }
 }
 
 /// Forwards connections from `listener` to `target` (host:port).

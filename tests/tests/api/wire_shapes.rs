@@ -1,7 +1,7 @@
 //! The wire spelling of the main resources, pinned in one place: each answer is read as raw JSON (not through the
 //! typed client, which would hide a renamed field behind serde), its generated values (ids, timestamps, secrets)
-//! replaced by placeholders, and compared with a snapshot in `snapshots/`. A renamed, added or removed field fails
-//! here, once, with a diff; the other tests go through the typed client.
+//! replaced by placeholders, and compared (fields sorted by name) with a snapshot in `snapshots/`. A renamed, added
+//! or removed field fails here, once, with a diff; the other tests go through the typed client.
 
 use hookflow_shared::api::flows::Publish;
 use hookflow_tests::{Client, Credentials, TestApp};
@@ -43,6 +43,11 @@ async fn raw(api: &Client, method: Method, path: &str, body: Option<Value>) -> V
 
 #[tokio::test]
 async fn the_main_resources_keep_their_wire_spelling() {
+    // Fields are compared by name, sorted: the snapshots pin spelling, not order (answers keep their structs'
+    // order, and definitions their author's: `flows::definitions_keep_their_authors_key_order` pins that).
+    let mut settings = insta::Settings::clone_current();
+    settings.set_sort_maps(true);
+    let _sorted = settings.bind_to_scope();
     let app = TestApp::spawn().await;
     let api = app.api();
 

@@ -27,11 +27,12 @@ pub async fn referencing_flows(
         Referenced::Request(id) => ("request_id", id.to_string()),
     };
     // Ids are compared lower-cased: a definition is stored as written, and a UUID may be written in capitals.
+    // Definitions are `json` (kept as written): its functions, not jsonb's.
     sqlx::query_scalar(
         "SELECT f.name FROM flows f WHERE f.organization_id = $1 AND (
-             EXISTS (SELECT 1 FROM jsonb_array_elements(f.definition->'nodes') n
+             EXISTS (SELECT 1 FROM json_array_elements(f.definition->'nodes') n
                      WHERE lower(n->'request_ref'->>$3) = $2)
-             OR EXISTS (SELECT 1 FROM flow_versions v, jsonb_array_elements(v.definition->'nodes') n
+             OR EXISTS (SELECT 1 FROM flow_versions v, json_array_elements(v.definition->'nodes') n
                         WHERE v.flow_id = f.id AND lower(n->'request_ref'->>$3) = $2))
          ORDER BY f.name",
     )
@@ -151,8 +152,7 @@ pub async fn resolve<'a>(
             };
             let spec = reference.overrides.as_ref().map_or_else(|| spec.clone(), |o| o.apply(spec.clone()));
             if let Some(object) = node.as_object_mut() {
-                object.remove("request_ref");
-                object.insert("request".into(), to_json(&spec)?);
+                inline(object, to_json(&spec)?);
             }
             tracing::debug!(node = %node_id, collection = %collection, "request_ref resolved");
             for (name, value) in collection_variables {
@@ -161,4 +161,39 @@ pub async fn resolve<'a>(
         }
     }
     Ok(variables)
+}
+
+/// Puts the inlined `request` where the node's `request_ref` was, so the node keeps its author's key order (an
+/// explicit `"request": null` beside the reference gives way). The request's own fields come in the collection
+/// request's order: `method`, `url`, `headers`, `query`, `body`, headers and query by name.
+fn inline(node: &mut serde_json::Map<String, Value>, request: Value) {
+    let fields = std::mem::take(node);
+    let mut request = Some(request);
+    for (name, value) in fields {
+        match name.as_str() {
+            "request" => {}
+            "request_ref" => {
+                node.insert("request".into(), request.take().unwrap_or(Value::Null));
+            }
+            _ => {
+                node.insert(name, value);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_inlined_request_takes_the_place_of_the_reference() {
+        let mut node =
+            serde_json::json!({"kind": "request", "request": null, "id": "a", "request_ref": {}, "extractors": []});
+        inline(node.as_object_mut().expect("object"), serde_json::json!({"url": "u", "method": "GET"}));
+        assert_eq!(
+            serde_json::to_string(&node).expect("text"),
+            r#"{"kind":"request","id":"a","request":{"url":"u","method":"GET"},"extractors":[]}"#
+        );
+    }
 }

@@ -91,7 +91,7 @@ fn check_version(version: Option<VersionSelector>) -> ApiResult<()> {
 }
 
 /// Launch variables may not define a built-in name (under `execution.`).
-fn check_variables(variables: &BTreeMap<String, String>) -> ApiResult<()> {
+pub fn check_variables(variables: &BTreeMap<String, String>) -> ApiResult<()> {
     match variables.keys().find_map(|name| names::reserved_problem(name).map(|message| (name, message))) {
         Some((name, message)) => Err(ApiError::invalid(format!("invalid field `variables.{name}`: {message}"))),
         None => Ok(()),

@@ -6,6 +6,7 @@ use crate::api::flows::model::{
     FLOW_COLUMNS, FlowRow, NewFlow, check_definition, check_schedule, fetch, insert_flow, name_taken,
 };
 use crate::auth::scope;
+use crate::db::json_text::JsonText;
 use crate::db::owned::{self, Owned};
 use crate::db::update::Update;
 use crate::error::{ApiError, ApiResult, Created};
@@ -186,7 +187,7 @@ async fn update(app: &AppState, org_id: OrgId, id: FlowId, patch: PatchFlow) -> 
         .set_some("name", name)
         .patch("description", patch.description.map(ShortText::into_inner))
         .set_some("tags", tags)
-        .set_some("definition", patch.definition)
+        .set_some("definition", patch.definition.map(JsonText))
         .patch("schedule", patch.schedule.map(|s| s.trim().to_owned()));
     if schedule_changed {
         update = update.sql("schedule_next_at", "NULL");

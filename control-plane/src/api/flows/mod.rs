@@ -1,21 +1,22 @@
-//! Flows: the draft (CRUD, search, tags, validation), immutable published versions, keyed environments, and the
-//! export document. Definitions are validated with the same code the runner executes them with.
+//! Flows: the draft (CRUD, search, tags, validation), immutable published versions, keyed environments, the
+//! export document, and trying one node now. Definitions are validated with the same code the runner executes them
+//! with, and stored as their authors wrote them (`json` columns, keys in their order).
 
 pub mod crud;
 pub mod environments;
 pub mod model;
 pub mod transfer;
+pub mod try_node;
 pub mod versions;
 
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 
-/// Flow bodies (definitions, imports) may be up to 10 MiB.
-pub const FLOW_BODY_LIMIT: usize = 10 * 1024 * 1024;
+pub use model::FLOW_BODY_LIMIT;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     crate::api::routing::merged(
-        [crud::routes(), versions::routes(), environments::routes(), transfer::routes()],
+        [crud::routes(), versions::routes(), environments::routes(), transfer::routes(), try_node::routes()],
         FLOW_BODY_LIMIT,
     )
 }

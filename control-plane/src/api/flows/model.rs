@@ -1,6 +1,7 @@
-//! The stored flow: its columns and row, reads by id within the organization, and the checks every write
-//! of a flow makes besides its body's types (definition, schedule, unique name).
+//! The stored flow: its columns and row, reads by id within the organization, the checks every write of a flow
+//! makes besides its body's types (definition, schedule, unique name), and the size its bodies may have.
 
+use crate::db::json_text::JsonText;
 use crate::db::owned;
 use crate::error::{ApiError, ApiResult};
 use chrono::{DateTime, Utc};
@@ -9,6 +10,9 @@ use hookflow_shared::flow::definition::{self, Problem};
 use hookflow_shared::flow::schedule::Schedule;
 use hookflow_shared::{FlowId, OrgId};
 use sqlx::PgConnection;
+
+/// Flow bodies (definitions, imports, tried nodes) may be up to 10 MiB.
+pub const FLOW_BODY_LIMIT: usize = 10 * 1024 * 1024;
 
 pub const FLOW_COLUMNS: &str = "f.id, f.name, f.description, f.tags, f.definition, f.schedule, f.draft_revision,
      (SELECT max(v.version) FROM flow_versions v WHERE v.flow_id = f.id) AS published_version,
@@ -78,9 +82,25 @@ pub fn definition_error(problems: &[Problem]) -> ApiError {
     ApiError::invalid(format!("invalid field `definition`: {}", listed.join("; ")))
 }
 
-/// Validates a definition for storing.
+/// Validates a definition for storing. A NUL character (U+0000) is refused anywhere in it, as jsonb refused it:
+/// the `json` column would take it, but its operators fail on the whole text (and with them every query into the
+/// organization's definitions).
 pub fn check_definition(raw: &serde_json::Value) -> ApiResult<()> {
-    definition::validate(raw).map(|_| ()).map_err(|problems| definition_error(&problems))
+    definition::validate(raw).map_err(|problems| definition_error(&problems))?;
+    if holds_nul(raw) {
+        return Err(ApiError::invalid("the request holds a NUL character (U+0000), which cannot be stored"));
+    }
+    Ok(())
+}
+
+/// Whether a string or a key anywhere in `value` holds U+0000.
+fn holds_nul(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(s) => s.contains('\0'),
+        serde_json::Value::Array(items) => items.iter().any(holds_nul),
+        serde_json::Value::Object(fields) => fields.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+        _ => false,
+    }
 }
 
 pub fn check_schedule(schedule: Option<&str>) -> ApiResult<()> {
@@ -115,7 +135,7 @@ pub async fn insert_flow(conn: &mut PgConnection, flow: NewFlow<'_>) -> ApiResul
     .bind(flow.name)
     .bind(flow.description)
     .bind(flow.tags)
-    .bind(flow.definition)
+    .bind(JsonText(flow.definition))
     .bind(flow.schedule.map(str::trim))
     .execute(conn)
     .await

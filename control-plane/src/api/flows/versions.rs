@@ -5,6 +5,7 @@ use crate::api::admin::audit::{self, AuditEvent};
 use crate::api::context::Ctx;
 use crate::api::flows::model::{ensure_exists, fetch};
 use crate::auth::scope;
+use crate::db::json_text::JsonText;
 use crate::db::owned;
 use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::{ApiPath, Id, parse_json};
@@ -50,7 +51,7 @@ pub async fn insert_version(
     .bind(flow_id)
     .bind(org_id)
     .bind(note)
-    .bind(definition)
+    .bind(JsonText(definition))
     .fetch_one(conn)
     .await?;
     Ok(version(row))
@@ -145,7 +146,7 @@ async fn restore_version(
     )
     .bind(caller.org_id)
     .bind(id)
-    .bind(&restored.definition)
+    .bind(JsonText(&restored.definition))
     .execute(&mut *tx)
     .await?;
     let event = AuditEvent {

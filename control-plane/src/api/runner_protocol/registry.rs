@@ -1,6 +1,7 @@
-//! Runners: registration, listing (online while seen within three heartbeat intervals), removal (its jobs go
-//! back to the queue) and heartbeats, which extend the leases of the jobs a runner still holds and tell it which
-//! to stop.
+//! Runners: registration, listing (online while seen within three heartbeat intervals; the server's embedded
+//! runners among the organization's own, as the organization's part of them), removal (its jobs go back to the
+//! queue; never an embedded runner) and heartbeats, which extend the leases of the jobs a runner still holds and
+//! tell it which to stop.
 
 use crate::api::context::Ctx;
 use crate::api::runner_protocol::caller::RunnerCaller;
@@ -33,7 +34,17 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(heartbeat))
 }
 
-const RUNNER_COLUMNS: &str = "id, name, labels, version, max_concurrency, running_jobs, host, metrics, last_seen_at,
+/// A runner as the organization `$1` sees it (`$2`: seconds after which a runner is offline, `$3`: the slots one
+/// organization may hold on an embedded runner). An embedded runner (no organization: the server's own, serving
+/// every organization) shows this organization's part of it only: the slots it may hold there, its own jobs
+/// running there, and no host metrics (the load of a machine every tenant shares).
+const RUNNER_COLUMNS: &str = "id, name, labels, version,
+    CASE WHEN organization_id IS NULL THEN LEAST(max_concurrency, $3) ELSE max_concurrency END AS max_concurrency,
+    CASE WHEN organization_id IS NULL
+        THEN (SELECT count(*)::int FROM executions e
+              WHERE e.organization_id = $1 AND e.status = 'running' AND e.runner_id = runners.id)
+        ELSE running_jobs END AS running_jobs,
+    host, CASE WHEN organization_id IS NULL THEN NULL ELSE metrics END AS metrics, last_seen_at,
     registered_at, last_seen_at > now() - make_interval(secs => $2) AS online";
 
 #[derive(Debug, sqlx::FromRow)]
@@ -132,16 +143,26 @@ async fn register(
     ))
 }
 
-/// The organization's runners.
+/// Slots one organization may hold on an embedded runner.
+fn embedded_org_slots(app: &AppState) -> i32 {
+    i32::try_from(app.settings.embedded_runner.org_slots.max(1)).unwrap_or(i32::MAX)
+}
+
+/// The organization's runners, and the server's embedded runners while they are online.
 #[utoipa::path(get, path = runner_route::RUNNERS, params(ListParams), responses((status = 200, body = Page<Runner>)))]
 async fn list_runners(Ctx { app, caller }: Ctx<scope::RunnersRead>, params: ListParams) -> Listed<Runner> {
     let page = params.page::<RunnerId>()?;
+    // Embedded runners of earlier server runs stay offline until the next start removes them: not listed.
     let rows: Vec<RunnerRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {RUNNER_COLUMNS} FROM runners WHERE organization_id = $1 AND ($3::uuid IS NULL OR id > $3)
-         ORDER BY id LIMIT $4"
+        "SELECT {RUNNER_COLUMNS} FROM runners
+         WHERE (organization_id = $1
+                OR (organization_id IS NULL AND last_seen_at > now() - make_interval(secs => $2)))
+           AND ($4::uuid IS NULL OR id > $4)
+         ORDER BY id LIMIT $5"
     )))
     .bind(caller.org_id)
     .bind(offline_after_s(&app))
+    .bind(embedded_org_slots(&app))
     .bind(page.after)
     .bind(page.fetch_limit())
     .fetch_all(&app.pool)
@@ -150,23 +171,38 @@ async fn list_runners(Ctx { app, caller }: Ctx<scope::RunnersRead>, params: List
     Ok(Json(pagination::finish(items, &page, |r| r.id)?))
 }
 
-/// One runner.
+/// One runner: the organization's, or an embedded runner of the server (which runs every organization's flows).
 #[utoipa::path(get, path = runner_route::RUNNER, params(Id), responses((status = 200, body = Runner)))]
 async fn get_runner(Ctx { app, caller }: Ctx<scope::RunnersRead>, Id(id): Id<RunnerId>) -> ApiResult<Json<Runner>> {
     let row: Option<RunnerRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {RUNNER_COLUMNS} FROM runners WHERE organization_id = $1 AND id = $3"
+        "SELECT {RUNNER_COLUMNS} FROM runners
+         WHERE (organization_id = $1 OR organization_id IS NULL) AND id = $4"
     )))
     .bind(caller.org_id)
     .bind(offline_after_s(&app))
+    .bind(embedded_org_slots(&app))
     .bind(id)
     .fetch_optional(&app.pool)
     .await?;
     row.map(|r| Json(r.into())).ok_or_else(|| ApiError::not_found("runner"))
 }
 
-/// Remove a runner; the jobs it was running go back to the queue.
-#[utoipa::path(delete, path = runner_route::RUNNER, params(Id), responses((status = 204)))]
+/// Remove a runner; the jobs it was running go back to the queue. The server's embedded runner is not the
+/// organization's to remove: 409, and it keeps running (the operator turns it off with `--embedded-runner off`).
+#[utoipa::path(delete, path = runner_route::RUNNER, params(Id), responses((status = 204),
+    (status = 409, description = "An embedded runner of the server: it is not removed")))]
 async fn delete_runner(Ctx { app, caller }: Ctx<scope::RunnersWrite>, Id(id): Id<RunnerId>) -> ApiResult<StatusCode> {
+    let embedded: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM runners WHERE id = $1 AND organization_id IS NULL)")
+            .bind(id)
+            .fetch_one(&app.pool)
+            .await?;
+    if embedded {
+        return Err(ApiError::conflict(
+            "this is the server's embedded runner, which runs every organization's flows: it cannot be removed \
+             through the API (the operator turns it off with `--embedded-runner off`)",
+        ));
+    }
     let mut tx = app.pool.begin().await?;
     owned::delete(&mut *tx, Owned::Runner, caller.org_id, id).await?;
     release::release_runner(&mut tx, caller.org_id, id).await?;

@@ -1,10 +1,12 @@
 //! Fingerprints of parts of an operation, for sync: a part's JSON together with every component it reaches through
-//! `$ref`s (each component hashed once), so a change deep in a shared schema changes the operations using it.
+//! `$ref`s (each component hashed once), so a change deep in a shared schema changes the operations using it. The
+//! JSON is printed with its keys sorted, whatever order the document wrote them in: reordering a document's keys
+//! changes nothing, and fingerprints stored by earlier releases (whose maps were sorted) still match.
 
 use crate::api::collections::openapi::schema::pointer;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 #[derive(Debug)]
 pub struct Fingerprinter<'a> {
@@ -30,6 +32,26 @@ fn hash(text: &[u8]) -> String {
     hex::encode(&Sha256::digest(text)[..12])
 }
 
+/// A value printed with every object's keys sorted (compact, as serde_json prints).
+struct Sorted<'a>(&'a Value);
+
+impl serde::Serialize for Sorted<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(map) => {
+                let sorted: BTreeMap<&str, Sorted<'_>> = map.iter().map(|(k, v)| (k.as_str(), Sorted(v))).collect();
+                sorted.serialize(serializer)
+            }
+            Value::Array(items) => serializer.collect_seq(items.iter().map(Sorted)),
+            other => other.serialize(serializer),
+        }
+    }
+}
+
+fn sorted_text(value: &Value) -> String {
+    serde_json::to_string(&Sorted(value)).unwrap_or_default()
+}
+
 impl<'a> Fingerprinter<'a> {
     pub fn new(document: &'a Value) -> Self {
         Self { document, components: HashMap::new() }
@@ -43,7 +65,7 @@ impl<'a> Fingerprinter<'a> {
             Some(target) => {
                 let mut inner = Vec::new();
                 refs_in(target, &mut inner);
-                (hash(target.to_string().as_bytes()), inner)
+                (hash(sorted_text(target).as_bytes()), inner)
             }
             None => ("unresolved".to_owned(), Vec::new()),
         };
@@ -62,7 +84,7 @@ impl<'a> Fingerprinter<'a> {
                 pending.extend(inner);
             }
         }
-        let mut text = value.to_string();
+        let mut text = sorted_text(value);
         for reference in &reached {
             let (own, _) = self.component(reference);
             text.push('\n');
@@ -92,5 +114,23 @@ mod tests {
         let cyclic =
             json!({"components": {"schemas": {"A": {"properties": {"a": {"$ref": "#/components/schemas/A"}}}}}});
         assert_eq!(Fingerprinter::new(&cyclic).of(&part).len(), 24, "cycles end");
+    }
+
+    #[test]
+    fn the_order_of_a_documents_keys_changes_nothing() {
+        let document = json!({});
+        let written: Value = serde_json::from_str(
+            r#"{"schema": {"type": "object", "required": ["b"], "nested": {"z": 1, "a": [{"y": 2, "b": 3}]}}}"#,
+        )
+        .expect("json");
+        let reordered: Value = serde_json::from_str(
+            r#"{"schema": {"nested": {"a": [{"b": 3, "y": 2}], "z": 1}, "required": ["b"], "type": "object"}}"#,
+        )
+        .expect("json");
+        let print = Fingerprinter::new(&document).of(&written);
+        assert_eq!(print, Fingerprinter::new(&document).of(&reordered));
+        // As earlier releases printed it (sorted maps), so their stored fingerprints still match.
+        let sorted = r#"{"schema":{"nested":{"a":[{"b":3,"y":2}],"z":1},"required":["b"],"type":"object"}}"#;
+        assert_eq!(print, hash(sorted.as_bytes()));
     }
 }
