@@ -299,6 +299,15 @@ async fn statements(bench: &Bench, flows: &[String]) -> Result<(), BoxError> {
     )
     .fetch_all(&bench.pool)
     .await?;
+    // Updates that stayed on their page (HOT) write no index entry: what the tables' fill factors buy.
+    let tables: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT relname::text, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+         WHERE relname IN ('executions', 'jobs') ORDER BY relname",
+    )
+    .fetch_all(&bench.pool)
+    .await?;
+    let hot: Vec<String> = tables.iter().map(|(name, all, hot)| format!("{name} {hot} of {all}")).collect();
+    println!("  updates that stayed on their page (HOT): {}", hot.join(", "));
     println!("  PostgreSQL's execution time by statement (pg_stat_statements), per execution of the rounds:");
     for (calls, total, mean, query) in top {
         let text: String = query.chars().take(110).collect();
@@ -359,7 +368,8 @@ pub async fn run(setup: Setup) -> Result<(), BoxError> {
     let mut server = start_server_with(&extra)?;
     if setup.statements {
         let more = std::env::var("HOOKFLOW_BENCH_PG_SETTINGS_TMP").unwrap_or_default();
-        server.restart_with_settings(&format!("\nshared_preload_libraries = 'pg_stat_statements'\n{more}\n"), &extra)?;
+        server
+            .restart_with_settings(&format!("\nshared_preload_libraries = 'pg_stat_statements'\n{more}\n"), &extra)?;
     }
     let pool = pool_of(&server, u32::try_from(setup.workers)?.max(4) + 2)?;
     let bench = Bench { server, pool, http: reqwest::Client::new() };
