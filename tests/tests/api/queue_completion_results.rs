@@ -75,6 +75,9 @@ fn ok(reply: &Reply) {
 
 /// Each way a runner may split its results between reports and the completion gives the same stored results,
 /// events and summary as reporting them all before completing.
+/// Node ids with their statuses.
+type Outcomes<'a> = &'a [(&'a str, &'a str)];
+
 #[tokio::test]
 async fn results_carried_by_a_completion_are_stored_as_reports_store_them() {
     let app = TestApp::spawn_for_execution().await;
@@ -82,7 +85,7 @@ async fn results_carried_by_a_completion_are_stored_as_reports_store_them() {
     let runner = app.register_runner(&creds, &[]).await;
     let flow = app.create_flow("carried", three_nodes()).await;
     // (reported first, carried by the completion, the final status)
-    let splits: [(&[(&str, &str)], &[(&str, &str)], &str); 4] = [
+    let splits: [(Outcomes, Outcomes, &str); 4] = [
         (&[], &[("a", "passed"), ("b", "passed"), ("c", "passed")], "succeeded"),
         (&[("a", "passed")], &[("b", "passed"), ("c", "passed")], "succeeded"),
         (&[], &[("a", "failed")], "failed"),
