@@ -143,7 +143,7 @@ async fn post_load(load: ClosedLoop, use_wrk: bool) -> Result<Measured, BoxError
     }
     let url = format!("{}{}", load.base, load.path);
     let result = tokio::task::spawn_blocking(move || {
-        crate::wrk::post(&url, &load.body, load.header.as_ref(), load.connections, load.duration)
+        crate::wrk::post(&url, &load.body, load.header.as_slice(), load.connections, load.duration)
     })
     .await??;
     let ok = result.requests.saturating_sub(result.failed);

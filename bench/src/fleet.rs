@@ -7,7 +7,7 @@
 
 use crate::fleet_link::{Dialer, Link, Tally};
 use crate::load::{BoxError, percentile_ms};
-use crate::server_process::{ServerProcess, database, postgres_cpu, start_server, usage};
+use crate::server_process::{ServerProcess, database, postgres_cpu, start_server_with, usage};
 use hookflow_shared::{JobId, RunnerId};
 use serde_json::{Value, json};
 use std::net::{IpAddr, Ipv4Addr};
@@ -412,8 +412,9 @@ impl Fleet {
 
 pub async fn run(args: Args) -> Result<(), BoxError> {
     raise_file_limit(&args)?;
-    // The server's default connection caps: the runners' connections leave them once they authenticate.
-    let server = start_server(&[])?;
+    // The server's default connection caps (the bench's own are higher): the runners' connections leave them once
+    // they authenticate.
+    let server = start_server_with(&["--max-connections", "8192", "--max-connections-per-address", "1024"])?;
     let pool = database(&server)?;
     let fleet = Fleet::new(server, pool, &args).await?;
     println!(

@@ -11,6 +11,7 @@ mod import;
 mod inspector;
 mod load;
 mod queue;
+mod queue_runners;
 mod retention;
 mod server_process;
 mod setup;
@@ -40,7 +41,9 @@ enum Scenario {
     /// latency at a fixed capture rate with many SSE subscribers.
     Capture(capture::Args),
     /// Trivial-flow executions/s through the runner protocol beside raw SQL SKIP LOCKED claim-then-complete
-    /// pairs; launch-to-runner latency with an idle long-polling runner.
+    /// pairs; launch-to-runner latency with an idle long-polling runner. Then the same through real
+    /// hookflow-runner processes beside the real server, launched by wrk. Needs target/release/hookflow-server and
+    /// hookflow-runner beside hookflow-bench, and wrk.
     Queue(queue::Args),
     /// Correctness at speed: 20,000 executions through 20 real runner processes while one is killed with SIGKILL
     /// every 400 ms; every execution must end exactly once with the results of its last attempt. Needs

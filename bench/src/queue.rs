@@ -1,6 +1,7 @@
 //! `hookflow-bench queue`: trivial-flow executions per second through the whole protocol (launch, claim,
 //! complete over HTTP) beside a raw SQL `SKIP LOCKED` claim-then-complete pair rate on the same database in the
-//! same run, and launch-to-runner latency with an idle long-polling runner.
+//! same run, and launch-to-runner latency with an idle long-polling runner; then the same through real runner
+//! processes (`queue_runners`).
 
 use crate::load::{BoxError, MachineBusy, median, on_load_runtime, percentile_ms};
 use crate::setup::Rig;
@@ -34,26 +35,54 @@ pub struct Args {
     /// Jobs each poll of the protocol run may claim (`max_jobs`): each poller is a runner with this many slots.
     #[arg(long, default_value_t = 16)]
     batch: u32,
+    /// Which parts run: the protocol's own clients in process (`clients`), real runner processes beside the real
+    /// server (`runners`), or both.
+    #[arg(long, value_enum, default_value_t = Part::All)]
+    part: Part,
+    /// Real `hookflow-runner` processes of the runners part.
+    #[arg(long, default_value_t = 4)]
+    runners: usize,
+    /// Slots (`--concurrency`) of each real runner.
+    #[arg(long, default_value_t = 16)]
+    runner_slots: u32,
+    /// wrk's connections launching in the runners part.
+    #[arg(long, default_value_t = 32)]
+    wrk_connections: usize,
+    /// Seconds wrk launches in each round of the runners part.
+    #[arg(long, default_value_t = 5)]
+    wrk_seconds: u64,
+    /// Also print PostgreSQL's execution time per statement in the runners part (`pg_stat_statements`, loaded
+    /// by restarting the server once; the raw pairs' statements are counted too).
+    #[arg(long)]
+    pg_statements: bool,
+}
+
+/// The parts of `hookflow-bench queue`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Part {
+    All,
+    Clients,
+    Runners,
 }
 
 /// The raw baseline: claim with one `UPDATE .. SKIP LOCKED`, complete with a second statement.
-async fn raw_sql_pairs(rig: &Rig, jobs: usize, workers: usize) -> Result<f64, BoxError> {
+pub(crate) async fn raw_sql_pairs(pool: &sqlx::PgPool, jobs: usize, workers: usize) -> Result<f64, BoxError> {
     sqlx::query("CREATE TABLE IF NOT EXISTS bench_jobs (id bigserial PRIMARY KEY, status text NOT NULL)")
-        .execute(&rig.pool)
+        .execute(pool)
         .await?;
     // The same kind of partial index the executions queue has.
     sqlx::query("CREATE INDEX IF NOT EXISTS bench_jobs_queued ON bench_jobs (id) WHERE status = 'queued'")
-        .execute(&rig.pool)
+        .execute(pool)
         .await?;
-    sqlx::query("TRUNCATE bench_jobs").execute(&rig.pool).await?;
+    sqlx::query("TRUNCATE bench_jobs").execute(pool).await?;
     sqlx::query("INSERT INTO bench_jobs (status) SELECT 'queued' FROM generate_series(1, $1)")
         .bind(i64::try_from(jobs)?)
-        .execute(&rig.pool)
+        .execute(pool)
         .await?;
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..workers {
-        let pool = rig.pool.clone();
+        let pool = pool.clone();
         tasks.push(tokio::spawn(async move {
             let mut done = 0usize;
             loop {
@@ -75,7 +104,7 @@ async fn raw_sql_pairs(rig: &Rig, jobs: usize, workers: usize) -> Result<f64, Bo
         total += task.await??;
     }
     let elapsed = started.elapsed();
-    sqlx::query("DROP TABLE bench_jobs").execute(&rig.pool).await?;
+    sqlx::query("DROP TABLE bench_jobs").execute(pool).await?;
     Ok(total as f64 / elapsed.as_secs_f64())
 }
 
@@ -211,6 +240,28 @@ async fn launch_latency(rig: &Rig, flow: &str, samples: usize) -> Result<(Vec<u3
 }
 
 pub async fn run(args: Args) -> Result<(), BoxError> {
+    if args.part != Part::Runners {
+        clients(&args).await?;
+    }
+    if args.part == Part::Clients {
+        return Ok(());
+    }
+    crate::queue_runners::run(crate::queue_runners::Setup {
+        runners: args.runners,
+        slots: args.runner_slots,
+        connections: args.wrk_connections,
+        seconds: args.wrk_seconds,
+        rounds: args.rounds,
+        jobs: args.jobs,
+        workers: args.workers,
+        latency_samples: args.latency_samples,
+        statements: args.pg_statements,
+    })
+    .await
+}
+
+/// The protocol's own minimal clients (claim and complete, nothing run) against a server in this process.
+async fn clients(args: &Args) -> Result<(), BoxError> {
     // One key launches, polls and completes: its request budget (2,000/s by default) would be what is measured.
     let rig = Rig::start_with(|s| s.key_rate_per_s = 1_000_000).await?;
     let flow = rig
@@ -225,15 +276,15 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
     );
     // Warm-up, then the statistics autovacuum would gather within a minute of the tables filling: plans made for
     // empty tables would otherwise be measured.
-    protocol_rate(&rig, &flow, &args, args.jobs / 4, args.launchers).await?;
+    protocol_rate(&rig, &flow, args, args.jobs / 4, args.launchers).await?;
     sqlx::query("ANALYZE").execute(&rig.pool).await?;
     // Rounds in turns, medians compared: one run of each varies by a tenth on a shared machine.
     let (mut raws, mut runs) = (Vec::new(), Vec::new());
     for round in 1..=args.rounds {
         let busy = MachineBusy::start();
-        let raw = raw_sql_pairs(&rig, args.jobs, args.workers).await?;
+        let raw = raw_sql_pairs(&rig.pool, args.jobs, args.workers).await?;
         let raw_busy = busy.share();
-        let run = protocol_rate(&rig, &flow, &args, args.jobs, args.launchers).await?;
+        let run = protocol_rate(&rig, &flow, args, args.jobs, args.launchers).await?;
         println!(
             "  round {round}: raw SQL pairs {raw:>6.0} /s (cores busy {:.0}%), protocol {:>6.0} /s (cores busy {:.0}%; \
              launches {:.0} /s): {:.3}",
@@ -250,7 +301,7 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
     println!("  raw SQL claim-then-complete pairs:   {raw:>8.0} /s (median of {})", args.rounds);
     println!("  executions through the protocol:    {through:>8.0} /s (median; launch, claim, complete over HTTP)");
     println!("  ratio protocol / raw SQL:            {:>8.3} (target >= 0.9)", through / raw);
-    let few = protocol_rate(&rig, &flow, &args, args.jobs, args.few_launchers).await?;
+    let few = protocol_rate(&rig, &flow, args, args.jobs, args.few_launchers).await?;
     println!(
         "  the same with {} launchers:          {:>8.0} /s (cores busy {:.0}%; ratio {:.3}: each launcher waits for its answer)",
         args.few_launchers,

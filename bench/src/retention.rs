@@ -47,7 +47,7 @@ async fn load(rig: &Rig, path: &str, args: &Args) -> Result<f64, BoxError> {
     if crate::wrk::available() {
         let (url, connections, seconds) = (format!("{}{path}", rig.base), args.connections, args.seconds);
         let result = tokio::task::spawn_blocking(move || {
-            crate::wrk::post(&url, &body, None, connections, Duration::from_secs(seconds))
+            crate::wrk::post(&url, &body, &[], connections, Duration::from_secs(seconds))
         })
         .await??;
         return Ok(result.rate * result.requests.saturating_sub(result.failed) as f64 / result.requests.max(1) as f64);

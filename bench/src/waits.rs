@@ -59,7 +59,7 @@ async fn until(pool: &sqlx::PgPool, status: &str, n: usize, within: Duration) ->
 }
 
 pub async fn run(args: Args) -> Result<(), BoxError> {
-    let server = start_server(&["--max-connections", "16384", "--max-connections-per-address", "4096"])?;
+    let server = start_server()?;
     let pool = database(&server)?;
     let org: hookflow_shared::OrgId = server.org.parse()?;
     let api =

@@ -21,11 +21,12 @@ pub fn available() -> bool {
     Command::new("wrk").arg("--version").output().is_ok()
 }
 
-/// POSTs `body` to `url` over `connections` connections (2 threads) for `duration`.
+/// POSTs `body` (as JSON, with `headers` besides) to `url` over `connections` connections (2 threads) for
+/// `duration`.
 pub fn post(
     url: &str,
     body: &[u8],
-    header: Option<&(String, String)>,
+    headers: &[(String, String)],
     connections: usize,
     duration: Duration,
 ) -> Result<WrkResult, BoxError> {
@@ -34,7 +35,7 @@ pub fn post(
     let body_file = dir.join("body.json");
     std::fs::write(&body_file, body)?;
     let script = dir.join("post.lua");
-    let extra = header.map(|(n, v)| format!("wrk.headers[\"{n}\"] = \"{v}\"\n")).unwrap_or_default();
+    let extra: String = headers.iter().map(|(n, v)| format!("wrk.headers[\"{n}\"] = \"{v}\"\n")).collect();
     std::fs::write(
         &script,
         format!(

@@ -1,5 +1,10 @@
 //! The `hookflow` binary; everything lives in the library (`hookflow_cli`).
 
+/// mimalloc, as in `hookflow-server`: a run's requests, JSON and templates make many small, short-lived
+/// allocations, which glibc's allocator served at a cost `perf` could see.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     hookflow_cli::main()
 }

@@ -44,6 +44,8 @@ pub struct Inner {
     pub drafts: crate::queue::drafts::Drafts,
     /// Job tokens this server handed out to runners, for their completions.
     pub issued_jobs: crate::queue::issued::IssuedJobs,
+    /// Runners whose rows this server read within a second, for their polls.
+    pub seen_runners: crate::queue::seen::SeenRunners,
     /// Identity: the credentials' caches, signing keys, external issuers and failure budgets.
     pub auth: Arc<Auth>,
     /// Failed sign-ins per (email, address) and per address.
@@ -295,6 +297,7 @@ impl AppState {
             replica,
             drafts: Default::default(),
             issued_jobs: Default::default(),
+            seen_runners: Default::default(),
             auth,
             sign_ins: SignInThrottle::default(),
             allowances,

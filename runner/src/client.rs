@@ -4,8 +4,8 @@
 //! job calls' 401/409 as a lost job) and its cheap report bodies (encoded once, sent as bytes).
 
 use hookflow_shared::api::runners::{
-    CaptureWait, CaptureWaitReply, Complete, FinalStatus, Heartbeat, HeartbeatReply, Job, JobBatch, Metrics, NextJob,
-    RegisterRunner, Registered, ReportReply,
+    CaptureWait, CaptureWaitReply, FinalStatus, Heartbeat, HeartbeatReply, Job, JobBatch, Metrics, NextJob,
+    NodeReportBatch, RegisterRunner, Registered, ReportReply,
 };
 use hookflow_shared::redacted::Redacted;
 use hookflow_shared::wire::{Refusal, runner_route};
@@ -52,6 +52,8 @@ pub struct Connection {
 #[derive(Debug, Clone)]
 pub struct Client {
     api: hookflow_client::Client,
+    /// Set once the control plane refused results carried by a completion (it predates them).
+    results_refused: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Checks a control plane's base URL: http or https, and plain http only to a loopback host unless
@@ -98,7 +100,20 @@ impl Client {
             key: connection.api_key.expose().clone(),
             org: connection.organization_id,
         };
-        Self { api: hookflow_client::Client::with_http(http, &connection.base_url, credentials) }
+        Self {
+            api: hookflow_client::Client::with_http(http, &connection.base_url, credentials),
+            results_refused: std::sync::Arc::default(),
+        }
+    }
+
+    /// Whether completions may carry results (until the control plane refused them once).
+    pub fn completions_take_results(&self) -> bool {
+        !self.results_refused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Remembers that the control plane refuses results carried by completions.
+    pub fn refuse_results_with_completions(&self) {
+        self.results_refused.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A `POST` to `path` with the key (and organization) headers.
@@ -181,8 +196,27 @@ impl Client {
     }
 
     pub async fn complete(&self, job: &Job, status: FinalStatus, error: Option<String>) -> Result<(), ClientError> {
-        let request = self.post_as_job(&runner_route::job_complete(job.job_id), job).json(&Complete { status, error });
-        self.send::<serde_json::Value>(request, true).await.map(|_| ())
+        self.complete_with(job, status, error, &NodeReportBatch::default()).await
+    }
+
+    /// Completes the job carrying `results` (the ones not reported yet) in the same request: one request and one
+    /// statement on the server instead of a report and a completion. A server older than `results` answers 400.
+    pub async fn complete_with(
+        &self,
+        job: &Job,
+        status: FinalStatus,
+        error: Option<String>,
+        results: &NodeReportBatch,
+    ) -> Result<(), ClientError> {
+        let body = results.completion_body(status, error).map_err(|e| ClientError::Transport(e.to_string()))?;
+        let request = self
+            .post_as_job(&runner_route::job_complete(job.job_id), job)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        // The answer (the execution as it ended) is not needed: it is read without being kept.
+        self.send::<serde::de::IgnoredAny>(request, true).await?;
+        metrics::counter!("hookflow_runner_results_posted_total").increment(results.len() as u64);
+        Ok(())
     }
 }
 

@@ -1,6 +1,7 @@
 //! Runs one claimed job end to end: the engine executes it while a reporter posts node results in batches (what
 //! piles up while a post is in flight, and for at least [`REPORT_INTERVAL`] after the previous post, goes in the
-//! next one), then the job is completed. A report answered "cancel" stops the engine; a report refused because the
+//! next one), then the job is completed, with the results the engine produced after the last post (a short flow's
+//! only results, often: one request instead of two). A report answered "cancel" stops the engine; a report refused because the
 //! attempt moved on abandons the job.
 
 use crate::client::{Client, ClientError};
@@ -8,6 +9,7 @@ use crate::engine::{Engine, Outcome};
 use backon::{ExponentialBuilder, Retryable as _};
 use hookflow_shared::api::executions::NodeResult;
 use hookflow_shared::api::runners::{Job, NodeReportBatch};
+use reqwest::StatusCode;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -99,13 +101,15 @@ impl Results {
     }
 }
 
+/// Posts results as they come; answers the ones the engine produced last when it had finished before they were
+/// posted: those go with the completion.
 async fn report_all(
     client: Client,
     job: Job,
     receiver: mpsc::UnboundedReceiver<NodeResult>,
     cancel: CancellationToken,
     options: Options,
-) -> Result<(), ClientError> {
+) -> Result<NodeReportBatch, ClientError> {
     let mut results = Results { receiver, observer: options.observer };
     let mut last_post = Instant::now().checked_sub(REPORT_INTERVAL).unwrap_or_else(Instant::now);
     loop {
@@ -122,16 +126,45 @@ async fn report_all(
         let Some(first) = next else { break };
         let mut batch = NodeReportBatch::default();
         results.take(&mut batch, &first);
-        let ended = results.fill(&mut batch, last_post + REPORT_INTERVAL).await;
-        last_post = Instant::now();
-        if !batch.is_empty() {
-            post(&client, &job, batch, &cancel).await?;
+        if results.fill(&mut batch, last_post + REPORT_INTERVAL).await {
+            return Ok(batch);
         }
-        if ended {
-            return Ok(());
+        last_post = Instant::now();
+        post(&client, &job, batch, &cancel).await?;
+    }
+    Ok(NodeReportBatch::default())
+}
+
+/// Completes the job with the results not posted yet in the same request. A server that does not take results
+/// with a completion (it predates them: 400 naming the field) is remembered: they go as a report first, then the
+/// completion alone, from then on.
+async fn complete(
+    client: &Client,
+    job: &Job,
+    outcome: &Outcome,
+    left: NodeReportBatch,
+    cancel: &CancellationToken,
+) -> Result<(), ClientError> {
+    let (status, error) = (outcome.status, outcome.error.clone());
+    if !left.is_empty() && client.completions_take_results() {
+        let with_results = (|| client.complete_with(job, status, error.clone(), &left))
+            .retry(retry_policy())
+            .when(ClientError::is_transient)
+            .await;
+        match with_results {
+            Err(ClientError::Status { status: StatusCode::BAD_REQUEST, message, .. })
+                if message.contains("unknown field `results`") =>
+            {
+                tracing::info!("the control plane takes no results with a completion: reporting them first");
+                client.refuse_results_with_completions();
+            }
+            done => return done,
         }
     }
-    Ok(())
+    if !left.is_empty() {
+        post(client, job, left, cancel).await?;
+    }
+    (|| client.complete(job, status, error.clone())).retry(retry_policy()).when(ClientError::is_transient).await
 }
 
 /// Executes `job` and reports it; returns how it ended, or why it could not be reported.
@@ -157,11 +190,10 @@ pub async fn execute_with(
     let reporting = tokio::spawn(report_all(client.clone(), job.clone(), results, cancel.clone(), options));
     let outcome = engine.run_with(job, &sink, cancel, Some(client)).await;
     drop(sink);
-    match reporting.await {
+    let left = match reporting.await {
         Ok(reported) => reported?,
         Err(e) => return Err(ClientError::Transport(format!("the reporter stopped: {e}"))),
-    }
-    let (status, error) = (outcome.status, outcome.error.clone());
-    (|| client.complete(job, status, error.clone())).retry(retry_policy()).when(ClientError::is_transient).await?;
+    };
+    complete(client, job, &outcome, left, cancel).await?;
     Ok(outcome)
 }

@@ -8,6 +8,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// mimalloc, as in `hookflow-server`: with glibc's allocator a third of a busy runner's user time went to
+/// `malloc`/`free` (`perf` during `hookflow-bench queue`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "hookflow-runner",
@@ -115,7 +120,12 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let Ok(runtime) = tokio::runtime::Builder::new_multi_thread().enable_all().build() else {
+    let runtime = match std::env::var("HOOKFLOW_RUNNER_RT_TMP").as_deref() {
+        Ok("current") => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        Ok("one") => tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build(),
+        _ => tokio::runtime::Builder::new_multi_thread().enable_all().build(),
+    };
+    let Ok(runtime) = runtime else {
         eprintln!("hookflow-runner: cannot start the async runtime");
         return ExitCode::FAILURE;
     };

@@ -13,13 +13,14 @@ use hookflow_shared::ErrorCode;
 use hookflow_shared::wire::runner_route;
 use std::time::{Duration, Instant};
 
-/// The route template a request matched (`/webhooks/{id}`), carried on its response.
+/// The route template a request matched (`/webhooks/{id}`), carried on its response (shared with the router's
+/// own copy: nothing is copied per request).
 #[derive(Debug, Clone)]
-pub struct RouteTemplate(pub String);
+pub struct RouteTemplate(pub MatchedPath);
 
 /// Route layer: copies the matched route's template onto the response.
 pub async fn tag_route(request: Request, next: Next) -> Response {
-    let template = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned());
+    let template = request.extensions().get::<MatchedPath>().cloned();
     let mut response = next.run(request).await;
     if let Some(template) = template {
         response.extensions_mut().insert(RouteTemplate(template));

@@ -79,9 +79,12 @@ async fn read_gauges(app: &Source) -> Result<(), sqlx::Error> {
     let mut conn = pool.acquire().await?;
     gauge!("hookflow_db_pool_acquire_seconds").set(started.elapsed().as_secs_f64());
     let (queued, running, oldest_s): (i64, i64, f64) = sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'running'),
-                coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE status = 'queued')), 0)::float8
-         FROM executions WHERE status IN ('queued', 'running')",
+        // One subquery per status, so each reads its own partial index (`executions_queued`,
+        // `executions_running_org`), never the table.
+        "SELECT (SELECT count(*) FROM executions WHERE status = 'queued'),
+                (SELECT count(*) FROM executions WHERE status = 'running'),
+                coalesce(extract(epoch FROM now() - (SELECT min(created_at) FROM executions WHERE status = 'queued')),
+                    0)::float8",
     )
     .fetch_one(&mut *conn)
     .await?;

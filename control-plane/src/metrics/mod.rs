@@ -7,9 +7,10 @@
 
 pub mod endpoint;
 
-use metrics::{counter, gauge, histogram};
+use metrics::{Counter, Histogram, counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{LazyLock, OnceLock, RwLock};
 use std::time::Duration;
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -51,14 +52,44 @@ pub fn install() -> PrometheusHandle {
         .clone()
 }
 
-/// One answered HTTP request, by route template (`unmatched` for paths no route knows).
-pub fn http_request(method: &str, route: &str, status: u16, elapsed: Duration) {
-    let (method, route) = (method.to_owned(), route.to_owned());
-    counter!("hookflow_http_requests_total", "method" => method.clone(), "route" => route.clone(),
-        "status" => status.to_string())
-    .increment(1);
-    histogram!("hookflow_http_request_duration_seconds", "method" => method, "route" => route)
-        .record(elapsed.as_secs_f64());
+/// One answered HTTP request, by route template (`unmatched` for paths no route knows). Nothing is recorded before
+/// the recorder is installed (`install`; with `--metrics-listen off`, never): no label is made for nobody.
+pub fn http_request(method: &'static str, route: &str, status: u16, elapsed: Duration) {
+    if HANDLE.get().is_none() {
+        return;
+    }
+    let (counter, histogram) = http_handles(method, route, status);
+    counter.increment(1);
+    histogram.record(elapsed.as_secs_f64());
+}
+
+/// The handles of one route's HTTP metrics: its latency histogram by method, its counters by method and status.
+type RouteHandles = HashMap<&'static str, (Histogram, HashMap<u16, Counter>)>;
+
+/// Handles by route template. Labels are closed sets (methods HTTP defines, route templates, statuses), so each
+/// set is registered once and later requests only bump its atomics: no label strings made per request.
+static HTTP_HANDLES: LazyLock<RwLock<HashMap<String, RouteHandles>>> = LazyLock::new(RwLock::default);
+
+fn http_handles(method: &'static str, route: &str, status: u16) -> (Counter, Histogram) {
+    let known = HTTP_HANDLES.read().unwrap_or_else(|e| e.into_inner()).get(route).and_then(|methods| {
+        let (histogram, counters) = methods.get(method)?;
+        Some((counters.get(&status)?.clone(), histogram.clone()))
+    });
+    if let Some(handles) = known {
+        return handles;
+    }
+    let mut all = HTTP_HANDLES.write().unwrap_or_else(|e| e.into_inner());
+    let methods = all.entry(route.to_owned()).or_default();
+    let (histogram, counters) = methods.entry(method).or_insert_with(|| {
+        let histogram = histogram!("hookflow_http_request_duration_seconds", "method" => method,
+            "route" => route.to_owned());
+        (histogram, HashMap::new())
+    });
+    let counter = counters.entry(status).or_insert_with(|| {
+        counter!("hookflow_http_requests_total", "method" => method, "route" => route.to_owned(),
+            "status" => status.to_string())
+    });
+    (counter.clone(), histogram.clone())
 }
 
 /// A batch the capture writer committed (or failed): rows stored, rows the database refused or could not store.

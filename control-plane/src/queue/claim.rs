@@ -80,7 +80,7 @@ impl Claimer {
 /// Which execution to claim.
 #[derive(Debug, Clone, Copy)]
 pub enum Target<'a> {
-    /// The oldest queued execution of one organization whose labels the runner carries.
+    /// The oldest queued execution of one organization whose labels the runner carries, while the runner exists.
     Organization { org_id: OrgId, labels: &'a [String] },
     /// The same across organizations, least recently served organization first, skipping organizations that
     /// hold `org_slots` of this runner's jobs already (the embedded runner).
@@ -97,10 +97,12 @@ impl Target<'_> {
     /// locked. Its parameters start at `$5`.
     fn pick(&self) -> &'static str {
         match self {
+            // Only while the runner exists: its poll may have taken its labels from memory (`queue::seen`).
             Target::Organization { .. } => {
                 "WITH picked AS (
                     SELECT id, attempt, node_ids[1] AS first_node FROM executions
                     WHERE organization_id = $5 AND status = 'queued' AND runner_labels <@ $6
+                        AND EXISTS (SELECT 1 FROM runners r WHERE r.id = $1 AND r.organization_id = $5)
                     ORDER BY id LIMIT cardinality($2::uuid[]) FOR UPDATE SKIP LOCKED)"
             }
             // `queued` walks `executions_queued` from one organization with queued work to the next (a loose index

@@ -2,8 +2,9 @@
 //! `create` queues a resolved launch; `claim` hands it to a runner (running, a job with its token); `report`
 //! stores node results under the token and extends the lease, as do heartbeats (`lease`); `finish` ends it, and
 //! its `cancel` ends or flags it; `release` puts a lost one back in the queue or ends it; `issued` remembers the
-//! job tokens this server handed out, for completions; `drafts` the flow drafts it validated, for launches; `row`
-//! reads an execution back as the API shows it; `secrets` opens the secrets a run references.
+//! job tokens this server handed out, for completions; `seen` the runners it saw within a second, for their polls;
+//! `drafts` the flow drafts it validated, for launches; `row` reads an execution back as the API shows it;
+//! `secrets` opens the secrets a run references.
 //! Every transition logs its events (`events`) in the same statement or transaction; a NOTIFY at its commit wakes
 //! the execution's stream subscribers when a stream watches it. Two transitions make work claimable and wake
 //! waiting long polls at commit: `create` NOTIFYs the organization's queue channel only when a replica other than
@@ -23,4 +24,5 @@ pub mod release;
 pub mod report;
 pub mod row;
 pub mod secrets;
+pub mod seen;
 pub mod watch;

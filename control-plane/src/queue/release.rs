@@ -33,12 +33,8 @@ pub async fn release(conn: &mut PgConnection, execution_id: ExecutionId, reason:
             .bind(execution_id)
             .fetch_one(&mut *conn)
             .await?;
-    let end = |status, error: &str| Ending {
-        execution_id,
-        attempt,
-        job_id: None,
-        end: Complete { status, error: Some(error.to_owned()) },
-    };
+    let end =
+        |status, error: &str| Ending::new(execution_id, attempt, None, Complete::new(status, Some(error.to_owned())));
     let expired = reason == "lease_expired";
     if cancel_requested {
         if expired {

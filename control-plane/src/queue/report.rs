@@ -1,7 +1,8 @@
 //! Reports under a job token: the token names its job (dead once the job completed: 401; an attempt that is no
 //! longer current: 409, so a runner that lost its lease never overwrites the attempt that replaced it), and node
 //! results are stored idempotently per (execution, attempt, node), logged as `node.completed` plus the next
-//! `node.started`, and extend the lease.
+//! `node.started`, and extend the lease. Results a completion carries are encoded here (`stored`) and written by
+//! the completion's statement (`crate::queue::finish`) by the same rules.
 
 use crate::error::{ApiError, ApiResult, to_json_string};
 use crate::queue::events;
@@ -86,10 +87,7 @@ pub async fn record(
     let (mut ids, mut places, mut statuses, mut payloads) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for result in &mut results {
         let Some(position) = positions.get(result.node_id.as_str()) else {
-            return Err(ApiError::invalid(format!(
-                "invalid field `node_id`: `{}` is not a node of this flow",
-                result.node_id
-            )));
+            return Err(unknown_node(&result.node_id));
         };
         result.attempt = job.attempt;
         places.push(*position);
@@ -140,6 +138,33 @@ fn announcements(
         }
     }
     Ok(announced)
+}
+
+/// A node result as it is stored: the text of its row and of its `node.completed` event, encoded once.
+#[derive(Debug)]
+pub struct StoredResult {
+    pub node_id: String,
+    pub status: &'static str,
+    pub payload: String,
+    pub event: String,
+}
+
+/// Encodes a job's results for storing with its completion (each stamped with the job's attempt).
+pub fn stored(results: Vec<NodeResult>, attempt: i32) -> ApiResult<Vec<StoredResult>> {
+    results
+        .into_iter()
+        .map(|mut result| {
+            result.attempt = attempt;
+            let payload = to_json_string(&result)?;
+            let event = completed_event(&payload)?;
+            Ok(StoredResult { node_id: result.node_id, status: result.status.as_str(), payload, event })
+        })
+        .collect()
+}
+
+/// The refusal of a result whose node the flow does not have.
+pub fn unknown_node(node_id: &str) -> ApiError {
+    ApiError::invalid(format!("invalid field `node_id`: `{node_id}` is not a node of this flow"))
 }
 
 /// The `node.completed` event of a stored result: the result's JSON object with `"type"` first.

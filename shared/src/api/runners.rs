@@ -365,6 +365,19 @@ impl NodeReportBatch {
         self.body.len()
     }
 
+    /// The JSON body of a completion carrying this batch's results: `{"status":..,"error":..,"results":[..]}`,
+    /// or without `results` for an empty batch (the results are not encoded again).
+    pub fn completion_body(&self, status: FinalStatus, error: Option<String>) -> Result<Vec<u8>, serde_json::Error> {
+        let mut body = serde_json::to_vec(&Complete::new(status, error))?;
+        if self.results > 0 {
+            body.pop();
+            body.extend_from_slice(br#","results":["#);
+            body.extend_from_slice(&self.body[Self::OPEN.len()..]);
+            body.extend_from_slice(b"]}");
+        }
+        Ok(body)
+    }
+
     /// The JSON body: `{"results":[..]}`, `{"results":[]}` for an empty batch (a keep-alive).
     pub fn into_body(mut self) -> Vec<u8> {
         if self.results == 0 {
@@ -405,12 +418,24 @@ impl FinalStatus {
 }
 
 /// `POST /runner/jobs/{job_id}/complete`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Complete {
     pub status: FinalStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// **Added:** node results not reported yet, stored with the completion as `POST /runner/jobs/{job_id}/nodes`
+    /// would have stored them first (a runner whose flow ended before its last results were posted sends them
+    /// here: one request and one statement instead of two).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub results: Vec<NodeResult>,
+}
+
+impl Complete {
+    /// A completion with no results of its own.
+    pub fn new(status: FinalStatus, error: Option<String>) -> Self {
+        Self { status, error, results: Vec::new() }
+    }
 }
 
 #[cfg(test)]
@@ -454,5 +479,21 @@ mod tests {
         let ids: Vec<&str> = results.iter().map(|r| r.node_id.as_str()).collect();
         assert_eq!(ids, ["a", "b", "c"]);
         assert_eq!(results[1].extracted["token"], "a\"b");
+    }
+
+    #[test]
+    fn a_batch_goes_with_a_completion() {
+        let read = |body: Vec<u8>| serde_json::from_slice::<Complete>(&body).expect("a completion");
+        let empty = NodeReportBatch::default().completion_body(FinalStatus::Succeeded, None).expect("encodes");
+        assert_eq!(empty, br#"{"status":"succeeded"}"#, "no results: the completion as older runners send it");
+        let mut batch = NodeReportBatch::default();
+        for id in ["a", "b"] {
+            batch.push(&result(id)).expect("encodes");
+        }
+        let complete = read(batch.completion_body(FinalStatus::Failed, Some("it \"broke\"".into())).expect("encodes"));
+        assert_eq!((complete.status, complete.error.as_deref()), (FinalStatus::Failed, Some("it \"broke\"")));
+        let ids: Vec<&str> = complete.results.iter().map(|r| r.node_id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(complete.results[0].extracted["token"], "a\"b");
     }
 }

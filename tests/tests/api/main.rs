@@ -56,6 +56,8 @@ mod people_sessions;
 mod private_network;
 mod queue_at_scale;
 mod queue_batching;
+mod queue_completion_results;
+mod queue_polls;
 mod resources;
 mod runner_e2e;
 mod runners_embedded;

@@ -32,9 +32,26 @@ impl FromRequestParts<AppState> for RunnerCaller {
     }
 }
 
+/// A runner's labels, and whether they were read from its row just now or remembered (`crate::queue::seen`).
+#[derive(Debug)]
+pub struct Touched {
+    pub labels: Vec<String>,
+    pub remembered: bool,
+}
+
 /// Checks a runner id against the caller and marks the runner seen; returns its labels. Another organization's
-/// runner is 404.
-pub async fn touch_runner(app: &AppState, caller: RunnerCaller, runner_id: RunnerId) -> ApiResult<Vec<String>> {
+/// runner is 404. A runner this server saw within the last second is not read again: its claims check that it
+/// still exists, and a poll that finds no work reads its row before it waits ([`read_runner`]).
+pub async fn touch_runner(app: &AppState, caller: RunnerCaller, runner_id: RunnerId) -> ApiResult<Touched> {
+    if let Some(labels) = app.seen_runners.labels(caller.org_id, runner_id) {
+        return Ok(Touched { labels, remembered: true });
+    }
+    let labels = read_runner(app, caller, runner_id).await?;
+    Ok(Touched { labels, remembered: false })
+}
+
+/// Reads (and marks seen) the runner's row: its labels, or 404 when the caller has no such runner.
+pub async fn read_runner(app: &AppState, caller: RunnerCaller, runner_id: RunnerId) -> ApiResult<Vec<String>> {
     // The row is written at most once a second, so many pollers of one runner do not queue on its lock; like a
     // heartbeat, the write does not wait for its WAL flush (`registry::heartbeat` says why that is safe).
     let labels: Option<Vec<String>> = sqlx::query_scalar(
@@ -50,5 +67,7 @@ pub async fn touch_runner(app: &AppState, caller: RunnerCaller, runner_id: Runne
     .bind(caller.org_id)
     .fetch_optional(&app.pool)
     .await?;
-    labels.ok_or_else(|| ApiError::not_found("runner"))
+    let labels = labels.ok_or_else(|| ApiError::not_found("runner"))?;
+    app.seen_runners.saw(caller.org_id, runner_id, labels.clone());
+    Ok(labels)
 }

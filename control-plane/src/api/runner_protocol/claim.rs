@@ -2,7 +2,7 @@
 //! every `queue_recheck` (10 s) regardless; each try is one claim statement (`crate::queue::claim`) taking up to
 //! `max_jobs` jobs when a runner with free slots asks for several.
 
-use crate::api::runner_protocol::caller::{RunnerCaller, touch_runner};
+use crate::api::runner_protocol::caller::{RunnerCaller, read_runner, touch_runner};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::ApiJson;
 use crate::queue::claim::{Claimer, Target, claim_many};
@@ -74,7 +74,8 @@ async fn next_job(
     }
     // This future lives as long as the poll waits, thousands at once: the statements' futures (kilobytes each)
     // are boxed, so they take memory only while they run, not for the whole wait.
-    let labels = Box::pin(touch_runner(&app, caller, body.runner_id)).await?;
+    let touched = Box::pin(touch_runner(&app, caller, body.runner_id)).await?;
+    let (labels, mut remembered) = (touched.labels, touched.remembered);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
     let wake = app.queue.for_runner(caller.org_id);
     if wait_s > 0 {
@@ -91,6 +92,11 @@ async fn next_job(
                 (_, last) => Claimed::Batch(JobBatch { jobs: jobs.into_iter().chain(last).collect() }),
             };
             return Ok((StatusCode::OK, Json(answer)).into_response());
+        }
+        if remembered {
+            // No work, and the runner's row was not read: a removed runner is told so (404) before it waits.
+            Box::pin(read_runner(&app, caller, body.runner_id)).await?;
+            remembered = false;
         }
         let now = tokio::time::Instant::now();
         if now >= deadline {

@@ -207,6 +207,7 @@ async fn delete_runner(Ctx { app, caller }: Ctx<scope::RunnersWrite>, Id(id): Id
     owned::delete(&mut *tx, Owned::Runner, caller.org_id, id).await?;
     release::release_runner(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
+    app.seen_runners.forget(Some(caller.org_id), id);
     app.queue.wake(caller.org_id);
     Ok(StatusCode::NO_CONTENT)
 }

@@ -5,7 +5,7 @@
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, parse_json};
 use crate::queue::finish::Ending;
-use crate::queue::report::{JobContext, JobToken, keep_alive, look_up, record, stale_attempt};
+use crate::queue::report::{JobContext, JobToken, keep_alive, look_up, record, stale_attempt, stored, unknown_node};
 use crate::state::AppState;
 use axum::Json;
 use axum::body::Body;
@@ -21,10 +21,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(report_nodes)).routes(routes!(complete_job))
 }
 
-/// Node reports may carry many results with bodies of up to 64 KiB each.
+/// Node reports (and completions, which may carry a runner's last results) may carry many results with bodies of
+/// up to 64 KiB each.
 const REPORT_BODY_LIMIT: usize = 16 * 1024 * 1024;
-/// A completion is a status and a short error.
-const COMPLETE_BODY_LIMIT: usize = 64 * 1024;
 
 /// Reads a body within `limit` (413 beyond), once the caller is known.
 pub(super) async fn read_body(body: Body, limit: usize) -> ApiResult<bytes::Bytes> {
@@ -109,7 +108,8 @@ async fn report_nodes(call: JobCall, body: Body) -> ApiResult<Json<ReportReply>>
     Ok(Json(ReportReply { accepted, cancel: job.cancel_requested }))
 }
 
-/// Complete the job; the token is dead afterwards.
+/// Complete the job; the token is dead afterwards. Node results it carries (`results`) are stored first, as a report
+/// would store them, in the same statement.
 #[utoipa::path(post, path = runner_route::JOB_COMPLETE, params(("job_id" = Uuid, Path)),
     request_body = Complete,
     responses((status = 200, body = Execution), (status = 400), (status = 409)),
@@ -125,16 +125,22 @@ async fn complete_job(call: JobCall, body: Body) -> ApiResult<Json<Execution>> {
         }
     };
     call.proven();
-    let mut end: Complete = parse_json(&read_body(body, COMPLETE_BODY_LIMIT).await?)?;
+    let mut end: Complete = parse_json(&read_body(body, REPORT_BODY_LIMIT).await?)?;
     end.error = end.error.map(|e| e.chars().take(2000).collect());
-    let ending = Ending { execution_id, attempt, job_id: Some(job_id), end };
+    let results = stored(std::mem::take(&mut end.results), attempt)?;
+    let nodes: Vec<String> = results.iter().map(|r| r.node_id.clone()).collect();
+    let ending = Ending { execution_id, attempt, job_id: Some(job_id), end, results };
     // The statement re-checks that the job still holds the execution: when it no longer does (a rescue, or a
-    // completion through another server), the token's state in the database gives the answer (401 or 409).
+    // completion through another server), the token's state in the database gives the answer (401 or 409). A job
+    // still current was not ended because a result names a node its flow does not have (400, as a report).
     match app.writers.completions.submit(ending).await? {
         Some(execution) => Ok(Json(execution)),
         None => {
-            call.authorize(&mut *app.pool.acquire().await?, false).await?;
-            Err(stale_attempt())
+            let job = call.authorize(&mut *app.pool.acquire().await?, !nodes.is_empty()).await?;
+            match nodes.iter().find(|node| !job.node_ids.contains(node)) {
+                Some(unknown) => Err(unknown_node(unknown)),
+                None => Err(stale_attempt()),
+            }
         }
     }
 }

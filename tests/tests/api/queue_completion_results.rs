@@ -1,0 +1,292 @@
+//! Completions that carry a runner's last node results (`results` of `POST /runner/jobs/{job_id}/complete`):
+//! stored as reports store them, with the same events in the same order and the same summary; each refusal (a
+//! node the flow lacks, a malformed result, another job's token, a dead token, a stale attempt) ends nothing and
+//! stores nothing; another organization's job token is refused; and the runner library, facing a control plane
+//! older than `results`, reports them first and completes alone.
+
+use hookflow_runner::client::{Client, Connection};
+use hookflow_runner::engine::Engine;
+use hookflow_runner::execute::execute;
+use hookflow_shared::api::executions::Launch;
+use hookflow_shared::api::flows::WriteFlow;
+use hookflow_shared::api::runners::Job;
+use hookflow_tests::TestApp;
+use hookflow_tests::app::{Creds, Reply};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+fn three_nodes() -> Value {
+    json!({"nodes": [
+        {"id": "a", "kind": "delay", "delay_ms": 1},
+        {"id": "b", "kind": "delay", "delay_ms": 1},
+        {"id": "c", "kind": "delay", "delay_ms": 1}
+    ]})
+}
+
+fn result(node: &str, status: &str) -> Value {
+    json!({"node_id": node, "status": status, "started_at": "2026-11-22T10:20:47.123456Z", "duration_ms": 3,
+           "extracted": {"token": "t-\"1\""}, "assertions": [], "error": null, "retries": 0})
+}
+
+fn results(nodes: &[(&str, &str)]) -> Vec<Value> {
+    nodes.iter().map(|(node, status)| result(node, status)).collect()
+}
+
+/// An execution's events as stored, in order; `execution.completed` without its `duration_ms` (a time).
+async fn stored_events(app: &TestApp, execution: &str) -> Vec<String> {
+    let rows: Vec<String> =
+        sqlx::query_scalar("SELECT data FROM execution_events WHERE execution_id = $1::uuid ORDER BY seq")
+            .bind(execution)
+            .fetch_all(&app.pool)
+            .await
+            .expect("events");
+    rows.into_iter()
+        .map(|text| {
+            let mut event: Value = serde_json::from_str(&text).expect("an event");
+            if event["type"] == "execution.completed" {
+                event.as_object_mut().expect("an object").remove("duration_ms");
+                return event.to_string();
+            }
+            text
+        })
+        .collect()
+}
+
+/// An execution's stored node results, as the API shows them.
+async fn node_results(app: &TestApp, flow: &str, execution: &str) -> Value {
+    let items = app.api().executions().nodes(flow, execution).await.expect("the node results").items;
+    serde_json::to_value(items).expect("json")
+}
+
+/// A launch of `flow` and its claim: the execution id and the job.
+async fn claimed(app: &TestApp, creds: &Creds, runner: &str, flow: &str) -> (String, Value) {
+    let id = app.launch_draft(flow).await;
+    let job = app.next_job(creds, runner, 5).await;
+    assert_eq!(job.status, 200, "{}", job.text);
+    assert_eq!(job.body["execution_id"], id.as_str());
+    (id, job.body)
+}
+
+fn ok(reply: &Reply) {
+    assert_eq!(reply.status, 200, "{}", reply.text);
+}
+
+/// Each way a runner may split its results between reports and the completion gives the same stored results,
+/// events and summary as reporting them all before completing.
+/// Node ids with their statuses.
+type Outcomes<'a> = &'a [(&'a str, &'a str)];
+
+#[tokio::test]
+async fn results_carried_by_a_completion_are_stored_as_reports_store_them() {
+    let app = TestApp::spawn_for_execution().await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &[]).await;
+    let flow = app.create_flow("carried", three_nodes()).await;
+    // (reported first, carried by the completion, the final status)
+    let splits: [(Outcomes, Outcomes, &str); 4] = [
+        (&[], &[("a", "passed"), ("b", "passed"), ("c", "passed")], "succeeded"),
+        (&[("a", "passed")], &[("b", "passed"), ("c", "passed")], "succeeded"),
+        (&[], &[("a", "failed")], "failed"),
+        (&[("a", "passed")], &[("b", "error")], "error"),
+    ];
+    for (reported, carried, status) in splits {
+        let (before, job) = claimed(&app, &creds, &runner, &flow).await;
+        if !reported.is_empty() {
+            ok(&app.job_call(&job, "nodes", json!({"results": results(reported)})).await);
+        }
+        ok(&app.job_call(&job, "nodes", json!({"results": results(carried)})).await);
+        let old = app.job_call(&job, "complete", json!({"status": status, "error": "why"})).await;
+        ok(&old);
+
+        let (after, job) = claimed(&app, &creds, &runner, &flow).await;
+        if !reported.is_empty() {
+            ok(&app.job_call(&job, "nodes", json!({"results": results(reported)})).await);
+        }
+        let new = app
+            .job_call(&job, "complete", json!({"status": status, "error": "why", "results": results(carried)}))
+            .await;
+        ok(&new);
+
+        let case = format!("{reported:?} reported, {carried:?} carried");
+        assert_eq!(stored_events(&app, &after).await, stored_events(&app, &before).await, "{case}");
+        assert_eq!(node_results(&app, &flow, &after).await, node_results(&app, &flow, &before).await, "{case}");
+        assert_eq!(new.body["summary"], old.body["summary"], "{case}");
+        assert_eq!((new.body["status"].as_str(), new.body["error"].as_str()), (Some(status), Some("why")), "{case}");
+    }
+    // The stream tells the story as before.
+    let (id, job) = claimed(&app, &creds, &runner, &flow).await;
+    ok(&app.job_call(&job, "complete", json!({"status": "failed", "results": results(&[("a", "failed")])})).await);
+    let mut sse = hookflow_tests::sse::Sse::open(&app, &format!("/flows/{flow}/executions/{id}/stream"), None).await;
+    let kinds: Vec<String> = sse
+        .until_closed()
+        .await
+        .iter()
+        .map(|e| format!("{}:{}", e.data["type"].as_str().unwrap_or(""), e.data["node_id"].as_str().unwrap_or("")))
+        .collect();
+    let expected = ["execution.status:", "execution.status:", "node.started:a", "node.completed:a", "node.started:b"];
+    assert_eq!(kinds[..5], expected);
+    assert_eq!(kinds[5], "execution.completed:");
+}
+
+async fn stored_count(app: &TestApp, execution: &str) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT (SELECT count(*) FROM node_results WHERE execution_id = $1::uuid),
+                (SELECT count(*) FROM execution_events WHERE execution_id = $1::uuid)",
+    )
+    .bind(execution)
+    .fetch_one(&app.pool)
+    .await
+    .expect("counts")
+}
+
+#[tokio::test]
+async fn a_refused_completion_ends_nothing_and_stores_nothing() {
+    let app = TestApp::spawn_for_execution().await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &[]).await;
+    let flow = app.create_flow("refused", three_nodes()).await;
+    let (id, job) = claimed(&app, &creds, &runner, &flow).await;
+    let (_, other_job) = claimed(&app, &creds, &runner, &flow).await;
+    let before = stored_count(&app, &id).await;
+
+    let unknown = json!({"status": "succeeded", "results": results(&[("a", "passed"), ("nope", "passed")])});
+    let reply = app.job_call(&job, "complete", unknown).await;
+    assert_eq!((reply.status.as_u16(), reply.code()), (400, "invalid_request"), "{}", reply.text);
+    assert!(reply.text.contains("`nope` is not a node of this flow"), "{}", reply.text);
+    let malformed = json!({"status": "succeeded", "results": [{"node_id": "a"}]});
+    assert_eq!(app.job_call(&job, "complete", malformed).await.status, 400);
+    // Another job's token on this job's path.
+    let stranger = json!({"status": "succeeded", "results": results(&[("a", "passed")])});
+    let foreign = json!({"job_id": job["job_id"], "job_token": other_job["job_token"]});
+    let reply = app.job_call(&foreign, "complete", stranger.clone()).await;
+    assert_eq!((reply.status.as_u16(), reply.code()), (401, "unauthorized"), "{}", reply.text);
+    let reply = app.job_call(&other_job, "complete", stranger).await;
+    ok(&reply);
+    assert_ne!(reply.body["id"], id.as_str(), "another job's token completes its own job, never this one");
+    assert_eq!(stored_count(&app, &id).await, before, "nothing stored by the refused completions");
+    assert_eq!(app.execution(&flow, &id).await["status"], "running");
+
+    // Repeats of a reported node are ignored, as in a report.
+    ok(&app.job_call(&job, "nodes", json!({"results": results(&[("a", "passed")])})).await);
+    let done = app
+        .job_call(
+            &job,
+            "complete",
+            json!({"status": "succeeded", "results": results(&[("a", "failed"), ("b", "passed")])}),
+        )
+        .await;
+    ok(&done);
+    assert_eq!(done.body["summary"], json!({"nodes_total": 3, "passed": 2, "failed": 0, "skipped": 1}));
+    let kinds: Vec<String> = stored_events(&app, &id)
+        .await
+        .iter()
+        .map(|e| serde_json::from_str::<Value>(e).expect("json")["type"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| *k == "node.completed").count(), 2, "{kinds:?}");
+    let dead =
+        app.job_call(&job, "complete", json!({"status": "failed", "results": results(&[("c", "passed")])})).await;
+    assert_eq!((dead.status.as_u16(), dead.code()), (401, "unauthorized"), "the token died with the job");
+    assert_eq!(node_results(&app, &flow, &id).await.as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test]
+async fn a_stale_attempt_carries_no_results_in() {
+    let app = TestApp::spawn_for_execution().await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &[]).await;
+    let flow = app.create_flow("stale", three_nodes()).await;
+    let (id, first) = claimed(&app, &creds, &runner, &flow).await;
+    // No heartbeat: the 2 s lease expires and the execution goes back to the queue as attempt 2.
+    app.wait_execution(&flow, &id, Duration::from_secs(10), |e| e["attempt"] == 2).await;
+    let late = json!({"status": "succeeded", "results": results(&[("a", "passed")])});
+    let reply = app.job_call(&first, "complete", late).await;
+    assert_eq!((reply.status.as_u16(), reply.code()), (409, "conflict"), "{}", reply.text);
+    assert_eq!(stored_count(&app, &id).await.0, 0, "no result of the stale attempt");
+}
+
+#[tokio::test]
+async fn another_organizations_job_token_is_refused() {
+    let app = TestApp::spawn_for_execution().await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &[]).await;
+    let flow = app.create_flow("ours", three_nodes()).await;
+    let (id, ours) = claimed(&app, &creds, &runner, &flow).await;
+
+    let other = app.new_org("Other").await;
+    let other_runner_creds = app.runner_creds(other.org).await;
+    let other_runner = app.register_runner(&other_runner_creds, &[]).await;
+    let theirs_api = app.api_as(&other);
+    let write = WriteFlow::new("theirs".parse().expect("a name"), three_nodes());
+    let theirs_flow = theirs_api.flows().create(&write).await.expect("their flow").id.to_string();
+    theirs_api.flows().launch(&theirs_flow, &Launch::default()).await.expect("their launch");
+    let theirs = app.next_job(&other_runner_creds, &other_runner, 5).await.body;
+    assert_eq!(theirs["flow"]["id"], theirs_flow.as_str());
+
+    let carried = json!({"status": "succeeded", "results": results(&[("a", "passed")])});
+    for (path_of, token_of) in [(&ours, &theirs), (&theirs, &ours)] {
+        let crossed = json!({"job_id": path_of["job_id"], "job_token": token_of["job_token"]});
+        let reply = app.job_call(&crossed, "complete", carried.clone()).await;
+        assert_eq!((reply.status.as_u16(), reply.code()), (401, "unauthorized"), "{}", reply.text);
+    }
+    assert_eq!(stored_count(&app, &id).await.0, 0);
+    assert_eq!(app.execution(&flow, &id).await["status"], "running");
+    ok(&app.job_call(&ours, "complete", carried).await);
+}
+
+/// What the older control plane saw: each call's route and whether it carried results.
+type Calls = Arc<Mutex<Vec<String>>>;
+
+/// A control plane from before `results`: its completion refuses the field, as its strict reader did.
+async fn older_control_plane(calls: Calls) -> String {
+    use axum::routing::post;
+    let nodes = {
+        let calls = calls.clone();
+        move |body: String| async move {
+            calls.lock().expect("calls").push("nodes".into());
+            let reported =
+                serde_json::from_str::<Value>(&body).map_or(0, |b| b["results"].as_array().map_or(1, Vec::len));
+            axum::Json(json!({"accepted": reported, "cancel": false}))
+        }
+    };
+    let complete = move |body: String| async move {
+        let body: Value = serde_json::from_str(&body).unwrap_or_default();
+        if body.get("results").is_some() {
+            calls.lock().expect("calls").push("complete with results".into());
+            let refusal = json!({"error": {"code": "invalid_request", "request_id": "r",
+                "message": "invalid JSON body: unknown field `results`, expected `status` or `error`"}});
+            return (axum::http::StatusCode::BAD_REQUEST, axum::Json(refusal));
+        }
+        calls.lock().expect("calls").push("complete".into());
+        (axum::http::StatusCode::OK, axum::Json(json!({})))
+    };
+    let router = axum::Router::new()
+        .route("/runner/jobs/{job_id}/nodes", post(nodes))
+        .route("/runner/jobs/{job_id}/complete", post(complete));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("address"));
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    base
+}
+
+#[tokio::test]
+async fn a_runner_facing_an_older_control_plane_reports_first_then_completes() {
+    let calls = Calls::default();
+    let base = older_control_plane(calls.clone()).await;
+    let client =
+        Client::new(Connection { base_url: base, api_key: "hf_unused".to_owned().into(), organization_id: None });
+    let definition = json!({"nodes": [{"id": "set", "kind": "set_variables", "variables": {"a": "1"}}]});
+    for _ in 0..2 {
+        let mut job = Job::standalone("older", definition.clone(), 60);
+        job.job_token = "hfj_0000000000000000000000000000000000000".into();
+        let outcome = execute(&client, &Engine::new(), &job, &CancellationToken::new()).await.expect("completed");
+        assert_eq!(outcome.status.as_str(), "succeeded");
+    }
+    let seen = calls.lock().expect("calls").clone();
+    assert_eq!(
+        seen,
+        ["complete with results", "nodes", "complete", "nodes", "complete"],
+        "asked once, then remembered"
+    );
+}
