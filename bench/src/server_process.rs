@@ -48,7 +48,7 @@ pub fn start_server() -> Result<ServerProcess, BoxError> {
     start_server_with(&[])
 }
 
-/// As [`start_server`], with `extra` arguments after the bench's own (a later flag wins).
+/// As [`start_server`], with `extra` arguments after the bench's own (connection caps in `extra` replace the bench's).
 pub fn start_server_with(extra: &[&str]) -> Result<ServerProcess, BoxError> {
     let dir = std::path::PathBuf::from(format!("/tmp/hookflow-fleet-{}", std::process::id()));
     let mut child = spawn(&dir, "127.0.0.1:0", extra, Stdio::piped())?;
@@ -97,11 +97,16 @@ fn spawn(dir: &std::path::Path, listen: &str, extra: &[&str], stdout: Stdio) -> 
     let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.with_extension("log"))?;
     let wrapper = std::env::var("HOOKFLOW_BENCH_WRAP").unwrap_or_default();
     let mut command = wrapper.split_whitespace().chain([binary.to_str().ok_or("server path")?]);
-    Ok(Command::new(command.next().ok_or("server path")?)
-        .args(command)
-        .args(["--data-dir", &dir.to_string_lossy(), "--listen", listen, "--metrics-listen", "off"])
-        .args(["--embedded-runner", "off", "--max-connections", "16384", "--max-connections-per-address", "4096"])
-        .args(["--db-max-connections", "20", "--log", "warn"])
+    let mut server = Command::new(command.next().ok_or("server path")?);
+    server.args(command).args(["--data-dir", &dir.to_string_lossy(), "--listen", listen, "--metrics-listen", "off"]);
+    // The bench's connection caps, unless `extra` names its own (the server refuses an option given twice).
+    for (option, cap) in [("--max-connections", "16384"), ("--max-connections-per-address", "4096")] {
+        if !extra.contains(&option) {
+            server.args([option, cap]);
+        }
+    }
+    Ok(server
+        .args(["--embedded-runner", "off", "--db-max-connections", "20", "--log", "warn"])
         .args(extra)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
