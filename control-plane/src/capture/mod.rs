@@ -314,6 +314,10 @@ fn custom_response(custom: &CustomResponse) -> Response {
     let allowed =
         custom.headers.iter().filter(|(name, _)| hookflow_shared::api::rules::custom_response_header_allowed(name));
     for (name, value) in allowed {
+        // A Content-Type that names no media type (`""`, `json`) would be a malformed answer: the default stays.
+        if name.eq_ignore_ascii_case("content-type") && !is_media_type(value) {
+            continue;
+        }
         if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str())) {
             headers.insert(name, value);
         }
@@ -321,4 +325,13 @@ fn custom_response(custom: &CustomResponse) -> Response {
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox; default-src 'none'"));
     response
+}
+
+/// Whether `value` reads as a media type: `type/subtype` of token characters, parameters after a `;` unchecked.
+fn is_media_type(value: &str) -> bool {
+    let token = |part: &str| {
+        !part.is_empty() && part.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    };
+    let essence = value.split(';').next().unwrap_or_default().trim();
+    essence.split_once('/').is_some_and(|(kind, sub)| token(kind) && token(sub))
 }

@@ -210,6 +210,27 @@ async fn a_custom_response_is_sent_verbatim_after_storing() {
     assert_eq!(stored.items[0].body.as_deref(), Some("brew"));
 }
 
+/// A custom answer's Content-Type that names no media type is not served (the answer would be malformed): the
+/// default `text/plain` stays. Found by schemathesis with `{"Content-Type": ""}`.
+#[tokio::test]
+async fn a_custom_content_type_that_is_no_media_type_is_not_served() {
+    let app = TestApp::spawn().await;
+    for (given, served) in [
+        ("", "text/plain; charset=utf-8"),
+        ("json", "text/plain; charset=utf-8"),
+        ("application/json; charset=utf-8", "application/json; charset=utf-8"),
+    ] {
+        let response = json!({"status": 200, "headers": {"Content-Type": given}, "body": ""});
+        let id = app.create_webhook(json!({"name": "typed", "response": response})).await["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        let reply = app.capture(Method::DELETE, &id, "").await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.headers["content-type"], served, "given {given:?}");
+    }
+}
+
 #[tokio::test]
 async fn captures_answer_503_when_the_database_is_down() {
     let options = hookflow_control_plane::db::parse_url("postgres://hookflow@127.0.0.1:1/hookflow").expect("url");
