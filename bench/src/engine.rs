@@ -191,7 +191,7 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
                 hurls.len()
             );
             println!(
-                "  engine alone {:.2} x hurl (target 1.5); hookflow run {:.2} x hurl (target 1.0); runner with results stored {:.2} x hurl",
+                "  engine alone {:.2} x hurl (target 2); hookflow run {:.2} x hurl (target 1.3); runner with results stored {:.2} x hurl",
                 alone / hurl,
                 run / hurl,
                 stored / hurl
