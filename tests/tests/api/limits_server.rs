@@ -222,6 +222,19 @@ async fn a_statement_stuck_behind_a_lock_answers_503() {
     api.webhooks().list(&[]).await.expect("list once the lock is gone");
 }
 
+/// A sender that stops in the middle of the HTTP/2 preface is closed once a head's time has passed (the server
+/// used to peek at it every 5 ms for as long as it stayed).
+#[tokio::test]
+async fn a_stalled_http2_preface_is_cut_off() {
+    let app = TestApp::spawn_with(|s| s.limits.header_timeout = Duration::from_secs(1)).await;
+    let mut stream = connect(&app).await;
+    stream.write_all(b"PRI * HTTP/2.0\r\n").await.expect("write");
+    let mut answer = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
+    assert!(closed.is_ok(), "the connection was still open 5 s after it stalled");
+    assert!(answer.is_empty(), "nothing was served: {answer:?}");
+}
+
 #[tokio::test]
 async fn idle_connections_are_closed_and_slow_bodies_cut_off() {
     let app = TestApp::spawn_with(|s| {

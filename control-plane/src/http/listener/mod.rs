@@ -128,7 +128,7 @@ async fn serve_connection(
     let heads = HeadQueue::default();
     let service = service(accepted, router, heads.clone());
     let ended = tokio::select! {
-        http2 = protocol::speaks_http2(&stream) => match http2 {
+        http2 = protocol::speaks_http2(&stream, protocols.header_timeout) => match http2 {
             Some(http2) => {
                 let io = TokioIo::new(Recording::new(stream, heads));
                 protocols.serve(http2, io, service, &close, &shutdown).await

@@ -17,31 +17,43 @@ use tokio_util::sync::CancellationToken;
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// How long to wait before peeking again at a connection that sent part of the HTTP/2 preface (peeking answers
-/// at once while anything is queued, so it cannot wait for more).
+/// at once while anything is queued, so it cannot wait for more): doubling from the first to the longest, so a
+/// sender that stalls mid-preface costs a few wake-ups a second, not two hundred.
 const PREFACE_RETRY: Duration = Duration::from_millis(5);
+const PREFACE_RETRY_MAX: Duration = Duration::from_millis(200);
 
 /// Whether the connection speaks HTTP/2, from its first bytes: as soon as they differ from the HTTP/2 preface it
-/// is HTTP/1. `None` when it closed (or failed) before sending anything that tells.
-pub async fn speaks_http2(stream: &TcpStream) -> Option<bool> {
-    let mut first = [0u8; H2_PREFACE.len()];
-    loop {
-        let seen = stream.peek(&mut first).await.ok()?;
-        if seen == 0 {
-            return None;
+/// is HTTP/1. `None` when it closed (or failed) before sending anything that tells, or when the preface took
+/// longer than `within` (the time a request's head may take).
+pub async fn speaks_http2(stream: &TcpStream, within: Duration) -> Option<bool> {
+    tokio::time::timeout(within, async {
+        let mut first = [0u8; H2_PREFACE.len()];
+        let mut retry = PREFACE_RETRY;
+        loop {
+            let seen = stream.peek(&mut first).await.ok()?;
+            if seen == 0 {
+                return None;
+            }
+            if first[..seen] != H2_PREFACE[..seen] {
+                return Some(false);
+            }
+            if seen == H2_PREFACE.len() {
+                return Some(true);
+            }
+            tokio::time::sleep(retry).await;
+            retry = (retry * 2).min(PREFACE_RETRY_MAX);
         }
-        if first[..seen] != H2_PREFACE[..seen] {
-            return Some(false);
-        }
-        if seen == H2_PREFACE.len() {
-            return Some(true);
-        }
-        tokio::time::sleep(PREFACE_RETRY).await;
-    }
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// The two protocols' settings, cloned into every connection.
 #[derive(Clone, Debug)]
 pub struct Protocols {
+    /// How long a request's head (or the HTTP/2 preface) may take to arrive.
+    pub header_timeout: Duration,
     http1: http1::Builder,
     http2: http2::Builder<TokioExecutor>,
 }
@@ -57,7 +69,7 @@ impl Protocols {
             .keep_alive_interval(Duration::from_secs(30))
             .keep_alive_timeout(Duration::from_secs(20))
             .max_concurrent_streams(256);
-        Self { http1, http2 }
+        Self { header_timeout, http1, http2 }
     }
 
     /// Serves the connection in its protocol until it ends; `close` drops it at once, `shutdown` lets its
