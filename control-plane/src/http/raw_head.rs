@@ -102,11 +102,15 @@ impl<IO> Recording<IO> {
     /// read, and the whole machine reads best in one place.
     fn feed(&mut self, mut data: &[u8]) {
         while !data.is_empty() {
+            // The whole head is in this read (the usual case): found once, parsed where it lies, never copied.
+            let whole = match self.framing {
+                Framing::Head if self.head.is_empty() => find_end(&data[..data.len().min(MAX_HEAD + 1)]),
+                _ => None,
+            };
             match &mut self.framing {
                 Framing::Off => return,
-                Framing::Head if self.head.is_empty() && find_end(&data[..data.len().min(MAX_HEAD + 1)]).is_some() => {
-                    // The whole head is in this read (the usual case): parsed where it lies, never copied.
-                    let end = find_end(data).map_or(data.len(), |pos| pos + 4);
+                Framing::Head if whole.is_some() => {
+                    let end = whole.map_or(data.len(), |pos| pos + 4);
                     self.framing = self.finish_head(&data[..end]);
                     data = &data[end..];
                 }
