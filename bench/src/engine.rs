@@ -12,6 +12,55 @@ use serde_json::{Value, json};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// CPU seconds so far of the processes a round involves: the command it ran (children waited for), this process
+/// (the target, and the server with `hookflow run`), and PostgreSQL.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cpu {
+    command: f64,
+    bench: f64,
+    postgres: f64,
+}
+
+impl Cpu {
+    fn now(rig: &Rig) -> Self {
+        use nix::sys::resource::{UsageWho, getrusage};
+        let seconds = |who| {
+            getrusage(who).map_or(f64::NAN, |u| {
+                let (user, system) = (u.user_time(), u.system_time());
+                user.tv_sec() as f64
+                    + user.tv_usec() as f64 / 1e6
+                    + system.tv_sec() as f64
+                    + system.tv_usec() as f64 / 1e6
+            })
+        };
+        Self {
+            command: seconds(UsageWho::RUSAGE_CHILDREN),
+            bench: seconds(UsageWho::RUSAGE_SELF),
+            postgres: rig.postgres_cpu(),
+        }
+    }
+
+    fn since(self, before: Self) -> Self {
+        Self {
+            command: self.command - before.command,
+            bench: self.bench - before.bench,
+            postgres: self.postgres - before.postgres,
+        }
+    }
+
+    fn add(&mut self, other: Self) {
+        self.command += other.command;
+        self.bench += other.bench;
+        self.postgres += other.postgres;
+    }
+
+    /// Microseconds per request of `count` requests.
+    fn per(self, count: usize) -> (f64, f64, f64) {
+        let us = |seconds: f64| seconds * 1e6 / count.max(1) as f64;
+        (us(self.command), us(self.bench), us(self.postgres))
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Request nodes per run.
@@ -171,17 +220,27 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
     println!("  end to end, results stored:         {stored:>8.0} nodes/s  ({:.2} x bare reqwest)", stored / bare);
     let hurl_found = hurl_binary();
     let (mut runs, mut hurls) = (Vec::new(), Vec::new());
+    let (mut run_cpu, mut hurl_cpu) = (Cpu::default(), Cpu::default());
     for _ in 0..args.rounds.max(1) {
+        let before = Cpu::now(&rig);
         runs.push(cli_run(&rig, &flow_id, args.nodes).await?);
+        run_cpu.add(Cpu::now(&rig).since(before));
         if let Some(binary) = &hurl_found {
+            let before = Cpu::now(&rig);
             hurls.push(hurl(binary, &target, args.nodes)?);
+            hurl_cpu.add(Cpu::now(&rig).since(before));
         }
     }
+    let requests = args.nodes * args.rounds.max(1);
     let run = median(&mut runs);
     println!(
         "  hookflow run (process start to exit): {run:>6.0} nodes/s  ({:.2} x bare reqwest; median of {})",
         run / bare,
         runs.len()
+    );
+    let (cli, bench, postgres) = run_cpu.per(requests);
+    println!(
+        "    CPU us per node: the hookflow process {cli:.0}, server and target (this process) {bench:.0}, PostgreSQL {postgres:.0}"
     );
     match hurl_found {
         Some(binary) => {
@@ -190,6 +249,8 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
                 "  hurl --test (process start to exit): {hurl:>7.0} requests/s (median of {}; {binary})",
                 hurls.len()
             );
+            let (hurl_own, target_cpu, _) = hurl_cpu.per(requests);
+            println!("    CPU us per request: the hurl process {hurl_own:.0}, target (this process) {target_cpu:.0}");
             println!(
                 "  engine alone {:.2} x hurl (target 2); hookflow run {:.2} x hurl (target 1.3); runner with results stored {:.2} x hurl",
                 alone / hurl,

@@ -158,9 +158,17 @@ pub fn usage(pid: u32) -> (f64, f64) {
 
 /// CPU seconds of the embedded PostgreSQL: its postmaster and every backend and helper under it.
 pub fn postgres_cpu(dir: &std::path::Path) -> f64 {
-    let Some(postmaster) = postmaster(dir) else {
-        return f64::NAN;
-    };
+    postmaster(dir).map_or(f64::NAN, postgres_cpu_of)
+}
+
+/// CPU seconds of the PostgreSQL whose data directory is `data`.
+pub fn postgres_cpu_in(data: &std::path::Path) -> f64 {
+    let pid = std::fs::read_to_string(data.join("postmaster.pid")).ok();
+    pid.and_then(|text| text.lines().next()?.trim().parse().ok()).map_or(f64::NAN, postgres_cpu_of)
+}
+
+/// CPU seconds of a postmaster and its children.
+fn postgres_cpu_of(postmaster: u32) -> f64 {
     let mut total = usage(postmaster).1;
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };

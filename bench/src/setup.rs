@@ -42,6 +42,11 @@ impl Drop for Cluster {
 }
 
 impl Rig {
+    /// CPU seconds its PostgreSQL has used so far.
+    pub fn postgres_cpu(&self) -> f64 {
+        crate::server_process::postgres_cpu_in(&self.cluster.root.join("data"))
+    }
+
     pub async fn start() -> Result<Self, BoxError> {
         Self::start_with(|_| {}).await
     }

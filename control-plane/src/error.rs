@@ -1,9 +1,7 @@
-//! `ApiError`, the control plane's one error type, and the middleware that gives every error response the
+//! `ApiError`, the control plane's one error type, and what gives every error response the
 //! contract's body `{"error": {"code", "message", "request_id"}}` — ours and axum's own (unknown route, 405, 413).
 
-use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hookflow_shared::{ErrorBody, ErrorCode, ErrorDetail, Scope};
 
@@ -143,21 +141,14 @@ impl IntoResponse for ApiError {
 #[derive(Debug, Clone, Copy)]
 pub struct Verbatim;
 
-/// Writes the error body, with the request id, into every error response that lacks a JSON body.
-pub async fn error_body(request: Request, next: Next) -> Response {
-    let request_id = request
-        .headers()
-        .get(hookflow_shared::wire::header::REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    let method = request.method().clone();
-    let path = request.uri().path().to_owned();
-    let mut response = next.run(request).await;
+/// Writes the error body, with the request id, into an error response that lacks a JSON body (the envelope calls
+/// it for every answer; `method` and `path` name an unknown route or a refused method in the message).
+pub fn with_error_body(response: Response, request_id: &str, method: &Method, path: &str) -> Response {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
+    let mut response = response;
     if response.extensions().get::<Verbatim>().is_some() {
         return response;
     }
@@ -177,7 +168,7 @@ pub async fn error_body(request: Request, next: Next) -> Response {
             _ => (ErrorCode::InvalidRequest, status.canonical_reason().unwrap_or("bad request").to_owned()),
         },
     };
-    let body = ErrorBody { error: ErrorDetail { code, message, request_id } };
+    let body = ErrorBody { error: ErrorDetail { code, message, request_id: request_id.to_owned() } };
     let (mut parts, _) = response.into_parts();
     parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     parts.headers.remove(header::CONTENT_LENGTH);

@@ -23,20 +23,15 @@ pub mod runner_protocol;
 pub mod webhooks;
 
 use crate::capture;
-use crate::error;
-use crate::http::observe;
+use crate::http::envelope::EnvelopeLayer;
 use crate::state::AppState;
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::{HeaderName, HeaderValue, header};
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use hookflow_shared::wire::header as wire_header;
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
-use tower_http::trace::TraceLayer;
 use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 
@@ -92,36 +87,11 @@ pub fn router(state: AppState) -> Router {
             ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], document.to_vec()).into_response()
         }
     };
-    let x_request_id = HeaderName::from_static(wire_header::REQUEST_ID);
     api.route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(serve_document))
         .merge(crate::api::app::routes())
-        .route_layer(axum::middleware::from_fn(observe::tag_route))
-        .layer(DefaultBodyLimit::max(API_BODY_LIMIT))
-        .layer(axum::middleware::from_fn(observe::known_methods_only))
-        .layer(axum::middleware::from_fn(error::error_body))
-        .layer(axum::middleware::from_fn(observe::record))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(|request: &Request| {
-                    let request_id =
-                        request.headers().get(wire_header::REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
-                    // Closed sets only: the method's label and the route template (`observe::record` adds it to
-                    // the response's line); paths, queries and hosts are the sender's and stay out of logs.
-                    let method = observe::method_label(request.method());
-                    tracing::info_span!("request", method, request_id)
-                })
-                // `observe::record` writes the response's line, at a level that depends on the route.
-                .on_response(()),
-        )
-        .layer(SetSensitiveRequestHeadersLayer::new([
-            header::AUTHORIZATION,
-            header::COOKIE,
-            HeaderName::from_static(wire_header::API_KEY),
-        ]))
-        .layer(PropagateRequestIdLayer::new(x_request_id.clone()))
-        .layer(SetRequestIdLayer::new(x_request_id, MakeRequestUuid))
+        .layer(tower::ServiceBuilder::new().layer(EnvelopeLayer).layer(DefaultBodyLimit::max(API_BODY_LIMIT)))
         .with_state(state)
 }
 

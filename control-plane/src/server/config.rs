@@ -265,7 +265,7 @@ pub struct LogArgs {
     /// Log format on standard error.
     #[arg(long, env = "HOOKFLOW_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
-    /// Log filter, e.g. `info` or `hookflow_control_plane=debug,tower_http=debug`.
+    /// Log filter, e.g. `info` or `hookflow_control_plane=debug,sqlx=warn`.
     #[arg(long, env = "HOOKFLOW_LOG", default_value = "info", global = true)]
     pub log: String,
 }

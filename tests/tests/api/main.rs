@@ -58,6 +58,7 @@ mod queue_at_scale;
 mod queue_batching;
 mod queue_completion_results;
 mod queue_polls;
+mod request_lines;
 mod resources;
 mod runner_e2e;
 mod runners_embedded;
