@@ -66,7 +66,8 @@ pub struct Args {
     /// Request nodes per run.
     #[arg(long, default_value_t = 1000)]
     nodes: usize,
-    /// Rounds of `hookflow run` beside Hurl, taken in turns; the medians are compared (one run of each is noisy).
+    /// Rounds of the bare loop, the engine alone, `hookflow run` and Hurl, taken in turns; the medians are compared
+    /// (one run of each is noisy).
     #[arg(long, default_value_t = 5)]
     rounds: usize,
 }
@@ -212,16 +213,14 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
         "engine: {} sequential request nodes (JSON POST, JSONPath capture, assert), one keep-alive connection",
         args.nodes
     );
-    let bare = bare_reqwest(&target, args.nodes).await?;
-    println!("  bare reqwest loop:                  {bare:>8.0} requests/s");
-    let alone = engine_alone(&definition, args.nodes).await?;
-    println!("  engine alone:                       {alone:>8.0} nodes/s  ({:.2} x bare reqwest)", alone / bare);
     let stored = end_to_end(&rig, &flow_id, args.nodes).await?;
-    println!("  end to end, results stored:         {stored:>8.0} nodes/s  ({:.2} x bare reqwest)", stored / bare);
     let hurl_found = hurl_binary();
-    let (mut runs, mut hurls) = (Vec::new(), Vec::new());
+    let (mut bares, mut alones, mut runs, mut hurls) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut run_cpu, mut hurl_cpu) = (Cpu::default(), Cpu::default());
+    // Every kind once a round, in turns, so that a slow spell of the machine falls on all of them.
     for _ in 0..args.rounds.max(1) {
+        bares.push(bare_reqwest(&target, args.nodes).await?);
+        alones.push(engine_alone(&definition, args.nodes).await?);
         let before = Cpu::now(&rig);
         runs.push(cli_run(&rig, &flow_id, args.nodes).await?);
         run_cpu.add(Cpu::now(&rig).since(before));
@@ -232,6 +231,14 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
         }
     }
     let requests = args.nodes * args.rounds.max(1);
+    let (bare, alone) = (median(&mut bares), median(&mut alones));
+    println!("  bare reqwest loop:                  {bare:>8.0} requests/s (median of {})", bares.len());
+    println!(
+        "  engine alone:                       {alone:>8.0} nodes/s  ({:.2} x bare reqwest; median of {})",
+        alone / bare,
+        alones.len()
+    );
+    println!("  end to end, results stored:         {stored:>8.0} nodes/s  ({:.2} x bare reqwest)", stored / bare);
     let run = median(&mut runs);
     println!(
         "  hookflow run (process start to exit): {run:>6.0} nodes/s  ({:.2} x bare reqwest; median of {})",
