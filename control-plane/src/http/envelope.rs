@@ -3,10 +3,12 @@
 //! marked sensitive, methods HTTP does not define answered 405 before anything reads the request, the request's
 //! span (method and request id: closed sets and the id only), the contract's error body on every error answer,
 //! and the log lines (`received` at debug, `answered`) and metrics by route template. Routing has run when it is
-//! called, so the matched template is read from the request.
+//! called, so the matched template is read from the request (a 405 carries its path's template). A sender's request
+//! id is kept only when it is short and plain; a body of unknown length is read inside the request's span.
 
-use crate::error::{ApiError, with_error_body};
+use crate::error::{ApiError, Verbatim, with_error_body};
 use crate::http::observe;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -16,7 +18,7 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
-use tracing::Instrument as _;
+use tracing::{Instrument as _, Span};
 
 /// Headers whose values never appear in a debug print of a request.
 const SENSITIVE: [HeaderName; 3] =
@@ -40,9 +42,20 @@ pub struct Envelope<S> {
     inner: S,
 }
 
-/// The sender's request id, else a new one set on the request.
+/// The longest request id a sender may choose.
+pub const MAX_REQUEST_ID: usize = 128;
+
+/// Whether a sender's request id is kept: 1 to [`MAX_REQUEST_ID`] letters, digits and `._:/+=-` (UUIDs, trace ids,
+/// base64). Any other would be repeated at length in every log line of its request and in its answer.
+fn plain_id(id: &HeaderValue) -> bool {
+    let bytes = id.as_bytes();
+    (1..=MAX_REQUEST_ID).contains(&bytes.len())
+        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || b"._:/+=-".contains(b))
+}
+
+/// The sender's request id when it is plain, else a new one set on the request in its place.
 fn request_id(headers: &mut HeaderMap) -> HeaderValue {
-    if let Some(id) = headers.get(wire_header::REQUEST_ID) {
+    if let Some(id) = headers.get(wire_header::REQUEST_ID).filter(|id| plain_id(id)) {
         return id.clone();
     }
     let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
@@ -93,12 +106,133 @@ where
             };
             let mut response = with_error_body(response, id.to_str().unwrap_or(""), &method, uri.path());
             let template = template.as_ref().map_or("unmatched", MatchedPath::as_str);
-            observe::record(label, template, response.status().as_u16(), started.elapsed());
+            let answer = observe::Answer {
+                status: response.status().as_u16(),
+                verbatim: response.extensions().get::<Verbatim>().is_some(),
+            };
+            observe::record(label, template, answer, started.elapsed());
             if !response.headers().contains_key(wire_header::REQUEST_ID) {
                 response.headers_mut().insert(wire_header::REQUEST_ID, id);
+            }
+            // A body of unknown length (a stream, an export) is read in the request's span, so what it logs names
+            // the request; a body whose length is known is sent as it is.
+            if response.body().size_hint().exact().is_none() {
+                response = response.map(|body| Body::new(InSpan { body, span: Span::current() }));
             }
             Ok(response)
         };
         Box::pin(finish.instrument(span))
+    }
+}
+
+/// A response body read inside its request's span.
+struct InSpan {
+    body: Body,
+    span: Span,
+}
+
+impl HttpBody for InSpan {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        let this = &mut *self;
+        let _entered = this.span.enter();
+        Pin::new(&mut this.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower::Layer as _;
+
+    #[test]
+    fn plain_request_ids_are_kept_and_others_replaced() {
+        let uuid = "0b9c7a52-6f0e-4c1e-9d7b-2f1f3c1e5a10";
+        for kept in [uuid, "trace-me-42", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "aGk+/w=="] {
+            let mut headers = HeaderMap::new();
+            headers.insert(wire_header::REQUEST_ID, HeaderValue::from_static(kept));
+            assert_eq!(request_id(&mut headers), kept);
+            assert_eq!(headers[wire_header::REQUEST_ID], kept);
+        }
+        let long = "a".repeat(MAX_REQUEST_ID + 1);
+        for replaced in [long.as_str(), "", "two words", "quote\"d", "caf\u{e9}"] {
+            let mut headers = HeaderMap::new();
+            let value = HeaderValue::from_bytes(replaced.as_bytes()).expect("a header value");
+            headers.insert(wire_header::REQUEST_ID, value);
+            let id = request_id(&mut headers);
+            assert_ne!(id.as_bytes(), replaced.as_bytes(), "{replaced:?} is not kept");
+            assert!(uuid::Uuid::parse_str(id.to_str().expect("ascii")).is_ok(), "a new id replaces {replaced:?}");
+            assert_eq!(headers[wire_header::REQUEST_ID], id, "the request carries the new id");
+        }
+        let mut none = HeaderMap::new();
+        assert!(uuid::Uuid::parse_str(request_id(&mut none).to_str().expect("ascii")).is_ok());
+    }
+
+    /// What a test subscriber wrote.
+    #[derive(Clone, Default)]
+    struct Written(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Written {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("written").extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn what_a_streamed_body_logs_names_its_request() {
+        use http_body_util::BodyExt as _;
+        use tower::Service as _;
+        let written = Written::default();
+        let sink = written.clone();
+        let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || sink.clone()).finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let streaming = tower::service_fn(|_request: Request| async {
+            let chunk = futures_util::stream::once(async {
+                tracing::info!("a line from inside the body");
+                Ok::<_, std::io::Error>(Bytes::from_static(b"chunk"))
+            });
+            Ok::<_, Infallible>(Response::new(Body::from_stream(chunk)))
+        });
+        let request = Request::builder().uri("/stream").header(wire_header::REQUEST_ID, "stream-7").body(Body::empty());
+        let response = EnvelopeLayer.layer(streaming).call(request.expect("a request")).await.expect("an answer");
+        assert_eq!(response.headers()[wire_header::REQUEST_ID], "stream-7");
+        let body = response.into_body().collect().await.expect("the body").to_bytes();
+        assert_eq!(&body[..], b"chunk");
+        let text = String::from_utf8(written.0.lock().expect("written").clone()).expect("utf-8");
+        let line = text.lines().find(|l| l.contains("a line from inside the body")).expect("the body's line");
+        assert!(line.contains(r#"request_id="stream-7""#), "the body's line names its request: {line}");
+    }
+
+    #[test]
+    fn credentials_are_marked_sensitive() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer x"));
+        headers.insert(header::COOKIE, HeaderValue::from_static("s=1"));
+        headers.insert(wire_header::API_KEY, HeaderValue::from_static("hf_x"));
+        headers.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+        mark_sensitive(&mut headers);
+        for name in &SENSITIVE {
+            assert!(headers[name].is_sensitive(), "{name}");
+        }
+        assert!(!headers[header::ACCEPT].is_sensitive());
+        assert!(!format!("{headers:?}").contains("hf_x"), "a debug print hides the key");
     }
 }

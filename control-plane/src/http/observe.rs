@@ -1,5 +1,5 @@
 //! What the server says about each answered request: one log line (at debug for the runner protocol's long polls
-//! and heartbeats, which a quiet fleet sends all day; at error for a server error; at info for the rest) and the
+//! and heartbeats, which a quiet fleet sends all day; at error or warn for a server error; at info for the rest) and the
 //! HTTP metrics by route. Labels and log fields are closed sets (method names, route templates): nothing a stranger
 //! sends becomes a label.
 
@@ -33,11 +33,23 @@ fn is_routine(template: &str) -> bool {
     template == runner_route::NEXT_JOB || template == runner_route::HEARTBEAT
 }
 
+/// What the log line needs to know of an answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer {
+    pub status: u16,
+    /// An endpoint's custom capture answer: its status is the tenant's choice, not the server's state.
+    pub verbatim: bool,
+}
+
 /// The log line and the metrics of one answer; `template` is the matched route's (`unmatched` when none did).
-pub fn record(method: &'static str, template: &str, status: u16, elapsed: Duration) {
-    let latency_ms = millis(elapsed);
-    if status >= 500 {
+/// Server errors are logged at error; 503 (busy, the database away, a replica not ready) at warn; a tenant's custom
+/// capture answer at the level of any answer.
+pub fn record(method: &'static str, template: &str, answer: Answer, elapsed: Duration) {
+    let (status, latency_ms) = (answer.status, millis(elapsed));
+    if status >= 500 && !answer.verbatim && status != 503 {
         tracing::error!(route = template, status, latency_ms, "answered");
+    } else if status == 503 && !answer.verbatim {
+        tracing::warn!(route = template, status, latency_ms, "answered");
     } else if is_routine(template) {
         tracing::debug!(route = template, status, latency_ms, "answered");
     } else {

@@ -1,6 +1,7 @@
 //! What the server logs of each request it answers: one `answered` line, inside the request's span (method label
 //! and request id, the sender's own or a new one that the error body repeats), with the matched route template
-//! and the status; an unknown method is labelled `other`, and an API key sent with a request never appears.
+//! and the status; an unknown method is labelled `other`, an API key sent with a request never appears, and a
+//! request id too long to repeat is replaced.
 
 use hookflow_tests::server::{command, line_with};
 use std::sync::{Arc, Mutex};
@@ -96,7 +97,16 @@ async fn each_answer_is_one_line_in_its_requests_span_without_credentials() {
     assert!(found[0].contains("route=\"unmatched\" status=404"), "{}", found[0]);
     assert!(!found[0].contains("no-such-route"), "paths a stranger sends stay out of logs: {}", found[0]);
 
+    // An id too long (or not plain) to repeat in every line is replaced, and the answer says by what.
+    let flood = "a".repeat(300);
+    let replaced =
+        client.get(format!("http://{api}/healthz")).header("x-request-id", &flood).send().await.expect("send");
+    let given = replaced.headers()["x-request-id"].to_str().expect("ascii").to_owned();
+    assert!(uuid::Uuid::parse_str(&given).is_ok(), "a new id in place of the flood: {given}");
+    assert_eq!(answered(&lines, &given).await.len(), 1);
+
     let all = lines.lock().expect("lines").join("\n");
+    assert!(!all.contains(&flood), "an over-long request id reached the log");
     assert!(!all.contains(secret), "a credential reached the log:\n{all}");
     let _ = child.kill().await;
     let _ = std::fs::remove_dir_all(&data);
