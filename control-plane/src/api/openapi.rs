@@ -29,7 +29,9 @@ pub const TAGS: [&str; 11] = [
 #[derive(OpenApi)]
 #[openapi(
     info(title = "hookflow", description = "Webhook capture and API flow automation. Automation authenticates with \
-        `X-Api-Key` and `X-Organization-Id`; errors are always `{\"error\": {\"code\", \"message\", \"request_id\"}}`."),
+        `X-Api-Key` and `X-Organization-Id`; errors are always `{\"error\": {\"code\", \"message\", \"request_id\"}}`. \
+        Every response carries `X-Request-Id`: the caller's own when it is 1 to 128 letters, digits and `._:/+=-`, \
+        else a new one."),
     tags(
         (name = "Auth", description = "Browser sign-in sessions and the built-in identity provider's keys."),
         (name = "Webhook", description = "Inbound webhook endpoints, their capture URLs, live streams and history."),
