@@ -23,7 +23,7 @@ pub async fn line_with(
 }
 
 /// The value after `name` in a log line, up to the next space.
-fn field(line: &str, name: &str) -> String {
+pub fn field(line: &str, name: &str) -> String {
     let start = line.find(name).map_or(line.len(), |at| at + name.len());
     line[start..].chars().take_while(|c| !c.is_whitespace()).collect()
 }

@@ -2,15 +2,9 @@
 //! is a pipe nobody reads while every request is logged (refused ones at `info`, with `trace` on), and requests keep being answered; the lines it
 //! had to drop are counted in `hookflow_log_lines_dropped_total`.
 
-use hookflow_tests::server::{command, line_with};
+use hookflow_tests::server::{command, field, line_with};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
-
-/// The value after `name=` in a log line.
-fn field(line: &str, name: &str) -> String {
-    let start = line.find(name).map_or(line.len(), |at| at + name.len());
-    line[start..].chars().take_while(|c| !c.is_whitespace()).collect()
-}
 
 #[tokio::test]
 async fn a_stalled_log_reader_costs_log_lines_not_requests() {

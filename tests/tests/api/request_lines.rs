@@ -3,38 +3,23 @@
 //! and the status; an unknown method is labelled `other`, an API key sent with a request never appears, and a
 //! request id too long to repeat is replaced.
 
-use hookflow_tests::server::{command, line_with};
+use hookflow_tests::server::{command, field, line_with};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 
-/// The value after `name=` in a log line.
-fn field(line: &str, name: &str) -> String {
-    let start = line.find(name).map_or(line.len(), |at| at + name.len());
-    line[start..].chars().take_while(|c| !c.is_whitespace()).collect()
-}
-
 /// The `answered` lines naming `request_id`, once at least one has been written.
 async fn answered(lines: &Mutex<Vec<String>>, request_id: &str) -> Vec<String> {
     let needle = format!("request_id=\"{request_id}\"");
+    let matching = || -> Vec<String> {
+        let lines = lines.lock().expect("lines");
+        lines.iter().filter(|l| l.contains(&needle) && l.contains("answered")).cloned().collect()
+    };
     for _ in 0..200 {
-        let found: Vec<String> = lines
-            .lock()
-            .expect("lines")
-            .iter()
-            .filter(|l| l.contains(&needle) && l.contains("answered"))
-            .cloned()
-            .collect();
-        if !found.is_empty() {
+        if !matching().is_empty() {
             // A second line for the same request would come right after the first.
             tokio::time::sleep(Duration::from_millis(100)).await;
-            return lines
-                .lock()
-                .expect("lines")
-                .iter()
-                .filter(|l| l.contains(&needle) && l.contains("answered"))
-                .cloned()
-                .collect();
+            return matching();
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
