@@ -12,6 +12,7 @@ mod inspector;
 mod load;
 mod queue;
 mod queue_runners;
+mod raw_pairs;
 mod retention;
 mod server_process;
 mod setup;

@@ -401,7 +401,7 @@ pub async fn run(setup: Setup) -> Result<(), BoxError> {
     let (mut raws, mut rates, mut flows, mut waits) = (Vec::new(), Vec::new(), vec![warm], Vec::new());
     for round in 1..=setup.rounds {
         let busy = MachineBusy::start();
-        let raw = crate::queue::raw_sql_pairs(&bench.pool, setup.jobs, setup.workers).await?;
+        let raw = crate::raw_pairs::raw_sql_pairs(&bench.pool, setup.jobs, setup.workers).await?;
         let raw_busy = busy.share();
         let flow = bench.flow(&format!("round {round}")).await?;
         let run = through_runners(&bench, &runners, &flow, &setup).await?;
