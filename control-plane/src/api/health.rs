@@ -2,10 +2,12 @@
 //! the databases are: the primary's host, the read replica's host and lag, failovers seen).
 
 use crate::error::ApiError;
+use crate::http::envelope::RequestId;
 use crate::state::AppState;
+use axum::Extension;
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hookflow_shared::{ErrorBody, ErrorDetail};
 
@@ -15,18 +17,14 @@ pub async fn healthz() -> Json<serde_json::Value> {
 
 /// 200 `{"status": "ready", "database": {...}}` while the primary takes writes; else 503 with `Retry-After`, the
 /// error body and the same `database` object (a load balancer sends traffic elsewhere meanwhile).
-pub async fn readyz(State(app): State<AppState>, headers: HeaderMap) -> Response {
+pub async fn readyz(State(app): State<AppState>, request_id: Option<Extension<RequestId>>) -> Response {
     let status = app.databases.status().await;
     let database = serde_json::to_value(&status).unwrap_or_default();
     if status.writable {
         return Json(serde_json::json!({"status": "ready", "database": database})).into_response();
     }
     let unavailable = ApiError::unavailable();
-    let request_id = headers
-        .get(hookflow_shared::wire::header::REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
+    let request_id = request_id.map(|Extension(id)| id.as_str().to_owned()).unwrap_or_default();
     let error = ErrorBody { error: ErrorDetail { code: unavailable.code, message: unavailable.message, request_id } };
     let mut body = serde_json::to_value(&error).unwrap_or_default();
     body["status"] = "unavailable".into();

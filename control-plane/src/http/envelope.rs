@@ -53,16 +53,25 @@ fn plain_id(id: &HeaderValue) -> bool {
         && bytes.iter().all(|b| b.is_ascii_alphanumeric() || b"._:/+=-".contains(b))
 }
 
-/// The sender's request id when it is plain, else a new one set on the request in its place.
-fn request_id(headers: &mut HeaderMap) -> HeaderValue {
+/// A request's id as its answer carries it, in the request's extensions for handlers that build their own error
+/// body. The request's headers stay as the sender sent them (a capture stores them).
+#[derive(Debug, Clone)]
+pub struct RequestId(pub HeaderValue);
+
+impl RequestId {
+    pub fn as_str(&self) -> &str {
+        self.0.to_str().unwrap_or("")
+    }
+}
+
+/// The sender's request id when it is plain, else a new one.
+fn request_id(headers: &HeaderMap) -> HeaderValue {
     if let Some(id) = headers.get(wire_header::REQUEST_ID).filter(|id| plain_id(id)) {
         return id.clone();
     }
     let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
     let text = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut text);
-    let id = HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static(""));
-    headers.insert(wire_header::REQUEST_ID, id.clone());
-    id
+    HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
 fn mark_sensitive(headers: &mut HeaderMap) {
@@ -88,7 +97,8 @@ where
 
     fn call(&mut self, mut request: Request) -> Self::Future {
         let started = Instant::now();
-        let id = request_id(request.headers_mut());
+        let id = request_id(request.headers());
+        request.extensions_mut().insert(RequestId(id.clone()));
         mark_sensitive(request.headers_mut());
         let method = request.method().clone();
         let label = observe::method_label(&method);
@@ -164,21 +174,18 @@ mod tests {
         for kept in [uuid, "trace-me-42", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "aGk+/w=="] {
             let mut headers = HeaderMap::new();
             headers.insert(wire_header::REQUEST_ID, HeaderValue::from_static(kept));
-            assert_eq!(request_id(&mut headers), kept);
-            assert_eq!(headers[wire_header::REQUEST_ID], kept);
+            assert_eq!(request_id(&headers), kept);
         }
         let long = "a".repeat(MAX_REQUEST_ID + 1);
         for replaced in [long.as_str(), "", "two words", "quote\"d", "caf\u{e9}"] {
             let mut headers = HeaderMap::new();
             let value = HeaderValue::from_bytes(replaced.as_bytes()).expect("a header value");
             headers.insert(wire_header::REQUEST_ID, value);
-            let id = request_id(&mut headers);
+            let id = request_id(&headers);
             assert_ne!(id.as_bytes(), replaced.as_bytes(), "{replaced:?} is not kept");
             assert!(uuid::Uuid::parse_str(id.to_str().expect("ascii")).is_ok(), "a new id replaces {replaced:?}");
-            assert_eq!(headers[wire_header::REQUEST_ID], id, "the request carries the new id");
         }
-        let mut none = HeaderMap::new();
-        assert!(uuid::Uuid::parse_str(request_id(&mut none).to_str().expect("ascii")).is_ok());
+        assert!(uuid::Uuid::parse_str(request_id(&HeaderMap::new()).to_str().expect("ascii")).is_ok());
     }
 
     /// What a test subscriber wrote.
@@ -204,7 +211,9 @@ mod tests {
         let sink = written.clone();
         let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || sink.clone()).finish();
         let _default = tracing::subscriber::set_default(subscriber);
-        let streaming = tower::service_fn(|_request: Request| async {
+        let streaming = tower::service_fn(|request: Request| async move {
+            let id = request.extensions().get::<RequestId>().map(|id| id.as_str().to_owned());
+            assert_eq!(id.as_deref(), Some("stream-7"), "handlers find the request's id");
             let chunk = futures_util::stream::once(async {
                 tracing::info!("a line from inside the body");
                 Ok::<_, std::io::Error>(Bytes::from_static(b"chunk"))

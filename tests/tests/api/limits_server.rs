@@ -310,6 +310,18 @@ async fn http2_and_http1_share_the_listener() {
     }
     let answer = http2.post(format!("{}/webhook/{id}", app.base)).body("over h2").send().await.expect("h2 capture");
     assert_eq!((answer.version(), answer.status().as_u16()), (reqwest::Version::HTTP_2, 200));
+    // Stored as sent: no request id the sender did not send, and a sender's own kept whole, even one too long to
+    // be this request's id in logs.
+    let long = "r".repeat(300);
+    let answer = http2.post(format!("{}/webhook/{id}", app.base)).header("x-request-id", &long).send().await;
+    assert_eq!(answer.expect("h2 capture").status(), 200);
+    let list = app.admin(Method::GET, &format!("/webhooks/{id}/requests"), None).await;
+    let items = list.body["items"].as_array().expect("items");
+    let ids = |item: &serde_json::Value| -> Vec<String> {
+        let headers: Vec<(String, String)> = serde_json::from_value(item["headers"].clone()).expect("headers");
+        headers.into_iter().filter(|(name, _)| name.eq_ignore_ascii_case("x-request-id")).map(|(_, v)| v).collect()
+    };
+    assert_eq!((items.len(), ids(&items[0]), ids(&items[1])), (2, vec![long], vec![]));
     let answer = reqwest::get(format!("{}/healthz", app.base)).await.expect("h1 healthz");
     assert_eq!((answer.version(), answer.status().as_u16()), (reqwest::Version::HTTP_11, 200));
     // A connection that sends only part of the HTTP/2 preface, then the rest, is still served as HTTP/2.
