@@ -299,6 +299,7 @@ impl Drop for FailoverSet {
         for group in self.groups.iter_mut().filter_map(Option::take) {
             kill_group(group);
         }
+        kill_working_in(&self.root);
         std::thread::sleep(Duration::from_millis(300));
         let _ = std::fs::remove_dir_all(&self.root);
     }
@@ -310,6 +311,19 @@ fn as_root() -> bool {
 
 fn kill_group(group: u32) {
     let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{group}")]).status();
+}
+
+/// Kills every process whose working directory is under `root`. PostgreSQL's children leave the postmaster's
+/// process group, and the monitor's healthcheck worker outlives a killed postmaster (keeping its logger alive):
+/// killing the groups alone left both running after every failover test.
+fn kill_working_in(root: &Path) {
+    let Ok(processes) = std::fs::read_dir("/proc") else { return };
+    for process in processes.filter_map(Result::ok) {
+        let Some(pid) = process.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else { continue };
+        if std::fs::read_link(process.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(root)) {
+            let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        }
+    }
 }
 
 /// The PostgreSQL server binaries (pg_ctl and friends) that pg_autoctl runs.
@@ -343,10 +357,11 @@ fn free_ports(n: usize) -> Vec<u16> {
     panic!("no {n} free ports between 20000 and 32000")
 }
 
-/// A detached watcher that, once this test process exits, kills every process group of the set and removes its
-/// directory.
+/// A detached watcher that, once this test process exits, kills every process group of the set and every process
+/// working in its directory, and removes the directory.
 fn reap_when_done(root: &Path) {
     let script = r#"for f in "$2"/*.pgid; do [ -e "$f" ] && env kill -KILL -- "-$(cat "$f")" 2>/dev/null; done
+for p in /proc/[0-9]*; do case "$(readlink "$p/cwd" 2>/dev/null)" in "$2"/*) env kill -KILL "${p#/proc/}" 2>/dev/null;; esac; done
 sleep 1; rm -rf "$2""#;
     crate::cluster::after_exit(script, root, "the failover set");
 }
