@@ -1,8 +1,7 @@
 //! Finish and cancel: executions end, any number in one statement (final status, the node results a completion
 //! carries, the summary counted from the attempt's node results, the dead job token, the final event); runners'
-//! completions of one server share
-//! statements through group commit (`AppState::writers`). A cancel ends a queued execution at once and flags a running
-//! one, whose runner is told at its next heartbeat or report.
+//! completions of one server share statements through group commit (`AppState::writers`). A cancel ends a queued
+//! execution at once and flags a running one, whose runner is told at its next heartbeat or report.
 
 use crate::db::group_commit::BatchWrite;
 use crate::error::{ApiError, ApiResult};

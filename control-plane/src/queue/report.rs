@@ -1,8 +1,8 @@
 //! Reports under a job token: the token names its job (dead once the job completed: 401; an attempt that is no
 //! longer current: 409, so a runner that lost its lease never overwrites the attempt that replaced it), and node
 //! results are stored idempotently per (execution, attempt, node), logged as `node.completed` plus the next
-//! `node.started`, and extend the lease. Results a completion carries are encoded here (`stored`) and written by
-//! the completion's statement (`crate::queue::finish`) by the same rules.
+//! `node.started`, and extend the lease. Results are encoded once (`stored`), for a report's statement here and for
+//! a completion's (`crate::queue::finish`), which stores them by the same rules.
 
 use crate::error::{ApiError, ApiResult, to_json_string};
 use crate::queue::events;
@@ -74,7 +74,7 @@ pub async fn keep_alive(conn: &mut PgConnection, job: &JobContext, lease_s: f64)
 pub async fn record(
     conn: &mut PgConnection,
     job: &JobContext,
-    mut results: Vec<NodeResult>,
+    results: Vec<NodeResult>,
     lease_s: f64,
 ) -> ApiResult<usize> {
     // Positions are 1-based, as the node's place in the definition.
@@ -84,17 +84,14 @@ pub async fn record(
         .enumerate()
         .map(|(i, id)| (id.as_str(), i32::try_from(i + 1).unwrap_or(i32::MAX)))
         .collect();
-    let (mut ids, mut places, mut statuses, mut payloads) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for result in &mut results {
-        let Some(position) = positions.get(result.node_id.as_str()) else {
-            return Err(unknown_node(&result.node_id));
-        };
-        result.attempt = job.attempt;
-        places.push(*position);
-        ids.push(result.node_id.clone());
-        statuses.push(result.status.as_str());
-        payloads.push(to_json_string(&*result)?);
-    }
+    let places = results
+        .iter()
+        .map(|result| positions.get(result.node_id.as_str()).copied().ok_or_else(|| unknown_node(&result.node_id)))
+        .collect::<ApiResult<Vec<i32>>>()?;
+    let results = stored(results, job.attempt)?;
+    let ids: Vec<&str> = results.iter().map(|r| r.node_id.as_str()).collect();
+    let statuses: Vec<&str> = results.iter().map(|r| r.status).collect();
+    let payloads: Vec<&str> = results.iter().map(|r| r.payload.as_str()).collect();
     let inserted: Vec<(String, i32)> = sqlx::query_as(
         "INSERT INTO node_results (execution_id, attempt, node_id, position, status, result)
          SELECT $1, $2, r.node_id, r.position, r.status, r.result::jsonb
@@ -109,7 +106,7 @@ pub async fn record(
     .bind(&places)
     .fetch_all(&mut *conn)
     .await?;
-    let announced = announcements(job, &ids, payloads, &inserted)?;
+    let announced = announcements(job, &results, &inserted)?;
     events::append(conn, job.execution_id, &announced, Some(lease_s)).await?;
     Ok(inserted.len())
 }
@@ -117,18 +114,13 @@ pub async fn record(
 /// The events of newly stored results: each `node.completed` (the stored result with its `type`, as
 /// `ExecutionEvent::NodeCompleted` encodes it), then `node.started` for the node after it unless that one was
 /// reported in the same batch.
-fn announcements(
-    job: &JobContext,
-    ids: &[String],
-    payloads: Vec<String>,
-    inserted: &[(String, i32)],
-) -> ApiResult<Vec<String>> {
+fn announcements(job: &JobContext, results: &[StoredResult], inserted: &[(String, i32)]) -> ApiResult<Vec<String>> {
     let fresh: HashMap<&str, i32> = inserted.iter().map(|(id, position)| (id.as_str(), *position)).collect();
-    let reported: HashSet<&str> = ids.iter().map(String::as_str).collect();
+    let reported: HashSet<&str> = results.iter().map(|r| r.node_id.as_str()).collect();
     let mut announced = Vec::new();
-    for (id, payload) in ids.iter().zip(payloads) {
-        let Some(position) = fresh.get(id.as_str()) else { continue };
-        announced.push(completed_event(&payload)?);
+    for result in results {
+        let Some(position) = fresh.get(result.node_id.as_str()) else { continue };
+        announced.push(result.event.clone());
         let next = usize::try_from(*position).ok().and_then(|p| job.node_ids.get(p));
         if let Some(next) = next
             && !reported.contains(next.as_str())
