@@ -87,7 +87,7 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
              FROM sited s JOIN locked l ON l.ord = s.ending),
          fresh AS (
              INSERT INTO node_results (execution_id, attempt, node_id, position, status, result)
-             SELECT execution_id, attempt, node_id, position, status, result::jsonb FROM placed
+             SELECT execution_id, attempt, node_id, position, status, result::json FROM placed
              ON CONFLICT DO NOTHING RETURNING execution_id, node_id, status),
          announced AS (
              SELECT DISTINCT ON (p.execution_id, p.node_id) p.execution_id, p.ord, p.status, p.event,

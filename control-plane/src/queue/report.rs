@@ -94,7 +94,7 @@ pub async fn record(
     let payloads: Vec<&str> = results.iter().map(|r| r.payload.as_str()).collect();
     let inserted: Vec<(String, i32)> = sqlx::query_as(
         "INSERT INTO node_results (execution_id, attempt, node_id, position, status, result)
-         SELECT $1, $2, r.node_id, r.position, r.status, r.result::jsonb
+         SELECT $1, $2, r.node_id, r.position, r.status, r.result::json
          FROM unnest($3::text[], $4::text[], $5::text[], $6::int[]) AS r(node_id, status, result, position)
          ON CONFLICT DO NOTHING RETURNING node_id, position",
     )
