@@ -130,6 +130,62 @@ async fn results_carried_by_a_completion_are_stored_as_reports_store_them() {
     assert_eq!(kinds[5], "execution.completed:");
 }
 
+/// A flow long enough that PostgreSQL compresses its executions' node ids (1,500 nodes): a completion carrying 400
+/// results, out of order, after 1,100 reported, stores what a report of the 400 before the completion stores, each at its node's position with the
+/// `node.started` of the node after it; one result for a node the flow lacks among them ends nothing (400).
+#[tokio::test]
+async fn a_long_flows_completion_places_its_results_as_reports_do() {
+    let app = TestApp::spawn_for_execution().await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &[]).await;
+    let ids: Vec<String> = (0..1500).map(|i| format!("step-{i:04}")).collect();
+    let nodes: Vec<Value> = ids.iter().map(|id| json!({"id": id, "kind": "delay", "delay_ms": 1})).collect();
+    let flow = app.create_flow("long", json!({"nodes": nodes})).await;
+    let outcomes: Vec<(&str, &str)> =
+        ids.iter().enumerate().map(|(i, id)| (id.as_str(), if i % 7 == 3 { "failed" } else { "passed" })).collect();
+    // Reported in batches of 100 (as a runner does); the rest out of order.
+    let (reported, carried) = outcomes.split_at(1100);
+    let mut carried = carried.to_vec();
+    carried.reverse();
+    let report_all = async |job: &Value, rows: &[(&str, &str)]| {
+        for part in rows.chunks(100) {
+            ok(&app.job_call(job, "nodes", json!({"results": results(part)})).await);
+        }
+    };
+
+    let (before, job) = claimed(&app, &creds, &runner, &flow).await;
+    report_all(&job, reported).await;
+    ok(&app.job_call(&job, "nodes", json!({"results": results(&carried)})).await);
+    let old = app.job_call(&job, "complete", json!({"status": "failed"})).await;
+    ok(&old);
+
+    let (refused, job) = claimed(&app, &creds, &runner, &flow).await;
+    report_all(&job, reported).await;
+    let mut stranger = results(&carried);
+    stranger.insert(200, result("step-9999", "passed"));
+    let reply = app.job_call(&job, "complete", json!({"status": "failed", "results": stranger})).await;
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert!(reply.text.contains("step-9999"), "{}", reply.text);
+    assert_eq!(stored_count(&app, &refused).await.0, 1100, "the refused completion stored none of its results");
+
+    let new = app.job_call(&job, "complete", json!({"status": "failed", "results": results(&carried)})).await;
+    ok(&new);
+    assert_eq!(stored_events(&app, &refused).await, stored_events(&app, &before).await);
+    assert_eq!(node_results(&app, &flow, &refused).await, node_results(&app, &flow, &before).await);
+    assert_eq!(new.body["summary"], old.body["summary"]);
+    let failed = outcomes.iter().filter(|(_, status)| *status == "failed").count();
+    assert_eq!(new.body["summary"]["failed"], failed);
+    let positions: Vec<(String, i32)> = sqlx::query_as(
+        "SELECT node_id, position FROM node_results WHERE execution_id = $1::uuid ORDER BY position",
+    )
+    .bind(&refused)
+    .fetch_all(&app.pool)
+    .await
+    .expect("positions");
+    let expected: Vec<(String, i32)> = ids.iter().cloned().zip(1..).collect();
+    assert_eq!(positions, expected);
+}
+
 async fn stored_count(app: &TestApp, execution: &str) -> (i64, i64) {
     sqlx::query_as(
         "SELECT (SELECT count(*) FROM node_results WHERE execution_id = $1::uuid),
