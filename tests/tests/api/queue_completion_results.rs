@@ -175,13 +175,12 @@ async fn a_long_flows_completion_places_its_results_as_reports_do() {
     assert_eq!(new.body["summary"], old.body["summary"]);
     let failed = outcomes.iter().filter(|(_, status)| *status == "failed").count();
     assert_eq!(new.body["summary"]["failed"], failed);
-    let positions: Vec<(String, i32)> = sqlx::query_as(
-        "SELECT node_id, position FROM node_results WHERE execution_id = $1::uuid ORDER BY position",
-    )
-    .bind(&refused)
-    .fetch_all(&app.pool)
-    .await
-    .expect("positions");
+    let positions: Vec<(String, i32)> =
+        sqlx::query_as("SELECT node_id, position FROM node_results WHERE execution_id = $1::uuid ORDER BY position")
+            .bind(&refused)
+            .fetch_all(&app.pool)
+            .await
+            .expect("positions");
     let expected: Vec<(String, i32)> = ids.iter().cloned().zip(1..).collect();
     assert_eq!(positions, expected);
 }
