@@ -48,9 +48,10 @@ impl Ending {
 /// is made once per connection. The results are joined to their endings once (`placed`), and what is made per
 /// execution is materialized: planned as inlined joins on the batch's (unknown) sizes, a 42-ending batch of a
 /// one-node flow compared 74,000 rows (14 ms of 18) and made each ending's events again for every use. Each
-/// execution's node ids are read once (`shapes`: every node's position and the node after it, joined to the results
-/// by key): reading the array once per result decompressed it once per comparison, and a 1,000-node flow's
-/// completion carrying 99 results took 53 ms.
+/// execution's node ids are read once (`shapes`: the position and the next node of each carried node, from one
+/// pass over the array per ending, kept only for the carried nodes): reading the array once per result decompressed
+/// it once per comparison, and a 1,000-node flow's completion carrying 99 results took 53 ms. Of two results of one
+/// node in a completion the first counts, as in a report (`sited`).
 static FINISH: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH ending AS (
@@ -62,15 +63,18 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
              SELECT * FROM unnest((SELECT $6::int8[]), (SELECT $7::text[]), (SELECT $8::text[]), (SELECT $9::text[]),
                  (SELECT $10::text[])) WITH ORDINALITY AS r(ending, node_id, status, result, event, ord)),
          shapes AS MATERIALIZED (
-             SELECT x.ord AS ending, n.node_id, n.position::int AS position,
-                 lead(n.node_id) OVER (PARTITION BY x.ord ORDER BY n.position) AS next_node
+             SELECT x.ord AS ending, n.node_id, n.position, n.next_node
              FROM ending x
              CROSS JOIN LATERAL (SELECT e.node_ids FROM executions e WHERE e.id = x.execution_id OFFSET 0) e
-             CROSS JOIN LATERAL unnest(e.node_ids) WITH ORDINALITY AS n(node_id, position)
-             WHERE x.ord IN (SELECT ending FROM reported)),
+             CROSS JOIN LATERAL (
+                 SELECT u.node_id, u.position::int AS position, lead(u.node_id) OVER (ORDER BY u.position) AS next_node
+                 FROM unnest(e.node_ids) WITH ORDINALITY AS u(node_id, position)) n
+             WHERE x.ord IN (SELECT ending FROM reported)
+                 AND (x.ord, n.node_id) IN (SELECT ending, node_id FROM reported)),
          sited AS MATERIALIZED (
-             SELECT r.*, s.position, s.next_node
-             FROM reported r LEFT JOIN shapes s ON s.ending = r.ending AND s.node_id = r.node_id),
+             SELECT DISTINCT ON (r.ending, r.node_id) r.*, s.position, s.next_node
+             FROM reported r LEFT JOIN shapes s ON s.ending = r.ending AND s.node_id = r.node_id
+             ORDER BY r.ending, r.node_id, r.ord),
          locked AS (
              SELECT e.id, e.node_ids, x.ord, x.status, x.error, x.attempt, COALESCE(e.started_at, now()) AS started_at
              FROM ending x

@@ -115,13 +115,14 @@ pub async fn record(
 /// `ExecutionEvent::NodeCompleted` encodes it), then `node.started` for the node after it unless that one was
 /// reported in the same batch.
 fn announcements(job: &JobContext, results: &[StoredResult], inserted: &[(String, i32)]) -> ApiResult<Vec<String>> {
-    let fresh: HashMap<&str, i32> = inserted.iter().map(|(id, position)| (id.as_str(), *position)).collect();
+    let mut fresh: HashMap<&str, i32> = inserted.iter().map(|(id, position)| (id.as_str(), *position)).collect();
     let reported: HashSet<&str> = results.iter().map(|r| r.node_id.as_str()).collect();
     let mut announced = Vec::new();
+    // Of two results of one node in a report the first was stored (the insert takes them in order): only it is told.
     for result in results {
-        let Some(position) = fresh.get(result.node_id.as_str()) else { continue };
+        let Some(position) = fresh.remove(result.node_id.as_str()) else { continue };
         announced.push(result.event.clone());
-        let next = usize::try_from(*position).ok().and_then(|p| job.node_ids.get(p));
+        let next = usize::try_from(position).ok().and_then(|p| job.node_ids.get(p));
         if let Some(next) = next
             && !reported.contains(next.as_str())
         {

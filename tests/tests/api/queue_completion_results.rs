@@ -143,10 +143,14 @@ async fn a_long_flows_completion_places_its_results_as_reports_do() {
     let flow = app.create_flow("long", json!({"nodes": nodes})).await;
     let outcomes: Vec<(&str, &str)> =
         ids.iter().enumerate().map(|(i, id)| (id.as_str(), if i % 7 == 3 { "failed" } else { "passed" })).collect();
-    // Reported in batches of 100 (as a runner does); the rest out of order.
-    let (reported, carried) = outcomes.split_at(1100);
-    let mut carried = carried.to_vec();
+    // Reported in batches of 100 (as a runner does): all but every third of the last 1,200 nodes, which come last,
+    // out of order, each followed by a node reported before (so each is told with the `node.started` of the next).
+    let late = |i: usize| i >= 300 && i.is_multiple_of(3);
+    let reported: Vec<(&str, &str)> = outcomes.iter().enumerate().filter(|(i, _)| !late(*i)).map(|(_, o)| *o).collect();
+    let mut carried: Vec<(&str, &str)> =
+        outcomes.iter().enumerate().filter(|(i, _)| late(*i)).map(|(_, o)| *o).collect();
     carried.reverse();
+    let reported = reported.as_slice();
     let report_all = async |job: &Value, rows: &[(&str, &str)]| {
         for part in rows.chunks(100) {
             ok(&app.job_call(job, "nodes", json!({"results": results(part)})).await);
@@ -166,11 +170,24 @@ async fn a_long_flows_completion_places_its_results_as_reports_do() {
     let reply = app.job_call(&job, "complete", json!({"status": "failed", "results": stranger})).await;
     assert_eq!(reply.status, 400, "{}", reply.text);
     assert!(reply.text.contains("step-9999"), "{}", reply.text);
-    assert_eq!(stored_count(&app, &refused).await.0, 1100, "the refused completion stored none of its results");
+    let before_refusal = i64::try_from(reported.len()).expect("a count");
+    assert_eq!(
+        stored_count(&app, &refused).await.0,
+        before_refusal,
+        "the refused completion stored none of its results"
+    );
 
     let new = app.job_call(&job, "complete", json!({"status": "failed", "results": results(&carried)})).await;
     ok(&new);
-    assert_eq!(stored_events(&app, &refused).await, stored_events(&app, &before).await);
+    let events = stored_events(&app, &refused).await;
+    assert_eq!(events, stored_events(&app, &before).await);
+    // Each carried node's next one (reported earlier, in another batch) is announced after it, as a report does.
+    let started_after_carried = carried
+        .iter()
+        .filter_map(|(node, _)| ids.iter().position(|id| id == node).and_then(|i| ids.get(i + 1)))
+        .filter(|next| events.iter().rev().take(802).any(|e| e.contains("node.started") && e.contains(next.as_str())))
+        .count();
+    assert_eq!(started_after_carried, carried.len() - usize::from(carried.iter().any(|(n, _)| *n == "step-1499")));
     assert_eq!(node_results(&app, &flow, &refused).await, node_results(&app, &flow, &before).await);
     assert_eq!(new.body["summary"], old.body["summary"]);
     let failed = outcomes.iter().filter(|(_, status)| *status == "failed").count();
@@ -183,6 +200,37 @@ async fn a_long_flows_completion_places_its_results_as_reports_do() {
             .expect("positions");
     let expected: Vec<(String, i32)> = ids.iter().cloned().zip(1..).collect();
     assert_eq!(positions, expected);
+}
+
+/// Two results of one node in a report, or in a completion: the first is stored and told, once, and counted once.
+#[tokio::test]
+async fn of_two_results_of_one_node_the_first_counts() {
+    let app = TestApp::spawn_for_execution().await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &[]).await;
+    let flow = app.create_flow("twice", three_nodes()).await;
+    let twice = results(&[("a", "passed"), ("a", "failed"), ("b", "failed"), ("b", "passed")]);
+    let (reported, job) = claimed(&app, &creds, &runner, &flow).await;
+    ok(&app.job_call(&job, "nodes", json!({"results": twice.clone()})).await);
+    ok(&app.job_call(&job, "complete", json!({"status": "failed"})).await);
+    let (carried, job) = claimed(&app, &creds, &runner, &flow).await;
+    let done = app.job_call(&job, "complete", json!({"status": "failed", "results": twice})).await;
+    ok(&done);
+    assert_eq!((done.body["summary"]["passed"].as_u64(), done.body["summary"]["failed"].as_u64()), (Some(1), Some(1)));
+    for execution in [&reported, &carried] {
+        let stored = node_results(&app, &flow, execution).await;
+        let statuses: Vec<&str> =
+            stored.as_array().expect("a list").iter().filter_map(|r| r["status"].as_str()).collect();
+        assert_eq!(statuses, ["passed", "failed"], "{execution}");
+        let told: Vec<String> = stored_events(&app, execution)
+            .await
+            .into_iter()
+            .filter(|e| e.contains("node.completed"))
+            .map(|e| serde_json::from_str::<Value>(&e).expect("an event"))
+            .map(|e| format!("{}:{}", e["node_id"].as_str().unwrap_or(""), e["status"].as_str().unwrap_or("")))
+            .collect();
+        assert_eq!(told, ["a:passed", "b:failed"], "{execution}");
+    }
 }
 
 async fn stored_count(app: &TestApp, execution: &str) -> (i64, i64) {
