@@ -70,6 +70,10 @@ pub struct Args {
     /// (one run of each is noisy).
     #[arg(long, default_value_t = 5)]
     rounds: usize,
+    /// Also print PostgreSQL's execution time per statement over the rounds, per node (`pg_stat_statements`,
+    /// loaded by restarting the bench's new cluster once)
+    #[arg(long)]
+    pg_statements: bool,
 }
 
 /// What every request posts.
@@ -207,13 +211,20 @@ async fn cli_run(rig: &Rig, flow_id: &str, n: usize) -> Result<f64, BoxError> {
 pub async fn run(args: Args) -> Result<(), BoxError> {
     let target = start_target().await?;
     let definition = flow(&target, args.nodes);
-    let rig = Rig::start().await?;
+    let rig = if args.pg_statements {
+        Rig::start_with_settings(crate::pg_statements::PRELOAD).await?
+    } else {
+        Rig::start().await?
+    };
     let flow_id = rig.flow("engine bench", definition.clone()).await?;
     println!(
         "engine: {} sequential request nodes (JSON POST, JSONPath capture, assert), one keep-alive connection",
         args.nodes
     );
     let stored = end_to_end(&rig, &flow_id, args.nodes).await?;
+    if args.pg_statements {
+        crate::pg_statements::reset(&rig.pool).await?;
+    }
     let hurl_found = hurl_binary();
     let (mut bares, mut alones, mut runs, mut hurls) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut run_cpu, mut hurl_cpu) = (Cpu::default(), Cpu::default());
@@ -266,6 +277,10 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
             );
         }
         None => println!("  hurl: neither $HURL nor `hurl` on PATH, so no side-by-side figure"),
+    }
+    if args.pg_statements {
+        // Only `hookflow run` stores anything after the reset: its rounds' nodes.
+        crate::pg_statements::print_top(&rig.pool, u64::try_from(requests)?, "node").await?;
     }
     rig.stop().await;
     Ok(())

@@ -10,6 +10,7 @@ mod flood;
 mod import;
 mod inspector;
 mod load;
+mod pg_statements;
 mod queue;
 mod queue_runners;
 mod raw_pairs;

@@ -293,12 +293,6 @@ async fn statements(bench: &Bench, flows: &[String]) -> Result<(), BoxError> {
         .bind(flows)
         .fetch_one(&bench.pool)
         .await?;
-    let top: Vec<(i64, f64, f64, String)> = sqlx::query_as(
-        "SELECT calls, total_exec_time, mean_exec_time, regexp_replace(query, '\\s+', ' ', 'g')
-         FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15",
-    )
-    .fetch_all(&bench.pool)
-    .await?;
     // Updates that stayed on their page (HOT) write no index entry: what the tables' fill factors buy.
     let tables: Vec<(String, i64, i64)> = sqlx::query_as(
         "SELECT relname::text, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
@@ -308,15 +302,7 @@ async fn statements(bench: &Bench, flows: &[String]) -> Result<(), BoxError> {
     .await?;
     let hot: Vec<String> = tables.iter().map(|(name, all, hot)| format!("{name} {hot} of {all}")).collect();
     println!("  updates that stayed on their page (HOT): {}", hot.join(", "));
-    println!("  PostgreSQL's execution time by statement (pg_stat_statements), per execution of the rounds:");
-    for (calls, total, mean, query) in top {
-        let text: String = query.chars().take(110).collect();
-        println!(
-            "    {:>7.1} us/execution  {calls:>8} calls  {:>7.1} us/call  {text}",
-            total * 1000.0 / executions.max(1) as f64,
-            mean * 1000.0
-        );
-    }
+    crate::pg_statements::print_top(&bench.pool, u64::try_from(executions).unwrap_or(0), "execution").await?;
     Ok(())
 }
 
@@ -368,8 +354,7 @@ pub async fn run(setup: Setup) -> Result<(), BoxError> {
     let mut server = start_server_with(&extra)?;
     if setup.statements {
         let more = std::env::var("HOOKFLOW_BENCH_PG_SETTINGS_TMP").unwrap_or_default();
-        server
-            .restart_with_settings(&format!("\nshared_preload_libraries = 'pg_stat_statements'\n{more}\n"), &extra)?;
+        server.restart_with_settings(&format!("\n{}\n{more}\n", crate::pg_statements::PRELOAD), &extra)?;
     }
     let pool = pool_of(&server, u32::try_from(setup.workers)?.max(4) + 2)?;
     let bench = Bench { server, pool, http: reqwest::Client::new() };
@@ -395,8 +380,7 @@ pub async fn run(setup: Setup) -> Result<(), BoxError> {
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&bench.pool).await?;
     }
     if setup.statements {
-        sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements").execute(&bench.pool).await?;
-        sqlx::query("SELECT pg_stat_statements_reset()").execute(&bench.pool).await?;
+        crate::pg_statements::reset(&bench.pool).await?;
     }
     let (mut raws, mut rates, mut flows, mut waits) = (Vec::new(), Vec::new(), vec![warm], Vec::new());
     for round in 1..=setup.rounds {

@@ -53,10 +53,29 @@ impl Rig {
 
     /// As [`Rig::start`], with `adjust` applied to the server's settings.
     pub async fn start_with(adjust: impl FnOnce(&mut Settings)) -> Result<Self, BoxError> {
+        Self::start_inner(adjust, None).await
+    }
+
+    /// As [`Rig::start`], with `settings` added to the cluster's `postgresql.auto.conf` (a restart of the new
+    /// cluster before anything is stored), say [`crate::pg_statements::PRELOAD`].
+    pub async fn start_with_settings(settings: &str) -> Result<Self, BoxError> {
+        Self::start_inner(|_| {}, Some(settings)).await
+    }
+
+    async fn start_inner(adjust: impl FnOnce(&mut Settings), settings: Option<&str>) -> Result<Self, BoxError> {
         let root = PathBuf::from(format!("/tmp/hookflow-bench-{}", std::process::id()));
         // Durable, as the server runs: fsync and synchronous commit on.
         let options = embedded::ClusterOptions::new(root.clone(), embedded::Durability::Durable, 100);
-        let running = tokio::task::spawn_blocking(move || embedded::EmbeddedCluster::start(&options)).await??;
+        let first = options.clone();
+        let mut running = tokio::task::spawn_blocking(move || embedded::EmbeddedCluster::start(&first)).await??;
+        if let Some(settings) = settings {
+            running.stop()?;
+            let auto = root.join("data/postgresql.auto.conf");
+            let mut text = std::fs::read_to_string(&auto)?;
+            text.push_str(&format!("\n{settings}\n"));
+            std::fs::write(&auto, text)?;
+            running = tokio::task::spawn_blocking(move || embedded::EmbeddedCluster::start(&options)).await??;
+        }
         let cluster = Cluster { running: Some(running), root };
         let connect = |database| cluster.running.as_ref().map(|c| c.connect_options(database)).ok_or("no cluster");
         db::ensure_database(connect("postgres")?, "hookflow").await?;
