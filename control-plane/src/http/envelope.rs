@@ -5,6 +5,9 @@
 //! and the log lines (`received` at debug, `answered`) and metrics by route template. Routing has run when it is
 //! called, so the matched template is read from the request (a 405 carries its path's template). A sender's request
 //! id is kept only when it is short and plain; a body of unknown length is read inside the request's span.
+//! While the handler runs (a runner's long poll waits for minutes) the envelope holds nothing that shares the bytes
+//! the connection read the request into: hyper parses the target and header values as slices of its read buffer,
+//! and a held slice keeps that buffer alive, so the connection's next read would take a second one.
 
 use crate::error::{ApiError, Verbatim, with_error_body};
 use crate::http::observe;
@@ -64,10 +67,12 @@ impl RequestId {
     }
 }
 
-/// The sender's request id when it is plain, else a new one.
+/// The sender's request id when it is plain (copied: see the module), else a new one.
 fn request_id(headers: &HeaderMap) -> HeaderValue {
-    if let Some(id) = headers.get(wire_header::REQUEST_ID).filter(|id| plain_id(id)) {
-        return id.clone();
+    if let Some(id) = headers.get(wire_header::REQUEST_ID).filter(|id| plain_id(id))
+        && let Ok(copy) = HeaderValue::from_bytes(id.as_bytes())
+    {
+        return copy;
     }
     let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
     let text = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut text);
@@ -103,7 +108,8 @@ where
         let method = request.method().clone();
         let label = observe::method_label(&method);
         let template = request.extensions().get::<MatchedPath>().cloned();
-        let uri = request.uri().clone();
+        // Copied, not the request's `Uri` (see the module); error bodies name it.
+        let path: Box<str> = request.uri().path().into();
         let span = tracing::info_span!("request", method = label, request_id = id.to_str().unwrap_or(""));
         let answer = span.in_scope(|| {
             tracing::debug!("received");
@@ -114,7 +120,7 @@ where
                 Some(answer) => answer.await.unwrap_or_else(|never| match never {}),
                 None => ApiError::new(ErrorCode::MethodNotAllowed, "unknown HTTP method").into_response(),
             };
-            let mut response = with_error_body(response, id.to_str().unwrap_or(""), &method, uri.path());
+            let mut response = with_error_body(response, id.to_str().unwrap_or(""), &method, &path);
             let template = template.as_ref().map_or("unmatched", MatchedPath::as_str);
             let answer = observe::Answer {
                 status: response.status().as_u16(),
@@ -228,6 +234,61 @@ mod tests {
         let text = String::from_utf8(written.0.lock().expect("written").clone()).expect("utf-8");
         let line = text.lines().find(|l| l.contains("a line from inside the body")).expect("the body's line");
         assert!(line.contains(r#"request_id="stream-7""#), "the body's line names its request: {line}");
+    }
+
+    /// The bytes a connection read a request into; says when the last slice of them is gone.
+    struct ReadBuffer {
+        text: &'static [u8],
+        freed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl AsRef<[u8]> for ReadBuffer {
+        fn as_ref(&self) -> &[u8] {
+            self.text
+        }
+    }
+
+    impl Drop for ReadBuffer {
+        fn drop(&mut self) {
+            self.freed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// A runner's long poll waits for minutes: meanwhile the envelope must not keep the connection's read buffer
+    /// (which the target and header values are slices of), or each waiting connection holds two.
+    #[tokio::test]
+    async fn a_waiting_handler_leaves_the_read_buffer_free() {
+        use tower::Service as _;
+        let freed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let read = Bytes::from_owner(ReadBuffer { text: b"/runner/jobs/next req-42", freed: freed.clone() });
+        let target = axum::http::Uri::from_maybe_shared(read.slice(0..17)).expect("a target");
+        let id = HeaderValue::from_maybe_shared(read.slice(18..24)).expect("an id");
+        drop(read);
+        let (waiting_tx, waiting) = tokio::sync::oneshot::channel::<()>();
+        let (go, go_rx) = tokio::sync::oneshot::channel::<()>();
+        let parked = std::sync::Arc::new(std::sync::Mutex::new(Some((waiting_tx, go_rx))));
+        let long_poll = tower::service_fn(move |request: Request| {
+            let parked = parked.clone();
+            async move {
+                drop(request);
+                let (waiting_tx, go_rx) = parked.lock().expect("parked").take().expect("called once");
+                let _ = waiting_tx.send(());
+                let _ = go_rx.await;
+                Ok::<_, Infallible>(axum::http::StatusCode::NO_CONTENT.into_response())
+            }
+        });
+        let request = Request::builder().method("POST").uri(target).header(wire_header::REQUEST_ID, id);
+        let call = EnvelopeLayer.layer(long_poll).call(request.body(Body::empty()).expect("a request"));
+        let answer = tokio::spawn(call);
+        waiting.await.expect("the handler waits");
+        assert!(
+            freed.load(std::sync::atomic::Ordering::SeqCst),
+            "while the handler waits, nothing holds a slice of the request's bytes (target or request id)"
+        );
+        go.send(()).expect("the handler listens");
+        let response = answer.await.expect("the call").expect("an answer");
+        assert_eq!(response.status(), axum::http::StatusCode::NO_CONTENT);
+        assert_eq!(response.headers()[wire_header::REQUEST_ID], "req-42", "the sender's id is still echoed");
     }
 
     #[test]
