@@ -24,7 +24,7 @@ use clap::{Parser, Subcommand};
 
 /// mimalloc, as in `hookflow-server`: the scenarios run the server in this process.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: hookflow_alloc::Allocator = hookflow_alloc::Allocator;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -3,7 +3,7 @@
 /// mimalloc, as in `hookflow-server`: a run's requests, JSON and templates make many small, short-lived
 /// allocations, which glibc's allocator served at a cost `perf` could see.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: hookflow_alloc::Allocator = hookflow_alloc::Allocator;
 
 fn main() -> std::process::ExitCode {
     hookflow_cli::main()

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 /// mimalloc: the many small, short-lived allocations of requests and JSON cost less than with the system allocator
 /// (`hookflow-bench capture`: +8% durable captures/s).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: hookflow_alloc::Allocator = hookflow_alloc::Allocator;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 /// mimalloc, as in `hookflow-server`: with glibc's allocator a third of a busy runner's user time went to
 /// `malloc`/`free` (`perf` during `hookflow-bench queue`).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: hookflow_alloc::Allocator = hookflow_alloc::Allocator;
 
 #[derive(Debug, Parser)]
 #[command(
