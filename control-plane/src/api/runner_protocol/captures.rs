@@ -54,7 +54,7 @@ const EXPLAINED: i64 = 50;
 async fn wait_for_capture(call: JobCall, body: Body) -> ApiResult<Json<CaptureWaitReply>> {
     let app = call.app.clone();
     // This future lives as long as the wait: the statements' futures are boxed, so they take memory only while
-    // they run (as in the runner's claim).
+    // they run, and it holds nothing of the request's head (as in the runner's claim, which says why).
     let job = Box::pin(async { call.authorize(&mut *app.pool.acquire().await?, false).await }).await?;
     call.proven();
     let Some(_open) = app.waiters.open(job.job_id) else {

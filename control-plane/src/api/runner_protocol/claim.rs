@@ -73,7 +73,9 @@ async fn next_job(
         return Err(ApiError::invalid(format!("invalid field `max_jobs`: 1 to {MAX_JOBS_PER_POLL}")));
     }
     // This future lives as long as the poll waits, thousands at once: the statements' futures (kilobytes each)
-    // are boxed, so they take memory only while they run, not for the whole wait.
+    // are boxed, so they take memory only while they run, not for the whole wait. It holds nothing of the request
+    // itself (no `HeaderMap`, `Request` or `OriginalUri`): those are slices of the connection's read buffer, which
+    // would then stay alive beside the next one (`http::envelope`).
     let touched = Box::pin(touch_runner(&app, caller, body.runner_id)).await?;
     let (labels, mut remembered) = (touched.labels, touched.remembered);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
