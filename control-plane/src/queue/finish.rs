@@ -49,9 +49,10 @@ impl Ending {
 /// execution is materialized: planned as inlined joins on the batch's (unknown) sizes, a 42-ending batch of a
 /// one-node flow compared 74,000 rows (14 ms of 18) and made each ending's events again for every use. Each
 /// execution's node ids are read once (`shapes`: the position and the next node of each carried node, from one
-/// pass over the array per ending that carries results, its first test, kept only for the carried nodes): reading the array once per result decompressed
-/// it once per comparison, and a 1,000-node flow's completion carrying 99 results took 53 ms. Of two results of one
-/// node in a completion the first counts, as in a report (`sited`), so `placed` holds one row per execution and node.
+/// pass over the array per ending that carries results, its first test, kept only for the carried nodes): reading
+/// the array once per result decompressed it once per comparison, and a 1,000-node flow's completion carrying 99
+/// results took 53 ms. Of two results of one node in a completion the first counts, as in a report (`sited`), so
+/// `placed` holds one row per execution and node.
 static FINISH: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH ending AS (

@@ -60,6 +60,15 @@ async fn node_results(app: &TestApp, flow: &str, execution: &str) -> Value {
     serde_json::to_value(items).expect("json")
 }
 
+/// A server, a runner's credentials, a registered runner and a flow of `definition` named `name`.
+async fn runner_and_flow(name: &str, definition: Value) -> (TestApp, Creds, String, String) {
+    let app = TestApp::spawn_for_execution().await;
+    let creds = app.runner_creds(app.admin.org).await;
+    let runner = app.register_runner(&creds, &[]).await;
+    let flow = app.create_flow(name, definition).await;
+    (app, creds, runner, flow)
+}
+
 /// A launch of `flow` and its claim: the execution id and the job.
 async fn claimed(app: &TestApp, creds: &Creds, runner: &str, flow: &str) -> (String, Value) {
     let id = app.launch_draft(flow).await;
@@ -73,17 +82,14 @@ fn ok(reply: &Reply) {
     assert_eq!(reply.status, 200, "{}", reply.text);
 }
 
-/// Each way a runner may split its results between reports and the completion gives the same stored results,
-/// events and summary as reporting them all before completing.
 /// Node ids with their statuses.
 type Outcomes<'a> = &'a [(&'a str, &'a str)];
 
+/// Each way a runner may split its results between reports and the completion gives the same stored results,
+/// events and summary as reporting them all before completing.
 #[tokio::test]
 async fn results_carried_by_a_completion_are_stored_as_reports_store_them() {
-    let app = TestApp::spawn_for_execution().await;
-    let creds = app.runner_creds(app.admin.org).await;
-    let runner = app.register_runner(&creds, &[]).await;
-    let flow = app.create_flow("carried", three_nodes()).await;
+    let (app, creds, runner, flow) = runner_and_flow("carried", three_nodes()).await;
     // (reported first, carried by the completion, the final status)
     let splits: [(Outcomes, Outcomes, &str); 4] = [
         (&[], &[("a", "passed"), ("b", "passed"), ("c", "passed")], "succeeded"),
@@ -135,12 +141,9 @@ async fn results_carried_by_a_completion_are_stored_as_reports_store_them() {
 /// `node.started` of the node after it; one result for a node the flow lacks among them ends nothing (400).
 #[tokio::test]
 async fn a_long_flows_completion_places_its_results_as_reports_do() {
-    let app = TestApp::spawn_for_execution().await;
-    let creds = app.runner_creds(app.admin.org).await;
-    let runner = app.register_runner(&creds, &[]).await;
     let ids: Vec<String> = (0..1500).map(|i| format!("step-{i:04}")).collect();
     let nodes: Vec<Value> = ids.iter().map(|id| json!({"id": id, "kind": "delay", "delay_ms": 1})).collect();
-    let flow = app.create_flow("long", json!({"nodes": nodes})).await;
+    let (app, creds, runner, flow) = runner_and_flow("long", json!({"nodes": nodes})).await;
     let outcomes: Vec<(&str, &str)> =
         ids.iter().enumerate().map(|(i, id)| (id.as_str(), if i % 7 == 3 { "failed" } else { "passed" })).collect();
     // Reported in batches of 100 (as a runner does): all but every third of the last 1,200 nodes, which come last,
@@ -205,10 +208,7 @@ async fn a_long_flows_completion_places_its_results_as_reports_do() {
 /// Two results of one node in a report, or in a completion: the first is stored and told, once, and counted once.
 #[tokio::test]
 async fn of_two_results_of_one_node_the_first_counts() {
-    let app = TestApp::spawn_for_execution().await;
-    let creds = app.runner_creds(app.admin.org).await;
-    let runner = app.register_runner(&creds, &[]).await;
-    let flow = app.create_flow("twice", three_nodes()).await;
+    let (app, creds, runner, flow) = runner_and_flow("twice", three_nodes()).await;
     let twice = results(&[("a", "passed"), ("a", "failed"), ("b", "failed"), ("b", "passed")]);
     let (reported, job) = claimed(&app, &creds, &runner, &flow).await;
     ok(&app.job_call(&job, "nodes", json!({"results": twice.clone()})).await);
@@ -246,10 +246,7 @@ async fn stored_count(app: &TestApp, execution: &str) -> (i64, i64) {
 
 #[tokio::test]
 async fn a_refused_completion_ends_nothing_and_stores_nothing() {
-    let app = TestApp::spawn_for_execution().await;
-    let creds = app.runner_creds(app.admin.org).await;
-    let runner = app.register_runner(&creds, &[]).await;
-    let flow = app.create_flow("refused", three_nodes()).await;
+    let (app, creds, runner, flow) = runner_and_flow("refused", three_nodes()).await;
     let (id, job) = claimed(&app, &creds, &runner, &flow).await;
     let (_, other_job) = claimed(&app, &creds, &runner, &flow).await;
     let before = stored_count(&app, &id).await;
@@ -296,10 +293,7 @@ async fn a_refused_completion_ends_nothing_and_stores_nothing() {
 
 #[tokio::test]
 async fn a_stale_attempt_carries_no_results_in() {
-    let app = TestApp::spawn_for_execution().await;
-    let creds = app.runner_creds(app.admin.org).await;
-    let runner = app.register_runner(&creds, &[]).await;
-    let flow = app.create_flow("stale", three_nodes()).await;
+    let (app, creds, runner, flow) = runner_and_flow("stale", three_nodes()).await;
     let (id, first) = claimed(&app, &creds, &runner, &flow).await;
     // No heartbeat: the 2 s lease expires and the execution goes back to the queue as attempt 2.
     app.wait_execution(&flow, &id, Duration::from_secs(10), |e| e["attempt"] == 2).await;
@@ -311,10 +305,7 @@ async fn a_stale_attempt_carries_no_results_in() {
 
 #[tokio::test]
 async fn another_organizations_job_token_is_refused() {
-    let app = TestApp::spawn_for_execution().await;
-    let creds = app.runner_creds(app.admin.org).await;
-    let runner = app.register_runner(&creds, &[]).await;
-    let flow = app.create_flow("ours", three_nodes()).await;
+    let (app, creds, runner, flow) = runner_and_flow("ours", three_nodes()).await;
     let (id, ours) = claimed(&app, &creds, &runner, &flow).await;
 
     let other = app.new_org("Other").await;
