@@ -140,6 +140,11 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// The statement that ends executions (public so tests can look at its plan).
+pub fn statement() -> &'static str {
+    FINISH.as_str()
+}
+
 /// Endings share statements: runners' completions on one server through group commit (`AppState::writers`),
 /// other endings call `finish` in their transaction.
 impl BatchWrite for Ending {
@@ -164,7 +169,7 @@ impl BatchWrite for Ending {
             payloads.push(result.payload.as_str());
             events.push(result.event.as_str());
         }
-        let rows: Vec<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(FINISH.as_str()))
+        let rows: Vec<ExecutionRow> = sqlx::query_as(sqlx::AssertSqlSafe(statement()))
             .bind(&ids)
             .bind(endings.iter().map(|e| e.attempt).collect::<Vec<_>>())
             .bind(endings.iter().map(|e| e.end.status.as_str()).collect::<Vec<_>>())
