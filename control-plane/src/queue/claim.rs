@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use hookflow_shared::api::runners::{Job, JobFlow, NetworkPolicy, VariableLayers};
 use hookflow_shared::token::{self, TokenKind};
 use hookflow_shared::{ExecutionId, FlowId, JobId, OrgId, RunnerId};
+use serde_json::value::RawValue;
 use sqlx::PgConnection;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -271,10 +272,11 @@ async fn job_of(
     job_token: String,
 ) -> ApiResult<Job> {
     let layers = row.variable_layers.as_ref().map(|l| l.0.clone());
-    let definition: serde_json::Value = serde_json::from_str(&row.definition).map_err(ApiError::internal_because)?;
+    // The definition is handed on as the text stored, checked to be JSON but not parsed into a value.
+    let definition = RawValue::from_string(row.definition).map_err(ApiError::internal_because)?;
     let modules: BTreeMap<String, serde_json::Value> =
         serde_json::from_str(&row.modules).map_err(ApiError::internal_because)?;
-    let parts = std::iter::once(&definition).chain(modules.values());
+    let parts = std::iter::once(secrets::Part::Text(&definition)).chain(modules.values().map(secrets::Part::Value));
     let environment = layers.iter().flat_map(|l| l.environment.values());
     // Secrets kept for registered runners are withheld from the callers of ephemeral launches.
     let withhold = matches!(claimer, Claimer::Caller);

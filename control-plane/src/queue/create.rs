@@ -116,7 +116,7 @@ struct Columns<'a> {
     versions: Vec<Option<i32>>,
     revisions: Vec<i32>,
     /// Definitions and module definitions as JSON text (the columns are text: see the migration that made them so).
-    definitions: Vec<String>,
+    definitions: Vec<&'a str>,
     modules: Vec<String>,
     environments: Vec<Option<&'a str>>,
     launch: Vec<Value>,
@@ -137,7 +137,7 @@ impl<'a> Columns<'a> {
         self.kept_updated.push(new.kept_draft.map(|(_, updated_at)| updated_at));
         self.versions.push(new.flow.version);
         self.revisions.push(new.draft_revision);
-        self.definitions.push(to_json_string(&new.flow.definition)?);
+        self.definitions.push(new.flow.definition.get());
         self.modules.push(to_json_string(&new.modules)?);
         self.environments.push(new.environment.as_deref());
         self.launch.push(to_json(&new.launch_variables)?);
@@ -159,7 +159,7 @@ impl BatchWrite for NewExecution {
     /// The definitions and modules dominate a launch's row.
     fn bytes(&self) -> usize {
         let modules: usize = self.modules.values().map(hookflow_shared::flow::budget::json_size).sum();
-        256 + hookflow_shared::flow::budget::json_size(&self.flow.definition) + modules
+        256 + self.flow.definition.get().len() + modules
     }
 
     /// Creates queued executions, one per launch and in the same order, in one statement (in the caller's

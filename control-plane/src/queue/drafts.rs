@@ -9,6 +9,7 @@ use crate::cache::BoundedCache;
 use chrono::{DateTime, Utc};
 use hookflow_shared::FlowId;
 use hookflow_shared::flow::definition::{FlowDefinition, Node};
+use serde_json::value::RawValue;
 use std::sync::Arc;
 
 /// Memory the drafts kept may take, at most.
@@ -16,14 +17,17 @@ const BUDGET: usize = 24 * 1024 * 1024;
 /// A draft larger than this is not kept (it would push out many others).
 const LARGEST: usize = BUDGET / 3;
 /// Bytes of memory per byte of JSON text, parsed as a value and as a definition (measured: 5.9 MB for the 295 KB
-/// of a 1,000-node flow).
-const MEMORY_PER_TEXT_BYTE: usize = 20;
+/// of a 1,000-node flow), and kept as text.
+const MEMORY_PER_TEXT_BYTE: usize = 21;
 
-/// One draft: the definition as stored (collection references not yet inlined) and as validated.
+/// One draft: the definition as stored (collection references not yet inlined), as its text and as a value, and
+/// as validated.
 #[derive(Debug)]
 pub struct Draft {
     pub revision: i32,
     pub updated_at: DateTime<Utc>,
+    /// The text, which a self-contained draft's executions store and hand to runners as it is.
+    pub text: Box<RawValue>,
     pub raw: serde_json::Value,
     pub parsed: FlowDefinition,
     /// Whether a launch of it needs nothing else read: no module nodes, no collection requests.
@@ -37,13 +41,13 @@ impl Draft {
     pub fn read(
         revision: i32,
         updated_at: DateTime<Utc>,
-        text: &str,
+        text: Box<RawValue>,
         raw: serde_json::Value,
         parsed: FlowDefinition,
     ) -> Self {
         let self_contained = !parsed.nodes.iter().any(|node| matches!(node, Node::Module(_))) && !uses_requests(&raw);
-        let size = text.len().saturating_mul(MEMORY_PER_TEXT_BYTE);
-        Self { revision, updated_at, raw, parsed, self_contained, size }
+        let size = text.get().len().saturating_mul(MEMORY_PER_TEXT_BYTE);
+        Self { revision, updated_at, text, raw, parsed, self_contained, size }
     }
 }
 
@@ -87,7 +91,8 @@ mod tests {
     fn draft(revision: i32, size: usize) -> Arc<Draft> {
         let raw = serde_json::json!({"nodes": [{"id": "a", "kind": "delay", "delay_ms": 1}]});
         let parsed = hookflow_shared::flow::definition::validate(&raw).expect("valid");
-        Arc::new(Draft { revision, updated_at: Utc::now(), raw, parsed, self_contained: true, size })
+        let text = hookflow_shared::api::runners::JobFlow::text_of(&raw);
+        Arc::new(Draft { revision, updated_at: Utc::now(), text, raw, parsed, self_contained: true, size })
     }
 
     #[test]

@@ -8,6 +8,7 @@ use crate::error::ApiResult;
 use hookflow_shared::OrgId;
 use hookflow_shared::api::runners::SecretValues;
 use hookflow_shared::flow::template;
+use serde_json::value::RawValue;
 use sqlx::PgConnection;
 use std::collections::BTreeMap;
 
@@ -21,6 +22,71 @@ pub fn collect_names(value: &serde_json::Value, names: &mut Vec<String>) {
     }
 }
 
+/// As [`collect_names`], over JSON text: its strings are visited as they are read, without building a value (a
+/// claim of a 1,000-node flow read the whole definition into a value for this alone). Object keys are passed
+/// over, as above. A `RawValue` holds JSON already checked, so the walk does not fail (serde_json's nesting
+/// limit aside, which the definition budgets keep far below).
+pub fn collect_names_in_json(text: &RawValue, names: &mut Vec<String>) {
+    let mut deserializer = serde_json::Deserializer::from_str(text.get());
+    let _ = serde::de::DeserializeSeed::deserialize(Strings(names), &mut deserializer);
+}
+
+/// Visits every string value of a JSON document (not the keys), collecting the secrets each names.
+struct Strings<'n>(&'n mut Vec<String>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Strings<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Strings<'_> {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("any JSON value")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<(), E> {
+        collect_in_text(text, self.0);
+        Ok(())
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<(), A::Error> {
+        while items.next_element_seed(Strings(&mut *self.0))?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut entries: A) -> Result<(), A::Error> {
+        while entries.next_key::<serde::de::IgnoredAny>()?.is_some() {
+            entries.next_value_seed(Strings(&mut *self.0))?;
+        }
+        Ok(())
+    }
+}
+
 fn collect_in_text(text: &str, names: &mut Vec<String>) {
     for name in template::secret_names(text) {
         if !names.contains(&name) {
@@ -29,11 +95,18 @@ fn collect_in_text(text: &str, names: &mut Vec<String>) {
     }
 }
 
+/// A definition a run references secrets in: as a value, or as its JSON text.
+#[derive(Debug, Clone, Copy)]
+pub enum Part<'a> {
+    Value(&'a serde_json::Value),
+    Text(&'a RawValue),
+}
+
 /// What a run references: its definitions (`parts`: the flow's and its modules') and its environment's values.
 #[derive(Debug)]
 pub struct Wanted<'a, P, E>
 where
-    P: Iterator<Item = &'a serde_json::Value>,
+    P: Iterator<Item = Part<'a>>,
     E: Iterator<Item = &'a String>,
 {
     pub org_id: OrgId,
@@ -45,14 +118,17 @@ where
 
 impl<'a, P, E> Wanted<'a, P, E>
 where
-    P: Iterator<Item = &'a serde_json::Value>,
+    P: Iterator<Item = Part<'a>>,
     E: Iterator<Item = &'a String>,
 {
     /// The names referenced, in the order first seen.
     pub fn names(self) -> Vec<String> {
         let mut names = Vec::new();
         for part in self.parts {
-            collect_names(part, &mut names);
+            match part {
+                Part::Value(value) => collect_names(value, &mut names),
+                Part::Text(text) => collect_names_in_json(text, &mut names),
+            }
         }
         for value in self.environment {
             collect_in_text(value, &mut names);
@@ -79,7 +155,7 @@ pub async fn resolve<'a, P, E>(
     wanted: Wanted<'a, P, E>,
 ) -> ApiResult<RunSecrets>
 where
-    P: Iterator<Item = &'a serde_json::Value>,
+    P: Iterator<Item = Part<'a>>,
     E: Iterator<Item = &'a String>,
 {
     let (org_id, withhold) = (wanted.org_id, wanted.withhold_runners_only);
@@ -113,4 +189,25 @@ where
         }
     }
     Ok(secrets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names found in a definition's text are the names found in its value, escapes and all.
+    #[test]
+    fn the_text_names_what_the_value_names() {
+        let text = r#"{"nodes": [{"id": "{{secret.not_a_value_but_an_id}}", "kind": "request",
+            "request": {"url": "https://x/{{secret.b}}", "headers": {"{{secret.key}}": "Bearer {{ secret.a }}"},
+                "body": "\u007b\u007bsecret.escaped}} and {{secret.b}}"},
+            "assertions": [{"expected": 1}, {"expected": [true, null, 2.5, -3, "{{secret.deep}}"]}]}],
+            "variables": {"{{secret.in_a_key}}": "plain"}}"#;
+        let raw = RawValue::from_string(text.to_owned()).expect("json");
+        let (mut from_text, mut from_value) = (Vec::new(), Vec::new());
+        collect_names_in_json(&raw, &mut from_text);
+        collect_names(&serde_json::from_str(text).expect("json"), &mut from_value);
+        assert_eq!(from_text, from_value);
+        assert_eq!(from_text, ["not_a_value_but_an_id", "b", "a", "escaped", "deep"]);
+    }
 }

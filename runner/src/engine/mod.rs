@@ -70,7 +70,8 @@ struct RunContext<'a> {
     taken: std::sync::Mutex<Vec<hookflow_shared::CaptureId>>,
 }
 
-fn blank_result(node_id: &str, attempt: i32, status: NodeStatus, error: Option<&str>) -> NodeResult {
+/// A result with nothing sent or received.
+pub(crate) fn blank_result(node_id: &str, attempt: i32, status: NodeStatus, error: Option<&str>) -> NodeResult {
     NodeResult {
         node_id: node_id.to_owned(),
         attempt,
@@ -127,7 +128,7 @@ impl Engine {
         cancel: &CancellationToken,
         captures: Option<&dyn webhook::CaptureSource>,
     ) -> Outcome {
-        let parsed = match definition::validate(&job.flow.definition) {
+        let parsed = match definition::validate_text(&job.flow.definition) {
             Ok(parsed) => parsed,
             Err(problems) => {
                 let first = problems.first().map(|p| p.message.clone()).unwrap_or_default();

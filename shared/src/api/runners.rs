@@ -6,6 +6,7 @@ use crate::ids::{CaptureId, ExecutionId, FlowId, JobId, RunnerId, WebhookId};
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -128,8 +129,18 @@ pub struct JobFlow {
     pub name: String,
     /// The published version; null for the draft.
     pub version: Option<i32>,
+    /// The definition's JSON text as stored: passed through by the control plane without being parsed again, and
+    /// parsed once by the engine, straight into its typed form (`flow::definition::validate_text`).
     #[schema(value_type = crate::flow::definition::FlowDefinition)]
-    pub definition: Value,
+    pub definition: Box<RawValue>,
+}
+
+impl JobFlow {
+    /// The JSON text of a definition held as a value.
+    pub fn text_of(definition: &Value) -> Box<RawValue> {
+        // A value always encodes (its keys are strings); were it ever refused, `null` fails the definition's check.
+        serde_json::value::to_raw_value(definition).unwrap_or_else(|_| RawValue::NULL.to_owned())
+    }
 }
 
 /// Where a run's requests may go, as the claim tells the engine: public addresses only, `private` (anything but
@@ -265,7 +276,7 @@ impl Job {
             job_id: JobId::now_v7(),
             execution_id: ExecutionId::now_v7(),
             attempt: 1,
-            flow: JobFlow { id: FlowId::now_v7(), name: name.to_owned(), version: None, definition },
+            flow: JobFlow { id: FlowId::now_v7(), name: name.to_owned(), version: None, definition: JobFlow::text_of(&definition) },
             environment: None,
             variables: BTreeMap::new(),
             secrets: SecretValues::default(),

@@ -215,6 +215,24 @@ pub fn validate(raw: &Value) -> Result<FlowDefinition, Vec<Problem>> {
             }
         },
     };
+    check(definition)
+}
+
+/// As [`validate`], from the definition's JSON text: parsed once, straight into its typed form (the engine's way
+/// into a job, whose definition the control plane passes through as text). Only a definition whose shape is wrong
+/// is parsed again as a value, to say where.
+pub fn validate_text(raw: &serde_json::value::RawValue) -> Result<FlowDefinition, Vec<Problem>> {
+    match serde_json::from_str::<FlowDefinition>(raw.get()) {
+        Ok(definition) => check(definition),
+        Err(shape) => match serde_json::from_str::<Value>(raw.get()) {
+            Ok(value) => validate(&value),
+            Err(_) => Err(vec![Problem { node_id: None, field: String::new(), message: shape.to_string() }]),
+        },
+    }
+}
+
+/// The checks a definition of the right shape must pass.
+fn check(definition: FlowDefinition) -> Result<FlowDefinition, Vec<Problem>> {
     let mut problems = Vec::new();
     let mut flow_problem =
         |field: &str, message: String| problems.push(Problem { node_id: None, field: field.into(), message });
@@ -491,6 +509,26 @@ mod tests {
           {"id": "set", "kind": "set_variables", "variables": {"order_count": "{{count}}"}}
          ],
          "layout": {}})
+    }
+
+    /// From text, a definition gets the same answer as from a value: typed alike when valid, the same problems
+    /// (with where the shape is wrong) when not, and a text the quick way refuses (a repeated key) read as a value.
+    #[test]
+    fn a_definition_read_from_text_is_judged_as_one_read_from_a_value() {
+        let text = |value: &Value| serde_json::value::RawValue::from_string(value.to_string()).expect("json");
+        let valid = validate_text(&text(&example())).expect("valid");
+        assert_eq!(format!("{valid:?}"), format!("{:?}", validate(&example()).expect("valid")));
+        let mut misshapen = example();
+        misshapen["nodes"][1]["delay_ms"] = json!("soon");
+        let mut unchecked = example();
+        unchecked["nodes"][3]["id"] = json!("login");
+        for wrong in [misshapen, unchecked, json!({"nodes": []}), json!([1])] {
+            let problems = validate_text(&text(&wrong)).expect_err("invalid");
+            assert_eq!(problems, validate(&wrong).expect_err("invalid"), "{wrong}");
+        }
+        let repeated = r#"{"timeout_s": 5, "timeout_s": 9, "nodes": [{"id": "a", "kind": "delay", "delay_ms": 1}]}"#;
+        let repeated = serde_json::value::RawValue::from_string(repeated.to_owned()).expect("json");
+        assert_eq!(validate_text(&repeated).expect("the last one counts").timeout_s, Some(9));
     }
 
     #[test]

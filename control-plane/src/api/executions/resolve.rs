@@ -12,6 +12,7 @@ use hookflow_shared::api::executions::{Execution, Launch, LaunchMode, Trigger};
 use hookflow_shared::api::runners::{JobFlow, module_key};
 use hookflow_shared::flow::definition::{self, FlowDefinition, Node, VersionSelector};
 use hookflow_shared::{FlowId, OrgId};
+use serde_json::value::RawValue;
 use sqlx::PgConnection;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -137,6 +138,13 @@ async fn resolve_modules(
 /// Resolves what runs: the draft or a published version, its modules, collection requests inlined.
 pub async fn resolve(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> ApiResult<NewExecution> {
     let (flow_name, draft_revision, draft) = read_flow(conn, request).await?;
+    if request.version.is_none()
+        && let Some(draft) = draft.as_ref().filter(|draft| draft.self_contained)
+    {
+        // Nothing to inline or add: the draft's text is what runs.
+        let flow = JobFlow { id: request.flow_id, name: flow_name, version: None, definition: draft.text.clone() };
+        return Ok(new_execution(request, flow, draft_revision, &draft.parsed, BTreeMap::new(), BTreeMap::new()));
+    }
     let (flow_version, mut raw, parsed) = match (request.version, &draft) {
         (None, Some(draft)) => (None, draft.raw.clone(), Cow::Borrowed(&draft.parsed)),
         (Some(selector), _) => {
@@ -150,7 +158,8 @@ pub async fn resolve(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> Ap
     // Collection requests are inlined now, so the run uses them as they are at launch.
     let definitions = std::iter::once(&mut raw).chain(modules.values_mut());
     let collection_variables = crate::api::collections::refs::resolve(conn, request.org_id, definitions).await?;
-    let flow = JobFlow { id: request.flow_id, name: flow_name, version: flow_version, definition: raw };
+    let definition = JobFlow::text_of(&raw);
+    let flow = JobFlow { id: request.flow_id, name: flow_name, version: flow_version, definition };
     Ok(new_execution(request, flow, draft_revision, &parsed, modules, collection_variables))
 }
 
@@ -164,7 +173,7 @@ pub fn resolve_kept(request: &LaunchRequest<'_>) -> Option<NewExecution> {
     }
     let draft = request.drafts.get(request.flow_id).filter(|draft| draft.self_contained)?;
     // The name stored is the flow row's (see the create statement).
-    let flow = JobFlow { id: request.flow_id, name: String::new(), version: None, definition: draft.raw.clone() };
+    let flow = JobFlow { id: request.flow_id, name: String::new(), version: None, definition: draft.text.clone() };
     let mut new = new_execution(request, flow, draft.revision, &draft.parsed, BTreeMap::new(), BTreeMap::new());
     new.kept_draft = Some((draft.revision, draft.updated_at));
     Some(new)
@@ -222,9 +231,10 @@ async fn read_flow(
         (None, kept) => return Ok((name, revision, kept)),
         (Some(text), _) => text,
     };
-    let raw: serde_json::Value = serde_json::from_str(&text).map_err(ApiError::internal_because)?;
+    let text = RawValue::from_string(text).map_err(ApiError::internal_because)?;
+    let raw: serde_json::Value = serde_json::from_str(text.get()).map_err(ApiError::internal_because)?;
     let parsed = definition::validate(&raw).map_err(|p| definition_error(&p))?;
-    let draft = Arc::new(Draft::read(revision, updated_at, &text, raw, parsed));
+    let draft = Arc::new(Draft::read(revision, updated_at, text, raw, parsed));
     request.drafts.keep(request.flow_id, Arc::clone(&draft));
     Ok((name, revision, Some(draft)))
 }

@@ -85,7 +85,7 @@ async fn prepare(
     let layers = layers(&mut conn, org_id, flow_id, body.environment.as_deref(), body.variables, collections).await?;
     let wanted = Wanted {
         org_id,
-        parts: std::iter::once(&definition),
+        parts: std::iter::once(secrets::Part::Value(&definition)),
         environment: layers.environment.values(),
         withhold_runners_only: true,
     };
