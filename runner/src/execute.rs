@@ -26,7 +26,8 @@ fn retry_policy() -> ExponentialBuilder {
 /// How a job is run beyond the defaults.
 #[derive(Debug, Default)]
 pub struct Options {
-    /// Also receives every (masked) node result as the reporter takes it: for a caller that shows progress.
+    /// Also receives every (masked) node result, a report's results together once it is complete (before it is
+    /// posted): for a caller that shows progress.
     pub observer: Option<mpsc::UnboundedSender<NodeResult>>,
     /// When nothing was reported for this long, an empty report keeps the lease alive. For callers that send no
     /// runner heartbeats (the CLI's ephemeral runs).
@@ -69,15 +70,28 @@ async fn post(
 struct Results {
     receiver: mpsc::UnboundedReceiver<NodeResult>,
     observer: Option<mpsc::UnboundedSender<NodeResult>>,
+    /// Results of the batch being filled, for the observer once the batch is complete.
+    unseen: Vec<NodeResult>,
 }
 
 impl Results {
-    fn take(&self, batch: &mut NodeReportBatch, result: &NodeResult) {
-        if let Some(observer) = &self.observer {
-            let _ = observer.send(result.clone());
-        }
-        if let Err(e) = batch.push(result) {
+    /// Encodes `result` into `batch`, and keeps it (moved: a result may carry bodies) for the observer.
+    fn take(&mut self, batch: &mut NodeReportBatch, result: NodeResult) {
+        if let Err(e) = batch.push(&result) {
             tracing::error!(node = %result.node_id, error = %e, "a node result could not be encoded; it is not reported");
+        }
+        if self.observer.is_some() {
+            self.unseen.push(result);
+        }
+    }
+
+    /// Hands the observer the results of a complete batch together: it shows them at once (a CLI printing one
+    /// line per node as each arrived made a write, and woke whoever reads its log, per node).
+    fn show(&mut self) {
+        if let Some(observer) = &self.observer {
+            for result in self.unseen.drain(..) {
+                let _ = observer.send(result);
+            }
         }
     }
 
@@ -95,7 +109,7 @@ impl Results {
                 },
             };
             let Some(result) = next else { return true };
-            self.take(batch, &result);
+            self.take(batch, result);
         }
         false
     }
@@ -110,7 +124,7 @@ async fn report_all(
     cancel: CancellationToken,
     options: Options,
 ) -> Result<NodeReportBatch, ClientError> {
-    let mut results = Results { receiver, observer: options.observer };
+    let mut results = Results { receiver, observer: options.observer, unseen: Vec::new() };
     let mut last_post = Instant::now().checked_sub(REPORT_INTERVAL).unwrap_or_else(Instant::now);
     loop {
         let next = match options.keep_alive {
@@ -125,8 +139,10 @@ async fn report_all(
         };
         let Some(first) = next else { break };
         let mut batch = NodeReportBatch::default();
-        results.take(&mut batch, &first);
-        if results.fill(&mut batch, last_post + REPORT_INTERVAL).await {
+        results.take(&mut batch, first);
+        let finished = results.fill(&mut batch, last_post + REPORT_INTERVAL).await;
+        results.show();
+        if finished {
             return Ok(batch);
         }
         last_post = Instant::now();
@@ -196,4 +212,33 @@ pub async fn execute_with(
     };
     complete(client, job, &outcome, left, cancel).await?;
     Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hookflow_shared::api::executions::NodeStatus;
+
+    fn result(node_id: &str) -> NodeResult {
+        crate::engine::blank_result(node_id, 1, NodeStatus::Passed, None)
+    }
+
+    /// The observer gets a report's results together, in order, once the report is complete; none before.
+    #[test]
+    fn the_observer_sees_a_report_whole() {
+        let (_sink, receiver) = mpsc::unbounded_channel();
+        let (observer, mut observed) = mpsc::unbounded_channel();
+        let mut results = Results { receiver, observer: Some(observer), unseen: Vec::new() };
+        let mut batch = NodeReportBatch::default();
+        for id in ["a", "b", "c"] {
+            results.take(&mut batch, result(id));
+        }
+        assert_eq!(batch.len(), 3);
+        assert!(observed.try_recv().is_err(), "nothing is shown while the report fills");
+        results.show();
+        let shown: Vec<String> = std::iter::from_fn(|| observed.try_recv().ok()).map(|r| r.node_id).collect();
+        assert_eq!(shown, ["a", "b", "c"]);
+        results.show();
+        assert!(observed.try_recv().is_err(), "each result is shown once");
+    }
 }
