@@ -60,7 +60,8 @@ async fn sign_in_refresh_reuse_and_sign_out_on_every_replica() {
     assert_eq!(replica.call_bearer(Method::GET, "/webhooks", &fresh, None).await.status, 200);
     assert_eq!(app.call_bearer(Method::DELETE, "/auth/session", &fresh, None).await.status, 204);
     assert_eq!(refused_soon(&replica, &fresh).await, 401, "the replica heard of the sign-out");
-    assert_eq!(people.refresh(&fresh_refresh).await.expect_err("signed out").status(), 401);
+    let signed_out = people.refresh(&fresh_refresh).await.expect_err("signed out");
+    assert_eq!(signed_out.status(), 401, "{signed_out:?}");
 }
 
 #[tokio::test]
