@@ -101,6 +101,8 @@ pub struct Writers {
     pub launches: GroupCommit<NewExecution>,
     /// Runners' completions.
     pub completions: GroupCommit<Ending>,
+    /// Runners' heartbeats (when each was last heard from).
+    pub heartbeats: GroupCommit<crate::queue::heartbeat::Beat>,
 }
 
 /// Settings that handlers read; built once at startup.
@@ -291,6 +293,7 @@ impl AppState {
             writers: Writers {
                 launches: GroupCommit::start(pool.clone(), crate::queue::create::MAX_BATCH, "launches"),
                 completions: GroupCommit::start(pool.clone(), crate::queue::finish::MAX_BATCH, "completions"),
+                heartbeats: GroupCommit::start(pool.clone(), crate::queue::heartbeat::MAX_BATCH, "heartbeats"),
             },
             hub: StreamHub::new(pool.clone(), replica, shutdown.clone(), settings.stream_buffer),
             waiters: crate::capture::waiters::CaptureWaiters::new(pool.clone()),

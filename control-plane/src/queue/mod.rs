@@ -1,6 +1,7 @@
 //! The execution state machine, the only code that writes executions, jobs, node results and the event log.
 //! `create` queues a resolved launch; `claim` hands it to a runner (running, a job with its token); `report`
-//! stores node results under the token and extends the lease, as do heartbeats (`lease`); `finish` ends it, and
+//! stores node results under the token and extends the lease, as do heartbeats (`lease`; `heartbeat` writes when
+//! each runner was last heard from, many per statement); `finish` ends it, and
 //! its `cancel` ends or flags it; `release` puts a lost one back in the queue or ends it; `issued` remembers the
 //! job tokens this server handed out, for completions; `seen` the runners it saw within a second, for their polls;
 //! `drafts` the flow drafts it validated, for launches; `row` reads an execution back as the API shows it;
@@ -18,6 +19,7 @@ pub mod create;
 pub mod drafts;
 pub mod events;
 pub mod finish;
+pub mod heartbeat;
 pub mod issued;
 pub mod lease;
 pub mod release;

@@ -10,6 +10,7 @@ use crate::db::owned::{self, Owned};
 use crate::error::{ApiError, ApiResult, Created, to_json};
 use crate::extract::{ApiJson, Id};
 use crate::pagination::{self, ListParams, Listed};
+use crate::queue::heartbeat::Beat;
 use crate::queue::{lease, release};
 use crate::state::AppState;
 use crate::validate::field;
@@ -227,21 +228,14 @@ async fn heartbeat(
     if let Some(metrics) = &body.metrics {
         check_sizes(0, metrics.memory_used_bytes, "metrics.memory_used_bytes")?;
     }
-    // A fleet heartbeats hundreds of times a second, each a commit: this one does not wait for its WAL flush
-    // (`synchronous_commit` off for this statement's transaction only). A crash may forget the last fraction of a
-    // second of `last_seen_at`, which only says when a runner was last heard from; leases, below, stay durable.
-    let seen = sqlx::query(
-        "UPDATE runners SET last_seen_at = now(), metrics = COALESCE($3, metrics), running_jobs = $4
-         FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
-         WHERE id = $1 AND organization_id IS NOT DISTINCT FROM $2",
-    )
-    .bind(id)
-    .bind(caller.org_id)
-    .bind(body.metrics.as_ref().map(to_json).transpose()?)
-    .bind(i32::try_from(body.running_jobs.len()).unwrap_or(i32::MAX))
-    .execute(&app.pool)
-    .await?;
-    if seen.rows_affected() == 0 {
+    // Many runners' heartbeats share one statement and commit (`queue::heartbeat`).
+    let beat = Beat {
+        runner_id: id,
+        org_id: caller.org_id,
+        metrics: body.metrics.as_ref().map(to_json).transpose()?,
+        running_jobs: i32::try_from(body.running_jobs.len()).unwrap_or(i32::MAX),
+    };
+    if !app.writers.heartbeats.submit(beat).await? {
         return Err(ApiError::not_found("runner"));
     }
     let cancel = lease::extend(&app.pool, id, body.running_jobs, app.settings.lease.as_secs_f64()).await?;
