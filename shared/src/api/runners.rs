@@ -276,7 +276,12 @@ impl Job {
             job_id: JobId::now_v7(),
             execution_id: ExecutionId::now_v7(),
             attempt: 1,
-            flow: JobFlow { id: FlowId::now_v7(), name: name.to_owned(), version: None, definition: JobFlow::text_of(&definition) },
+            flow: JobFlow {
+                id: FlowId::now_v7(),
+                name: name.to_owned(),
+                version: None,
+                definition: JobFlow::text_of(&definition),
+            },
             environment: None,
             variables: BTreeMap::new(),
             secrets: SecretValues::default(),
