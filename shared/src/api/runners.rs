@@ -116,11 +116,25 @@ pub struct JobBatch {
 }
 
 /// What a poll answers with 200: one job, or a batch when the poll gave `max_jobs`.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum Claimed {
     Batch(JobBatch),
     One(Box<Job>),
+}
+
+/// Told apart by the batch's `jobs` key. Not derived: an untagged enum buffers its input in serde's own content
+/// type, from which a job's definition (JSON text, `RawValue`) cannot be read.
+impl<'de> Deserialize<'de> for Claimed {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        let claimed = if value.get("jobs").is_some() {
+            serde_json::from_value(value).map(Claimed::Batch)
+        } else {
+            serde_json::from_value(value).map(|job| Claimed::One(Box::new(job)))
+        };
+        claimed.map_err(serde::de::Error::custom)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -474,6 +488,29 @@ mod tests {
             retries: 0,
             capture: None,
         }
+    }
+
+    /// A job's definition (JSON text) survives every way a job is read: from text, from a value, one job or a
+    /// batch of them.
+    #[test]
+    fn a_job_reads_back_with_its_definition_from_text_and_from_a_value() {
+        let definition = serde_json::json!({"nodes": [{"id": "a", "kind": "delay", "delay_ms": 1}]});
+        let job = Job::standalone("j", definition.clone(), 5);
+        let definition_of = |job: &Job| serde_json::from_str::<Value>(job.flow.definition.get()).expect("json");
+        let one = serde_json::to_string(&Claimed::One(Box::new(job.clone()))).expect("encodes");
+        let batch = serde_json::to_string(&Claimed::Batch(JobBatch { jobs: vec![job.clone()] })).expect("encodes");
+        for text in [&one, &batch] {
+            let jobs = match serde_json::from_str::<Claimed>(text).expect("a claim") {
+                Claimed::One(job) => vec![*job],
+                Claimed::Batch(batch) => batch.jobs,
+            };
+            assert_eq!(jobs.len(), 1);
+            assert_eq!(definition_of(&jobs[0]), definition);
+        }
+        assert!(matches!(serde_json::from_str::<Claimed>(&batch), Ok(Claimed::Batch(_))));
+        let value = serde_json::to_value(&job).expect("a value");
+        assert_eq!(value["flow"]["definition"], definition);
+        assert_eq!(definition_of(&serde_json::from_value::<Job>(value).expect("a job")), definition);
     }
 
     #[test]
