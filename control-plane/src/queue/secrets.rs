@@ -24,11 +24,14 @@ pub fn collect_names(value: &serde_json::Value, names: &mut Vec<String>) {
 
 /// As [`collect_names`], over JSON text: its strings are visited as they are read, without building a value (a
 /// claim of a 1,000-node flow read the whole definition into a value for this alone). Object keys are passed
-/// over, as above. A `RawValue` holds JSON already checked, so the walk does not fail (serde_json's nesting
-/// limit aside, which the definition budgets keep far below).
+/// over, as above. Text the walk cannot finish (nested past serde_json's limit, a number out of range: a
+/// `RawValue` is checked for neither, and the server never writes either) names what came before, and is logged:
+/// the run then fails on the secrets it lacks, where reading it as a value failed its claim.
 pub fn collect_names_in_json(text: &RawValue, names: &mut Vec<String>) {
     let mut deserializer = serde_json::Deserializer::from_str(text.get());
-    let _ = serde::de::DeserializeSeed::deserialize(Strings(names), &mut deserializer);
+    if let Err(e) = serde::de::DeserializeSeed::deserialize(Strings(names), &mut deserializer) {
+        tracing::error!(error = %e, "a stored definition could not be read to its end for the secrets it names");
+    }
 }
 
 /// Visits every string value of a JSON document (not the keys), collecting the secrets each names.
@@ -209,5 +212,14 @@ mod tests {
         collect_names(&serde_json::from_str(text).expect("json"), &mut from_value);
         assert_eq!(from_text, from_value);
         assert_eq!(from_text, ["not_a_value_but_an_id", "b", "a", "escaped", "deep"]);
+    }
+
+    /// Text the walk cannot finish names what came before the point it could not read.
+    #[test]
+    fn unreadable_text_names_what_came_before() {
+        let raw = RawValue::from_string(r#"["{{secret.a}}", 1e400, "{{secret.b}}"]"#.to_owned()).expect("checked");
+        let mut names = Vec::new();
+        collect_names_in_json(&raw, &mut names);
+        assert_eq!(names, ["a"]);
     }
 }
