@@ -25,8 +25,10 @@ pub struct Beat {
 
 /// `$1`..`$4`: runner ids, organizations, metrics and running job counts, one element per heartbeat; of two
 /// heartbeats of one runner from one organization in a batch the last counts, and one naming a runner of another
-/// organization (or none) changes nothing and is not returned. Rows are locked in id order (two replicas' batches
-/// never wait on each other in a circle). The commit does not wait for its WAL flush (`synchronous_commit` off for
+/// organization (or none) changes nothing and is not returned. Rows are locked in id order, so two replicas'
+/// batches never wait on each other in a circle: `locked` locks each row in its lateral lookup, once per `beat` row,
+/// and `beat` is materialized in its `DISTINCT ON` order, by id (as in `finish`); keep that order when changing
+/// `beat`. A batch waits on a row another transaction holds (a runner being removed) for as long as that holds. The commit does not wait for its WAL flush (`synchronous_commit` off for
 /// this transaction only): a crash may forget the last fraction of a second of `last_seen_at`, which only says
 /// when a runner was last heard from; the leases a heartbeat extends stay durable. The arrays are read through
 /// `(SELECT $n)` so the plan does not depend on the batch size.

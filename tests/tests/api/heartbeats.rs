@@ -52,6 +52,8 @@ async fn concurrent_heartbeats_are_each_answered_and_stored_for_their_own_runner
         let kept = admin.runners().get(*runner).await.expect("the runner").metrics.expect("metrics");
         assert_eq!(kept.memory_used_bytes, bytes);
     }
+    let ours_naming_theirs = ours_api.runners().heartbeat(their_runner, &beat(668)).await;
+    assert_eq!(ours_naming_theirs.expect_err("another organization's runner").status(), 404);
     let untouched = their_admin.runners().get(their_runner).await.expect("their runner");
     assert!(untouched.metrics.is_none(), "{untouched:?}");
 }

@@ -53,7 +53,7 @@ pub async fn touch_runner(app: &AppState, caller: RunnerCaller, runner_id: Runne
 /// Reads (and marks seen) the runner's row: its labels, or 404 when the caller has no such runner.
 pub async fn read_runner(app: &AppState, caller: RunnerCaller, runner_id: RunnerId) -> ApiResult<Vec<String>> {
     // The row is written at most once a second, so many pollers of one runner do not queue on its lock; like a
-    // heartbeat, the write does not wait for its WAL flush (`registry::heartbeat` says why that is safe).
+    // heartbeat, the write does not wait for its WAL flush (`queue::heartbeat` says why that is safe).
     let labels: Option<Vec<String>> = sqlx::query_scalar(
         "WITH runner AS (
              SELECT id, labels, last_seen_at FROM runners WHERE id = $1 AND organization_id IS NOT DISTINCT FROM $2),
