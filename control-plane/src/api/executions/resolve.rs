@@ -141,9 +141,7 @@ pub async fn resolve(conn: &mut PgConnection, request: &LaunchRequest<'_>) -> Ap
     if request.version.is_none()
         && let Some(draft) = draft.as_ref().filter(|draft| draft.self_contained)
     {
-        // Nothing to inline or add: the draft's text is what runs.
-        let flow = JobFlow { id: request.flow_id, name: flow_name, version: None, definition: draft.text.clone() };
-        return Ok(new_execution(request, flow, draft_revision, &draft.parsed, BTreeMap::new(), BTreeMap::new()));
+        return Ok(self_contained(request, flow_name, draft_revision, draft));
     }
     let (flow_version, mut raw, parsed) = match (request.version, &draft) {
         (None, Some(draft)) => (None, draft.raw.clone(), Cow::Borrowed(&draft.parsed)),
@@ -173,10 +171,15 @@ pub fn resolve_kept(request: &LaunchRequest<'_>) -> Option<NewExecution> {
     }
     let draft = request.drafts.get(request.flow_id).filter(|draft| draft.self_contained)?;
     // The name stored is the flow row's (see the create statement).
-    let flow = JobFlow { id: request.flow_id, name: String::new(), version: None, definition: draft.text.clone() };
-    let mut new = new_execution(request, flow, draft.revision, &draft.parsed, BTreeMap::new(), BTreeMap::new());
+    let mut new = self_contained(request, String::new(), draft.revision, &draft);
     new.kept_draft = Some((draft.revision, draft.updated_at));
     Some(new)
+}
+
+/// The queued execution of a launch of a self-contained draft: nothing to inline or add, its text is what runs.
+fn self_contained(request: &LaunchRequest<'_>, flow_name: String, draft_revision: i32, draft: &Draft) -> NewExecution {
+    let flow = JobFlow { id: request.flow_id, name: flow_name, version: None, definition: draft.text.clone() };
+    new_execution(request, flow, draft_revision, &draft.parsed, BTreeMap::new(), BTreeMap::new())
 }
 
 /// The queued execution of a launch resolved to `flow` (as `parsed`), its modules and collection variables.
