@@ -88,6 +88,18 @@ async fn a_claim_runs_through_reports_and_completion() {
     assert_eq!((unknown.status.as_u16(), unknown.code()), (400, "invalid_request"));
     let bad = app.job_call(&job, "nodes", json!({"node_id": "wait"})).await;
     assert_eq!(bad.status, 400);
+    // A report nested 100,000 deep is refused by both readers (neither recurses past its limit), storing nothing.
+    let deep = format!(
+        r#"{{"results": [{{"node_id": "wait", "status": "passed", "started_at": "2026-11-22T10:20:47Z",
+            "duration_ms": 1, "extracted": {{"x": {}1{}}}, "assertions": [], "retries": 0}}]}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let job_id: JobId = job["job_id"].as_str().and_then(|id| id.parse().ok()).expect("job id");
+    let as_job = app.api_with(Credentials::JobToken(job["job_token"].as_str().expect("token").to_owned()));
+    let request = as_job.request(Method::POST, &runner_route::job_nodes(job_id));
+    let deep = request.header("content-type", "application/json").body(deep).send().await.expect("send");
+    assert_eq!(deep.status(), 400, "{}", deep.text().await.unwrap_or_default());
     // An integral float is an integer here as in every body (a report is read again the strict way for it).
     let mut waited = node_result("wait", "passed");
     waited["duration_ms"] = json!(7.0);
