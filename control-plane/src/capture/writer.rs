@@ -18,8 +18,8 @@
 //! batch sooner, but senders that wait for their answers (every webhook sender does) wait for the flush all the
 //! same, and the next batch holds only what arrived meanwhile. Measured in three alternating pairs
 //! (`hookflow-bench capture`, 64 connections): 24,000, 20,200 and 20,000 captures/s flushed apart against 23,300,
-//! 23,300 and 20,100 as here. Without any flush (the cluster's `synchronous_commit` off: not durable) one run
-//! reached 25,100/s beside 19,800-20,500 as here: the flush's share of a capture's time under that load.
+//! 23,300 and 20,100 as here. Without any flush (the cluster's `synchronous_commit` off: not durable; one
+//! experiment) three runs reached 25,100, 23,200 and 22,800/s, where durable runs that hour reached 19,800-20,500.
 
 use crate::capture::batch;
 use crate::db::byte_budget::Reservation;
