@@ -25,7 +25,9 @@ export function asCurl(captureUrl, capture) {
     if (SKIPPED.includes(name.toLowerCase())) continue;
     parts.push('-H', quote(`${name}: ${value}`));
   }
-  if (capture.body_size > 0 && capture.body_encoding === 'utf8') parts.push('--data-binary', quote(capture.body));
+  // `--data-raw`, never `--data-binary`/`-d`: those read a file when the value starts with `@`, and a sender
+  // chooses the body (a captured `@/home/me/.ssh/id_ed25519` would post that file wherever it is pasted).
+  if (capture.body_size > 0 && capture.body_encoding === 'utf8') parts.push('--data-raw', quote(capture.body));
   const line = parts.join(' ');
   if (capture.body_size > 0 && capture.body_encoding === 'base64') {
     return `printf %s ${quote(capture.body)} | base64 -d | ${line} --data-binary @-`;
