@@ -1,5 +1,5 @@
 //! The server's databases: the primary's pool with the host it follows and, with `--read-database-url`, the read
-//! replica's (lists, searches, exports and analytics, which may lag); what `/readyz` and `/metrics` say of them.
+//! replica's (lists, searches, exports and analytics, which may lag); what the metrics listener's `/readyz` and `/metrics` say of them.
 
 use crate::db::follow::{Follower, Role};
 use serde::Serialize;
@@ -24,7 +24,7 @@ pub struct Databases {
     pub replica: Option<Arc<Follower>>,
 }
 
-/// What `/readyz` answers under `database`.
+/// What the metrics listener's `/readyz` answers under `database` (never the API listener's: strangers reach it).
 #[derive(Debug, Clone, Serialize)]
 pub struct DatabaseStatus {
     /// Whether the primary answered and takes writes.
@@ -36,6 +36,8 @@ pub struct DatabaseStatus {
     pub read_replica: Option<ReplicaStatus>,
     /// Moves of the primary to another host that this process saw.
     pub failovers: u64,
+    /// The last applied migration's version (`null` while the primary does not answer).
+    pub schema_version: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -77,10 +79,22 @@ impl Databases {
         self.primary.pool().close().await;
     }
 
+    /// Whether the primary answers and takes writes (the API listener's `/readyz`, which says nothing more).
+    pub async fn writable(&self) -> bool {
+        let asked = sqlx::query_scalar::<_, bool>("SELECT pg_is_in_recovery()").fetch_one(self.pool());
+        matches!(tokio::time::timeout(ASK_TIMEOUT, asked).await, Ok(Ok(false)))
+    }
+
+    /// The version of the last migration applied to the primary's schema (`None` while it does not answer).
+    pub async fn schema_version(&self) -> Option<i64> {
+        let asked = sqlx::query_scalar::<_, Option<i64>>("SELECT max(version) FROM _sqlx_migrations WHERE success")
+            .fetch_one(self.pool());
+        tokio::time::timeout(ASK_TIMEOUT, asked).await.ok()?.ok()?
+    }
+
     /// Asks the primary whether it takes writes and the replica how far behind it is.
     pub async fn status(&self) -> DatabaseStatus {
-        let asked = sqlx::query_scalar::<_, bool>("SELECT pg_is_in_recovery()").fetch_one(self.pool());
-        let writable = matches!(tokio::time::timeout(ASK_TIMEOUT, asked).await, Ok(Ok(false)));
+        let writable = self.writable().await;
         let read_replica = match &self.replica {
             Some(replica) => Some(ReplicaStatus { host: replica.current().to_string(), lag_s: self.lag().await }),
             None => None,
@@ -90,6 +104,7 @@ impl Databases {
             primary: self.primary.current().to_string(),
             read_replica,
             failovers: self.primary.failovers(),
+            schema_version: self.schema_version().await,
         }
     }
 

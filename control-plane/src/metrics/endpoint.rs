@@ -1,13 +1,15 @@
 //! `GET /metrics` on the metrics listener: what the recorder holds, plus the gauges the database knows (queue depth
 //! and age, runners online, the pool) and where the databases are (the primary's host, failovers seen, the read
-//! replica's lag), read at scrape time.
+//! replica's lag), read at scrape time; and `GET /readyz` with where the databases are (the API listener's
+//! `/readyz` says only whether it is ready: strangers reach that one).
 
 use crate::db::databases::Databases;
 use crate::metrics::install;
 use axum::Router;
 use axum::extract::State;
-use axum::http::header;
-use axum::response::IntoResponse;
+use axum::Json;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use metrics::gauge;
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -33,7 +35,8 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let handle = install();
     let app = Source { databases, heartbeat_interval };
-    let router = Router::new().route("/metrics", get(scrape)).with_state((app, handle));
+    let router =
+        Router::new().route("/metrics", get(scrape)).route("/readyz", get(readyz)).with_state((app, handle));
     axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
 }
 
@@ -45,6 +48,18 @@ async fn scrape(State((app, handle)): State<(Source, PrometheusHandle)>) -> impl
     let mut text = handle.render();
     database_lines(&app.databases, &mut text).await;
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+}
+
+/// 200 `{"status": "ready", "database": {primary, read_replica, failovers, schema_version}}` while the primary
+/// takes writes, else 503 `{"status": "unavailable", "database": ...}` with `Retry-After`.
+async fn readyz(State((app, _)): State<(Source, PrometheusHandle)>) -> Response {
+    let status = app.databases.status().await;
+    let database = serde_json::to_value(&status).unwrap_or_default();
+    if status.writable {
+        return Json(serde_json::json!({"status": "ready", "database": database})).into_response();
+    }
+    let body = Json(serde_json::json!({"status": "unavailable", "database": database}));
+    (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "5")], body).into_response()
 }
 
 /// Where the databases are, written here rather than recorded: one `primary_info` series, of the host writes go

@@ -34,11 +34,9 @@ pub fn new_key() -> EmbeddedKey {
     EmbeddedKey { hash: token::hash(&key), key }
 }
 
-/// How organizations see the runner among theirs (`GET /runners`): `embedded (<host name>)`, the host name cut
-/// to 100 characters (a runner's name holds 200).
-fn display_name(hostname: &str) -> String {
-    format!("embedded ({})", hostname.chars().take(100).collect::<String>())
-}
+/// How organizations see the runner among theirs (`GET /runners`): `embedded`, nothing of the machine (every
+/// tenant sees it; its host is `null` there too).
+const DISPLAY_NAME: &str = "embedded";
 
 /// Starts the runner against the server's own listener; it stops with `shutdown`.
 pub fn spawn(listening: SocketAddr, key: EmbeddedKey, concurrency: u32, shutdown: CancellationToken) {
@@ -53,7 +51,7 @@ pub fn spawn(listening: SocketAddr, key: EmbeddedKey, concurrency: u32, shutdown
             api_key: key.key.into(),
             organization_id: None,
         },
-        name: display_name(&hookflow_runner::daemon::host().hostname),
+        name: DISPLAY_NAME.into(),
         labels: vec!["embedded".into()],
         concurrency: concurrency.max(1),
         grace: Duration::from_secs(10),
@@ -65,13 +63,4 @@ pub fn spawn(listening: SocketAddr, key: EmbeddedKey, concurrency: u32, shutdown
             tracing::error!(error = %e, "the embedded runner stopped");
         }
     });
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_name_says_embedded_and_where() {
-        assert_eq!(super::display_name("build-7"), "embedded (build-7)");
-        assert_eq!(super::display_name(&"h".repeat(300)).chars().count(), "embedded ()".len() + 100);
-    }
 }

@@ -35,6 +35,42 @@ async fn scrape(url: &str) -> prometheus_parse::Scrape {
     prometheus::parse(&response.text().await.expect("text"))
 }
 
+/// The newest migration's version, from the file names in `migrations/`.
+fn newest_migration() -> i64 {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations");
+    std::fs::read_dir(dir)
+        .expect("migrations")
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.split('_').next()?.parse().ok())
+        .max()
+        .expect("a migration")
+}
+
+/// Hardening IV (15): the API listener's `/readyz` is open to anyone, so it names no database host, socket path or
+/// lag; the metrics listener's says where the databases are and which migration the schema is at.
+#[tokio::test]
+async fn readiness_names_the_database_only_on_the_metrics_listener() {
+    let dir = DataDir::new("readyz");
+    let mut command = server_command(&dir.0, &["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"]);
+    let mut server = Server::spawn(command.env_remove("HOOKFLOW_METRICS_LISTEN"));
+    let base = server.base_url();
+    let ready_url = metrics_url(&mut server).replace("/metrics", "/readyz");
+
+    let public = reqwest::get(format!("{base}/readyz")).await.expect("readyz");
+    assert_eq!(public.status(), 200);
+    let public: serde_json::Value = public.json().await.expect("json");
+    assert_eq!(public, serde_json::json!({"status": "ready"}), "nothing but the status");
+
+    let private = reqwest::get(&ready_url).await.expect("metrics readyz");
+    assert_eq!(private.status(), 200);
+    let private: serde_json::Value = private.json().await.expect("json");
+    assert_eq!(private["status"], "ready", "{private}");
+    let primary = private["database"]["primary"].as_str().expect("the primary's host");
+    assert!(!primary.is_empty(), "{private}");
+    assert_eq!(private["database"]["failovers"], 0, "{private}");
+    assert!(private["database"]["read_replica"].is_null(), "{private}");
+    assert_eq!(private["database"]["schema_version"].as_i64(), Some(newest_migration()), "{private}");
+}
+
 #[tokio::test]
 async fn metrics_move_with_captures_launches_and_streams() {
     let dir = DataDir::new("metrics");

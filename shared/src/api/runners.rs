@@ -68,7 +68,8 @@ pub struct Runner {
     pub status: String,
     pub last_seen_at: Timestamp,
     pub running_jobs: i32,
-    pub host: Host,
+    /// The machine the runner reported; `null` for the server's embedded runner (a machine every tenant shares).
+    pub host: Option<Host>,
     pub metrics: Option<Metrics>,
     pub registered_at: Timestamp,
 }

@@ -1,5 +1,5 @@
 //! The server's embedded runner among each organization's runners (`GET /runners`): named so a person knows it
-//! (`embedded (<host>)`), online with its labels and last-seen time, showing each organization only its part
+//! (`embedded`, nothing of its machine), online with its labels and last-seen time, showing each organization only its part
 //! (its slots there, its own running jobs, no host metrics); readable by id; never removed through the API (409),
 //! and still running flows after an attempt. An embedded runner of an earlier server run is not listed.
 
@@ -18,8 +18,12 @@ async fn each_organization_sees_the_embedded_runner_as_its_part_of_it_and_cannot
     let app = TestApp::spawn_with_embedded_runner().await;
     let runner = app.wait_runner(|r| r["labels"] == json!(["embedded"]) && r["status"] == "online").await;
     let id = runner["id"].as_str().expect("id").to_owned();
-    assert!(runner["name"].as_str().unwrap_or_default().starts_with("embedded ("), "{runner}");
+    // Hardening IV (15): nothing of the machine every tenant shares, neither in its host nor in its name.
+    assert_eq!(runner["name"], "embedded", "{runner}");
     assert!(runner["last_seen_at"].is_string() && runner["metrics"].is_null(), "{runner}");
+    assert!(runner["host"].is_null(), "{runner}");
+    let hostname = hookflow_runner::daemon::host().hostname;
+    assert!(!runner.to_string().contains(&format!("\"{hostname}\"")), "the host name is not shown: {runner}");
     assert_eq!(runner["max_concurrency"], 1, "this organization's share of the two slots: {runner}");
     // A runner of an earlier server run, offline, is not listed.
     sqlx::query(

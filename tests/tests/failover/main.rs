@@ -156,7 +156,7 @@ impl Fixture {
 async fn the_servers_follow_the_primary_through_a_failover_and_lose_no_acknowledged_capture() {
     let mut set = FailoverSet::start().await;
     let fixture = Fixture::new(&set).await;
-    let (ready, body) = readyz(&fixture.bases[1]).await;
+    let (ready, body) = readyz(&fixture.servers[1]).await;
     assert_eq!(ready, 200, "{body}");
     let database = &body["database"];
     assert_eq!(
@@ -221,7 +221,7 @@ async fn the_servers_moved(fixture: &Fixture, set: &FailoverSet) {
     println!("failover: a capture reached the other server's stream in {seen:?} (stream reconnects: {reconnects})");
     assert!(seen.is_some(), "the stream on the second server carries captures after the failover");
     for server in &fixture.servers {
-        let (ready, body) = readyz(&server.base).await;
+        let (ready, body) = readyz(server).await;
         assert_eq!(ready, 200, "{body}");
         assert_eq!(body["database"]["primary"].as_str(), Some(set.address(1).as_str()), "{body}");
         assert_eq!(body["database"]["failovers"].as_u64(), Some(1), "{body}");
@@ -336,7 +336,7 @@ async fn lists_and_searches_read_from_the_standby_and_a_write_reads_back_by_id()
     let read_url = set.url("prefer-standby");
     let (servers, api) = servers(&set, Some(&read_url)).await;
     let base = servers[0].base.clone();
-    let (ready, body) = readyz(&base).await;
+    let (ready, body) = readyz(&servers[0]).await;
     assert_eq!(ready, 200, "{body}");
     assert_eq!(body["database"]["primary"].as_str(), Some(set.address(0).as_str()), "{body}");
     assert_eq!(body["database"]["read_replica"]["host"].as_str(), Some(set.address(1).as_str()), "{body}");

@@ -1,6 +1,7 @@
 //! What the failover tests share: a small API client of a server process, a target that counts the runs of each
 //! launch, a capture stream that reconnects as a client would, and the answers of the load.
 
+use hookflow_tests::server::ServerProcess;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -184,9 +185,14 @@ pub async fn metrics(address: &str) -> String {
     reqwest::get(format!("http://{address}/metrics")).await.expect("scrape").text().await.expect("metrics text")
 }
 
-/// `GET /readyz`: status and body.
-pub async fn readyz(base: &str) -> (u16, Value) {
-    let response = reqwest::get(format!("{base}/readyz")).await.expect("readyz");
+/// `GET /readyz` of a server's metrics listener (where the databases are): status and body. The API listener's
+/// `/readyz` (open to anyone) must name no database: checked here on every call.
+pub async fn readyz(server: &ServerProcess) -> (u16, Value) {
+    let metrics = server.metrics.as_deref().expect("a metrics listener");
+    let response = reqwest::get(format!("http://{metrics}/readyz")).await.expect("readyz");
     let status = response.status().as_u16();
-    (status, response.json().await.expect("readyz body"))
+    let body: Value = response.json().await.expect("readyz body");
+    let public: Value = reqwest::get(format!("{}/readyz", server.base)).await.expect("readyz").json().await.expect("body");
+    assert!(public.get("database").is_none(), "the API listener's /readyz names no database: {public}");
+    (status, body)
 }

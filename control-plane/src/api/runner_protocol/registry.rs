@@ -38,14 +38,15 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// A runner as the organization `$1` sees it (`$2`: seconds after which a runner is offline, `$3`: the slots one
 /// organization may hold on an embedded runner). An embedded runner (no organization: the server's own, serving
 /// every organization) shows this organization's part of it only: the slots it may hold there, its own jobs
-/// running there, and no host metrics (the load of a machine every tenant shares).
+/// running there, and neither its host nor its metrics (a machine every tenant shares).
 const RUNNER_COLUMNS: &str = "id, name, labels, version,
     CASE WHEN organization_id IS NULL THEN LEAST(max_concurrency, $3) ELSE max_concurrency END AS max_concurrency,
     CASE WHEN organization_id IS NULL
         THEN (SELECT count(*)::int FROM executions e
               WHERE e.organization_id = $1 AND e.status = 'running' AND e.runner_id = runners.id)
         ELSE running_jobs END AS running_jobs,
-    host, CASE WHEN organization_id IS NULL THEN NULL ELSE metrics END AS metrics, last_seen_at,
+    CASE WHEN organization_id IS NULL THEN NULL ELSE host END AS host,
+    CASE WHEN organization_id IS NULL THEN NULL ELSE metrics END AS metrics, last_seen_at,
     registered_at, last_seen_at > now() - make_interval(secs => $2) AS online";
 
 #[derive(Debug, sqlx::FromRow)]
@@ -56,7 +57,7 @@ struct RunnerRow {
     version: String,
     max_concurrency: i32,
     running_jobs: i32,
-    host: SqlJson<Host>,
+    host: Option<SqlJson<Host>>,
     metrics: Option<SqlJson<Metrics>>,
     last_seen_at: DateTime<Utc>,
     registered_at: DateTime<Utc>,
@@ -74,7 +75,7 @@ impl From<RunnerRow> for Runner {
             status: if r.online { "online" } else { "offline" }.into(),
             last_seen_at: r.last_seen_at.into(),
             running_jobs: r.running_jobs,
-            host: r.host.0,
+            host: r.host.map(|h| h.0),
             metrics: r.metrics.map(|m| m.0),
             registered_at: r.registered_at.into(),
         }
