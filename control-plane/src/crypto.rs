@@ -2,7 +2,11 @@
 //! associated data binding organization, name and key version. The master key is a keyring: the current key
 //! seals, the previous keys still open what they sealed until `hookflow-server keys rotate-master` re-encrypts it.
 //! A key's version is its fingerprint, so any server holding a key can tell which values it opens; values of the
-//! first release carry version 1 and are tried with every key.
+//! first release carry version 1 and are tried with every key. Since Hardening IV a key is never used as it is:
+//! each use (sealing, tagging) has a subkey derived from it (HMAC-SHA-256 of the key over the use's label, the
+//! expand step of HKDF with the key as its pseudo-random key), and values so sealed carry the key's derived
+//! version (a fingerprint under another label). Values sealed with the key itself (its raw version) still open,
+//! tags made with it still check, and `keys rotate-master` seals them again under the derived version.
 
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
@@ -14,26 +18,67 @@ use std::sync::{Arc, RwLock};
 /// The version values sealed before keys carried fingerprints: open it with every key of the ring.
 pub const LEGACY_VERSION: i32 = 1;
 
-/// One key and its version.
+/// One key, its versions and the subkeys of its uses.
 #[derive(Clone)]
 struct RingKey {
+    /// The key as configured: opens values sealed with it before subkeys (`raw_version`) and checks old tags.
     bytes: [u8; 32],
+    /// The version of values sealed with it as it is (before Hardening IV).
+    raw_version: i32,
+    /// The version of values sealed with `seal_key`: what this key seals under now.
     version: i32,
+    seal_key: [u8; 32],
+    tag_key: [u8; 32],
 }
 
 impl RingKey {
     fn new(bytes: [u8; 32]) -> Self {
-        Self { version: fingerprint(&bytes), bytes }
+        let raw_version = fingerprint(&bytes);
+        let mut version = fingerprint_labelled(b"hookflow-master-key-derived\0", &bytes);
+        if version == raw_version {
+            version = if version == i32::MAX { LEGACY_VERSION + 1 } else { version + 1 };
+        }
+        Self {
+            raw_version,
+            version,
+            seal_key: subkey(&bytes, "seal secrets at rest"),
+            tag_key: subkey(&bytes, "tag values handed out"),
+            bytes,
+        }
     }
 
-    fn cipher(&self) -> XChaCha20Poly1305 {
-        XChaCha20Poly1305::new(&Key::from(self.bytes))
+    /// The cipher that opens a value of `version` with this key, if it is one of this key's.
+    fn cipher_for(&self, version: i32) -> Option<XChaCha20Poly1305> {
+        if version == self.version {
+            Some(XChaCha20Poly1305::new(&Key::from(self.seal_key)))
+        } else if version == self.raw_version || version == LEGACY_VERSION {
+            Some(XChaCha20Poly1305::new(&Key::from(self.bytes)))
+        } else {
+            None
+        }
     }
 }
 
-/// A key's version: 31 bits of a SHA-256 of it, never the legacy 1 (nor 0).
+/// The subkey of one use of a master key: HMAC-SHA-256 keyed with the master key over a label naming the use.
+fn subkey(master: &[u8; 32], purpose: &str) -> [u8; 32] {
+    use aws_lc_rs::hmac;
+    let key = hmac::Key::new(hmac::HMAC_SHA256, master);
+    let mut context = hmac::Context::with_key(&key);
+    context.update(b"hookflow-subkey\0");
+    context.update(purpose.as_bytes());
+    context.update(&[1]);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(context.sign().as_ref());
+    out
+}
+
+/// A key's raw version: 31 bits of a SHA-256 of it, never the legacy 1 (nor 0).
 pub fn fingerprint(key: &[u8; 32]) -> i32 {
-    let digest = sha2::Sha256::new().chain_update(b"hookflow-master-key\0").chain_update(key).finalize();
+    fingerprint_labelled(b"hookflow-master-key\0", key)
+}
+
+fn fingerprint_labelled(label: &[u8], key: &[u8; 32]) -> i32 {
+    let digest = sha2::Sha256::new().chain_update(label).chain_update(key).finalize();
     let value = i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) & i32::MAX;
     if value <= LEGACY_VERSION { value + 2 } else { value }
 }
@@ -91,7 +136,7 @@ impl MasterKey {
 
     fn ring(current: [u8; 32], previous: Vec<[u8; 32]>) -> Ring {
         let current = RingKey::new(current);
-        let previous = previous.into_iter().map(RingKey::new).filter(|k| k.version != current.version).collect();
+        let previous = previous.into_iter().map(RingKey::new).filter(|k| k.bytes != current.bytes).collect();
         Ring { current, previous }
     }
 
@@ -121,8 +166,9 @@ impl MasterKey {
         let mut nonce = [0u8; 24];
         rand::rng().fill_bytes(&mut nonce);
         let aad = associated_data(org_id, name, key.version);
+        let cipher = XChaCha20Poly1305::new(&Key::from(key.seal_key));
         let ciphertext =
-            key.cipher().encrypt(&XNonce::from(nonce), Payload { msg: plaintext, aad: &aad }).unwrap_or_default();
+            cipher.encrypt(&XNonce::from(nonce), Payload { msg: plaintext, aad: &aad }).unwrap_or_default();
         Sealed { ciphertext, nonce: nonce.to_vec(), key_version: key.version }
     }
 
@@ -132,34 +178,33 @@ impl MasterKey {
         let ring = self.read();
         std::iter::once(&ring.current)
             .chain(&ring.previous)
-            .filter(|key| sealed.key_version == LEGACY_VERSION || key.version == sealed.key_version)
-            .find_map(|key| {
-                key.cipher().decrypt(&XNonce::from(nonce), Payload { msg: &sealed.ciphertext, aad: &aad }).ok()
-            })
+            .filter_map(|key| key.cipher_for(sealed.key_version))
+            .find_map(|cipher| cipher.decrypt(&XNonce::from(nonce), Payload { msg: &sealed.ciphertext, aad: &aad }).ok())
             .ok_or(OpenError)
     }
 }
 
 impl MasterKey {
-    /// A 128-bit tag of `data` under the current key (HMAC-SHA-256 with `label` separating its uses): values the
-    /// server hands out and must later recognise, without storing them.
+    /// A 128-bit tag of `data` under the current key's tagging subkey (HMAC-SHA-256 with `label` separating its
+    /// uses): values the server hands out and must later recognise, without storing them.
     pub fn tag(&self, label: &str, data: &[u8]) -> [u8; 16] {
-        tag_with(&self.read().current, label, data)
+        tag_with(&self.read().current.tag_key, label, data)
     }
 
-    /// Whether `tag` is [`MasterKey::tag`] of `data` under any key of the ring (so values handed out before a
-    /// rotation keep working), compared in constant time.
+    /// Whether `tag` is [`MasterKey::tag`] of `data` under any key of the ring, by its subkey or (tags made before
+    /// Hardening IV) the key itself, so values handed out before a rotation keep working; compared in constant time.
     pub fn check_tag(&self, label: &str, data: &[u8], tag: &[u8]) -> bool {
         let ring = self.read();
         std::iter::once(&ring.current)
             .chain(&ring.previous)
+            .flat_map(|key| [&key.tag_key, &key.bytes])
             .any(|key| aws_lc_rs::constant_time::verify_slices_are_equal(&tag_with(key, label, data), tag).is_ok())
     }
 }
 
-fn tag_with(key: &RingKey, label: &str, data: &[u8]) -> [u8; 16] {
+fn tag_with(key: &[u8; 32], label: &str, data: &[u8]) -> [u8; 16] {
     use aws_lc_rs::hmac;
-    let key = hmac::Key::new(hmac::HMAC_SHA256, &key.bytes);
+    let key = hmac::Key::new(hmac::HMAC_SHA256, key);
     let mut context = hmac::Context::with_key(&key);
     context.update(label.as_bytes());
     context.update(&[0]);
@@ -202,11 +247,11 @@ mod tests {
         let org = OrgId::now_v7();
         let before = MasterKey::new(old);
         let sealed_old = before.seal(org, "S", b"v1");
-        assert_eq!(sealed_old.key_version, fingerprint(&old));
+        assert_eq!(sealed_old.key_version, RingKey::new(old).version);
         let ring = MasterKey::with_previous(new, vec![old]);
         let sealed_new = ring.seal(org, "S", b"v2");
-        assert_eq!(sealed_new.key_version, fingerprint(&new));
-        assert_ne!(fingerprint(&old), fingerprint(&new));
+        assert_eq!(sealed_new.key_version, RingKey::new(new).version);
+        assert_ne!(RingKey::new(old).version, RingKey::new(new).version);
         assert_eq!(ring.open(org, "S", &sealed_old), Ok(b"v1".to_vec()), "a previous key still opens");
         assert_eq!(ring.open(org, "S", &sealed_new), Ok(b"v2".to_vec()));
         assert_eq!(before.open(org, "S", &sealed_new), Err(OpenError), "the old ring knows no new key");
@@ -215,7 +260,7 @@ mod tests {
         let clone = before.clone();
         before.replace(new, vec![old]);
         assert_eq!(clone.open(org, "S", &sealed_new), Ok(b"v2".to_vec()));
-        assert_eq!(clone.current_version(), fingerprint(&new));
+        assert_eq!(clone.current_version(), RingKey::new(new).version);
     }
 
     #[test]
@@ -225,12 +270,54 @@ mod tests {
         // Sealed as the first release did: version 1 in the associated data and the row.
         let nonce = [9u8; 24];
         let aad = associated_data(org, "S", LEGACY_VERSION);
-        let ciphertext = RingKey::new(old)
-            .cipher()
+        let ciphertext = XChaCha20Poly1305::new(&Key::from(old))
             .encrypt(&XNonce::from(nonce), Payload { msg: b"legacy", aad: &aad })
             .expect("seal");
         let legacy = Sealed { ciphertext, nonce: nonce.to_vec(), key_version: LEGACY_VERSION };
         assert_eq!(MasterKey::with_previous(new, vec![old]).open(org, "S", &legacy), Ok(b"legacy".to_vec()));
         assert_eq!(MasterKey::new(new).open(org, "S", &legacy), Err(OpenError));
+    }
+
+    /// Hardening IV (16): the master key serves two primitives through subkeys of their own; what was sealed or
+    /// tagged with the key itself still opens and checks, and a rotation pass moves it to the derived version.
+    #[test]
+    fn seals_and_tags_use_subkeys_and_raw_values_still_open() {
+        let bytes = [7u8; 32];
+        let org = OrgId::now_v7();
+        let key = MasterKey::new(bytes);
+        let ring_key = RingKey::new(bytes);
+        assert_ne!(ring_key.seal_key, bytes);
+        assert_ne!(ring_key.tag_key, bytes);
+        assert_ne!(ring_key.seal_key, ring_key.tag_key, "one subkey per use");
+        assert_ne!(ring_key.version, ring_key.raw_version);
+        assert_ne!(ring_key.version, LEGACY_VERSION);
+
+        // Sealed now: under the derived version, and the raw key alone does not open it.
+        let sealed = key.seal(org, "S", b"derived");
+        assert_eq!(sealed.key_version, key.current_version());
+        let aad = associated_data(org, "S", sealed.key_version);
+        let nonce = XNonce::from(<[u8; 24]>::try_from(sealed.nonce.as_slice()).expect("nonce"));
+        let raw_cipher = XChaCha20Poly1305::new(&Key::from(bytes));
+        assert!(raw_cipher.decrypt(&nonce, Payload { msg: &sealed.ciphertext, aad: &aad }).is_err());
+        assert_eq!(key.open(org, "S", &sealed), Ok(b"derived".to_vec()));
+
+        // Sealed with the raw key, as before: still opens, under its raw version only.
+        let raw_nonce = [5u8; 24];
+        let raw_aad = associated_data(org, "S", ring_key.raw_version);
+        let raw = raw_cipher
+            .encrypt(&XNonce::from(raw_nonce), Payload { msg: b"raw", aad: &raw_aad })
+            .expect("seal");
+        let raw = Sealed { ciphertext: raw, nonce: raw_nonce.to_vec(), key_version: ring_key.raw_version };
+        assert_eq!(key.open(org, "S", &raw), Ok(b"raw".to_vec()));
+        let mislabelled = Sealed { key_version: ring_key.version, ..raw.clone() };
+        assert_eq!(key.open(org, "S", &mislabelled), Err(OpenError), "a version names one way of opening");
+
+        // Tags: made with the tagging subkey; old tags made with the key itself still check.
+        let tag = key.tag("label", b"data");
+        assert_ne!(tag, tag_with(&bytes, "label", b"data"));
+        assert!(key.check_tag("label", b"data", &tag));
+        assert!(key.check_tag("label", b"data", &tag_with(&bytes, "label", b"data")));
+        assert!(!key.check_tag("label", b"other", &tag));
+        assert!(!MasterKey::new([8u8; 32]).check_tag("label", b"data", &tag));
     }
 }

@@ -118,8 +118,13 @@ pub fn endpoint_of(options: &PgConnectOptions) -> Endpoint {
     Endpoint { host, port: options.get_port() }
 }
 
-/// Parses a libpq connection string: a `postgres://` or `postgresql://` URL, or keyword/value pairs.
+/// Parses a libpq connection string: a `postgres://` or `postgresql://` URL, or keyword/value pairs. An error
+/// never carries the string's password, nor any part of it (the start-up error is printed and logged).
 pub fn parse(text: &str) -> Result<Target, String> {
+    parse_unscrubbed(text).map_err(|message| scrub(text, &message))
+}
+
+fn parse_unscrubbed(text: &str) -> Result<Target, String> {
     let text = text.trim();
     if text.starts_with("postgres://") || text.starts_with("postgresql://") {
         parse_url(text)
@@ -128,6 +133,61 @@ pub fn parse(text: &str) -> Result<Target, String> {
     } else {
         Err("expected a postgres:// URL or keyword=value pairs (host=... port=... dbname=...)".into())
     }
+}
+
+/// Where a connection string may hold a password: a URL's user information (after `://`, up to the last `@`, past
+/// its first `:`), and the value of a `password` keyword or query parameter. Guessed generously, since the string
+/// is malformed when this is needed.
+fn passwords(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some((_, rest)) = text.split_once("://")
+        && let Some(at) = rest.rfind('@')
+        && let Some((_, password)) = rest[..at].split_once(':')
+    {
+        found.push(password.to_owned());
+    }
+    for (at, _) in text.match_indices("password") {
+        let value = text[at + "password".len()..].trim_start().trim_start_matches('=').trim_start();
+        let end = value.find(|c: char| c.is_whitespace() || c == '&').unwrap_or(value.len());
+        found.push(value[..end].trim_matches('\'').to_owned());
+    }
+    found.retain(|p| !p.is_empty());
+    found
+}
+
+/// `message` without the passwords of `text`: with one present, every quoted piece of the input is replaced
+/// (a malformed string is cut in places the parser did not mean, so a quoted "port" may be half a password), and
+/// so is every run of four or more of a password's characters, decoded or not.
+fn scrub(text: &str, message: &str) -> String {
+    let secrets = passwords(text);
+    if secrets.is_empty() {
+        return message.to_owned();
+    }
+    let mut out = String::with_capacity(message.len());
+    for (n, piece) in message.split('`').enumerate() {
+        match n % 2 {
+            0 => out.push_str(piece),
+            _ => out.push_str("`[redacted]`"),
+        }
+    }
+    for secret in &secrets {
+        let decoded = percent_decode(secret).unwrap_or_else(|_| secret.clone());
+        for form in [secret, &decoded] {
+            let chars: Vec<char> = form.chars().collect();
+            for width in (4..=chars.len()).rev() {
+                for window in chars.windows(width) {
+                    let piece: String = window.iter().collect();
+                    if out.contains(&piece) {
+                        out = out.replace(&piece, "[redacted]");
+                    }
+                }
+            }
+            if chars.len() < 4 && !form.is_empty() && out.contains(form.as_str()) {
+                out = out.replace(form.as_str(), "[redacted]");
+            }
+        }
+    }
+    out
 }
 
 /// A URL's parts that libpq reads and sqlx does not.

@@ -108,3 +108,31 @@ fn session_attributes_accept_hosts_as_libpq_does() {
     assert!(SessionAttrs::ReadOnly.accepts(standby) && !SessionAttrs::ReadOnly.accepts(primary));
     assert!(SessionAttrs::Any.accepts(standby) && SessionAttrs::PreferStandby.accepts(primary));
 }
+
+/// Hardening IV (16): a malformed string's error names no part of its password, wherever the parser cut it.
+#[test]
+fn errors_never_carry_the_password() {
+    let password = "Sup3r-s3cret/pa:ss";
+    let encoded = "Sup3r-s3cret%2Fpa%3Ass";
+    for text in [
+        format!("postgres://hookflow:{password}@db:54x2/hookflow"),
+        format!("postgres://hookflow:{encoded}@db:notaport/hookflow"),
+        format!("postgres://hookflow:{encoded}@db:5432,db2:x/hookflow"),
+        format!("postgres://hookflow:{encoded}@db1:5432,db2:5432/hookflow?port=1,2,3"),
+        format!("postgres://hookflow:{encoded}@[::1/hookflow"),
+        format!("postgres://hookflow:{encoded}@db/hookflow?target_session_attrs=whatever"),
+        format!("host=db port=5432 password='{password}"),
+        format!("host=db password={password} bogus=1"),
+        format!("host=db,db2 port=1,2,3 password={password}"),
+        format!("postgres://db/hookflow?password={encoded}&port=x"),
+    ] {
+        let error = parse(&text).err().unwrap_or_else(|| panic!("{text} is refused"));
+        for piece in ["Sup3r", "s3cret", "cret/", "pa:ss", "%2Fpa", "%3Ass"] {
+            assert!(!error.contains(piece), "{text}: {error}");
+        }
+        assert!(!error.is_empty());
+    }
+    // Without a password the error still quotes what is wrong.
+    let error = parse("postgres://db:notaport/hookflow").err().expect("refused");
+    assert!(error.contains("notaport"), "{error}");
+}

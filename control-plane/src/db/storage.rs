@@ -191,8 +191,13 @@ fn session_attrs(target: &conninfo::Target, role: Role) -> Result<SessionAttrs, 
     let several = target.hosts.len() > 1;
     match (target.attrs, role) {
         (Some(SessionAttrs::ReadOnly | SessionAttrs::Standby | SessionAttrs::PreferStandby), Role::Primary) => {
-            Err("target_session_attrs must let the server write (read-write, primary or any)".into())
+            Err("target_session_attrs must let the server write (read-write or primary; any with one host)".into())
         }
+        // `any` would take the first host that answers, a standby too: keys, sessions and writes would be read
+        // from (and refused by) a replica after a failover.
+        (Some(SessionAttrs::Any), Role::Primary) if several => Err(
+            "target_session_attrs=any with several hosts may pick a standby: use read-write or primary".into(),
+        ),
         (Some(attrs), _) => Ok(attrs),
         (None, Role::Primary) if several => Ok(SessionAttrs::ReadWrite),
         (None, Role::Replica) if several => Ok(SessionAttrs::PreferStandby),
