@@ -30,7 +30,25 @@ pub fn field(line: &str, name: &str) -> String {
 
 /// The server under test on 127.0.0.1 port 0 over `database_url` and `data`, its output piped, killed when dropped.
 pub fn command(binary: &str, database_url: &str, data: &std::path::Path) -> Command {
-    let mut command = Command::new(binary);
+    command_with_open_files(binary, database_url, data, None)
+}
+
+/// As [`command`], with the process's open-file limit (soft and hard) set to `open_files` by util-linux's
+/// `prlimit`, which then executes the binary (so the child's pid is the server's).
+pub fn command_with_open_files(
+    binary: &str,
+    database_url: &str,
+    data: &std::path::Path,
+    open_files: Option<u64>,
+) -> Command {
+    let mut command = match open_files {
+        Some(limit) => {
+            let mut command = Command::new("prlimit");
+            command.arg(format!("--nofile={limit}:{limit}")).arg("--").arg(binary);
+            command
+        }
+        None => Command::new(binary),
+    };
     command
         .args(["--listen", "127.0.0.1:0", "--database-url", database_url])
         .arg("--data-dir")
@@ -92,6 +110,18 @@ impl ServerProcess {
         Self::start(binary, database_url, extra, None).await
     }
 
+    /// As [`ServerProcess::spawn`], with the server's open-file limit (soft and hard) at `open_files`.
+    pub async fn spawn_with_open_files(binary: &str, open_files: u64, extra: &[&str]) -> Self {
+        let database_url = crate::cluster::fresh_database_url().await;
+        Self::start_limited(binary, database_url, extra, None, Some(open_files)).await
+    }
+
+    /// The server's open files now (entries of `/proc/<pid>/fd`).
+    pub fn open_files(&self) -> usize {
+        let pid = self.child.id().expect("running");
+        std::fs::read_dir(format!("/proc/{pid}/fd")).map(Iterator::count).unwrap_or(0)
+    }
+
     /// As [`ServerProcess::spawn`], over `database_url` (an empty database: this start makes the first
     /// organization and key). With `--metrics-listen` in `extra`, `metrics` is the address it took.
     pub async fn spawn_at(binary: &str, database_url: &str, extra: &[&str]) -> Self {
@@ -106,8 +136,18 @@ impl ServerProcess {
     }
 
     async fn start(binary: &str, database_url: String, extra: &[&str], known: Option<(String, String)>) -> Self {
+        Self::start_limited(binary, database_url, extra, known, None).await
+    }
+
+    async fn start_limited(
+        binary: &str,
+        database_url: String,
+        extra: &[&str],
+        known: Option<(String, String)>,
+        open_files: Option<u64>,
+    ) -> Self {
         let data = std::env::temp_dir().join(format!("hookflow-process-{}", uuid::Uuid::new_v4()));
-        let mut child = command(binary, &database_url, &data)
+        let mut child = command_with_open_files(binary, &database_url, &data, open_files)
             .args(["--embedded-runner", "off"])
             .args(extra)
             .env("HOOKFLOW_METRICS_LISTEN", "off")

@@ -123,14 +123,16 @@ where
         let auth = Arc::<Auth>::from_ref(state);
         if let Some(token) = bearer_token(parts) {
             let person = bearer::authenticate(&auth, token).await?;
-            crate::http::listener::prove(&parts.extensions);
-            return Self::person(parts, &auth, person).await;
+            let user_id = person.user_id;
+            let caller = Self::person(parts, &auth, person).await?;
+            // Only a request that passed every check proves its connection: a 429 or 403 proves nothing.
+            crate::http::listener::prove(&parts.extensions, user_id.into());
+            return Ok(caller);
         }
         let key = parts.headers.get(header::API_KEY).and_then(|v| v.to_str().ok()).map(str::trim);
         let identity =
             keys::authenticate_key(&auth, key.ok_or_else(ApiError::unauthorized)?, client_address(&auth, parts))
                 .await?;
-        crate::http::listener::prove(&parts.extensions);
         auth.allowances.key_request(identity.key_id.into())?;
         let org_id = organization_header(parts)?;
         if org_id != identity.org_id {
@@ -140,7 +142,10 @@ where
             ));
         }
         let grantable = identity.scopes.clone();
-        Self::holding(org_id, identity.scopes, grantable, Actor::Key(identity.key_id), identity.expires_at)
+        let key_id = identity.key_id;
+        let caller = Self::holding(org_id, identity.scopes, grantable, Actor::Key(key_id), identity.expires_at)?;
+        crate::http::listener::prove(&parts.extensions, key_id.into());
+        Ok(caller)
     }
 }
 

@@ -215,6 +215,12 @@ pub struct LimitArgs {
     /// counts as one address; connections that authenticated, such as runners' long polls, are not counted).
     #[arg(long, env = "HOOKFLOW_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 1024)]
     pub max_connections_per_address: usize,
+    /// Connections held at once whose requests passed authentication, the rate limit and the organization check
+    /// (default: what the open-file limit leaves after the database pools, the listeners, --max-connections and
+    /// 1,024 spare). When full, a newly proven connection closes the idlest connection of the key, person or
+    /// runner key holding the most.
+    #[arg(long, env = "HOOKFLOW_MAX_PROVEN_CONNECTIONS")]
+    pub max_proven_connections: Option<usize>,
     /// Seconds a request's headers may take to arrive (and an idle HTTP/1 connection may wait for the next).
     #[arg(long, env = "HOOKFLOW_HEADER_TIMEOUT_S", default_value_t = 30)]
     pub header_timeout_s: u64,

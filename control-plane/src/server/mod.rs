@@ -96,6 +96,7 @@ async fn serve_with(
     listeners: Listeners,
 ) -> Result<(), BoxError> {
     let Listeners { api: listener, local, metrics } = listeners;
+    let metrics_listens = metrics.is_some();
     data_dir::create(&storage_args.data_dir)?;
     let master_keys =
         data_dir::master_keys(&storage_args.data_dir, args.master_key.as_deref(), &args.previous_master_keys)?;
@@ -114,7 +115,7 @@ async fn serve_with(
         master_key_file: master_keys.file.clone(),
         lease: std::time::Duration::from_secs(args.lease_s),
         heartbeat_interval: std::time::Duration::from_secs((args.lease_s / 3).clamp(1, 10)),
-        limits: listener_limits(&args.limits),
+        limits: listener_limits(&args.limits, database_connections(storage_args, args), metrics_listens),
         trusted_proxies: args.limits.trusted_proxies.clone().reading(args.limits.forwarded_header),
         key_rate_per_s: args.limits.key_rate_limit,
         max_capture_rate_per_s: args.limits.max_capture_rate,
@@ -166,12 +167,23 @@ async fn serve_with(
     Ok(())
 }
 
-fn listener_limits(args: &config::LimitArgs) -> crate::http::listener::Limits {
+/// The database connections the pools may hold at once (the primary's and the read replica's).
+fn database_connections(storage_args: &StorageArgs, args: &ServeArgs) -> u64 {
+    let pools = if storage_args.read_database_url.as_deref().is_some_and(|u| !u.is_empty()) { 2 } else { 1 };
+    u64::from(args.db_max_connections) * pools
+}
+
+fn listener_limits(args: &config::LimitArgs, database_connections: u64, metrics: bool) -> crate::http::listener::Limits {
     use std::time::Duration;
+    // The API listener, the metrics one, and the LISTEN connection of each pool.
+    let listeners = 1 + u64::from(metrics) + 2;
+    let fitted =
+        fd_limit::fit(args.max_connections.max(1), args.max_proven_connections, database_connections, listeners);
     crate::http::listener::Limits {
         connections: crate::http::listener::connections::ConnectionLimits {
-            max: fd_limit::fit_connections(args.max_connections.max(1)),
+            max: fitted.unproven,
             per_address: args.max_connections_per_address.max(1),
+            max_proven: fitted.proven,
             idle_timeout: Duration::from_secs(args.idle_timeout_s.max(1)),
         },
         header_timeout: Duration::from_secs(args.header_timeout_s.max(1)),

@@ -23,7 +23,8 @@ impl FromRequestParts<AppState> for RunnerCaller {
             && let Some(key) = parts.headers.get(header::API_KEY).and_then(|v| v.to_str().ok())
             && token::hash(key.trim()) == *expected
         {
-            crate::http::listener::prove(&parts.extensions);
+            // The embedded runner's connections are the server's own: one credential, the nil id.
+            crate::http::listener::prove(&parts.extensions, uuid::Uuid::nil());
             return Ok(Self { org_id: None });
         }
         // Boxed: the key's lookup would otherwise size every waiting long poll's future (see `claim`).

@@ -43,9 +43,10 @@ pub(super) struct JobCall {
 }
 
 impl JobCall {
+    /// The token passed: the connection is proven, with the job as its credential.
     pub(super) fn proven(&self) {
         if let Some(proof) = &self.proof {
-            proof.prove();
+            proof.prove(self.job_id.into());
         }
     }
 

@@ -1,11 +1,13 @@
-//! The connections a server holds that have proven nothing yet: at most `max` in all and `per_address` from one
-//! address. When the cap is reached, a newcomer from an address under its share takes the place of the
+//! The connections a server holds. Those that have proven nothing yet: at most `max` in all and `per_address` from
+//! one address. When that cap is reached, a newcomer from an address under its share takes the place of the
 //! longest-idle such connection of the address holding the most (a connection is idle while no request of it is in
-//! flight); when nothing is idle, the newcomer is refused. A connection that carried a request with valid
-//! credentials (a key, a person's token, a job token) leaves these counts: a fleet of runners behind one NAT or
-//! proxy address holds as many connections as it needs (the process's file limit is the ceiling). Connections idle
-//! longer than `idle_timeout` are closed, proven or not. So one address (or a few) holding thousands of idle,
-//! half-open connections cannot keep anyone else out, and cannot keep out a fleet that authenticates.
+//! flight); when nothing is idle, the newcomer is refused. A connection whose request passed authentication, the
+//! rate limit and the organization check (a key, a person's token, a job token) is proven: it leaves those counts,
+//! so a fleet of runners behind one NAT or proxy address holds as many connections as it needs, and counts instead
+//! against `max_proven` (fitted under the file limit with the pool, the listeners and the unproven cap). When that
+//! is full, a newly proven connection closes the idlest connection of the credential holding the most, so one key
+//! (or a stranger who signed up) cannot take every file the process may open. Connections idle longer than
+//! `idle_timeout` are closed, proven or not.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -19,8 +21,14 @@ use tokio_util::sync::CancellationToken;
 pub struct ConnectionLimits {
     pub max: usize,
     pub per_address: usize,
+    /// Proven connections held at once (`--max-proven-connections`).
+    pub max_proven: usize,
     pub idle_timeout: Duration,
 }
+
+/// Who proved a connection: a key's, a person's, a runner key's or a job's id. The credential holding the most
+/// proven connections gives one up when the proven cap is full.
+pub type Credential = uuid::Uuid;
 
 /// One held connection.
 #[derive(Debug)]
@@ -31,8 +39,10 @@ pub struct Connection {
     /// Milliseconds since the table's epoch when something last happened.
     last_active: AtomicU64,
     epoch: Instant,
-    /// Set once a request of it carried valid credentials.
+    /// Set once a request of it carried valid credentials (under the table's lock).
     proven: AtomicBool,
+    /// The credential that proved it (under the table's lock).
+    credential: Mutex<Option<Credential>>,
     /// Cancelled to close the connection.
     pub close: CancellationToken,
 }
@@ -77,8 +87,10 @@ struct Held {
     /// Connections that have proven nothing yet, by address: what the caps count.
     by_address: HashMap<IpAddr, HashMap<u64, Arc<Connection>>>,
     total: usize,
-    /// Connections that carried valid credentials: closed when idle, never counted against the caps.
+    /// Connections that carried valid credentials: closed when idle, counted against `max_proven` only.
     proven: HashMap<u64, Arc<Connection>>,
+    /// The proven connections of each credential.
+    by_credential: HashMap<Credential, HashMap<u64, Arc<Connection>>>,
     next_id: u64,
 }
 
@@ -115,6 +127,7 @@ impl Connections {
             last_active: AtomicU64::new(0),
             epoch: self.epoch,
             proven: AtomicBool::new(false),
+            credential: Mutex::new(None),
             close: CancellationToken::new(),
         });
         connection.touch();
@@ -123,26 +136,43 @@ impl Connections {
         Some(connection)
     }
 
-    /// A request of `connection` carried valid credentials: it leaves the caps' counts (once).
-    pub fn prove(&self, connection: &Arc<Connection>) {
-        if connection.proven.swap(true, Ordering::AcqRel) {
+    /// A request of `connection` passed with `credential`: it leaves the unproven caps' counts (once) for the
+    /// proven cap's. When that is full, the idlest proven connection of the credential holding the most is
+    /// closed to make room; when none of the heaviest credentials has an idle one, the connection stays unproven.
+    pub fn prove(&self, connection: &Arc<Connection>, credential: Credential) {
+        if connection.proven.load(Ordering::Acquire) {
             return;
         }
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(of_address) = held.by_address.get_mut(&connection.address) else { return };
-        if of_address.remove(&connection.id).is_some() {
+        if connection.proven.load(Ordering::Acquire) || connection.close.is_cancelled() {
+            return;
+        }
+        let Some(of_address) = held.by_address.get(&connection.address) else { return };
+        if !of_address.contains_key(&connection.id) {
+            return;
+        }
+        if held.proven.len() >= self.limits.max_proven && !evict_idlest_proven(&mut held) {
+            return;
+        }
+        if let Some(of_address) = held.by_address.get_mut(&connection.address) {
+            of_address.remove(&connection.id);
             if of_address.is_empty() {
                 held.by_address.remove(&connection.address);
             }
-            held.total -= 1;
-            held.proven.insert(connection.id, connection.clone());
         }
+        held.total -= 1;
+        connection.proven.store(true, Ordering::Release);
+        *connection.credential.lock().unwrap_or_else(|e| e.into_inner()) = Some(credential);
+        held.proven.insert(connection.id, connection.clone());
+        held.by_credential.entry(credential).or_default().insert(connection.id, connection.clone());
     }
 
     /// Forgets a closed connection.
     pub fn release(&self, connection: &Connection) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if held.proven.remove(&connection.id).is_some() {
+            let credential = *connection.credential.lock().unwrap_or_else(|e| e.into_inner());
+            forget_proven(&mut held, credential, connection.id);
             return;
         }
         if let Some(of_address) = held.by_address.get_mut(&connection.address)
@@ -176,6 +206,54 @@ impl Connections {
         let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         held.total + held.proven.len()
     }
+
+    /// How many proven connections are held.
+    pub fn proven(&self) -> usize {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).proven.len()
+    }
+}
+
+/// How many of the heaviest credentials are searched for an idle connection before a newcomer is left unproven.
+const HEAVIEST_SEARCHED: usize = 4;
+
+/// Closes the idlest proven connection of the credential holding the most (or of the next heaviest, when all of
+/// its connections are busy); false when none of them has an idle one.
+fn evict_idlest_proven(held: &mut Held) -> bool {
+    let mut heaviest: Vec<(usize, Credential)> = held.by_credential.iter().map(|(c, of)| (of.len(), *c)).collect();
+    let searched = heaviest.len().min(HEAVIEST_SEARCHED);
+    if searched == 0 {
+        return false;
+    }
+    heaviest.select_nth_unstable_by(searched - 1, |a, b| b.0.cmp(&a.0));
+    heaviest.truncate(searched);
+    heaviest.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+    for (_, credential) in heaviest {
+        let idlest = held.by_credential.get(&credential).and_then(|of| {
+            of.values()
+                .filter(|c| !c.close.is_cancelled())
+                .filter_map(|c| c.idle_for().map(|idle| (idle, c.id)))
+                .max_by_key(|(idle, _)| *idle)
+        });
+        if let Some((_, id)) = idlest {
+            if let Some(connection) = held.proven.remove(&id) {
+                connection.close.cancel();
+            }
+            forget_proven(held, Some(credential), id);
+            return true;
+        }
+    }
+    false
+}
+
+/// Removes a proven connection from its credential's set.
+fn forget_proven(held: &mut Held, credential: Option<Credential>, id: u64) {
+    let Some(credential) = credential else { return };
+    if let Some(of) = held.by_credential.get_mut(&credential) {
+        of.remove(&id);
+        if of.is_empty() {
+            held.by_credential.remove(&credential);
+        }
+    }
 }
 
 /// Closes the longest-idle connection of `address` (it leaves the table at once); false when none is idle.
@@ -202,7 +280,11 @@ mod tests {
     use super::*;
 
     fn limits(max: usize, per_address: usize) -> ConnectionLimits {
-        ConnectionLimits { max, per_address, idle_timeout: Duration::from_secs(60) }
+        ConnectionLimits { max, per_address, max_proven: 1_000, idle_timeout: Duration::from_secs(60) }
+    }
+
+    fn key(n: u128) -> Credential {
+        Credential::from_u128(n)
     }
 
     #[test]
@@ -228,7 +310,7 @@ mod tests {
             .map(|_| {
                 let connection = table.admit(fleet).expect("admitted");
                 let _poll = InFlight::start(&connection);
-                table.prove(&connection);
+                table.prove(&connection, key(1));
                 connection
             })
             .collect();
@@ -251,5 +333,36 @@ mod tests {
         assert!(table.admit("127.0.0.1".parse().expect("ip")).is_none());
         table.release(&a);
         assert!(table.admit("127.0.0.1".parse().expect("ip")).is_some());
+    }
+
+    #[test]
+    fn a_full_proven_cap_closes_the_idlest_of_the_heaviest_credential() {
+        let table = Connections::new(ConnectionLimits { max_proven: 4, ..limits(100, 100) });
+        let ip: IpAddr = "127.0.0.2".parse().expect("ip");
+        let proven_by = |credential| {
+            let connection = table.admit(ip).expect("admitted");
+            table.prove(&connection, credential);
+            connection
+        };
+        let heavy: Vec<_> = (0..3).map(|_| proven_by(key(1))).collect();
+        let light = proven_by(key(2));
+        assert_eq!(table.proven(), 4);
+        let _busy = InFlight::start(&heavy[2]);
+        std::thread::sleep(Duration::from_millis(5));
+        heavy[1].touch();
+        // A fifth: the heaviest key's idlest connection (heavy[0]) makes room; the light key keeps its one.
+        let newcomer = proven_by(key(3));
+        assert!(heavy[0].close.is_cancelled(), "the idlest of the heaviest credential was closed");
+        assert!(!heavy[1].close.is_cancelled() && !heavy[2].close.is_cancelled() && !light.close.is_cancelled());
+        assert!(newcomer.proven.load(Ordering::Acquire));
+        assert_eq!(table.proven(), 4, "the cap holds");
+        table.release(&heavy[0]);
+        assert_eq!(table.proven(), 4, "a closed connection was already forgotten");
+
+        // All busy: the newcomer stays unproven (counted by the unproven caps), nobody is closed.
+        let _all: Vec<_> = [&heavy[1], &light, &newcomer].into_iter().map(InFlight::start).collect();
+        let stays = proven_by(key(4));
+        assert!(!stays.proven.load(Ordering::Acquire));
+        assert_eq!((table.proven(), table.held()), (4, 5));
     }
 }

@@ -13,7 +13,7 @@ use axum::Router;
 use axum::body::{Body, HttpBody};
 use axum::extract::ConnectInfo;
 use bytes::Bytes;
-use connections::{Connection, ConnectionLimits, Connections, InFlight};
+use connections::{Connection, ConnectionLimits, Connections, Credential, InFlight};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::TokioIo;
 use protocol::Protocols;
@@ -43,7 +43,12 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            connections: ConnectionLimits { max: 8192, per_address: 1024, idle_timeout: Duration::from_secs(75) },
+            connections: ConnectionLimits {
+                max: 8192,
+                per_address: 1024,
+                max_proven: 65_536,
+                idle_timeout: Duration::from_secs(75),
+            },
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(60),
         }
@@ -188,16 +193,18 @@ impl Proof {
         extensions.get::<Proof>().cloned()
     }
 
-    /// The request carried valid credentials: its connection leaves the connection caps (see `connections`).
-    pub fn prove(&self) {
-        self.table.prove(&self.connection);
+    /// The request passed authentication, the rate limit and the organization check with `credential`: its
+    /// connection leaves the unproven caps for the proven one (see `connections`).
+    pub fn prove(&self, credential: Credential) {
+        self.table.prove(&self.connection, credential);
     }
 }
 
-/// Called where credentials were found valid (see `Proof::prove`).
-pub fn prove(extensions: &axum::http::Extensions) {
+/// Called once a request's credentials passed every check that can refuse them before the handler (see
+/// `Proof::prove`): a 401, 403 or 429 proves nothing.
+pub fn prove(extensions: &axum::http::Extensions, credential: Credential) {
     if let Some(proof) = extensions.get::<Proof>() {
-        proof.prove();
+        proof.prove(credential);
     }
 }
 
