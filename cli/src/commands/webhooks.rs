@@ -7,6 +7,7 @@ use crate::output::{Style, Tone, print_json, print_list};
 use crate::sse::EventStream;
 use clap::Subcommand;
 use hookflow_shared::WebhookId;
+use hookflow_shared::api::signatures::{SignatureScheme, VerificationSettings};
 use hookflow_shared::api::webhooks::{Capture, CreateWebhook, Webhook};
 
 #[derive(Debug, Subcommand)]
@@ -20,6 +21,17 @@ pub enum WebhooksCommand {
         /// Largest body accepted, in bytes (default 1 MiB, at most 10 MiB).
         #[arg(long, value_name = "BYTES")]
         max_body_bytes: Option<i64>,
+        /// Verify every capture's signature with this scheme (stripe, github, slack, standard_webhooks, hmac, ...:
+        /// docs/signatures.md lists them).
+        #[arg(long, value_name = "SCHEME", requires = "verification_secret")]
+        verification_scheme: Option<String>,
+        /// The scheme's secret; give it twice during a rotation (the server never shows it again).
+        #[arg(long, value_name = "SECRET", requires = "verification_scheme")]
+        verification_secret: Vec<String>,
+        /// record (default: store every capture with its verdict), enforce (answer 401 to bad signatures) or
+        /// reject (answer 401 and store nothing).
+        #[arg(long, value_name = "MODE", requires = "verification_scheme")]
+        verification_mode: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -54,6 +66,23 @@ pub enum WebhooksCommand {
         #[arg(long, value_name = "EVENT_ID")]
         after: Option<String>,
     },
+}
+
+/// The `verification` of `webhooks create`, from its flags: the scheme and mode are read as the API spells them,
+/// so a misspelt one is refused here, naming the flag.
+fn verification_settings(
+    scheme: &str,
+    secrets: Vec<String>,
+    mode: Option<&str>,
+) -> Result<VerificationSettings, CliError> {
+    let scheme: SignatureScheme = serde_json::from_value(serde_json::Value::String(scheme.to_owned()))
+        .map_err(|_| CliError::usage(format!("--verification-scheme: `{scheme}` is not a scheme (docs/signatures.md)")))?;
+    let mut settings = VerificationSettings::new(scheme, secrets);
+    if let Some(mode) = mode {
+        settings.mode = serde_json::from_value(serde_json::Value::String(mode.to_owned()))
+            .map_err(|_| CliError::usage(format!("--verification-mode: `{mode}` is not record, enforce or reject")))?;
+    }
+    Ok(settings)
 }
 
 fn summary_line(capture: &Capture, style: Style) -> String {
@@ -110,14 +139,25 @@ where
 
 pub async fn run(api: &Api, command: WebhooksCommand, style: Style) -> Result<(), CliError> {
     match command {
-        WebhooksCommand::Create { name, description, max_body_bytes, json } => {
+        WebhooksCommand::Create {
+            name,
+            description,
+            max_body_bytes,
+            verification_scheme,
+            verification_secret,
+            verification_mode,
+            json,
+        } => {
+            let verification = verification_scheme
+                .map(|scheme| verification_settings(&scheme, verification_secret, verification_mode.as_deref()))
+                .transpose()?;
             let body = CreateWebhook {
                 name: CliError::option("--name", name)?,
                 description: description.map(|d| CliError::option("--description", d)).transpose()?,
                 max_body_bytes,
                 retention: None,
                 response: None,
-                verification: None,
+                verification,
                 triggers: Default::default(),
             };
             let webhook: Webhook = api.client().webhooks().create(&body).await.map_err(|e| api.error(e))?;

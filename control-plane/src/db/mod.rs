@@ -22,8 +22,19 @@ use sqlx::{ConnectOptions, PgPool};
 use std::str::FromStr;
 use std::time::Duration;
 
-/// The migrations in `migrations/`, compiled into the binary.
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+/// The migrations in `migrations/`, compiled into the binary. Migrations newer than this binary knows are
+/// tolerated (a rolling upgrade runs the previous release beside the new one, on the new one's schema): those it
+/// knows are still checked against what was applied, and a newer schema is logged at start.
+pub static MIGRATOR: sqlx::migrate::Migrator = {
+    let mut migrator = sqlx::migrate!("../migrations");
+    migrator.ignore_missing = true;
+    migrator
+};
+
+/// The newest migration this binary carries.
+pub fn newest_known_migration() -> i64 {
+    MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+}
 
 /// Name of the application database inside the embedded cluster.
 pub const EMBEDDED_DATABASE: &str = "hookflow";
@@ -91,5 +102,17 @@ pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     sqlx::query("SET statement_timeout = 0").execute(&mut *conn).await?;
     let result = MIGRATOR.run(&mut *conn).await;
     let _ = sqlx::query("RESET statement_timeout").execute(&mut *conn).await;
-    result
+    result?;
+    let applied: Option<i64> = sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
+        .fetch_one(&mut *conn)
+        .await?;
+    if let Some(applied) = applied.filter(|v| *v > newest_known_migration()) {
+        tracing::warn!(
+            schema_version = applied,
+            known = newest_known_migration(),
+            "the database schema is newer than this server knows (a newer release migrated it): running on it as \
+             the previous release; upgrade this server next"
+        );
+    }
+    Ok(())
 }

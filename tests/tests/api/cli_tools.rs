@@ -201,6 +201,78 @@ async fn flows_and_webhooks_commands_round_trip() {
     assert_eq!(foreign.code, 4, "another organization's flow answers 404: {}", foreign.all());
 }
 
+/// Operating II: `webhooks create` sets an endpoint's verification from flags; the secret is never printed, and
+/// a misspelt scheme or mode is refused before anything is sent, naming the flag.
+#[tokio::test]
+async fn webhooks_create_takes_verification_flags() {
+    let app = TestApp::spawn().await;
+    let cli = cli(&app.base);
+    let secret = "whsec_c2VjcmV0LXZhbHVlLWZvci1jbGk=";
+    let created = cli
+        .run(
+            Some(&app.admin),
+            &[
+                "webhooks",
+                "create",
+                "--name",
+                "signed",
+                "--verification-scheme",
+                "standard_webhooks",
+                "--verification-secret",
+                secret,
+                "--verification-secret",
+                "whsec_b3RoZXItc2VjcmV0LXZhbHVl",
+                "--verification-mode",
+                "enforce",
+                "--json",
+            ],
+        )
+        .await;
+    assert_eq!(created.code, 0, "{}", created.all());
+    assert!(!created.all().contains(secret), "the secret is not printed: {}", created.all());
+    let hook: Value = serde_json::from_str(&created.stdout).expect("json");
+    let read = app.admin(Method::GET, &format!("/webhooks/{}", hook["id"].as_str().expect("id")), None).await;
+    let verification = &read.body["verification"];
+    assert_eq!(
+        (verification["scheme"].as_str(), verification["mode"].as_str(), verification["secrets_count"].as_u64()),
+        (Some("standard_webhooks"), Some("enforce"), Some(2)),
+        "{}",
+        read.text
+    );
+
+    let scheme = cli
+        .run(
+            Some(&app.admin),
+            &["webhooks", "create", "--name", "x", "--verification-scheme", "nope", "--verification-secret", "s"],
+        )
+        .await;
+    assert_eq!(scheme.code, 2, "{}", scheme.all());
+    assert!(scheme.stderr.contains("--verification-scheme"), "{}", scheme.all());
+    let mode = cli
+        .run(
+            Some(&app.admin),
+            &[
+                "webhooks",
+                "create",
+                "--name",
+                "x",
+                "--verification-scheme",
+                "github",
+                "--verification-secret",
+                "s",
+                "--verification-mode",
+                "sometimes",
+            ],
+        )
+        .await;
+    assert_eq!(mode.code, 2, "{}", mode.all());
+    assert!(mode.stderr.contains("--verification-mode"), "{}", mode.all());
+    let lonely = cli.run(Some(&app.admin), &["webhooks", "create", "--name", "x", "--verification-secret", "s"]).await;
+    assert_eq!(lonely.code, 2, "a secret without a scheme is a usage error: {}", lonely.all());
+    let listed = app.admin(Method::GET, "/webhooks", None).await;
+    assert_eq!(listed.body["items"].as_array().map(Vec::len), Some(1), "nothing else was made: {}", listed.text);
+}
+
 /// The action's script, as the workflow runner would start it: inputs in INPUT_* variables, outputs to a file.
 async fn action(app: &TestApp, inputs: &[(&str, &str)]) -> (i32, String, String, String) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/github-action/run.sh");
