@@ -20,13 +20,15 @@ fn poison_body() -> String {
 
 /// A flow of `creds`' organization (a short delay: no runner runs it here); its id.
 async fn flow_of(app: &TestApp, creds: &Creds, name: &str) -> String {
-    let flow = WriteFlow::new(name.parse().expect("a name"), json!({"nodes": [{"id": "w", "kind": "delay", "delay_ms": 1}]}));
+    let flow =
+        WriteFlow::new(name.parse().expect("a name"), json!({"nodes": [{"id": "w", "kind": "delay", "delay_ms": 1}]}));
     app.api_as(creds).flows().create(&flow).await.expect("a flow").id.to_string()
 }
 
 /// An endpoint of `creds`' organization with `triggers`; its id.
 async fn endpoint_of(app: &TestApp, creds: &Creds, name: &str, triggers: Value) -> String {
-    let made = app.call(Method::POST, "/webhooks", Some(creds), Some(json!({"name": name, "triggers": triggers}))).await;
+    let made =
+        app.call(Method::POST, "/webhooks", Some(creds), Some(json!({"name": name, "triggers": triggers}))).await;
     assert_eq!(made.status, 201, "{}", made.text);
     made.body["id"].as_str().expect("id").to_owned()
 }
@@ -42,7 +44,11 @@ async fn flood(app: &TestApp, id: &str, n: usize, at_once: usize, body: &str) {
         .buffer_unordered(at_once)
         .collect()
         .await;
-    assert!(statuses.iter().all(|s| *s == 200), "{:?}", statuses.iter().filter(|s| **s != 200).take(5).collect::<Vec<_>>());
+    assert!(
+        statuses.iter().all(|s| *s == 200),
+        "{:?}",
+        statuses.iter().filter(|s| **s != 200).take(5).collect::<Vec<_>>()
+    );
 }
 
 /// Sends one capture to endpoint `id`; its request id.
@@ -85,7 +91,11 @@ async fn refusals(app: &TestApp, creds: &Creds, id: &str) -> Vec<Value> {
     let log = app.call(Method::GET, "/audit-log?limit=100", Some(creds), None).await;
     assert_eq!(log.status, 200, "{}", log.text);
     let items = log.body["items"].as_array().expect("items");
-    items.iter().filter(|e| e["action"] == "trigger.refused" && e["target"] == id).map(|e| e["details"].clone()).collect()
+    items
+        .iter()
+        .filter(|e| e["action"] == "trigger.refused" && e["target"] == id)
+        .map(|e| e["details"].clone())
+        .collect()
 }
 
 #[tokio::test]
@@ -167,7 +177,10 @@ async fn the_per_minute_limit_is_checked_before_matching() {
     app.triggers_settled(Duration::from_secs(30)).await;
     let refused = refusals(&app, &creds, &poisoned).await;
     assert_eq!(refused.len(), 1, "{refused:?}");
-    assert_eq!((refused[0]["reason"].as_str(), refused[0]["request_id"].as_str()), (Some("limit"), Some(late.as_str())));
+    assert_eq!(
+        (refused[0]["reason"].as_str(), refused[0]["request_id"].as_str()),
+        (Some("limit"), Some(late.as_str()))
+    );
     assert!(started.elapsed() < Duration::from_secs(2), "no match was run: {:?}", started.elapsed());
 }
 
