@@ -207,6 +207,12 @@ pub fn is_unavailable(error: &sqlx::Error) -> bool {
     }
 }
 
+/// Whether a statement was cancelled (its statement timeout, most often): a caller that set a timeout of its own
+/// for one statement (a trigger's match) tells it from an unavailable database with this.
+pub fn is_statement_timeout(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some("57014"))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

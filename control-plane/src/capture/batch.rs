@@ -60,10 +60,13 @@ pub enum Outcome {
 /// Stores one batch with one statement (atomic on its own, one round trip): the rows, the endpoints' counts, the
 /// per-minute counters and the NOTIFYs (for endpoints a replica watches, and always for executions' own URLs,
 /// whose captures are rare and always awaited). Rows whose endpoint vanished, or whose execution is gone or ended
-/// more than `sinks::GRACE_MINUTES` ago (or that holds 1,000 captures: the URL is handed to others), are skipped. Execution captures count in no endpoint's counters.
+/// more than `sinks::GRACE_MINUTES` ago, are skipped, and so are an execution's rows past its 1,000th capture
+/// (the URL is handed to others): its rows in the batch are ranked oldest first and take the room left, exactly,
+/// under the execution's lock (`lock_executions`). Execution captures count in no endpoint's counters.
 /// Captures of endpoints with `triggers` owe a launch per trigger (`trigger_launches`, the dispatchers' outbox,
-/// woken by a NOTIFY), committed with them; a capture its endpoint's `enforce` refused owes none, nor does one sent
-/// to an execution's own URL. Endpoints without triggers cost one look at their row per batch.
+/// woken by a NOTIFY), committed with them: a reference to the trigger (its endpoint, index and the SHA-256 of its
+/// JSON text), not a copy; a capture its endpoint's `enforce` refused owes none, nor does one sent to an
+/// execution's own URL. Endpoints without triggers cost one look at their row per batch.
 const WRITE_BATCH: &str = "
 WITH input AS (
     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
@@ -71,6 +74,16 @@ WITH input AS (
                          $16::text[], $17::text[], $18::text[], $19::int2[], $20::text[], $21::uuid[])
         AS u(id, org, webhook, method, path, qs, query, headers, ct, body, sha, utf8, ip, at,
              verdict, scheme, reason, secret_index, message_id, execution)
+), room AS (
+    SELECT x.execution,
+           1000 - (SELECT count(*) FROM (SELECT 1 FROM captures c WHERE c.execution_id = x.execution LIMIT 1000) n)
+               AS room
+    FROM (SELECT DISTINCT execution FROM input WHERE execution IS NOT NULL) x
+    WHERE EXISTS (SELECT 1 FROM executions e WHERE e.id = x.execution
+                  AND (e.finished_at IS NULL OR e.finished_at > now() - interval '15 minutes'))
+), ranked AS (
+    SELECT id, execution, row_number() OVER (PARTITION BY execution ORDER BY id) AS rank
+    FROM input WHERE execution IS NOT NULL
 ), stored AS (
     INSERT INTO captures (id, organization_id, webhook_id, method, path, query_string, query, headers, content_type,
                           body, body_size, body_sha256, body_utf8, source_ip, received_at, signature_verdict,
@@ -81,10 +94,8 @@ WITH input AS (
            u.execution
     FROM input u
     WHERE EXISTS (SELECT 1 FROM webhooks w WHERE w.id = u.webhook)
-       OR (EXISTS (SELECT 1 FROM executions e WHERE e.id = u.execution
-                   AND (e.finished_at IS NULL OR e.finished_at > now() - interval '15 minutes'))
-           AND (SELECT count(*) FROM (SELECT 1 FROM captures x WHERE x.execution_id = u.execution LIMIT 1000) n)
-               < 1000)
+       OR EXISTS (SELECT 1 FROM room r JOIN ranked k ON k.execution = r.execution
+                  WHERE k.id = u.id AND k.rank <= r.room)
     RETURNING id, organization_id, webhook_id, execution_id, method, received_at, signature_verdict
 ), endpoints AS (
     INSERT INTO webhook_counters AS c (webhook_id, slot, stored, last_request_at)
@@ -111,8 +122,8 @@ WITH input AS (
     WHERE w.id IN (SELECT s.webhook_id FROM stored s WHERE s.webhook_id IS NOT NULL) AND w.triggers <> '[]'
         AND jsonb_typeof(w.triggers) = 'array'
 ), owed AS (
-    INSERT INTO trigger_launches (capture_id, trigger_index, organization_id, webhook_id, trigger)
-    SELECT s.id, t.n - 1, s.organization_id, s.webhook_id, t.trigger
+    INSERT INTO trigger_launches (capture_id, trigger_index, organization_id, webhook_id, trigger_sha256)
+    SELECT s.id, t.n - 1, s.organization_id, s.webhook_id, sha256(convert_to(t.trigger::text, 'UTF8'))
     FROM armed w JOIN stored s ON s.webhook_id = w.id
     CROSS JOIN LATERAL jsonb_array_elements(w.triggers) WITH ORDINALITY AS t(trigger, n)
     WHERE NOT (w.enforced IS TRUE AND s.signature_verdict IN ('invalid', 'missing', 'duplicate'))
@@ -136,6 +147,16 @@ pub struct Batch<'a> {
 pub async fn write(conn: &mut sqlx::PgConnection, batch: Batch<'_>) -> Result<Vec<Outcome>, sqlx::Error> {
     use sqlx::Connection as _;
     let Batch { records, ids, slot } = batch;
+    let executions = executions_of(records);
+    if !executions.is_empty() {
+        // Captures of executions' own URLs (rare): counted against each execution's cap under its lock, so
+        // concurrent batches (other writers, other replicas) never pass it between them.
+        let mut tx = conn.begin().await?;
+        lock_executions(&mut tx, &executions).await?;
+        let outcomes = isolate(&mut tx, records, ids, slot).await?;
+        tx.commit().await?;
+        return Ok(outcomes);
+    }
     match bind(ids, records, slot).fetch_all(&mut *conn).await {
         Ok(stored) => Ok(finish(ids, stored)),
         Err(e) if is_row_error(&e) => {
@@ -177,6 +198,27 @@ fn isolate<'a>(
             Err(e) => Err(e),
         }
     })
+}
+
+/// The executions whose own URLs rows of the batch were sent to, sorted (the order their locks are taken in).
+fn executions_of(records: &[&CaptureRecord]) -> Vec<ExecutionId> {
+    let mut executions: Vec<ExecutionId> = records.iter().filter_map(|r| r.execution_id()).collect();
+    executions.sort_unstable();
+    executions.dedup();
+    executions
+}
+
+/// Takes the transaction's advisory lock of each execution, in order (no two batches wait on each other in a
+/// circle): the next statement counts their captures after any concurrent batch for them has committed.
+async fn lock_executions(conn: &mut sqlx::PgConnection, executions: &[ExecutionId]) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(4747, x.h)
+         FROM (SELECT DISTINCT hashtext(e::text) AS h FROM unnest($1::uuid[]) AS e) x ORDER BY x.h",
+    )
+    .bind(executions)
+    .execute(conn)
+    .await
+    .map(drop)
 }
 
 /// An error of the rows, not of the database: a value it refuses (class 22) or a constraint (class 23).

@@ -15,7 +15,10 @@ pub enum Refusal {
     Depth { depth: u32, max: u32 },
     /// The organization made its trigger launches of this minute already.
     Limit { per_minute: u32 },
-    /// The launch itself was refused (the flow, its environment or version gone, a module unpublished, ...).
+    /// The capture's match against the trigger's `q` and `filter` ran past its timeout and was cancelled.
+    Timeout { after: std::time::Duration },
+    /// The launch itself was refused (the flow, its environment or version gone, a module unpublished, ...), or
+    /// its match failed.
     Launch(String),
 }
 
@@ -25,6 +28,7 @@ impl Refusal {
         match self {
             Refusal::Depth { .. } => "depth",
             Refusal::Limit { .. } => "limit",
+            Refusal::Timeout { .. } => "timeout",
             Refusal::Launch(_) => "launch",
         }
     }
@@ -37,6 +41,10 @@ impl Refusal {
             Refusal::Limit { per_minute } => {
                 format!("the organization launched {per_minute} flows from captures this minute, its limit")
             }
+            Refusal::Timeout { after } => format!(
+                "matching the capture against the trigger's `q` and `filter` took longer than {} ms; cancelled",
+                after.as_millis()
+            ),
             Refusal::Launch(message) => message.clone(),
         }
     }

@@ -2,9 +2,11 @@
 //! capture batch's own statement (`capture::batch`: the outbox `trigger_launches`, committed with the capture, so
 //! the sender's answer is never held up and a crash loses nothing). The dispatcher here launches what is owed:
 //! woken by the batch's NOTIFY and by a periodic sweep (crash recovery, lost notifications), it runs passes
-//! (`dispatch`) until nothing is left. The rules that hold launches back (`guard`) and the variables a capture gives
-//! its run (`variables`) are its parts.
+//! (`dispatch`, one organization's turn each, round-robin) until nothing is left. Deciding one owed launch
+//! (`decide`), the rules that hold launches back (`guard`) and the variables a capture gives its run (`variables`)
+//! are its parts.
 
+pub mod decide;
 pub mod dispatch;
 pub mod guard;
 pub mod variables;
@@ -21,12 +23,14 @@ pub async fn run(app: AppState) {
         return;
     }
     let sweep = app.settings.triggers.sweep;
+    // The organization whose turn was last: the next pass takes the next one.
+    let mut cursor = None;
     loop {
-        // Passes until one comes back short: a full one means more may be owed.
+        // Passes until one finds nothing owed (or all of it held by other replicas).
         loop {
-            match dispatch::pass(&app).await {
-                Ok(taken) if taken == dispatch::BATCH as usize => {}
-                Ok(_) => break,
+            match dispatch::pass(&app, &mut cursor).await {
+                Ok(0) => break,
+                Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(error = %e, "launching what captures owe failed; retrying");
                     tokio::select! {

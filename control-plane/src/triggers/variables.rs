@@ -8,9 +8,10 @@ use hookflow_shared::wire::header::TRIGGER_DEPTH;
 use hookflow_shared::{CaptureId, WebhookId};
 use std::collections::BTreeMap;
 
-/// Longest `capture.body`, in bytes (a launch body's own limit): a longer body is cut at a character boundary and
-/// `capture.body_truncated` is `"true"`. Extracted names read the whole body.
-pub const BODY_VARIABLE_MAX: usize = 1024 * 1024;
+/// Longest `capture.body`, in bytes: a longer body is cut at a character boundary and `capture.body_truncated` is
+/// `"true"`, so a stranger's 1 MiB captures do not store 1 MiB in every execution they launch. Extracted names
+/// read the whole body.
+pub const BODY_VARIABLE_MAX: usize = 64 * 1024;
 
 /// The parts of a stored capture its launch variables come from.
 #[derive(Debug, Clone)]
