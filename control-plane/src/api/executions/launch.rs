@@ -4,12 +4,13 @@
 
 use crate::api::context::Ctx;
 use crate::api::executions::idempotency::{self, Reservation};
-use crate::api::executions::resolve::{LaunchRequest, create_execution, resolve, resolve_kept};
-use crate::auth::scope;
+use crate::api::executions::resolve::{LaunchRequest, resolve, resolve_kept};
+use crate::api::flows::model;
+use crate::auth::{Caller, scope};
 use crate::error::{ApiError, ApiResult, to_json, to_json_bytes};
 use crate::extract::{ApiPath, Id, parse_json};
 use crate::queue::claim::{Claimer, Target, claim};
-use crate::queue::create::resolved;
+use crate::queue::create::{NewExecution, resolved};
 use crate::queue::row::fetch_by_id;
 use crate::state::AppState;
 use axum::Json;
@@ -80,6 +81,28 @@ async fn reissue(
     Ok(Some(execution))
 }
 
+/// A run whose webhook nodes name an endpoint reads that endpoint's captures into its node results: launching one
+/// needs `webhooks:read`, as reading them directly does (`flows::model::check_endpoint_reads`). A flow stored before
+/// saving needed it, or by another key, is refused to a launcher without it as well.
+fn check_endpoint_reads(caller: &Caller<scope::FlowsExecute>, new: &NewExecution) -> ApiResult<()> {
+    if caller.scopes.grants(Scope::WebhooksRead) {
+        return Ok(());
+    }
+    let root: serde_json::Value = serde_json::from_str(new.flow.definition.get()).unwrap_or_default();
+    model::check_endpoint_reads(caller, "launching", std::iter::once(&root).chain(new.modules.values()))
+}
+
+/// Resolves a launch, checks what it reads, and creates its execution.
+async fn create_checked(
+    conn: &mut PgConnection,
+    caller: &Caller<scope::FlowsExecute>,
+    request: &LaunchRequest<'_>,
+) -> ApiResult<Execution> {
+    let new = resolve(conn, request).await?;
+    check_endpoint_reads(caller, &new)?;
+    crate::queue::create::create(conn, new).await
+}
+
 /// Published versions are numbered from 1 (within PostgreSQL's `integer`).
 fn check_version(version: Option<VersionSelector>) -> ApiResult<()> {
     match version {
@@ -118,13 +141,17 @@ async fn launch_flow(
         // The plain launch needs no transaction: it shares a statement with the launches made meanwhile. A draft
         // this server keeps is launched without reading anything first, while the statement finds it current.
         let kept = match resolve_kept(&request) {
-            Some(new) => app.writers.launches.submit(new).await??,
+            Some(new) => {
+                check_endpoint_reads(&caller, &new)?;
+                app.writers.launches.submit(new).await??
+            }
             None => None,
         };
         let execution = match kept {
             Some(execution) => execution,
             None => {
                 let new = resolve(&mut *app.pool.acquire().await?, &request).await?;
+                check_endpoint_reads(&caller, &new)?;
                 resolved(app.writers.launches.submit(new).await??)?
             }
         };
@@ -141,7 +168,7 @@ async fn launch_flow(
         }
         return Ok(replayed(body));
     }
-    let mut execution = create_execution(&mut tx, &request).await?;
+    let mut execution = create_checked(&mut tx, &caller, &request).await?;
     let mut job = None;
     if ephemeral {
         (execution, job) = claim_for_caller(&mut tx, &app, caller.org_id, execution).await?;
@@ -199,7 +226,7 @@ async fn launch_by_tag(
     let mut executions = Vec::with_capacity(flow_ids.len());
     for flow_id in flow_ids {
         let request = LaunchRequest::new(&app, caller.org_id, flow_id, trigger(&headers, Trigger::Tag), &common);
-        let execution = create_execution(&mut tx, &request).await?;
+        let execution = create_checked(&mut tx, &caller, &request).await?;
         executions.push(match common.mode {
             Some(LaunchMode::Ephemeral) => claim_for_caller(&mut tx, &app, caller.org_id, execution).await?,
             _ => (execution, None),
