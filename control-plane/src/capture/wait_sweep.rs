@@ -2,7 +2,8 @@
 //! earliest waiter's execution began (at most [`WINDOW`]), and for each waiter the earliest of them that matches
 //! its search, is not excluded and was not already looked at for it. A waiter's search travels as rows of data
 //! ([`WaitCond`]), not as SQL text, so the statement is the same whatever the waiters ask and one execution
-//! weighs every waiter's conditions against every new capture; bodies are parsed as JSON once per capture.
+//! weighs every waiter's conditions against every new capture; bodies are parsed as JSON once per capture, and only
+//! when a waiter reads them so.
 //! The conditions mean what the capture search's (`api::webhooks::search::push_cond`) mean, side by side below.
 
 use crate::capture::row::{CAPTURE_COLUMNS_FULL, CaptureRow};
@@ -105,27 +106,34 @@ const EVAL: &str = "CASE k.kind
 END";
 
 fn statement(column: &str) -> String {
+    // Every join below is on equal keys (hashed), so a sweep's work grows with the pairs it must weigh (new captures
+    // times waiters, and the window times new waiters), never with waiters times the window.
     format!(
         "WITH w AS (SELECT * FROM unnest($1::int8[], $2::int8[], $3::timestamptz[], $4::bool[])
                 AS w(slot, gen, since, enforced)),
-            seen AS (SELECT * FROM unnest($5::uuid[], $6::int8[]) AS s(id, gen)),
+            seen AS (SELECT * FROM unnest($5::uuid[]) AS s(id)),
             win AS (SELECT id, received_at FROM captures
                 WHERE organization_id = $7 AND {column} = $8 AND received_at >= $9
                 ORDER BY received_at DESC, id DESC LIMIT {WINDOW}),
-            pairs AS (SELECT w.slot, f.id, f.received_at FROM w JOIN win f ON f.received_at >= w.since
-                LEFT JOIN seen s ON s.id = f.id WHERE s.id IS NULL OR w.gen > s.gen),
+            pairs AS (
+                SELECT w.slot, f.id, f.received_at FROM win f JOIN w ON f.received_at >= w.since
+                WHERE NOT EXISTS (SELECT 1 FROM seen s WHERE s.id = f.id)
+                UNION ALL
+                SELECT nw.slot, f.id, f.received_at FROM win f JOIN seen s ON s.id = f.id
+                    JOIN (SELECT * FROM w WHERE w.gen > $6) AS nw ON f.received_at >= nw.since),
             t AS MATERIALIZED (SELECT c.id, c.method, c.path, c.headers, c.query, c.content_type, c.body, c.body_size,
-                c.source_ip, c.signature_verdict, c.received_at, hookflow_try_jsonb(c.body) AS json
+                c.source_ip, c.signature_verdict, c.received_at, CASE WHEN $21 THEN hookflow_try_jsonb(c.body) END AS json
                 FROM captures c WHERE c.organization_id = $7 AND c.id IN (SELECT id FROM pairs)),
             k AS (SELECT * FROM unnest($10::int8[], $11::bool[], $12::text[], $13::text[], $14::text[], $15::text[],
                 $16::jsonb[], $17::int8[], $18::timestamptz[]) AS k(slot, negate, kind, name, op, val, jval, num, at)),
             x AS (SELECT * FROM unnest($19::int8[], $20::uuid[]) AS x(slot, id)),
+            failed AS (SELECT DISTINCT p.slot, p.id FROM pairs p JOIN k ON k.slot = p.slot JOIN t ON t.id = p.id
+                WHERE CASE WHEN k.negate THEN ({EVAL}) IS NOT FALSE ELSE ({EVAL}) IS NOT TRUE END),
             matched AS (SELECT DISTINCT ON (p.slot) p.slot AS m_slot, p.id AS m_id
                 FROM pairs p JOIN t ON t.id = p.id JOIN w ON w.slot = p.slot
                 WHERE (NOT w.enforced OR t.signature_verdict NOT IN ('invalid', 'missing', 'duplicate'))
                   AND NOT EXISTS (SELECT 1 FROM x WHERE x.slot = p.slot AND x.id = p.id)
-                  AND NOT EXISTS (SELECT 1 FROM k WHERE k.slot = p.slot AND CASE WHEN k.negate
-                      THEN ({EVAL}) IS NOT FALSE ELSE ({EVAL}) IS NOT TRUE END)
+                  AND NOT EXISTS (SELECT 1 FROM failed f WHERE f.slot = p.slot AND f.id = p.id)
                 ORDER BY p.slot, p.received_at, p.id)
          SELECT (SELECT COALESCE(array_agg(id), '{{}}') FROM win) AS window_ids, m.m_slot, served.*
          FROM (SELECT 1) AS one
@@ -134,9 +142,16 @@ fn statement(column: &str) -> String {
     )
 }
 
-/// Runs the sweep of one target for `asking` (all of one target), skipping captures `seen` already looked at for
-/// waiters up to the generation given with each.
-pub async fn sweep(pool: &PgPool, asking: &[Asking<'_>], seen: &[(CaptureId, i64)]) -> sqlx::Result<Swept> {
+/// Captures a sweep looked at for every waiter that had joined by `generation`.
+#[derive(Debug, Clone, Default)]
+pub struct Seen {
+    pub ids: Vec<CaptureId>,
+    pub generation: i64,
+}
+
+/// Runs the sweep of one target for `asking` (all of one target), skipping the captures `seen` for the waiters
+/// that had joined by its generation.
+pub async fn sweep(pool: &PgPool, asking: &[Asking<'_>], seen: &Seen) -> sqlx::Result<Swept> {
     let Some(first) = asking.first() else { return Ok(Swept::default()) };
     let (column, target): (&str, uuid::Uuid) = match first.spec.target {
         CaptureTarget::Webhook(id) => ("webhook_id", id.into()),
@@ -144,6 +159,8 @@ pub async fn sweep(pool: &PgPool, asking: &[Asking<'_>], seen: &[(CaptureId, i64
     };
     let since = asking.iter().map(|a| a.spec.since).min().unwrap_or(first.spec.since);
     let mut k = Columns::default();
+    // Bodies are parsed only when some waiter reads them as JSON.
+    let needs_json = asking.iter().flat_map(|a| &a.spec.conds).any(|c| matches!(c.kind, "json" | "jsontext"));
     let (mut x_slot, mut x_id) = (Vec::new(), Vec::new());
     for a in asking {
         for cond in &a.spec.conds {
@@ -159,8 +176,8 @@ pub async fn sweep(pool: &PgPool, asking: &[Asking<'_>], seen: &[(CaptureId, i64
         .bind(asking.iter().map(|a| a.generation).collect::<Vec<_>>())
         .bind(asking.iter().map(|a| a.spec.since).collect::<Vec<_>>())
         .bind(asking.iter().map(|a| a.spec.enforced).collect::<Vec<_>>())
-        .bind(seen.iter().map(|(id, _)| *id).collect::<Vec<_>>())
-        .bind(seen.iter().map(|(_, generation)| *generation).collect::<Vec<_>>())
+        .bind(&seen.ids)
+        .bind(seen.generation)
         .bind(first.spec.org_id)
         .bind(target)
         .bind(since)
@@ -175,6 +192,7 @@ pub async fn sweep(pool: &PgPool, asking: &[Asking<'_>], seen: &[(CaptureId, i64
         .bind(k.at)
         .bind(x_slot)
         .bind(x_id)
+        .bind(needs_json)
         .fetch_all(pool)
         .await?;
     let mut swept = Swept::default();

@@ -12,10 +12,10 @@
 
 use crate::capture::row::CaptureRow;
 use crate::capture::target::CaptureTarget;
-use crate::capture::wait_sweep::{self, Asking, WaitSpec};
+use crate::capture::wait_sweep::{self, Asking, Seen, WaitSpec};
 use crate::db::watch::Watch;
 use crate::error::ApiError;
-use hookflow_shared::{CaptureId, ErrorCode, JobId, OrgId};
+use hookflow_shared::{ErrorCode, JobId, OrgId};
 use sqlx::PgPool;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -71,8 +71,8 @@ struct EntryState {
     waiters: HashMap<i64, Registered>,
     /// Counts joins: a capture seen at generation `g` was weighed for every waiter that joined by then.
     generation: i64,
-    /// The captures of the last sweep's window, with the generation they were weighed for.
-    seen: Vec<(CaptureId, i64)>,
+    /// The captures of the last sweep's window, and the generation they were weighed for.
+    seen: Seen,
     watched_at: Option<Instant>,
     retired: bool,
 }
@@ -314,7 +314,7 @@ async fn sweeper(waiters: Arc<CaptureWaiters>, entry: Arc<Entry>) {
         match Box::pin(wait_sweep::sweep(&waiters.pool, &asking, &seen)).await {
             Ok(swept) => {
                 let mut state = locked(&entry.state);
-                state.seen = swept.window.into_iter().map(|id| (id, generation)).collect();
+                state.seen = Seen { ids: swept.window, generation };
                 for (slot, row) in swept.found {
                     if let Some(sender) = state.waiters.get_mut(&slot).and_then(|w| w.found.take()) {
                         let _ = sender.send(row);
