@@ -328,3 +328,31 @@ async fn sweeper(waiters: Arc<CaptureWaiters>, entry: Arc<Entry>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn waits_are_capped_per_job_organization_and_server_inclusively() {
+        let pool = sqlx::postgres::PgPoolOptions::new().connect_lazy("postgres://nobody@localhost/none").expect("pool");
+        let waiters = CaptureWaiters::new(pool, WaitLimits { per_organization: 6, total: 9 });
+        let (org, other) = (OrgId::now_v7(), OrgId::now_v7());
+        let jobs: Vec<JobId> = (0..3).map(|_| JobId::now_v7()).collect();
+        let mut open = Vec::new();
+        for _ in 0..WAITS_PER_JOB {
+            open.push(waiters.open(jobs[0], org).expect("a job's first waits"));
+        }
+        assert!(waiters.open(jobs[0], org).is_err(), "a job's fifth wait");
+        open.push(waiters.open(jobs[1], org).expect("the organization's fifth"));
+        open.push(waiters.open(jobs[1], org).expect("the organization's sixth: the limit is inclusive"));
+        let refused = waiters.open(jobs[2], org).expect_err("the organization's seventh");
+        assert_eq!((refused.code, refused.retry_after_s.is_some()), (ErrorCode::RateLimited, true));
+        open.push(waiters.open(jobs[2], other).expect("another organization's"));
+        open.push(waiters.open(jobs[2], other).expect("another organization's"));
+        open.push(waiters.open(jobs[2], other).expect("the server's ninth"));
+        assert!(waiters.open(JobId::now_v7(), OrgId::now_v7()).is_err(), "the server's tenth");
+        open.truncate(5);
+        assert!(waiters.open(jobs[2], org).is_ok(), "closed waits give their places back");
+    }
+}
