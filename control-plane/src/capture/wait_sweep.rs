@@ -4,7 +4,9 @@
 //! ([`WaitCond`]), not as SQL text, so the statement is the same whatever the waiters ask and one execution
 //! weighs every waiter's conditions against every new capture; bodies are parsed as JSON once per capture, and only
 //! when a waiter reads them so.
-//! The conditions mean what the capture search's (`api::webhooks::search::push_cond`) mean, side by side below.
+//! The conditions mean what the capture search's (`api::webhooks::search::push_cond`) mean, side by side below,
+//! except that a JSONPath error (a `strict` path that finds nothing) is no match rather than a failed statement:
+//! one waiter's search never fails the sweep of the others.
 
 use crate::capture::row::{CAPTURE_COLUMNS_FULL, CaptureRow};
 use crate::capture::target::CaptureTarget;
@@ -94,9 +96,9 @@ const EVAL: &str = "CASE k.kind
     WHEN 'json' THEN (SELECT CASE k.op WHEN 'eq' THEN v = k.jval WHEN 'ne' THEN v IS DISTINCT FROM k.jval
             WHEN 'contains' THEN strpos(v #>> '{}', k.val) > 0 WHEN 'prefix' THEN starts_with(v #>> '{}', k.val)
             ELSE v IS NOT NULL END
-        FROM jsonb_path_query_first(t.json, k.name::jsonpath) AS v)
+        FROM jsonb_path_query_first(t.json, k.name::jsonpath, '{}', true) AS v)
     WHEN 'jsontext' THEN (SELECT CASE k.op WHEN 'exists' THEN v IS NOT NULL ELSE v #>> '{}' = k.val END
-        FROM jsonb_path_query_first(t.json, k.name::jsonpath) AS v)
+        FROM jsonb_path_query_first(t.json, k.name::jsonpath, '{}', true) AS v)
     WHEN 'content_type' THEN starts_with(lower(COALESCE(t.content_type, '')), k.val)
     WHEN 'min_size' THEN t.body_size >= k.num
     WHEN 'max_size' THEN t.body_size <= k.num
@@ -121,7 +123,8 @@ fn statement(column: &str) -> String {
                 UNION ALL
                 SELECT nw.slot, f.id, f.received_at FROM win f JOIN seen s ON s.id = f.id
                     JOIN (SELECT * FROM w WHERE w.gen > $6) AS nw ON f.received_at >= nw.since),
-            t AS MATERIALIZED (SELECT c.id, c.method, c.path, c.headers, c.query, c.content_type, c.body, c.body_size,
+            t AS MATERIALIZED (SELECT c.id, c.method, c.path, c.headers, c.query, c.content_type,
+                CASE WHEN $22 THEN c.body END AS body, c.body_size,
                 c.source_ip, c.signature_verdict, c.received_at, CASE WHEN $21 THEN hookflow_try_jsonb(c.body) END AS json
                 FROM captures c WHERE c.organization_id = $7 AND c.id IN (SELECT id FROM pairs)),
             k AS (SELECT * FROM unnest($10::int8[], $11::bool[], $12::text[], $13::text[], $14::text[], $15::text[],
@@ -161,6 +164,7 @@ pub async fn sweep(pool: &PgPool, asking: &[Asking<'_>], seen: &Seen) -> sqlx::R
     let mut k = Columns::default();
     // Bodies are parsed only when some waiter reads them as JSON.
     let needs_json = asking.iter().flat_map(|a| &a.spec.conds).any(|c| matches!(c.kind, "json" | "jsontext"));
+    let needs_body = asking.iter().flat_map(|a| &a.spec.conds).any(|c| c.kind == "body");
     let (mut x_slot, mut x_id) = (Vec::new(), Vec::new());
     for a in asking {
         for cond in &a.spec.conds {
@@ -193,6 +197,7 @@ pub async fn sweep(pool: &PgPool, asking: &[Asking<'_>], seen: &Seen) -> sqlx::R
         .bind(x_slot)
         .bind(x_id)
         .bind(needs_json)
+        .bind(needs_body)
         .fetch_all(pool)
         .await?;
     let mut swept = Swept::default();
