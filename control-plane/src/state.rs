@@ -164,6 +164,8 @@ pub struct Settings {
     pub issuers: Vec<IssuerConfig>,
     /// How captures start flows: whether this server dispatches, the chain depth, the organizations' rate.
     pub triggers: TriggerSettings,
+    /// Webhook waits open at once in this process, per organization and in all.
+    pub waits: crate::capture::waiters::WaitLimits,
 }
 
 /// The trigger dispatcher's settings (`--trigger-*`).
@@ -216,6 +218,7 @@ impl Settings {
             signup: false,
             issuers: Vec::new(),
             triggers: TriggerSettings::default(),
+            waits: crate::capture::waiters::WaitLimits::default(),
         }
     }
 }
@@ -296,7 +299,7 @@ impl AppState {
                 heartbeats: GroupCommit::start(pool.clone(), crate::queue::heartbeat::MAX_BATCH, "heartbeats"),
             },
             hub: StreamHub::new(pool.clone(), replica, shutdown.clone(), settings.stream_buffer),
-            waiters: crate::capture::waiters::CaptureWaiters::new(pool.clone()),
+            waiters: crate::capture::waiters::CaptureWaiters::new(pool.clone(), settings.waits),
             replica,
             drafts: Default::default(),
             issued_jobs: Default::default(),

@@ -19,7 +19,9 @@ fn start() -> TestCluster {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     // Under /tmp: the postgres user must be able to enter every parent, which a checkout under /root denies.
     let root = PathBuf::from(format!("/tmp/hookflow-test-{}-{nanos}", std::process::id()));
-    let options = embedded::ClusterOptions::new(root.clone(), embedded::Durability::Throwaway, 300);
+    let mut options = embedded::ClusterOptions::new(root.clone(), embedded::Durability::Throwaway, 300);
+    // Tests that count statements read `pg_stat_statements` (each creates the extension in its own database).
+    options.preload.push("pg_stat_statements".to_owned());
     let cluster = embedded::EmbeddedCluster::start(&options).expect("start the test PostgreSQL cluster");
     reap_when_done(&root);
     let admin = cluster.connect_options("postgres");

@@ -10,6 +10,7 @@ pub mod row;
 pub mod signing;
 pub mod sinks;
 pub mod target;
+pub mod wait_sweep;
 pub mod waiters;
 pub mod writer;
 

@@ -31,12 +31,15 @@ pub struct ClusterOptions {
     pub max_connections: u32,
     /// Directory with initdb, pg_ctl and postgres; found automatically when `None`.
     pub bindir: Option<PathBuf>,
+    /// Libraries loaded at start (`shared_preload_libraries`), such as `pg_stat_statements` for tests that count
+    /// statements.
+    pub preload: Vec<String>,
 }
 
 impl ClusterOptions {
     /// A cluster under `root` from the binaries found automatically.
     pub fn new(root: PathBuf, durability: Durability, max_connections: u32) -> Self {
-        ClusterOptions { root, durability, max_connections, bindir: None }
+        ClusterOptions { root, durability, max_connections, bindir: None, preload: Vec::new() }
     }
 }
 
@@ -371,6 +374,10 @@ impl EmbeddedCluster {
         // The cluster's files are on a local disk, mostly in the page cache: an index lookup costs little more than
         // a sequential read, and the default (4) has the planner scan whole tables to find a few rows.
         text.push_str("random_page_cost = 1.1\n");
+        if !options.preload.is_empty() {
+            let libraries = options.preload.join(",").replace('\'', "");
+            text.push_str(&format!("shared_preload_libraries = '{libraries}'\n"));
+        }
         if options.durability == Durability::Throwaway {
             text.push_str("fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n");
         }

@@ -106,6 +106,7 @@ impl Storage {
             durability: Durability::Durable,
             max_connections: 100,
             bindir: args.pg_bindir.clone(),
+            preload: Vec::new(),
         };
         let lock = match data_dir::lock(&args.data_dir) {
             Ok(lock) => Some(lock),

@@ -1,5 +1,5 @@
-//! Allowances of one client, each answered 429 with `Retry-After` when spent: requests per second per API key,
-//! lookups of capture ids this server does not know per client address (each costs a database query), and live
+//! Allowances of one client, each answered 429 with `Retry-After` when spent: requests per second per API key and
+//! per job token (a job's reports, completion and webhook waits), lookups of capture ids this server does not know per client address (each costs a database query), and live
 //! streams held open at once per key. Rate state is shrunk regularly, so it stays bounded however many clients
 //! come and go.
 
@@ -15,11 +15,16 @@ use uuid::Uuid;
 
 /// Lookups of unknown capture ids one address may cause per second (bursts of five times that).
 const UNKNOWN_CAPTURES_PER_S: u32 = 50;
+/// Requests one job token may make per second (bursts of as many). A runner reports at most every 25 ms and waits
+/// for one capture at a time.
+pub const JOB_REQUESTS_PER_S: u32 = 50;
 
 #[derive(Debug)]
 pub struct Allowances {
     keys: DefaultKeyedRateLimiter<Uuid>,
     unknown_captures: DefaultKeyedRateLimiter<IpAddr>,
+    /// By the hash of the job token.
+    jobs: DefaultKeyedRateLimiter<Vec<u8>>,
     streams: Mutex<HashMap<Uuid, usize>>,
     streams_per_key: usize,
 }
@@ -41,6 +46,7 @@ impl Allowances {
         Arc::new(Self {
             keys: RateLimiter::keyed(quota(key_rate_per_s, key_rate_per_s.saturating_mul(2))),
             unknown_captures: RateLimiter::keyed(quota(UNKNOWN_CAPTURES_PER_S, UNKNOWN_CAPTURES_PER_S * 5)),
+            jobs: RateLimiter::keyed(quota(JOB_REQUESTS_PER_S, JOB_REQUESTS_PER_S)),
             streams: Mutex::default(),
             streams_per_key,
         })
@@ -49,6 +55,13 @@ impl Allowances {
     /// One request of key `key`.
     pub fn key_request(&self, key: Uuid) -> Result<(), ApiError> {
         self.keys.check_key(&key).map_err(|not_until| rate_limited("this API key makes too many requests", &not_until))
+    }
+
+    /// One request under the job token whose hash is `token_hash`.
+    pub fn job_request(&self, token_hash: &[u8]) -> Result<(), ApiError> {
+        self.jobs.check_key(&token_hash.to_vec()).map_err(|not_until| {
+            rate_limited(&format!("this job token makes more than {JOB_REQUESTS_PER_S} requests a second"), &not_until)
+        })
     }
 
     /// One lookup of a capture id this server does not know, from `address`.
@@ -79,8 +92,10 @@ impl Allowances {
     pub fn shrink(&self) {
         self.keys.retain_recent();
         self.unknown_captures.retain_recent();
+        self.jobs.retain_recent();
         self.keys.shrink_to_fit();
         self.unknown_captures.shrink_to_fit();
+        self.jobs.shrink_to_fit();
     }
 }
 

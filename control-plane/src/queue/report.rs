@@ -7,7 +7,7 @@
 use crate::error::{ApiError, ApiResult, to_json_string};
 use crate::queue::events;
 use hookflow_shared::api::executions::{ExecutionEvent, NodeResult};
-use hookflow_shared::{ExecutionId, JobId, token};
+use hookflow_shared::{ExecutionId, JobId, OrgId, token};
 use sqlx::PgConnection;
 use std::collections::{HashMap, HashSet};
 
@@ -16,6 +16,8 @@ use std::collections::{HashMap, HashSet};
 pub struct JobContext {
     pub job_id: JobId,
     pub execution_id: ExecutionId,
+    /// The execution's organization.
+    pub org_id: OrgId,
     pub attempt: i32,
     /// Top-level node ids in order (read only when the row was locked).
     pub node_ids: Vec<String>,
@@ -27,7 +29,7 @@ pub fn stale_attempt() -> ApiError {
     ApiError::conflict("this job's attempt is no longer current (its lease expired or it was removed)")
 }
 
-type JobRow = (JobId, ExecutionId, i32, bool, Option<JobId>, String, Vec<String>, bool);
+type JobRow = (JobId, ExecutionId, i32, bool, Option<JobId>, String, Vec<String>, bool, OrgId);
 
 /// What the database says of a job token.
 #[derive(Debug)]
@@ -43,7 +45,8 @@ pub enum JobToken {
 /// against rescues; without, the caller's write must re-check the job.
 pub async fn look_up(conn: &mut PgConnection, job_token: &str, job_id: JobId, lock: bool) -> ApiResult<JobToken> {
     let row: Option<JobRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT j.id, j.execution_id, j.attempt, j.completed_at IS NOT NULL, e.job_id, e.status, {}, e.cancel_requested
+        "SELECT j.id, j.execution_id, j.attempt, j.completed_at IS NOT NULL, e.job_id, e.status, {}, e.cancel_requested,
+             e.organization_id
          FROM jobs j JOIN executions e ON e.id = j.execution_id
          WHERE j.token_hash = $1 {}",
         if lock { "e.node_ids" } else { "'{}'::text[]" },
@@ -52,7 +55,8 @@ pub async fn look_up(conn: &mut PgConnection, job_token: &str, job_id: JobId, lo
     .bind(token::hash(job_token))
     .fetch_optional(conn)
     .await?;
-    let Some((id, execution_id, attempt, completed, current_job, status, node_ids, cancel_requested)) = row else {
+    let Some((id, execution_id, attempt, completed, current_job, status, node_ids, cancel_requested, org_id)) = row
+    else {
         return Ok(JobToken::Unknown);
     };
     if id != job_id || completed {
@@ -61,7 +65,7 @@ pub async fn look_up(conn: &mut PgConnection, job_token: &str, job_id: JobId, lo
     if current_job != Some(id) || status != "running" {
         return Ok(JobToken::Known(Err(stale_attempt())));
     }
-    Ok(JobToken::Known(Ok(JobContext { job_id, execution_id, attempt, node_ids, cancel_requested })))
+    Ok(JobToken::Known(Ok(JobContext { job_id, execution_id, org_id, attempt, node_ids, cancel_requested })))
 }
 
 /// Extends the lease of a locked job without reporting anything (callers that send no runner heartbeats).

@@ -257,6 +257,26 @@ pub struct LimitArgs {
     /// Seconds a database statement may run before it is cancelled.
     #[arg(long, env = "HOOKFLOW_STATEMENT_TIMEOUT_S", default_value_t = 30)]
     pub statement_timeout_s: u64,
+    /// Webhook nodes' waits one organization may have open at once on this server; past it the wait route answers
+    /// 429 with Retry-After.
+    #[arg(long, env = "HOOKFLOW_MAX_WAITS_PER_ORGANIZATION", default_value_t = 1_000,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_waits_per_organization: u64,
+    /// Webhook nodes' waits this server holds open at once, all organizations together; past it the wait route
+    /// answers 429 with Retry-After.
+    #[arg(long, env = "HOOKFLOW_MAX_WAITS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_waits: u64,
+}
+
+impl LimitArgs {
+    /// The webhook waits' limits.
+    pub fn waits(&self) -> crate::capture::waiters::WaitLimits {
+        let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        crate::capture::waiters::WaitLimits {
+            per_organization: count(self.max_waits_per_organization),
+            total: count(self.max_waits),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -132,6 +132,7 @@ async fn serve_with(
         ),
         issuers: args.people.oidc_issuers.clone(),
         triggers: args.triggers.settings(),
+        waits: args.limits.waits(),
         ..Settings::new(public_url.clone())
     };
     let run_embedded = match args.embedded_runner {

@@ -33,6 +33,7 @@ mod flows;
 mod flows_key_order;
 mod flows_try;
 mod hardening_triggers;
+mod hardening_waits;
 mod heartbeats;
 mod history;
 mod isolation_captures;

@@ -3,6 +3,7 @@
 
 use crate::api::context::Ctx;
 use crate::api::flows::model::{
+    check_endpoint_reads,
     FLOW_COLUMNS, FlowRow, NewFlow, check_definition, check_schedule, fetch, insert_flow, name_taken,
 };
 use crate::auth::scope;
@@ -40,6 +41,7 @@ async fn create_flow(Ctx { app, caller }: Ctx<scope::FlowsWrite>, ApiJson(body):
     let tags = body.tags.distinct();
     check_schedule(body.schedule.as_deref())?;
     check_definition(&body.definition)?;
+    check_endpoint_reads(&caller, "saving", std::iter::once(&body.definition))?;
     let mut tx = app.pool.begin().await?;
     crate::api::collections::refs::check(&mut tx, caller.org_id, &body.definition).await?;
     let new = NewFlow {
@@ -156,6 +158,7 @@ async fn replace_flow(
         definition: Some(body.definition),
         schedule: Patch::from_option(body.schedule),
     };
+    check_endpoint_reads(&caller, "saving", patch.definition.iter())?;
     update(&app, caller.org_id, id, patch).await.map(Json)
 }
 
@@ -167,6 +170,7 @@ async fn patch_flow(
     Id(id): Id<FlowId>,
     ApiJson(body): ApiJson<PatchFlow>,
 ) -> ApiResult<Json<Flow>> {
+    check_endpoint_reads(&caller, "saving", body.definition.iter())?;
     update(&app, caller.org_id, id, body).await.map(Json)
 }
 

@@ -1,6 +1,7 @@
 //! The stored flow: its columns and row, reads by id within the organization, the checks every write of a flow
 //! makes besides its body's types (definition, schedule, unique name), and the size its bodies may have.
 
+use crate::auth::Caller;
 use crate::db::json_text::JsonText;
 use crate::db::owned;
 use crate::error::{ApiError, ApiResult};
@@ -8,7 +9,7 @@ use chrono::{DateTime, Utc};
 use hookflow_shared::api::flows::Flow;
 use hookflow_shared::flow::definition::{self, Problem};
 use hookflow_shared::flow::schedule::Schedule;
-use hookflow_shared::{FlowId, OrgId};
+use hookflow_shared::{ErrorCode, FlowId, OrgId, Scope};
 use sqlx::PgConnection;
 
 /// Flow bodies (definitions, imports, tried nodes) may be up to 10 MiB.
@@ -91,6 +92,34 @@ pub fn check_definition(raw: &serde_json::Value) -> ApiResult<()> {
         return Err(ApiError::invalid("the request holds a NUL character (U+0000), which cannot be stored"));
     }
     Ok(())
+}
+
+/// Whether a definition's `webhook` nodes name an endpoint (`webhook.webhook_id`): such a node reads that
+/// endpoint's captures, and its results show them.
+pub fn names_endpoint(raw: &serde_json::Value) -> bool {
+    raw["nodes"].as_array().is_some_and(|nodes| {
+        nodes.iter().any(|node| node["kind"] == "webhook" && !node["webhook"]["webhook_id"].is_null())
+    })
+}
+
+/// A definition whose webhook nodes name an endpoint reads its captures: storing one (or, `doing` says, running
+/// one) needs `webhooks:read` as well as the operation's own scope (403 `insufficient_scope`).
+pub fn check_endpoint_reads<'a, S>(
+    caller: &Caller<S>,
+    doing: &str,
+    mut definitions: impl Iterator<Item = &'a serde_json::Value>,
+) -> ApiResult<()> {
+    if caller.scopes.grants(Scope::WebhooksRead) || !definitions.any(names_endpoint) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::InsufficientScope,
+        format!(
+            "a webhook node of this flow names an endpoint, whose captures it reads: {doing} it also needs the \
+             scope `{}`",
+            Scope::WebhooksRead
+        ),
+    ))
 }
 
 /// Whether a string or a key anywhere in `value` holds U+0000.

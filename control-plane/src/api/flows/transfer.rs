@@ -3,7 +3,7 @@
 
 use crate::api::context::Ctx;
 use crate::api::flows::environments::check_environment;
-use crate::api::flows::model::{NewFlow, check_definition, check_schedule, fetch, insert_flow};
+use crate::api::flows::model::{NewFlow, check_definition, check_endpoint_reads, check_schedule, fetch, insert_flow};
 use crate::api::flows::versions::insert_version;
 use crate::auth::scope;
 use crate::error::{ApiError, ApiResult, Created};
@@ -93,6 +93,8 @@ async fn import_flow(
     for version in &versions {
         check_definition(&version.definition)?;
     }
+    let definitions = std::iter::once(&source.definition).chain(versions.iter().map(|v| &v.definition));
+    check_endpoint_reads(&caller, "importing", definitions)?;
     let mut tx = app.pool.begin().await?;
     for definition in std::iter::once(&source.definition).chain(versions.iter().map(|v| &v.definition)) {
         crate::api::collections::refs::check(&mut tx, caller.org_id, definition).await?;

@@ -3,7 +3,7 @@
 
 use crate::api::admin::audit::{self, AuditEvent};
 use crate::api::context::Ctx;
-use crate::api::flows::model::{ensure_exists, fetch};
+use crate::api::flows::model::{check_endpoint_reads, ensure_exists, fetch};
 use crate::auth::scope;
 use crate::db::json_text::JsonText;
 use crate::db::owned;
@@ -71,6 +71,7 @@ async fn publish(
     // Lock the flow: concurrent publishes number their versions one after the other.
     let select = "SELECT definition FROM flows WHERE organization_id = $1 AND id = $2 FOR UPDATE";
     let (draft,): (serde_json::Value,) = owned::fetch(&mut *tx, select.into(), caller.org_id, id, "flow").await?;
+    check_endpoint_reads(&caller, "publishing", std::iter::once(&draft))?;
     let published = insert_version(&mut tx, caller.org_id, id, note.as_deref(), &draft).await?;
     let event = AuditEvent {
         org_id: caller.org_id,
@@ -140,6 +141,7 @@ async fn restore_version(
 ) -> ApiResult<Json<Flow>> {
     let mut tx = app.pool.begin().await?;
     let restored = fetch_version(&mut tx, caller.org_id, id, version_id).await?;
+    check_endpoint_reads(&caller, "restoring", std::iter::once(&restored.definition))?;
     sqlx::query(
         "UPDATE flows SET definition = $3, draft_revision = draft_revision + 1, updated_at = now()
          WHERE organization_id = $1 AND id = $2",

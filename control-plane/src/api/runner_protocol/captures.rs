@@ -1,14 +1,15 @@
 //! A webhook node's wait, under its job token: a long poll for the earliest capture received (since the execution
-//! was launched) at an endpoint of the execution's organization or at the execution's own URL, matching the node's
-//! rendered search, and taken by no other node of the run. The poll holds no database connection while it waits:
-//! it reads once, then again only when a capture is stored at its target (`capture::waiters`), on a safety-net
-//! timer, or at its end. On its last poll the node asks why nothing matched (`explain`).
+//! was launched; among the newest 1,000) at an endpoint of the execution's organization or at the execution's own
+//! URL, matching the node's rendered search, and taken by no other node of the run. The poll holds no database
+//! connection while it waits and reads nothing itself: it registers with its target's waiters
+//! (`capture::waiters`), whose one sweep serves them all. On its last poll the node asks why nothing matched
+//! (`explain`). Waits are counted per job, organization and server before anything is read.
 
 use crate::api::runner_protocol::report::{JobCall, read_body};
 use crate::api::webhooks::search::{self, Cond};
 use crate::capture::cache::CaptureTarget;
-use crate::capture::row::{CAPTURE_COLUMNS_FULL, CaptureRow};
-use crate::capture::waiters::WAITS_PER_JOB;
+use crate::api::runner_protocol::wait_conds;
+use crate::capture::wait_sweep::{WINDOW, WaitSpec};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::parse_json;
 use crate::state::AppState;
@@ -20,7 +21,7 @@ use hookflow_shared::api::signatures::Verdict;
 use hookflow_shared::api::webhooks::MatchOp;
 use hookflow_shared::flow::webhook_node::RequiredSignature;
 use hookflow_shared::wire::runner_route;
-use hookflow_shared::{CaptureId, ErrorCode, ExecutionId, OrgId, WebhookId};
+use hookflow_shared::{CaptureId, ExecutionId, OrgId, WebhookId};
 use sqlx::{PgPool, Postgres, QueryBuilder, Row as _};
 use std::time::Duration;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -34,10 +35,6 @@ const WAIT_BODY_LIMIT: usize = 64 * 1024;
 const DEFAULT_WAIT_MS: u64 = 25_000;
 const MAX_WAIT_MS: u64 = 55_000;
 const MAX_EXCLUDED: usize = 100;
-/// A read soon after the wait starts catches a capture whose batch was in flight while the watch was recorded;
-/// later reads are a safety net for lost notifications.
-const FIRST_RECHECK: Duration = Duration::from_millis(500);
-const RECHECK: Duration = Duration::from_secs(10);
 /// Captures an explanation looks at, newest first.
 const EXPLAINED: i64 = 50;
 
@@ -49,7 +46,9 @@ const EXPLAINED: i64 = 50;
     responses((status = 200, description = "The capture, or none within `wait_ms`", body = CaptureWaitReply),
         (status = 400, description = "The search is not valid"), (status = 401),
         (status = 404, description = "`webhook_id` is not an endpoint of the execution's organization"),
-        (status = 409), (status = 429, description = "The job has 4 waits open already")),
+        (status = 409), (status = 429, description = "The job has 4 waits open already, the organization or the \
+            server its limit of waits (`--max-waits-per-organization`, `--max-waits`), or the job token made more \
+            than 50 requests in the last second")),
     security(("job_token" = [])))]
 async fn wait_for_capture(call: JobCall, body: Body) -> ApiResult<Json<CaptureWaitReply>> {
     let app = call.app.clone();
@@ -57,38 +56,26 @@ async fn wait_for_capture(call: JobCall, body: Body) -> ApiResult<Json<CaptureWa
     // they run, and it holds nothing of the request's head (as in the runner's claim, which says why).
     let job = Box::pin(async { call.authorize(&mut *app.pool.acquire().await?, false).await }).await?;
     call.proven();
-    let Some(_open) = app.waiters.open(job.job_id) else {
-        let mut refused = ApiError::new(
-            ErrorCode::RateLimited,
-            format!("this job has {WAITS_PER_JOB} waits open already; a job's nodes wait one at a time"),
-        );
-        refused.retry_after_s = Some(1);
-        return Err(refused);
-    };
+    // Counted before anything else is read: past its job's, its organization's or the server's limit, a wait costs
+    // nothing more.
+    let _open = app.waiters.open(job.job_id, job.org_id)?;
     let wait: CaptureWait = parse_json(&read_body(body, WAIT_BODY_LIMIT).await?)?;
     if wait.exclude.len() > MAX_EXCLUDED {
         return Err(ApiError::invalid(format!("`exclude` holds at most {MAX_EXCLUDED} captures")));
     }
     let matcher = Box::pin(Matcher::new(&app.pool, job.execution_id, &wait)).await?;
-    let waiting = app.waiters.wait(matcher.target).await;
     let wait_ms = wait.wait_ms.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
-    let mut recheck = FIRST_RECHECK;
-    loop {
-        let notified = waiting.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if let Some(capture) = Box::pin(matcher.first(&app.pool)).await? {
-            return Ok(Json(CaptureWaitReply { capture: Some(Box::new(capture)), ..CaptureWaitReply::default() }));
-        }
-        tokio::select! {
-            () = notified => {}
-            () = tokio::time::sleep(recheck) => recheck = RECHECK,
-            () = tokio::time::sleep_until(deadline) => break,
-            () = app.shutdown.cancelled() => break,
-        }
-    }
+    let mut waiting = app.waiters.wait(matcher.spec()).await;
+    let found = tokio::select! {
+        row = waiting.found() => Some(row),
+        () = tokio::time::sleep_until(deadline) => None,
+        () = app.shutdown.cancelled() => None,
+    };
     drop(waiting);
+    if let Some(row) = found {
+        return Ok(Json(CaptureWaitReply { capture: Some(Box::new(row.into())), ..CaptureWaitReply::default() }));
+    }
     let mut reply = CaptureWaitReply::default();
     if wait.explain {
         (reply.seen, reply.closest) = Box::pin(matcher.explain(&app.pool)).await?;
@@ -162,24 +149,25 @@ impl Matcher {
         }
     }
 
-    /// The earliest matching capture not taken by another node.
-    async fn first(&self, pool: &PgPool) -> ApiResult<Option<hookflow_shared::api::webhooks::Capture>> {
-        let mut b = QueryBuilder::new(format!("SELECT {CAPTURE_COLUMNS_FULL}"));
-        self.scope(&mut b);
-        b.push(" AND NOT (id = ANY(").push_bind(self.exclude.clone()).push("))");
-        for (cond, _) in &self.conds {
-            search::push_cond(&mut b, cond);
+    /// What the waiters' sweep looks for (`capture::wait_sweep`).
+    fn spec(&self) -> WaitSpec {
+        WaitSpec {
+            org_id: self.org_id,
+            target: self.target,
+            since: self.since,
+            enforced: self.enforced,
+            exclude: self.exclude.clone(),
+            conds: self.conds.iter().map(|(cond, _)| wait_conds::of(cond)).collect(),
         }
-        b.push(" ORDER BY received_at, id LIMIT 1");
-        let row: Option<CaptureRow> = b.build_query_as().fetch_optional(pool).await?;
-        Ok(row.map(Into::into))
     }
 
     /// How many captures arrived at the watched URL since the launch, and why the one that came closest (most
     /// conditions met; the latest among equals) did not match.
     async fn explain(&self, pool: &PgPool) -> ApiResult<(u64, Option<String>)> {
-        let mut count = QueryBuilder::new("SELECT count(*)");
+        // Counted over the newest captures a wait looks at, never over all of them.
+        let mut count = QueryBuilder::new("SELECT count(*) FROM (SELECT 1");
         self.scope(&mut count);
+        count.push(" ORDER BY received_at DESC, id DESC LIMIT ").push_bind(WINDOW).push(") AS newest");
         let seen: i64 = count.build_query_scalar().fetch_one(pool).await?;
         // The conditions are read over the newest few captures only, never over all of them.
         let mut b = QueryBuilder::new("SELECT id, (id = ANY(");

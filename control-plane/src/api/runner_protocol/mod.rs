@@ -1,13 +1,15 @@
 //! The runner protocol's handlers: registration, listing and heartbeats (`registry`), long-poll claims
 //! (`claim`), node results and completion under job tokens (`report`), and webhook nodes' waits for captures
-//! (`captures`). The state changes they cause are the
-//! queue's (`crate::queue`); who may call them is `caller`'s.
+//! (`captures`, whose searches `wait_conds` hands to the waiters' sweep as data). The state changes they cause are
+//! the queue's (`crate::queue`); who may call them is `caller`'s, and a job token's requests per second `report`'s
+//! `JobCall`.
 
 pub mod caller;
 pub mod captures;
 pub mod claim;
 pub mod registry;
 pub mod report;
+pub mod wait_conds;
 
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;

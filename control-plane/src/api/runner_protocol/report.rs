@@ -1,6 +1,7 @@
 //! Reports under a job token: node results and completion. The token is read from the `Authorization` header
 //! and checked (`crate::queue::report::look_up`) before a byte of the body is read; a token this server did not
-//! issue is looked up only within its client address's budget of failed lookups (`auth::failures`).
+//! issue is looked up only within its client address's budget of failed lookups (`auth::failures`), and each token
+//! makes at most 50 requests a second (`http::limits`), whichever job route it calls.
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiPath, parse_json};
@@ -77,10 +78,13 @@ impl axum::extract::FromRequestParts<AppState> for JobCall {
         let token = token.to_owned();
         let ApiPath(job_id) = ApiPath::<JobId>::from_request_parts(parts, app).await?;
         let address = crate::auth::client_address(&app.auth, parts);
+        let hash = token::hash(&token);
         // A token this server issued for this job is not a stranger's guess: it is never held back.
         if !app.issued_jobs.knows(&token, job_id) {
-            app.auth.credential_failures.before_lookup(address, &token::hash(&token))?;
+            app.auth.credential_failures.before_lookup(address, &hash)?;
         }
+        // Each token has its own rate (a stranger's guesses never spend a real token's), before any lookup.
+        app.allowances.job_request(&hash)?;
         let proof = crate::http::listener::Proof::of(&parts.extensions);
         Ok(JobCall { app: app.clone(), job_id, token, address, proof })
     }
