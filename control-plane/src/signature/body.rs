@@ -64,6 +64,10 @@ fn body_timestamp(body: &[u8]) -> Option<Stamp> {
         #[serde(rename = "webhookTimestamp", default)]
         webhook_timestamp: Millis,
     }
+    // An object only (a derived struct would also read an array's first element as the field).
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
     let fields: Fields = serde_json::from_slice(body).ok()?;
     fields.webhook_timestamp.0.map(Stamp::Millis)
 }
@@ -148,10 +152,22 @@ mod tests {
     #[test]
     fn the_body_timestamp_is_a_top_level_whole_number_read_without_a_tree() {
         let read = |body: &str| body_timestamp(body.as_bytes());
-        assert_eq!(read(r#"{"a":{"webhookTimestamp":1},"webhookTimestamp":1700000000000}"#), Some(Stamp::Millis(1_700_000_000_000)));
-        for other in [r#"{"webhookTimestamp":-1}"#, r#"{"webhookTimestamp":1.5}"#, r#"{"webhookTimestamp":"1"}"#,
-            r#"{"webhookTimestamp":[1,2]}"#, r#"{"webhookTimestamp":{"a":1}}"#, r#"{"webhookTimestamp":null}"#,
-            r#"{"other":1}"#, "[1]", "not json", r#"{"webhookTimestamp":18446744073709551615}"#] {
+        assert_eq!(
+            read(r#"{"a":{"webhookTimestamp":1},"webhookTimestamp":1700000000000}"#),
+            Some(Stamp::Millis(1_700_000_000_000))
+        );
+        for other in [
+            r#"{"webhookTimestamp":-1}"#,
+            r#"{"webhookTimestamp":1.5}"#,
+            r#"{"webhookTimestamp":"1"}"#,
+            r#"{"webhookTimestamp":[1,2]}"#,
+            r#"{"webhookTimestamp":{"a":1}}"#,
+            r#"{"webhookTimestamp":null}"#,
+            r#"{"other":1}"#,
+            "[1]",
+            "not json",
+            r#"{"webhookTimestamp":18446744073709551615}"#,
+        ] {
             assert_eq!(read(other), None, "{other}");
         }
         // A large value in the field is skipped as it is read (no tree of a million values).

@@ -323,7 +323,10 @@ mod tests {
     #[test]
     fn debug_never_shows_a_secret() {
         let secret = "whsec_c2VjcmV0LXRoYXQtbXVzdC1ub3Qtc2hvdw";
-        let settings = VerificationSettings::new(SignatureScheme::StandardWebhooks, vec![secret.into(), "second-secret-value".into()]);
+        let settings = VerificationSettings::new(
+            SignatureScheme::StandardWebhooks,
+            vec![secret.into(), "second-secret-value".into()],
+        );
         let candidate = VerifyCapture { secret: Some(secret.into()) };
         for text in [format!("{settings:?}"), format!("{settings:#?}"), format!("{candidate:?}")] {
             assert!(!text.contains(secret) && !text.contains("second-secret-value"), "{text}");

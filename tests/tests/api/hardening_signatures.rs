@@ -16,8 +16,9 @@ const WHSEC: &str = "whsec_c3RhbmRhcmQta2V5LW9uZQ==";
 /// A Twilio endpoint in record mode taking bodies up to `max_body_bytes`; its id and capture URL.
 async fn twilio_endpoint(app: &TestApp, max_body_bytes: usize) -> (String, String) {
     let verification = json!({"scheme": "twilio", "secrets": [TWILIO_TOKEN]});
-    let created =
-        app.create_webhook(json!({"name": "twilio", "max_body_bytes": max_body_bytes, "verification": verification})).await;
+    let created = app
+        .create_webhook(json!({"name": "twilio", "max_body_bytes": max_body_bytes, "verification": verification}))
+        .await;
     (created["id"].as_str().expect("id").to_owned(), created["capture_url"].as_str().expect("url").to_owned())
 }
 
@@ -221,19 +222,23 @@ async fn webhooks_write_alone_cannot_change_the_verification_of_an_endpoint_with
     let mode = read.verification.map(|v| v.mode);
     assert_eq!(mode, Some(hookflow_shared::api::signatures::VerificationMode::Enforce), "unchanged");
     // Other fields stay webhooks:write's.
-    let renamed = app.call(Method::PATCH, &format!("/webhooks/{gated}"), Some(&writer), Some(json!({"name": "n"}))).await;
+    let renamed =
+        app.call(Method::PATCH, &format!("/webhooks/{gated}"), Some(&writer), Some(json!({"name": "n"}))).await;
     assert_eq!(renamed.status, 200, "{}", renamed.text);
     // Without triggers, webhooks:write is enough.
     let reply = app.call(Method::PATCH, &format!("/webhooks/{plain}"), Some(&writer), Some(record.clone())).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
-    let reply = app.call(Method::PATCH, &format!("/webhooks/{plain}"), Some(&writer), Some(json!({"verification": null}))).await;
+    let reply = app
+        .call(Method::PATCH, &format!("/webhooks/{plain}"), Some(&writer), Some(json!({"verification": null})))
+        .await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     // With flows:execute as well, the gated one changes, audited.
     let launcher = app.creds_with(&["webhooks:read", "webhooks:write", "flows:execute"]).await;
     let reply = app.call(Method::PATCH, &format!("/webhooks/{gated}"), Some(&launcher), Some(record)).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
-    let reply =
-        app.call(Method::PATCH, &format!("/webhooks/{gated}"), Some(&launcher), Some(json!({"verification": null}))).await;
+    let reply = app
+        .call(Method::PATCH, &format!("/webhooks/{gated}"), Some(&launcher), Some(json!({"verification": null})))
+        .await;
     assert_eq!(reply.status, 200, "{}", reply.text);
     assert!(!app.audit_entries("webhook.verification.removed").await.is_empty());
     assert!(app.audit_entries("webhook.verification.set").await.len() >= 3, "created twice, changed once");

@@ -33,7 +33,10 @@ fn twilio_published_example() {
         .url("https://mycompany.com/myapp.php?foo=1&bar=2");
     assert_valid(&sent.check(&twilio), 0);
     // Read as something other than a form, nothing signs the body.
-    assert_invalid(&sent.with("Content-Type", "text/plain").check(&twilio), "the body is not signed");
+    assert_invalid(
+        &sent.with("Content-Type", "text/plain").check(&twilio),
+        "the body is not signed: it is neither a form nor covered by a bodySHA256 in the URL",
+    );
 }
 
 /// A signed GET (the URL alone) verifies; its signature over a body nothing signs does not.
@@ -48,7 +51,7 @@ fn twilio_bodies_nothing_signs_are_invalid() {
     let get = Sent::new(&[("X-Twilio-Signature", signature.as_str())], b"").url(LIBRARY_URL);
     assert_valid(&get.check(&twilio), 0);
     let replayed = get.with("Content-Type", "application/json").body(br#"{"amount": 1000000}"#).check(&twilio);
-    assert_invalid(&replayed, "the body is not signed");
+    assert_invalid(&replayed, "the body is not signed: it is neither a form nor covered by a bodySHA256 in the URL");
 }
 
 #[test]
@@ -56,7 +59,7 @@ fn twilio_forms_of_too_many_parameters_are_invalid() {
     let twilio = verifier(&settings(SignatureScheme::Twilio, &["12345"]));
     let form = "a=1&".repeat(1001);
     let check = library("RSOYDt4T1cUTdK1PDd93/VVr8B8=", LIBRARY_URL, form.as_bytes()).check(&twilio);
-    assert_invalid(&check, "more than 1000 parameters");
+    assert_invalid(&check, "the form has more than 1000 parameters; Twilio signs no such form");
     let form = "a=1&".repeat(1000);
     let check = library("RSOYDt4T1cUTdK1PDd93/VVr8B8=", LIBRARY_URL, form.as_bytes()).check(&twilio);
     assert_invalid(&check, "signature did not match");
