@@ -99,6 +99,7 @@ export function verificationFields(webhook) {
     { name: 'mode' },
     h('option', { value: 'record' }, 'record: store and flag'),
     h('option', { value: 'enforce' }, 'enforce: answer 401 to bad signatures'),
+    h('option', { value: 'reject' }, 'reject: answer 401 and store nothing'),
   );
   mode.value = current ? current.mode : 'record';
   const tolerance = h('input', {

@@ -118,7 +118,7 @@ WITH input AS (
     SELECT pg_notify('hookflow_captures', x.execution_id::text)
     FROM (SELECT DISTINCT execution_id FROM stored WHERE execution_id IS NOT NULL) x
 ), armed AS (
-    SELECT w.id, w.triggers, w.verification->>'mode' = 'enforce' AS enforced FROM webhooks w
+    SELECT w.id, w.triggers, w.verification->>'mode' IN ('enforce', 'reject') AS enforced FROM webhooks w
     WHERE w.id IN (SELECT s.webhook_id FROM stored s WHERE s.webhook_id IS NOT NULL) AND w.triggers <> '[]'
         AND jsonb_typeof(w.triggers) = 'array'
 ), owed AS (

@@ -6,6 +6,7 @@
 pub mod batch;
 pub mod cache;
 pub mod hub;
+pub mod refused;
 pub mod row;
 pub mod signing;
 pub mod sinks;
@@ -82,8 +83,8 @@ where
         content = Option<hookflow_shared::api::documents::RawBody>, content_type = "application/octet-stream"),
     responses((status = 200, description = "Stored; the receipt, or the endpoint's custom response", body = CaptureReceipt),
         (status = 400, description = "The database refused this capture (its neighbours are stored)"),
-        (status = 401, description = "The endpoint enforces signatures and this one is invalid, missing or a \
-            duplicate (`signature_invalid`; the capture is stored)"),
+        (status = 401, description = "The endpoint enforces or rejects signatures and this one is invalid, missing \
+            or a duplicate (`signature_invalid`; under `enforce` the capture is stored, under `reject` it is not)"),
         (status = 404), (status = 405), (status = 413), (status = 429), (status = 503),
         (status = "default", description = "The endpoint's custom response: the status (200 to 599, not 3xx), \
             headers and body it sets")),
@@ -155,8 +156,27 @@ async fn capture_inner(
         }
     };
     let refusal = refuses(&endpoint, &signature);
+    if let (Some(refused), Some(verification)) = (&refusal, &endpoint.verification)
+        && verification.mode == VerificationMode::Reject
+        && let CaptureTarget::Webhook(webhook_id) = endpoint.target
+    {
+        // `reject`: nothing is stored; the refusal is only counted.
+        let invalid = signature.answer.verdict == Verdict::Invalid;
+        let method = parts.method.as_str().to_owned();
+        let counted = refused::RefusedCapture { webhook_id, org_id: endpoint.org_id, method, received_at, invalid };
+        capture.writer.count_refused(counted).await;
+        return Err(refused.clone());
+    }
     let request = Captured { parts: &parts, path, headers: &headers, body, peer, received_at };
-    match capture.writer.store(request.record(&endpoint, signature)?, room).await {
+    let judged = signature.clone();
+    let outcome = capture.writer.store(request.record(&endpoint, signature)?, room).await;
+    if !matches!(outcome, Outcome::Stored(_))
+        && let Some(verification) = &endpoint.verification
+    {
+        // Not stored: the sender's retry of this `webhook-id` is not a duplicate.
+        verification.forget(&judged);
+    }
+    match outcome {
         Outcome::Stored(request_id) => match refusal {
             Some(refused) => Err(refused),
             None => Ok(receipt(&endpoint, request_id, received_at)),
@@ -201,9 +221,10 @@ pub fn signed_url(capture_base: &str, id: WebhookId, path: &str, query: &str) ->
     }
 }
 
-/// The 401 an `enforce` endpoint answers (after storing) when the signature is invalid, missing or a duplicate.
+/// The 401 an `enforce` endpoint answers (after storing) and a `reject` endpoint answers (storing nothing) when the
+/// signature is invalid, missing or a duplicate.
 fn refuses(endpoint: &Endpoint, signature: &CaptureSignature) -> Option<ApiError> {
-    let enforced = endpoint.verification.as_ref().is_some_and(|v| v.mode == VerificationMode::Enforce);
+    let enforced = endpoint.verification.as_ref().is_some_and(|v| v.mode.refuses());
     let signature = &signature.answer;
     let refused = matches!(signature.verdict, Verdict::Invalid | Verdict::Missing | Verdict::Duplicate);
     (enforced && refused).then(|| {

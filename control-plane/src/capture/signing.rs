@@ -1,6 +1,13 @@
 //! A capture's signature verdict on the capture path: the endpoint's verification, opened from its sealed secrets
 //! once when the endpoint is loaded into the capture cache; the check of each capture against it; and Standard
-//! Webhooks duplicates (a validly signed `webhook-id` the endpoint already holds, or one in flight on this server).
+//! Webhooks duplicates (a validly signed `webhook-id` the endpoint received before, or one in flight on this
+//! server).
+//!
+//! Received ids are remembered apart from the captures (`signature_message_ids`, written by a trigger with the
+//! capture that carries one, so they commit together): for twice the endpoint's tolerance whatever the captures'
+//! retention, then forgotten by the retention task ([`forget_expired_ids`]). Only the id's SHA-256 is kept. The
+//! in-flight mark of an id is removed when its capture was not stored ([`EndpointVerification::forget`]), so the
+//! sender's retry of a capture answered 503 is not a duplicate.
 
 use crate::cache::BoundedCache;
 use crate::capture::batch::CaptureSignature;
@@ -10,6 +17,7 @@ use hookflow_shared::api::signatures::{
     Signature, SignatureScheme, Verdict, Verification, VerificationMode, VerificationSettings,
 };
 use hookflow_shared::{OrgId, WebhookId};
+use sha2::{Digest as _, Sha256};
 use sqlx::PgPool;
 use std::time::Duration;
 
@@ -109,25 +117,58 @@ impl EndpointVerification {
         CaptureSignature { answer, message_id: None }
     }
 
-    /// Whether `id` was received before: in flight on this server, or stored. A database that cannot answer
-    /// leaves the capture `valid` (the capture itself is what matters).
+    /// Whether `id` was received before: in flight on this server, or among the endpoint's remembered ids (kept
+    /// whatever the captures' retention). A database that cannot answer leaves the capture `valid` (the capture
+    /// itself is what matters).
     async fn seen(&self, pool: &PgPool, webhook_id: WebhookId, id: &str) -> bool {
         let in_flight = self.recent.upsert(id.to_owned(), || false, |seen, _| std::mem::replace(seen, true));
         if in_flight {
             return true;
         }
         let stored = sqlx::query_scalar::<_, bool>(
-            "SELECT EXISTS (SELECT 1 FROM captures WHERE webhook_id = $1 AND signature_message_id = $2)",
+            "SELECT EXISTS (SELECT 1 FROM signature_message_ids
+                            WHERE webhook_id = $1 AND id_sha256 = $2 AND expires_at > now())",
         )
         .bind(webhook_id)
-        .bind(id)
+        .bind(Sha256::digest(id.as_bytes()).as_slice())
         .fetch_one(pool)
         .await;
         stored.unwrap_or(false)
     }
 
+    /// Removes the in-flight mark a `valid` capture set for its `webhook-id` when that capture was not stored (a
+    /// 503, a refused row, an endpoint deleted meanwhile): the sender's retry is then judged afresh.
+    pub fn forget(&self, signature: &CaptureSignature) {
+        if signature.answer.verdict == Verdict::Valid
+            && let Some(id) = &signature.message_id
+        {
+            self.recent.remove(id.as_str());
+        }
+    }
+
     /// Checks a stored capture again (the re-check endpoint), with a candidate secret when given.
     pub fn verifier(&self) -> Result<&Verifier, &str> {
         self.verifier.as_ref().map_err(String::as_str)
+    }
+}
+
+/// Forgets remembered `webhook-id`s past twice their endpoint's tolerance, a bounded batch at a time; returns how
+/// many.
+pub async fn forget_expired_ids(pool: &PgPool) -> Result<u64, sqlx::Error> {
+    const BATCH: i64 = 5_000;
+    let mut forgotten = 0;
+    loop {
+        let done = sqlx::query(
+            "DELETE FROM signature_message_ids WHERE ctid IN (
+                SELECT ctid FROM signature_message_ids WHERE expires_at <= now() LIMIT $1)",
+        )
+        .bind(BATCH)
+        .execute(pool)
+        .await?
+        .rows_affected();
+        forgotten += done;
+        if done < BATCH as u64 {
+            return Ok(forgotten);
+        }
     }
 }

@@ -22,6 +22,7 @@
 //! experiment) three runs reached 25,100, 23,200 and 22,800/s, where durable runs that hour reached 19,800-20,500.
 
 use crate::capture::batch;
+use crate::capture::refused::{self, RefusedCapture};
 use crate::db::byte_budget::Reservation;
 use crate::db::group_commit::{BatchWrite, GroupCommit};
 use crate::error::{ApiError, ApiResult};
@@ -46,6 +47,8 @@ pub use crate::capture::batch::{CaptureRecord, Outcome};
 #[derive(Debug, Clone)]
 pub struct CaptureWriter {
     commit: GroupCommit<CaptureRecord>,
+    /// Counts what `reject` refused (nothing stored).
+    refused: GroupCommit<RefusedCapture>,
 }
 
 impl BatchWrite for CaptureRecord {
@@ -82,7 +85,10 @@ impl BatchWrite for CaptureRecord {
 impl CaptureWriter {
     /// Starts the writer's loop; it ends when every `CaptureWriter` clone is dropped and the queue is drained.
     pub fn start(pool: sqlx::PgPool) -> Self {
-        Self { commit: GroupCommit::start_sized(pool, MAX_BATCH, QUEUE, WAITING_BYTES, "captures") }
+        Self {
+            commit: GroupCommit::start_sized(pool.clone(), MAX_BATCH, QUEUE, WAITING_BYTES, "captures"),
+            refused: GroupCommit::start(pool, refused::MAX_BATCH, "refused captures"),
+        }
     }
 
     /// Reserves room for a body of up to `bytes` before it is read (held until the capture is answered), or 503
@@ -101,5 +107,13 @@ impl CaptureWriter {
     /// (or failed).
     pub async fn store(&self, record: CaptureRecord, room: Reservation) -> Outcome {
         self.commit.submit_reserved(record, room).await.unwrap_or(Outcome::Failed)
+    }
+
+    /// Counts a capture `reject` refused in its endpoint's analytics; waits for the count's batch (a flood of
+    /// refusals waits its turn). A count that cannot be written is logged, never the sender's problem.
+    pub async fn count_refused(&self, refused: RefusedCapture) {
+        if let Err(e) = self.refused.submit(refused).await {
+            tracing::warn!(error = %e.message, "counting a refused capture failed");
+        }
     }
 }

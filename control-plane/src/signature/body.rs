@@ -55,15 +55,64 @@ pub(super) fn linear(judge: &Judge, message: &Message) -> Check {
     one(judge, HEADER, value, Encoding::Hex, &[message.body], stamp)
 }
 
-/// The body's top-level `webhookTimestamp` when the body is a JSON object and that field a whole number.
+/// The body's top-level `webhookTimestamp` when the body is a JSON object and that field a whole number. The body
+/// is read in one pass without building a tree: every other value, and a `webhookTimestamp` that is not a number,
+/// is skipped as it is read (`IgnoredAny`), so a crafted body costs its length and nothing more.
 fn body_timestamp(body: &[u8]) -> Option<Stamp> {
     #[derive(serde::Deserialize)]
     struct Fields {
-        #[serde(rename = "webhookTimestamp")]
-        webhook_timestamp: Option<serde_json::Value>,
+        #[serde(rename = "webhookTimestamp", default)]
+        webhook_timestamp: Millis,
+    }
+    // An object only (a derived struct would also read an array's first element as the field).
+    if body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
     }
     let fields: Fields = serde_json::from_slice(body).ok()?;
-    fields.webhook_timestamp?.as_i64().filter(|ms| *ms >= 0).map(Stamp::Millis)
+    fields.webhook_timestamp.0.map(Stamp::Millis)
+}
+
+/// A whole, non-negative number of milliseconds, or `None` for any other JSON value (skipped, never kept).
+#[derive(Default)]
+struct Millis(Option<i64>);
+
+impl<'de> serde::Deserialize<'de> for Millis {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Millis;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Millis, E> {
+                Ok(Millis((n >= 0).then_some(n)))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Millis, E> {
+                Ok(Millis(i64::try_from(n).ok()))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Millis, E> {
+                Ok(Millis(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Millis, E> {
+                Ok(Millis(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Millis, E> {
+                Ok(Millis(None))
+            }
+            fn visit_unit<E>(self) -> Result<Millis, E> {
+                Ok(Millis(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Millis, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Millis(None))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Millis, A::Error> {
+                while map.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Millis(None))
+            }
+        }
+        deserializer.deserialize_any(Visit)
+    }
 }
 
 /// One signature over `content`.
@@ -93,5 +142,36 @@ pub(super) fn gitlab(secrets: &[[u8; 32]], message: &Message) -> Check {
     match secrets.iter().position(|s| constant_time::verify_slices_are_equal(s, &digest).is_ok()) {
         Some(index) => Check::valid(index),
         None => Check::invalid("token did not match"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_body_timestamp_is_a_top_level_whole_number_read_without_a_tree() {
+        let read = |body: &str| body_timestamp(body.as_bytes());
+        assert_eq!(
+            read(r#"{"a":{"webhookTimestamp":1},"webhookTimestamp":1700000000000}"#),
+            Some(Stamp::Millis(1_700_000_000_000))
+        );
+        for other in [
+            r#"{"webhookTimestamp":-1}"#,
+            r#"{"webhookTimestamp":1.5}"#,
+            r#"{"webhookTimestamp":"1"}"#,
+            r#"{"webhookTimestamp":[1,2]}"#,
+            r#"{"webhookTimestamp":{"a":1}}"#,
+            r#"{"webhookTimestamp":null}"#,
+            r#"{"other":1}"#,
+            "[1]",
+            "not json",
+            r#"{"webhookTimestamp":18446744073709551615}"#,
+        ] {
+            assert_eq!(read(other), None, "{other}");
+        }
+        // A large value in the field is skipped as it is read (no tree of a million values).
+        let huge = format!(r#"{{"webhookTimestamp":[{}0],"x":1}}"#, "0,".repeat(500_000));
+        assert_eq!(read(&huge), None);
     }
 }

@@ -5,12 +5,18 @@
 //! As Twilio's own libraries do, the URL is tried as called and then with its port toggled (removed when there
 //! is one, the scheme's default added when there is none). When a Webhooks Rule signs with a shared key, Twilio
 //! names the algorithm in `X-Twilio-Webhooks-Signature-Settings: key=..,algorithm=HMAC_SHA256`.
+//!
+//! What the signature does not cover is never `valid`: a non-empty body that is neither a form nor covered by
+//! `bodySHA256` is `invalid` (else one signed GET would let anyone post any JSON under its signature), and so is a
+//! form of more than [`MAX_PARAMS`] parameters, counted before anything is decoded or sorted.
 
 use super::common::{Check, Claim, Encoding, Judge, Message, Offered, header, sha256_hex};
 use std::borrow::Cow;
 
 const HEADER: &str = "X-Twilio-Signature";
 const SETTINGS: &str = "X-Twilio-Webhooks-Signature-Settings";
+/// The most form parameters a signature is checked over (Twilio sends a few dozen).
+pub(super) const MAX_PARAMS: usize = 1000;
 
 /// The same secrets keyed for HMAC-SHA1 (the default) and HMAC-SHA256.
 pub(super) fn check(sha1: &Judge, sha256: &Judge, message: &Message) -> Check {
@@ -31,8 +37,21 @@ pub(super) fn check(sha1: &Judge, sha256: &Judge, message: &Message) -> Check {
     }
     let body_sha256 = query_value(message.url, "bodySHA256");
     let params = match body_sha256 {
-        None if is_form(message) => sorted_params(message.body),
-        _ => Vec::new(),
+        Some(_) => Vec::new(),
+        None if is_form(message) => {
+            if params_over(message.body, MAX_PARAMS) {
+                return Check::invalid(format!(
+                    "the form has more than {MAX_PARAMS} parameters; Twilio signs no such form"
+                ));
+            }
+            sorted_params(message.body)
+        }
+        None if message.body.is_empty() => Vec::new(),
+        None => {
+            return Check::invalid(
+                "the body is not signed: it is neither a form nor covered by a bodySHA256 in the URL",
+            );
+        }
     };
     let alternative = other_port(message.url);
     let mut urls = std::iter::once(message.url).chain(alternative.as_deref());
@@ -70,6 +89,12 @@ fn query_value<'a>(url: &'a str, name: &str) -> Option<Cow<'a, str>> {
     let query = url.split_once('?')?.1;
     let query = query.split_once('#').map_or(query, |(q, _)| q);
     form_urlencoded::parse(query.as_bytes()).find(|(n, _)| n == name).map(|(_, v)| v)
+}
+
+/// Whether the form has more than `max` parameters (`&`-separated, empty ones skipped as the parser does),
+/// counted without decoding and stopping at `max + 1`.
+fn params_over(body: &[u8], max: usize) -> bool {
+    body.split(|b| *b == b'&').filter(|p| !p.is_empty()).nth(max).is_some()
 }
 
 /// The form's parameters, decoded, sorted by name then value, each name followed by its value.
@@ -114,6 +139,17 @@ mod tests {
         assert_eq!(other_port("http://[::1]:8080/w").as_deref(), Some("http://[::1]/w"));
         assert_eq!(other_port("http://[::1]/w").as_deref(), Some("http://[::1]:80/w"));
         assert_eq!(other_port("ftp://a.example/"), None);
+    }
+
+    #[test]
+    fn parameters_are_counted_without_decoding() {
+        assert!(!params_over(b"a=1&b=2&&c", 3));
+        assert!(params_over(b"a=1&b=2&c&d", 3));
+        assert!(!params_over(b"", 0));
+        let many = "x=1&".repeat(100_000);
+        let started = std::time::Instant::now();
+        assert!(params_over(many.as_bytes(), MAX_PARAMS));
+        assert!(started.elapsed() < std::time::Duration::from_millis(100));
     }
 
     #[test]

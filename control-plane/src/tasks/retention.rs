@@ -1,7 +1,7 @@
 //! Retention: a background task deletes captures older than their endpoint's `max_age_days` and beyond its
 //! `max_requests` newest (the organization's defaults where the endpoint sets none), keeping counts right;
-//! it also forgets the stream and queue watches of replicas that stopped refreshing them, expired idempotency keys and
-//! the trigger counts of minutes long past.
+//! it also forgets the stream and queue watches of replicas that stopped refreshing them, expired idempotency keys,
+//! the trigger counts of minutes long past and Standard Webhooks ids past twice their endpoint's tolerance.
 
 use crate::api::webhooks::model::subtract_stored;
 use crate::state::AppState;
@@ -97,6 +97,9 @@ pub async fn run(app: AppState) {
         }
         if let Err(e) = crate::triggers::guard::forget_old(&app.pool).await {
             tracing::warn!(error = %e, "forgetting old trigger counts failed; trying again later");
+        }
+        if let Err(e) = crate::capture::signing::forget_expired_ids(&app.pool).await {
+            tracing::warn!(error = %e, "forgetting expired webhook ids failed; trying again later");
         }
     }
 }

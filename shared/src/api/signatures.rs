@@ -99,13 +99,22 @@ pub enum SignatureEncoding {
 }
 
 /// `record` stores every capture with its verdict; `enforce` also answers the sender 401 on an `invalid`,
-/// `missing` or `duplicate` signature (the capture is still stored).
+/// `missing` or `duplicate` signature (the capture is still stored); `reject` answers those 401 and stores nothing
+/// (they are only counted in the endpoint's analytics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum VerificationMode {
     #[default]
     Record,
     Enforce,
+    Reject,
+}
+
+impl VerificationMode {
+    /// Whether an `invalid`, `missing` or `duplicate` signature is answered 401 (`enforce` and `reject`).
+    pub fn refuses(self) -> bool {
+        matches!(self, Self::Enforce | Self::Reject)
+    }
 }
 
 fn default_tolerance() -> u32 {
@@ -145,8 +154,8 @@ macro_rules! with_hmac_options {
 
 with_hmac_options! {
     /// How an endpoint's senders sign (the `hmac` options only with `"scheme": "hmac"`). Written with its secrets;
-    /// read back without them.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+    /// read back without them. Its `Debug` shows how many secrets, never one.
+    #[derive(Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
     #[serde(deny_unknown_fields)]
     pub struct VerificationSettings {
         pub scheme: SignatureScheme,
@@ -160,6 +169,32 @@ with_hmac_options! {
         pub tolerance_s: u32,
         #[serde(default)]
         pub mode: VerificationMode,
+    }
+}
+
+/// Secrets as `Debug` shows them: how many, never their text.
+struct Redacted(usize);
+
+impl std::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{} redacted]", self.0)
+    }
+}
+
+impl std::fmt::Debug for VerificationSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerificationSettings")
+            .field("scheme", &self.scheme)
+            .field("secrets", &Redacted(self.secrets.len()))
+            .field("tolerance_s", &self.tolerance_s)
+            .field("mode", &self.mode)
+            .field("header", &self.header)
+            .field("algorithm", &self.algorithm)
+            .field("encoding", &self.encoding)
+            .field("prefix", &self.prefix)
+            .field("timestamp_header", &self.timestamp_header)
+            .field("separator", &self.separator)
+            .finish()
     }
 }
 
@@ -245,13 +280,20 @@ impl Signature {
 }
 
 /// `POST /webhooks/{id}/requests/{request_id}/verify`: `{}` checks with the stored secrets, `{"secret": ...}` with
-/// a candidate that is not stored.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+/// a candidate that is not stored. Its `Debug` never shows the candidate.
+#[derive(Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyCapture {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 1024)]
     pub secret: Option<String>,
+}
+
+impl std::fmt::Debug for VerifyCapture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secret = self.secret.as_ref().map(|_| Redacted(1));
+        f.debug_struct("VerifyCapture").field("secret", &secret).finish()
+    }
 }
 
 /// What a signature check would have needed, answered when it is `invalid`.
@@ -272,4 +314,25 @@ pub struct VerifyResult {
     pub secret_index: Option<u8>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected: Option<ExpectedSignature>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_a_secret() {
+        let secret = "whsec_c2VjcmV0LXRoYXQtbXVzdC1ub3Qtc2hvdw";
+        let settings = VerificationSettings::new(
+            SignatureScheme::StandardWebhooks,
+            vec![secret.into(), "second-secret-value".into()],
+        );
+        let candidate = VerifyCapture { secret: Some(secret.into()) };
+        for text in [format!("{settings:?}"), format!("{settings:#?}"), format!("{candidate:?}")] {
+            assert!(!text.contains(secret) && !text.contains("second-secret-value"), "{text}");
+            assert!(text.contains("redacted"), "{text}");
+        }
+        assert!(format!("{settings:?}").contains("[2 redacted]"), "{settings:?}");
+        assert!(format!("{:?}", VerifyCapture::default()).contains("None"));
+    }
 }

@@ -32,6 +32,7 @@ mod field_rules;
 mod flows;
 mod flows_key_order;
 mod flows_try;
+mod hardening_signatures;
 mod hardening_triggers;
 mod hardening_waits;
 mod heartbeats;

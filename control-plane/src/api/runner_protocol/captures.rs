@@ -112,7 +112,7 @@ impl Matcher {
             }
             Some(webhook_id) => {
                 let enforced: Option<bool> = sqlx::query_scalar(
-                    "SELECT COALESCE(verification->>'mode' = 'enforce', false) FROM webhooks
+                    "SELECT COALESCE(verification->>'mode' IN ('enforce', 'reject'), false) FROM webhooks
                      WHERE id = $1 AND organization_id = $2",
                 )
                 .bind(webhook_id)

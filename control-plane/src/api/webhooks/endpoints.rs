@@ -113,6 +113,30 @@ async fn audit_triggers<S>(
     Ok(())
 }
 
+/// Changing or removing the verification of an endpoint that launches flows (its triggers, as stored or as this
+/// change sets them) disarms or re-arms what gates those launches: it needs `flows:execute` as setting the
+/// triggers does. The row is locked, so triggers set meanwhile are seen.
+async fn guard_verification<S>(
+    conn: &mut PgConnection,
+    caller: &Caller<S>,
+    id: WebhookId,
+    new_triggers: Option<&[WebhookTrigger]>,
+) -> ApiResult<()> {
+    let armed: Option<bool> = sqlx::query_scalar(
+        "SELECT COALESCE(jsonb_typeof(triggers) = 'array' AND triggers <> '[]'::jsonb, false) FROM webhooks
+         WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+    )
+    .bind(caller.org_id)
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(armed) = armed else { return Err(ApiError::not_found("webhook")) };
+    if armed || new_triggers.is_some_and(|t| !t.is_empty()) {
+        caller.require(hookflow_shared::Scope::FlowsExecute)?;
+    }
+    Ok(())
+}
+
 /// Create an endpoint; it captures at `capture_url` at once.
 #[utoipa::path(post, path = "/webhooks", request_body = CreateWebhook, responses((status = 201, body = Webhook)))]
 async fn create_webhook(
@@ -184,6 +208,7 @@ async fn get_webhook(Ctx { app, caller }: Ctx<scope::WebhooksRead>, Id(id): Id<W
 }
 
 /// Change any of the create fields; `null` resets description, limits, retention or response to defaults.
+/// Changing or removing `verification` of an endpoint with triggers also needs `flows:execute`.
 #[utoipa::path(patch, path = "/webhooks/{id}", params(Id), request_body = UpdateWebhook,
     responses((status = 200, body = Webhook)))]
 async fn update_webhook(
@@ -211,6 +236,9 @@ async fn update_webhook(
         Patch::Set(r) => (Patch::from_option(r.max_age_days), Patch::from_option(r.max_requests)),
     };
     let mut tx = app.pool.begin().await?;
+    if !body.verification.is_keep() {
+        guard_verification(&mut tx, &caller, id, new_triggers.as_deref()).await?;
+    }
     let updated = Update::new("webhooks")
         .set_some("name", name)
         .patch("description", body.description.map(ShortText::into_inner))

@@ -1,6 +1,7 @@
 //! The re-check of a stored capture's signature (`POST /webhooks/{id}/requests/{request_id}/verify`): with the
 //! endpoint's stored secrets or a candidate that is not stored, judged against the capture's `received_at`, and
-//! when invalid, what was expected (the digest of the signed bytes, the first characters of the signature).
+//! when invalid, what was expected (the digest of the signed bytes, the first characters of the signature). Bodies
+//! over [`BLOCKING_BODY`] are checked on the blocking pool, never on the async workers that serve every request.
 
 use crate::api::context::Ctx;
 use crate::api::webhooks::captures::fetch_capture;
@@ -11,10 +12,12 @@ use crate::crypto::Sealed;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath, Id};
 use crate::signature::{Message, Verifier};
-use crate::state::AppState;
 use axum::Json;
 use hookflow_shared::api::signatures::{Verdict, Verification, VerifyCapture, VerifyResult};
 use hookflow_shared::{CaptureId, WebhookId};
+
+/// Bodies larger than this are checked off the async workers (a check costs at least a hash of the body).
+const BLOCKING_BODY: usize = 64 * 1024;
 
 type StoredVerification = (Option<sqlx::types::Json<Verification>>, Option<Vec<u8>>, Option<Vec<u8>>, Option<i32>);
 
@@ -56,11 +59,16 @@ pub async fn verify_request(
             Verifier::new(&settings(&verification, secrets)).map_err(|e| ApiError::invalid(e.message))?
         }
     };
-    Ok(Json(recheck(&app, &verifier, id, &row, candidate)))
+    if row.body.as_ref().is_some_and(|b| b.len() > BLOCKING_BODY) {
+        let capture_url = app.settings.capture_url.clone();
+        let checked = tokio::task::spawn_blocking(move || recheck(&capture_url, &verifier, id, &row, candidate));
+        return Ok(Json(checked.await.map_err(ApiError::internal_because)?));
+    }
+    Ok(Json(recheck(&app.settings.capture_url, &verifier, id, &row, candidate)))
 }
 
-fn recheck(app: &AppState, verifier: &Verifier, id: WebhookId, row: &CaptureRow, candidate: bool) -> VerifyResult {
-    let url = crate::capture::signed_url(&app.settings.capture_url, id, &row.path, &row.query_string);
+fn recheck(capture_url: &str, verifier: &Verifier, id: WebhookId, row: &CaptureRow, candidate: bool) -> VerifyResult {
+    let url = crate::capture::signed_url(capture_url, id, &row.path, &row.query_string);
     let body = row.body.as_deref().unwrap_or_default();
     let message = Message { headers: &row.headers.0, body, url: &url, received_at: row.received_at };
     let check = verifier.check(&message);

@@ -32,8 +32,37 @@ fn twilio_published_example() {
     let sent = Sent::new(&[("Content-Type", FORM), ("X-Twilio-Signature", "0/KCTR6DLpKmkAf8muzZqo1nDgQ=")], body)
         .url("https://mycompany.com/myapp.php?foo=1&bar=2");
     assert_valid(&sent.check(&twilio), 0);
-    // Read as something other than a form, the parameters are not signed.
-    assert_invalid(&sent.with("Content-Type", "text/plain").check(&twilio), "signature did not match");
+    // Read as something other than a form, nothing signs the body.
+    assert_invalid(
+        &sent.with("Content-Type", "text/plain").check(&twilio),
+        "the body is not signed: it is neither a form nor covered by a bodySHA256 in the URL",
+    );
+}
+
+/// A signed GET (the URL alone) verifies; its signature over a body nothing signs does not.
+#[test]
+fn twilio_bodies_nothing_signs_are_invalid() {
+    let twilio = verifier(&settings(SignatureScheme::Twilio, &["12345"]));
+    // base64.b64encode(hmac.new(b"12345", LIBRARY_URL.encode(), hashlib.sha1).digest())
+    use aws_lc_rs::hmac;
+    use base64::Engine as _;
+    let key = hmac::Key::new(hmac::HMAC_SHA1_FOR_LEGACY_USE_ONLY, b"12345");
+    let signature = base64::engine::general_purpose::STANDARD.encode(hmac::sign(&key, LIBRARY_URL.as_bytes()));
+    let get = Sent::new(&[("X-Twilio-Signature", signature.as_str())], b"").url(LIBRARY_URL);
+    assert_valid(&get.check(&twilio), 0);
+    let replayed = get.with("Content-Type", "application/json").body(br#"{"amount": 1000000}"#).check(&twilio);
+    assert_invalid(&replayed, "the body is not signed: it is neither a form nor covered by a bodySHA256 in the URL");
+}
+
+#[test]
+fn twilio_forms_of_too_many_parameters_are_invalid() {
+    let twilio = verifier(&settings(SignatureScheme::Twilio, &["12345"]));
+    let form = "a=1&".repeat(1001);
+    let check = library("RSOYDt4T1cUTdK1PDd93/VVr8B8=", LIBRARY_URL, form.as_bytes()).check(&twilio);
+    assert_invalid(&check, "the form has more than 1000 parameters; Twilio signs no such form");
+    let form = "a=1&".repeat(1000);
+    let check = library("RSOYDt4T1cUTdK1PDd93/VVr8B8=", LIBRARY_URL, form.as_bytes()).check(&twilio);
+    assert_invalid(&check, "signature did not match");
 }
 
 const LIBRARY_URL: &str = "https://mycompany.com/myapp.php?foo=1&bar=2";
