@@ -2,11 +2,12 @@
 //! associated data binding organization, name and key version. The master key is a keyring: the current key
 //! seals, the previous keys still open what they sealed until `hookflow-server keys rotate-master` re-encrypts it.
 //! A key's version is its fingerprint, so any server holding a key can tell which values it opens; values of the
-//! first release carry version 1 and are tried with every key. Since Hardening IV a key is never used as it is:
-//! each use (sealing, tagging) has a subkey derived from it (HMAC-SHA-256 of the key over the use's label, the
-//! expand step of HKDF with the key as its pseudo-random key), and values so sealed carry the key's derived
-//! version (a fingerprint under another label). Values sealed with the key itself (its raw version) still open,
-//! tags made with it still check, and `keys rotate-master` seals them again under the derived version.
+//! first release carry version 1 and are tried with every key. Keys made since Hardening IV (a first start's, a
+//! rotation's `--new-key`; written `v2:<base64>`) are never used as they are: each use (sealing, tagging) has a
+//! subkey derived from the key (HMAC-SHA-256 of the key over the use's label, the expand step of HKDF with the key
+//! as its pseudo-random key), and their values carry the key's derived version (a fingerprint under another
+//! label). Keys made before are used as they were, so a previous release beside this one during a rolling upgrade
+//! opens every value either seals; a rotation to a new key moves everything to subkeys.
 
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
@@ -18,6 +19,34 @@ use std::sync::{Arc, RwLock};
 /// The version values sealed before keys carried fingerprints: open it with every key of the ring.
 pub const LEGACY_VERSION: i32 = 1;
 
+/// A master key as configured: its 32 bytes and whether it is used through subkeys (keys made since Hardening
+/// IV) or as it is (keys made before, whose values a previous release must still open).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct KeyMaterial {
+    pub bytes: [u8; 32],
+    pub derived: bool,
+}
+
+impl std::fmt::Debug for KeyMaterial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KeyMaterial([REDACTED], derived: {})", self.derived)
+    }
+}
+
+impl KeyMaterial {
+    /// A key used through subkeys: what new keys are.
+    pub fn derived(bytes: [u8; 32]) -> Self {
+        Self { bytes, derived: true }
+    }
+}
+
+/// A bare array is a key of the first kind, used as it is.
+impl From<[u8; 32]> for KeyMaterial {
+    fn from(bytes: [u8; 32]) -> Self {
+        Self { bytes, derived: false }
+    }
+}
+
 /// One key, its versions and the subkeys of its uses.
 #[derive(Clone)]
 struct RingKey {
@@ -25,32 +54,40 @@ struct RingKey {
     bytes: [u8; 32],
     /// The version of values sealed with it as it is (before Hardening IV).
     raw_version: i32,
-    /// The version of values sealed with `seal_key`: what this key seals under now.
-    version: i32,
+    /// The version of values sealed with `seal_key`.
+    derived_version: i32,
+    /// Whether this key seals and tags through its subkeys (else with its bytes, as before).
+    derived: bool,
     seal_key: [u8; 32],
     tag_key: [u8; 32],
 }
 
 impl RingKey {
-    fn new(bytes: [u8; 32]) -> Self {
+    fn new(material: impl Into<KeyMaterial>) -> Self {
+        let KeyMaterial { bytes, derived } = material.into();
         let raw_version = fingerprint(&bytes);
-        let mut version = fingerprint_labelled(b"hookflow-master-key-derived\0", &bytes);
-        if version == raw_version {
-            version = if version == i32::MAX { LEGACY_VERSION + 1 } else { version + 1 };
+        let mut derived_version = fingerprint_labelled(b"hookflow-master-key-derived\0", &bytes);
+        if derived_version == raw_version {
+            derived_version = if derived_version == i32::MAX { LEGACY_VERSION + 1 } else { derived_version + 1 };
         }
-        Self {
-            raw_version,
-            version,
-            seal_key: subkey(&bytes, "seal secrets at rest"),
-            tag_key: subkey(&bytes, "tag values handed out"),
-            bytes,
-        }
+        let (seal_key, tag_key) = if derived {
+            (subkey(&bytes, "seal secrets at rest"), subkey(&bytes, "tag values handed out"))
+        } else {
+            (bytes, bytes)
+        };
+        Self { raw_version, derived_version, derived, seal_key, tag_key, bytes }
+    }
+
+    /// The version this key seals under.
+    fn version(&self) -> i32 {
+        if self.derived { self.derived_version } else { self.raw_version }
     }
 
     /// The cipher that opens a value of `version` with this key, if it is one of this key's.
     fn cipher_for(&self, version: i32) -> Option<XChaCha20Poly1305> {
-        if version == self.version {
-            Some(XChaCha20Poly1305::new(&Key::from(self.seal_key)))
+        if version == self.derived_version {
+            let key = subkey(&self.bytes, "seal secrets at rest");
+            Some(XChaCha20Poly1305::new(&Key::from(key)))
         } else if version == self.raw_version || version == LEGACY_VERSION {
             Some(XChaCha20Poly1305::new(&Key::from(self.bytes)))
         } else {
@@ -125,16 +162,16 @@ fn associated_data(org_id: OrgId, name: &str, key_version: i32) -> Vec<u8> {
 
 impl MasterKey {
     /// A ring of one key.
-    pub fn new(bytes: [u8; 32]) -> Self {
-        Self::with_previous(bytes, Vec::new())
+    pub fn new(key: impl Into<KeyMaterial>) -> Self {
+        Self::with_previous(key, Vec::<KeyMaterial>::new())
     }
 
     /// A ring that seals with `current` and still opens with each of `previous`.
-    pub fn with_previous(current: [u8; 32], previous: Vec<[u8; 32]>) -> Self {
+    pub fn with_previous<K: Into<KeyMaterial>>(current: impl Into<KeyMaterial>, previous: Vec<K>) -> Self {
         Self(Arc::new(RwLock::new(Self::ring(current, previous))))
     }
 
-    fn ring(current: [u8; 32], previous: Vec<[u8; 32]>) -> Ring {
+    fn ring<K: Into<KeyMaterial>>(current: impl Into<KeyMaterial>, previous: Vec<K>) -> Ring {
         let current = RingKey::new(current);
         let previous = previous.into_iter().map(RingKey::new).filter(|k| k.bytes != current.bytes).collect();
         Ring { current, previous }
@@ -144,7 +181,7 @@ impl MasterKey {
     pub fn random() -> Self {
         let mut bytes = [0u8; 32];
         rand::rng().fill_bytes(&mut bytes);
-        Self::new(bytes)
+        Self::new(KeyMaterial::derived(bytes))
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Ring> {
@@ -152,24 +189,24 @@ impl MasterKey {
     }
 
     /// Swaps the keys of this ring (and of every clone of it).
-    pub fn replace(&self, current: [u8; 32], previous: Vec<[u8; 32]>) {
+    pub fn replace<K: Into<KeyMaterial>>(&self, current: impl Into<KeyMaterial>, previous: Vec<K>) {
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = Self::ring(current, previous);
     }
 
     /// The version new values are sealed under.
     pub fn current_version(&self) -> i32 {
-        self.read().current.version
+        self.read().current.version()
     }
 
     pub fn seal(&self, org_id: OrgId, name: &str, plaintext: &[u8]) -> Sealed {
         let key = self.read().current.clone();
         let mut nonce = [0u8; 24];
         rand::rng().fill_bytes(&mut nonce);
-        let aad = associated_data(org_id, name, key.version);
+        let aad = associated_data(org_id, name, key.version());
         let cipher = XChaCha20Poly1305::new(&Key::from(key.seal_key));
         let ciphertext =
             cipher.encrypt(&XNonce::from(nonce), Payload { msg: plaintext, aad: &aad }).unwrap_or_default();
-        Sealed { ciphertext, nonce: nonce.to_vec(), key_version: key.version }
+        Sealed { ciphertext, nonce: nonce.to_vec(), key_version: key.version() }
     }
 
     pub fn open(&self, org_id: OrgId, name: &str, sealed: &Sealed) -> Result<Vec<u8>, OpenError> {
@@ -247,11 +284,11 @@ mod tests {
         let org = OrgId::now_v7();
         let before = MasterKey::new(old);
         let sealed_old = before.seal(org, "S", b"v1");
-        assert_eq!(sealed_old.key_version, RingKey::new(old).version);
+        assert_eq!(sealed_old.key_version, RingKey::new(old).version());
         let ring = MasterKey::with_previous(new, vec![old]);
         let sealed_new = ring.seal(org, "S", b"v2");
-        assert_eq!(sealed_new.key_version, RingKey::new(new).version);
-        assert_ne!(RingKey::new(old).version, RingKey::new(new).version);
+        assert_eq!(sealed_new.key_version, RingKey::new(new).version());
+        assert_ne!(RingKey::new(old).version(), RingKey::new(new).version());
         assert_eq!(ring.open(org, "S", &sealed_old), Ok(b"v1".to_vec()), "a previous key still opens");
         assert_eq!(ring.open(org, "S", &sealed_new), Ok(b"v2".to_vec()));
         assert_eq!(before.open(org, "S", &sealed_new), Err(OpenError), "the old ring knows no new key");
@@ -260,7 +297,7 @@ mod tests {
         let clone = before.clone();
         before.replace(new, vec![old]);
         assert_eq!(clone.open(org, "S", &sealed_new), Ok(b"v2".to_vec()));
-        assert_eq!(clone.current_version(), RingKey::new(new).version);
+        assert_eq!(clone.current_version(), RingKey::new(new).version());
     }
 
     #[test]
@@ -278,46 +315,45 @@ mod tests {
         assert_eq!(MasterKey::new(new).open(org, "S", &legacy), Err(OpenError));
     }
 
-    /// Hardening IV (16): the master key serves two primitives through subkeys of their own; what was sealed or
-    /// tagged with the key itself still opens and checks, and a rotation pass moves it to the derived version.
+    /// Hardening IV (16): a new key serves its two primitives through subkeys of their own; a key of before is used
+    /// as it was (a previous release beside this one opens what either seals), and what it sealed or tagged
+    /// still opens and checks once a rotation makes a new key current.
     #[test]
-    fn seals_and_tags_use_subkeys_and_raw_values_still_open() {
-        let bytes = [7u8; 32];
+    fn new_keys_seal_and_tag_with_subkeys_and_old_keys_work_as_before() {
+        let (old, new) = ([7u8; 32], [9u8; 32]);
         let org = OrgId::now_v7();
-        let key = MasterKey::new(bytes);
-        let ring_key = RingKey::new(bytes);
-        assert_ne!(ring_key.seal_key, bytes);
-        assert_ne!(ring_key.tag_key, bytes);
-        assert_ne!(ring_key.seal_key, ring_key.tag_key, "one subkey per use");
-        assert_ne!(ring_key.version, ring_key.raw_version);
-        assert_ne!(ring_key.version, LEGACY_VERSION);
+        let before = MasterKey::new(old);
+        let raw_sealed = before.seal(org, "S", b"raw");
+        assert_eq!(raw_sealed.key_version, fingerprint(&old), "an old key seals as before");
+        let raw_tag = before.tag("label", b"data");
+        assert_eq!(raw_tag, tag_with(&old, "label", b"data"));
 
-        // Sealed now: under the derived version, and the raw key alone does not open it.
-        let sealed = key.seal(org, "S", b"derived");
-        assert_eq!(sealed.key_version, key.current_version());
+        let ring = MasterKey::with_previous(KeyMaterial::derived(new), vec![KeyMaterial::from(old)]);
+        let ring_key = RingKey::new(KeyMaterial::derived(new));
+        assert_ne!(ring_key.seal_key, new);
+        assert_ne!(ring_key.tag_key, new);
+        assert_ne!(ring_key.seal_key, ring_key.tag_key, "one subkey per use");
+        assert_ne!(ring_key.derived_version, ring_key.raw_version);
+        assert_ne!(ring_key.derived_version, LEGACY_VERSION);
+
+        // Sealed with the new key: under its derived version, and its bytes alone do not open it.
+        let sealed = ring.seal(org, "S", b"derived");
+        assert_eq!(sealed.key_version, ring_key.derived_version);
         let aad = associated_data(org, "S", sealed.key_version);
         let nonce = XNonce::from(<[u8; 24]>::try_from(sealed.nonce.as_slice()).expect("nonce"));
-        let raw_cipher = XChaCha20Poly1305::new(&Key::from(bytes));
+        let raw_cipher = XChaCha20Poly1305::new(&Key::from(new));
         assert!(raw_cipher.decrypt(&nonce, Payload { msg: &sealed.ciphertext, aad: &aad }).is_err());
-        assert_eq!(key.open(org, "S", &sealed), Ok(b"derived".to_vec()));
+        assert_eq!(ring.open(org, "S", &sealed), Ok(b"derived".to_vec()));
+        assert_eq!(ring.open(org, "S", &raw_sealed), Ok(b"raw".to_vec()), "the old key's values still open");
+        let mislabelled = Sealed { key_version: ring_key.derived_version, ..sealed.clone() };
+        assert_eq!(MasterKey::new(old).open(org, "S", &mislabelled), Err(OpenError));
 
-        // Sealed with the raw key, as before: still opens, under its raw version only.
-        let raw_nonce = [5u8; 24];
-        let raw_aad = associated_data(org, "S", ring_key.raw_version);
-        let raw = raw_cipher
-            .encrypt(&XNonce::from(raw_nonce), Payload { msg: b"raw", aad: &raw_aad })
-            .expect("seal");
-        let raw = Sealed { ciphertext: raw, nonce: raw_nonce.to_vec(), key_version: ring_key.raw_version };
-        assert_eq!(key.open(org, "S", &raw), Ok(b"raw".to_vec()));
-        let mislabelled = Sealed { key_version: ring_key.version, ..raw.clone() };
-        assert_eq!(key.open(org, "S", &mislabelled), Err(OpenError), "a version names one way of opening");
-
-        // Tags: made with the tagging subkey; old tags made with the key itself still check.
-        let tag = key.tag("label", b"data");
-        assert_ne!(tag, tag_with(&bytes, "label", b"data"));
-        assert!(key.check_tag("label", b"data", &tag));
-        assert!(key.check_tag("label", b"data", &tag_with(&bytes, "label", b"data")));
-        assert!(!key.check_tag("label", b"other", &tag));
+        // Tags: the new key's through its tagging subkey; the old key's still check.
+        let tag = ring.tag("label", b"data");
+        assert_ne!(tag, tag_with(&new, "label", b"data"));
+        assert!(ring.check_tag("label", b"data", &tag));
+        assert!(ring.check_tag("label", b"data", &raw_tag));
+        assert!(!ring.check_tag("label", b"other", &tag));
         assert!(!MasterKey::new([8u8; 32]).check_tag("label", b"data", &tag));
     }
 }

@@ -1,5 +1,6 @@
 //! The server's data directory: the exclusive lock that keeps two servers off one directory, and the master key.
 
+use crate::crypto::KeyMaterial;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use rand::Rng as _;
@@ -80,8 +81,8 @@ pub fn lock(dir: &Path) -> Result<DataDirLock, DataDirError> {
 /// (`None` when configured through flags or the environment).
 #[derive(Debug, Clone)]
 pub struct MasterKeys {
-    pub current: [u8; 32],
-    pub previous: Vec<[u8; 32]>,
+    pub current: KeyMaterial,
+    pub previous: Vec<KeyMaterial>,
     pub file: Option<PathBuf>,
 }
 
@@ -91,12 +92,33 @@ impl MasterKeys {
     }
 }
 
-fn decode(text: &str, origin: &Path) -> Result<[u8; 32], DataDirError> {
+/// How a key used through subkeys (see `crypto`) is written: `v2:` before its base64.
+const DERIVED_PREFIX: &str = "v2:";
+
+fn decode(text: &str, origin: &Path) -> Result<KeyMaterial, DataDirError> {
+    let text = text.trim();
+    let (derived, text) = match text.strip_prefix(DERIVED_PREFIX) {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
     STANDARD
-        .decode(text.trim())
+        .decode(text)
         .ok()
         .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+        .map(|bytes| KeyMaterial { bytes, derived })
         .ok_or_else(|| DataDirError::BadMasterKey(origin.to_owned()))
+}
+
+fn encode(key: &KeyMaterial) -> String {
+    let base64 = STANDARD.encode(key.bytes);
+    if key.derived { format!("{DERIVED_PREFIX}{base64}") } else { base64 }
+}
+
+/// A new random key: used through subkeys.
+fn new_key() -> KeyMaterial {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    KeyMaterial::derived(bytes)
 }
 
 /// The master keys: the configured ones (`--master-key`, `--previous-master-keys`), else `<dir>/master.key`
@@ -112,15 +134,14 @@ pub fn master_keys(dir: &Path, configured: Option<&str>, previous: &[String]) ->
     match read_key_file(&path) {
         Ok(keys) => Ok(keys),
         Err(DataDirError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            let mut key = [0u8; 32];
-            rand::rng().fill_bytes(&mut key);
+            let key = new_key();
             let mut file = OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
                 .open(&path)
                 .map_err(io(format!("creating {}", path.display())))?;
-            writeln!(file, "{}", STANDARD.encode(key)).map_err(io(format!("writing {}", path.display())))?;
+            writeln!(file, "{}", encode(&key)).map_err(io(format!("writing {}", path.display())))?;
             file.sync_all().map_err(io(format!("writing {}", path.display())))?;
             Ok(MasterKeys { current: key, previous: Vec::new(), file: Some(path) })
         }
@@ -139,8 +160,7 @@ pub fn read_key_file(path: &Path) -> Result<MasterKeys, DataDirError> {
 /// Puts a new random key first in the key file; the keys it had stay after it, so they still open their values.
 pub fn add_new_key(path: &Path) -> Result<MasterKeys, DataDirError> {
     let old = read_key_file(path)?;
-    let mut key = [0u8; 32];
-    rand::rng().fill_bytes(&mut key);
+    let key = new_key();
     let mut previous = vec![old.current];
     previous.extend(old.previous);
     let keys = MasterKeys { current: key, previous, file: Some(path.to_owned()) };
@@ -156,7 +176,7 @@ pub fn retire_previous_keys(path: &Path) -> Result<(), DataDirError> {
 
 /// Replaces the key file atomically (a new file, mode 0600, synced, renamed over it): current key first.
 fn write_key_file(path: &Path, keys: &MasterKeys) -> Result<(), DataDirError> {
-    let lines: Vec<String> = std::iter::once(&keys.current).chain(&keys.previous).map(|k| STANDARD.encode(k)).collect();
+    let lines: Vec<String> = std::iter::once(&keys.current).chain(&keys.previous).map(encode).collect();
     let next = path.with_extension("key.new");
     let mut file = OpenOptions::new()
         .write(true)

@@ -99,7 +99,8 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKFLOW_CAPTURE_URL")]
     pub capture_url: Option<String>,
     /// Base64 of 32 bytes that encrypts secrets at rest (default: generated once into <data-dir>/master.key, mode
-    /// 0600; back it up).
+    /// 0600; back it up). Written `v2:<base64>`, the key is used through a subkey per use, as generated keys are
+    /// (`openssl rand -base64 32` with `v2:` before it makes a new one).
     #[arg(long, env = "HOOKFLOW_MASTER_KEY", hide_env_values = true, global = true)]
     pub master_key: Option<String>,
     /// Base64 keys that sealed values before the current --master-key, comma-separated: they still open those
