@@ -215,12 +215,14 @@ async fn the_master_key_rotates_online_with_the_embedded_default() {
     assert_eq!(secret_delivered(&base, &key, &org, flow, webhook).await, "before-rotation");
     let key_file = dir.0.join("master.key");
     let old = std::fs::read_to_string(&key_file).expect("key file");
+    assert!(old.starts_with("v2:"), "a first start's key is used through subkeys (Hardening IV)");
 
     let (ok, out, err) = operator(&dir.0, &["keys", "rotate-master", "--new-key"]);
     assert!(ok, "{err}");
     assert!(out.contains("re-encrypted 1 secrets") && out.contains("0 values remain"), "{out}");
     let rotated = std::fs::read_to_string(&key_file).expect("key file");
     assert_eq!(rotated.lines().count(), 2);
+    assert!(rotated.starts_with("v2:"), "a rotation's new key is used through subkeys");
     assert_eq!(rotated.lines().nth(1), old.lines().next(), "the old key follows the new one");
     assert!(!out.contains(rotated.lines().next().expect("new")), "no key is printed");
     // The running server opens the re-encrypted secret, and seals new values with the new key.

@@ -13,38 +13,38 @@ async fn a_second_server_on_a_taken_metrics_port_stops_before_starting_anything(
     let address = taken.local_addr().expect("address").to_string();
     let data = std::env::temp_dir().join(format!("hookflow-second-{}", uuid::Uuid::new_v4()));
     let url = hookflow_tests::cluster::fresh_database_url().await;
-    let child = hookflow_tests::server::command(SERVER, &url, &data)
+    let mut command = hookflow_tests::server::command(SERVER, &url, &data);
+    command
         .args(["--embedded-runner", "on"])
         .env("HOOKFLOW_METRICS_LISTEN", &address)
         // Boolean variables as operators write them.
         .env("HOOKFLOW_ALLOW_PRIVATE_TARGETS", "yes")
-        .env("HOOKFLOW_SIGNUP", "1")
-        .spawn()
-        .expect("spawn hookflow-server");
-    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
-        .await
-        .expect("the server stops by itself")
-        .expect("wait");
-    let _ = std::fs::remove_dir_all(&data);
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(!output.status.success(), "{text}");
+        .env("HOOKFLOW_SIGNUP", "1");
+    let (ok, text) = stopped(command, &data).await;
+    assert!(!ok, "{text}");
     assert!(text.contains("--metrics-listen") && text.contains(&address), "{text}");
     assert!(!text.contains("closed pool"), "background tasks were started before the listeners: {text}");
     assert!(!text.contains("organization id:"), "nothing was bootstrapped: {text}");
     drop(taken);
 }
 
-/// Runs the server with `--database-url url` and answers its exit status and all it printed.
-async fn start_with_database_url(url: &str) -> (bool, String) {
-    let data = std::env::temp_dir().join(format!("hookflow-url-{}", uuid::Uuid::new_v4()));
-    let child = hookflow_tests::server::command(SERVER, url, &data).spawn().expect("spawn hookflow-server");
+/// Runs a server that must stop by itself within a minute; answers whether it succeeded and all it printed, and
+/// removes its data directory `data`.
+async fn stopped(mut command: tokio::process::Command, data: &std::path::Path) -> (bool, String) {
+    let child = command.spawn().expect("spawn hookflow-server");
     let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
         .await
         .expect("the server stops by itself")
         .expect("wait");
-    let _ = std::fs::remove_dir_all(&data);
+    let _ = std::fs::remove_dir_all(data);
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     (output.status.success(), text)
+}
+
+/// Runs the server with `--database-url url` and answers its exit status and all it printed.
+async fn start_with_database_url(url: &str) -> (bool, String) {
+    let data = std::env::temp_dir().join(format!("hookflow-url-{}", uuid::Uuid::new_v4()));
+    stopped(hookflow_tests::server::command(SERVER, url, &data), &data).await
 }
 
 /// Hardening IV (16): a malformed `--database-url` stops the server with an error that names no part of its
