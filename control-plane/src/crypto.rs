@@ -216,7 +216,9 @@ impl MasterKey {
         std::iter::once(&ring.current)
             .chain(&ring.previous)
             .filter_map(|key| key.cipher_for(sealed.key_version))
-            .find_map(|cipher| cipher.decrypt(&XNonce::from(nonce), Payload { msg: &sealed.ciphertext, aad: &aad }).ok())
+            .find_map(|cipher| {
+                cipher.decrypt(&XNonce::from(nonce), Payload { msg: &sealed.ciphertext, aad: &aad }).ok()
+            })
             .ok_or(OpenError)
     }
 }

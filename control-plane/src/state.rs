@@ -105,6 +105,21 @@ pub struct Writers {
     pub heartbeats: GroupCommit<crate::queue::heartbeat::Beat>,
 }
 
+/// The server's retention defaults (`--default-execution-retention-days`, `--default-audit-retention-days`,
+/// `--min-audit-retention-days`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionDefaults {
+    pub execution_days: Option<u32>,
+    pub audit_days: Option<u32>,
+    pub min_audit_days: u32,
+}
+
+impl Default for RetentionDefaults {
+    fn default() -> Self {
+        Self { execution_days: None, audit_days: None, min_audit_days: 30 }
+    }
+}
+
 /// Settings that handlers read; built once at startup.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -117,6 +132,8 @@ pub struct Settings {
     pub allow_private_targets: bool,
     /// How often retention runs.
     pub retention_interval: Duration,
+    /// How long executions and audit entries are kept where an organization sets nothing, and the audit floor.
+    pub retention: RetentionDefaults,
     /// Interval of `: keep-alive` comments on idle streams.
     pub stream_keep_alive: Duration,
     /// Events buffered per stream subscriber before it is told it lagged.
@@ -195,6 +212,7 @@ impl Settings {
             public_url,
             allow_private_targets: false,
             retention_interval: Duration::from_secs(60),
+            retention: RetentionDefaults::default(),
             stream_keep_alive: Duration::from_secs(15),
             stream_buffer: 128,
             master_key: crate::crypto::MasterKey::random(),

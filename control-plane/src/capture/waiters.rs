@@ -309,8 +309,10 @@ async fn sweeper(waiters: Arc<CaptureWaiters>, entry: Arc<Entry>) {
             continue;
         }
         let Ok(_permit) = waiters.sweeps.acquire().await else { return };
-        let asking: Vec<Asking<'_>> =
-            asking.iter().map(|(slot, generation, spec)| Asking { slot: *slot, generation: *generation, spec }).collect();
+        let asking: Vec<Asking<'_>> = asking
+            .iter()
+            .map(|(slot, generation, spec)| Asking { slot: *slot, generation: *generation, spec })
+            .collect();
         match Box::pin(wait_sweep::sweep(&waiters.pool, &asking, &seen)).await {
             Ok(swept) => {
                 let mut state = locked(&entry.state);

@@ -103,9 +103,8 @@ pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     let result = MIGRATOR.run(&mut *conn).await;
     let _ = sqlx::query("RESET statement_timeout").execute(&mut *conn).await;
     result?;
-    let applied: Option<i64> = sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
-        .fetch_one(&mut *conn)
-        .await?;
+    let applied: Option<i64> =
+        sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success").fetch_one(&mut *conn).await?;
     if let Some(applied) = applied.filter(|v| *v > newest_known_migration()) {
         tracing::warn!(
             schema_version = applied,

@@ -196,9 +196,9 @@ fn session_attrs(target: &conninfo::Target, role: Role) -> Result<SessionAttrs, 
         }
         // `any` would take the first host that answers, a standby too: keys, sessions and writes would be read
         // from (and refused by) a replica after a failover.
-        (Some(SessionAttrs::Any), Role::Primary) if several => Err(
-            "target_session_attrs=any with several hosts may pick a standby: use read-write or primary".into(),
-        ),
+        (Some(SessionAttrs::Any), Role::Primary) if several => {
+            Err("target_session_attrs=any with several hosts may pick a standby: use read-write or primary".into())
+        }
         (Some(attrs), _) => Ok(attrs),
         (None, Role::Primary) if several => Ok(SessionAttrs::ReadWrite),
         (None, Role::Replica) if several => Ok(SessionAttrs::PreferStandby),

@@ -5,9 +5,9 @@
 
 use crate::db::databases::Databases;
 use crate::metrics::install;
+use axum::Json;
 use axum::Router;
 use axum::extract::State;
-use axum::Json;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -35,8 +35,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let handle = install();
     let app = Source { databases, heartbeat_interval };
-    let router =
-        Router::new().route("/metrics", get(scrape)).route("/readyz", get(readyz)).with_state((app, handle));
+    let router = Router::new().route("/metrics", get(scrape)).route("/readyz", get(readyz)).with_state((app, handle));
     axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
 }
 

@@ -116,6 +116,16 @@ pub struct ServeArgs {
     /// Seconds between retention sweeps (captures past their endpoint's max_age_days or max_requests).
     #[arg(long, env = "HOOKFLOW_RETENTION_INTERVAL_S", default_value_t = 60)]
     pub retention_interval_s: u64,
+    /// Days a finished execution (with its node results, events and captures) is kept, for organizations whose
+    /// operator set none (`hookflow-server orgs limits`); unset: kept for ever.
+    #[arg(long, env = "HOOKFLOW_DEFAULT_EXECUTION_RETENTION_DAYS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub default_execution_retention_days: Option<u32>,
+    /// Days an audit entry is kept, for organizations whose operator set none; unset: kept for ever.
+    #[arg(long, env = "HOOKFLOW_DEFAULT_AUDIT_RETENTION_DAYS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub default_audit_retention_days: Option<u32>,
+    /// Days an audit entry is kept at least, whatever an organization's or the default retention says.
+    #[arg(long, env = "HOOKFLOW_MIN_AUDIT_RETENTION_DAYS", default_value_t = 30)]
+    pub min_audit_retention_days: u32,
     /// Most connections the server opens to PostgreSQL.
     #[arg(long, env = "HOOKFLOW_DB_MAX_CONNECTIONS", default_value_t = 20)]
     pub db_max_connections: u32,
@@ -357,6 +367,19 @@ pub enum OrgsCommand {
     },
     /// List organizations with their ids.
     List,
+    /// Set how long an organization keeps its finished executions and its audit entries (`none`: the server's
+    /// default, `--default-execution-retention-days` / `--default-audit-retention-days`).
+    Limits {
+        /// Organization id.
+        #[arg(long)]
+        org: OrgId,
+        /// Days a finished execution is kept, with its node results, events and captures (or `none`).
+        #[arg(long, value_name = "DAYS|none", value_parser = days_or_none)]
+        execution_retention_days: Option<RetentionDays>,
+        /// Days an audit entry is kept (or `none`); never less than the server's --min-audit-retention-days.
+        #[arg(long, value_name = "DAYS|none", value_parser = days_or_none)]
+        audit_retention_days: Option<RetentionDays>,
+    },
     /// Put an organization on the private-network allow-list (`--allow`) or take it off (`--deny`): its flows run
     /// by the embedded runner, its replays and imports may then reach loopback and private addresses.
     PrivateNetwork {
@@ -487,5 +510,20 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+}
+
+/// A retention in days, or `None` for the server's default (`none` on the command line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionDays(pub Option<u32>);
+
+/// A number of days (1 or more), or `none`.
+fn days_or_none(text: &str) -> Result<RetentionDays, String> {
+    if text == "none" {
+        return Ok(RetentionDays(None));
+    }
+    match text.parse::<u32>() {
+        Ok(days) if days >= 1 && i32::try_from(days).is_ok() => Ok(RetentionDays(Some(days))),
+        _ => Err(format!("`{text}` is not a number of days (1 or more) nor `none`")),
     }
 }

@@ -40,12 +40,7 @@ pub struct Fitted {
 /// `wanted_unproven` (cut, with a warning, when the limit leaves no room for it), and `wanted_proven` or, by
 /// default, what is left after `database_connections` (the pools' sizes), `listeners`, the unproven cap and
 /// [`SPARE`] (at least 1). So the open files stay under the limit with both caps full.
-pub fn fit(
-    wanted_unproven: usize,
-    wanted_proven: Option<usize>,
-    database_connections: u64,
-    listeners: u64,
-) -> Fitted {
+pub fn fit(wanted_unproven: usize, wanted_proven: Option<usize>, database_connections: u64, listeners: u64) -> Fitted {
     let unproven = fit_connections(wanted_unproven);
     let Some(limit) = raised_limit() else {
         return Fitted { unproven, proven: wanted_proven.unwrap_or(usize::MAX) };

@@ -111,6 +111,11 @@ async fn serve_with(
         capture_url,
         allow_private_targets: args.allow_private_targets,
         retention_interval: std::time::Duration::from_secs(args.retention_interval_s.max(1)),
+        retention: crate::state::RetentionDefaults {
+            execution_days: args.default_execution_retention_days,
+            audit_days: args.default_audit_retention_days,
+            min_audit_days: args.min_audit_retention_days,
+        },
         master_key: master_keys.keyring(),
         master_key_file: master_keys.file.clone(),
         lease: std::time::Duration::from_secs(args.lease_s),
@@ -174,7 +179,11 @@ fn database_connections(storage_args: &StorageArgs, args: &ServeArgs) -> u64 {
     u64::from(args.db_max_connections) * pools
 }
 
-fn listener_limits(args: &config::LimitArgs, database_connections: u64, metrics: bool) -> crate::http::listener::Limits {
+fn listener_limits(
+    args: &config::LimitArgs,
+    database_connections: u64,
+    metrics: bool,
+) -> crate::http::listener::Limits {
     use std::time::Duration;
     // The API listener, the metrics one, and the LISTEN connection of each pool.
     let listeners = 1 + u64::from(metrics) + 2;

@@ -1,4 +1,4 @@
-//! Operator subcommands (`orgs create|list|private-network`, `keys create|rotate-signing|rotate-master`,
+//! Operator subcommands (`orgs create|list|limits|private-network`, `keys create|rotate-signing|rotate-master`,
 //! `users create|reset-password`):
 //! set up a multi-tenant installation from a shell, straight against the database, printing each secret once.
 
@@ -31,6 +31,28 @@ pub async fn orgs(pool: &PgPool, command: OrgsCommand) -> Result<(), BoxError> {
                 let private = if org.private_network { "  (private network allowed)" } else { "" };
                 println!("{}  {}{private}", org.id, org.name);
             }
+        }
+        OrgsCommand::Limits { org, execution_retention_days, audit_retention_days } => {
+            if execution_retention_days.is_none() && audit_retention_days.is_none() {
+                return Err("name a limit to set: --execution-retention-days or --audit-retention-days".into());
+            }
+            let limits = organization::RetentionLimits {
+                execution_retention_days: execution_retention_days.map(|d| d.0),
+                audit_retention_days: audit_retention_days.map(|d| d.0),
+            };
+            let mut tx = pool.begin().await?;
+            let Some((executions, audit)) = organization::set_retention(&mut tx, org, limits).await? else {
+                return Err(format!("no organization {org}; `hookflow-server orgs list` shows them").into());
+            };
+            tx.commit().await?;
+            let days =
+                |d: Option<i32>| d.map_or("as long as the server's default says".to_owned(), |d| format!("{d} days"));
+            println!(
+                "organization {org} keeps finished executions {} and audit entries {} (never less than the \
+                 server's --min-audit-retention-days)",
+                days(executions),
+                days(audit)
+            );
         }
         OrgsCommand::PrivateNetwork { org, allow, .. } => {
             let mut tx = pool.begin().await?;

@@ -1,10 +1,12 @@
 //! Retention: a background task deletes captures older than their endpoint's `max_age_days` and beyond its
 //! `max_requests` newest (the organization's defaults where the endpoint sets none), keeping counts right;
+//! finished executions (their node results, events, jobs and captures with them) and audit entries older than
+//! their organization's retention or the server's default (audit entries never before the server's floor);
 //! it also forgets the stream and queue watches of replicas that stopped refreshing them, expired idempotency keys,
 //! the trigger counts of minutes long past and Standard Webhooks ids past twice their endpoint's tolerance.
 
 use crate::api::webhooks::model::subtract_stored;
-use crate::state::AppState;
+use crate::state::{AppState, RetentionDefaults};
 use hookflow_shared::WebhookId;
 use sqlx::PgPool;
 
@@ -70,6 +72,65 @@ pub async fn sweep(pool: &PgPool) -> Result<u64, sqlx::Error> {
     Ok(deleted)
 }
 
+/// Deletes, in small batches, finished executions past their organization's retention (else `defaults`'), with
+/// everything they own, and audit entries past theirs (never younger than the floor); answers how many of each.
+pub async fn sweep_history(pool: &PgPool, defaults: RetentionDefaults) -> Result<(u64, u64), sqlx::Error> {
+    let execution_days = defaults.execution_days.and_then(|d| i32::try_from(d).ok());
+    let executions = in_batches(pool, |pool| {
+        // The executions' children go with them: jobs, node results and events by the delete trigger, their own
+        // captures by their foreign key.
+        sqlx::query(
+            "DELETE FROM executions WHERE id IN (
+                SELECT e.id FROM organizations o
+                JOIN executions e ON e.organization_id = o.id AND e.finished_at IS NOT NULL
+                    AND e.finished_at < now() - make_interval(days => COALESCE(o.execution_retention_days, $2))
+                WHERE COALESCE(o.execution_retention_days, $2) IS NOT NULL
+                LIMIT $1)",
+        )
+        .bind(DELETE_BATCH)
+        .bind(execution_days)
+        .execute(pool)
+    })
+    .await?;
+    let audit_days = defaults.audit_days.and_then(|d| i32::try_from(d).ok());
+    let floor = i32::try_from(defaults.min_audit_days).unwrap_or(i32::MAX);
+    let audit = in_batches(pool, |pool| {
+        sqlx::query(
+            "DELETE FROM audit_log WHERE id IN (
+                SELECT a.id FROM organizations o
+                JOIN audit_log a ON a.organization_id = o.id
+                    AND a.created_at < now() - make_interval(days => GREATEST(COALESCE(o.audit_retention_days, $2), $3))
+                WHERE COALESCE(o.audit_retention_days, $2) IS NOT NULL
+                LIMIT $1)",
+        )
+        .bind(DELETE_BATCH)
+        .bind(audit_days)
+        .bind(floor)
+        .execute(pool)
+    })
+    .await?;
+    Ok((executions, audit))
+}
+
+/// Runs a delete of at most [`DELETE_BATCH`] rows until it deletes none, pausing between batches as captures'
+/// sweep does; answers the rows deleted.
+async fn in_batches<'p, F, Fut>(pool: &'p PgPool, mut delete: F) -> Result<u64, sqlx::Error>
+where
+    F: FnMut(&'p PgPool) -> Fut,
+    Fut: Future<Output = Result<sqlx::postgres::PgQueryResult, sqlx::Error>>,
+{
+    let mut deleted = 0;
+    loop {
+        let started = std::time::Instant::now();
+        let removed = delete(pool).await?.rows_affected();
+        deleted += removed;
+        if removed == 0 {
+            return Ok(deleted);
+        }
+        tokio::time::sleep(BETWEEN_BATCHES.max(started.elapsed() * 4)).await;
+    }
+}
+
 async fn adjust_counts(pool: &PgPool, removed: &[(WebhookId, i64)]) -> Result<u64, sqlx::Error> {
     let mut total = 0;
     for (webhook_id, n) in removed.iter().filter(|(_, n)| *n > 0) {
@@ -89,8 +150,21 @@ pub async fn run(app: AppState) {
         }
         match sweep(&app.pool).await {
             Ok(0) => {}
-            Ok(n) => tracing::info!(deleted = n, "retention removed old captures"),
+            Ok(n) => {
+                metrics::counter!("hookflow_retention_deleted_total", "kind" => "captures").increment(n);
+                tracing::info!(deleted = n, "retention removed old captures");
+            }
             Err(e) => tracing::warn!(error = %e, "retention sweep failed; trying again later"),
+        }
+        match sweep_history(&app.pool, app.settings.retention).await {
+            Ok((executions, audit)) => {
+                metrics::counter!("hookflow_retention_deleted_total", "kind" => "executions").increment(executions);
+                metrics::counter!("hookflow_retention_deleted_total", "kind" => "audit").increment(audit);
+                if executions + audit > 0 {
+                    tracing::info!(executions, audit, "retention removed old executions and audit entries");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "retention of executions and audit failed; trying again later"),
         }
         if let Err(e) = crate::api::executions::idempotency::expire(&app.pool).await {
             tracing::warn!(error = %e, "expiring idempotency keys failed; trying again later");

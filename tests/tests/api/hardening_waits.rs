@@ -267,7 +267,8 @@ async fn a_job_token_is_answered_429_past_fifty_requests_a_second() {
     let other = app.launch(&flow, json!({"mode": "ephemeral"})).await["job"].clone();
     // 80 keep-alives (empty reports) sent at once, well within a second.
     let started = Instant::now();
-    let replies = futures_util::future::join_all((0..80).map(|_| app.job_call(&job, "nodes", json!({"results": []})))).await;
+    let replies =
+        futures_util::future::join_all((0..80).map(|_| app.job_call(&job, "nodes", json!({"results": []})))).await;
     let refused: Vec<&Reply> = replies.iter().filter(|r| r.status == 429).collect();
     let served = replies.iter().filter(|r| r.status == 200).count();
     assert_eq!(refused.len() + served, 80, "{:?}", replies.iter().map(|r| &r.text).collect::<Vec<_>>());
@@ -307,12 +308,8 @@ async fn a_key_without_webhooks_read_cannot_save_a_node_reading_an_endpoint() {
     let own = as_limited(Method::POST, "/flows".into(), Some(json!({"name": "own", "definition": own_url}))).await;
     assert_eq!(own.status, 201, "a node waiting on its execution's own URL names no endpoint: {}", own.text);
     let own_id = own.body["id"].as_str().expect("id").to_owned();
-    let replaced = as_limited(
-        Method::PUT,
-        format!("/flows/{own_id}"),
-        Some(json!({"name": "own", "definition": reading})),
-    )
-    .await;
+    let replaced =
+        as_limited(Method::PUT, format!("/flows/{own_id}"), Some(json!({"name": "own", "definition": reading}))).await;
     replaced.assert_refused(403, "insufficient_scope", "webhooks:read");
     let patched = as_limited(Method::PATCH, format!("/flows/{own_id}"), Some(json!({"definition": reading}))).await;
     patched.assert_refused(403, "insufficient_scope", "webhooks:read");
@@ -330,9 +327,8 @@ async fn a_key_without_webhooks_read_cannot_save_a_node_reading_an_endpoint() {
     // ...but CI runs it with the `ci` preset (flows:execute and flows:read): the flow's author, who may read the
     // endpoint, chose what its runs show, and a launch cannot change which endpoint a node names.
     let ci = app.creds_with(&["flows:read", "flows:execute"]).await;
-    let launched = app
-        .call(Method::POST, &format!("/flows/{flow}/launch"), Some(&ci), Some(json!({"mode": "ephemeral"})))
-        .await;
+    let launched =
+        app.call(Method::POST, &format!("/flows/{flow}/launch"), Some(&ci), Some(json!({"mode": "ephemeral"}))).await;
     assert_eq!(launched.status, 201, "{}", launched.text);
     let job = Job {
         id: launched.body["job"]["job_id"].as_str().expect("job id").to_owned(),

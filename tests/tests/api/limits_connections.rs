@@ -109,11 +109,8 @@ async fn keyed_flood(rate_limit: &str) -> Vec<String> {
         reports.iter().map(|r| r.split(' ').nth(1).and_then(|n| n.parse::<usize>().ok()).expect("count")).sum();
     assert_eq!(opened, 30_000, "every connection opened: {reports:?}");
 
-    let fresh = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .pool_max_idle_per_host(0)
-        .build()
-        .expect("client");
+    let fresh =
+        reqwest::Client::builder().timeout(Duration::from_secs(30)).pool_max_idle_per_host(0).build().expect("client");
     for probe in 0..10 {
         let asked = std::time::Instant::now();
         let health = fresh.get(format!("{base}/healthz")).send().await.expect("healthz answers");

@@ -64,6 +64,7 @@ mod queue_completion_results;
 mod queue_polls;
 mod request_lines;
 mod resources;
+mod retention_history;
 mod runner_e2e;
 mod runners_embedded;
 mod signatures;

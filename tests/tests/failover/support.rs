@@ -192,7 +192,8 @@ pub async fn readyz(server: &ServerProcess) -> (u16, Value) {
     let response = reqwest::get(format!("http://{metrics}/readyz")).await.expect("readyz");
     let status = response.status().as_u16();
     let body: Value = response.json().await.expect("readyz body");
-    let public: Value = reqwest::get(format!("{}/readyz", server.base)).await.expect("readyz").json().await.expect("body");
+    let public: Value =
+        reqwest::get(format!("{}/readyz", server.base)).await.expect("readyz").json().await.expect("body");
     assert!(public.get("database").is_none(), "the API listener's /readyz names no database: {public}");
     (status, body)
 }

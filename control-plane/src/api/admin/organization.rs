@@ -106,6 +106,51 @@ pub async fn set_private_network(conn: &mut PgConnection, org_id: OrgId, allowed
     Ok(true)
 }
 
+/// What an operator may set of an organization's retention (`hookflow-server orgs limits`): for each, absent
+/// keeps it, `Some(None)` clears it (the server's default applies).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RetentionLimits {
+    pub execution_retention_days: Option<Option<u32>>,
+    pub audit_retention_days: Option<Option<u32>>,
+}
+
+/// Sets what `limits` names of the organization's retention, audited (`organization.limits`); answers the values
+/// now in force (`None`: the server's default), or `None` when there is no such organization.
+pub async fn set_retention(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+    limits: RetentionLimits,
+) -> Result<Option<(Option<i32>, Option<i32>)>, sqlx::Error> {
+    let days = |value: Option<Option<u32>>| value.map(|d| d.and_then(|d| i32::try_from(d).ok()));
+    let (execution, audit) = (days(limits.execution_retention_days), days(limits.audit_retention_days));
+    let now: Option<(Option<i32>, Option<i32>)> = sqlx::query_as(
+        "UPDATE organizations SET
+             execution_retention_days = CASE WHEN $2 THEN $3 ELSE execution_retention_days END,
+             audit_retention_days = CASE WHEN $4 THEN $5 ELSE audit_retention_days END
+         WHERE id = $1 RETURNING execution_retention_days, audit_retention_days",
+    )
+    .bind(org_id)
+    .bind(execution.is_some())
+    .bind(execution.flatten())
+    .bind(audit.is_some())
+    .bind(audit.flatten())
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some((execution_now, audit_now)) = now else { return Ok(None) };
+    let event = AuditEvent {
+        org_id,
+        actor: Actor::Operator,
+        action: "organization.limits",
+        target: org_id.to_string(),
+        details: serde_json::json!({
+            "execution_retention_days": execution_now,
+            "audit_retention_days": audit_now,
+        }),
+    };
+    audit::record(conn, event).await?;
+    Ok(Some((execution_now, audit_now)))
+}
+
 /// All organizations, oldest first (operator listing).
 pub async fn list_all(conn: &mut PgConnection) -> Result<Vec<Organization>, sqlx::Error> {
     let rows: Vec<OrgRow> =

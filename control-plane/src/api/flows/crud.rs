@@ -3,8 +3,8 @@
 
 use crate::api::context::Ctx;
 use crate::api::flows::model::{
-    check_endpoint_reads,
-    FLOW_COLUMNS, FlowRow, NewFlow, check_definition, check_schedule, fetch, insert_flow, name_taken,
+    FLOW_COLUMNS, FlowRow, NewFlow, check_definition, check_endpoint_reads, check_schedule, fetch, insert_flow,
+    name_taken,
 };
 use crate::auth::scope;
 use crate::db::json_text::JsonText;

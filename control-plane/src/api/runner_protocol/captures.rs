@@ -6,9 +6,9 @@
 //! (`explain`). Waits are counted per job, organization and server before anything is read.
 
 use crate::api::runner_protocol::report::{JobCall, read_body};
+use crate::api::runner_protocol::wait_conds;
 use crate::api::webhooks::search::{self, Cond};
 use crate::capture::cache::CaptureTarget;
-use crate::api::runner_protocol::wait_conds;
 use crate::capture::wait_sweep::{WINDOW, WaitSpec};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::parse_json;
