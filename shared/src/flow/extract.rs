@@ -418,8 +418,8 @@ mod tests {
     fn bodies_past_the_evaluated_size_fail_json_and_xml_extractors_only() {
         let body = format!("[{}1]", "1,".repeat(MAX_EVALUATED_BODY / 2));
         let parsed = Parsed::new(response(&[], &body));
-        for kind in [ExtractorKind::JsonPath, ExtractorKind::XmlPath] {
-            let error = extractor(kind, Some("$[0]"), None, None).extract_from(&parsed).expect_err("too large");
+        for (kind, expression) in [(ExtractorKind::JsonPath, "$[0]"), (ExtractorKind::XmlPath, "/a")] {
+            let error = extractor(kind, Some(expression), None, None).extract_from(&parsed).expect_err("too large");
             assert!(error.to_string().starts_with("body too large to evaluate"), "{error}");
         }
         let regex = extractor(ExtractorKind::Body, None, None, Some(r"^\[(\d)"));
