@@ -195,8 +195,8 @@ async fn nat64_teredo_and_alibaba_metadata_are_refused_before_any_connection() {
     ] {
         let node = json!({"id": "probe", "kind": "request", "request": {"method": "GET", "url": url}});
         let started = Instant::now();
-        let reply = app.call(Method::POST, &format!("/flows/{flow}/try"), Some(&app.admin), Some(json!({"node": node})));
-        let reply = reply.await;
+        let path = format!("/flows/{flow}/try");
+        let reply = app.call(Method::POST, &path, Some(&app.admin), Some(json!({"node": node}))).await;
         assert_eq!(reply.status, 200, "{}", reply.text);
         assert_eq!(reply.body["status"], "error", "{url}: {}", reply.text);
         let error = reply.body["error"].as_str().unwrap_or_default();
