@@ -18,27 +18,46 @@ pub enum AddressClass {
     Public,
     /// Loopback, private ranges, unique-local, shared (CGNAT), site-local: the operator's own networks.
     Private,
-    /// Link-local, where cloud metadata services live (169.254.169.254, fe80::/10, fd00:ec2::254).
+    /// Link-local, where cloud metadata services live (169.254.169.254, fe80::/10, fd00:ec2::254), and the
+    /// metadata addresses outside it (Alibaba Cloud's 100.100.100.200).
     LinkLocal,
     /// Nothing should be sent there: unspecified, broadcast, multicast, documentation, reserved.
     Unusable,
 }
 
-/// Classifies an address, looking through the IPv6 forms that carry an IPv4 address (mapped, compatible,
-/// NAT64 `64:ff9b::/96`, 6to4 `2002::/16`).
+/// Classifies an address, looking through the IPv6 forms that carry an IPv4 address (mapped, compatible, 6to4
+/// `2002::/16`). NAT64 `64:ff9b::/32` (the well-known `/96` and the local-use `64:ff9b:1::/48`, whose translator
+/// may embed the IPv4 address elsewhere) is public only when its last 32 bits are a public IPv4 address, and
+/// unusable otherwise; Teredo `2001::/32` is unusable (its server and client addresses are the sender's choice).
 pub fn classify(ip: IpAddr) -> AddressClass {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
-        IpAddr::V6(v6) => match embedded_v4(v6) {
-            Some(v4) => classify_v4(v4),
-            None => classify_v6(v6),
-        },
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            if s[..2] == [0x64, 0xff9b] {
+                let tail = Ipv4Addr::from((u32::from(s[6]) << 16) | u32::from(s[7]));
+                return match classify_v4(tail) {
+                    AddressClass::Public => AddressClass::Public,
+                    _ => AddressClass::Unusable,
+                };
+            }
+            if s[..2] == [0x2001, 0] {
+                return AddressClass::Unusable;
+            }
+            match embedded_v4(v6) {
+                Some(v4) => classify_v4(v4),
+                None => classify_v6(v6),
+            }
+        }
     }
 }
 
+/// Alibaba Cloud's metadata service, inside the shared (CGNAT) range the private policy allows.
+const ALIBABA_METADATA: Ipv4Addr = Ipv4Addr::new(100, 100, 100, 200);
+
 fn classify_v4(v4: Ipv4Addr) -> AddressClass {
     let [a, b, c, _] = v4.octets();
-    if v4.is_link_local() {
+    if v4.is_link_local() || v4 == ALIBABA_METADATA {
         AddressClass::LinkLocal
     } else if v4.is_unspecified()
         || v4.is_broadcast()
@@ -75,8 +94,8 @@ fn classify_v6(v6: Ipv6Addr) -> AddressClass {
     }
 }
 
-/// The IPv4 address an IPv6 address stands for: mapped `::ffff:a.b.c.d`, compatible `::a.b.c.d`, NAT64
-/// `64:ff9b::a.b.c.d`, or 6to4 `2002:aabb:ccdd::`.
+/// The IPv4 address an IPv6 address stands for: mapped `::ffff:a.b.c.d`, compatible `::a.b.c.d`, or 6to4
+/// `2002:aabb:ccdd::` (NAT64 is [`classify`]'s).
 fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = v6.segments();
     let tail = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
@@ -84,9 +103,6 @@ fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
         return Some(v4);
     }
     if s[..6] == [0, 0, 0, 0, 0, 0] && !(s[6] == 0 && s[7] <= 1) {
-        return Some(tail(s[6], s[7]));
-    }
-    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         return Some(tail(s[6], s[7]));
     }
     if s[0] == 0x2002 {
@@ -277,10 +293,13 @@ mod tests {
         for ip in ["127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "100.64.0.1", "::1", "fd00::1", "fec0::1"] {
             assert_eq!(class(ip), AddressClass::Private, "{ip}");
         }
-        for ip in ["::ffff:127.0.0.1", "::127.0.0.1", "64:ff9b::7f00:1", "2002:7f00:1::", "64:ff9b::a00:1"] {
+        for ip in ["::ffff:127.0.0.1", "::127.0.0.1", "2002:7f00:1::", "100.100.100.199", "100.127.255.255"] {
             assert_eq!(class(ip), AddressClass::Private, "{ip}");
         }
-        for ip in ["169.254.169.254", "fe80::1", "fd00:ec2::254", "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe"] {
+        for ip in ["169.254.169.254", "fe80::1", "fd00:ec2::254", "::ffff:169.254.169.254", "100.100.100.200"] {
+            assert_eq!(class(ip), AddressClass::LinkLocal, "{ip}");
+        }
+        for ip in ["::ffff:100.100.100.200", "2002:6464:64c8::"] {
             assert_eq!(class(ip), AddressClass::LinkLocal, "{ip}");
         }
         for ip in ["0.0.0.0", "::", "224.0.0.1", "255.255.255.255", "192.0.0.170", "198.18.0.1", "2001:db8::1"] {
@@ -289,6 +308,46 @@ mod tests {
         for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8", "2002:808:808::"] {
             assert_eq!(class(ip), AddressClass::Public, "{ip}");
         }
+    }
+
+    #[test]
+    fn nat64_is_public_only_for_a_public_ipv4_tail_and_teredo_never() {
+        // The well-known /96 and the local-use /48 (a translator may embed the IPv4 address elsewhere): only a
+        // public tail passes, whatever the policy.
+        for ip in ["64:ff9b::808:808", "64:ff9b:1::808:808", "64:ff9b:1:2:3:4:808:808", "64:ff9b:ffff::5db8:d822"] {
+            assert_eq!(class(ip), AddressClass::Public, "{ip}");
+        }
+        for ip in [
+            "64:ff9b::7f00:1",
+            "64:ff9b::a00:1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::a00:1",
+            "64:ff9b:1::7f00:1",
+            "64:ff9b:1:a00:1::",
+            "64:ff9b:1::6464:64c8",
+            "64:ff9b::",
+            "2001::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "2001:0:ffff::",
+        ] {
+            assert_eq!(class(ip), AddressClass::Unusable, "{ip}");
+            let ip: IpAddr = ip.parse().expect("an address");
+            for policy in [NetworkPolicy::Public, NetworkPolicy::Private, NetworkPolicy::Any] {
+                assert!(!allows(policy, ip), "{ip} under {policy:?}");
+            }
+        }
+        // Neighbours of the refused ranges stay what they were.
+        assert_eq!(class("2001:4860:4860::8888"), AddressClass::Public);
+        assert_eq!(class("64:ff9a::a00:1"), AddressClass::Public);
+    }
+
+    #[test]
+    fn alibaba_metadata_is_refused_under_the_public_and_private_policies() {
+        let ip: IpAddr = "100.100.100.200".parse().expect("an address");
+        assert!(!allows(NetworkPolicy::Public, ip));
+        assert!(!allows(NetworkPolicy::Private, ip));
+        assert!(allows(NetworkPolicy::Any, ip), "installed runners reach what their network reaches");
+        assert!(allows(NetworkPolicy::Private, "100.100.100.201".parse().expect("an address")));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{GeneralPurpose, STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
-use hookflow_shared::api::executions::NodeResult;
+use hookflow_shared::api::executions::{MAX_RESULT_BODY, NodeResult};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -96,7 +96,12 @@ impl Masker {
     /// The secret a base64 token decodes to something holding, if any.
     fn in_decoded(&self, token: &str) -> Option<usize> {
         let engines: [&GeneralPurpose; 4] = [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE, &URL_SAFE_NO_PAD];
-        let decoded = engines.iter().find_map(|engine| engine.decode(token).ok())?;
+        // A token the kept part cuts (or one with a stray character) is read as far as whole quartets go.
+        let aligned = &token[..token.len() / 4 * 4];
+        let decoded = engines
+            .iter()
+            .find_map(|engine| engine.decode(token).ok())
+            .or_else(|| [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD].iter().find_map(|e| e.decode(aligned.trim_end_matches('=')).ok()))?;
         let decoded = String::from_utf8_lossy(&decoded);
         self.secrets.iter().position(|s| decoded.contains(s.value.as_str()))
     }
@@ -114,12 +119,18 @@ impl Masker {
     }
 
     pub fn text(&self, text: &str) -> String {
+        self.masked_until(text, text.len())
+    }
+
+    /// `text` masked, written only as far as `stop_at` (a character boundary), or to the end of a secret that
+    /// starts before it.
+    fn masked_until(&self, text: &str, stop_at: usize) -> String {
         let mut ranges: Vec<(usize, usize)> = self.find(text).into_iter().map(|(s, e, _)| (s, e)).collect();
         if ranges.is_empty() {
-            return text.to_owned();
+            return text[..stop_at].to_owned();
         }
         ranges.sort_unstable();
-        let mut out = String::with_capacity(text.len());
+        let mut out = String::with_capacity(stop_at);
         // `at`: where the text not yet written starts; ranges that overlap or touch the last one extend it.
         let mut at = 0;
         let mut open = false;
@@ -128,13 +139,41 @@ impl Masker {
                 at = at.max(end);
                 continue;
             }
+            if start >= stop_at {
+                break;
+            }
             out.push_str(&text[at..start]);
             out.push_str(MASK);
             at = end;
             open = true;
         }
-        out.push_str(&text[at..]);
+        if at < stop_at {
+            out.push_str(&text[at..stop_at]);
+        }
         out
+    }
+
+    /// The longest source text a secret's rendering can take (JSON's `\uXXXX` takes six bytes per byte; base64
+    /// four per three, and a token's alignment).
+    fn margin(&self) -> usize {
+        self.secrets.iter().map(|s| s.value.len()).max().unwrap_or(0).saturating_mul(6).saturating_add(16)
+    }
+
+    /// A body as a result keeps it: masked, then cut to [`MAX_RESULT_BODY`] at a character boundary; `true` when
+    /// something was cut. Only what can be kept is looked at, with a margin any secret's rendering fits in, never
+    /// the whole body: a secret that starts in the kept part is seen whole and masked whole.
+    pub fn kept(&self, text: &str) -> (String, bool) {
+        let window_end = floor_char_boundary(text, MAX_RESULT_BODY.saturating_add(self.margin()));
+        let masked = if window_end == text.len() {
+            self.text(text)
+        } else {
+            self.masked_until(&text[..window_end], floor_char_boundary(text, MAX_RESULT_BODY))
+        };
+        let end = floor_char_boundary(&masked, MAX_RESULT_BODY);
+        let truncated = window_end < text.len() || end < masked.len();
+        let mut masked = masked;
+        masked.truncate(end);
+        (masked, truncated)
     }
 
     pub fn text_in_place(&self, text: &mut String) {
@@ -206,6 +245,18 @@ impl Masker {
             self.text_in_place(error);
         }
     }
+}
+
+/// The largest character boundary of `text` at or below `at`.
+fn floor_char_boundary(text: &str, at: usize) -> usize {
+    if at >= text.len() {
+        return text.len();
+    }
+    let mut end = at;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
 }
 
 /// The renderings of a value found as they are: itself, base64 in four flavours, hex in both cases.
@@ -391,6 +442,27 @@ mod tests {
         let mut value = serde_json::json!({"pin": 987654, "list": [SECRET, 1], "987654": true, "other": 12});
         m.value(&mut value);
         assert_eq!(value, serde_json::json!({"pin": "***", "list": ["***", 1], "***": true, "other": 12}));
+    }
+
+    #[test]
+    fn a_long_body_is_masked_in_what_is_kept_only() {
+        let m = masker();
+        let encoded = STANDARD.encode(format!("user:{SECRET}:{}", "z".repeat(200_000)));
+        for at in [0, 100, MAX_RESULT_BODY - 40, MAX_RESULT_BODY - 2, MAX_RESULT_BODY - 300] {
+            for secret in [SECRET.to_owned(), "p%40ss+word%2F%22x%22".to_owned(), format!("Basic {encoded}")] {
+                let body = format!("{}{secret}{}", "a".repeat(at), "b".repeat(3 * MAX_RESULT_BODY));
+                let (kept, truncated) = m.kept(&body);
+                assert!(truncated);
+                assert!(kept.len() <= MAX_RESULT_BODY);
+                assert!(!kept.contains("p@ss") && !kept.contains("p%40ss"), "at {at}");
+                assert!(!kept.contains(&encoded[..40]), "at {at}: no part of the token is kept");
+                assert!(kept.starts_with(&"a".repeat(at.min(100))));
+            }
+        }
+        let (short, truncated) = m.kept("a p@ss word/\"x\" b");
+        assert_eq!((short.as_str(), truncated), ("a *** b", false));
+        let (plain, truncated) = Masker::default().kept(&"é".repeat(MAX_RESULT_BODY));
+        assert!(truncated && plain.len() <= MAX_RESULT_BODY && plain.len() > MAX_RESULT_BODY - 2);
     }
 
     #[test]

@@ -262,8 +262,9 @@ impl Engine {
                 job: context.job,
                 masker: &context.masker,
             };
+            let stop = context.cancel.child_token();
             let exchange = tokio::select! {
-                exchange = request::exchange(exchange_context, request, vars) => exchange,
+                exchange = request::exchange(exchange_context, request, vars, &stop) => exchange,
                 () = context.cancel.cancelled() => return None,
             };
             if exchange.status == Some(NodeStatus::Passed) || tries >= retry.count {
@@ -275,8 +276,9 @@ impl Engine {
                 () = context.cancel.cancelled() => return None,
             }
         };
+        // A response to a request whose URL a launch or a sender chose says what they chose it to say.
         for (name, value) in &exchange.extracted {
-            vars.set(name, value.clone());
+            vars.set_tainted(name, value.clone(), exchange.tainted);
         }
         result.status = exchange.status.unwrap_or(NodeStatus::Error);
         result.request = exchange.request;

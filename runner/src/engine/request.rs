@@ -6,14 +6,15 @@ use crate::engine::mask::Masker;
 use crate::engine::send::{self, Outgoing, Received};
 use crate::engine::vars::Variables;
 use hookflow_shared::api::catalog::{Assertion, AssertionResult};
-use hookflow_shared::api::executions::{MAX_RESULT_BODY, NodeStatus, ReceivedResponse, SentRequest, Timings};
+use hookflow_shared::api::executions::{NodeStatus, ReceivedResponse, SentRequest, Timings};
 use hookflow_shared::api::runners::Job;
 use hookflow_shared::flow::definition::{RequestNode, RequestSpec};
-use hookflow_shared::flow::extract::{Extractor, ExtractorKind, ResponseView};
+use hookflow_shared::flow::extract::{Extractor, ExtractorKind, Parsed, ResponseView};
 use hookflow_shared::flow::template;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 pub const DEFAULT_NODE_TIMEOUT_MS: u64 = 30_000;
 
@@ -26,6 +27,8 @@ pub struct Exchange {
     pub extracted: BTreeMap<String, Value>,
     pub assertions: Vec<AssertionResult>,
     pub error: Option<String>,
+    /// The request's URL held a value a launch or a sender chose: what it extracted is theirs too.
+    pub tainted: bool,
 }
 
 impl Exchange {
@@ -40,18 +43,6 @@ pub struct Context<'a> {
     pub client: &'a reqwest::Client,
     pub job: &'a Job,
     pub masker: &'a Masker,
-}
-
-/// Cuts a body to the kept size at a character boundary.
-pub fn keep(text: &str) -> (String, bool) {
-    if text.len() <= MAX_RESULT_BODY {
-        return (text.to_owned(), false);
-    }
-    let mut end = MAX_RESULT_BODY;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    (text[..end].to_owned(), true)
 }
 
 /// The request as it will be sent, and as it is shown: a header whose value carries a secret is shown as `***`
@@ -108,8 +99,30 @@ fn mark_depth(headers: &mut Vec<(String, String)>, shown: &mut BTreeMap<String, 
     shown.insert(name.to_owned(), depth.to_string());
 }
 
-/// One try of a request node.
-pub async fn exchange(context: Context<'_>, node: &RequestNode, vars: &Variables) -> Exchange {
+/// Whether the URL a request is sent to (its template or its query's) used a value a launch or a sender chose.
+fn url_tainted(spec: &RequestSpec, vars: &Variables) -> bool {
+    vars.is_tainted_template(&spec.url) || spec.query.values().any(|value| vars.is_tainted_template(value))
+}
+
+/// One try of a request node. `stop` ends it early (a timeout, a cancellation): sending stops at once, evaluating
+/// between two extractors, and the try returns only once its work has ended.
+pub async fn exchange(
+    context: Context<'_>,
+    node: &RequestNode,
+    vars: &Variables,
+    stop: &CancellationToken,
+) -> Exchange {
+    let mut exchange = exchange_inner(context, node, vars, stop).await;
+    exchange.tainted = node.request.as_ref().is_some_and(|spec| url_tainted(spec, vars));
+    exchange
+}
+
+async fn exchange_inner(
+    context: Context<'_>,
+    node: &RequestNode,
+    vars: &Variables,
+    stop: &CancellationToken,
+) -> Exchange {
     let Some(spec) = &node.request else {
         return Exchange::error(
             None,
@@ -122,32 +135,61 @@ pub async fn exchange(context: Context<'_>, node: &RequestNode, vars: &Variables
     };
     let timeout = Duration::from_millis(node.timeout_ms.unwrap_or(DEFAULT_NODE_TIMEOUT_MS));
     let rules = send::Rules { guard_policy: context.job.network, secret_hosts: &context.job.secret_hosts };
-    let received = match send::send(context.client, &outgoing, &rules, context.masker, timeout).await {
+    let sent = tokio::select! {
+        sent = send::send(context.client, &outgoing, &rules, context.masker, timeout) => sent,
+        () = stop.cancelled() => Err(STOPPED.to_owned()),
+    };
+    let received = match sent {
         Ok(received) => received,
         Err(message) => return Exchange::error(Some(shown), message),
     };
     let heavy = received.body.len() > HEAVY_BODY || node.extractors.iter().any(|e| e.kind == ExtractorKind::XmlPath);
     if !heavy {
-        return evaluate(node, vars, shown, &received, context.masker);
+        return evaluate(node, vars, shown, &received, context.masker, stop);
     }
-    // Parsing a large or XML body is CPU work: off the async workers.
+    // Parsing a large or XML body is CPU work: off the async workers, a few at a time in the process (a parsed
+    // document takes many times its text), stopped between extractors when `stop` fires, and awaited to its end
+    // even then, so whoever holds a slot for this try holds it while the work goes on.
+    let permit = tokio::select! {
+        permit = heavy_evaluations().clone().acquire_owned() => permit.ok(),
+        () = stop.cancelled() => None,
+    };
+    let Some(permit) = permit else {
+        return Exchange::error(Some(shown), STOPPED.into());
+    };
+    // Dropped before its end (a run's timeout drops it), the exchange stops its blocking work all the same.
+    let stop = stop.child_token();
+    let _stopped = stop.clone().drop_guard();
     let (node, vars, masker) = (node.clone(), vars.clone(), context.masker.clone());
-    tokio::task::spawn_blocking(move || evaluate(&node, &vars, shown, &received, &masker))
-        .await
-        .unwrap_or_else(|_| Exchange::error(None, "evaluating the response failed".into()))
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        evaluate(&node, &vars, shown, &received, &masker, &stop)
+    })
+    .await
+    .unwrap_or_else(|_| Exchange::error(None, "evaluating the response failed".into()))
 }
 
 /// Bodies larger than this are evaluated off the async workers.
-const HEAVY_BODY: usize = 256 * 1024;
+pub(crate) const HEAVY_BODY: usize = 256 * 1024;
+/// Large or XML bodies evaluated at once in the process.
+const HEAVY_EVALUATIONS: usize = 2;
+/// The error of a try stopped before its end.
+pub const STOPPED: &str = "stopped before the exchange ended";
+
+pub(crate) fn heavy_evaluations() -> &'static std::sync::Arc<tokio::sync::Semaphore> {
+    static SEMAPHORE: std::sync::OnceLock<std::sync::Arc<tokio::sync::Semaphore>> = std::sync::OnceLock::new();
+    SEMAPHORE.get_or_init(|| std::sync::Arc::new(tokio::sync::Semaphore::new(HEAVY_EVALUATIONS)))
+}
 
 /// Runs the extractors and then (when they all worked) the assertions over a received response; the kept body
-/// and headers are masked whole before the body is cut to size.
+/// (only what is kept of it) and headers are masked.
 fn evaluate(
     node: &RequestNode,
     vars: &Variables,
     shown: SentRequest,
     received: &Received,
     masker: &Masker,
+    stop: &CancellationToken,
 ) -> Exchange {
     let text = String::from_utf8_lossy(&received.body);
     let view = ResponseView {
@@ -158,7 +200,7 @@ fn evaluate(
         body: &text,
     };
     let mut exchange = Exchange { request: Some(shown), ..Exchange::default() };
-    let (extracted, failed) = extract_all(&node.extractors, view);
+    let (extracted, failed) = extract_all(&node.extractors, view, stop);
     exchange.extracted = extracted;
     if let Some(error) = failed {
         exchange.status = Some(NodeStatus::Error);
@@ -168,7 +210,7 @@ fn evaluate(
     for (name, value) in &received.headers {
         joined.entry(name.clone()).and_modify(|v| *v = format!("{v}, {value}")).or_insert_with(|| value.clone());
     }
-    let (kept, truncated) = keep(&masker.text(&text));
+    let (kept, truncated) = masker.kept(&text);
     exchange.response = Some(ReceivedResponse {
         status: received.status,
         headers: joined,
@@ -189,14 +231,20 @@ fn evaluate(
     exchange
 }
 
-/// Runs `extractors` over a response: what they found, and the first extractor's error.
+/// Runs `extractors` over a response, its body parsed at most once: what they found, and the last extractor's
+/// error. Stops between two extractors when `stop` fires.
 pub(crate) fn extract_all(
     extractors: &[Extractor],
     view: ResponseView<'_>,
+    stop: &CancellationToken,
 ) -> (BTreeMap<String, Value>, Option<String>) {
     let (mut extracted, mut error) = (BTreeMap::new(), None);
+    let parsed = Parsed::new(view);
     for extractor in extractors {
-        match extractor.extract(view) {
+        if stop.is_cancelled() {
+            return (extracted, Some(STOPPED.to_owned()));
+        }
+        match extractor.extract_from(&parsed) {
             Ok(Some(value)) => {
                 extracted.insert(extractor.name.clone(), value);
             }

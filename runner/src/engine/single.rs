@@ -32,12 +32,27 @@ impl Engine {
         let clock = Instant::now();
         let context = request::Context { client: self.client(job.network), job, masker: &masker };
         let limit = Duration::from_secs(job.timeout_s.max(1));
-        let exchange = tokio::select! {
-            exchange = tokio::time::timeout(limit, request::exchange(context, node, &vars)) => exchange,
-            () = cancel.cancelled() => return None,
+        // Past the limit (or on `cancel`) the exchange is stopped, and awaited to its end: the caller's slot is
+        // held while any of its work runs.
+        let stop = cancel.child_token();
+        let work = request::exchange(context, node, &vars, &stop);
+        let deadline = tokio::time::sleep(limit);
+        tokio::pin!(work, deadline);
+        let mut timed_out = false;
+        let exchange = loop {
+            tokio::select! {
+                exchange = &mut work => break exchange,
+                () = &mut deadline, if !timed_out => {
+                    timed_out = true;
+                    stop.cancel();
+                }
+            }
         };
-        match exchange {
-            Ok(exchange) => {
+        if cancel.is_cancelled() {
+            return None;
+        }
+        match (!timed_out).then_some(exchange) {
+            Some(exchange) => {
                 result.status = exchange.status.unwrap_or(NodeStatus::Error);
                 result.request = exchange.request;
                 result.response = exchange.response;
@@ -45,7 +60,7 @@ impl Engine {
                 result.assertions = exchange.assertions;
                 result.error = exchange.error;
             }
-            Err(_) => {
+            None => {
                 result.status = NodeStatus::Error;
                 result.error = Some(format!("no response within {} s", limit.as_secs()));
             }

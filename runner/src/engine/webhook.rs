@@ -4,13 +4,12 @@
 //! assertions. Captures one node took are never another's within the run.
 
 use crate::engine::mask::Masker;
-use crate::engine::request::{assert_all, extract_all, keep};
+use crate::engine::request::{assert_all, extract_all};
 use crate::engine::vars::Variables;
 use base64::Engine as _;
 use hookflow_shared::CaptureId;
 use hookflow_shared::api::executions::{NodeResult, NodeStatus};
 use hookflow_shared::api::runners::{CaptureWait, CaptureWaitReply, Job};
-use hookflow_shared::api::signatures::Verdict;
 use hookflow_shared::api::webhooks::{BodyEncoding, Capture};
 use hookflow_shared::flow::definition::WebhookNode;
 use hookflow_shared::flow::extract::ResponseView;
@@ -141,7 +140,40 @@ pub async fn run(node: &WebhookNode, vars: &mut Variables, run: Waiting<'_>, res
         return Some(());
     };
     run.taken.lock().unwrap_or_else(|e| e.into_inner()).push(capture.id);
-    evaluate(node, vars, *capture, run.masker, result);
+    // Anyone who knows the URL can send a capture, and anyone who observed one signed capture of a scheme that
+    // signs no timestamp can send it again: unless a fresh signature vouches for it, what it says is the sender's
+    // choice, as a launch variable is (it may not pick the host a secret goes to).
+    let chosen_by_sender = !capture.signature.vouches(reply.hmac_timestamp);
+    // Decoding and parsing a capture is CPU work: off the async workers, stopped between extractors when the run
+    // is cancelled or this node's future dropped.
+    let heavy = capture.body.as_ref().is_some_and(|b| b.len() > crate::engine::request::HEAVY_BODY);
+    let permit = if heavy {
+        tokio::select! {
+            permit = crate::engine::request::heavy_evaluations().clone().acquire_owned() => permit.ok(),
+            () = run.cancel.cancelled() => return None,
+        }
+    } else {
+        None
+    };
+    let stop = run.cancel.child_token();
+    let _stopped = stop.clone().drop_guard();
+    let (node_owned, vars_owned, masker, mut out) = (node.clone(), vars.clone(), run.masker.clone(), result.clone());
+    let evaluated = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        evaluate(&node_owned, &vars_owned, *capture, &masker, &mut out, &stop);
+        out
+    })
+    .await;
+    match evaluated {
+        Ok(evaluated) => *result = evaluated,
+        Err(_) => fail(result, NodeStatus::Error, "evaluating the capture failed".into()),
+    }
+    if run.cancel.is_cancelled() {
+        return None;
+    }
+    for (name, value) in &result.extracted {
+        vars.set_tainted(name, value.clone(), chosen_by_sender);
+    }
     Some(())
 }
 
@@ -149,9 +181,16 @@ fn plural(n: u64) -> String {
     if n == 1 { "1 capture".to_owned() } else { format!("{n} captures") }
 }
 
-/// Runs the extractors and assertions over the capture, keeps what they found, and puts the capture (masked, its
-/// body cut to the kept size) in the result.
-fn evaluate(node: &WebhookNode, vars: &mut Variables, mut capture: Capture, masker: &Masker, result: &mut NodeResult) {
+/// Runs the extractors and assertions over the capture into `result`, and puts the capture there (masked, its
+/// body cut to the kept size).
+fn evaluate(
+    node: &WebhookNode,
+    vars: &Variables,
+    mut capture: Capture,
+    masker: &Masker,
+    result: &mut NodeResult,
+    stop: &CancellationToken,
+) {
     let body = match (&capture.body, capture.body_encoding) {
         (Some(text), BodyEncoding::Utf8) => text.clone(),
         (Some(text), BodyEncoding::Base64) => base64::engine::general_purpose::STANDARD
@@ -167,7 +206,7 @@ fn evaluate(node: &WebhookNode, vars: &mut Variables, mut capture: Capture, mask
         headers: &capture.headers,
         body: &body,
     };
-    let (extracted, failed) = extract_all(&node.extractors, view);
+    let (extracted, failed) = extract_all(&node.extractors, view, stop);
     result.extracted = extracted;
     if let Some(error) = failed {
         result.status = NodeStatus::Error;
@@ -180,12 +219,6 @@ fn evaluate(node: &WebhookNode, vars: &mut Variables, mut capture: Capture, mask
             result.error = Some(error);
         }
     }
-    // Anyone who knows the URL can send a capture: unless its signature was verified, what it says is the sender's
-    // choice, as a launch variable is (it may not pick the host a secret goes to).
-    let chosen_by_sender = capture.signature.verdict != Verdict::Valid;
-    for (name, value) in &result.extracted {
-        vars.set_tainted(name, value.clone(), chosen_by_sender);
-    }
     for (_, value) in &mut capture.headers {
         masker.text_in_place(value);
     }
@@ -195,7 +228,7 @@ fn evaluate(node: &WebhookNode, vars: &mut Variables, mut capture: Capture, mask
         masker.text_in_place(value);
     }
     if let Some(text) = &mut capture.body {
-        let (kept, truncated) = keep(&masker.text(text));
+        let (kept, truncated) = masker.kept(text);
         *text = kept;
         capture.body_truncated |= truncated;
     }

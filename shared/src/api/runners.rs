@@ -270,6 +270,11 @@ pub struct CaptureWaitReply {
     /// With `explain` and no capture: why the capture that came closest did not match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closest: Option<String>,
+    /// The endpoint's verification is the generic `hmac` scheme with a `timestamp_header`: its valid captures
+    /// cannot be replayed past the tolerance (runners keep the values of captures of schemes that sign no
+    /// timestamp tainted; older servers leave this out, and their `hmac` captures count as signing none).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hmac_timestamp: bool,
 }
 
 /// The variables of a claim by where they came from, lowest first. Only environment values are templates (they

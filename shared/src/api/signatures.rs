@@ -73,6 +73,24 @@ impl SignatureScheme {
         Self::ALL.into_iter().find(|s| s.as_str() == name)
     }
 
+    /// Whether the scheme signs a timestamp held to the endpoint's tolerance, so that a valid signature cannot be
+    /// replayed later over a body of the replayer's choosing from what it observed: Twilio, GitLab, GitHub,
+    /// Shopify and Square sign none; the generic `hmac` does when its settings name a `timestamp_header` (`None`
+    /// here: the settings say).
+    pub fn signs_timestamp(self) -> Option<bool> {
+        match self {
+            Self::Stripe
+            | Self::Slack
+            | Self::StandardWebhooks
+            | Self::Paddle
+            | Self::Linear
+            | Self::Zoom
+            | Self::Discord => Some(true),
+            Self::Github | Self::Shopify | Self::Twilio | Self::Gitlab | Self::Square => Some(false),
+            Self::Hmac => None,
+        }
+    }
+
     /// Whether the scheme signs the URL the sender called (the others never read it).
     pub fn signs_url(self) -> bool {
         matches!(self, Self::Twilio | Self::Square)
@@ -276,6 +294,14 @@ impl Signature {
     /// The verdict of a capture on an endpoint without verification.
     pub fn unverified() -> Self {
         Self { verdict: Verdict::Unverified, scheme: None, reason: None, secret_index: None }
+    }
+
+    /// Whether what the capture says is its signer's, said lately: a valid signature of a scheme that signs a
+    /// timestamp. `hmac_timestamp`: the endpoint's generic `hmac` verification names a `timestamp_header`.
+    /// Anything else may be a stranger's choice (no signature) or a replay (a signature observed once).
+    pub fn vouches(&self, hmac_timestamp: bool) -> bool {
+        self.verdict == Verdict::Valid
+            && self.scheme.is_some_and(|scheme| scheme.signs_timestamp().unwrap_or(hmac_timestamp))
     }
 }
 

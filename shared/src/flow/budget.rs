@@ -17,6 +17,32 @@ pub fn json_size(value: &serde_json::Value) -> usize {
     }
 }
 
+/// [`json_size`] when it is at most `limit`, without walking further than that; `None` when it is larger.
+pub fn json_size_within(value: &serde_json::Value, limit: usize) -> Option<usize> {
+    use serde_json::Value;
+    let size = match value {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => {
+            let mut total = 2usize;
+            for item in items {
+                total += json_size_within(item, limit.checked_sub(total)?)? + 1;
+            }
+            total
+        }
+        Value::Object(map) => {
+            let mut total = 2usize;
+            for (key, item) in map {
+                total += key.len() + 4;
+                total += json_size_within(item, limit.checked_sub(total)?)?;
+            }
+            total
+        }
+    };
+    (size <= limit).then_some(size)
+}
+
 /// Longest expression.
 pub const MAX_EXPRESSION: usize = 4 * 1024;
 /// Deepest bracket nesting of an expression.
@@ -113,6 +139,15 @@ mod tests {
         let filters = format!("$.a{}", "[?@.b".repeat(40));
         assert!(check_expression(&filters).expect_err("refused").contains("32"));
         assert!(check_expression(&"a".repeat(5000)).expect_err("refused").contains("4096"));
+    }
+
+    #[test]
+    fn sizes_within_a_limit_stop_early() {
+        let value = serde_json::json!({"a": [1, "xyz", null, {"b": true}], "c": "d"});
+        let size = json_size(&value);
+        assert_eq!(json_size_within(&value, size), Some(size));
+        assert_eq!(json_size_within(&value, size - 1), None);
+        assert_eq!(json_size_within(&value, 0), None);
     }
 
     #[test]

@@ -114,6 +114,13 @@ pub enum ExtractError {
     InvalidExpression { kind: &'static str, expression: String, detail: String },
     #[error("{detail}")]
     Budget { detail: String },
+    /// The body is larger than a `jsonPath` or `xmlPath` extractor evaluates.
+    #[error("body too large to evaluate: {detail}")]
+    TooLarge { detail: String },
+    #[error(
+        "extracted values too large: the extractors of one response find at most {MAX_EXTRACTED_BYTES} bytes together"
+    )]
+    ExtractedTooLarge,
 }
 
 impl Extractor {
@@ -171,73 +178,180 @@ impl Extractor {
         Ok(regex)
     }
 
-    /// Extracts from a response; `Ok(None)` when nothing matched. One match over the five kinds on purpose: each
-    /// arm is the whole of its kind.
+    /// Extracts from a response; `Ok(None)` when nothing matched (one extractor: the body is parsed for it).
     pub fn extract(&self, response: ResponseView<'_>) -> Result<Option<Value>, ExtractError> {
-        match self.kind {
-            ExtractorKind::StatusCode => Ok(Some(match response.method {
+        self.extract_from(&Parsed::new(response))
+    }
+
+    /// Extracts from a response whose body is parsed at most once for every extractor that reads it; what it
+    /// finds is charged to the response's budget of extracted bytes. One match over the kinds on purpose: each
+    /// arm is the whole of its kind.
+    pub fn extract_from(&self, parsed: &Parsed<'_>) -> Result<Option<Value>, ExtractError> {
+        let response = parsed.view;
+        let found = match self.kind {
+            ExtractorKind::StatusCode => Some(match response.method {
                 Some(method) => Value::String(method.to_owned()),
                 None => Value::from(response.status),
-            })),
-            ExtractorKind::Signature => Ok(response.signature.map(|v| Value::String(v.to_owned()))),
+            }),
+            ExtractorKind::Signature => response.signature.map(|v| Value::String(v.to_owned())),
             ExtractorKind::Header => {
                 let name = self.required(&self.header, "header")?;
-                let values: Vec<Value> = response
-                    .headers
-                    .iter()
-                    .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-                    .map(|(_, v)| Value::String(v.clone()))
-                    .collect();
-                Ok(match values.len() {
+                let mut values: Vec<Value> = Vec::new();
+                for (_, value) in response.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                    parsed.charge(value.len() + 2)?;
+                    values.push(Value::String(value.clone()));
+                }
+                match values.len() {
                     0 => None,
                     1 => values.into_iter().next(),
                     _ => Some(Value::Array(values)),
-                })
-            }
-            ExtractorKind::Body => match &self.regex {
-                None => Ok(Some(Value::String(response.body.to_owned()))),
-                Some(pattern) => {
-                    let regex = self.compile_regex(pattern)?;
-                    Ok(regex
-                        .captures(response.body)
-                        .and_then(|c| c.get(1))
-                        .map(|m| Value::String(m.as_str().to_owned())))
                 }
-            },
+            }
+            ExtractorKind::Body => {
+                let text = match &self.regex {
+                    None => Some(response.body),
+                    Some(pattern) => {
+                        let regex = self.compile_regex(pattern)?;
+                        regex.captures(response.body).and_then(|c| c.get(1)).map(|m| m.as_str())
+                    }
+                };
+                match text {
+                    Some(text) => {
+                        parsed.charge(text.len() + 2)?;
+                        Some(Value::String(text.to_owned()))
+                    }
+                    None => None,
+                }
+            }
             ExtractorKind::JsonPath => {
                 let expression = self.required(&self.expression, "expression")?;
                 let path = self.compile_json_path(expression)?;
-                let Ok(document) = serde_json::from_str::<Value>(response.body) else { return Ok(None) };
-                let nodes = path.query(&document).all();
-                Ok(match nodes.len() {
+                let Some(document) = parsed.json()? else { return Ok(None) };
+                let nodes = path.query(document).all();
+                for node in &nodes {
+                    parsed.charge_json(node)?;
+                }
+                match nodes.len() {
                     0 => None,
                     1 => Some(nodes[0].clone()),
                     _ => Some(Value::Array(nodes.into_iter().cloned().collect())),
-                })
+                }
             }
             ExtractorKind::XmlPath => {
                 let expression = self.required(&self.expression, "expression")?;
                 let xpath = self.compile_xpath(expression)?;
-                budget::check_xml(response.body).map_err(|detail| ExtractError::Budget { detail })?;
-                let Ok(package) = sxd_document::parser::parse(response.body) else { return Ok(None) };
+                let Some(package) = parsed.xml()? else { return Ok(None) };
                 let document = package.as_document();
                 let context = sxd_xpath::Context::new();
                 let value = xpath.evaluate(&context, document.root()).map_err(|e| self.invalid(expression, e))?;
-                Ok(match value {
+                match value {
                     sxd_xpath::Value::Nodeset(nodes) => {
-                        let texts: Vec<Value> =
-                            nodes.document_order().iter().map(|n| Value::String(n.string_value())).collect();
+                        let mut texts: Vec<Value> = Vec::new();
+                        for node in nodes.document_order() {
+                            let text = node.string_value();
+                            parsed.charge(text.len() + 2)?;
+                            texts.push(Value::String(text));
+                        }
                         match texts.len() {
                             0 => None,
                             1 => texts.into_iter().next(),
                             _ => Some(Value::Array(texts)),
                         }
                     }
-                    sxd_xpath::Value::String(s) => Some(Value::String(s)),
+                    sxd_xpath::Value::String(s) => {
+                        parsed.charge(s.len() + 2)?;
+                        Some(Value::String(s))
+                    }
                     sxd_xpath::Value::Number(n) => serde_json::Number::from_f64(n).map(Value::Number),
                     sxd_xpath::Value::Boolean(b) => Some(Value::Bool(b)),
-                })
+                }
             }
+        };
+        Ok(found)
+    }
+}
+
+/// Extractors a node has at most (each is work over every response the node reads).
+pub const MAX_EXTRACTORS: usize = 50;
+/// The largest body a `jsonPath` or `xmlPath` extractor evaluates: a parsed document takes many times its text.
+pub const MAX_EVALUATED_BODY: usize = 8 * 1024 * 1024;
+/// What the extractors of one response find, together, at most (as JSON text, estimated before anything is
+/// copied): extracting the whole body, or `$`, fifty times must not take fifty bodies.
+pub const MAX_EXTRACTED_BYTES: usize = 8 * 1024 * 1024;
+
+/// A response as its extractors read it: the body parsed as JSON, or as XML, at most once whatever the number of
+/// extractors, and a budget of extracted bytes they share. Not `Sync` (an XML package is not): one thread.
+pub struct Parsed<'a> {
+    view: ResponseView<'a>,
+    json: std::cell::OnceCell<Option<Value>>,
+    xml: std::cell::OnceCell<Result<Option<sxd_document::Package>, String>>,
+    left: std::cell::Cell<usize>,
+}
+
+impl std::fmt::Debug for Parsed<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parsed").field("body_len", &self.view.body.len()).field("left", &self.left).finish()
+    }
+}
+
+impl<'a> Parsed<'a> {
+    pub fn new(view: ResponseView<'a>) -> Self {
+        Self {
+            view,
+            json: std::cell::OnceCell::new(),
+            xml: std::cell::OnceCell::new(),
+            left: std::cell::Cell::new(MAX_EXTRACTED_BYTES),
+        }
+    }
+
+    fn evaluable(&self) -> Result<(), ExtractError> {
+        let size = self.view.body.len();
+        if size > MAX_EVALUATED_BODY {
+            return Err(ExtractError::TooLarge {
+                detail: format!(
+                    "the body is {size} bytes; jsonPath and xmlPath extractors evaluate bodies of at most \
+                     {MAX_EVALUATED_BODY} bytes"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The body as JSON, parsed on first use; `None` when it is not JSON.
+    fn json(&self) -> Result<Option<&Value>, ExtractError> {
+        self.evaluable()?;
+        Ok(self.json.get_or_init(|| serde_json::from_str::<Value>(self.view.body).ok()).as_ref())
+    }
+
+    /// The body as XML, checked and parsed on first use; `None` when it is not XML.
+    fn xml(&self) -> Result<Option<&sxd_document::Package>, ExtractError> {
+        self.evaluable()?;
+        let parsed = self.xml.get_or_init(|| {
+            budget::check_xml(self.view.body)?;
+            Ok(sxd_document::parser::parse(self.view.body).ok())
+        });
+        match parsed {
+            Ok(package) => Ok(package.as_ref()),
+            Err(detail) => Err(ExtractError::Budget { detail: detail.clone() }),
+        }
+    }
+
+    /// Takes `bytes` from the budget of extracted bytes.
+    fn charge(&self, bytes: usize) -> Result<(), ExtractError> {
+        let left = self.left.get();
+        if bytes > left {
+            return Err(ExtractError::ExtractedTooLarge);
+        }
+        self.left.set(left - bytes);
+        Ok(())
+    }
+
+    /// Charges a JSON value's size, walking it no further than the budget left.
+    fn charge_json(&self, value: &Value) -> Result<(), ExtractError> {
+        let left = self.left.get();
+        match budget::json_size_within(value, left) {
+            Some(size) => self.charge(size),
+            None => self.charge(left.saturating_add(1)),
         }
     }
 }
@@ -298,6 +412,34 @@ mod tests {
         let none = extractor(ExtractorKind::XmlPath, Some("/order/missing"), None, None);
         assert_eq!(none.extract(response(&[], body)), Ok(None));
         assert!(extractor(ExtractorKind::XmlPath, Some("//["), None, None).check().is_err());
+    }
+
+    #[test]
+    fn bodies_past_the_evaluated_size_fail_json_and_xml_extractors_only() {
+        let body = format!("[{}1]", "1,".repeat(MAX_EVALUATED_BODY / 2));
+        let parsed = Parsed::new(response(&[], &body));
+        for (kind, expression) in [(ExtractorKind::JsonPath, "$[0]"), (ExtractorKind::XmlPath, "/a")] {
+            let error = extractor(kind, Some(expression), None, None).extract_from(&parsed).expect_err("too large");
+            assert!(error.to_string().starts_with("body too large to evaluate"), "{error}");
+        }
+        let regex = extractor(ExtractorKind::Body, None, None, Some(r"^\[(\d)"));
+        assert_eq!(regex.extract_from(&parsed), Ok(Some(json!("1"))));
+    }
+
+    #[test]
+    fn one_parse_serves_every_extractor_within_one_budget() {
+        let body = format!(r#"{{"big": "{}", "n": 7}}"#, "x".repeat(MAX_EXTRACTED_BYTES / 3));
+        let parsed = Parsed::new(response(&[], &body));
+        let n = extractor(ExtractorKind::JsonPath, Some("$.n"), None, None);
+        assert_eq!(n.extract_from(&parsed), Ok(Some(json!(7))));
+        assert!(parsed.json.get().is_some(), "parsed once, kept for the next extractor");
+        let big = extractor(ExtractorKind::JsonPath, Some("$.big"), None, None);
+        assert!(big.extract_from(&parsed).is_ok());
+        assert!(big.extract_from(&parsed).is_ok());
+        assert_eq!(big.extract_from(&parsed), Err(ExtractError::ExtractedTooLarge), "the third copy passes it");
+        let whole = extractor(ExtractorKind::Body, None, None, None);
+        assert_eq!(whole.extract_from(&parsed), Err(ExtractError::ExtractedTooLarge));
+        assert_eq!(n.extract_from(&parsed), Ok(Some(json!(7))), "a small value still fits what is left");
     }
 
     #[test]

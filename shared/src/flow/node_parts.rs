@@ -3,7 +3,7 @@
 //! kind's own module, which both use it.
 
 use crate::api::catalog::Assertion;
-use crate::flow::extract::Extractor;
+use crate::flow::extract::{Extractor, MAX_EXTRACTORS};
 use std::collections::HashSet;
 
 /// The longest a flow may run (`timeout_s`).
@@ -36,6 +36,14 @@ pub(crate) use node_kind;
 
 /// The problems of a node's extractors (names, expressions) and assertions (expected values).
 pub fn check_evaluations(extractors: &[Extractor], assertions: &[Assertion], problem: &mut impl FnMut(&str, String)) {
+    if extractors.len() > MAX_EXTRACTORS {
+        // Each extractor is work over every response: past the ceiling, none of them is compiled.
+        problem(
+            "extractors",
+            format!("a node has at most {MAX_EXTRACTORS} extractors; this one has {}", extractors.len()),
+        );
+        return;
+    }
     let mut names = HashSet::new();
     for (i, extractor) in extractors.iter().enumerate() {
         if let Some(message) = crate::flow::names::definable_problem(&extractor.name) {

@@ -28,6 +28,7 @@ mod engine;
 mod execution_cleanup;
 mod executions;
 mod fair_shares;
+mod hardening_engine;
 mod field_rules;
 mod flows;
 mod flows_key_order;

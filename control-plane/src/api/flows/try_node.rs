@@ -1,8 +1,9 @@
 //! Trying a node (`POST /flows/{flow_id}/try`): one request node sent now through the runner engine, as the
 //! embedded runner would send it in a run of the flow's draft (the organization's network policy, the flow's,
 //! environment's, organization's and the body's variables, secrets resolved and masked), answered as its node
-//! result. Nothing is stored. Bounded: a capped node timeout, the engine's response limits, and a few tries in
-//! flight per organization on each server.
+//! result. Nothing is stored. Bounded: a capped node timeout, the engine's response limits (at most 50
+//! extractors, bodies parsed once), and a few tries in flight per organization on each server, each holding its
+//! slot until its work has ended (work past the timeout is stopped, then awaited).
 
 use crate::api::context::Ctx;
 use crate::api::executions::launch::check_variables;
@@ -175,15 +176,15 @@ fn request_node(definition: &Value) -> ApiResult<RequestNode> {
     }
 }
 
-/// A 400 listing every problem of the node, each naming its field under `node` (`node.request.url`).
+/// A 400 listing every problem of the node, each naming its field under `node` (`node.request.url`) and the node.
 fn node_error(problems: &[Problem]) -> ApiError {
     let listed: Vec<String> = problems
         .iter()
-        .map(|p| match (p.node_id.is_some(), p.field.as_str()) {
-            (true, "") => format!("invalid field `node`: {}", p.message),
-            (true, field) => format!("invalid field `node.{field}`: {}", p.message),
-            (false, "") => format!("invalid field `node`: {}", p.message),
-            (false, field) => format!("invalid field `{field}`: {}", p.message),
+        .map(|p| match (p.node_id.as_deref(), p.field.as_str()) {
+            (Some(id), "") => format!("invalid field `node` (node `{id}`): {}", p.message),
+            (Some(id), field) => format!("invalid field `node.{field}` (node `{id}`): {}", p.message),
+            (None, "") => format!("invalid field `node`: {}", p.message),
+            (None, field) => format!("invalid field `{field}`: {}", p.message),
         })
         .collect();
     ApiError::invalid(listed.join("; "))

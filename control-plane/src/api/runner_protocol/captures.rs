@@ -74,7 +74,11 @@ async fn wait_for_capture(call: JobCall, body: Body) -> ApiResult<Json<CaptureWa
     };
     drop(waiting);
     if let Some(row) = found {
-        return Ok(Json(CaptureWaitReply { capture: Some(Box::new(row.into())), ..CaptureWaitReply::default() }));
+        return Ok(Json(CaptureWaitReply {
+            capture: Some(Box::new(row.into())),
+            hmac_timestamp: matcher.hmac_timestamp,
+            ..CaptureWaitReply::default()
+        }));
     }
     let mut reply = CaptureWaitReply::default();
     if wait.explain {
@@ -93,6 +97,8 @@ struct Matcher {
     exclude: Vec<CaptureId>,
     /// The endpoint enforces signatures: captures it refused satisfy nothing.
     enforced: bool,
+    /// The endpoint verifies the generic `hmac` scheme with a timestamp (`CaptureWaitReply::hmac_timestamp`).
+    hmac_timestamp: bool,
 }
 
 impl Matcher {
@@ -103,17 +109,19 @@ impl Matcher {
                 .fetch_optional(pool)
                 .await?
                 .ok_or_else(|| ApiError::not_found("execution"))?;
-        let (target, enforced) = match wait.webhook_id {
-            None => (CaptureTarget::Execution(execution_id), false),
+        let (target, (enforced, hmac_timestamp)) = match wait.webhook_id {
+            None => (CaptureTarget::Execution(execution_id), (false, false)),
             // A job token reads only the endpoints its run's webhook nodes name: it is not a key with
             // `webhooks:read` (an ephemeral caller holds one with `flows:execute` alone).
             Some(webhook_id) if !names_endpoint(&definition, &modules, webhook_id) => {
                 return Err(ApiError::not_found("webhook"));
             }
             Some(webhook_id) => {
-                let enforced: Option<bool> = sqlx::query_scalar(
-                    "SELECT COALESCE(verification->>'mode' IN ('enforce', 'reject'), false) FROM webhooks
-                     WHERE id = $1 AND organization_id = $2",
+                let enforced: Option<(bool, bool)> = sqlx::query_as(
+                    "SELECT COALESCE(verification->>'mode' IN ('enforce', 'reject'), false),
+                            COALESCE(verification->>'scheme' = 'hmac'
+                                     AND verification->>'timestamp_header' IS NOT NULL, false)
+                     FROM webhooks WHERE id = $1 AND organization_id = $2",
                 )
                 .bind(webhook_id)
                 .bind(org_id)
@@ -133,7 +141,7 @@ impl Matcher {
         }
         let conds = conds.into_iter().map(|cond| (describe(&cond), cond)).map(|(text, cond)| (cond, text)).collect();
         // Ids are kept as given: one of another execution's captures simply never matches.
-        Ok(Self { org_id, target, since, conds, exclude: wait.exclude.clone(), enforced })
+        Ok(Self { org_id, target, since, conds, exclude: wait.exclude.clone(), enforced, hmac_timestamp })
     }
 
     /// `FROM captures WHERE` the watched URL, since the execution was launched (and not refused by `enforce`).
