@@ -60,6 +60,8 @@ struct RingKey {
     derived: bool,
     seal_key: [u8; 32],
     tag_key: [u8; 32],
+    /// The sealing subkey, which opens values of `derived_version` whether or not this key seals with it.
+    derived_seal_key: [u8; 32],
 }
 
 impl RingKey {
@@ -70,12 +72,10 @@ impl RingKey {
         if derived_version == raw_version {
             derived_version = if derived_version == i32::MAX { LEGACY_VERSION + 1 } else { derived_version + 1 };
         }
-        let (seal_key, tag_key) = if derived {
-            (subkey(&bytes, "seal secrets at rest"), subkey(&bytes, "tag values handed out"))
-        } else {
-            (bytes, bytes)
-        };
-        Self { raw_version, derived_version, derived, seal_key, tag_key, bytes }
+        let derived_seal_key = subkey(&bytes, "seal secrets at rest");
+        let (seal_key, tag_key) =
+            if derived { (derived_seal_key, subkey(&bytes, "tag values handed out")) } else { (bytes, bytes) };
+        Self { raw_version, derived_version, derived, seal_key, tag_key, derived_seal_key, bytes }
     }
 
     /// The version this key seals under.
@@ -86,8 +86,7 @@ impl RingKey {
     /// The cipher that opens a value of `version` with this key, if it is one of this key's.
     fn cipher_for(&self, version: i32) -> Option<XChaCha20Poly1305> {
         if version == self.derived_version {
-            let key = subkey(&self.bytes, "seal secrets at rest");
-            Some(XChaCha20Poly1305::new(&Key::from(key)))
+            Some(XChaCha20Poly1305::new(&Key::from(self.derived_seal_key)))
         } else if version == self.raw_version || version == LEGACY_VERSION {
             Some(XChaCha20Poly1305::new(&Key::from(self.bytes)))
         } else {

@@ -75,8 +75,10 @@ fn verification_settings(
     secrets: Vec<String>,
     mode: Option<&str>,
 ) -> Result<VerificationSettings, CliError> {
-    let scheme: SignatureScheme = serde_json::from_value(serde_json::Value::String(scheme.to_owned()))
-        .map_err(|_| CliError::usage(format!("--verification-scheme: `{scheme}` is not a scheme (docs/signatures.md)")))?;
+    let scheme: SignatureScheme =
+        serde_json::from_value(serde_json::Value::String(scheme.to_owned())).map_err(|_| {
+            CliError::usage(format!("--verification-scheme: `{scheme}` is not a scheme (docs/signatures.md)"))
+        })?;
     let mut settings = VerificationSettings::new(scheme, secrets);
     if let Some(mode) = mode {
         settings.mode = serde_json::from_value(serde_json::Value::String(mode.to_owned()))

@@ -98,10 +98,9 @@ impl Masker {
         let engines: [&GeneralPurpose; 4] = [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE, &URL_SAFE_NO_PAD];
         // A token the kept part cuts (or one with a stray character) is read as far as whole quartets go.
         let aligned = &token[..token.len() / 4 * 4];
-        let decoded = engines
-            .iter()
-            .find_map(|engine| engine.decode(token).ok())
-            .or_else(|| [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD].iter().find_map(|e| e.decode(aligned.trim_end_matches('=')).ok()))?;
+        let decoded = engines.iter().find_map(|engine| engine.decode(token).ok()).or_else(|| {
+            [&STANDARD_NO_PAD, &URL_SAFE_NO_PAD].iter().find_map(|e| e.decode(aligned.trim_end_matches('=')).ok())
+        })?;
         let decoded = String::from_utf8_lossy(&decoded);
         self.secrets.iter().position(|s| decoded.contains(s.value.as_str()))
     }

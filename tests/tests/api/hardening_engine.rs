@@ -119,9 +119,8 @@ async fn tries_hold_memory_and_health(run_for: Duration) {
     let tries = join_all((0..4).map(|_| async {
         let mut done = 0;
         while started.elapsed() < run_for {
-            let reply = send(Method::POST, &try_path, Some(json!({"node": many_extractors(&url, 50)})))
-                .await
-                .expect("try");
+            let reply =
+                send(Method::POST, &try_path, Some(json!({"node": many_extractors(&url, 50)}))).await.expect("try");
             match reply.status().as_u16() {
                 200 => done += 1,
                 429 => tokio::time::sleep(Duration::from_millis(100)).await,
@@ -165,11 +164,13 @@ async fn tries_of_a_32_mib_array_with_50_extractors_for_two_minutes() {
 async fn a_node_with_51_extractors_is_refused_at_write_naming_the_node() {
     let app = TestApp::spawn().await;
     let definition = json!({"nodes": [many_extractors("http://127.0.0.1:9/", 51)]});
-    let reply =
-        app.call(Method::POST, "/flows", Some(&app.admin), Some(json!({"name": "big", "definition": definition}))).await;
+    let reply = app
+        .call(Method::POST, "/flows", Some(&app.admin), Some(json!({"name": "big", "definition": definition})))
+        .await;
     reply.assert_refused(400, "invalid_request", "node `big` extractors: a node has at most 50 extractors");
     let fifty = json!({"nodes": [many_extractors("http://127.0.0.1:9/", 50)]});
-    let reply = app.call(Method::POST, "/flows", Some(&app.admin), Some(json!({"name": "ok", "definition": fifty}))).await;
+    let reply =
+        app.call(Method::POST, "/flows", Some(&app.admin), Some(json!({"name": "ok", "definition": fifty}))).await;
     assert_eq!(reply.status, 201, "{}", reply.text);
     // A webhook node counts alike.
     let mut webhook = many_extractors("x", 51);
