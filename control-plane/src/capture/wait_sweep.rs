@@ -2,12 +2,13 @@
 //! earliest waiter's execution began (at most [`WINDOW`]), and for each waiter the earliest of them that matches
 //! its search, is not excluded and was not already looked at for it. A waiter's search travels as rows of data
 //! ([`WaitCond`]), not as SQL text, so the statement is the same whatever the waiters ask and one execution
-//! weighs every waiter's conditions against every new capture; bodies are parsed as JSON once per capture, and only
-//! when a waiter reads them so.
+//! weighs every waiter's conditions; bodies are parsed as JSON once per capture, and only when a waiter reads them
+//! so. A waiter whose search holds an equality on a header, a query value or a JSONPath (its key, [`key_of`]) is
+//! weighed only against the captures that hold that value, found by hashing: 1,000 waiters each keyed to its own
+//! capture cost about what one does, not 1,000 times the captures.
 //! The conditions mean what the capture search's (`api::webhooks::search::push_cond`) mean, side by side below,
 //! except that a JSONPath error (a `strict` path that finds nothing) is no match rather than a failed statement:
 //! one waiter's search never fails the sweep of the others.
-
 use crate::capture::row::{CAPTURE_COLUMNS_FULL, CaptureRow};
 use crate::capture::target::CaptureTarget;
 use chrono::{DateTime, Utc};
@@ -108,25 +109,53 @@ const EVAL: &str = "CASE k.kind
 END";
 
 fn statement(column: &str) -> String {
-    // Every join below is on equal keys (hashed), so a sweep's work grows with the pairs it must weigh (new captures
-    // times waiters, and the window times new waiters), never with waiters times the window.
+    // A waiter with a key (an equality its search must hold: a header, a query value, a JSONPath's value) is paired
+    // only with the captures that hold its key, found by hashing each capture's headers, query values and the
+    // JSONPaths waiters read (each evaluated once per capture) against the keys: a sweep's work grows with the
+    // captures and the waiters, not with their product. A waiter without a key is paired with every capture it has
+    // not looked at (new captures times waiters, and the window times new waiters). Only pairs are then weighed
+    // against every condition of their waiter, so what a key selects is always checked in full.
     format!(
-        "WITH w AS (SELECT * FROM unnest($1::int8[], $2::int8[], $3::timestamptz[], $4::bool[])
-                AS w(slot, gen, since, enforced)),
+        "WITH w AS (SELECT * FROM unnest($1::int8[], $2::int8[], $3::timestamptz[], $4::bool[], $23::bool[])
+                AS w(slot, gen, since, enforced, keyed)),
             seen AS (SELECT * FROM unnest($5::uuid[]) AS s(id)),
             win AS (SELECT id, received_at FROM captures
                 WHERE organization_id = $7 AND {column} = $8 AND received_at >= $9
                 ORDER BY received_at DESC, id DESC LIMIT {WINDOW}),
-            pairs AS (
-                SELECT w.slot, f.id, f.received_at FROM win f JOIN w ON f.received_at >= w.since
-                WHERE NOT EXISTS (SELECT 1 FROM seen s WHERE s.id = f.id)
-                UNION ALL
-                SELECT nw.slot, f.id, f.received_at FROM win f JOIN seen s ON s.id = f.id
-                    JOIN (SELECT * FROM w WHERE w.gen > $6) AS nw ON f.received_at >= nw.since),
+            fresh AS (SELECT f.id, f.received_at, EXISTS (SELECT 1 FROM seen s WHERE s.id = f.id) AS was_seen
+                FROM win f),
             t AS MATERIALIZED (SELECT c.id, c.method, c.path, c.headers, c.query, c.content_type,
                 CASE WHEN $22 THEN c.body END AS body, c.body_size,
                 c.source_ip, c.signature_verdict, c.received_at, CASE WHEN $21 THEN hookflow_try_jsonb(c.body) END AS json
-                FROM captures c WHERE c.organization_id = $7 AND c.id IN (SELECT id FROM pairs)),
+                FROM captures c WHERE c.organization_id = $7 AND c.id IN (SELECT id FROM fresh
+                    WHERE NOT was_seen OR received_at >= (SELECT min(since) FROM w WHERE w.gen > $6))),
+            kk AS (SELECT * FROM unnest($24::int8[], $25::text[], $26::text[], $27::text[], $28::jsonb[])
+                AS kk(slot, kind, name, val, jval)),
+            hdr AS MATERIALIZED (SELECT t.id, lower(h->>0) AS name, h->>1 AS val
+                FROM t CROSS JOIN LATERAL jsonb_array_elements(t.headers) h
+                WHERE EXISTS (SELECT 1 FROM kk WHERE kk.kind = 'header')),
+            qry AS MATERIALIZED (SELECT t.id, q.key AS name, v AS val
+                FROM t CROSS JOIN LATERAL jsonb_each(COALESCE(t.query, '{{}}')) q
+                CROSS JOIN LATERAL jsonb_array_elements_text(CASE jsonb_typeof(q.value) WHEN 'array' THEN q.value
+                    ELSE '[]' END) v
+                WHERE EXISTS (SELECT 1 FROM kk WHERE kk.kind = 'query')),
+            paths AS (SELECT DISTINCT name FROM kk WHERE kind IN ('json', 'jsontext')),
+            jv AS MATERIALIZED (SELECT t.id, p.name, jsonb_path_query_first(t.json, p.name::jsonpath, '{{}}', true) AS v
+                FROM t CROSS JOIN paths p),
+            km AS (SELECT kk.slot, hdr.id FROM kk JOIN hdr ON hdr.name = kk.name AND hdr.val = kk.val
+                    WHERE kk.kind = 'header'
+                UNION SELECT kk.slot, qry.id FROM kk JOIN qry ON qry.name = kk.name AND qry.val = kk.val
+                    WHERE kk.kind = 'query'
+                UNION SELECT kk.slot, jv.id FROM kk JOIN jv ON jv.name = kk.name AND jv.v #>> '{{}}' = kk.val
+                    WHERE kk.kind = 'jsontext'
+                UNION SELECT kk.slot, jv.id FROM kk JOIN jv ON jv.name = kk.name AND jv.v = kk.jval
+                    WHERE kk.kind = 'json'),
+            pairs AS (
+                SELECT w.slot, f.id, f.received_at FROM fresh f JOIN w ON f.received_at >= w.since
+                WHERE NOT w.keyed AND (NOT f.was_seen OR w.gen > $6)
+                UNION ALL
+                SELECT w.slot, f.id, f.received_at FROM km JOIN fresh f ON f.id = km.id JOIN w ON w.slot = km.slot
+                WHERE w.keyed AND f.received_at >= w.since AND (NOT f.was_seen OR w.gen > $6)),
             k AS (SELECT * FROM unnest($10::int8[], $11::bool[], $12::text[], $13::text[], $14::text[], $15::text[],
                 $16::jsonb[], $17::int8[], $18::timestamptz[]) AS k(slot, negate, kind, name, op, val, jval, num, at)),
             x AS (SELECT * FROM unnest($19::int8[], $20::uuid[]) AS x(slot, id)),
@@ -143,6 +172,12 @@ fn statement(column: &str) -> String {
          LEFT JOIN (matched m JOIN LATERAL (SELECT {CAPTURE_COLUMNS_FULL} FROM captures WHERE captures.id = m.m_id)
              AS served ON true) ON true"
     )
+}
+
+/// The condition of a search that selects the captures a waiter is weighed against: the first equality it must
+/// hold on a header, a query value or a JSONPath's value (`None`: the waiter is weighed against every capture).
+fn key_of(spec: &WaitSpec) -> Option<&WaitCond> {
+    spec.conds.iter().find(|c| !c.negate && c.op == "eq" && matches!(c.kind, "header" | "query" | "json" | "jsontext"))
 }
 
 /// Captures a sweep looked at for every waiter that had joined by `generation`.
@@ -166,7 +201,11 @@ pub async fn sweep(pool: &PgPool, asking: &[Asking<'_>], seen: &Seen) -> sqlx::R
     let needs_json = asking.iter().flat_map(|a| &a.spec.conds).any(|c| matches!(c.kind, "json" | "jsontext"));
     let needs_body = asking.iter().flat_map(|a| &a.spec.conds).any(|c| c.kind == "body");
     let (mut x_slot, mut x_id) = (Vec::new(), Vec::new());
+    let mut keys = Keys::default();
     for a in asking {
+        if let Some(key) = key_of(a.spec) {
+            keys.push(a.slot, key);
+        }
         for cond in &a.spec.conds {
             k.push(a.slot, cond);
         }
@@ -198,6 +237,12 @@ pub async fn sweep(pool: &PgPool, asking: &[Asking<'_>], seen: &Seen) -> sqlx::R
         .bind(x_id)
         .bind(needs_json)
         .bind(needs_body)
+        .bind(asking.iter().map(|a| key_of(a.spec).is_some()).collect::<Vec<_>>())
+        .bind(keys.slot)
+        .bind(keys.kind)
+        .bind(keys.name)
+        .bind(keys.text)
+        .bind(keys.json)
         .fetch_all(pool)
         .await?;
     let mut swept = Swept::default();
@@ -237,5 +282,25 @@ impl Columns {
         self.json.push(Json(cond.json.clone()));
         self.number.push(cond.number);
         self.at.push(cond.at);
+    }
+}
+
+/// The waiters' keys ([`key_of`]), column by column.
+#[derive(Default)]
+struct Keys {
+    slot: Vec<i64>,
+    kind: Vec<&'static str>,
+    name: Vec<String>,
+    text: Vec<String>,
+    json: Vec<Json<serde_json::Value>>,
+}
+
+impl Keys {
+    fn push(&mut self, slot: i64, cond: &WaitCond) {
+        self.slot.push(slot);
+        self.kind.push(cond.kind);
+        self.name.push(cond.name.clone());
+        self.text.push(cond.text.clone());
+        self.json.push(Json(cond.json.clone()));
     }
 }
