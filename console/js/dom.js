@@ -94,8 +94,15 @@ export function notice() {
   return el;
 }
 
-/** A table from rows: columns are [heading, row => cell]. */
-export function table(columns, rows, empty = 'Nothing here yet.') {
+/**
+ * A table from rows: columns are [heading, row => cell]. With `stacked`, a narrow screen shows each row as a card
+ * whose cells are labelled with their headings (app.css), so names and URLs keep the card's whole width.
+ * @param {Array<[string, (row: any) => any]>} columns
+ * @param {any[]} rows
+ * @param {string} [empty]
+ * @param {{stacked?: boolean}} [options]
+ */
+export function table(columns, rows, empty = 'Nothing here yet.', options = {}) {
   if (!rows.length) return h('p', { class: 'empty' }, empty);
   // In a scrolling box of its own: columns keep readable widths on a phone instead of breaking words. The box
   // takes the focus only while it scrolls, so a keyboard can scroll it too.
@@ -104,7 +111,7 @@ export function table(columns, rows, empty = 'Nothing here yet.') {
     { class: 'table-scroll' },
     h(
       'table',
-      {},
+      options.stacked ? { class: 'stacked' } : {},
       h(
         'thead',
         {},
@@ -121,7 +128,7 @@ export function table(columns, rows, empty = 'Nothing here yet.') {
           h(
             'tr',
             {},
-            columns.map(([, cell]) => h('td', {}, cell(row))),
+            columns.map(([heading, cell]) => h('td', heading ? { 'data-label': heading } : {}, cell(row))),
           ),
         ),
       ),

@@ -52,6 +52,40 @@ pub async fn broken_words(browser: &Browser) -> Vec<String> {
     serde_json::from_value(browser.run(script, vec![]).await).expect("broken words")
 }
 
+/// What is wrong with the page's stacked tables (`table.stacked`) on a narrow screen, as text: a row that is not
+/// shown as a card, a word of a cell broken across lines (outside code), or a cell's code (a URL, a key) taking
+/// more than 3 lines.
+pub async fn stacked_card_problems(browser: &Browser) -> Vec<String> {
+    let script = "const out = [];
+        const lines = (node, start, end) => {
+          const range = document.createRange();
+          range.setStart(node, start);
+          range.setEnd(node, end);
+          return new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top))).size;
+        };
+        for (const table of document.querySelectorAll('table.stacked')) {
+          if (!table.getClientRects().length) continue;
+          for (const row of table.tBodies[0].rows) {
+            if (getComputedStyle(row).display !== 'block') out.push(`a row shown as ${getComputedStyle(row).display}, not a card`);
+            for (const cell of row.cells) {
+              const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+              for (let node; (node = walker.nextNode());) {
+                if (node.parentElement.closest('code')) {
+                  const n = lines(node, 0, node.textContent.length);
+                  if (n > 3) out.push(`code \"${node.textContent}\" over ${n} lines`);
+                  continue;
+                }
+                for (const m of node.textContent.matchAll(/\\S+/g)) {
+                  if (lines(node, m.index, m.index + m[0].length) > 1) out.push(`the word \"${m[0]}\" broken in a cell`);
+                }
+              }
+            }
+          }
+        }
+        return out;";
+    serde_json::from_value(browser.run(script, vec![]).await).expect("stacked card problems")
+}
+
 /// Starts recording the main thread's long tasks (over 50 ms) from now on.
 pub async fn record_long_tasks(browser: &Browser) {
     browser

@@ -45,6 +45,7 @@ export async function render(main) {
         ],
         keys,
         'No keys yet.',
+        { stacked: true },
       ),
     );
   };

@@ -41,6 +41,7 @@ export async function render(main) {
         ],
         hooks,
         'No webhooks yet. Create one and point a sender at its capture URL.',
+        { stacked: true },
       ),
     );
   };

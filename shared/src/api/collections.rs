@@ -115,7 +115,9 @@ pub struct CollectionRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OpenApiSource {
+    /// An `http` or `https` URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uri", pattern = "^[Hh][Tt][Tt][Pp][Ss]?://")]
     pub url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub document: Option<String>,

@@ -6,6 +6,7 @@ pub mod definition;
 pub mod extract;
 pub mod names;
 mod node_parts;
+mod assertion_schema;
 mod node_schema;
 pub(crate) mod request_parts;
 pub mod schedule;

@@ -9,7 +9,7 @@ use hookflow_shared::Role;
 use hookflow_tests::TestApp;
 use hookflow_tests::browser::Browser;
 use hookflow_tests::browser_audit::{
-    axe_violations, broken_words, long_tasks, record_long_tasks, resize, unreachable_controls,
+    axe_violations, broken_words, long_tasks, record_long_tasks, resize, stacked_card_problems, unreachable_controls,
 };
 use hookflow_tests::target::Target;
 use serde_json::{Value, json};
@@ -39,6 +39,11 @@ async fn audit(browser: &Browser, page: &str, width: u32, failures: &mut Vec<Str
     }
     for line in unreachable_controls(browser).await {
         failures.push(format!("{page} at {width}px: Tab cannot reach {line}"));
+    }
+    if width <= 390 {
+        for line in stacked_card_problems(browser).await {
+            failures.push(format!("{page} at {width}px: {line}"));
+        }
     }
 }
 
@@ -96,6 +101,10 @@ async fn every_page_passes_axe_has_no_broken_words_and_is_reachable_by_tab_at_bo
         )
         .await;
     let _: Value = app.post("/api-keys", &json!({"name": "ci pipeline", "preset": "ci"}), 201).await;
+    // Long names and URLs, which a narrow screen shows as stacked cards (Operating II).
+    app.create_webhook(json!({"name": "Marketplace reconciliation notifications (production)"})).await;
+    let _: Value =
+        app.post("/api-keys", &json!({"name": "nightly contract verification pipeline", "preset": "ci"}), 201).await;
 
     let mut failures = Vec::new();
     for width in [1280, 390] {
