@@ -1,12 +1,12 @@
 //! The pure logic of flows that the server (validation, sandboxes) and the runner (execution) share.
 
 pub mod assert;
+mod assertion_schema;
 pub mod budget;
 pub mod definition;
 pub mod extract;
 pub mod names;
 mod node_parts;
-mod assertion_schema;
 mod node_schema;
 pub(crate) mod request_parts;
 pub mod schedule;
