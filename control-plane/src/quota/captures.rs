@@ -9,9 +9,11 @@
 //! Accuracy. One server: exact (the Nth capture of the day is admitted, the N+1th refused), but a body without a
 //! `Content-Length` counts as empty until stored, so chunked bodies in flight at once may pass `stored_bytes` by
 //! their sizes. Several replicas: each sees the others' captures only at its refresh, so a limit may be overshot by
-//! what the other replicas admit within one refresh interval, and never by more than (replicas - 1) x the limit. A
-//! refresh that reads the database while one of this server's captures commits may count that capture twice until
-//! the next refresh: a capture may then be refused early, never admitted late.
+//! what the other replicas admit between two of its refreshes (one interval, up to four while captures keep it
+//! busy, below), and never by more than (replicas - 1) x the limit. A refresh is exact when none of the
+//! organization's captures was in flight while it read; otherwise it keeps the view as it was, up to three times in
+//! a row, and then takes the database's figures anyway: captures in flight may then be counted twice until the next
+//! refresh, so a capture may be refused early, never admitted late.
 
 use crate::error::ApiError;
 use crate::quota::usage::{self, CaptureUsage};
@@ -50,15 +52,27 @@ struct OrgView {
 struct View {
     bytes_limit: Option<i64>,
     per_day_limit: Option<i64>,
-    /// The day `db_captures` and `own_captures` count.
+    /// The day `db_captures` and `settled_captures` count.
     day: Option<NaiveDate>,
     db_bytes: i64,
     db_captures: i64,
-    /// This server's captures (admitted, or stored) since the database was last read.
-    own_bytes: i64,
-    own_captures: i64,
+    /// This server's captures admitted and not yet stored or refused.
+    pending_bytes: i64,
+    pending_captures: i64,
+    /// This server's captures stored since the database was last read.
+    settled_bytes: i64,
+    settled_captures: i64,
+    /// Bumped at every admission and every end of one: a refresh during which it did not move, with nothing
+    /// pending when it began, read the database exactly as this view counts it.
+    activity: u64,
+    /// Refreshes in a row that met captures in flight and kept the view as it was.
+    skipped: u32,
     used: Option<Instant>,
 }
+
+/// Refreshes in a row that may keep a view unchanged because captures were in flight; the next one takes the
+/// database's figures all the same (captures in flight may then be counted twice until the following one).
+const MAX_SKIPPED: u32 = 3;
 
 /// An admitted capture's place in its organization's view: `stored` settles it at its real size; dropped
 /// unsettled (refused, failed), it gives its place back.
@@ -70,20 +84,21 @@ pub struct Admission {
 impl Admission {
     /// The capture was stored with a body of `bytes`.
     pub fn stored(mut self, bytes: usize) {
-        if let Some((org, _, declared)) = self.counted.take() {
-            locked(&org.view).own_bytes += i64::try_from(bytes).unwrap_or(i64::MAX) - declared;
+        if let Some((org, day, declared)) = self.counted.take() {
+            let mut view = locked(&org.view);
+            view.end(declared);
+            view.settled_bytes += i64::try_from(bytes).unwrap_or(i64::MAX);
+            if view.day == Some(day) {
+                view.settled_captures += 1;
+            }
         }
     }
 }
 
 impl Drop for Admission {
     fn drop(&mut self) {
-        if let Some((org, day, declared)) = self.counted.take() {
-            let mut view = locked(&org.view);
-            view.own_bytes -= declared;
-            if view.day == Some(day) {
-                view.own_captures -= 1;
-            }
+        if let Some((org, _, declared)) = self.counted.take() {
+            locked(&org.view).end(declared);
         }
     }
 }
@@ -102,7 +117,7 @@ impl CaptureQuotas {
             if !org.read.load(Ordering::Acquire) {
                 let fresh = usage::for_captures(&self.pool, &[org_id]).await?;
                 if let Some(fresh) = fresh.first() {
-                    locked(&org.view).refreshed(fresh, (0, 0));
+                    locked(&org.view).refreshed(fresh, Before::default());
                 }
                 org.read.store(true, Ordering::Release);
             }
@@ -114,27 +129,28 @@ impl CaptureQuotas {
         view.used = Some(Instant::now());
         if view.day != Some(today) {
             // A new UTC day: its count starts at nothing (the next refresh reads the database's).
-            (view.day, view.db_captures, view.own_captures) = (Some(today), 0, 0);
+            (view.day, view.db_captures, view.settled_captures) = (Some(today), 0, 0);
         }
         let (bytes_limit, per_day_limit) = self.limits(&view);
         if bytes_limit.is_none() && per_day_limit.is_none() {
             return Ok(Admission { counted: None });
         }
         if let Some(limit) = per_day_limit
-            && view.db_captures + view.own_captures >= limit
+            && view.db_captures + view.settled_captures + view.pending_captures >= limit
         {
             let midnight = (today + chrono::Days::new(1)).and_hms_opt(0, 0, 0).map(|m| m.and_utc());
             let wait = midnight.map_or(1, |m| (m - now).num_seconds().max(1) as u64);
             return Err(exceeded(Quota::CapturesPerDay, limit, Some(wait)));
         }
         if let Some(limit) = bytes_limit {
-            let used = view.db_bytes + view.own_bytes;
+            let used = view.db_bytes + view.settled_bytes + view.pending_bytes;
             if used >= limit || used.saturating_add(declared) > limit {
                 return Err(exceeded(Quota::StoredBytes, limit, Some(self.bytes_retry.as_secs())));
             }
         }
-        view.own_captures += 1;
-        view.own_bytes += declared;
+        view.pending_captures += 1;
+        view.pending_bytes += declared;
+        view.activity += 1;
         Ok(Admission { counted: Some((org.clone(), today, declared)) })
     }
 
@@ -158,13 +174,7 @@ impl CaptureQuotas {
             return Ok(0);
         }
         // What this server had counted before the read: the read includes what of it was stored by then.
-        let before: Vec<(i64, i64)> = known
-            .iter()
-            .map(|(_, org)| {
-                let view = locked(&org.view);
-                (view.own_bytes, view.own_captures)
-            })
-            .collect();
+        let before: Vec<Before> = known.iter().map(|(_, org)| Before::of(&locked(&org.view))).collect();
         let ids: Vec<OrgId> = known.iter().map(|(id, _)| *id).collect();
         let fresh: HashMap<OrgId, CaptureUsage> =
             usage::for_captures(&self.pool, &ids).await?.into_iter().map(|u| (u.org_id, u)).collect();
@@ -181,25 +191,58 @@ impl CaptureQuotas {
     }
 }
 
-impl View {
-    /// Takes the database's figures, keeping what this server counted after `before` was taken.
-    fn refreshed(&mut self, fresh: &CaptureUsage, before: (i64, i64)) {
-        let (bytes_before, captures_before) = before;
-        self.bytes_limit = fresh.stored_bytes_limit;
-        self.per_day_limit = fresh.captures_per_day_limit;
-        self.db_bytes = fresh.stored_bytes;
-        self.own_bytes -= bytes_before;
-        if self.day == Some(fresh.day) {
-            self.own_captures -= captures_before;
-        } else {
-            self.own_captures = 0;
+/// A view's counts as a refresh began.
+#[derive(Debug, Clone, Copy, Default)]
+struct Before {
+    settled_bytes: i64,
+    settled_captures: i64,
+    pending: bool,
+    activity: u64,
+}
+
+impl Before {
+    fn of(view: &View) -> Self {
+        Self {
+            settled_bytes: view.settled_bytes,
+            settled_captures: view.settled_captures,
+            pending: view.pending_captures > 0,
+            activity: view.activity,
         }
-        self.day = Some(fresh.day);
-        self.db_captures = fresh.captures_today;
-        self.used.get_or_insert_with(Instant::now);
     }
 }
 
+impl View {
+    /// An admitted capture is stored or refused.
+    fn end(&mut self, declared: i64) {
+        self.pending_captures -= 1;
+        self.pending_bytes -= declared;
+        self.activity += 1;
+    }
+
+    /// Takes the database's limits, and its figures with what this server stored after `before` was taken. When
+    /// captures were in flight meanwhile (the read may hold some of them or not), the figures are kept as they
+    /// were, up to [`MAX_SKIPPED`] times in a row.
+    fn refreshed(&mut self, fresh: &CaptureUsage, before: Before) {
+        self.bytes_limit = fresh.stored_bytes_limit;
+        self.per_day_limit = fresh.captures_per_day_limit;
+        self.used.get_or_insert_with(Instant::now);
+        let quiet = !before.pending && before.activity == self.activity;
+        if !quiet && self.skipped < MAX_SKIPPED {
+            self.skipped += 1;
+            return;
+        }
+        self.skipped = 0;
+        self.db_bytes = fresh.stored_bytes;
+        self.settled_bytes -= before.settled_bytes;
+        if self.day == Some(fresh.day) {
+            self.settled_captures -= before.settled_captures;
+        } else {
+            self.settled_captures = 0;
+        }
+        self.day = Some(fresh.day);
+        self.db_captures = fresh.captures_today;
+    }
+}
 impl Default for OrgView {
     fn default() -> Self {
         Self {
