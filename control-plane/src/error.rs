@@ -11,6 +11,8 @@ pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
     pub retry_after_s: Option<u64>,
+    /// The status when it is not the code's own (`quota_exceeded` on the capture path: 429).
+    pub status: Option<u16>,
 }
 
 /// What handlers answer.
@@ -24,7 +26,7 @@ const UNAVAILABLE_RETRY_S: u64 = 5;
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), retry_after_s: None }
+        Self { code, message: message.into(), retry_after_s: None, status: None }
     }
 
     pub fn unauthorized() -> Self {
@@ -52,6 +54,7 @@ impl ApiError {
             code: ErrorCode::Unavailable,
             message: "the database is unavailable; retry shortly".into(),
             retry_after_s: Some(UNAVAILABLE_RETRY_S),
+            status: None,
         }
     }
 
@@ -127,7 +130,8 @@ struct ErrorMark {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = self.status.unwrap_or(self.code.status());
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = status.into_response();
         if let Some(seconds) = self.retry_after_s {
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));

@@ -134,6 +134,10 @@ pub struct Settings {
     pub retention_interval: Duration,
     /// How long executions and audit entries are kept where an organization sets nothing, and the audit floor.
     pub retention: RetentionDefaults,
+    /// The quotas of organizations whose operator set none (`--default-stored-bytes`, ...).
+    pub quotas: crate::quota::QuotaDefaults,
+    /// How often the capture path's view of the organizations' usage is read again (`--quota-refresh-ms`).
+    pub quota_refresh: Duration,
     /// Interval of `: keep-alive` comments on idle streams.
     pub stream_keep_alive: Duration,
     /// Events buffered per stream subscriber before it is told it lagged.
@@ -213,6 +217,8 @@ impl Settings {
             allow_private_targets: false,
             retention_interval: Duration::from_secs(60),
             retention: RetentionDefaults::default(),
+            quotas: crate::quota::QuotaDefaults::default(),
+            quota_refresh: Duration::from_secs(1),
             stream_keep_alive: Duration::from_secs(15),
             stream_buffer: 128,
             master_key: crate::crypto::MasterKey::random(),
@@ -308,6 +314,11 @@ impl AppState {
             max_rate_per_s: settings.max_capture_rate_per_s,
             master_key: settings.master_key.clone(),
             capture_url: settings.capture_url.clone(),
+            quotas: Arc::new(crate::quota::captures::CaptureQuotas::new(
+                pool.clone(),
+                settings.quotas,
+                settings.retention_interval,
+            )),
         });
         Self(Arc::new(Inner {
             capture,

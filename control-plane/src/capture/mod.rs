@@ -1,6 +1,7 @@
 //! The capture path, `/webhook/{id}[/{*path}]`: no authentication; finds the endpoint in the cache, applies its
-//! rate limit and body limit, records the request exactly as sent, and answers the receipt (or the endpoint's
-//! custom response) only once the capture writer has committed it. It reads its own component, `CapturePath`, from
+//! rate limit, its organization's capture quotas (before the body is read) and its body limit, records the request
+//! exactly as sent, and answers the receipt (or the endpoint's custom response) only once the capture writer has
+//! committed it. It reads its own component, `CapturePath`, from
 //! any state that gives one (`FromRef`): the hot path touches nothing else.
 
 pub mod batch;
@@ -22,6 +23,7 @@ use crate::http::body::{discard, read_within};
 use crate::http::client_address::TrustedProxies;
 use crate::http::limits::Allowances;
 use crate::http::raw_head::{HeadQueue, RequestNumber};
+use crate::quota::captures::CaptureQuotas;
 use crate::signature::Message;
 use axum::Extension;
 use axum::extract::{ConnectInfo, FromRef, Request, State};
@@ -60,6 +62,8 @@ pub struct CapturePath {
     pub master_key: MasterKey,
     /// Base URL of capture URLs (`--capture-url`), the URL some schemes sign.
     pub capture_url: String,
+    /// The organizations' `captures_per_day` and `stored_bytes` quotas, admitted before a body is read.
+    pub quotas: Arc<CaptureQuotas>,
 }
 
 pub fn routes<S>() -> OpenApiRouter<S>
@@ -85,7 +89,11 @@ where
         (status = 400, description = "The database refused this capture (its neighbours are stored)"),
         (status = 401, description = "The endpoint enforces or rejects signatures and this one is invalid, missing \
             or a duplicate (`signature_invalid`; under `enforce` the capture is stored, under `reject` it is not)"),
-        (status = 404), (status = 405), (status = 413), (status = 429), (status = 503),
+        (status = 404), (status = 405), (status = 413),
+        (status = 429, description = "The endpoint's rate limit (`rate_limited`), or the organization's \
+            `captures_per_day` or `stored_bytes` quota (`quota_exceeded`, answered before the body is read); \
+            `Retry-After` says when to try again"),
+        (status = 503),
         (status = "default", description = "The endpoint's custom response: the status (200 to 599, not 3xx), \
             headers and body it sets")),
     security(()))]
@@ -134,8 +142,11 @@ async fn capture_inner(
         error.retry_after_s = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
         return Err(error);
     }
+    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    let admission = capture.quotas.admit(endpoint.org_id, declared.unwrap_or(0)).await?;
     let (body, room) =
         read_body(&capture.writer, endpoint.org_id, &parts.headers, body, endpoint.max_body_bytes).await?;
+    let size = body.len();
     let target = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let headers = recorded
         .and_then(|(queue, number)| queue.take(number, parts.method.as_str(), target))
@@ -175,6 +186,9 @@ async fn capture_inner(
     {
         // Not stored: the sender's retry of this `webhook-id` is not a duplicate.
         verification.forget(&judged);
+    }
+    if matches!(outcome, Outcome::Stored(_)) {
+        admission.stored(size);
     }
     match outcome {
         Outcome::Stored(request_id) => match refusal {

@@ -126,6 +126,24 @@ pub struct ServeArgs {
     /// Days an audit entry is kept at least, whatever an organization's or the default retention says.
     #[arg(long, env = "HOOKFLOW_MIN_AUDIT_RETENTION_DAYS", default_value_t = 30)]
     pub min_audit_retention_days: u32,
+    /// Bytes of capture bodies and node results an organization may store, for organizations whose operator set
+    /// none (`hookflow-server orgs limits`); unset: no limit.
+    #[arg(long, env = "HOOKFLOW_DEFAULT_STORED_BYTES")]
+    pub default_stored_bytes: Option<u64>,
+    /// Endpoints an organization may have, where its operator set none; unset: no limit.
+    #[arg(long, env = "HOOKFLOW_DEFAULT_ENDPOINTS")]
+    pub default_endpoints: Option<u64>,
+    /// Flows an organization may have, where its operator set none; unset: no limit.
+    #[arg(long, env = "HOOKFLOW_DEFAULT_FLOWS")]
+    pub default_flows: Option<u64>,
+    /// Captures an organization may receive per UTC day, where its operator set none; unset: no limit.
+    #[arg(long, env = "HOOKFLOW_DEFAULT_CAPTURES_PER_DAY")]
+    pub default_captures_per_day: Option<u64>,
+    /// Milliseconds between reads of the organizations' usage by the capture path (how long another replica's
+    /// captures or an operator's new limit take to be seen).
+    #[arg(long, env = "HOOKFLOW_QUOTA_REFRESH_MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(50..=3_600_000))]
+    pub quota_refresh_ms: u64,
     /// Most connections the server opens to PostgreSQL.
     #[arg(long, env = "HOOKFLOW_DB_MAX_CONNECTIONS", default_value_t = 20)]
     pub db_max_connections: u32,
@@ -367,8 +385,8 @@ pub enum OrgsCommand {
     },
     /// List organizations with their ids.
     List,
-    /// Set how long an organization keeps its finished executions and its audit entries (`none`: the server's
-    /// default, `--default-execution-retention-days` / `--default-audit-retention-days`).
+    /// Set how long an organization keeps its finished executions and its audit entries, and its quotas (`none`:
+    /// the server's default, `--default-execution-retention-days`, `--default-stored-bytes`, ...).
     Limits {
         /// Organization id.
         #[arg(long)]
@@ -379,6 +397,18 @@ pub enum OrgsCommand {
         /// Days an audit entry is kept (or `none`); never less than the server's --min-audit-retention-days.
         #[arg(long, value_name = "DAYS|none", value_parser = days_or_none)]
         audit_retention_days: Option<RetentionDays>,
+        /// Bytes of capture bodies and node results the organization may store (or `none`).
+        #[arg(long, value_name = "BYTES|none", value_parser = count_or_none)]
+        stored_bytes: Option<QuotaLimit>,
+        /// Endpoints the organization may have (or `none`).
+        #[arg(long, value_name = "N|none", value_parser = count_or_none)]
+        endpoints: Option<QuotaLimit>,
+        /// Flows the organization may have (or `none`).
+        #[arg(long, value_name = "N|none", value_parser = count_or_none)]
+        flows: Option<QuotaLimit>,
+        /// Captures the organization may receive per UTC day (or `none`).
+        #[arg(long, value_name = "N|none", value_parser = count_or_none)]
+        captures_per_day: Option<QuotaLimit>,
     },
     /// Put an organization on the private-network allow-list (`--allow`) or take it off (`--deny`): its flows run
     /// by the embedded runner, its replays and imports may then reach loopback and private addresses.
@@ -525,5 +555,20 @@ fn days_or_none(text: &str) -> Result<RetentionDays, String> {
     match text.parse::<u32>() {
         Ok(days) if days >= 1 && i32::try_from(days).is_ok() => Ok(RetentionDays(Some(days))),
         _ => Err(format!("`{text}` is not a number of days (1 or more) nor `none`")),
+    }
+}
+
+/// A quota (0 or more), or `None` for the server's default (`none` on the command line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaLimit(pub Option<u64>);
+
+/// A whole number (0 or more, at most 2^63 - 1), or `none`.
+fn count_or_none(text: &str) -> Result<QuotaLimit, String> {
+    if text == "none" {
+        return Ok(QuotaLimit(None));
+    }
+    match text.parse::<u64>() {
+        Ok(n) if i64::try_from(n).is_ok() => Ok(QuotaLimit(Some(n))),
+        _ => Err(format!("`{text}` is not a whole number (0 or more) nor `none`")),
     }
 }

@@ -116,6 +116,13 @@ async fn serve_with(
             audit_days: args.default_audit_retention_days,
             min_audit_days: args.min_audit_retention_days,
         },
+        quotas: crate::quota::QuotaDefaults {
+            stored_bytes: args.default_stored_bytes,
+            endpoints: args.default_endpoints,
+            flows: args.default_flows,
+            captures_per_day: args.default_captures_per_day,
+        },
+        quota_refresh: std::time::Duration::from_millis(args.quota_refresh_ms),
         master_key: master_keys.keyring(),
         master_key_file: master_keys.file.clone(),
         lease: std::time::Duration::from_secs(args.lease_s),

@@ -2,7 +2,7 @@
 //! `users create|reset-password`):
 //! set up a multi-tenant installation from a shell, straight against the database, printing each secret once.
 
-use crate::api::admin::{keys, organization};
+use crate::api::admin::{keys, limits, organization};
 use crate::api::people::{passwords, store};
 use crate::auth::Actor;
 use crate::auth::sessions;
@@ -32,16 +32,30 @@ pub async fn orgs(pool: &PgPool, command: OrgsCommand) -> Result<(), BoxError> {
                 println!("{}  {}{private}", org.id, org.name);
             }
         }
-        OrgsCommand::Limits { org, execution_retention_days, audit_retention_days } => {
-            if execution_retention_days.is_none() && audit_retention_days.is_none() {
-                return Err("name a limit to set: --execution-retention-days or --audit-retention-days".into());
-            }
-            let limits = organization::RetentionLimits {
+        OrgsCommand::Limits {
+            org,
+            execution_retention_days,
+            audit_retention_days,
+            stored_bytes,
+            endpoints,
+            flows,
+            captures_per_day,
+        } => {
+            let limits = limits::OrgLimits {
                 execution_retention_days: execution_retention_days.map(|d| d.0),
                 audit_retention_days: audit_retention_days.map(|d| d.0),
+                stored_bytes: stored_bytes.map(|n| n.0),
+                endpoints: endpoints.map(|n| n.0),
+                flows: flows.map(|n| n.0),
+                captures_per_day: captures_per_day.map(|n| n.0),
             };
+            if limits.is_empty() {
+                return Err("name a limit to set: --execution-retention-days, --audit-retention-days, \
+                            --stored-bytes, --endpoints, --flows or --captures-per-day"
+                    .into());
+            }
             let mut tx = pool.begin().await?;
-            let Some((executions, audit)) = organization::set_retention(&mut tx, org, limits).await? else {
+            let Some(now) = limits::set(&mut tx, org, limits).await? else {
                 return Err(format!("no organization {org}; `hookflow-server orgs list` shows them").into());
             };
             tx.commit().await?;
@@ -50,8 +64,17 @@ pub async fn orgs(pool: &PgPool, command: OrgsCommand) -> Result<(), BoxError> {
             println!(
                 "organization {org} keeps finished executions {} and audit entries {} (never less than the \
                  server's --min-audit-retention-days)",
-                days(executions),
-                days(audit)
+                days(now.execution_retention_days),
+                days(now.audit_retention_days)
+            );
+            let quota = |n: Option<i64>| n.map_or("the server's default".to_owned(), |n| n.to_string());
+            println!(
+                "quotas: stored_bytes {}, endpoints {}, flows {}, captures_per_day {} (servers apply a new limit \
+                 within --quota-refresh-ms)",
+                quota(now.stored_bytes),
+                quota(now.endpoints),
+                quota(now.flows),
+                quota(now.captures_per_day)
             );
         }
         OrgsCommand::PrivateNetwork { org, allow, .. } => {

@@ -1,10 +1,11 @@
 //! Background loops, started once per server and stopped by its shutdown token: the LISTEN connection that
-//! fans notifications out (`listener`), retention (`retention`), the lease rescuer (`rescuer`) and the cron
-//! scheduler (`scheduler`); and the trigger dispatcher (`triggers`, a component of its own). The capture writer is
+//! fans notifications out (`listener`), retention (`retention`), the quotas' usage (`quotas`), the lease rescuer
+//! (`rescuer`) and the cron scheduler (`scheduler`); and the trigger dispatcher (`triggers`, a component of its own). The capture writer is
 //! started with the state it belongs to.
 
 pub mod listener;
 pub mod periodic;
+pub mod quotas;
 pub mod rescuer;
 pub mod retention;
 pub mod scheduler;
@@ -15,6 +16,7 @@ use crate::state::AppState;
 pub fn start(app: &AppState) {
     tokio::spawn(listener::run(app.clone()));
     tokio::spawn(retention::run(app.clone()));
+    tokio::spawn(quotas::run(app.clone()));
     tokio::spawn(rescuer::run(app.clone()));
     tokio::spawn(scheduler::run(app.clone()));
     tokio::spawn(crate::triggers::run(app.clone()));

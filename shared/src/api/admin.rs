@@ -120,3 +120,37 @@ pub struct AuditEntry {
     pub details: serde_json::Value,
     pub created_at: Timestamp,
 }
+
+/// `GET /organization/usage`: what the organization stores and has received today (UTC), and the limits in force
+/// (its own, else the server's defaults; `null`: none).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Usage {
+    /// Bytes of capture bodies and node results stored.
+    #[schema(minimum = 0)]
+    pub stored_bytes: i64,
+    #[schema(minimum = 0)]
+    pub endpoints: i64,
+    #[schema(minimum = 0)]
+    pub flows: i64,
+    /// Captures received since 00:00 UTC (deleting them later does not give them back).
+    #[schema(minimum = 0)]
+    pub captures_today: i64,
+    pub limits: UsageLimits,
+}
+
+/// The limits in force of `Usage`; `null`: none.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct UsageLimits {
+    #[schema(minimum = 0)]
+    pub stored_bytes: Option<i64>,
+    #[schema(minimum = 0)]
+    pub endpoints: Option<i64>,
+    #[schema(minimum = 0)]
+    pub flows: Option<i64>,
+    #[schema(minimum = 0)]
+    pub captures_per_day: Option<i64>,
+    #[schema(minimum = 1)]
+    pub execution_retention_days: Option<i32>,
+    #[schema(minimum = 1)]
+    pub audit_retention_days: Option<i32>,
+}

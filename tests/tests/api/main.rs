@@ -63,6 +63,7 @@ mod queue_at_scale;
 mod queue_batching;
 mod queue_completion_results;
 mod queue_polls;
+mod quotas;
 mod request_lines;
 mod resources;
 mod retention_history;

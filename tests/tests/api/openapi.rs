@@ -30,6 +30,7 @@ const IMPLEMENTED: &[&str] = &[
     "GET /api-keys/{id}",
     "DELETE /api-keys/{id}",
     "GET /organization",
+    "GET /organization/usage",
     "PATCH /organization",
     "GET /audit-log",
     "POST /webhooks",

@@ -114,41 +114,21 @@ pub struct RetentionLimits {
     pub audit_retention_days: Option<Option<u32>>,
 }
 
-/// Sets what `limits` names of the organization's retention, audited (`organization.limits`); answers the values
-/// now in force (`None`: the server's default), or `None` when there is no such organization.
+/// Sets what `limits` names of the organization's retention, audited (`organization.limits`, as
+/// `limits::set`); answers the values now in force (`None`: the server's default), or `None` when there is no such
+/// organization.
 pub async fn set_retention(
     conn: &mut PgConnection,
     org_id: OrgId,
     limits: RetentionLimits,
 ) -> Result<Option<(Option<i32>, Option<i32>)>, sqlx::Error> {
-    let days = |value: Option<Option<u32>>| value.map(|d| d.and_then(|d| i32::try_from(d).ok()));
-    let (execution, audit) = (days(limits.execution_retention_days), days(limits.audit_retention_days));
-    let now: Option<(Option<i32>, Option<i32>)> = sqlx::query_as(
-        "UPDATE organizations SET
-             execution_retention_days = CASE WHEN $2 THEN $3 ELSE execution_retention_days END,
-             audit_retention_days = CASE WHEN $4 THEN $5 ELSE audit_retention_days END
-         WHERE id = $1 RETURNING execution_retention_days, audit_retention_days",
-    )
-    .bind(org_id)
-    .bind(execution.is_some())
-    .bind(execution.flatten())
-    .bind(audit.is_some())
-    .bind(audit.flatten())
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some((execution_now, audit_now)) = now else { return Ok(None) };
-    let event = AuditEvent {
-        org_id,
-        actor: Actor::Operator,
-        action: "organization.limits",
-        target: org_id.to_string(),
-        details: serde_json::json!({
-            "execution_retention_days": execution_now,
-            "audit_retention_days": audit_now,
-        }),
+    let limits = crate::api::admin::limits::OrgLimits {
+        execution_retention_days: limits.execution_retention_days,
+        audit_retention_days: limits.audit_retention_days,
+        ..Default::default()
     };
-    audit::record(conn, event).await?;
-    Ok(Some((execution_now, audit_now)))
+    let now = crate::api::admin::limits::set(conn, org_id, limits).await?;
+    Ok(now.map(|now| (now.execution_retention_days, now.audit_retention_days)))
 }
 
 /// All organizations, oldest first (operator listing).

@@ -36,7 +36,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// Create a flow; the definition is validated first.
-#[utoipa::path(post, path = "/flows", request_body = WriteFlow, responses((status = 201, body = Flow), (status = 409)))]
+#[utoipa::path(post, path = "/flows", request_body = WriteFlow, responses((status = 201, body = Flow), (status = 409),
+    (status = 403, description = "`quota_exceeded`: the organization's `flows` quota is reached")))]
 async fn create_flow(Ctx { app, caller }: Ctx<scope::FlowsWrite>, ApiJson(body): ApiJson<WriteFlow>) -> Created<Flow> {
     let tags = body.tags.distinct();
     check_schedule(body.schedule.as_deref())?;
@@ -51,6 +52,7 @@ async fn create_flow(Ctx { app, caller }: Ctx<scope::FlowsWrite>, ApiJson(body):
         tags: &tags,
         definition: &body.definition,
         schedule: body.schedule.as_deref(),
+        quotas: app.settings.quotas,
     };
     let id = insert_flow(&mut tx, new).await?;
     let flow = fetch(&mut tx, caller.org_id, id).await?;

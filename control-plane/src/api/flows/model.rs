@@ -150,10 +150,14 @@ pub struct NewFlow<'a> {
     pub tags: &'a [String],
     pub definition: &'a serde_json::Value,
     pub schedule: Option<&'a str>,
+    /// The server's default quotas (the organization's `flows` quota is checked here).
+    pub quotas: crate::quota::QuotaDefaults,
 }
 
-/// Inserts a flow and returns its new id; a taken name answers 409.
+/// Inserts a flow and returns its new id; a taken name answers 409, a flow past the organization's `flows` quota
+/// 403 `quota_exceeded`.
 pub async fn insert_flow(conn: &mut PgConnection, flow: NewFlow<'_>) -> ApiResult<FlowId> {
+    crate::quota::admit_created(&mut *conn, flow.org_id, crate::quota::Quota::Flows, flow.quotas).await?;
     let id = FlowId::now_v7();
     sqlx::query(
         "INSERT INTO flows (id, organization_id, name, description, tags, definition, schedule)

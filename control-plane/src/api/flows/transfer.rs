@@ -69,7 +69,8 @@ fn as_written(flow: Flow) -> ApiResult<WriteFlow> {
 
 /// Import an exported document as a new flow (versions renumbered from 1 in their order).
 #[utoipa::path(post, path = "/flows/import", request_body = FlowDocument,
-    responses((status = 201, body = Flow), (status = 409)))]
+    responses((status = 201, body = Flow), (status = 409),
+        (status = 403, description = "`quota_exceeded`: the organization's `flows` quota is reached")))]
 async fn import_flow(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
     ApiJson(document): ApiJson<FlowDocument>,
@@ -106,6 +107,7 @@ async fn import_flow(
         tags: &tags,
         definition: &source.definition,
         schedule: source.schedule.as_deref(),
+        quotas: app.settings.quotas,
     };
     let id = insert_flow(&mut tx, new).await?;
     for version in &versions {

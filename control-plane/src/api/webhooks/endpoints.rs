@@ -138,7 +138,8 @@ async fn guard_verification<S>(
 }
 
 /// Create an endpoint; it captures at `capture_url` at once.
-#[utoipa::path(post, path = "/webhooks", request_body = CreateWebhook, responses((status = 201, body = Webhook)))]
+#[utoipa::path(post, path = "/webhooks", request_body = CreateWebhook, responses((status = 201, body = Webhook),
+    (status = 403, description = "`quota_exceeded`: the organization's `endpoints` quota is reached")))]
 async fn create_webhook(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiJson(body): ApiJson<CreateWebhook>,
@@ -150,6 +151,7 @@ async fn create_webhook(
     triggers::check(&app.pool, &caller, &body.triggers).await?;
     let id = WebhookId::new(Uuid::new_v4());
     let mut tx = app.pool.begin().await?;
+    crate::quota::admit_created(&mut tx, caller.org_id, crate::quota::Quota::Endpoints, app.settings.quotas).await?;
     sqlx::query(
         "INSERT INTO webhooks (id, organization_id, name, description, max_body_bytes, max_age_days, max_requests, response,
                                triggers)
