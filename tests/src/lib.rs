@@ -15,6 +15,7 @@ pub mod notices;
 pub mod oidc;
 pub mod people;
 pub mod plain_cluster;
+pub mod previous_release;
 pub mod prometheus;
 pub mod provider;
 pub mod proxy;

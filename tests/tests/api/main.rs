@@ -76,6 +76,7 @@ mod startup;
 mod stream;
 mod triggers;
 mod triggers_replicas;
+mod upgrade_roll;
 mod variables;
 mod webhook_nodes;
 mod webhook_nodes_elsewhere;
