@@ -10,10 +10,10 @@
 
 use crate::cache::BoundedCache;
 use crate::capture::signing::EndpointVerification;
+use crate::capture::stored_verification::StoredVerification;
 pub use crate::capture::target::CaptureTarget;
 use crate::crypto::{MasterKey, Sealed};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use hookflow_shared::api::signatures::Verification;
 use hookflow_shared::api::webhooks::CustomResponse;
 use hookflow_shared::{OrgId, WebhookId};
 use sqlx::PgPool;
@@ -99,7 +99,7 @@ struct EndpointRow {
     max_body_bytes: i64,
     response: Option<sqlx::types::Json<CustomResponse>>,
     rate: i32,
-    verification: Option<sqlx::types::Json<Verification>>,
+    verification: Option<sqlx::types::Json<StoredVerification>>,
     verification_secrets: Option<Vec<u8>>,
     verification_nonce: Option<Vec<u8>>,
     verification_key_version: Option<i32>,
@@ -107,13 +107,13 @@ struct EndpointRow {
 
 impl EndpointRow {
     fn verification(&self, master: &MasterKey, id: WebhookId) -> Option<EndpointVerification> {
-        let stored = self.verification.as_ref()?;
+        let stored = self.verification.as_ref()?.0.clone().into_verification();
         let sealed = Sealed::from_columns(
             self.verification_secrets.clone(),
             self.verification_nonce.clone(),
             self.verification_key_version,
         )?;
-        Some(EndpointVerification::open(master, self.organization_id, id, stored, &sealed))
+        Some(EndpointVerification::open(master, self.organization_id, id, &stored, &sealed))
     }
 }
 

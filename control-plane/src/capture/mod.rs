@@ -11,6 +11,7 @@ pub mod refused;
 pub mod row;
 pub mod signing;
 pub mod sinks;
+pub mod stored_verification;
 pub mod target;
 pub mod wait_sweep;
 pub mod waiters;

@@ -175,7 +175,7 @@ pub fn retire_previous_keys(path: &Path) -> Result<(), DataDirError> {
 }
 
 /// Replaces the key file atomically (a new file, mode 0600, synced, renamed over it): current key first.
-fn write_key_file(path: &Path, keys: &MasterKeys) -> Result<(), DataDirError> {
+pub fn write_key_file(path: &Path, keys: &MasterKeys) -> Result<(), DataDirError> {
     let lines: Vec<String> = std::iter::once(&keys.current).chain(&keys.previous).map(encode).collect();
     let next = path.with_extension("key.new");
     let mut file = OpenOptions::new()

@@ -180,12 +180,48 @@ impl EmbeddedCluster {
         })
     }
 
-    /// Connection options for `database` over the cluster's Unix socket.
+    /// The existing cluster at `options.root`, running or not, with the binaries and system user a start would use:
+    /// for tools that work beside a server (`hookflow-server backup`).
+    pub fn locate(options: &ClusterOptions) -> Result<Self, EmbeddedError> {
+        let bindir = match &options.bindir {
+            Some(dir) => dir.clone(),
+            None => find_bindir().ok_or(EmbeddedError::BinariesNotFound)?,
+        };
+        let run_as = if nix::unistd::geteuid().is_root() {
+            let user = nix::unistd::User::from_name("postgres").ok().flatten().ok_or(EmbeddedError::NoPostgresUser)?;
+            Some(SystemUser { uid: user.uid.as_raw(), gid: user.gid.as_raw() })
+        } else {
+            None
+        };
+        Ok(Self { bindir, run_as, adopted: false, ..Self::paths(options)? })
+    }
+
+    /// Whether PostgreSQL runs on this cluster now.
+    pub fn is_running(&self) -> Result<bool, EmbeddedError> {
+        Ok(self.pg_ctl(&["status"])?.status.success())
+    }
+
+    /// The directory of the PostgreSQL binaries this cluster runs with (pg_basebackup, pg_verifybackup beside them).
+    pub fn bindir(&self) -> &Path {
+        &self.bindir
+    }
+
+    /// The directory of the cluster's Unix socket (its port is 5432).
+    pub fn socket_dir(&self) -> &Path {
+        &self.socket_dir
+    }
+
+    /// The system user and group that own the cluster's files, when we are root (else: ourselves).
+    pub fn owner(&self) -> Option<(u32, u32)> {
+        self.run_as.map(|u| (u.uid, u.gid))
+    }
+
     /// The superuser's password (for tools such as pg_dump: `PGPASSWORD`).
     pub fn password(&self) -> &str {
         self.password.expose()
     }
 
+    /// Connection options for `database` over the cluster's Unix socket.
     pub fn connect_options(&self, database: &str) -> sqlx::postgres::PgConnectOptions {
         sqlx::postgres::PgConnectOptions::new()
             .socket(&self.socket_dir)
@@ -258,12 +294,15 @@ impl EmbeddedCluster {
         fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o777 == 0o700)
     }
 
-    /// Local connections authenticate with the superuser's password (`scram-sha-256`); nothing is trusted. A
-    /// cluster made before this (with trust) gets its password set first, over the trusted socket, once.
-    fn write_hba(&self) -> Result<(), EmbeddedError> {
+    /// Local connections authenticate with the superuser's password (`scram-sha-256`); nothing is trusted. The
+    /// superuser may also open a replication connection (`hookflow-server backup` streams the cluster with
+    /// pg_basebackup). A cluster made before this (with trust) gets its password set first, over the trusted
+    /// socket, once. Reloads a running cluster whose rules changed.
+    pub fn write_hba(&self) -> Result<(), EmbeddedError> {
         let path = self.data.join("pg_hba.conf");
         let hba = "# Managed by hookflow-server: local connections only, by password.\n\
-                   local all all scram-sha-256\n";
+                   local all all scram-sha-256\n\
+                   local replication hookflow scram-sha-256\n";
         let current = fs::read_to_string(&path).map_err(io("reading pg_hba.conf"))?;
         if current == hba {
             return Ok(());

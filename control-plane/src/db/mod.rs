@@ -1,8 +1,9 @@
 //! Database access: connecting (to a configured URL or the embedded cluster), libpq's connection strings, the pools
 //! and the hosts they follow (the primary, a read replica), migrations, the data directory, where the embedded
-//! cluster lives, the PATCH statement builder, the replicas' watches, group commit with its byte budgets, and
+//! cluster lives, copies of it (backups), the PATCH statement builder, the replicas' watches, group commit with its byte budgets, and
 //! `json` parameters kept as written.
 
+pub mod basebackup;
 pub mod byte_budget;
 pub mod cluster_home;
 pub mod conninfo;

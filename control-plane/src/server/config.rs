@@ -367,6 +367,34 @@ pub enum Command {
     /// Manage people (operator commands): create users, reset passwords.
     #[command(subcommand)]
     Users(UsersCommand),
+    /// Copy the embedded cluster, online, into a new directory: a consistent copy (pg_basebackup with its WAL,
+    /// checked by pg_verifybackup), the cluster's password, and a note of where the master key lives.
+    #[command(
+        long_about = "Copy the embedded cluster, online, into a new directory: a consistent copy (pg_basebackup \
+            with the WAL written meanwhile, checked by pg_verifybackup), the cluster's password, and a note of where \
+            the master key lives (hookflow-backup.json). A running server keeps serving; with none running, the \
+            cluster is started for the copy and stopped after. The master key is copied only with \
+            --include-master-key: without it, keep the key apart (the backup alone cannot open secrets).\n\n\
+            With an external PostgreSQL (--database-url) back the database up with its own tools: docs/RUNBOOK.md \
+            has a tested pgBackRest recipe.",
+        after_help = "Examples:\n  hookflow-server --data-dir /var/lib/hookflow/data backup --to /backups/hookflow-2026-11-29\n  \
+            hookflow-server --data-dir /var/lib/hookflow/data restore --from /backups/hookflow-2026-11-29   # into a new --data-dir"
+    )]
+    Backup {
+        /// Directory the backup goes into; it must be absent or empty.
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
+        /// Copy the master key into the backup too (DIR/master.key, mode 0600): the backup then opens every secret.
+        #[arg(long)]
+        include_master_key: bool,
+    },
+    /// Lay a backup down as a fresh --data-dir (which must be absent or empty), start its cluster once to check it,
+    /// and put the master key back at <data-dir>/master.key when the backup holds it.
+    Restore {
+        /// Directory a `backup --to` made.
+        #[arg(long, value_name = "DIR")]
+        from: PathBuf,
+    },
     /// Print the OpenAPI 3.1 document this server serves at /openapi.json (to generate clients offline).
     Openapi {
         /// The capture-rate ceiling the document states (the server's --max-capture-rate).

@@ -1,6 +1,7 @@
 //! What `hookflow-server` does for each subcommand: serve (open storage, migrate, bootstrap, listen until
 //! SIGINT/SIGTERM, then stop the embedded cluster) or run an operator command.
 
+pub mod backup;
 pub mod bootstrap;
 pub mod config;
 pub mod embedded_runner;
@@ -25,6 +26,10 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
             storage.close().await?;
             result
         }
+        Command::Backup { to, include_master_key } => {
+            backup::backup(&cli.storage, &cli.serve, &to, include_master_key).await
+        }
+        Command::Restore { from } => backup::restore(&cli.storage, &from).await,
         Command::Openapi { max_capture_rate } => {
             let mut document = crate::api::openapi_document();
             crate::api::openapi::state_server_limits(&mut document, max_capture_rate);

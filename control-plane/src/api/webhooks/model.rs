@@ -1,11 +1,11 @@
 //! Rows of the webhook tables and their API shapes: endpoints (and whether one exists, for the nested resources),
 //! and the stored count of their captures (the captures' own rows are `capture::row`'s).
 
+use crate::capture::stored_verification::StoredVerification;
 use crate::db::owned;
 use crate::error::ApiResult;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::admin::Retention;
-use hookflow_shared::api::signatures::Verification;
 use hookflow_shared::api::triggers::WebhookTrigger;
 use hookflow_shared::api::webhooks::{CustomResponse, Webhook};
 use hookflow_shared::{OrgId, WebhookId};
@@ -30,7 +30,7 @@ pub struct WebhookRow {
     pub max_age_days: Option<i32>,
     pub max_requests: Option<i64>,
     pub response: Option<Json<CustomResponse>>,
-    pub verification: Option<Json<Verification>>,
+    pub verification: Option<Json<StoredVerification>>,
     pub triggers: Json<Vec<WebhookTrigger>>,
     pub request_count: i64,
     pub last_request_at: Option<DateTime<Utc>>,
@@ -48,7 +48,7 @@ impl WebhookRow {
             max_body_bytes: self.max_body_bytes,
             retention: Retention { max_age_days: self.max_age_days, max_requests: self.max_requests },
             response: self.response.map(|r| r.0),
-            verification: self.verification.map(|v| v.0),
+            verification: self.verification.map(|v| v.0.into_verification()),
             triggers: self.triggers.0,
             request_count: self.request_count,
             last_request_at: self.last_request_at.map(Into::into),

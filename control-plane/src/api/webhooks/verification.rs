@@ -4,6 +4,7 @@
 use crate::api::admin::audit::{self, AuditEvent};
 use crate::auth::Actor;
 use crate::capture::signing::seal_secrets;
+use crate::capture::stored_verification::StoredVerification;
 use crate::crypto::MasterKey;
 use crate::error::{ApiError, ApiResult};
 use crate::signature::Verifier;
@@ -56,7 +57,7 @@ pub async fn store(
     )
     .bind(writer.org_id)
     .bind(webhook_id)
-    .bind(settings.map(|s| sqlx::types::Json(view(s))))
+    .bind(settings.map(|s| sqlx::types::Json(StoredVerification::new(view(s)))))
     .bind(sealed.as_ref().map(|s| s.ciphertext.as_slice()))
     .bind(sealed.as_ref().map(|s| s.nonce.as_slice()))
     .bind(sealed.as_ref().map(|s| s.key_version))

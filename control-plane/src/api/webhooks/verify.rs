@@ -8,18 +8,19 @@ use crate::api::webhooks::captures::fetch_capture;
 use crate::auth::scope;
 use crate::capture::row::CaptureRow;
 use crate::capture::signing::{open_secrets, settings};
+use crate::capture::stored_verification::StoredVerification;
 use crate::crypto::Sealed;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath, Id};
 use crate::signature::{Message, Verifier};
 use axum::Json;
-use hookflow_shared::api::signatures::{Verdict, Verification, VerifyCapture, VerifyResult};
+use hookflow_shared::api::signatures::{Verdict, VerifyCapture, VerifyResult};
 use hookflow_shared::{CaptureId, WebhookId};
 
 /// Bodies larger than this are checked off the async workers (a check costs at least a hash of the body).
 const BLOCKING_BODY: usize = 64 * 1024;
 
-type StoredVerification = (Option<sqlx::types::Json<Verification>>, Option<Vec<u8>>, Option<Vec<u8>>, Option<i32>);
+type StoredColumns = (Option<sqlx::types::Json<StoredVerification>>, Option<Vec<u8>>, Option<Vec<u8>>, Option<i32>);
 
 /// Check a capture's signature again: with the endpoint's secrets (`{}`), or with a candidate secret that is not
 /// stored (`{"secret": "..."}`). Duplicates are not judged here: a repeated `webhook-id` with a good signature is
@@ -32,7 +33,7 @@ pub async fn verify_request(
     ApiPath((id, request_id)): ApiPath<(WebhookId, CaptureId)>,
     ApiJson(body): ApiJson<VerifyCapture>,
 ) -> ApiResult<Json<VerifyResult>> {
-    let stored: Option<StoredVerification> = sqlx::query_as(
+    let stored: Option<StoredColumns> = sqlx::query_as(
         "SELECT verification, verification_secrets, verification_nonce, verification_key_version
          FROM webhooks WHERE organization_id = $1 AND id = $2",
     )
@@ -42,7 +43,7 @@ pub async fn verify_request(
     .await?;
     let (verification, ciphertext, nonce, key_version) = stored.ok_or_else(|| ApiError::not_found("webhook"))?;
     let row = fetch_capture(&app, caller.org_id, id, request_id).await?;
-    let Some(verification) = verification.map(|v| v.0) else {
+    let Some(verification) = verification.map(|v| v.0.into_verification()) else {
         let reason = Some("the endpoint verifies no signatures: set its `verification` first".to_owned());
         return Ok(Json(VerifyResult { verdict: Verdict::Unverified, reason, secret_index: None, expected: None }));
     };
