@@ -117,20 +117,25 @@ async fn launch_flow(
     if key.is_none() && !ephemeral {
         // The plain launch needs no transaction: it shares a statement with the launches made meanwhile. A draft
         // this server keeps is launched without reading anything first, while the statement finds it current.
+        // Launches count against their organization's shares: of the writer's byte budget, and of the pool while
+        // a flow is read and resolved.
         let kept = match resolve_kept(&request) {
-            Some(new) => app.writers.launches.submit(new).await??,
+            Some(new) => app.writers.launches.submit_for(caller.org_id, new).await??,
             None => None,
         };
         let execution = match kept {
             Some(execution) => execution,
             None => {
+                let turn = app.shares.take(caller.org_id).await?;
                 let new = resolve(&mut *app.pool.acquire().await?, &request).await?;
-                resolved(app.writers.launches.submit(new).await??)?
+                drop(turn);
+                resolved(app.writers.launches.submit_for(caller.org_id, new).await??)?
             }
         };
         app.queue.wake(caller.org_id);
         return Ok((StatusCode::CREATED, Json(execution)).into_response());
     }
+    let _turn = app.shares.take(caller.org_id).await?;
     let mut tx = app.pool.begin().await?;
     if let Some(key) = &key
         && let Reservation::Replay(body) = idempotency::reserve(&mut tx, caller.org_id, key).await?
@@ -182,6 +187,7 @@ async fn launch_by_tag(
     check_version(launch.version)?;
     check_variables(&launch.variables)?;
     let key = idempotency::from_headers(&headers, "launch_by_tag", &to_json_bytes(&launch)?)?;
+    let _turn = app.shares.take(caller.org_id).await?;
     let mut tx = app.pool.begin().await?;
     if let Some(key) = &key
         && let Reservation::Replay(body) = idempotency::reserve(&mut tx, caller.org_id, key).await?
