@@ -61,7 +61,10 @@ fn sockets() -> Vec<std::os::fd::RawFd> {
     let Ok(entries) = std::fs::read_dir("/proc/self/fd") else { return Vec::new() };
     entries
         .filter_map(Result::ok)
-        .filter(|entry| std::fs::read_link(entry.path()).is_ok_and(|target| target.starts_with("socket:")))
+        .filter(|entry| {
+            // A string's prefix: as a path, `socket:[123]` is one component, never "starting with" `socket:`.
+            std::fs::read_link(entry.path()).is_ok_and(|target| target.to_string_lossy().starts_with("socket:"))
+        })
         .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
         .collect()
 }

@@ -1,5 +1,5 @@
 //! Fair shares of the primary's pool for heavy work (launches that read and resolve a flow, launches in a
-//! transaction): one organization holds at most an eighth of the pool's connections for it at once, and heavy work of every organization together at most half, so the rest of the pool stays for the
+//! transaction): one organization holds at most a quarter of the pool's connections for it at once, and heavy work of every organization together at most half, so the rest of the pool stays for the
 //! group-commit writers, credentials and light requests. A turn is waited for a little (`WAIT`); past it the
 //! request is answered 503 with `Retry-After`, so the organization that floods is the one refused, never its
 //! neighbours.
@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How long heavy work waits for its turn before the answer is 503.
-pub const WAIT: Duration = Duration::from_secs(2);
+pub const WAIT: Duration = Duration::from_secs(4);
 /// Seconds a refused sender is told to wait.
 const RETRY_AFTER_S: u64 = 1;
 
@@ -42,10 +42,10 @@ impl Drop for Turn {
 }
 
 impl ConnectionShares {
-    /// Shares of a pool of `pool_size` connections: an eighth per organization, half in all (at least one each).
+    /// Shares of a pool of `pool_size` connections: a quarter per organization, half in all (at least one each).
     pub fn of_pool(pool_size: u32) -> Self {
         let size = usize::try_from(pool_size).unwrap_or(usize::MAX).max(1);
-        Self::new((size / 8).max(1), (size / 2).max(1), WAIT)
+        Self::new((size / 4).max(1), (size / 2).max(1), WAIT)
     }
 
     pub fn new(per_org: usize, all: usize, wait: Duration) -> Self {
@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn shares_of_a_pool() {
-        assert_eq!(ConnectionShares::of_pool(20).per_org(), 2);
+        assert_eq!(ConnectionShares::of_pool(20).per_org(), 5);
         assert_eq!(ConnectionShares::of_pool(20).all.available_permits(), 10);
         assert_eq!(ConnectionShares::of_pool(2).per_org(), 1);
         assert_eq!(ConnectionShares::of_pool(1).all.available_permits(), 1);
