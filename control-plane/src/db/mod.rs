@@ -1,6 +1,6 @@
 //! Database access: connecting (to a configured URL or the embedded cluster), libpq's connection strings, the pools
 //! and the hosts they follow (the primary, a read replica), cutting the connections to a host that froze, the
-//! deadlines the server keeps itself, migrations, the data directory, where the embedded cluster lives, the PATCH
+//! deadlines the server keeps itself (a request's own: `deadline`), migrations, the data directory, where the embedded cluster lives, the PATCH
 //! statement builder, the replicas' watches, group commit with its byte budgets, the organizations' shares of the
 //! pool, and `json` parameters kept as written.
 
@@ -9,6 +9,7 @@ pub mod cluster_home;
 pub mod conninfo;
 pub mod data_dir;
 pub mod databases;
+pub mod deadline;
 pub mod embedded;
 pub mod fence;
 pub mod follow;

@@ -6,6 +6,7 @@ use crate::api::context::Ctx;
 use crate::api::executions::idempotency::{self, Reservation};
 use crate::api::executions::resolve::{LaunchRequest, create_execution, resolve, resolve_kept};
 use crate::auth::scope;
+use crate::db::deadline::Deadline;
 use crate::error::{ApiError, ApiResult, to_json, to_json_bytes};
 use crate::extract::{ApiPath, Id, parse_json};
 use crate::queue::claim::{Claimer, Target, claim};
@@ -103,6 +104,17 @@ pub fn check_variables(variables: &BTreeMap<String, String>) -> ApiResult<()> {
     request_body = Launch,
     responses((status = 201, body = Execution), (status = 200, body = Execution, description = "Idempotent replay"), (status = 409), (status = 422)))]
 async fn launch_flow(
+    ctx: Ctx<scope::FlowsExecute>,
+    flow: ApiPath<FlowId>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    // Whatever the launch waits on the database for is given up at its deadline with a 503.
+    Deadline::start().run(launch_flow_now(ctx, flow, headers, body)).await?
+}
+
+/// `launch_flow`, without its deadline.
+async fn launch_flow_now(
     Ctx { app, caller }: Ctx<scope::FlowsExecute>,
     ApiPath(flow_id): ApiPath<FlowId>,
     headers: HeaderMap,
@@ -173,7 +185,13 @@ async fn flows_tagged(conn: &mut PgConnection, org_id: OrgId, tags: &[String]) -
 #[utoipa::path(post, operation_id = "launch_flows_by_tag", path = "/flows/launch", params(IdempotencyHeader), request_body = LaunchByTag,
     responses((status = 201, body = LaunchedExecutions),
         (status = 200, body = LaunchedExecutions, description = "Idempotent replay"), (status = 409), (status = 422)))]
-async fn launch_by_tag(
+async fn launch_by_tag(ctx: Ctx<scope::FlowsExecute>, headers: HeaderMap, body: Bytes) -> ApiResult<Response> {
+    // Whatever the launch waits on the database for is given up at its deadline with a 503.
+    Deadline::start().run(launch_by_tag_now(ctx, headers, body)).await?
+}
+
+/// `launch_by_tag`, without its deadline.
+async fn launch_by_tag_now(
     Ctx { app, caller }: Ctx<scope::FlowsExecute>,
     headers: HeaderMap,
     body: Bytes,
