@@ -209,11 +209,16 @@ impl Follower {
         // When the current host last answered, and when its connections were last cut for its silence.
         let mut answered_at = Instant::now();
         let mut cut_at: Option<Instant> = None;
+        // The current host's addresses, looked up once per host.
+        let mut peers: Option<(Endpoint, Vec<std::net::SocketAddr>)> = None;
         loop {
             if watching.as_ref().is_some_and(|(_, seen)| *seen != *self.changes.borrow()) {
                 watching = None;
             }
             let asked = self.ask_current(&mut watching).await;
+            if matches!(asked, Asked::Suits(_)) {
+                self.tune_connections(&mut peers).await;
+            }
             if matches!(asked, Asked::Silent) {
                 if answered_at.elapsed() >= self.silence_limit
                     && cut_at.is_none_or(|at| at.elapsed() >= self.silence_limit)
@@ -244,6 +249,21 @@ impl Follower {
                 () = self.gate.nudge.notified() => {}
                 () = shutdown.cancelled() => return,
             }
+        }
+    }
+
+    /// Gives the connections to the current host that lack them TCP keepalive and the user timeout (`db::fence`).
+    async fn tune_connections(&self, peers: &mut Option<(Endpoint, Vec<std::net::SocketAddr>)>) {
+        let endpoint = self.current();
+        if peers.as_ref().is_none_or(|(known, _)| *known != endpoint) {
+            let addresses = crate::db::fence::addresses(&endpoint.host, endpoint.port).await;
+            *peers = Some((endpoint, addresses));
+        }
+        let addresses = peers.as_ref().map(|(_, addresses)| addresses.clone()).unwrap_or_default();
+        let limit = self.silence_limit;
+        let tuned = tokio::task::spawn_blocking(move || crate::db::fence::tune(&addresses, limit)).await.unwrap_or(0);
+        if tuned > 0 {
+            tracing::debug!(connections = tuned, "database connections given TCP keepalive and a user timeout");
         }
     }
 

@@ -61,10 +61,11 @@ pub struct StorageArgs {
     /// <data-dir>/postgres.location remembers it.
     #[arg(long, env = "HOOKFLOW_EMBEDDED_CLUSTER_DIR", default_value = "/var/lib/hookflow", global = true)]
     pub embedded_cluster_dir: PathBuf,
-    /// How long a database host reached over TCP may leave the server's watch (a question every second, on a
+    /// The TCP_USER_TIMEOUT of database connections over TCP (which also get keepalive: idle 5 s, interval 2 s, 3
+    /// probes), and how long a database host may leave the server's watch (a question every second, on a
     /// connection of its own) unanswered before every connection to it is cut: a primary that froze without
-    /// closing its connections (SIGSTOP, a hung disk) is left within this, and requests answer 503 meanwhile
-    /// (TCP_USER_TIMEOUT's job; sqlx gives no access to its sockets' options). At least 1000.
+    /// closing its connections (SIGSTOP, a hung disk) is left within this, and requests answer 503 meanwhile. At
+    /// least 1000.
     #[arg(long, env = "HOOKFLOW_DB_TCP_USER_TIMEOUT_MS", default_value_t = 10_000, global = true)]
     pub db_tcp_user_timeout_ms: u64,
 }
