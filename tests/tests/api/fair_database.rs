@@ -60,9 +60,6 @@ impl Org {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "not passing yet: the neighbour's launches that need a pool connection (published version, idempotency \
-            key) still get 503 `unavailable` (pool timed out) during the flood; the per-organization shares alone \
-            do not fix it (Operating II, fair use: open)"]
 async fn one_organization_flooding_the_database_never_costs_another_its_small_writes() {
     let server = ServerProcess::spawn(SERVER, &[]).await;
     let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().expect("client");
@@ -115,9 +112,15 @@ async fn one_organization_flooding_the_database_never_costs_another_its_small_wr
         }
         (launches, captures)
     };
+    // What holds the server's connections meanwhile: pg_stat_activity sampled every 250 ms.
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = tokio::spawn(sample_connections(server.database_url.clone(), sampling.clone()));
     let (large_launches, large_captures, (small_launches, small_captures)) =
         tokio::join!(large_launches, large_captures, small);
     let elapsed = started.elapsed();
+    sampling.store(false, std::sync::atomic::Ordering::SeqCst);
+    let busiest = sampler.await.expect("sampler");
+    eprintln!("fair database: the busiest sample of the server's connections: {busiest:?}");
 
     for answer in &small_launches {
         assert_eq!(answer.status, 201, "every small launch of the neighbour is made: {}", answer.body);
@@ -189,4 +192,30 @@ async fn one_organization_flooding_the_database_never_costs_another_its_small_wr
     assert_eq!(request_count(&small_url, &neighbour).await, 201);
     assert_eq!(request_count(&large_url, &flooder).await, captured + 1);
     server.stop().await;
+}
+
+/// Samples the server's connections (state, wait, the statement's start) every 100 ms until `go` is false: the
+/// sample with the most connections, and the most connections seen.
+async fn sample_connections(
+    url: String,
+    go: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> (i64, Vec<(String, i64)>) {
+    let mut conn = sqlx::postgres::PgConnectOptions::from_str(&url).expect("url").connect().await.expect("db");
+    let mut busiest: Vec<(String, i64)> = Vec::new();
+    let total = |sample: &[(String, i64)]| sample.iter().map(|(_, n)| n).sum::<i64>();
+    while go.load(std::sync::atomic::Ordering::SeqCst) {
+        let sample: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT coalesce(state, '?') || ' ' || coalesce(wait_event, '-') || ' ' || left(regexp_replace(query, \
+             '\\s+', ' ', 'g'), 40), count(*) FROM pg_stat_activity WHERE (datname = current_database() OR \
+             datname IS NULL AND backend_type = 'client backend') AND pid <> pg_backend_pid() GROUP BY 1 ORDER BY 2 DESC",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .expect("sample");
+        if total(&sample) > total(&busiest) {
+            busiest = sample;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (total(&busiest), busiest)
 }
