@@ -196,13 +196,16 @@ fn is_json(response: &Response) -> bool {
 
 /// Whether an error means the database cannot be reached or cannot write now (answered 503), rather than a failed
 /// statement: connection trouble, shutdown and recovery, too many connections, a statement over its time limit, and
-/// a read-only transaction (a primary demoted under a connection, during a failover).
+/// a read-only transaction (a primary demoted under a connection, during a failover). A protocol error is the
+/// connection's trouble too: a connection cut while it was being opened (`db::fence` cuts those to a frozen host)
+/// reads its end as a zero byte where PostgreSQL's answer to the TLS question belongs.
 pub fn is_unavailable(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
         | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
             code.starts_with("08") || code.starts_with("57P") || matches!(code.as_ref(), "53300" | "57014" | "25006")
@@ -225,6 +228,9 @@ mod tests {
         let io = sqlx::Error::Io(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused"));
         assert!(is_unavailable(&io) && is_unavailable(&sqlx::Error::PoolTimedOut));
         assert!(is_unavailable(&sqlx::Error::WorkerCrashed));
+        // What sqlx says of a connection cut while it was being opened (a frozen primary's, cut by `db::fence`).
+        let cut = sqlx::Error::Protocol("unexpected response from SSLRequest: 0x00".into());
+        assert!(is_unavailable(&cut), "a connection cut while opening is unavailable, not internal");
         assert!(!is_unavailable(&sqlx::Error::RowNotFound));
     }
 }

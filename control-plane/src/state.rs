@@ -53,6 +53,8 @@ pub struct Inner {
     /// What each client may still spend: requests per key, unknown capture lookups per address, streams per key.
     pub allowances: Arc<Allowances>,
     pub writers: Writers,
+    /// Each organization's share of the primary's pool for heavy work (launches that resolve, reports).
+    pub shares: crate::db::shares::ConnectionShares,
     pub hub: Arc<StreamHub>,
     /// Webhook nodes waiting for captures (their long polls).
     pub waiters: Arc<crate::capture::waiters::CaptureWaiters>,
@@ -327,6 +329,7 @@ impl AppState {
                 completions: GroupCommit::start(pool.clone(), crate::queue::finish::MAX_BATCH, "completions"),
                 heartbeats: GroupCommit::start(pool.clone(), crate::queue::heartbeat::MAX_BATCH, "heartbeats"),
             },
+            shares: crate::db::shares::ConnectionShares::of_pool(pool.options().get_max_connections()),
             hub: StreamHub::new(pool.clone(), replica, shutdown.clone(), settings.stream_buffer),
             waiters: crate::capture::waiters::CaptureWaiters::new(pool.clone(), settings.waits),
             replica,

@@ -1,8 +1,9 @@
 //! A real pg_auto_failover set on this machine (Debian's `postgresql-15-auto-failover`): a monitor, a primary and a
 //! synchronous secondary, each `pg_autoctl run` in a process group of its own, on loopback ports and under one
 //! directory in /tmp, run as the `postgres` user when the tests run as root. The monitor's health checks are made
-//! quick (a failover in about 8 s, not 40 s). Dropped, or when the test process dies, every process group is
-//! killed and the directory removed.
+//! quick (a failover in about 8 s, not 40 s), unless a test sets them otherwise. A node can be frozen (SIGSTOP to its
+//! keeper and every PostgreSQL process, its kernel still acknowledging) and thawed. Dropped, or when the test process
+//! dies, every process is continued, every process group killed and the directory removed.
 
 use sqlx::ConnectOptions as _;
 use sqlx::postgres::PgConnectOptions;
@@ -113,6 +114,45 @@ impl FailoverSet {
         if let Some(group) = self.groups[index + 1].take() {
             kill_group(group);
         }
+    }
+
+    /// Sets the monitor's settings (`ALTER SYSTEM`, then reloaded), e.g. a longer
+    /// `pgautofailover.node_considered_unhealthy_timeout`.
+    pub async fn configure_monitor(&self, settings: &[(&str, &str)]) {
+        let mut conn = connect(&self.monitor_options()).await.expect("the monitor");
+        for (name, value) in settings {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!("ALTER SYSTEM SET {name} = {value}")))
+                .execute(&mut conn)
+                .await
+                .expect("a monitor setting");
+        }
+        sqlx::query("SELECT pg_reload_conf()").execute(&mut conn).await.expect("reload the monitor's settings");
+    }
+
+    /// A frozen node `index`: SIGSTOP to its keeper (`pg_autoctl run` and its process group) and every PostgreSQL
+    /// process of its data directory. Its kernel keeps accepting connections and acknowledging what is sent; nothing
+    /// answers. How many processes were stopped.
+    pub fn freeze(&self, index: usize) -> usize {
+        self.signal_node(index, "-STOP")
+    }
+
+    /// Continues every process `freeze` stopped.
+    pub fn thaw(&self, index: usize) -> usize {
+        self.signal_node(index, "-CONT")
+    }
+
+    fn signal_node(&self, index: usize, signal: &str) -> usize {
+        let mut signalled = 0;
+        if let Some(group) = self.groups.get(index + 1).copied().flatten() {
+            let status = std::process::Command::new("kill").args([signal, "--", &format!("-{group}")]).status();
+            signalled += usize::from(status.is_ok_and(|s| s.success()));
+        }
+        let pgdata = self.root.join(format!("node{}", index + 1));
+        for pid in working_in(&pgdata) {
+            let status = std::process::Command::new("kill").args([signal, &pid.to_string()]).status();
+            signalled += usize::from(status.is_ok_and(|s| s.success()));
+        }
+        signalled
     }
 
     /// Waits until the monitor reports the nodes in `want` (in node order); panics after `STATE_TIMEOUT` with what
@@ -296,6 +336,10 @@ impl FailoverSet {
 
 impl Drop for FailoverSet {
     fn drop(&mut self) {
+        // A frozen node's processes are continued first: nothing is left stopped, whatever the test did.
+        for index in 0..self.ports.len() {
+            self.thaw(index);
+        }
         for group in self.groups.iter_mut().filter_map(Option::take) {
             kill_group(group);
         }
@@ -313,16 +357,24 @@ fn kill_group(group: u32) {
     let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{group}")]).status();
 }
 
+/// Every process whose working directory is under `root`.
+fn working_in(root: &Path) -> Vec<u32> {
+    let Ok(processes) = std::fs::read_dir("/proc") else { return Vec::new() };
+    processes
+        .filter_map(Result::ok)
+        .filter_map(|process| {
+            let pid = process.file_name().to_str()?.parse::<u32>().ok()?;
+            std::fs::read_link(process.path().join("cwd")).ok()?.starts_with(root).then_some(pid)
+        })
+        .collect()
+}
+
 /// Kills every process whose working directory is under `root`. PostgreSQL's children leave the postmaster's
 /// process group, and the monitor's healthcheck worker outlives a killed postmaster (keeping its logger alive):
 /// killing the groups alone left both running after every failover test.
 fn kill_working_in(root: &Path) {
-    let Ok(processes) = std::fs::read_dir("/proc") else { return };
-    for process in processes.filter_map(Result::ok) {
-        let Some(pid) = process.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else { continue };
-        if std::fs::read_link(process.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(root)) {
-            let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-        }
+    for pid in working_in(root) {
+        let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
     }
 }
 

@@ -19,6 +19,7 @@ pub mod writer;
 
 use crate::crypto::MasterKey;
 use crate::db::byte_budget::{Reservation, SMALL_WRITE};
+use crate::db::deadline::Deadline;
 use crate::error::{ApiError, ApiResult, to_json_string};
 use crate::http::body::{discard, read_within};
 use crate::http::client_address::TrustedProxies;
@@ -137,7 +138,10 @@ async fn capture_inner(
     }
     let rest = parts.uri.path().strip_prefix("/webhook/").unwrap_or_default();
     let (id, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let endpoint = resolve(capture, peer, id).await?;
+    // What this capture waits on the database (the endpoint, a signature's replay check, its batch) is given up
+    // at its deadline with a 503; the time its body takes to arrive is the sender's and does not count.
+    let mut deadline = Deadline::start();
+    let endpoint = deadline.run(resolve(capture, peer, id)).await??;
     if let Err(wait) = endpoint.check_rate() {
         let mut error = ApiError::new(ErrorCode::RateLimited, "this endpoint receives too many requests; retry later");
         error.retry_after_s = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
@@ -145,8 +149,10 @@ async fn capture_inner(
     }
     let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     let admission = capture.quotas.admit(endpoint.org_id, declared.unwrap_or(0)).await?;
+    let reading = std::time::Instant::now();
     let (body, room) =
         read_body(&capture.writer, endpoint.org_id, &parts.headers, body, endpoint.max_body_bytes).await?;
+    deadline.extend(reading.elapsed());
     let size = body.len();
     let target = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let headers = recorded
@@ -164,7 +170,7 @@ async fn capture_inner(
                 String::new()
             };
             let message = Message { headers: &headers, body: &body, url: &url, received_at };
-            verification.judge(&capture.pool, id, message).await
+            deadline.run(verification.judge(&capture.pool, id, message)).await?
         }
     };
     let refusal = refuses(&endpoint, &signature);
@@ -176,12 +182,16 @@ async fn capture_inner(
         let invalid = signature.answer.verdict == Verdict::Invalid;
         let method = parts.method.as_str().to_owned();
         let counted = refused::RefusedCapture { webhook_id, org_id: endpoint.org_id, method, received_at, invalid };
-        capture.writer.count_refused(counted).await;
+        // A count the deadline gives up is only a count: the refusal stands.
+        let _ = deadline.run(capture.writer.count_refused(counted)).await;
         return Err(refused.clone());
     }
     let request = Captured { parts: &parts, path, headers: &headers, body, peer, received_at };
     let judged = signature.clone();
-    let outcome = capture.writer.store(request.record(&endpoint, signature)?, room).await;
+    let record = request.record(&endpoint, signature)?;
+    // Past the deadline the capture may still be stored: the 503 promises nothing, and the sender's retry is a
+    // new capture (its signature's id is forgotten below).
+    let outcome = deadline.run(capture.writer.store(record, room)).await.unwrap_or(Outcome::Failed);
     if !matches!(outcome, Outcome::Stored(_))
         && let Some(verification) = &endpoint.verification
     {

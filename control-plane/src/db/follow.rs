@@ -4,7 +4,10 @@
 //! again and points the pool at the one that suits (`Pool::set_connect_options`). Connections opened before the
 //! switch are dropped before their next use, a new connection that lands on a host that does not suit is refused
 //! (so the request answers 503 and never writes to a demoted primary), and whoever subscribed (the LISTEN
-//! connection) is told. A target of one host with no session attributes is a plain pool, as before: no watch.
+//! connection) is told. A host that stops answering the watch for the silence limit (`--db-tcp-user-timeout-ms`)
+//! while its sockets stay open (a frozen primary) has every connection to it cut (`db::fence`), so nothing waits on
+//! it longer. A target of one host with no session attributes is watched for silence only when it is reached over
+//! TCP; one on a Unix socket is a plain pool, as before: no watch.
 
 use crate::db::conninfo::{Endpoint, HostRole, SessionAttrs, Target};
 use sqlx::postgres::{PgConnectOptions, PgPool};
@@ -26,6 +29,9 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often "no host suits" is logged while it lasts.
 const QUIET_PERIOD: Duration = Duration::from_secs(10);
 
+/// How long a TCP host may leave the watch unanswered before every connection to it is cut, unless configured.
+pub const SILENCE_LIMIT: Duration = Duration::from_secs(10);
+
 /// What a host reports.
 const ROLE_SQL: &str = "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'";
 
@@ -34,6 +40,16 @@ const ROLE_SQL: &str = "SELECT pg_is_in_recovery(), current_setting('transaction
 pub enum Role {
     Primary,
     Replica,
+}
+
+/// What the watch heard from the current host.
+enum Asked {
+    /// It answered and suits.
+    Suits(HostRole),
+    /// It answered but no longer suits (a demoted primary).
+    Unsuited,
+    /// It did not answer within `PROBE_TIMEOUT` (or refused the connection).
+    Silent,
 }
 
 /// What the pool's connection hooks share with the watch.
@@ -63,6 +79,10 @@ pub struct Follower {
     changes: watch::Sender<u64>,
     /// When "no host suits" was last logged (once per `QUIET_PERIOD` while it lasts).
     complained_at: Mutex<Option<Instant>>,
+    /// How long the current host may leave the watch unanswered before its connections are cut.
+    silence_limit: Duration,
+    /// Whether a plain target (one host, no attributes) is watched for silence (it is reached over TCP).
+    watch_silence: bool,
 }
 
 /// How the pool's connections are made: what every connection gets before its host's address.
@@ -115,7 +135,19 @@ impl Follower {
             failovers: AtomicU64::new(0),
             changes: watch::channel(0).0,
             complained_at: Mutex::new(None),
+            silence_limit: SILENCE_LIMIT,
+            watch_silence: false,
         }
+    }
+
+    /// Cuts the connections to a host silent for `limit` (`--db-tcp-user-timeout-ms`); a plain target over TCP is
+    /// then watched for silence too.
+    pub fn with_silence_limit(mut self: Arc<Self>, limit: Duration) -> Arc<Self> {
+        if let Some(this) = Arc::get_mut(&mut self) {
+            this.silence_limit = limit.max(WATCH_PERIOD);
+            this.watch_silence = this.target.hosts.iter().all(|(endpoint, _)| !endpoint.host.starts_with('/'));
+        }
+        self
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -142,6 +174,11 @@ impl Follower {
         self.target.hosts.len() > 1 || self.attrs != SessionAttrs::Any
     }
 
+    /// Whether the watch runs: to follow, or to notice a TCP host gone silent.
+    fn watches(&self) -> bool {
+        self.follows() || self.watch_silence
+    }
+
     /// Points the pool at the first host that suits, looking for up to `patience` (a server starting during a
     /// failover waits for its end); the error says what each host answered.
     pub async fn find(&self, patience: Duration) -> Result<(), String> {
@@ -163,18 +200,37 @@ impl Follower {
 
     /// The watch, until `shutdown`; nothing to do for a plain pool.
     pub async fn follow(self: Arc<Self>, shutdown: CancellationToken) {
-        if !self.follows() {
+        if !self.watches() {
             return;
         }
         // The watch's own connection, with the count of moves when it was made.
         let mut watching: Option<(PgConnection, u64)> = None;
         let mut looked_for_standby = Instant::now();
+        // When the current host last answered, and when its connections were last cut for its silence.
+        let mut answered_at = Instant::now();
+        let mut cut_at: Option<Instant> = None;
+        // The current host's addresses, looked up once per host.
+        let mut peers: Option<(Endpoint, Vec<std::net::SocketAddr>)> = None;
         loop {
             if watching.as_ref().is_some_and(|(_, seen)| *seen != *self.changes.borrow()) {
                 watching = None;
             }
-            let pause = match self.ask_current(&mut watching).await {
-                Some(role) if self.attrs == SessionAttrs::PreferStandby && !role.in_recovery => {
+            let asked = self.ask_current(&mut watching).await;
+            if matches!(asked, Asked::Suits(_)) {
+                self.tune_connections(&mut peers).await;
+            }
+            if matches!(asked, Asked::Silent) {
+                if answered_at.elapsed() >= self.silence_limit
+                    && cut_at.is_none_or(|at| at.elapsed() >= self.silence_limit)
+                {
+                    cut_at = Some(Instant::now());
+                    self.cut_silent_host(answered_at.elapsed()).await;
+                }
+            } else {
+                (answered_at, cut_at) = (Instant::now(), None);
+            }
+            let pause = match asked {
+                Asked::Suits(role) if self.attrs == SessionAttrs::PreferStandby && !role.in_recovery => {
                     // On a primary for want of a standby: look for one now and then.
                     if looked_for_standby.elapsed() >= PREFER_PERIOD {
                         looked_for_standby = Instant::now();
@@ -182,8 +238,8 @@ impl Follower {
                     }
                     WATCH_PERIOD
                 }
-                Some(_) => WATCH_PERIOD,
-                None => {
+                Asked::Suits(_) => WATCH_PERIOD,
+                Asked::Unsuited | Asked::Silent => {
                     watching = None;
                     if self.look_and_switch(true).await { WATCH_PERIOD } else { RETRY_PERIOD }
                 }
@@ -196,21 +252,50 @@ impl Follower {
         }
     }
 
-    /// What the current host is, on the watch's own connection; `None` when it is gone or does not suit.
-    async fn ask_current(&self, watching: &mut Option<(PgConnection, u64)>) -> Option<HostRole> {
+    /// Gives the connections to the current host that lack them TCP keepalive and the user timeout (`db::fence`).
+    async fn tune_connections(&self, peers: &mut Option<(Endpoint, Vec<std::net::SocketAddr>)>) {
+        let endpoint = self.current();
+        if peers.as_ref().is_none_or(|(known, _)| *known != endpoint) {
+            let addresses = crate::db::fence::addresses(&endpoint.host, endpoint.port).await;
+            *peers = Some((endpoint, addresses));
+        }
+        let addresses = peers.as_ref().map(|(_, addresses)| addresses.clone()).unwrap_or_default();
+        let limit = self.silence_limit;
+        let tuned = tokio::task::spawn_blocking(move || crate::db::fence::tune(&addresses, limit)).await.unwrap_or(0);
+        if tuned > 0 {
+            tracing::debug!(connections = tuned, "database connections given TCP keepalive and a user timeout");
+        }
+    }
+
+    /// What the current host is, on the watch's own connection.
+    async fn ask_current(&self, watching: &mut Option<(PgConnection, u64)>) -> Asked {
         if watching.is_none() {
             let seen = *self.changes.borrow();
             let options = self.target.hosts[lock(&self.current).unwrap_or(0)].1.clone();
-            let conn = tokio::time::timeout(PROBE_TIMEOUT, options.connect()).await.ok()?.ok()?;
-            *watching = Some((conn, seen));
+            match tokio::time::timeout(PROBE_TIMEOUT, options.connect()).await {
+                Ok(Ok(conn)) => *watching = Some((conn, seen)),
+                _ => return Asked::Silent,
+            }
         }
-        let (conn, _) = watching.as_mut()?;
+        let Some((conn, _)) = watching.as_mut() else { return Asked::Silent };
         let asked = tokio::time::timeout(PROBE_TIMEOUT, sqlx::query_as::<_, (bool, bool)>(ROLE_SQL).fetch_one(conn));
         let role = match asked.await {
             Ok(Ok((in_recovery, read_only))) => HostRole { in_recovery, read_only },
-            _ => return None,
+            _ => return Asked::Silent,
         };
-        self.attrs.accepts(role).then_some(role)
+        if self.attrs.accepts(role) { Asked::Suits(role) } else { Asked::Unsuited }
+    }
+
+    /// The current host has not answered for `silent`: connections made before now are dropped before their next
+    /// use, and every connection of the process to the host is cut (statements waiting there fail at once).
+    async fn cut_silent_host(&self, silent: Duration) {
+        *lock(&self.gate.switched_at) = Instant::now();
+        let endpoint = self.current();
+        let peers = crate::db::fence::addresses(&endpoint.host, endpoint.port).await;
+        let cut = tokio::task::spawn_blocking(move || crate::db::fence::cut(&peers)).await.unwrap_or(0);
+        tracing::warn!(role = ?self.role, host = %endpoint, silent_s = silent.as_secs(), connections = cut,
+            "the database host stopped answering; its connections are cut (requests answer 503 until it answers \
+             or another host takes over)");
     }
 
     /// Looks through the hosts and moves the pool to the one that suits; whether one did.

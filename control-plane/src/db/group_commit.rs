@@ -96,6 +96,13 @@ impl<W: BatchWrite> GroupCommit<W> {
         self.submit_reserved(write, room).await
     }
 
+    /// `submit` counted against `owner`'s share of the byte budget: one organization's large writes wait within
+    /// its share, and past it only its own are answered 503.
+    pub async fn submit_for(&self, owner: OrgId, write: W) -> ApiResult<W::Out> {
+        let room = self.budget.reserve_for(Some(owner), write.bytes())?;
+        self.submit_reserved(write, room).await
+    }
+
     /// `submit` for a write whose room the caller reserved (`reserve`, `reserve_for`): the room goes with the write and
     /// is given back once it is stored.
     pub async fn submit_reserved(&self, write: W, room: Reservation) -> ApiResult<W::Out> {
@@ -144,9 +151,10 @@ async fn run<W: BatchWrite>(pool: PgPool, mut pending: mpsc::Receiver<Pending<W>
 }
 
 /// Writes one batch on the held connection (or a fresh one), keeping the connection unless the database was
-/// unavailable. A batch whose pool moved to another host meanwhile (a failover: `db::follow`) is given up and
-/// answered 503, so a primary that froze with the batch in flight never holds the writer: the next batch goes to
-/// the new primary.
+/// unavailable. A batch whose pool moved to another host meanwhile (a failover: `db::follow`), or that is not
+/// written within the statement timeout plus a margin (`db::statement_deadline`: a frozen host never runs its own
+/// timeout), is given up and answered 503, its connection dropped, so a primary that froze with the batch in
+/// flight never holds the writer: the next batch goes to the new primary.
 async fn write_batch<W: BatchWrite>(
     pool: &PgPool,
     held: &mut Option<PoolConnection<Postgres>>,
@@ -159,11 +167,17 @@ async fn write_batch<W: BatchWrite>(
     match connection {
         Ok(mut conn) => {
             let written = tokio::select! {
-                outcomes = whole_or_each(&mut conn, writes) => Some(outcomes),
+                outcomes = tokio::time::timeout(crate::db::statement_deadline(), whole_or_each(&mut conn, writes)) => {
+                    outcomes.ok()
+                }
                 () = moved(pool) => None,
             };
             let Some(outcomes) = written else {
-                tracing::warn!(writes = writes.len(), "the database moved with a batch in flight; answering 503");
+                tracing::warn!(
+                    writes = writes.len(),
+                    "the database moved, or did not answer within the statement timeout, with a batch in flight; \
+                     answering 503"
+                );
                 drop(conn.detach());
                 return writes.iter().map(|_| Err(ApiError::unavailable())).collect();
             };

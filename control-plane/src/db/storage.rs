@@ -53,6 +53,9 @@ pub struct StorageOptions {
     pub pg_bindir: Option<std::path::PathBuf>,
     /// Where the cluster's files go when the postgres user cannot enter the data directory.
     pub embedded_cluster_dir: std::path::PathBuf,
+    /// How long a TCP host may leave the watch unanswered before its connections are cut
+    /// (`--db-tcp-user-timeout-ms`).
+    pub silence_limit: Duration,
 }
 
 pub type BoxError = Box<dyn Error + Send + Sync>;
@@ -69,7 +72,7 @@ impl Storage {
         max_connections: u32,
         statement_timeout: std::time::Duration,
     ) -> Result<Self, BoxError> {
-        let sizes = PoolSizes { max_connections, statement_timeout };
+        let sizes = PoolSizes { max_connections, statement_timeout, silence_limit: args.silence_limit };
         let (primary, owned_cluster, lock) = match args.database_url.as_deref() {
             Some(url) => (follower(url, Role::Primary, sizes).await?, None, None),
             None => {
@@ -149,11 +152,13 @@ impl Storage {
 struct PoolSizes {
     max_connections: u32,
     statement_timeout: Duration,
+    silence_limit: Duration,
 }
 
-/// The follower of a configured URL: a plain pool for one host asked nothing (as before), else a pool that follows
-/// the host that suits `role`, pointed there before this returns (a primary waits for one; a read replica starts
-/// on its first host when none suits yet, and its watch keeps looking).
+/// The follower of a configured URL: a plain pool for one host on a Unix socket asked nothing (as before), else a
+/// pool that follows the host that suits `role` (one TCP host asked nothing: watched for silence only), pointed
+/// there before this returns (a primary waits for one; a read replica starts on its first host when none suits
+/// yet, and its watch keeps looking).
 async fn follower(url: &str, role: Role, sizes: PoolSizes) -> Result<Arc<Follower>, BoxError> {
     let what = match role {
         Role::Primary => "the database URL",
@@ -161,7 +166,7 @@ async fn follower(url: &str, role: Role, sizes: PoolSizes) -> Result<Arc<Followe
     };
     let target = conninfo::parse(url).map_err(|e| format!("{what} is not valid: {e}"))?;
     let attrs = session_attrs(&target, role).map_err(|e| format!("{what}: {e}"))?;
-    if target.is_plain() {
+    if target.is_plain() && target.hosts[0].0.host.starts_with('/') {
         let pool = db::pool_with_timeout(target.hosts[0].1.clone(), sizes.max_connections, sizes.statement_timeout);
         return Ok(Follower::fixed(pool, role));
     }
@@ -175,7 +180,8 @@ async fn follower(url: &str, role: Role, sizes: PoolSizes) -> Result<Arc<Followe
             (false, Role::Replica) => options.application_name("hookflow-reads"),
         }
     });
-    let follower = Follower::new(role, target, attrs, db::pool_options(sizes.max_connections), &prepare);
+    let follower = Follower::new(role, target, attrs, db::pool_options(sizes.max_connections), &prepare)
+        .with_silence_limit(sizes.silence_limit);
     let patience = if role == Role::Primary { PRIMARY_PATIENCE } else { Duration::ZERO };
     if let Err(report) = follower.find(patience).await {
         if role == Role::Primary {

@@ -61,6 +61,13 @@ pub struct StorageArgs {
     /// <data-dir>/postgres.location remembers it.
     #[arg(long, env = "HOOKFLOW_EMBEDDED_CLUSTER_DIR", default_value = "/var/lib/hookflow", global = true)]
     pub embedded_cluster_dir: PathBuf,
+    /// The TCP_USER_TIMEOUT of database connections over TCP (which also get keepalive: idle 5 s, interval 2 s, 3
+    /// probes), and how long a database host may leave the server's watch (a question every second, on a
+    /// connection of its own) unanswered before every connection to it is cut: a primary that froze without
+    /// closing its connections (SIGSTOP, a hung disk) is left within this, and requests answer 503 meanwhile. At
+    /// least 1000.
+    #[arg(long, env = "HOOKFLOW_DB_TCP_USER_TIMEOUT_MS", default_value_t = 10_000, global = true)]
+    pub db_tcp_user_timeout_ms: u64,
 }
 
 impl StorageArgs {
@@ -72,6 +79,7 @@ impl StorageArgs {
             read_database_url: self.read_database_url.clone().filter(|u| !u.is_empty()),
             pg_bindir: self.pg_bindir.clone(),
             embedded_cluster_dir: self.embedded_cluster_dir.clone(),
+            silence_limit: std::time::Duration::from_millis(self.db_tcp_user_timeout_ms.max(1000)),
         }
     }
 

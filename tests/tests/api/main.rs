@@ -28,6 +28,7 @@ mod embedded_cluster;
 mod engine;
 mod execution_cleanup;
 mod executions;
+mod fair_database;
 mod fair_shares;
 mod field_rules;
 mod flows;

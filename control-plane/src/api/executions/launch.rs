@@ -6,6 +6,7 @@ use crate::api::context::Ctx;
 use crate::api::executions::idempotency::{self, Reservation};
 use crate::api::executions::resolve::{LaunchRequest, create_execution, resolve, resolve_kept};
 use crate::auth::scope;
+use crate::db::deadline::Deadline;
 use crate::error::{ApiError, ApiResult, to_json, to_json_bytes};
 use crate::extract::{ApiPath, Id, parse_json};
 use crate::queue::claim::{Claimer, Target, claim};
@@ -103,6 +104,17 @@ pub fn check_variables(variables: &BTreeMap<String, String>) -> ApiResult<()> {
     request_body = Launch,
     responses((status = 201, body = Execution), (status = 200, body = Execution, description = "Idempotent replay"), (status = 409), (status = 422)))]
 async fn launch_flow(
+    ctx: Ctx<scope::FlowsExecute>,
+    flow: ApiPath<FlowId>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    // Whatever the launch waits on the database for is given up at its deadline with a 503.
+    Deadline::start().run(launch_flow_now(ctx, flow, headers, body)).await?
+}
+
+/// `launch_flow`, without its deadline.
+async fn launch_flow_now(
     Ctx { app, caller }: Ctx<scope::FlowsExecute>,
     ApiPath(flow_id): ApiPath<FlowId>,
     headers: HeaderMap,
@@ -117,20 +129,25 @@ async fn launch_flow(
     if key.is_none() && !ephemeral {
         // The plain launch needs no transaction: it shares a statement with the launches made meanwhile. A draft
         // this server keeps is launched without reading anything first, while the statement finds it current.
+        // Launches count against their organization's shares: of the writer's byte budget, and of the pool while
+        // a flow is read and resolved.
         let kept = match resolve_kept(&request) {
-            Some(new) => app.writers.launches.submit(new).await??,
+            Some(new) => app.writers.launches.submit_for(caller.org_id, new).await??,
             None => None,
         };
         let execution = match kept {
             Some(execution) => execution,
             None => {
+                let turn = app.shares.take(caller.org_id).await?;
                 let new = resolve(&mut *app.pool.acquire().await?, &request).await?;
-                resolved(app.writers.launches.submit(new).await??)?
+                drop(turn);
+                resolved(app.writers.launches.submit_for(caller.org_id, new).await??)?
             }
         };
         app.queue.wake(caller.org_id);
         return Ok((StatusCode::CREATED, Json(execution)).into_response());
     }
+    let _turn = app.shares.take(caller.org_id).await?;
     let mut tx = app.pool.begin().await?;
     if let Some(key) = &key
         && let Reservation::Replay(body) = idempotency::reserve(&mut tx, caller.org_id, key).await?
@@ -168,7 +185,13 @@ async fn flows_tagged(conn: &mut PgConnection, org_id: OrgId, tags: &[String]) -
 #[utoipa::path(post, operation_id = "launch_flows_by_tag", path = "/flows/launch", params(IdempotencyHeader), request_body = LaunchByTag,
     responses((status = 201, body = LaunchedExecutions),
         (status = 200, body = LaunchedExecutions, description = "Idempotent replay"), (status = 409), (status = 422)))]
-async fn launch_by_tag(
+async fn launch_by_tag(ctx: Ctx<scope::FlowsExecute>, headers: HeaderMap, body: Bytes) -> ApiResult<Response> {
+    // Whatever the launch waits on the database for is given up at its deadline with a 503.
+    Deadline::start().run(launch_by_tag_now(ctx, headers, body)).await?
+}
+
+/// `launch_by_tag`, without its deadline.
+async fn launch_by_tag_now(
     Ctx { app, caller }: Ctx<scope::FlowsExecute>,
     headers: HeaderMap,
     body: Bytes,
@@ -182,6 +205,7 @@ async fn launch_by_tag(
     check_version(launch.version)?;
     check_variables(&launch.variables)?;
     let key = idempotency::from_headers(&headers, "launch_by_tag", &to_json_bytes(&launch)?)?;
+    let _turn = app.shares.take(caller.org_id).await?;
     let mut tx = app.pool.begin().await?;
     if let Some(key) = &key
         && let Reservation::Replay(body) = idempotency::reserve(&mut tx, caller.org_id, key).await?

@@ -234,12 +234,33 @@ async fn read_flow(
         (None, kept) => return Ok((name, revision, kept)),
         (Some(text), _) => text,
     };
+    let draft = Arc::new(off_workers_if_large(text.len(), move || parse_draft(revision, updated_at, text)).await?);
+    request.drafts.keep(request.flow_id, Arc::clone(&draft));
+    Ok((name, revision, Some(draft)))
+}
+
+/// A draft's definition as read: parsed and validated.
+fn parse_draft(revision: i32, updated_at: DateTime<Utc>, text: String) -> ApiResult<Draft> {
     let text = RawValue::from_string(text).map_err(ApiError::internal_because)?;
     let raw: serde_json::Value = serde_json::from_str(text.get()).map_err(ApiError::internal_because)?;
     let parsed = definition::validate(&raw).map_err(|p| definition_error(&p))?;
-    let draft = Arc::new(Draft::read(revision, updated_at, text, raw, parsed));
-    request.drafts.keep(request.flow_id, Arc::clone(&draft));
-    Ok((name, revision, Some(draft)))
+    Ok(Draft::read(revision, updated_at, text, raw, parsed))
+}
+
+/// Definitions larger than this are parsed off the async workers: one of 10 MiB takes a worker long enough (tens
+/// of milliseconds, seconds on a starved machine, several launches at once) to hold up every other request's
+/// timers and connections with it, so a neighbour's pool wait timed out while the pool had room.
+const PARSE_OFF_WORKERS: usize = 64 * 1024;
+
+/// Runs `work` on the blocking pool when `size` is over `PARSE_OFF_WORKERS`, else here.
+async fn off_workers_if_large<T: Send + 'static>(
+    size: usize,
+    work: impl FnOnce() -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    if size <= PARSE_OFF_WORKERS {
+        return work();
+    }
+    tokio::task::spawn_blocking(work).await.map_err(ApiError::internal_because)?
 }
 
 /// Resolves what runs and queues it (in the caller's transaction, if any); runners are woken when it commits.
