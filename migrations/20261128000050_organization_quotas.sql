@@ -97,13 +97,18 @@ BEGIN
 END
 $$;
 
--- What is stored already, in slot 0 (the triggers above hold back writes until this commits).
+-- What is stored already, in slot 0 (the triggers above hold back writes until this commits): one grouped pass
+-- over each table, not a scan per organization (captures has no index led by the organization).
+WITH bodies AS (
+    SELECT organization_id, sum(body_size) AS bytes,
+           count(*) FILTER (WHERE received_at >= date_trunc('day', now(), 'UTC')) AS today
+    FROM captures GROUP BY organization_id
+), results AS (
+    SELECT e.organization_id, sum(octet_length(n.result::text)) AS bytes
+    FROM node_results n JOIN executions e ON e.id = n.execution_id GROUP BY e.organization_id
+)
 INSERT INTO organization_usage (organization_id, slot, stored_bytes, day, captures)
-SELECT o.id, 0,
-       COALESCE((SELECT sum(c.body_size) FROM captures c WHERE c.organization_id = o.id), 0)
-           + COALESCE((SELECT sum(octet_length(n.result::text)) FROM executions e
-                       JOIN node_results n ON n.execution_id = e.id WHERE e.organization_id = o.id), 0),
-       (now() AT TIME ZONE 'UTC')::date,
-       (SELECT count(*) FROM captures c WHERE c.organization_id = o.id
-            AND c.received_at >= date_trunc('day', now(), 'UTC'))
-FROM organizations o;
+SELECT o.id, 0, COALESCE(b.bytes, 0) + COALESCE(r.bytes, 0), (now() AT TIME ZONE 'UTC')::date, COALESCE(b.today, 0)
+FROM organizations o
+LEFT JOIN bodies b ON b.organization_id = o.id
+LEFT JOIN results r ON r.organization_id = o.id;

@@ -208,7 +208,11 @@ pub fn is_unavailable(error: &sqlx::Error) -> bool {
         | sqlx::Error::Protocol(_)
         | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            code.starts_with("08") || code.starts_with("57P") || matches!(code.as_ref(), "53300" | "57014" | "25006")
+            // Connection trouble, shutdown, too many connections, a cancelled statement, a read-only standby, and a
+            // deadlock or serialization failure (the statement's neighbour won; trying again succeeds).
+            code.starts_with("08")
+                || code.starts_with("57P")
+                || matches!(code.as_ref(), "53300" | "57014" | "25006" | "40P01" | "40001")
         }),
         _ => false,
     }

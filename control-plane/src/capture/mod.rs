@@ -148,6 +148,11 @@ async fn capture_inner(
         return Err(error);
     }
     let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    // A body over the endpoint's limit is 413 before any quota counts it: a quota's 429 would have its sender retry
+    // what can never be taken.
+    if declared.is_some_and(|n| n > endpoint.max_body_bytes) {
+        return Err(too_large(endpoint.max_body_bytes));
+    }
     let admission = capture.quotas.admit(endpoint.org_id, declared.unwrap_or(0)).await?;
     let reading = std::time::Instant::now();
     let (body, room) =
@@ -258,6 +263,11 @@ fn refuses(endpoint: &Endpoint, signature: &CaptureSignature) -> Option<ApiError
     })
 }
 
+/// The answer to a body over the endpoint's `limit`.
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(ErrorCode::PayloadTooLarge, format!("the body is larger than this endpoint's limit of {limit} bytes"))
+}
+
 /// Reads the body within the endpoint's limit (a declared length over it is refused before reading), holding room
 /// for it in the writer's byte budget, counted against the endpoint's organization's share: a declared length is
 /// reserved before reading, a chunked body once it grows past a small one's size (then the endpoint's limit). The
@@ -269,12 +279,7 @@ async fn read_body(
     body: axum::body::Body,
     limit: usize,
 ) -> ApiResult<(bytes::Bytes, Reservation)> {
-    let too_large = || {
-        ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("the body is larger than this endpoint's limit of {limit} bytes"),
-        )
-    };
+    let too_large = || too_large(limit);
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(too_large());

@@ -178,10 +178,17 @@ pub fn retire_previous_keys(path: &Path) -> Result<(), DataDirError> {
 pub fn write_key_file(path: &Path, keys: &MasterKeys) -> Result<(), DataDirError> {
     let lines: Vec<String> = std::iter::once(&keys.current).chain(&keys.previous).map(encode).collect();
     let next = path.with_extension("key.new");
+    // A file (or a link) left at `next`, by a crash or by someone who can write the directory, is removed, never
+    // written through: the key goes only into a file made here, readable by this user alone.
+    match fs::remove_file(&next) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io(format!("removing {}", next.display()))(e));
+        }
+        _ => {}
+    }
     let mut file = OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
         .open(&next)
         .map_err(io(format!("creating {}", next.display())))?;

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::ConnectOptions as _;
 use std::fs;
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 /// The file that makes a directory a hookflow backup; written last, so a backup cut short has none.
@@ -355,6 +355,15 @@ fn prepare_target(to: &Path) -> Result<bool, BoxError> {
         .mode(0o700)
         .create(to)
         .map_err(|e| format!("creating {}: {e}", to.display()))?;
+    // An empty directory made by someone else (a shared /backups, a name under /tmp) is refused: its owner could
+    // read or replace what is written there, the cluster's files and the master key among them.
+    let meta = fs::symlink_metadata(to).map_err(|e| format!("reading {}: {e}", to.display()))?;
+    if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(format!("{} is not a directory of this user's: a backup goes into a private directory", to.display())
+            .into());
+    }
+    fs::set_permissions(to, fs::Permissions::from_mode(0o700))
+        .map_err(|e| format!("making {} private: {e}", to.display()))?;
     Ok(created)
 }
 

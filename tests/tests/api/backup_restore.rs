@@ -155,6 +155,10 @@ async fn a_backup_under_capture_load_restores_every_acknowledged_capture() {
     }
 }
 
+fn is_empty(dir: &Path) -> bool {
+    std::fs::read_dir(dir).map(|mut entries| entries.next().is_none()).unwrap_or(false)
+}
+
 /// Each refusal exits non-zero, says why, and changes nothing.
 async fn refusals(source: &Path, backup: &Path, restored: &Path) {
     let failed = |ran: &hookflow_tests::embedded_server::Ran, needle: &str| {
@@ -170,6 +174,15 @@ async fn refusals(source: &Path, backup: &Path, restored: &Path) {
     let ran = operator(SERVER, source, &["backup", "--to", &path(backup)]).await;
     failed(&ran, "is not empty");
     assert!(backup.join("hookflow-backup.json").is_file(), "the earlier backup is untouched");
+    // An empty directory someone else owns (a shared /backups): they could read or swap the key written there.
+    let foreign = data_dir("backup-foreign");
+    std::fs::create_dir_all(&foreign).expect("mkdir");
+    let chowned = std::process::Command::new("chown").args(["postgres:postgres"]).arg(&foreign).status().expect("chown");
+    assert!(chowned.success());
+    let ran = operator(SERVER, source, &["backup", "--to", &path(&foreign), "--include-master-key"]).await;
+    failed(&ran, "is not a directory of this user's");
+    assert!(is_empty(&foreign), "nothing was written into it");
+    let _ = std::fs::remove_dir_all(&foreign);
     // A restore over a data directory that holds something.
     let ran = operator(SERVER, restored, &["restore", "--from", &path(backup)]).await;
     failed(&ran, "is not empty");

@@ -104,10 +104,15 @@ async fn concurrent_creations_on_two_replicas_stop_at_the_limit() {
 
 /// A capture URL request with a declared body that never comes: answered at once (before any body is read).
 async fn capture_without_body(app: &TestApp, webhook: &str) -> String {
+    capture_declaring(app, webhook, 1_000_000).await
+}
+
+/// The answer to a capture that declares `length` bytes and sends none of them.
+async fn capture_declaring(app: &TestApp, webhook: &str, length: u64) -> String {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let address = app.base.trim_start_matches("http://");
     let mut stream = tokio::net::TcpStream::connect(address).await.expect("connect");
-    let head = format!("POST /webhook/{webhook} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n");
+    let head = format!("POST /webhook/{webhook} HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n");
     stream.write_all(head.as_bytes()).await.expect("write");
     let mut answer = vec![0; 4096];
     let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
@@ -153,6 +158,9 @@ async fn captures_past_the_days_count_or_stored_bytes_are_answered_429_before_th
             assert!(reply.headers.contains_key("retry-after"));
         }
     }
+    // A body over the endpoint's own limit is 413 whatever the quota says: a 429 would have its sender retry it.
+    let oversized = capture_declaring(&app, &theirs, 50 << 20).await;
+    assert!(oversized.starts_with("HTTP/1.1 413"), "{oversized}");
     let theirs_usage = usage(&app, &other).await;
     assert_eq!((theirs_usage["stored_bytes"].as_i64(), theirs_usage["captures_today"].as_i64()), (Some(3000), Some(3)));
     // Each organization's quotas are its own: the first is past its day's count, not past any stored_bytes.
