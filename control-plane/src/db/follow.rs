@@ -48,7 +48,10 @@ enum Asked {
     Suits(HostRole),
     /// It answered but no longer suits (a demoted primary).
     Unsuited,
-    /// It did not answer within `PROBE_TIMEOUT` (or refused the connection).
+    /// It answered with an error (too many connections, starting up, a password refused): alive, so it is not
+    /// silent and nothing is cut, but it serves nothing now.
+    Erred,
+    /// It did not answer within `PROBE_TIMEOUT` (or its connection failed).
     Silent,
 }
 
@@ -239,7 +242,7 @@ impl Follower {
                     WATCH_PERIOD
                 }
                 Asked::Suits(_) => WATCH_PERIOD,
-                Asked::Unsuited | Asked::Silent => {
+                Asked::Unsuited | Asked::Erred | Asked::Silent => {
                     watching = None;
                     if self.look_and_switch(true).await { WATCH_PERIOD } else { RETRY_PERIOD }
                 }
@@ -274,6 +277,7 @@ impl Follower {
             let options = self.target.hosts[lock(&self.current).unwrap_or(0)].1.clone();
             match tokio::time::timeout(PROBE_TIMEOUT, options.connect()).await {
                 Ok(Ok(conn)) => *watching = Some((conn, seen)),
+                Ok(Err(sqlx::Error::Database(_))) => return Asked::Erred,
                 _ => return Asked::Silent,
             }
         }
@@ -281,6 +285,7 @@ impl Follower {
         let asked = tokio::time::timeout(PROBE_TIMEOUT, sqlx::query_as::<_, (bool, bool)>(ROLE_SQL).fetch_one(conn));
         let role = match asked.await {
             Ok(Ok((in_recovery, read_only))) => HostRole { in_recovery, read_only },
+            Ok(Err(sqlx::Error::Database(_))) => return Asked::Erred,
             _ => return Asked::Silent,
         };
         if self.attrs.accepts(role) { Asked::Suits(role) } else { Asked::Unsuited }
