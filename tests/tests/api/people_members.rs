@@ -176,6 +176,7 @@ const OPERATIONS: &[(&str, &str, Option<Scope>)] = &[
     ("GET", "/api-keys/{id}", Some(Scope::KeysRead)),
     ("DELETE", "/api-keys/{id}", Some(Scope::KeysWrite)),
     ("GET", "/organization", Some(Scope::OrganizationRead)),
+    ("GET", "/organization/usage", Some(Scope::OrganizationRead)),
     ("PATCH", "/organization", Some(Scope::OrganizationWrite)),
     ("GET", "/organization/members", Some(Scope::OrganizationRead)),
     ("POST", "/organization/members", Some(Scope::OrganizationWrite)),
