@@ -359,8 +359,11 @@ fn prepare_target(to: &Path) -> Result<bool, BoxError> {
     // read or replace what is written there, the cluster's files and the master key among them.
     let meta = fs::symlink_metadata(to).map_err(|e| format!("reading {}: {e}", to.display()))?;
     if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() {
-        return Err(format!("{} is not a directory of this user's: a backup goes into a private directory", to.display())
-            .into());
+        return Err(format!(
+            "{} is not a directory of this user's: a backup goes into a private directory",
+            to.display()
+        )
+        .into());
     }
     fs::set_permissions(to, fs::Permissions::from_mode(0o700))
         .map_err(|e| format!("making {} private: {e}", to.display()))?;

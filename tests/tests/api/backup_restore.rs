@@ -177,7 +177,8 @@ async fn refusals(source: &Path, backup: &Path, restored: &Path) {
     // An empty directory someone else owns (a shared /backups): they could read or swap the key written there.
     let foreign = data_dir("backup-foreign");
     std::fs::create_dir_all(&foreign).expect("mkdir");
-    let chowned = std::process::Command::new("chown").args(["postgres:postgres"]).arg(&foreign).status().expect("chown");
+    let chowned =
+        std::process::Command::new("chown").args(["postgres:postgres"]).arg(&foreign).status().expect("chown");
     assert!(chowned.success());
     let ran = operator(SERVER, source, &["backup", "--to", &path(&foreign), "--include-master-key"]).await;
     failed(&ran, "is not a directory of this user's");
