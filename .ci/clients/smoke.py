@@ -49,8 +49,7 @@ from hookflow_client.models import (
     PageWebhook,
     Permissions,
     Webhook,
-    ValueAssertion,
-    ValueAssertionOperator,
+    Assertion,
     Extractor,
     ExtractorKind,
     FlowDefinition,
@@ -198,8 +197,8 @@ def main() -> None:
                     Extractor(name="health", kind=ExtractorKind.JSONPATH, expression="$.status"),
                 ],
                 assertions=[
-                    ValueAssertion(source="code", operator=ValueAssertionOperator.EQUALS, expected=200),
-                    ValueAssertion(source="health", operator=ValueAssertionOperator.EQUALS, expected="ok"),
+                    Assertion(source="code", operator=Operator.EQUALS, expected=200),
+                    Assertion(source="health", operator=Operator.EQUALS, expected="ok"),
                 ],
             )
         ]

@@ -21,7 +21,6 @@ pub struct FlowDefinition {
     #[serde(default)]
     pub variables: BTreeMap<String, String>,
     /// Longest the whole run may take, in seconds.
-    #[schema(minimum = 1, maximum = 86_400)]
     pub timeout_s: Option<u64>,
     /// The nodes, each a `kind` with its own fields.
     #[schema(min_items = 1)]

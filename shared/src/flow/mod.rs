@@ -1,7 +1,6 @@
 //! The pure logic of flows that the server (validation, sandboxes) and the runner (execution) share.
 
 pub mod assert;
-mod assertion_schema;
 pub mod budget;
 pub mod definition;
 pub mod extract;
