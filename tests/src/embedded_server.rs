@@ -2,7 +2,7 @@
 //! runs it: started, asked, stopped with SIGTERM so its cluster stops with it; and its operator commands run on
 //! that data directory.
 
-use crate::server::{field, line_with};
+use crate::server::{field, first_start_credentials, line_with};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -50,11 +50,7 @@ impl EmbeddedServer {
         let mut err = BufReader::new(child.stderr.take().expect("stderr")).lines();
         let (org, key) = match known {
             Some(known) => known,
-            None => {
-                let org = line_with(&mut out, "organization id:").await.rsplit(' ').next().expect("org").to_owned();
-                let key = line_with(&mut out, "api key:").await.rsplit(' ').next().expect("key").to_owned();
-                (org, key)
-            }
+            None => first_start_credentials(&mut out).await,
         };
         let listening = line_with(&mut err, "hookflow-server listening").await;
         let address = field(&listening, "address=");

@@ -22,6 +22,15 @@ pub async fn line_with(
     tokio::time::timeout(Duration::from_secs(120), wait).await.unwrap_or_else(|_| panic!("no `{needle}` in time"))
 }
 
+/// The organization id and admin key a first start prints on its standard output.
+pub async fn first_start_credentials(
+    out: &mut tokio::io::Lines<BufReader<impl tokio::io::AsyncRead + Unpin>>,
+) -> (String, String) {
+    let org = line_with(out, "organization id:").await.rsplit(' ').next().expect("org").to_owned();
+    let key = line_with(out, "api key:").await.rsplit(' ').next().expect("key").to_owned();
+    (org, key)
+}
+
 /// The value after `name` in a log line, up to the next space.
 pub fn field(line: &str, name: &str) -> String {
     let start = line.find(name).map_or(line.len(), |at| at + name.len());
@@ -157,11 +166,7 @@ impl ServerProcess {
         let mut err = BufReader::new(child.stderr.take().expect("stderr")).lines();
         let (org, key) = match known {
             Some(known) => known,
-            None => {
-                let org = line_with(&mut out, "organization id:").await.rsplit(' ').next().expect("org").to_owned();
-                let key = line_with(&mut out, "api key:").await.rsplit(' ').next().expect("key").to_owned();
-                (org, key)
-            }
+            None => first_start_credentials(&mut out).await,
         };
         let mut metrics = None;
         let listening = loop {
