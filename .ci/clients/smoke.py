@@ -49,7 +49,8 @@ from hookflow_client.models import (
     PageWebhook,
     Permissions,
     Webhook,
-    Assertion,
+    ValueAssertion,
+    ValueAssertionOperator,
     Extractor,
     ExtractorKind,
     FlowDefinition,
@@ -197,8 +198,8 @@ def main() -> None:
                     Extractor(name="health", kind=ExtractorKind.JSONPATH, expression="$.status"),
                 ],
                 assertions=[
-                    Assertion(source="code", operator=Operator.EQUALS, expected=200),
-                    Assertion(source="health", operator=Operator.EQUALS, expected="ok"),
+                    ValueAssertion(source="code", operator=ValueAssertionOperator.EQUALS, expected=200),
+                    ValueAssertion(source="health", operator=ValueAssertionOperator.EQUALS, expected="ok"),
                 ],
             )
         ]

@@ -7,6 +7,7 @@ pub mod ids;
 pub mod redacted;
 pub mod role;
 pub mod scope;
+pub mod strict_json;
 pub mod time;
 pub mod token;
 pub mod wire;

@@ -82,6 +82,10 @@ impl Modify for SecuritySchemes {
     }
 }
 
+/// Operations whose JSON body may be left out (nothing reads as `{}`): a launch of the draft, a publish
+/// without a note.
+const BODY_OPTIONAL: &[&str] = &["launch_flow", "publish_flow"];
+
 /// Completes every operation of the assembled document, so handlers list only what is theirs: each operation gets
 /// the tag of its path's section (`tag_of`); an operation with no `security` gets the default (`X-Api-Key` with `X-Organization-Id`); every authenticated operation can
 /// answer 401, and those acting in an organization 400 (`organization_required`) and 403; an operation with a
@@ -102,6 +106,11 @@ pub fn complete_operations(document: &mut utoipa::openapi::OpenApi) {
         for operation in operations.into_iter().flatten() {
             operation.tags.get_or_insert_with(|| vec![tag_of(path).to_owned()]);
             complete(operation);
+            if operation.operation_id.as_deref().is_some_and(|id| BODY_OPTIONAL.contains(&id)) {
+                if let Some(RefOr::T(body)) = &mut operation.request_body {
+                    body.required = Some(utoipa::openapi::Required::False);
+                }
+            }
         }
     }
 }

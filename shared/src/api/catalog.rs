@@ -71,8 +71,8 @@ pub struct OperatorList {
     pub items: Vec<OperatorInfo>,
 }
 
-/// A check on a named value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+/// A check on a named value (its OpenAPI schema: `flow::assertion_schema`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Assertion {
     pub source: String,

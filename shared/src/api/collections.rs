@@ -117,6 +117,7 @@ pub struct CollectionRequest {
 pub struct OpenApiSource {
     /// An `http` or `https` URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(format = "uri", pattern = "^[Hh][Tt][Tt][Pp][Ss]?://")]
     pub url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub document: Option<String>,

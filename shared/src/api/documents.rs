@@ -1,5 +1,7 @@
-//! Schemas of the answers that are not one JSON value: raw bytes, server-sent event streams and NDJSON. Each is
-//! a string to a generated client (read whole or line by line); the description says what the lines hold.
+//! Schemas of the answers that are not one JSON value: raw bytes, server-sent event streams and NDJSON. Bytes and
+//! lines are a string to a generated client (read whole or line by line); an event stream's schema is that of one
+//! event as OpenAPI 3.1 models `text/event-stream` (`data`, `event`, `id`, `retry`); the descriptions say what the
+//! lines and each event's `data` hold.
 
 use std::borrow::Cow;
 use utoipa::openapi::RefOr;
@@ -36,7 +38,37 @@ text_document!(
     "The bytes exactly as received."
 );
 
-text_document!(
+/// Declares the schema of one server-sent event, named after the type, with what its `data` holds.
+macro_rules! event_stream {
+    ($(#[$meta:meta])* $name:ident, None, $description:expr) => {
+        $(#[$meta])*
+        #[derive(Debug)]
+        pub struct $name;
+
+        impl PartialSchema for $name {
+            fn schema() -> RefOr<Schema> {
+                let text = || ObjectBuilder::new().schema_type(Type::String);
+                ObjectBuilder::new()
+                    .schema_type(Type::Object)
+                    .property("data", text().content_media_type("application/json"))
+                    .required("data")
+                    .property("event", text())
+                    .property("id", text())
+                    .property("retry", ObjectBuilder::new().schema_type(Type::Integer))
+                    .description(Some($description))
+                    .into()
+            }
+        }
+
+        impl ToSchema for $name {
+            fn name() -> Cow<'static, str> {
+                Cow::Borrowed(stringify!($name))
+            }
+        }
+    };
+}
+
+event_stream!(
     /// `GET /webhooks/{id}/stream`.
     CaptureEventStream,
     None,
@@ -46,7 +78,7 @@ text_document!(
      behind; reconnect with `Last-Event-ID`. Comment lines keep the connection alive."
 );
 
-text_document!(
+event_stream!(
     /// `GET /flows/{flow_id}/executions/{execution_id}/stream`.
     ExecutionEventStream,
     None,

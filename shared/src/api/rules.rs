@@ -123,6 +123,11 @@ pub fn environment_key() -> ObjectBuilder {
     string(1, 64, Some(ENVIRONMENT_KEY))
 }
 
+/// An optional environment key where `null` reads as absent.
+pub fn environment_key_or_null() -> ObjectBuilder {
+    nullable(environment_key(), Type::String).description(Some("Key of an environment; absent or null: none."))
+}
+
 /// A collection's variables: at most 200, names of letters, digits, `_` and `-`, values of at most 10,000
 /// characters.
 pub fn collection_variables() -> ObjectBuilder {

@@ -32,7 +32,7 @@ pub struct WebhookTrigger {
     pub filter: Option<SearchFilter>,
     /// Key of one of the flow's environments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(schema_with = crate::api::rules::environment_key)]
+    #[schema(schema_with = crate::api::rules::environment_key_or_null)]
     pub environment: Option<String>,
     /// A published version number or `"latest"`; absent runs the draft.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -21,6 +21,7 @@ pub struct FlowDefinition {
     #[serde(default)]
     pub variables: BTreeMap<String, String>,
     /// Longest the whole run may take, in seconds.
+    #[schema(minimum = 1, maximum = 86_400)]
     pub timeout_s: Option<u64>,
     /// The nodes, each a `kind` with its own fields.
     #[schema(min_items = 1)]
@@ -36,7 +37,8 @@ pub use crate::flow::request_parts::METHODS;
 pub use crate::flow::request_parts::{RequestParts, request_problems};
 pub use crate::flow::webhook_node::{RequiredSignature, WaitFor, WebhookNode};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Read by `node_reader` (a kind's fields only from an object); written as the tagged object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Node {
     Request(Box<RequestNode>),
@@ -55,6 +57,7 @@ node_kind! {
         #[serde(default)]
         pub assertions: Vec<Assertion>,
         pub retry: Option<Retry>,
+        #[schema(minimum = 1, maximum = 300_000)]
         pub timeout_ms: Option<u64>,
     }
 }
@@ -149,6 +152,7 @@ pub enum Latest {
 node_kind! {
     pub struct ModuleNode {
         pub flow_id: FlowId,
+        #[schema(schema_with = crate::api::rules::version_selector)]
         pub version: Option<VersionSelector>,
         #[serde(default)]
         pub inputs: BTreeMap<String, String>,
@@ -355,6 +359,11 @@ fn check_node<'n>(node: &'n Node, seen: &mut HashSet<&'n str>, problems: &mut Ve
             }
         }
         Node::Module(n) => {
+            if let Some(VersionSelector::Number(v)) = n.version
+                && (v == 0 || i32::try_from(v).is_err())
+            {
+                problem("version", format!("a published version is 1 to {}; {v} cannot exist", i32::MAX));
+            }
             for (name, value) in &n.inputs {
                 if let Some(message) = names::reserved_problem(name) {
                     problem(&format!("inputs.{name}"), message);
@@ -543,6 +552,11 @@ mod tests {
         assert!(
             matches!(&validate(&pinned).expect("valid").nodes[2], Node::Module(m) if m.version == Some(VersionSelector::Number(3)))
         );
+        for impossible in [0_u64, 2_147_483_648] {
+            let found = problems(|d| d["nodes"][2]["version"] = json!(impossible));
+            assert_eq!(found.len(), 1, "{impossible}: {found:?}");
+            assert_eq!(found[0].field, "version");
+        }
     }
 
     fn problems(change: impl FnOnce(&mut Value)) -> Vec<Problem> {

@@ -21,6 +21,7 @@ macro_rules! node_kind {
         #[serde(deny_unknown_fields)]
         pub struct $name {
             /// Unique within the definition; results and extractors name the node by it.
+            #[schema(pattern = "^[A-Za-z0-9_-]{1,64}$", min_length = 1, max_length = 64)]
             pub id: String,
             pub name: Option<String>,
             #[serde(default = "crate::flow::node_parts::yes")]
