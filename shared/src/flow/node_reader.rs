@@ -4,12 +4,13 @@
 
 use crate::api::fields::Refusal;
 use crate::flow::definition::Node;
+use crate::flow::node_schema::KINDS;
 use crate::strict_json::StrictJson;
 use serde::de::{self, Deserialize, Deserializer};
 use serde_json::Value;
 
-/// The node kinds, as `kind` spells them.
-pub const NODE_KINDS: &[&str] = &["request", "delay", "module", "set_variables", "webhook"];
+/// The node kinds, as `kind` spells them (the schema's list, in its order).
+const NODE_KINDS: &[&str] = &[KINDS[0].0, KINDS[1].0, KINDS[2].0, KINDS[3].0, KINDS[4].0];
 
 impl<'de> Deserialize<'de> for Node {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -9,7 +9,7 @@ use utoipa::openapi::{Ref, RefOr};
 use utoipa::{PartialSchema, ToSchema};
 
 /// Node kinds with their member schemas' names, in API.md's order.
-const KINDS: [(&str, &str); 5] = [
+pub(crate) const KINDS: [(&str, &str); 5] = [
     ("request", "RequestNode"),
     ("delay", "DelayNode"),
     ("module", "ModuleNode"),
