@@ -64,11 +64,15 @@ CREATE INDEX schedule_transitions_pending ON schedule_transitions (id) WHERE han
 CREATE INDEX schedule_transitions_schedule ON schedule_transitions (schedule_id, id);
 
 -- A scheduled execution that ends succeeded counts as passing, failed or error as failing; cancelled counts as
--- neither. `unknown` counts as passing (a first run that fails is a transition).
+-- neither. `unknown` counts as passing (a first run that fails is a transition). Ends are recorded in batches (one
+-- statement ends many executions, whose row triggers then run in row order), so two batches could lock two
+-- schedules in opposite orders: a transaction-scoped advisory lock taken before any schedule row makes those
+-- updates one at a time (held until the batch commits; only batches holding scheduled executions take it).
 CREATE FUNCTION schedule_execution_ended() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     s flow_schedules%ROWTYPE;
 BEGIN
+    PERFORM pg_advisory_xact_lock(7305050055);
     SELECT * INTO s FROM flow_schedules WHERE id = NEW.schedule_id FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;
