@@ -143,6 +143,9 @@ async fn preview_schedule(
 }
 
 fn zoned(cron: &str, timezone: &str) -> ApiResult<ZonedCron> {
+    if cron.len() > 200 {
+        return Err(ApiError::invalid("invalid field `cron`: at most 200 characters"));
+    }
     ZonedCron::parse(cron, timezone).map_err(|(field, e)| ApiError::invalid(format!("invalid field `{field}`: {e}")))
 }
 
@@ -223,9 +226,6 @@ fn notify_of(given: Option<WriteNotify>, stored: Option<&Notify>) -> ApiResult<N
 /// Checks what needs no database: cron and zone, the environment key, variables, catch-up window.
 fn check(settings: &Settings) -> ApiResult<()> {
     zoned(&settings.cron, &settings.timezone)?;
-    if settings.cron.len() > 200 {
-        return Err(ApiError::invalid("invalid field `cron`: at most 200 characters"));
-    }
     if let Some(key) = &settings.environment
         && !hookflow_shared::api::rules::is_key(key, 64)
     {

@@ -59,6 +59,7 @@ async fn preview_fires_as_cron_users_expect_across_daylight_saving_changes() {
     let base = json!({"cron": "0 * * * *", "timezone": "UTC", "from": "2026-11-22T09:00:00Z", "count": 3});
     for (field, value) in [
         ("cron", json!("every hour")),
+        ("cron", json!("* ".repeat(120))),
         ("timezone", json!("Mars/Olympus")),
         ("from", json!("yesterday")),
         ("count", json!(0)),
