@@ -80,7 +80,7 @@ export async function showSchedules(el, flowId, environments) {
             : h('span', { class: 'muted' }, '—'),
       ],
       [
-        '',
+        'Actions',
         (s) =>
           writable
             ? [
