@@ -9,10 +9,12 @@
 
 mod failure;
 mod resources;
+mod schedules;
 mod webhooks;
 
 pub use failure::{ApiFailure, Refused};
 pub use resources::*;
+pub use schedules::Schedules;
 pub use webhooks::Webhooks;
 
 use hookflow_shared::OrgId;

@@ -13,11 +13,13 @@
 //! - `metrics/`, `outbound/`, `http/`: the metrics and their listener, the one guarded client for requests the
 //!   server itself makes, the transport (accept loop, raw heads, client addresses, allowances, bounded body reads,
 //!   the observer).
-//! - `auth/`, `queue/`, `capture/`, `quota/`: identity (the `Auth` component and the `Caller` extractor over it: keys,
+//! - `auth/`, `queue/`, `capture/`, `quota/`, `schedules/`: identity (the `Auth` component and the `Caller` extractor over it: keys,
 //!   sessions with the one copy of their SQL, job tokens, external issuers, signing keys, throttles), the
 //!   execution state machine and its event log, the capture path (the `Capture` component and its handler, the
 //!   writer, the endpoint cache, the live hub and the capture row); `quota/`: the organizations' quotas (usage
-//!   read from the database, creations counted under a lock, the capture path's in-memory view).
+//!   read from the database, creations counted under a lock, the capture path's in-memory view); `schedules/`: flow
+//!   schedules (fire times in IANA zones, catch-up planning, the rows, the launcher taking due rows once across
+//!   replicas).
 //! - `state`: `AppState`, the composition root: it wires the components and hands each to what takes it
 //!   (`FromRef`, `Settings::claims`); nothing below it takes it.
 //! - `api/`: one folder or file per resource with its routes and SQL (`webhooks/`, `analytics`, `flows/`,
@@ -44,6 +46,7 @@ pub mod outbound;
 pub mod pagination;
 pub mod queue;
 pub mod quota;
+pub mod schedules;
 pub mod server;
 pub mod signals;
 pub mod signature;

@@ -156,6 +156,8 @@ pub struct Settings {
     pub rescue_interval: Duration,
     /// How often due schedules are looked for.
     pub schedule_interval: Duration,
+    /// How late an occurrence may still fire when its schedule's catch-up window is shorter (10 s).
+    pub schedule_grace: Duration,
     /// How often a waiting long poll looks at the queue without a wake-up: a safety net under NOTIFY (a dropped
     /// LISTEN connection wakes every poll by itself). Each waiting runner costs a statement per interval.
     pub queue_recheck: Duration,
@@ -229,6 +231,7 @@ impl Settings {
             heartbeat_interval: Duration::from_secs(10),
             rescue_interval: Duration::from_secs(1),
             schedule_interval: Duration::from_secs(1),
+            schedule_grace: Duration::from_secs(10),
             queue_recheck: Duration::from_secs(10),
             embedded_runner_key_hash: None,
             trusted_proxies: crate::http::client_address::TrustedProxies::default(),

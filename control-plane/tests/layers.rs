@@ -17,7 +17,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("request", &["error", "extract", "pagination", "validate"]),
     ("storage", &["db"]),
     ("infrastructure", &["metrics", "outbound", "http"]),
-    ("components", &["auth", "queue", "capture", "quota"]),
+    ("components", &["auth", "queue", "capture", "quota", "schedules"]),
     ("composition", &["state"]),
     ("resources", &["api"]),
     ("processes", &["tasks", "triggers", "server"]),

@@ -126,6 +126,8 @@ ids! {
     CollectionId;
     /// A request of a collection.
     CollectionRequestId;
+    /// A schedule of a flow.
+    ScheduleId;
 }
 
 /// The schema of a UUID as utoipa writes one for a `Uuid` (or, when `nullable`, an `Option<Uuid>`) field.

@@ -15,6 +15,7 @@ pub mod people;
 pub mod resources;
 pub mod rules;
 pub mod runners;
+pub mod schedules;
 pub mod search;
 pub mod signatures;
 pub mod triggers;

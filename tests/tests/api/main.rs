@@ -72,6 +72,7 @@ mod resources;
 mod retention_history;
 mod runner_e2e;
 mod runners_embedded;
+mod schedules;
 mod signatures;
 mod signatures_endpoint;
 mod startup;
