@@ -26,6 +26,8 @@ const IN_FLIGHT_PER_EMAIL: u32 = 2;
 const IN_FLIGHT_TOTAL: u32 = 16;
 /// Sign-ups allowed per client within a window.
 pub const SIGNUPS_PER_CLIENT: u32 = 10;
+/// Password resets one client address (its /64 for IPv6) may ask for per window.
+pub const RESETS_PER_CLIENT: u32 = 10;
 /// Counter windows kept at most (the oldest leave first).
 const ENTRIES: usize = 100_000;
 
@@ -35,6 +37,7 @@ enum Counter {
     Client(IpAddr),
     Account(String),
     SignUps(IpAddr),
+    Resets(IpAddr),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -149,6 +152,18 @@ impl SignInThrottle {
         let (done, left) = counts.value(&counter);
         if done >= SIGNUPS_PER_CLIENT {
             return Err(too_many("too many sign-ups from this address", left));
+        }
+        counts.add(counter, 1);
+        Ok(())
+    }
+
+    /// Counts a password reset asked for from `address`, or 429 past the window's allowance (whoever it is for).
+    pub fn password_reset(&self, address: IpAddr) -> Result<(), ApiError> {
+        let counter = Counter::Resets(budget_key(address));
+        let mut counts = self.lock();
+        let (done, left) = counts.value(&counter);
+        if done >= RESETS_PER_CLIENT {
+            return Err(too_many("too many password resets asked for from this address", left));
         }
         counts.add(counter, 1);
         Ok(())

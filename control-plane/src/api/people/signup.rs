@@ -3,7 +3,7 @@
 
 use crate::api::admin::organization;
 use crate::api::context::Person;
-use crate::api::people::store;
+use crate::api::people::{confirmations, store};
 use crate::api::people::{passwords, tokens};
 use crate::auth::Actor;
 use crate::auth::sessions;
@@ -18,7 +18,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hookflow_shared::api::fields::Name;
-use hookflow_shared::api::people::{CreateOrganization, OrganizationRole, SignedUp, Signup};
+use hookflow_shared::api::people::{CreateOrganization, OrganizationRole, SignedUp, Signup, SignupPending};
 use hookflow_shared::{OrgId, Role, UserId};
 use sqlx::PgConnection;
 
@@ -86,10 +86,16 @@ async fn check_organization_quota(conn: &mut PgConnection, user_id: UserId, max:
     Ok(())
 }
 
-/// Sign up: a new user and a new organization they own, signed in (only when the operator enabled it).
+/// Sign up: a new user and a new organization they own, signed in (only when the operator enabled it). With SMTP
+/// configured, the email is confirmed first: the answer is 202 `{"status": "confirmation_sent"}` whether or not
+/// the email has an account, and the mailed link's token makes the account (`POST /auth/signup/confirm`).
 #[utoipa::path(post, operation_id = "sign_up", path = "/auth/signup", request_body = Signup, security(()),
-    responses((status = 201, body = SignedUp), (status = 404, description = "Signing up is not enabled"),
-        (status = 409), (status = 429, description = "Too many sign-ups from this address")))]
+    responses((status = 201, body = SignedUp, description = "Signed up (no SMTP configured)"),
+        (status = 202, body = SignupPending, description = "SMTP configured: a confirmation link was mailed (the same \
+            answer for a registered email, whose owner is told someone tried to sign up with it)"),
+        (status = 404, description = "Signing up is not enabled"),
+        (status = 409, description = "A user with this email exists (no SMTP configured)"),
+        (status = 429, description = "Too many sign-ups from this address")))]
 async fn signup(
     State(app): State<AppState>,
     ClientAddress(client): ClientAddress,
@@ -104,18 +110,45 @@ async fn signup(
     let email = body.email.as_str().to_owned();
     passwords::check_new(&body.password).map_err(|e| ApiError::invalid(format!("invalid field `password`: {e}")))?;
     let hash = passwords::hash(body.password).await.map_err(ApiError::internal_because)?;
+    if let Some(mailer) = app.mailer.clone() {
+        return confirmations::pending(app, mailer, email, hash, body.organization_name.as_str().to_owned());
+    }
     let mut tx = app.pool.begin().await?;
     if store::find_by_email(&mut tx, &email).await?.is_some() {
         return Err(ApiError::conflict("a user with this email exists; sign in instead"));
     }
-    let user_id = store::create_user(&mut tx, &email, &hash, false).await?;
-    let org = organization::create(&mut tx, body.organization_name.as_str(), Actor::User(user_id)).await?;
-    add_membership(&mut tx, org.id, user_id, Role::Owner).await?;
+    let (user_id, org) = create_account(&mut tx, &email, &hash, body.organization_name.as_str()).await?;
+    signed_up(&app, &headers, tx, user_id, email, org).await
+}
+
+/// The account a sign-up makes: the user and the organization they own; (the user, the organization).
+pub(super) async fn create_account(
+    conn: &mut PgConnection,
+    email: &str,
+    password_hash: &str,
+    organization_name: &str,
+) -> ApiResult<(UserId, hookflow_shared::api::admin::Organization)> {
+    let user_id = store::create_user(conn, email, password_hash, false).await?;
+    let org = organization::create(conn, organization_name, Actor::User(user_id)).await?;
+    add_membership(conn, org.id, user_id, Role::Owner).await?;
+    Ok((user_id, org))
+}
+
+/// Opens the new account's first session in `tx`, commits, and answers 201 with its tokens (the refresh token in
+/// the cookie for the app).
+pub(super) async fn signed_up(
+    app: &AppState,
+    headers: &HeaderMap,
+    mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+    user_id: UserId,
+    email: String,
+    org: hookflow_shared::api::admin::Organization,
+) -> ApiResult<Response> {
     let session_ends = chrono::Utc::now() + app.settings.session_ttl;
     let (session_id, refresh) = sessions::open_session(&mut tx, user_id, session_ends).await?;
     tx.commit().await?;
-    let (access_token, expires_at) = tokens::access_token(&app, user_id, session_id).await?;
-    let cookie = tokens::wants_cookie(&headers);
+    let (access_token, expires_at) = tokens::access_token(app, user_id, session_id).await?;
+    let cookie = tokens::wants_cookie(headers);
     let body = SignedUp {
         user: hookflow_shared::api::people::User { id: user_id, email },
         organization: OrganizationRole { id: org.id, name: org.name, role: Role::Owner },
@@ -125,7 +158,7 @@ async fn signup(
     };
     let mut response = (StatusCode::CREATED, Json(body)).into_response();
     if cookie {
-        response.headers_mut().insert(header::SET_COOKIE, tokens::refresh_cookie(&app, &refresh, session_ends));
+        response.headers_mut().insert(header::SET_COOKIE, tokens::refresh_cookie(app, &refresh, session_ends));
     }
     Ok(response)
 }
