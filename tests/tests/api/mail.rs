@@ -345,3 +345,60 @@ async fn mail_tokens_appear_in_no_log_audit_entry_or_read_of_the_server_process(
     }
     server.stop().await;
 }
+
+/// The app: "Forgot password?" on the sign-in page mails a link; the page it opens takes the token out of the
+/// address bar and sets the new password; a sign-up's link opens the confirmation page, which signs the new person
+/// in. Without SMTP the sign-in page offers no "Forgot password?".
+#[tokio::test]
+async fn mail_the_app_resets_a_password_and_confirms_a_sign_up_through_the_mailed_links() {
+    use hookflow_tests::browser::Browser;
+    let smtp = SmtpServer::start().await;
+    let app = app_with_mail(&smtp, true).await;
+    let person = app.person(app.admin.org, Role::Owner).await;
+    let browser = Browser::start(1280).await;
+    browser.goto(&format!("{}/#/signin", app.base)).await;
+    browser.click("#forgot-password").await;
+    browser.type_into("form[aria-label='Reset your password'] input[name=email]", &person.email).await;
+    browser.click("#send-reset").await;
+    browser.find("#reset-sent").await;
+    let link = smtp.wait_for(&person.email, 1).await[0].link(&app.base).expect("link");
+    let token = token_of(&link, "reset-password");
+    browser.goto(&link).await;
+    browser.find("form[aria-label='Choose a new password']").await;
+    let address = browser.run("return location.href", vec![]).await;
+    assert!(!address.as_str().expect("href").contains(&token), "the token left the address bar: {address}");
+    let new_password = "a new password from the app";
+    browser.type_into("form[aria-label='Choose a new password'] input[name=new-password]", new_password).await;
+    browser.click("#save-password").await;
+    browser.find("#password-reset").await;
+    assert_eq!(app.sign_in(&person.email, &person.password).await.status, 401);
+    browser.sign_in(&app.base, &person.email, new_password).await;
+    browser.click("#sign-out").await;
+    browser.find("form[aria-label='Sign in']").await;
+
+    let email = format!("app-{}@example.com", uuid::Uuid::new_v4().simple());
+    let signup = post(
+        &app,
+        "/auth/signup",
+        json!({"email": email, "password": "app sign-up password", "organization_name": "Appco"}),
+    )
+    .await;
+    assert_eq!(signup.status, 202);
+    let link = smtp.wait_for(&email, 1).await[0].link(&app.base).expect("link");
+    browser.goto(&link).await;
+    browser.click("#confirm-signup").await;
+    browser.find("#sign-out").await;
+    browser.wait_text("header", &email).await;
+    // The link works once: opened again, the page says so.
+    browser.click("#sign-out").await;
+    browser.goto(&link).await;
+    browser.click("#confirm-signup").await;
+    browser.wait_text("main", "used, expired or unknown").await;
+
+    let plain = TestApp::spawn().await;
+    browser.goto(&format!("{}/#/signin", plain.base)).await;
+    browser.find("form[aria-label='Sign in']").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!browser.has("#forgot-password").await, "no reset without SMTP");
+    browser.close().await;
+}
