@@ -270,6 +270,14 @@ impl std::fmt::Debug for PasswordResetRequest {
     }
 }
 
+/// `POST /auth/password-reset`'s answer: the same whether or not an account has the email.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PasswordResetRequested {
+    /// Always `requested`.
+    #[schema(example = "requested")]
+    pub status: String,
+}
+
 /// `POST /auth/password-reset/confirm`: the mailed token and the new password.
 #[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -53,6 +53,7 @@ async fn mail_password_reset_through_the_link_works_once_and_ends_every_session(
     let unknown = post(&app, "/auth/password-reset", json!({"email": "nobody-here@example.com"})).await;
     assert_eq!((known.status.as_u16(), &known.text), (202, &unknown.text), "the same answer");
     assert_eq!(unknown.status, 202);
+    assert_eq!(unknown.body, json!({"status": "requested"}));
 
     let mails = smtp.wait_for(&person.email, 1).await;
     let mail = &mails[0];

@@ -15,10 +15,11 @@ use crate::http::client_address::ClientAddress;
 use crate::mail::Mailer;
 use crate::signals::Invalidation;
 use crate::state::AppState;
+use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use hookflow_shared::UserId;
-use hookflow_shared::api::people::{PasswordResetConfirm, PasswordResetRequest};
+use hookflow_shared::api::people::{PasswordResetConfirm, PasswordResetRequest, PasswordResetRequested};
 use hookflow_shared::token::{self, TokenKind};
 
 /// How long a reset link works.
@@ -30,20 +31,21 @@ const RESETS_PER_TTL: i64 = 3;
 /// minutes). The answer is the same, in the same time, whether or not the account exists.
 #[utoipa::path(post, operation_id = "request_password_reset", path = "/auth/password-reset",
     request_body = PasswordResetRequest, security(()),
-    responses((status = 202, description = "Asked for (the same answer whether or not the account exists)"),
+    responses((status = 202, body = PasswordResetRequested,
+            description = "Asked for (the same answer whether or not the account exists)"),
         (status = 400), (status = 404, description = "No SMTP is configured on this server"),
         (status = 429, description = "Too many resets asked for from this address")))]
 async fn request_reset(
     State(app): State<AppState>,
     ClientAddress(client): ClientAddress,
     body: axum::body::Bytes,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<(StatusCode, Json<PasswordResetRequested>)> {
     let mailer = mailed::mailer(&app, "password reset")?;
     let body: PasswordResetRequest = crate::extract::parse_json(&body)?;
     app.sign_ins.password_reset(client)?;
     let email = body.email.as_str().to_owned();
     in_background("password reset", async move { mail_reset(&app, &mailer, &email).await });
-    Ok(StatusCode::ACCEPTED)
+    Ok((StatusCode::ACCEPTED, Json(PasswordResetRequested { status: "requested".to_owned() })))
 }
 
 /// After the answer: the link to a built-in account with `email`, if there is one.
