@@ -152,7 +152,12 @@ function confirm(main, token, onSignedIn) {
       'div',
       { class: 'card' },
       h('h1', {}, 'Confirm your email'),
-      h('p', {}, 'Confirming makes your account and its organization, and signs you in.'),
+      h(
+        'p',
+        {},
+        'Confirming makes your account and its organization with the password chosen at sign-up, and signs you in. ' +
+          'If you did not sign up yourself, close this page.',
+      ),
       error,
       h('p', {}, button),
     ),

@@ -5,8 +5,5 @@
 pub mod sender;
 pub mod settings;
 
-pub use sender::{MailError, Mailer};
+pub use sender::{MailError, Mailer, SUBJECT_PREFIX};
 pub use settings::{SmtpSettings, SmtpTls};
-
-/// What every subject begins with.
-pub const SUBJECT_PREFIX: &str = "[hookflow]";

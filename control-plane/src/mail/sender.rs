@@ -16,6 +16,8 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+/// What every subject begins with.
+pub const SUBJECT_PREFIX: &str = "[hookflow]";
 /// Mails waiting to be sent at most; past it `send` refuses.
 pub const QUEUE: usize = 1024;
 /// Mails being delivered at once.
@@ -109,11 +111,8 @@ impl Mailer {
         if subject.chars().count() > MAX_SUBJECT || text.len() > MAX_TEXT {
             return Err(MailError::TooLong);
         }
-        let subject = if subject.starts_with(super::SUBJECT_PREFIX) {
-            subject
-        } else {
-            format!("{} {subject}", super::SUBJECT_PREFIX)
-        };
+        let subject =
+            if subject.starts_with(SUBJECT_PREFIX) { subject } else { format!("{} {subject}", SUBJECT_PREFIX) };
         let message = Message::builder()
             .from(self.from.clone())
             .to(to)

@@ -248,10 +248,30 @@ async fn mail_an_invitation_mail_holds_a_working_invite_url() {
     let accepted = app.accept(&bearer, &token_of(&link, "invite")).await;
     assert_eq!(accepted.status, 201, "{}", accepted.text);
     assert_eq!(accepted.body["role"], "member");
-    // Another organization cannot see or withdraw this organization's people.
+    // Another organization cannot see this organization's people nor withdraw its invitations.
     let other = app.new_org("Other").await;
     let members = app.call(Method::GET, "/organization/members", Some(&other), None).await;
     assert!(!members.text.contains(&invitee.email), "{}", members.text);
+    let second = format!("second-{}@example.com", uuid::Uuid::new_v4().simple());
+    let invited =
+        app.admin(Method::POST, "/organization/members", Some(json!({"email": second, "role": "viewer"}))).await;
+    assert_eq!(invited.status, 201, "{}", invited.text);
+    let id = invited.body["invitation_id"].as_str().expect("invitation_id").to_owned();
+    let path = format!("/organization/invitations/{id}");
+    assert_eq!(app.call(Method::DELETE, &path, Some(&other), None).await.status, 404, "another organization's id");
+    assert_eq!(smtp.wait_for(&second, 1).await.len(), 1);
+    // Who may not invite mails nobody: a member's session lacks organization:write, a key without it too.
+    let member = app.person(app.admin.org, Role::Member).await;
+    let (bearer, _) = app.bearer(&member, Some(app.admin.org)).await;
+    let third = format!("third-{}@example.com", uuid::Uuid::new_v4().simple());
+    let body = json!({"email": third, "role": "viewer"});
+    let refused = app.call_bearer(Method::POST, "/organization/members", &bearer, Some(body.clone())).await;
+    assert_eq!((refused.status.as_u16(), refused.code()), (403, "insufficient_scope"), "{}", refused.text);
+    let reader = app.creds_with(&["organization:read"]).await;
+    let refused = app.call(Method::POST, "/organization/members", Some(&reader), Some(body)).await;
+    assert_eq!(refused.status, 403);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(smtp.to(&third).is_empty(), "a refused invitation mails nothing");
 }
 
 #[tokio::test]

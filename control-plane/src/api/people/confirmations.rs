@@ -5,8 +5,8 @@
 //! `POST /auth/signup/confirm`; a registered email's owner is told someone tried to sign up with it (the mail
 //! holds no link). At most three mails per email per 30 minutes.
 
+use crate::api::people::accounts::{create_account, signed_up};
 use crate::api::people::mailed::{self, in_background, invalid_token};
-use crate::api::people::signup::{create_account, signed_up};
 use crate::api::people::store;
 use crate::error::{ApiError, ApiResult};
 use crate::http::client_address::ClientAddress;
@@ -92,7 +92,8 @@ async fn mail_confirmation(
         let text = format!(
             "Someone (hopefully you) signed up at {server} with this email, {email}.\n\n\
              To confirm it and make your account, open this link within 24 hours (it works once):\n\n{link}\n\n\
-             If it was not you, ignore this mail: no account is made without the link.\n",
+             If it was not you, do not open the link (the account would sign in with the password whoever signed \
+             up chose): ignore this mail, and no account is made.\n",
             link = mailed::link(app, "signup/confirm", &token),
         );
         ("Confirm your email to finish signing up", text)

@@ -3,6 +3,7 @@
 //! (by one-time token, mailed when SMTP is configured), leaving, linking external identities, and the throttles of
 //! the password endpoints. Authenticating their tokens is `auth`'s.
 
+pub mod accounts;
 pub mod confirmations;
 pub mod identities;
 pub mod invitations;

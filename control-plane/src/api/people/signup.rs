@@ -1,12 +1,13 @@
 //! New organizations made by people: `POST /organizations` (the signed-in caller becomes its owner) and
 //! `POST /auth/signup` (a new user with a new organization; off unless the operator enabled it).
 
+pub use crate::api::people::accounts::add_membership;
+
 use crate::api::admin::organization;
 use crate::api::context::Person;
-use crate::api::people::{confirmations, store};
-use crate::api::people::{passwords, tokens};
+use crate::api::people::accounts::{create_account, signed_up};
+use crate::api::people::{confirmations, passwords, store};
 use crate::auth::Actor;
-use crate::auth::sessions;
 use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::ApiJson;
 use crate::http::client_address::ClientAddress;
@@ -15,28 +16,12 @@ use crate::state::AppState;
 use crate::validate::field;
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use hookflow_shared::api::fields::Name;
 use hookflow_shared::api::people::{CreateOrganization, OrganizationRole, SignedUp, Signup, SignupPending};
-use hookflow_shared::{OrgId, Role, UserId};
+use hookflow_shared::{Role, UserId};
 use sqlx::PgConnection;
-
-/// Makes `user_id` a member of `org_id` with `role`.
-pub async fn add_membership(
-    conn: &mut PgConnection,
-    org_id: OrgId,
-    user_id: UserId,
-    role: Role,
-) -> Result<(), sqlx::Error> {
-    sqlx::query("INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, $3)")
-        .bind(org_id)
-        .bind(user_id)
-        .bind(role.as_str())
-        .execute(conn)
-        .await
-        .map(|_| ())
-}
 
 /// Create an organization; the caller becomes its owner (people only, not API keys). A person makes at most
 /// `--max-organizations-per-person` (403 `quota_exceeded` past it). Only the maker's memberships are announced
@@ -119,48 +104,6 @@ async fn signup(
     }
     let (user_id, org) = create_account(&mut tx, &email, &hash, body.organization_name.as_str()).await?;
     signed_up(&app, &headers, tx, user_id, email, org).await
-}
-
-/// The account a sign-up makes: the user and the organization they own; (the user, the organization).
-pub(super) async fn create_account(
-    conn: &mut PgConnection,
-    email: &str,
-    password_hash: &str,
-    organization_name: &str,
-) -> ApiResult<(UserId, hookflow_shared::api::admin::Organization)> {
-    let user_id = store::create_user(conn, email, password_hash, false).await?;
-    let org = organization::create(conn, organization_name, Actor::User(user_id)).await?;
-    add_membership(conn, org.id, user_id, Role::Owner).await?;
-    Ok((user_id, org))
-}
-
-/// Opens the new account's first session in `tx`, commits, and answers 201 with its tokens (the refresh token in
-/// the cookie for the app).
-pub(super) async fn signed_up(
-    app: &AppState,
-    headers: &HeaderMap,
-    mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
-    user_id: UserId,
-    email: String,
-    org: hookflow_shared::api::admin::Organization,
-) -> ApiResult<Response> {
-    let session_ends = chrono::Utc::now() + app.settings.session_ttl;
-    let (session_id, refresh) = sessions::open_session(&mut tx, user_id, session_ends).await?;
-    tx.commit().await?;
-    let (access_token, expires_at) = tokens::access_token(app, user_id, session_id).await?;
-    let cookie = tokens::wants_cookie(headers);
-    let body = SignedUp {
-        user: hookflow_shared::api::people::User { id: user_id, email },
-        organization: OrganizationRole { id: org.id, name: org.name, role: Role::Owner },
-        access_token,
-        refresh_token: (!cookie).then(|| refresh.clone()),
-        expires_at: expires_at.into(),
-    };
-    let mut response = (StatusCode::CREATED, Json(body)).into_response();
-    if cookie {
-        response.headers_mut().insert(header::SET_COOKIE, tokens::refresh_cookie(app, &refresh, session_ends));
-    }
-    Ok(response)
 }
 
 pub fn routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
