@@ -424,3 +424,50 @@ async fn mail_the_app_resets_a_password_and_confirms_a_sign_up_through_the_maile
     assert!(!browser.has("#forgot-password").await, "no reset without SMTP");
     browser.close().await;
 }
+
+/// The sender as notification channels will use it (`Mailer::deliver`: the outcome, retries included), and no
+/// request waiting on SMTP: with a server that accepts connections and never speaks, asking for a reset and
+/// inviting still answer at once.
+#[tokio::test]
+async fn mail_the_sender_reports_outcomes_and_a_silent_smtp_server_holds_no_request() {
+    use hookflow_control_plane::mail::{MailError, Mailer, SmtpSettings};
+    use tokio_util::sync::CancellationToken;
+    let smtp = SmtpServer::start().await;
+    let mailer = Mailer::start(&smtp.settings(), CancellationToken::new()).expect("mailer");
+    mailer.deliver("ops@example.com", "A channel test", "Flow x is failing.\n".into()).await.expect("delivered");
+    let mail = &smtp.wait_for("ops@example.com", 1).await[0];
+    assert_eq!((mail.subject.as_str(), mail.body.trim_end()), ("[hookflow] A channel test", "Flow x is failing."));
+    assert_eq!(mailer.deliver("not an address", "x", "y".into()).await, Err(MailError::Recipient));
+
+    // Nothing listens: tried three times, then the reason.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = closed.local_addr().expect("address").port();
+    drop(closed);
+    let settings = SmtpSettings::parse(&format!("smtp://127.0.0.1:{port}"), Some("h@example.com"), None).expect("ok");
+    let refused = Mailer::start(&settings, CancellationToken::new()).expect("mailer");
+    let started = std::time::Instant::now();
+    let outcome = refused.deliver("ops@example.com", "x", "y".into()).await;
+    assert!(matches!(outcome, Err(MailError::Smtp(_))), "{outcome:?}");
+    assert!(started.elapsed() >= Duration::from_secs(12), "retried after 2 s and 10 s: {:?}", started.elapsed());
+
+    // A server that accepts and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = silent.local_addr().expect("address").port();
+    let held = tokio::spawn(async move {
+        let mut connections = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            connections.push(socket);
+        }
+    });
+    let settings = SmtpSettings::parse(&format!("smtp://127.0.0.1:{port}"), Some("h@example.com"), None).expect("ok");
+    let app = TestApp::spawn_with(move |s| s.smtp = Some(settings)).await;
+    let person = app.user(false).await;
+    let started = std::time::Instant::now();
+    assert_eq!(post(&app, "/auth/password-reset", json!({"email": person.email})).await.status, 202);
+    let invited = app
+        .admin(Method::POST, "/organization/members", Some(json!({"email": "z@example.com", "role": "viewer"})))
+        .await;
+    assert_eq!(invited.status, 201);
+    assert!(started.elapsed() < Duration::from_secs(2), "the answers waited on SMTP: {:?}", started.elapsed());
+    held.abort();
+}
