@@ -243,4 +243,17 @@ mod tests {
         assert!(throttle.sign_up("2001:db8::ffff".parse().expect("ip")).is_err(), "the same /64");
         assert!(throttle.sign_up("2001:db8:0:1::1".parse().expect("ip")).is_ok(), "another /64");
     }
+
+    #[test]
+    fn password_resets_are_counted_per_client_apart_from_sign_ups() {
+        let throttle = SignInThrottle::default();
+        let address: IpAddr = "198.51.100.7".parse().expect("ip");
+        for _ in 0..RESETS_PER_CLIENT {
+            throttle.password_reset(address).expect("within the allowance");
+        }
+        let refused = throttle.password_reset(address).expect_err("past the allowance");
+        assert!(refused.to_string().contains("password resets"), "{refused}");
+        assert!(throttle.sign_up(address).is_ok(), "sign-ups have their own allowance");
+        assert!(throttle.password_reset("198.51.100.8".parse().expect("ip")).is_ok(), "another client");
+    }
 }
