@@ -1,7 +1,8 @@
 // @ts-check
 // The app's frame: restores the session from the refresh cookie, routes `#/...` addresses to pages, and draws the
 // navigation with the organization switcher and sign-out. An invitation's link (`#/invite/<token>`) is held while
-// the person signs in, then offered for acceptance (before any organization: a new person has none). Each page is `render(main, params)` and may answer a
+// the person signs in, then offered for acceptance (before any organization: a new person has none). Mailed links
+// (password reset, sign-up confirmation) and "Forgot password?" open their pages whoever is signed in. Each page is `render(main, params)` and may answer a
 // cleanup function (streams to stop) that runs when the person leaves it.
 
 import { session, refresh, loadSession, chooseOrganization, signOut, mayHaveSession } from './api.js';
@@ -18,6 +19,7 @@ import * as keys from './pages/keys.js';
 import * as people from './pages/people.js';
 import * as admin from './pages/admin.js';
 import * as invite from './pages/invite.js';
+import * as recovery from './pages/recovery.js';
 import { finishExternalSignIn } from './oidc.js';
 
 /** @type {[RegExp, (main: HTMLElement, params: string[]) => Promise<any>][]} */
@@ -116,7 +118,20 @@ async function show() {
   }
   const invited = /^\/invite\/([A-Za-z0-9_]+)$/.exec(route());
   if (invited) invite.hold(invited[1]);
+  recovery.hold(route());
   const path = route();
+  if (recovery.PATHS.includes(path)) {
+    const main = h('main', { id: 'main', class: 'narrow' });
+    fill(root, main);
+    await recovery.render(main, path, {
+      onSignedIn: async () => {
+        await loadSession();
+        location.hash = landing();
+        show();
+      },
+    });
+    return;
+  }
   if (!session.token || path === '/signin' || session.passwordChangeRequired) {
     const main = h('main', { id: 'main', class: 'narrow' });
     fill(root, main);

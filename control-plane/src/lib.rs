@@ -10,9 +10,9 @@
 //!   fields' types), pages, the field rules for values that arrive otherwise.
 //! - `db/`: connecting, the embedded cluster and where it lives, migrations, the data directory, the PATCH
 //!   statement builder, group commit and its byte budgets, the replicas' watches, the owned-row reads and deletes.
-//! - `metrics/`, `outbound/`, `http/`: the metrics and their listener, the one guarded client for requests the
-//!   server itself makes, the transport (accept loop, raw heads, client addresses, allowances, bounded body reads,
-//!   the observer).
+//! - `metrics/`, `outbound/`, `http/`, `mail/`: the metrics and their listener, the one guarded client for requests
+//!   the server itself makes, the transport (accept loop, raw heads, client addresses, allowances, bounded body
+//!   reads, the observer), the SMTP settings and the queued mail sender.
 //! - `auth/`, `queue/`, `capture/`, `quota/`, `schedules/`: identity (the `Auth` component and the `Caller` extractor over it: keys,
 //!   sessions with the one copy of their SQL, job tokens, external issuers, signing keys, throttles), the
 //!   execution state machine and its event log, the capture path (the `Capture` component and its handler, the
@@ -41,6 +41,7 @@ pub mod db;
 pub mod error;
 pub mod extract;
 pub mod http;
+pub mod mail;
 pub mod metrics;
 pub mod outbound;
 pub mod pagination;

@@ -70,6 +70,8 @@ pub struct Inner {
     pub tries: Tries,
     /// Cancelled when the server stops: streams end, background tasks return.
     pub shutdown: CancellationToken,
+    /// The mail sender, when SMTP is configured (`Settings::smtp`).
+    pub mailer: Option<crate::mail::Mailer>,
 }
 
 /// Nodes an organization may try at once on one server.
@@ -185,6 +187,9 @@ pub struct Settings {
     pub session_ttl: Duration,
     /// Whether anyone may sign up (`POST /auth/signup`), creating a user and an organization.
     pub signup: bool,
+    /// Where mails go (`--smtp-url`, `--smtp-from`); without it nothing is mailed, and password resets and
+    /// sign-up confirmations are off.
+    pub smtp: Option<crate::mail::SmtpSettings>,
     /// External OpenID providers whose access tokens are accepted.
     pub issuers: Vec<IssuerConfig>,
     /// How captures start flows: whether this server dispatches, the chain depth, the organizations' rate.
@@ -245,6 +250,7 @@ impl Settings {
             access_token_ttl: Duration::from_secs(15 * 60),
             session_ttl: Duration::from_secs(30 * 24 * 3600),
             signup: false,
+            smtp: None,
             issuers: Vec::new(),
             triggers: TriggerSettings::default(),
             waits: crate::capture::waiters::WaitLimits::default(),
@@ -325,7 +331,15 @@ impl AppState {
                 settings.retention_interval,
             )),
         });
+        let mailer = settings.smtp.as_ref().and_then(|smtp| match crate::mail::Mailer::start(smtp, shutdown.clone()) {
+            Ok(mailer) => Some(mailer),
+            Err(e) => {
+                tracing::error!(error = %e, "mail is off: the SMTP settings cannot be used");
+                None
+            }
+        });
         Self(Arc::new(Inner {
+            mailer,
             capture,
             writers: Writers {
                 launches: GroupCommit::start(pool.clone(), crate::queue::create::MAX_BATCH, "launches"),

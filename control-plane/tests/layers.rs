@@ -16,7 +16,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("base", &["signals", "crypto", "strict_json", "cache", "signature", "slots"]),
     ("request", &["error", "extract", "pagination", "validate"]),
     ("storage", &["db"]),
-    ("infrastructure", &["metrics", "outbound", "http"]),
+    ("infrastructure", &["metrics", "outbound", "http", "mail"]),
     ("components", &["auth", "queue", "capture", "quota", "schedules"]),
     ("composition", &["state"]),
     ("resources", &["api"]),

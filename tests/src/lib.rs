@@ -23,6 +23,7 @@ pub mod runner;
 pub mod scratch;
 pub mod server;
 pub mod signers;
+pub mod smtp;
 pub mod sse;
 pub mod target;
 pub mod triggers;

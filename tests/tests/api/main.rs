@@ -52,6 +52,7 @@ mod limits_outage;
 mod limits_parsers;
 mod limits_server;
 mod limits_writers;
+mod mail;
 mod master_keys;
 mod openapi;
 mod organization;

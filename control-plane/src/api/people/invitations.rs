@@ -1,7 +1,8 @@
 //! Invitations bind by token, never by email: inviting answers a one-time link (`<public URL>/#/invite/<token>`,
 //! shown once; only the token's SHA-256 is stored) that whoever signs in with it accepts for themselves
 //! (`POST /auth/invitations/accept`), with the built-in provider or an external one. A token works once and for
-//! [`INVITATION_TTL`]; an unknown, used, withdrawn or expired one answers the same 404.
+//! [`INVITATION_TTL`]; an unknown, used, withdrawn or expired one answers the same 404. With SMTP configured the
+//! link is also mailed to the invited email.
 
 use crate::api::admin::audit::{self, AuditEvent};
 use crate::api::people::signup::add_membership;
@@ -66,6 +67,30 @@ pub async fn create(conn: &mut PgConnection, public_url: &str, new: NewInvitatio
         invite_url: format!("{}/#/invite/{token}", public_url.trim_end_matches('/')),
         token,
     })
+}
+
+/// Mails an invitation's link to the invited email (SMTP configured): queued, never waited for; a mail that
+/// cannot be queued is logged, and the inviter still has the link to share.
+pub async fn mail(app: &AppState, mailer: &crate::mail::Mailer, org_id: OrgId, invitation: &CreatedInvitation) {
+    let name: Option<String> = sqlx::query_scalar("SELECT name FROM organizations WHERE id = $1")
+        .bind(org_id)
+        .fetch_optional(&app.pool)
+        .await
+        .ok()
+        .flatten();
+    let name = name.unwrap_or_else(|| "an organization".to_owned());
+    let text = format!(
+        "You are invited to join the organization \"{name}\" on hookflow at {server}, as {role}.\n\n\
+         To accept, open this link within 7 days and sign in (or make an account) there; it works once:\n\n\
+         {link}\n\n\
+         If you do not know this organization, ignore this mail: nobody joins without the link.\n",
+        server = app.settings.public_url,
+        role = invitation.role.as_str(),
+        link = invitation.invite_url,
+    );
+    if let Err(e) = mailer.send(&invitation.email, &format!("You are invited to {name}"), text) {
+        tracing::warn!(error = %e, "an invitation was not mailed");
+    }
 }
 
 /// The live invitation of a token, locked: (id, organization, its name, role).

@@ -123,6 +123,9 @@ async fn add_member(
     let created = invitations::create(&mut tx, &app.settings.public_url, new).await?;
     record(&mut tx, &caller, "member.invited", email, Some(body.role)).await?;
     tx.commit().await?;
+    if let Some(mailer) = &app.mailer {
+        invitations::mail(&app, mailer, caller.org_id, &created).await;
+    }
     Ok((StatusCode::CREATED, Json(created)))
 }
 
