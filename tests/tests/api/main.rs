@@ -23,6 +23,8 @@ mod collections;
 mod conventions;
 mod credential_failures;
 mod deploy_files;
+mod destinations;
+mod destinations_delivery;
 mod docs_links;
 mod embedded_cluster;
 mod engine;
