@@ -20,7 +20,7 @@ use std::time::Duration;
 const MATCH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The capture as sent.
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 struct CaptureParts {
     method: String,
     path: String,
@@ -35,22 +35,18 @@ pub async fn attempt(app: &AppState, clients: &Clients, row: Claimed) -> Result<
         sqlx::query("DELETE FROM deliveries WHERE id = $1").bind(row.id).execute(&app.pool).await?;
         return Ok(());
     }
-    let capture: Option<CaptureParts> = sqlx::query_as(
-        "SELECT method, path, query_string, headers, body FROM captures WHERE organization_id = $1 AND id = $2",
-    )
-    .bind(row.organization_id)
-    .bind(row.capture_id)
-    .fetch_optional(&app.pool)
-    .await?;
-    let Some(capture) = capture else {
+    let (Some(method), Some(path), Some(query_string), Some(headers), Some(body)) =
+        (row.method.clone(), row.path.clone(), row.query_string.clone(), row.headers.clone(), row.body.clone())
+    else {
         sqlx::query("UPDATE deliveries SET status = 'cancelled' WHERE id = $1 AND status = 'pending'")
             .bind(row.id)
             .execute(&app.pool)
             .await?;
         return Ok(());
     };
-    if let Some(wait) = row.slot_in {
-        tokio::time::sleep(wait).await;
+    let capture = CaptureParts { method, path, query_string, headers, body };
+    if let (Some(wait), Some(claimed_at)) = (row.slot_in, row.claimed_at) {
+        tokio::time::sleep_until(claimed_at + wait).await;
     }
     let policy = if row.private_network || app.settings.allow_private_targets {
         NetworkPolicy::Private

@@ -10,6 +10,8 @@ use sqlx::PgPool;
 use sqlx::types::Json;
 use std::collections::HashMap;
 
+/// Slots are 1/rate apart, widened by this factor.
+const SLOT_WIDENING: f64 = 1.05;
 /// What a lease adds past an attempt's slot and timeout.
 const LEASE_MARGIN_S: f64 = 30.0;
 
@@ -34,9 +36,18 @@ pub struct Claimed {
     pub signing_nonce: Option<Vec<u8>>,
     pub signing_key_version: Option<i32>,
     pub private_network: bool,
-    /// When its rate-limited slot begins (the database's clock); `None`: at once.
+    /// The capture as sent (`None` when it is gone: the delivery is cancelled).
+    pub method: Option<String>,
+    pub path: Option<String>,
+    pub query_string: Option<String>,
+    pub headers: Option<Json<Vec<(String, String)>>>,
+    pub body: Option<Vec<u8>>,
+    /// How long after the claim its rate-limited slot begins (the database's clock); `None`: at once.
     #[sqlx(skip)]
     pub slot_in: Option<std::time::Duration>,
+    /// When the claim was made (this process's clock): the slot is counted from it.
+    #[sqlx(skip)]
+    pub claimed_at: Option<tokio::time::Instant>,
 }
 
 /// Claims up to `limit` due deliveries.
@@ -46,10 +57,11 @@ pub async fn claim(pool: &PgPool, limit: i64) -> Result<Vec<Claimed>, sqlx::Erro
         "SELECT d.id, d.organization_id, d.destination_id, d.webhook_id, d.capture_id, d.matched, d.attempts,
                 d.round_start, t.url, t.q, t.filter, t.retry_schedule_s, t.timeout_ms, t.rate_limit_per_s,
                 t.signing_secret, t.signing_nonce, t.signing_key_version, COALESCE(o.private_network, false)
-                    AS private_network
+                    AS private_network, c.method, c.path, c.query_string, c.headers, c.body
          FROM deliveries d
          JOIN destinations t ON t.id = d.destination_id
          LEFT JOIN organizations o ON o.id = d.organization_id
+         LEFT JOIN captures c ON c.organization_id = d.organization_id AND c.id = d.capture_id
          WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND t.enabled
            AND cardinality(t.runner_labels) = 0
            AND (t.rate_limit_per_s IS NULL OR t.next_slot_at < now() + interval '1 second')
@@ -80,7 +92,9 @@ pub async fn claim(pool: &PgPool, limit: i64) -> Result<Vec<Claimed>, sqlx::Erro
         }
     }
     for (destination, (rate, taken)) in &per_destination {
-        let step = 1.0 / f64::from(*rate);
+        // A little wider than 1/rate: a slot's attempt that starts late (a busy replica) never crowds the
+        // receiver's second past the limit.
+        let step = SLOT_WIDENING / f64::from(*rate);
         // The first slot, and how far it is from the database's now.
         let first: f64 = sqlx::query_scalar(
             "WITH moved AS (
@@ -99,8 +113,10 @@ pub async fn claim(pool: &PgPool, limit: i64) -> Result<Vec<Claimed>, sqlx::Erro
         }
     }
     let mut kept = Vec::with_capacity(rows.len());
-    for (row, keep) in rows.into_iter().zip(keep) {
+    let claimed_at = tokio::time::Instant::now();
+    for (mut row, keep) in rows.into_iter().zip(keep) {
         if keep {
+            row.claimed_at = Some(claimed_at);
             kept.push(row);
         }
     }
