@@ -24,6 +24,8 @@ mod conventions;
 mod credential_failures;
 mod deploy_files;
 mod destinations;
+mod destinations_cli;
+mod destinations_crash;
 mod destinations_delivery;
 mod docs_links;
 mod embedded_cluster;
