@@ -24,9 +24,9 @@ pub enum DestinationsCommand {
         webhook: WebhookId,
         #[arg(long)]
         name: String,
-        /// Where to deliver: http(s); each capture's sub-path and query are appended.
-        #[arg(long)]
-        url: String,
+        /// Where to deliver: http(s); each capture's sub-path and query are appended. (`--url` is the server's.)
+        #[arg(long, value_name = "URL")]
+        to: String,
         /// Deliver only captures this search matches (the capture search language).
         #[arg(long)]
         q: Option<String>,
@@ -73,7 +73,7 @@ pub async fn run(api: &Api, command: DestinationsCommand) -> Result<(), CliError
         DestinationsCommand::Create {
             webhook,
             name,
-            url,
+            to,
             q,
             runner_labels,
             retry_schedule,
@@ -83,7 +83,7 @@ pub async fn run(api: &Api, command: DestinationsCommand) -> Result<(), CliError
             json,
         } => {
             let labels: Labels = CliError::option("--runner-label", runner_labels)?;
-            let mut body = CreateDestination::new(CliError::option("--name", name)?, url);
+            let mut body = CreateDestination::new(CliError::option("--name", name)?, to);
             body.q = q;
             body.runner_labels = labels;
             body.retry_schedule_s = retry_schedule;

@@ -2,16 +2,17 @@
 //! deliveries in its own statement (`capture::batch`, `deliveries`); this sender takes them: woken by the
 //! batch's NOTIFY (`hookflow_deliveries`) and by a periodic poll (retries coming due, lost notifications, a
 //! crashed sender's leases), it claims due deliveries in small batches (`claim`), attempts each concurrently
-//! within a bound (`attempt`, which sends through `send`, the one signed-request sender notification channels use
-//! too), and disables destinations whose attempts have all failed for their `disable_after_failing_s`
+//! within a bound (`attempt`, which sends through `outbound::signed`, the one signed-request sender notification
+//! channels use too; destinations with `runner_labels` are claimed by runners instead, `api::runner_protocol::
+//! deliveries`), and disables destinations whose attempts have all failed for their `disable_after_failing_s`
 //! (`destination.disabled`, audited). Every replica runs one; the database shares the work and the rate limits.
 
 pub mod attempt;
-pub mod claim;
-pub mod send;
 
 use crate::api::admin::audit::{self, AuditEvent};
+use crate::api::webhooks::destinations::claim::{self, Sender};
 use crate::auth::Actor;
+use crate::outbound::signed;
 use crate::state::AppState;
 use hookflow_shared::{DestinationId, OrgId, WebhookId};
 use std::sync::Arc;
@@ -29,7 +30,7 @@ const BREAKER_EVERY: Duration = Duration::from_secs(5);
 
 /// Sends deliveries until shutdown.
 pub async fn run(app: AppState) {
-    let clients = Arc::new(send::Clients::default());
+    let clients = Arc::new(signed::Clients::default());
     let permits = Arc::new(Semaphore::new(IN_FLIGHT));
     let freed = Arc::new(tokio::sync::Notify::new());
     let mut breaker_at = Instant::now();
@@ -44,7 +45,7 @@ pub async fn run(app: AppState) {
         let available = permits.available_permits();
         if available > 0 {
             let limit = (available as i64).min(CLAIM_BATCH);
-            match claim::claim(&app.pool, limit).await {
+            match claim::claim(&app.pool, Sender::Server, limit).await {
                 Ok(rows) => {
                     claimed_any = rows.len() as i64 == limit;
                     for row in rows {

@@ -255,3 +255,45 @@ pub struct CaptureDelivery {
     pub delivery_id: DeliveryId,
     pub status: DeliveryStatus,
 }
+
+/// `POST /runner/deliveries/next`: a runner's long poll for deliveries it may make (its organization's
+/// destinations whose `runner_labels` it carries all of).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NextDeliveries {
+    pub runner_id: RunnerId,
+    /// Seconds to wait for one (0 to 60; default 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_s: Option<u64>,
+}
+
+/// One delivery a runner makes: the request exactly as to send (headers signed), within `timeout_ms`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RunnerDelivery {
+    pub delivery_id: DeliveryId,
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    /// The body, base64.
+    pub body: String,
+    pub timeout_ms: u32,
+}
+
+/// What a runner's poll for deliveries answers (200; 204 when none came within `wait_s`).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RunnerDeliveries {
+    pub deliveries: Vec<RunnerDelivery>,
+}
+
+/// `POST /runner/deliveries/{delivery_id}/result`: what a runner's attempt came to.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryResult {
+    pub runner_id: RunnerId,
+    /// The receiver's status; `null` when no answer came.
+    pub status_code: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 2000)]
+    pub error: Option<String>,
+    pub duration_ms: u64,
+}

@@ -25,7 +25,7 @@ async fn the_cli_creates_lists_replays_and_deletes_destinations() {
                 &webhook,
                 "--name",
                 "billing",
-                "--url",
+                "--to",
                 &receiver.base,
                 "--retry-schedule",
                 "1",
@@ -61,7 +61,7 @@ async fn the_cli_creates_lists_replays_and_deletes_destinations() {
     receiver.wait_until(Duration::from_secs(15), |a| a.iter().any(|x| x.answered == 200)).await;
 
     let bad = cli
-        .run(Some(&app.admin), &["destinations", "create", &webhook, "--name", "", "--url", "https://x.example/"])
+        .run(Some(&app.admin), &["destinations", "create", &webhook, "--name", "", "--to", "https://x.example/"])
         .await;
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("--name"), "{}", bad.all());

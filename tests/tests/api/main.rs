@@ -27,6 +27,7 @@ mod destinations;
 mod destinations_cli;
 mod destinations_crash;
 mod destinations_delivery;
+mod destinations_runner;
 mod docs_links;
 mod embedded_cluster;
 mod engine;

@@ -1,6 +1,9 @@
 //! An endpoint's destinations (issue #49) and their deliveries: CRUD (`crud`), the checks and stored shape
-//! (`model`), deliveries, attempts and replay (`deliveries`). The sending itself is `delivery`'s.
+//! (`model`), deliveries, attempts and replay (`deliveries`); claiming due deliveries (`claim`) and preparing and
+//! recording an attempt (`attempts`), for the server's sender (`delivery`) and for runners alike.
 
+pub mod attempts;
+pub mod claim;
 pub mod crud;
 pub mod deliveries;
 pub mod model;

@@ -50,8 +50,20 @@ pub struct Claimed {
     pub claimed_at: Option<tokio::time::Instant>,
 }
 
-/// Claims up to `limit` due deliveries.
-pub async fn claim(pool: &PgPool, limit: i64) -> Result<Vec<Claimed>, sqlx::Error> {
+/// Who sends what is claimed: the server (destinations without `runner_labels`), or an installed runner of an
+/// organization carrying `labels` (that organization's destinations whose labels it has all of).
+#[derive(Debug, Clone, Copy)]
+pub enum Sender<'a> {
+    Server,
+    Runner { org_id: OrgId, labels: &'a [String] },
+}
+
+/// Claims up to `limit` due deliveries for `sender`.
+pub async fn claim(pool: &PgPool, sender: Sender<'_>, limit: i64) -> Result<Vec<Claimed>, sqlx::Error> {
+    let (org, labels) = match sender {
+        Sender::Server => (None, &[][..]),
+        Sender::Runner { org_id, labels } => (Some(org_id), labels),
+    };
     let mut tx = pool.begin().await?;
     let mut rows: Vec<Claimed> = sqlx::query_as(
         "SELECT d.id, d.organization_id, d.destination_id, d.webhook_id, d.capture_id, d.matched, d.attempts,
@@ -63,13 +75,16 @@ pub async fn claim(pool: &PgPool, limit: i64) -> Result<Vec<Claimed>, sqlx::Erro
          LEFT JOIN organizations o ON o.id = d.organization_id
          LEFT JOIN captures c ON c.organization_id = d.organization_id AND c.id = d.capture_id
          WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND t.enabled
-           AND cardinality(t.runner_labels) = 0
+           AND (($2::uuid IS NULL AND cardinality(t.runner_labels) = 0)
+                OR (d.organization_id = $2 AND cardinality(t.runner_labels) > 0 AND t.runner_labels <@ $3::text[]))
            AND (t.rate_limit_per_s IS NULL OR t.next_slot_at < now() + interval '1 second')
          ORDER BY d.next_attempt_at
          LIMIT $1
          FOR UPDATE OF d SKIP LOCKED",
     )
     .bind(limit)
+    .bind(org)
+    .bind(labels)
     .fetch_all(&mut *tx)
     .await?;
     if rows.is_empty() {

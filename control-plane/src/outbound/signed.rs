@@ -1,4 +1,4 @@
-//! Sending one request the server makes for a tenant (a delivery's attempt; alert notifications' webhook channels
+//! Sending one signed request the server makes for a tenant (a delivery's attempt; alert notifications' webhook channels
 //! too) through the guarded client, signed the Standard Webhooks way when a secret is given, and classifying the
 //! outcome: a 2xx answer delivers; any other status, a refused or failed connection, a timeout, or an address the
 //! policy blocks (`error` beginning `blocked`) is a failed attempt. Errors never carry the URL or the secret.
@@ -26,20 +26,6 @@ pub const DROPPED_HEADERS: [&str; 11] = [
     "webhook-timestamp",
     "webhook-signature",
 ];
-
-/// One signed request to send.
-#[derive(Debug)]
-pub struct Outgoing<'a> {
-    pub method: &'a str,
-    pub url: reqwest::Url,
-    /// Headers in order (those in [`DROPPED_HEADERS`] are left out).
-    pub headers: &'a [(String, String)],
-    pub body: bytes::Bytes,
-    /// `webhook-id`: the same on every attempt, so receivers deduplicate.
-    pub message_id: &'a str,
-    /// The secret's decoded bytes: with one, `webhook-timestamp` and `webhook-signature` are sent too.
-    pub signing_secret: Option<&'a [u8]>,
-}
 
 /// What one attempt came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,19 +59,45 @@ impl Clients {
     }
 }
 
-/// Sends `out` with `client` (a guarded one: [`Clients::get`]) and classifies the outcome.
-pub async fn send(client: &reqwest::Client, policy: NetworkPolicy, out: Outgoing<'_>) -> Attempted {
+/// The headers a signed request carries: the given ones in order without [`DROPPED_HEADERS`], then `webhook-id`
+/// and, with a secret, `webhook-timestamp` (now) and `webhook-signature`.
+pub fn outgoing_headers(
+    headers: &[(String, String)],
+    message_id: &str,
+    signing_secret: Option<&[u8]>,
+    body: &[u8],
+) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> =
+        headers.iter().filter(|(n, _)| !DROPPED_HEADERS.contains(&n.to_ascii_lowercase().as_str())).cloned().collect();
+    out.push(("webhook-id".to_owned(), message_id.to_owned()));
+    if let Some(secret) = signing_secret {
+        let timestamp = chrono::Utc::now().timestamp();
+        out.push(("webhook-timestamp".to_owned(), timestamp.to_string()));
+        out.push(("webhook-signature".to_owned(), standard_webhooks_sign(secret, message_id, timestamp, body)));
+    }
+    out
+}
+
+/// Sends one request whose headers are made ([`outgoing_headers`]) with `client` (a guarded one:
+/// [`Clients::get`]) and classifies the outcome.
+pub async fn send(
+    client: &reqwest::Client,
+    policy: NetworkPolicy,
+    method: &str,
+    url: reqwest::Url,
+    headers: &[(String, String)],
+    body: bytes::Bytes,
+) -> Attempted {
     let started = Instant::now();
     let failed = |error: String| Attempted { status_code: None, error: Some(error), duration: started.elapsed() };
-    if let Err(refused) = Guard::new(policy).check_url(&out.url) {
+    if let Err(refused) = Guard::new(policy).check_url(&url) {
         return failed(format!("blocked: {refused}"));
     }
-    let Ok(method) = reqwest::Method::from_bytes(out.method.as_bytes()) else {
+    let Ok(method) = reqwest::Method::from_bytes(method.as_bytes()) else {
         return failed("the captured method cannot be sent".to_owned());
     };
-    let mut request = client.request(method, out.url);
-    for (name, value) in out.headers.iter().filter(|(n, _)| !DROPPED_HEADERS.contains(&n.to_ascii_lowercase().as_str()))
-    {
+    let mut request = client.request(method, url);
+    for (name, value) in headers {
         let (Ok(name), Ok(value)) = (
             reqwest::header::HeaderName::try_from(name.as_str()),
             reqwest::header::HeaderValue::try_from(value.as_str()),
@@ -94,14 +106,7 @@ pub async fn send(client: &reqwest::Client, policy: NetworkPolicy, out: Outgoing
         };
         request = request.header(name, value);
     }
-    request = request.header("webhook-id", out.message_id);
-    if let Some(secret) = out.signing_secret {
-        let timestamp = chrono::Utc::now().timestamp();
-        request = request
-            .header("webhook-timestamp", timestamp.to_string())
-            .header("webhook-signature", standard_webhooks_sign(secret, out.message_id, timestamp, &out.body));
-    }
-    match request.body(out.body).send().await {
+    match request.body(body).send().await {
         Ok(response) => {
             let status = response.status().as_u16();
             let _ = guard::read_limited(response, ANSWER_READ).await;
