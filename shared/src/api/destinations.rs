@@ -273,6 +273,7 @@ pub struct RunnerDelivery {
     pub delivery_id: DeliveryId,
     pub method: String,
     pub url: String,
+    #[schema(schema_with = crate::api::rules::header_pairs)]
     pub headers: Vec<(String, String)>,
     /// The body, base64.
     pub body: String,
