@@ -26,8 +26,9 @@
 //!   `executions/`, `collections/`, `resources/`, `admin/`, `people/`, `catalog`, `runner_protocol/`, `health`, the
 //!   web console `app/`), the handlers' contexts over `AppState` (`context`: `Ctx`, `Person`), merged into the
 //!   router and the OpenAPI document (`openapi`, `openapi_shapes`) in `api/mod.rs`.
-//! - `tasks/`, `triggers/`, `server/`: background loops (LISTEN fan-out, retention, lease rescue, schedules); the
-//!   dispatcher that launches the flows captures owe their endpoints' triggers; the binary's commands (operator
+//! - `tasks/`, `triggers/`, `delivery/`, `server/`: background loops (LISTEN fan-out, retention, lease rescue,
+//!   schedules); the dispatcher that launches the flows captures owe their endpoints' triggers; the sender that
+//!   delivers captures to their endpoints' destinations (retries, rate limits, the circuit breaker); the binary's commands (operator
 //!   commands, master-key rotation), configuration, first start, open-file limit, embedded runner.
 //!
 //! `api::serve` runs the API on any listener; `server::run` is the binary's entry point.
@@ -38,6 +39,7 @@ pub mod cache;
 pub mod capture;
 pub mod crypto;
 pub mod db;
+pub mod delivery;
 pub mod error;
 pub mod extract;
 pub mod http;

@@ -66,6 +66,8 @@ pub struct Inner {
     pub execution_wakes: tokio::sync::broadcast::Sender<hookflow_shared::ExecutionId>,
     /// Wakes the trigger dispatcher: captures owe launches (NOTIFY), or notifications may have been missed.
     pub trigger_wakes: Arc<tokio::sync::Notify>,
+    /// Wakes the delivery sender: deliveries were written, replayed or a destination enabled again (NOTIFY).
+    pub delivery_wakes: Arc<tokio::sync::Notify>,
     /// Nodes tried through the API (`POST /flows/{flow_id}/try`).
     pub tries: Tries,
     /// Cancelled when the server stops: streams end, background tasks return.
@@ -359,6 +361,7 @@ impl AppState {
             queue: Arc::default(),
             execution_wakes: tokio::sync::broadcast::channel(4096).0,
             trigger_wakes: Arc::default(),
+            delivery_wakes: Arc::default(),
             tries: Tries::default(),
             read_pool: databases.read_pool().clone(),
             databases,

@@ -20,7 +20,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("components", &["auth", "queue", "capture", "quota", "schedules"]),
     ("composition", &["state"]),
     ("resources", &["api"]),
-    ("processes", &["tasks", "triggers", "server"]),
+    ("processes", &["tasks", "triggers", "delivery", "server"]),
     ("crate", &["lib", "main"]),
 ];
 

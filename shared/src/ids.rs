@@ -122,6 +122,10 @@ ids! {
     JobId;
     /// A runner (installed, or the server's embedded one).
     RunnerId;
+    /// A destination captures of an endpoint are delivered to.
+    DestinationId;
+    /// One capture's delivery to one destination.
+    DeliveryId;
     /// A request collection.
     CollectionId;
     /// A request of a collection.

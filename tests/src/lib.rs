@@ -19,6 +19,7 @@ pub mod previous_release;
 pub mod prometheus;
 pub mod provider;
 pub mod proxy;
+pub mod receiver;
 pub mod runner;
 pub mod scratch;
 pub mod server;

@@ -4,6 +4,7 @@ pub mod admin;
 pub mod analytics;
 pub mod catalog;
 pub mod collections;
+pub mod destinations;
 pub mod documents;
 pub mod executions;
 pub mod fields;

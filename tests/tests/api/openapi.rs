@@ -129,6 +129,18 @@ const IMPLEMENTED: &[&str] = &[
     "PUT /collections/{id}/openapi-sync",
     "POST /collections/{id}/openapi-sync/preview",
     "POST /collections/{id}/openapi-sync",
+    // Destinations (issue #49).
+    "POST /webhooks/{id}/destinations",
+    "GET /webhooks/{id}/destinations",
+    "GET /webhooks/{id}/destinations/{destination_id}",
+    "PATCH /webhooks/{id}/destinations/{destination_id}",
+    "DELETE /webhooks/{id}/destinations/{destination_id}",
+    "GET /webhooks/{id}/destinations/{destination_id}/deliveries",
+    "POST /webhooks/{id}/destinations/{destination_id}/deliveries/replay",
+    "GET /webhooks/{id}/destinations/{destination_id}/deliveries/{delivery_id}",
+    "GET /webhooks/{id}/destinations/{destination_id}/deliveries/{delivery_id}/attempts",
+    "POST /runner/deliveries/next",
+    "POST /runner/deliveries/{delivery_id}/result",
 ];
 
 #[tokio::test]
