@@ -57,7 +57,7 @@ async fn a_destination_is_created_read_changed_and_deleted_with_its_secret_shown
     assert_eq!(read.body["retry_schedule_s"], json!([1, 2]));
     let listed = app.admin(Method::GET, &path(&webhook), None).await;
     let names: Vec<&str> =
-        listed.body["items"].as_array().expect("items").iter().map(|d| d["name"].as_str().unwrap()).collect();
+        listed.body["items"].as_array().expect("items").iter().map(|d| d["name"].as_str().expect("name")).collect();
     assert_eq!(names, ["consumer", "signed"], "oldest first");
     assert!(!listed.text.contains(&secret));
 
@@ -228,7 +228,7 @@ async fn scopes_hold_and_another_organizations_ids_answer_404() {
     let theirs = app
         .api_as(&stranger)
         .webhooks()
-        .create(&hookflow_shared::api::webhooks::CreateWebhook::new("t".parse().unwrap()))
+        .create(&hookflow_shared::api::webhooks::CreateWebhook::new("t".parse().expect("a name")))
         .await
         .expect("webhook");
     let attempts = format!("{deliveries}/{}/attempts", uuid::Uuid::new_v4());
