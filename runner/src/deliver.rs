@@ -53,8 +53,10 @@ pub async fn run(client: Client, runner_id: RunnerId, wait_s: u64, stop: Cancell
 /// Sends one delivery and says what came of it.
 async fn deliver(http: &reqwest::Client, runner_id: RunnerId, delivery: RunnerDelivery) -> DeliveryResult {
     let started = Instant::now();
+    let lease = delivery.lease;
     let result = |status_code: Option<u16>, error: Option<String>| DeliveryResult {
         runner_id,
+        lease,
         status_code,
         error,
         duration_ms: started.elapsed().as_millis() as u64,

@@ -134,9 +134,11 @@ WITH input AS (
 ), woken AS (
     SELECT pg_notify('hookflow_triggers', '') WHERE EXISTS (SELECT 1 FROM owed)
 ), aimed AS (
-    INSERT INTO deliveries (id, organization_id, destination_id, webhook_id, capture_id, matched)
+    INSERT INTO deliveries (id, organization_id, destination_id, webhook_id, capture_id, matched, by_runner,
+                            next_attempt_at)
     SELECT gen_random_uuid(), s.organization_id, d.id, s.webhook_id, s.id,
-           CASE WHEN d.q IS NULL AND d.filter IS NULL THEN true END
+           CASE WHEN d.q IS NULL AND d.filter IS NULL THEN true END, cardinality(d.runner_labels) > 0,
+           CASE WHEN d.enabled THEN now() ELSE 'infinity'::timestamptz END
     FROM stored s JOIN destinations d ON d.webhook_id = s.webhook_id
     WHERE s.webhook_id IS NOT NULL
       AND NOT (s.signature_verdict IN ('invalid', 'missing', 'duplicate') AND EXISTS (

@@ -8,15 +8,16 @@ use crate::state::AppState;
 use std::time::Duration;
 
 /// Attempts one claimed delivery. Fails only when the database does (the lease then brings it back).
-pub async fn attempt(app: &AppState, clients: &Clients, row: Claimed) -> Result<(), sqlx::Error> {
-    let Some(prepared) = prepare(app, &row).await? else { return Ok(()) };
+pub async fn attempt(app: &AppState, clients: &Clients, mut row: Claimed) -> Result<(), sqlx::Error> {
+    let Some(prepared) = prepare(app, &mut row).await? else { return Ok(()) };
     if let (Some(wait), Some(claimed_at)) = (row.slot_in, row.claimed_at) {
         tokio::time::sleep_until(claimed_at + wait).await;
     }
     let attempted = match prepared.url {
         Some(url) => {
-            let client = clients.get(prepared.policy, prepared.timeout);
-            send(&client, prepared.policy, &prepared.method, url, &prepared.headers, prepared.body).await
+            let client = clients.get(prepared.policy);
+            send(&client, prepared.policy, &prepared.method, url, &prepared.headers, prepared.body, prepared.timeout)
+                .await
         }
         None => Attempted {
             status_code: None,

@@ -15,7 +15,8 @@ use crate::auth::Actor;
 use crate::outbound::signed;
 use crate::state::AppState;
 use hookflow_shared::{DestinationId, OrgId, WebhookId};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
@@ -23,6 +24,13 @@ use tokio::sync::Semaphore;
 const IN_FLIGHT: usize = 128;
 /// Rows one claim takes at most.
 const CLAIM_BATCH: i64 = 64;
+/// Rows of one organization one claim takes at most (organizations are served in turn).
+const CLAIM_PER_ORG: i64 = 16;
+/// Attempts of one organization in flight at once on one replica (a tenant whose receivers hold every attempt
+/// to its timeout never takes more than this share of [`IN_FLIGHT`]).
+const ORG_IN_FLIGHT: usize = 32;
+/// Capture body bytes one claim takes at most (the first row whatever its size).
+const CLAIM_BYTES: i64 = 32 * 1024 * 1024;
 /// How often due rows are looked for without a wake-up.
 const POLL: Duration = Duration::from_millis(500);
 /// How often failing destinations are looked for.
@@ -33,6 +41,8 @@ pub async fn run(app: AppState) {
     let clients = Arc::new(signed::Clients::default());
     let permits = Arc::new(Semaphore::new(IN_FLIGHT));
     let freed = Arc::new(tokio::sync::Notify::new());
+    let in_flight: Arc<Mutex<HashMap<OrgId, usize>>> = Arc::default();
+    let mut any_busy;
     let mut breaker_at = Instant::now();
     loop {
         if breaker_at.elapsed() >= BREAKER_EVERY {
@@ -43,19 +53,42 @@ pub async fn run(app: AppState) {
         }
         let mut claimed_any = false;
         let available = permits.available_permits();
+        let busy: Vec<OrgId> = {
+            let counts = in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            counts.iter().filter(|(_, n)| **n >= ORG_IN_FLIGHT).map(|(org, _)| *org).collect()
+        };
+        any_busy = !busy.is_empty();
         // Claims wait for a quarter of the room to be free: one claim's statements serve many attempts.
         if available >= IN_FLIGHT / 4 {
-            let limit = (available as i64).min(CLAIM_BATCH);
-            match claim::claim(&app.pool, Sender::Server, limit).await {
-                Ok(rows) => {
-                    claimed_any = rows.len() as i64 == limit;
-                    for row in rows {
+            let limits = claim::Limits {
+                rows: (available as i64).min(CLAIM_BATCH),
+                per_org: CLAIM_PER_ORG,
+                bytes: CLAIM_BYTES,
+                busy: &busy,
+                per_limited_destination: i64::MAX,
+            };
+            match claim::claim(&app.pool, Sender::Server, limits).await {
+                Ok(claim) => {
+                    claimed_any = claim.more;
+                    for row in claim.rows {
                         let Ok(permit) = permits.clone().acquire_owned().await else { return };
-                        let (app, clients, freed) = (app.clone(), clients.clone(), freed.clone());
+                        let (app, clients, freed, in_flight) =
+                            (app.clone(), clients.clone(), freed.clone(), in_flight.clone());
+                        let org = row.organization_id;
+                        *in_flight.lock().unwrap_or_else(|e| e.into_inner()).entry(org).or_default() += 1;
                         tokio::spawn(async move {
                             let id = row.id;
                             if let Err(e) = attempt::attempt(&app, &clients, row).await {
                                 tracing::warn!(error = %e, delivery_id = %id, "recording a delivery failed; it is retried");
+                            }
+                            {
+                                let mut counts = in_flight.lock().unwrap_or_else(|e| e.into_inner());
+                                if let Some(n) = counts.get_mut(&org) {
+                                    *n -= 1;
+                                    if *n == 0 {
+                                        counts.remove(&org);
+                                    }
+                                }
                             }
                             drop(permit);
                             freed.notify_one();
@@ -70,7 +103,7 @@ pub async fn run(app: AppState) {
         }
         tokio::select! {
             () = app.delivery_wakes.notified() => {}
-            () = freed.notified(), if available < IN_FLIGHT / 4 => {}
+            () = freed.notified(), if available < IN_FLIGHT / 4 || any_busy => {}
             () = tokio::time::sleep(POLL) => {}
             () = app.shutdown.cancelled() => return,
         }

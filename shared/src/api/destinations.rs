@@ -278,6 +278,8 @@ pub struct RunnerDelivery {
     /// The body, base64.
     pub body: String,
     pub timeout_ms: u32,
+    /// This claim's lease: its result must carry it (a result without the current lease is refused, 404).
+    pub lease: uuid::Uuid,
 }
 
 /// What a runner's poll for deliveries answers (200; 204 when none came within `wait_s`).
@@ -291,6 +293,8 @@ pub struct RunnerDeliveries {
 #[serde(deny_unknown_fields)]
 pub struct DeliveryResult {
     pub runner_id: RunnerId,
+    /// The `lease` the delivery was handed out with.
+    pub lease: uuid::Uuid,
     /// The receiver's status; `null` when no answer came.
     pub status_code: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

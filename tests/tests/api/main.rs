@@ -24,6 +24,7 @@ mod conventions;
 mod credential_failures;
 mod deploy_files;
 mod destinations;
+mod destinations_attacks;
 mod destinations_cli;
 mod destinations_crash;
 mod destinations_delivery;

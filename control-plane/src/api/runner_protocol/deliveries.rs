@@ -2,11 +2,11 @@
 //! network of a runner of its organization carrying all those labels. `POST /runner/deliveries/next` long-polls
 //! (a check a second) and claims due deliveries as the server's sender does (leased; matched; signed here, so the
 //! secret never leaves the server); `POST /runner/deliveries/{delivery_id}/result` records the attempt with the
-//! runner's id. The server never connects to such a URL.
+//! runner's id, given the lease the delivery was handed out with (a result of another claim is refused). The server never connects to such a URL.
 
 use crate::api::runner_protocol::caller::{RunnerCaller, touch_runner};
 use crate::api::webhooks::destinations::attempts::{Recording, prepare, record};
-use crate::api::webhooks::destinations::claim::{Claimed, Sender, claim};
+use crate::api::webhooks::destinations::claim::{Claimed, Limits, Sender, claim};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath};
 use crate::outbound::signed::Attempted;
@@ -24,6 +24,8 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 /// Deliveries one poll hands out at most.
 const PER_POLL: i64 = 16;
+/// Capture body bytes one poll hands out at most (the first delivery whatever its size).
+const POLL_BYTES: i64 = 8 * 1024 * 1024;
 const DEFAULT_WAIT_S: u64 = 20;
 const MAX_WAIT_S: u64 = 60;
 
@@ -50,9 +52,18 @@ async fn next_deliveries(
     let labels = touch_runner(&app, caller, body.runner_id).await?.labels;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
     loop {
-        let claimed = claim(&app.pool, Sender::Runner { org_id, labels: &labels }, PER_POLL).await?;
+        // A rate-limited destination's delivery is handed out when its slot comes (one a poll), so the runner's
+        // attempts keep the limit too.
+        let limits =
+            Limits { rows: PER_POLL, per_org: PER_POLL, bytes: POLL_BYTES, busy: &[], per_limited_destination: 1 };
+        let claimed = claim(&app.pool, Sender::Runner { org_id, labels: &labels }, limits).await?;
         let mut deliveries = Vec::new();
-        for row in claimed {
+        let mut rows = claimed.rows;
+        rows.sort_by_key(|r| r.slot_in.unwrap_or_default());
+        for row in rows {
+            if let (Some(wait), Some(claimed_at)) = (row.slot_in, row.claimed_at) {
+                tokio::time::sleep_until(claimed_at + wait).await;
+            }
             if let Some(delivery) = to_send(&app, row).await? {
                 deliveries.push(delivery);
             }
@@ -73,8 +84,8 @@ async fn next_deliveries(
 }
 
 /// A claimed delivery as the runner sends it; `None` when there is nothing to send (or no URL: recorded failed).
-async fn to_send(app: &AppState, row: Claimed) -> ApiResult<Option<RunnerDelivery>> {
-    let Some(prepared) = prepare(app, &row).await? else { return Ok(None) };
+async fn to_send(app: &AppState, mut row: Claimed) -> ApiResult<Option<RunnerDelivery>> {
+    let Some(prepared) = prepare(app, &mut row).await? else { return Ok(None) };
     let Some(url) = prepared.url else {
         let failed = Attempted {
             status_code: None,
@@ -91,6 +102,7 @@ async fn to_send(app: &AppState, row: Claimed) -> ApiResult<Option<RunnerDeliver
         headers: prepared.headers,
         body: base64::engine::general_purpose::STANDARD.encode(&prepared.body),
         timeout_ms: u32::try_from(prepared.timeout.as_millis()).unwrap_or(u32::MAX),
+        lease: row.lease.unwrap_or_default(),
     }))
 }
 
@@ -118,12 +130,13 @@ async fn delivery_result(
     let pending: Option<Pending> = sqlx::query_as(
         "SELECT d.destination_id, d.attempts, d.round_start, t.retry_schedule_s
          FROM deliveries d JOIN destinations t ON t.id = d.destination_id
-         WHERE d.id = $1 AND d.organization_id = $2 AND d.status = 'pending'
+         WHERE d.id = $1 AND d.organization_id = $2 AND d.status = 'pending' AND d.lease = $4
            AND cardinality(t.runner_labels) > 0 AND t.runner_labels <@ $3::text[]",
     )
     .bind(id)
     .bind(org_id)
     .bind(&labels)
+    .bind(body.lease)
     .fetch_optional(&app.pool)
     .await?;
     let Some(pending) = pending else { return Err(ApiError::not_found("delivery")) };

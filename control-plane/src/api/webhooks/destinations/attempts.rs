@@ -60,13 +60,14 @@ pub struct Prepared {
 
 /// The request a claimed delivery sends; `None` when there is none to send: its capture does not match (the row
 /// is deleted) or is gone (`cancelled`).
-pub async fn prepare(app: &AppState, row: &Claimed) -> Result<Option<Prepared>, sqlx::Error> {
+/// The capture's parts are moved out of `row` (a body is never copied).
+pub async fn prepare(app: &AppState, row: &mut Claimed) -> Result<Option<Prepared>, sqlx::Error> {
     if row.matched.is_none() && !matches(app, row).await? {
         sqlx::query("DELETE FROM deliveries WHERE id = $1").bind(row.id).execute(&app.pool).await?;
         return Ok(None);
     }
     let (Some(method), Some(path), Some(query_string), Some(headers), Some(body)) =
-        (row.method.clone(), row.path.clone(), row.query_string.clone(), row.headers.clone(), row.body.clone())
+        (row.method.take(), row.path.take(), row.query_string.take(), row.headers.take(), row.body.take())
     else {
         sqlx::query("UPDATE deliveries SET status = 'cancelled' WHERE id = $1 AND status = 'pending'")
             .bind(row.id)
@@ -79,8 +80,13 @@ pub async fn prepare(app: &AppState, row: &Claimed) -> Result<Option<Prepared>, 
     } else {
         NetworkPolicy::Public
     };
-    let secret = signing_secret(app, row);
-    let headers = outgoing_headers(&headers.0, &row.id.to_string(), secret.as_deref(), &body);
+    // A capture whose signature did not verify is never vouched for: sent unsigned, saying its verdict.
+    let unverified = unvouched_verdict(row);
+    let secret = if unverified.is_some() { None } else { signing_secret(app, row) };
+    let mut headers = outgoing_headers(&headers.0, &row.id.to_string(), secret.as_deref(), &body);
+    if let Some(verdict) = unverified {
+        headers.push((VERIFICATION_HEADER.to_owned(), verdict.to_owned()));
+    }
     Ok(Some(Prepared {
         url: target_url(&row.url, &path, &query_string),
         method,
@@ -89,6 +95,17 @@ pub async fn prepare(app: &AppState, row: &Claimed) -> Result<Option<Prepared>, 
         timeout: Duration::from_millis(u64::try_from(row.timeout_ms).unwrap_or(10_000)),
         policy,
     }))
+}
+
+/// The header an unsigned delivery of a capture that failed its endpoint's verification carries (its verdict).
+pub const VERIFICATION_HEADER: &str = "hookflow-verification";
+
+/// The verdict of a capture its endpoint's verification did not find `valid` (`invalid`, `missing`, `duplicate`,
+/// or `unverified` when verification was configured after it came); `None` when it verified or nothing verifies.
+fn unvouched_verdict(row: &Claimed) -> Option<&str> {
+    let verdict = row.signature_verdict.as_deref()?;
+    let failed = matches!(verdict, "invalid" | "missing" | "duplicate");
+    (failed || (row.verifying && verdict != "valid")).then_some(verdict)
 }
 
 /// Whether the capture meets the destination's conditions, by the search's own SQL under [`MATCH_TIMEOUT`].
@@ -135,11 +152,36 @@ pub fn signing_secret(app: &AppState, row: &Claimed) -> Option<Vec<u8>> {
 }
 
 /// The URL an attempt goes to: the destination's path (a trailing `/` dropped) followed by the capture's
-/// sub-path; the destination's query, then the capture's, joined with `&`.
+/// sub-path; the destination's query, then the capture's, joined with `&`. `None` when the sub-path has a `.` or
+/// `..` segment (also percent-encoded: `%2e%2e`), which would climb out of the destination's path: the attempt
+/// fails instead of going elsewhere on the host. A `\` (a separator to URL parsers) is sent encoded.
 pub fn target_url(destination: &str, sub_path: &str, query: &str) -> Option<reqwest::Url> {
     let mut url = reqwest::Url::parse(destination).ok()?;
-    let path = format!("{}{}", url.path().trim_end_matches('/'), sub_path);
+    let base = url.path().trim_end_matches('/').to_owned();
+    let mut path = base.clone();
+    for (i, segment) in sub_path.split('/').enumerate() {
+        if i == 0 && segment.is_empty() {
+            continue;
+        }
+        if is_dot_segment(segment) {
+            return None;
+        }
+        path.push('/');
+        for c in segment.chars() {
+            match c {
+                '\\' => path.push_str("%5C"),
+                '\t' => path.push_str("%09"),
+                '\n' => path.push_str("%0A"),
+                '\r' => path.push_str("%0D"),
+                c => path.push(c),
+            }
+        }
+    }
     url.set_path(if path.is_empty() { "/" } else { &path });
+    // Belt and braces: whatever the parser made of it stays under the destination's path.
+    if !url.path().starts_with(&base) || (url.path().len() > base.len() && !url.path()[base.len()..].starts_with('/')) {
+        return None;
+    }
     let joined = match (url.query().filter(|q| !q.is_empty()), query.is_empty()) {
         (Some(own), false) => Some(format!("{own}&{query}")),
         (Some(own), true) => Some(own.to_owned()),
@@ -148,6 +190,12 @@ pub fn target_url(destination: &str, sub_path: &str, query: &str) -> Option<reqw
     };
     url.set_query(joined.as_deref());
     Some(url)
+}
+
+/// Whether a raw path segment means `.` or `..` to a URL parser (which decodes `%2e` and skips tabs and newlines).
+fn is_dot_segment(segment: &str) -> bool {
+    let normalized = segment.replace(['\t', '\n', '\r'], "").to_ascii_lowercase().replace("%2e", ".");
+    normalized == "." || normalized == ".."
 }
 
 /// Records an attempt and what follows it, in one statement; the metrics count it. Its commit does not wait for
@@ -182,7 +230,8 @@ pub async fn record(app: &AppState, row: &Recording, attempted: &Attempted) -> R
     let updated: Option<i32> = sqlx::query_scalar(
         "WITH d AS (
              UPDATE deliveries SET attempts = attempts + 1, status = $2, last_attempt = $3,
-                 next_attempt_at = now() + make_interval(secs => $4),
+                 next_attempt_at = CASE WHEN (SELECT enabled FROM destinations WHERE id = $10)
+                     THEN now() + make_interval(secs => $4) ELSE 'infinity'::timestamptz END,
                  delivered_at = CASE WHEN $2 = 'delivered' THEN now() END
              WHERE id = $1 AND status = 'pending'
                  AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
@@ -235,5 +284,22 @@ mod tests {
         assert_eq!(url("http://h/in?k=v", "/orders", "a=1").as_deref(), Some("http://h/in/orders?k=v&a=1"));
         assert_eq!(url("http://h", "", "").as_deref(), Some("http://h/"));
         assert_eq!(url("http://h/x?k=v", "", "").as_deref(), Some("http://h/x?k=v"));
+        assert_eq!(url("http://h/in", "/a%2Fb/c", "").as_deref(), Some("http://h/in/a%2Fb/c"));
+    }
+
+    #[test]
+    fn a_sub_path_never_climbs_out_of_the_destination_path() {
+        let url = |p: &str| target_url("https://h/hooks/", p, "").map(|u| u.to_string());
+        for escape in
+            ["/..", "/../admin/x", "/%2e%2e/%2e%2e/admin/x", "/%2E%2e/x", "/.%2e/x", "/%2e/x", "/./x", "/a/../../x"]
+        {
+            assert_eq!(url(escape), None, "{escape}");
+        }
+        assert_eq!(url("/a\\..\\..\\admin").as_deref(), Some("https://h/hooks/a%5C..%5C..%5Cadmin"));
+        assert_eq!(url("/...").as_deref(), Some("https://h/hooks/..."));
+        assert_eq!(url("/%2e%2e%2fadmin").as_deref(), Some("https://h/hooks/%2e%2e%2fadmin"));
+        for p in ["/x", "/a/b?c", "/a#b", "/%2e%2e%2fadmin"] {
+            assert!(url(p).expect(p).starts_with("https://h/hooks/"), "{p}");
+        }
     }
 }

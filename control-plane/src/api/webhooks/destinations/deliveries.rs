@@ -24,8 +24,8 @@ use uuid::Uuid;
 /// Most deliveries one replay names.
 const REPLAY_IDS_MAX: usize = 1_000;
 
-const DELIVERY_COLUMNS: &str =
-    "id, destination_id, capture_id, status, attempts, next_attempt_at, last_attempt, created_at, delivered_at";
+const DELIVERY_COLUMNS: &str = "id, destination_id, capture_id, status, attempts, NULLIF(next_attempt_at, 'infinity') AS next_attempt_at, \
+     last_attempt, created_at, delivered_at";
 
 #[derive(Debug, sqlx::FromRow)]
 struct DeliveryRow {
@@ -34,7 +34,8 @@ struct DeliveryRow {
     capture_id: CaptureId,
     status: String,
     attempts: i32,
-    next_attempt_at: DateTime<Utc>,
+    /// `None`: waiting for its destination to be enabled.
+    next_attempt_at: Option<DateTime<Utc>>,
     last_attempt: Option<SqlJson<LastAttempt>>,
     created_at: DateTime<Utc>,
     delivered_at: Option<DateTime<Utc>>,
@@ -49,7 +50,7 @@ impl From<DeliveryRow> for Delivery {
             request_id: row.capture_id,
             status,
             attempts: u32::try_from(row.attempts).unwrap_or_default(),
-            next_attempt_at: (status == DeliveryStatus::Pending).then(|| row.next_attempt_at.into()),
+            next_attempt_at: row.next_attempt_at.filter(|_| status == DeliveryStatus::Pending).map(Into::into),
             last_attempt: row.last_attempt.map(|a| a.0),
             created_at: row.created_at.into(),
             delivered_at: row.delivered_at.map(Into::into),
@@ -216,7 +217,9 @@ pub async fn replay_deliveries(
     let mut tx = app.pool.begin().await?;
     fetch(&mut tx, caller.org_id, webhook_id, id).await?;
     let mut b = QueryBuilder::<Postgres>::new(
-        "UPDATE deliveries d SET status = 'pending', round_start = d.attempts, next_attempt_at = now(),
+        "UPDATE deliveries d SET status = 'pending', round_start = d.attempts,
+             next_attempt_at = CASE WHEN (SELECT enabled FROM destinations WHERE id = d.destination_id) THEN now()
+                                    ELSE 'infinity'::timestamptz END,
              delivered_at = NULL
          WHERE d.destination_id = ",
     );
