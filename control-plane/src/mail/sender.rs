@@ -3,6 +3,10 @@
 //! unknown recipient, is not retried). A full queue refuses new mails rather than growing. `Mailer::deliver` waits
 //! for the outcome (for callers that show it, such as notification channels).
 //!
+//! Mail goes in one of two lanes ([`Lane`]), each with its own queue and its own SMTP slots: account mail (password
+//! resets, sign-up confirmations) and everything else (invitations, notifications). A flood of the second kind
+//! fills only its own queue, so it never drops nor holds up a reset or a confirmation.
+//!
 //! Logs name the mail's subject and the outcome, never its body (which holds the one-time link).
 
 use crate::mail::settings::{SmtpSettings, SmtpTls};
@@ -18,10 +22,19 @@ use tokio_util::sync::CancellationToken;
 
 /// What every subject begins with.
 pub const SUBJECT_PREFIX: &str = "[hookflow]";
-/// Mails waiting to be sent at most; past it `send` refuses.
+/// Mails waiting to be sent at most, per lane; past it `send` refuses.
 pub const QUEUE: usize = 1024;
-/// Mails being delivered at once.
+/// Mails being delivered at once, per lane.
 const CONCURRENT: usize = 4;
+
+/// Which queue a mail waits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Mail a person asked for about their own account (resets, sign-up confirmations): never behind other mail.
+    Account,
+    /// Everything else: invitations, notifications.
+    Other,
+}
 /// Tries per mail: the first and the retries.
 const ATTEMPTS: usize = 3;
 /// Waits before the retries.
@@ -58,8 +71,10 @@ struct Queued {
 /// The handle every sender of mail holds (cheap to clone).
 #[derive(Clone)]
 pub struct Mailer {
-    queue: mpsc::Sender<Queued>,
+    account: mpsc::Sender<Queued>,
+    other: mpsc::Sender<Queued>,
     from: Mailbox,
+    allowances: Arc<crate::mail::allowance::Allowances>,
 }
 
 impl std::fmt::Debug for Mailer {
@@ -73,27 +88,47 @@ impl Mailer {
     pub fn start(settings: &SmtpSettings, shutdown: CancellationToken) -> Result<Self, String> {
         let from: Mailbox = settings.from.parse().map_err(|e| format!("--smtp-from: {e}"))?;
         let transport = transport(settings)?;
-        let (queue, receiver) = mpsc::channel(QUEUE);
-        tokio::spawn(run(transport, receiver, shutdown));
-        Ok(Self { queue, from })
+        let transport = Arc::new(transport);
+        let (mailer, account, other) = Self::unstarted(from);
+        tokio::spawn(run(transport.clone(), account, shutdown.clone()));
+        tokio::spawn(run(transport, other, shutdown));
+        Ok(mailer)
     }
 
-    /// Queues a mail to `to`; returns at once. The subject gets the `[hookflow]` prefix.
-    pub fn send(&self, to: &str, subject: &str, text: String) -> Result<(), MailError> {
+    /// The handle and its two queues' receiving ends (account, other), nothing taking mails off them yet.
+    fn unstarted(from: Mailbox) -> (Self, mpsc::Receiver<Queued>, mpsc::Receiver<Queued>) {
+        let (account, account_receiver) = mpsc::channel(QUEUE);
+        let (other, other_receiver) = mpsc::channel(QUEUE);
+        let allowances = Arc::default();
+        (Self { account, other, from, allowances }, account_receiver, other_receiver)
+    }
+
+    /// Queues a mail to `to` in `lane`; returns at once. The subject gets the `[hookflow]` prefix.
+    pub fn send(&self, lane: Lane, to: &str, subject: &str, text: String) -> Result<(), MailError> {
         let queued = self.compose(to, subject, text, None)?;
-        self.enqueue(queued)
+        self.enqueue(lane, queued)
+    }
+
+    /// Counts a mail about `account` asked for by `requester` (a budget key: an IPv4 address or an IPv6 /64), or
+    /// false when that requester asked for as many as it may lately (see `allowance`).
+    pub fn allow(&self, account: &str, requester: std::net::IpAddr) -> bool {
+        self.allowances.allow(account, requester)
     }
 
     /// Sends a mail to `to` and waits for the outcome, retries included (up to about a minute).
     pub async fn deliver(&self, to: &str, subject: &str, text: String) -> Result<(), MailError> {
         let (tell, outcome) = oneshot::channel();
         let queued = self.compose(to, subject, text, Some(tell))?;
-        self.enqueue(queued)?;
+        self.enqueue(Lane::Other, queued)?;
         outcome.await.unwrap_or(Err(MailError::Stopped))
     }
 
-    fn enqueue(&self, queued: Queued) -> Result<(), MailError> {
-        self.queue.try_send(queued).map_err(|e| match e {
+    fn enqueue(&self, lane: Lane, queued: Queued) -> Result<(), MailError> {
+        let queue = match lane {
+            Lane::Account => &self.account,
+            Lane::Other => &self.other,
+        };
+        queue.try_send(queued).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => MailError::QueueFull,
             mpsc::error::TrySendError::Closed(_) => MailError::Stopped,
         })
@@ -148,12 +183,12 @@ fn transport(settings: &SmtpSettings) -> Result<AsyncSmtpTransport<Tokio1Executo
     Ok(builder.build())
 }
 
+/// Delivers one lane's mails, with slots of its own.
 async fn run(
-    transport: AsyncSmtpTransport<Tokio1Executor>,
+    transport: Arc<AsyncSmtpTransport<Tokio1Executor>>,
     mut receiver: mpsc::Receiver<Queued>,
     shutdown: CancellationToken,
 ) {
-    let transport = Arc::new(transport);
     let slots = Arc::new(Semaphore::new(CONCURRENT));
     loop {
         let queued = tokio::select! {
@@ -219,5 +254,22 @@ mod tests {
             mailer.compose("a@example.com", "x", "y".repeat(MAX_TEXT + 1), None).err(),
             Some(MailError::TooLong)
         );
+    }
+
+    /// Finding 7: a flood of invitations filled the one queue, and resets were refused (`QueueFull`).
+    #[test]
+    fn a_full_lane_of_other_mail_never_drops_account_mail() {
+        let from: Mailbox = "hookflow <h@example.com>".parse().expect("from");
+        let (mailer, mut account, _other) = Mailer::unstarted(from);
+        let invite = || mailer.send(Lane::Other, "invitee@example.com", "You are invited", "link".into());
+        for _ in 0..QUEUE {
+            invite().expect("queued");
+        }
+        assert_eq!(invite(), Err(MailError::QueueFull), "the invitation lane is full");
+        for _ in 0..QUEUE {
+            mailer.send(Lane::Account, "ada@example.com", "Reset your password", "link".into()).expect("queued");
+        }
+        assert_eq!(account.try_recv().expect("a reset waits").subject, "[hookflow] Reset your password");
+        assert_eq!(invite(), Err(MailError::QueueFull), "still full: the lanes share nothing");
     }
 }

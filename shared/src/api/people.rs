@@ -172,6 +172,10 @@ pub struct CreatedInvitation {
     pub invite_url: String,
     /// The invitation's token (`hfi_...`), for `POST /auth/invitations/accept`.
     pub token: String,
+    /// Whether the link was also mailed to `email`: false without SMTP, past the organization's invitation mail
+    /// budget (50 per hour), or when the mail could not be queued. The link works either way: share it yourself.
+    #[serde(default)]
+    pub mailed: bool,
 }
 
 impl std::fmt::Debug for CreatedInvitation {

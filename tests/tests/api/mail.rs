@@ -471,3 +471,138 @@ async fn mail_the_sender_reports_outcomes_and_a_silent_smtp_server_holds_no_requ
     assert!(started.elapsed() < Duration::from_secs(2), "the answers waited on SMTP: {:?}", started.elapsed());
     held.abort();
 }
+
+/// Finding 7 of the attacker review: mail abuse. A server behind a proxy at 127.0.0.1 (`--trusted-proxies`), so each
+/// request names its client in `X-Forwarded-For`.
+async fn app_with_mail_behind_a_proxy(smtp: &SmtpServer, signup: bool) -> TestApp {
+    let settings = smtp.settings();
+    TestApp::spawn_with(move |s| {
+        s.smtp = Some(settings);
+        s.signup = signup;
+        s.trusted_proxies =
+            hookflow_control_plane::http::client_address::TrustedProxies::parse("127.0.0.1").expect("trusted proxies");
+    })
+    .await
+}
+
+/// A POST from `client` (as the trusted proxy forwards it).
+async fn post_from(app: &TestApp, client: &str, path: &str, body: Value) -> u16 {
+    let request = app.client.post(app.url(path)).header("x-forwarded-for", client).json(&body);
+    request.send().await.expect("send").status().as_u16()
+}
+
+/// Waits until no more mail arrives to `to` for a while; answers how many came.
+async fn settled_count(smtp: &SmtpServer, to: &str) -> usize {
+    let mut count = smtp.to(to).len();
+    loop {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let now = smtp.to(to).len();
+        if now == count {
+            return count;
+        }
+        count = now;
+    }
+}
+
+#[tokio::test]
+async fn mail_a_stranger_asking_for_resets_never_uses_up_the_owners_allowance() {
+    let smtp = SmtpServer::start().await;
+    let app = app_with_mail_behind_a_proxy(&smtp, false).await;
+    let victim = app.user(false).await;
+    let ask = json!({"email": victim.email});
+    // The stranger asks again and again from one address (and its /64 for IPv6): three links, then none.
+    for _ in 0..5 {
+        assert_eq!(post_from(&app, "203.0.113.7", "/auth/password-reset", ask.clone()).await, 202);
+    }
+    for _ in 0..3 {
+        assert_eq!(post_from(&app, "2001:db8:1:2::1", "/auth/password-reset", ask.clone()).await, 202);
+        assert_eq!(post_from(&app, "2001:db8:1:2::ffff", "/auth/password-reset", ask.clone()).await, 202);
+    }
+    smtp.wait_for(&victim.email, 6).await;
+    assert_eq!(settled_count(&smtp, &victim.email).await, 6, "three per requester (an IPv6 /64 is one requester)");
+    // The owner, from their own address, still gets a link, and it works.
+    assert_eq!(post_from(&app, "198.51.100.20", "/auth/password-reset", ask.clone()).await, 202);
+    let mails = smtp.wait_for(&victim.email, 7).await;
+    let link = mails[6].link(&format!("{}/#/", app.base)).expect("link");
+    let confirm = json!({"token": token_of(&link, "reset-password"), "password": "the owner's new password"});
+    assert_eq!(post(&app, "/auth/password-reset/confirm", confirm).await.status, 204);
+    assert_eq!(app.sign_in(&victim.email, "the owner's new password").await.status, 201);
+    // Strangers spread over many addresses flood the victim with at most 20 links per 30 minutes.
+    for i in 1..=20 {
+        assert_eq!(post_from(&app, &format!("192.0.2.{i}"), "/auth/password-reset", ask.clone()).await, 202);
+    }
+    smtp.wait_for(&victim.email, 20).await;
+    assert_eq!(settled_count(&smtp, &victim.email).await, 20, "the per-account ceiling bounds the flood");
+}
+
+#[tokio::test]
+async fn mail_a_stranger_signing_up_with_someones_email_never_uses_up_the_owners_confirmations() {
+    let smtp = SmtpServer::start().await;
+    let app = app_with_mail_behind_a_proxy(&smtp, true).await;
+    let email = format!("owner-{}@example.com", uuid::Uuid::new_v4().simple());
+    let sign_up = |password: &str| json!({"email": email, "password": password, "organization_name": "Mine"});
+    for _ in 0..5 {
+        assert_eq!(post_from(&app, "203.0.113.7", "/auth/signup", sign_up("the stranger's password")).await, 202);
+    }
+    smtp.wait_for(&email, 3).await;
+    assert_eq!(settled_count(&smtp, &email).await, 3, "three per requester");
+    assert_eq!(post_from(&app, "198.51.100.20", "/auth/signup", sign_up("the owner's own password")).await, 202);
+    let mails = smtp.wait_for(&email, 4).await;
+    let link = mails[3].link(&format!("{}/#/signup/confirm/", app.base)).expect("a confirmation link");
+    let confirmed = post(&app, "/auth/signup/confirm", json!({"token": token_of(&link, "signup/confirm")})).await;
+    assert_eq!(confirmed.status, 201, "{}", confirmed.text);
+    assert_eq!(app.sign_in(&email, "the owner's own password").await.status, 201);
+    assert_eq!(app.sign_in(&email, "the stranger's password").await.status, 401);
+}
+
+#[tokio::test]
+async fn mail_invitations_past_the_organizations_budget_are_made_and_answered_but_not_mailed() {
+    let smtp = SmtpServer::start().await;
+    let app = app_with_mail(&smtp, false).await;
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let invite = |i: usize| json!({"email": format!("invitee{i}-{run}@example.com"), "role": "viewer"});
+    for i in 0..50 {
+        let invited = app.admin(Method::POST, "/organization/members", Some(invite(i))).await;
+        assert_eq!((invited.status.as_u16(), &invited.body["mailed"]), (201, &json!(true)), "{}", invited.text);
+    }
+    // Withdrawing invitations does not give the budget back.
+    let past = app.admin(Method::POST, "/organization/members", Some(invite(50))).await;
+    assert_eq!(past.status, 201, "{}", past.text);
+    assert_eq!(past.body["mailed"], false, "past the budget: not mailed");
+    assert!(past.body["invite_url"].as_str().is_some_and(|u| u.contains("/#/invite/hfi_")), "{}", past.text);
+    let id = past.body["invitation_id"].as_str().expect("invitation_id").to_owned();
+    let path = format!("/organization/invitations/{id}");
+    assert_eq!(app.admin(Method::DELETE, &path, None).await.status, 204);
+    let again = app.admin(Method::POST, "/organization/members", Some(invite(51))).await;
+    assert_eq!((again.status.as_u16(), &again.body["mailed"]), (201, &json!(false)), "{}", again.text);
+    // The invitation past the budget is listed, and its link works like any other (invitations bind by token).
+    let members = app.admin(Method::GET, "/organization/members?limit=100", None).await;
+    assert!(members.text.contains(&format!("invitee51-{run}")), "{}", members.text);
+    let person = app.user(false).await;
+    let (bearer, _) = app.bearer(&person, None).await;
+    let accepted = app.accept(&bearer, again.body["token"].as_str().expect("token")).await;
+    assert_eq!(accepted.status, 201, "{}", accepted.text);
+    // Another organization's budget is its own.
+    let other = app.new_org("Other").await;
+    let elsewhere = format!("elsewhere-{run}@example.com");
+    let body = json!({"email": elsewhere, "role": "viewer"});
+    let invited = app.call(Method::POST, "/organization/members", Some(&other), Some(body)).await;
+    assert_eq!((invited.status.as_u16(), &invited.body["mailed"]), (201, &json!(true)), "{}", invited.text);
+    smtp.wait_for(&elsewhere, 1).await;
+    // Exactly the 50 within the budget reached the SMTP server.
+    for i in 0..50 {
+        smtp.wait_for(&format!("invitee{i}-{run}@example.com"), 1).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for i in [50, 51] {
+        assert!(smtp.to(&format!("invitee{i}-{run}@example.com")).is_empty(), "invitation {i} was mailed");
+    }
+    let audit: Vec<String> = sqlx::query_scalar(
+        "SELECT details->>'mailed' FROM audit_log WHERE action = 'member.invited' AND organization_id = $1",
+    )
+    .bind(app.admin.org)
+    .fetch_all(&app.pool)
+    .await
+    .expect("audit");
+    assert_eq!(audit.iter().filter(|m| *m == "true").count(), 50, "{audit:?}");
+}

@@ -3,14 +3,16 @@
 //! mail happen after the answer. A new email gets a link whose one-time token (stored as its SHA-256 beside the
 //! password's hash and the organization's name, valid 24 hours) makes the account through
 //! `POST /auth/signup/confirm`; a registered email's owner is told someone tried to sign up with it (the mail
-//! holds no link). At most three mails per email per 30 minutes.
+//! holds no link). At most three mails per email per 30 minutes per requester (the asker's IPv4 address or IPv6
+//! /64, `mail::allowance`), so a stranger never uses up the owner's allowance, and at most
+//! [`MAILS_PER_EMAIL`] per email per 30 minutes whoever asks.
 
 use crate::api::people::accounts::{create_account, signed_up};
 use crate::api::people::mailed::{self, in_background, invalid_token};
 use crate::api::people::store;
 use crate::error::{ApiError, ApiResult};
 use crate::http::client_address::ClientAddress;
-use crate::mail::Mailer;
+use crate::mail::{Lane, Mailer};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
@@ -18,11 +20,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use hookflow_shared::api::people::{SignedUp, SignupConfirm, SignupPending};
 use hookflow_shared::token::{self, TokenKind};
+use std::net::IpAddr;
 
 /// How long a confirmation link works.
 pub const CONFIRMATION_TTL: chrono::TimeDelta = chrono::TimeDelta::hours(24);
-/// Mails one email may be sent per 30 minutes.
-const MAILS_PER_HALF_HOUR: i64 = 3;
+/// Mails one email may be sent per 30 minutes, by all requesters together.
+pub const MAILS_PER_EMAIL: i64 = 20;
 
 /// The answer to every sign-up when mail is on; the rest happens after it.
 pub(super) fn pending(
@@ -31,9 +34,10 @@ pub(super) fn pending(
     email: String,
     password_hash: String,
     organization_name: String,
+    requester: IpAddr,
 ) -> ApiResult<Response> {
     in_background("sign-up confirmation", async move {
-        mail_confirmation(&app, &mailer, &email, &password_hash, &organization_name).await
+        mail_confirmation(&app, &mailer, &email, &password_hash, &organization_name, requester).await
     });
     let body = SignupPending { status: "confirmation_sent".to_owned() };
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
@@ -45,6 +49,7 @@ async fn mail_confirmation(
     email: &str,
     password_hash: &str,
     organization_name: &str,
+    requester: IpAddr,
 ) -> ApiResult<()> {
     let mut conn = app.pool.begin().await?;
     // One request of this email at a time, so the count below holds.
@@ -59,8 +64,12 @@ async fn mail_confirmation(
     .bind(email)
     .fetch_one(&mut *conn)
     .await?;
-    if recent >= MAILS_PER_HALF_HOUR {
-        tracing::info!("a sign-up was not mailed: the email was sent {MAILS_PER_HALF_HOUR} mails lately");
+    if recent >= MAILS_PER_EMAIL {
+        tracing::info!("a sign-up was not mailed: the email was sent {MAILS_PER_EMAIL} mails lately");
+        return Ok(());
+    }
+    if !mailer.allow(&format!("signup:{email}"), requester) {
+        tracing::info!("a sign-up was not mailed: this requester asked for this email's mails lately");
         return Ok(());
     }
     let registered = store::find_by_email(&mut conn, email).await?.is_some();
@@ -98,7 +107,7 @@ async fn mail_confirmation(
         );
         ("Confirm your email to finish signing up", text)
     };
-    mailer.send(email, subject, text).map_err(ApiError::internal_because)
+    mailer.send(Lane::Account, email, subject, text).map_err(ApiError::internal_because)
 }
 
 /// Confirm a sign-up with its mailed link's token: the account and its organization are made and signed in (the

@@ -2,8 +2,13 @@
 //! `POST /auth/password-reset` answers 202 at once for any email, and the lookup, the token and the mail happen
 //! after the answer, so neither the answer nor its time tells whether an account exists. A built-in account
 //! (one with a password) gets a link holding a one-time token (stored as its SHA-256, valid 30 minutes, used
-//! once; at most three asked per 30 minutes); `POST /auth/password-reset/confirm` sets the new password, kills the
+//! once); `POST /auth/password-reset/confirm` sets the new password, kills the
 //! account's other links and ends every session of that person.
+//!
+//! How many links are mailed: at most three per 30 minutes per account and requester (the asker's IPv4 address or
+//! IPv6 /64, `mail::allowance`), so a stranger asking for someone's account never uses up the owner's allowance;
+//! and at most [`RESETS_PER_ACCOUNT`] per 30 minutes per account whoever asks, which bounds the mail one person
+//! can be flooded with.
 
 use crate::api::people::mailed::{self, in_background, invalid_token};
 use crate::api::people::sessions::audit_everywhere;
@@ -11,8 +16,8 @@ use crate::api::people::{passwords, store};
 use crate::auth::Actor;
 use crate::auth::sessions;
 use crate::error::{ApiError, ApiResult};
-use crate::http::client_address::ClientAddress;
-use crate::mail::Mailer;
+use crate::http::client_address::{ClientAddress, budget_key};
+use crate::mail::{Lane, Mailer};
 use crate::signals::Invalidation;
 use crate::state::AppState;
 use axum::Json;
@@ -21,11 +26,12 @@ use axum::http::StatusCode;
 use hookflow_shared::UserId;
 use hookflow_shared::api::people::{PasswordResetConfirm, PasswordResetRequest, PasswordResetRequested};
 use hookflow_shared::token::{self, TokenKind};
+use std::net::IpAddr;
 
 /// How long a reset link works.
 pub const RESET_TTL: chrono::TimeDelta = chrono::TimeDelta::minutes(30);
-/// Links one account may be sent per `RESET_TTL`.
-const RESETS_PER_TTL: i64 = 3;
+/// Links one account may be sent per `RESET_TTL`, by all requesters together.
+pub const RESETS_PER_ACCOUNT: i64 = 20;
 
 /// Ask for a password reset: a built-in account with this email gets a mail with a one-time link (valid 30
 /// minutes). The answer is the same, in the same time, whether or not the account exists.
@@ -44,12 +50,13 @@ async fn request_reset(
     let body: PasswordResetRequest = crate::extract::parse_json(&body)?;
     app.sign_ins.password_reset(client)?;
     let email = body.email.as_str().to_owned();
-    in_background("password reset", async move { mail_reset(&app, &mailer, &email).await });
+    let requester = budget_key(client);
+    in_background("password reset", async move { mail_reset(&app, &mailer, &email, requester).await });
     Ok((StatusCode::ACCEPTED, Json(PasswordResetRequested { status: "requested".to_owned() })))
 }
 
 /// After the answer: the link to a built-in account with `email`, if there is one.
-async fn mail_reset(app: &AppState, mailer: &Mailer, email: &str) -> ApiResult<()> {
+async fn mail_reset(app: &AppState, mailer: &Mailer, email: &str, requester: IpAddr) -> ApiResult<()> {
     let mut conn = app.pool.begin().await?;
     let Some(user) = store::find_by_email(&mut conn, email).await?.filter(|u| u.password_hash.is_some()) else {
         return Ok(());
@@ -67,8 +74,12 @@ async fn mail_reset(app: &AppState, mailer: &Mailer, email: &str) -> ApiResult<(
     .bind(RESET_TTL.num_seconds() as f64)
     .fetch_one(&mut *conn)
     .await?;
-    if recent >= RESETS_PER_TTL {
-        tracing::info!("a password reset was not mailed: the account was sent {RESETS_PER_TTL} links lately");
+    if recent >= RESETS_PER_ACCOUNT {
+        tracing::info!("a password reset was not mailed: the account was sent {RESETS_PER_ACCOUNT} links lately");
+        return Ok(());
+    }
+    if !mailer.allow(&format!("reset:{}", user.id), requester) {
+        tracing::info!("a password reset was not mailed: this requester asked for this account's links lately");
         return Ok(());
     }
     let token = crate::crypto::new_token(TokenKind::PasswordReset);
@@ -87,7 +98,7 @@ async fn mail_reset(app: &AppState, mailer: &Mailer, email: &str) -> ApiResult<(
         server = app.settings.public_url,
         link = mailed::link(app, "reset-password", &token),
     );
-    mailer.send(email, "Reset your password", text).map_err(ApiError::internal_because)
+    mailer.send(Lane::Account, email, "Reset your password", text).map_err(ApiError::internal_because)
 }
 
 /// Set a new password with a mailed reset link's token: the old password stops working, every session of the

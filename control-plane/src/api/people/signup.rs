@@ -10,7 +10,7 @@ use crate::api::people::{confirmations, passwords, store};
 use crate::auth::Actor;
 use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::ApiJson;
-use crate::http::client_address::ClientAddress;
+use crate::http::client_address::{ClientAddress, budget_key};
 use crate::signals::Invalidation;
 use crate::state::AppState;
 use crate::validate::field;
@@ -96,7 +96,8 @@ async fn signup(
     passwords::check_new(&body.password).map_err(|e| ApiError::invalid(format!("invalid field `password`: {e}")))?;
     let hash = passwords::hash(body.password).await.map_err(ApiError::internal_because)?;
     if let Some(mailer) = app.mailer.clone() {
-        return confirmations::pending(app, mailer, email, hash, body.organization_name.as_str().to_owned());
+        let (organization_name, requester) = (body.organization_name.as_str().to_owned(), budget_key(client));
+        return confirmations::pending(app, mailer, email, hash, organization_name, requester);
     }
     let mut tx = app.pool.begin().await?;
     if store::find_by_email(&mut tx, &email).await?.is_some() {
