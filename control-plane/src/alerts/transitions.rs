@@ -105,12 +105,16 @@ async fn first_failure(
     Ok((None, error))
 }
 
-/// A node result's error, else its first failed assertion's reason (or a sentence naming the assertion).
+/// A node result's first failed assertion (with its reason, or what it got), else the node's error (a `webhook`
+/// node's timeout explanation).
 pub fn failure_of(result: &Value) -> Option<String> {
-    if let Some(error) = result.get("error").and_then(Value::as_str) {
-        return Some(error.to_owned());
-    }
-    let failed = result.get("assertions")?.as_array()?.iter().find(|a| a.get("passed") == Some(&Value::Bool(false)))?;
+    let error = result.get("error").and_then(Value::as_str).map(str::to_owned);
+    // A failed assertion is more telling than the node's summary ("1 of 1 assertions failed").
+    let failed = result
+        .get("assertions")
+        .and_then(Value::as_array)
+        .and_then(|all| all.iter().find(|a| a.get("passed") == Some(&Value::Bool(false))));
+    let Some(failed) = failed else { return error };
     let source = failed.get("source").and_then(Value::as_str).unwrap_or("?");
     let operator = failed.get("operator").and_then(Value::as_str).unwrap_or("?");
     let expected = failed.get("expected").map(Value::to_string).unwrap_or_default();
@@ -129,7 +133,7 @@ mod tests {
     #[test]
     fn a_node_error_comes_first_then_the_failed_assertion() {
         assert_eq!(failure_of(&json!({"error": "timed out", "assertions": []})).as_deref(), Some("timed out"));
-        let result = json!({"error": null, "assertions": [
+        let result = json!({"error": "1 of 2 assertions failed", "assertions": [
             {"source": "a", "operator": "equals", "expected": 1, "actual": 1, "passed": true},
             {"source": "code", "operator": "equals", "expected": 200, "actual": 500, "passed": false, "reason": null}]});
         assert_eq!(failure_of(&result).as_deref(), Some("assertion `code equals 200` failed: got 500"));
