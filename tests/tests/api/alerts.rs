@@ -322,7 +322,6 @@ fn of_type<'a>(arrivals: &'a [Arrival], kind: &str) -> Vec<&'a Arrival> {
 }
 
 #[tokio::test]
-#[ignore = "ran red at its error assertion before transitions::failure_of preferred the failed assertion; rerun with --ignored"]
 async fn alerts_a_schedule_that_breaks_and_is_fixed_alerts_once_each_way_per_channel_across_two_replicas() {
     let smtp = SmtpServer::start().await;
     let settings = smtp.settings();
