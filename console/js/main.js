@@ -20,6 +20,7 @@ import * as people from './pages/people.js';
 import * as admin from './pages/admin.js';
 import * as invite from './pages/invite.js';
 import * as recovery from './pages/recovery.js';
+import * as alerts from './pages/alerts.js';
 import { finishExternalSignIn } from './oidc.js';
 
 /** @type {[RegExp, (main: HTMLElement, params: string[]) => Promise<any>][]} */
@@ -36,6 +37,7 @@ const ROUTES = [
   [/^\/members$/, people.render],
   [/^\/runners$/, admin.renderRunners],
   [/^\/audit$/, admin.renderAudit],
+  [/^\/alerts$/, alerts.render],
   [/^\/settings$/, admin.renderSettings],
 ];
 
@@ -46,6 +48,7 @@ const NAV = [
   ['#/keys', 'API keys'],
   ['#/members', 'Members'],
   ['#/runners', 'Runners'],
+  ['#/alerts', 'Alerts'],
   ['#/audit', 'Audit log'],
   ['#/settings', 'Settings'],
 ];

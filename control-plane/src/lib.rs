@@ -23,16 +23,19 @@
 //! - `state`: `AppState`, the composition root: it wires the components and hands each to what takes it
 //!   (`FromRef`, `Settings::claims`); nothing below it takes it.
 //! - `api/`: one folder or file per resource with its routes and SQL (`webhooks/`, `analytics`, `flows/`,
-//!   `executions/`, `collections/`, `resources/`, `admin/`, `people/`, `catalog`, `runner_protocol/`, `health`, the
+//!   `executions/`, `collections/`, `resources/`, `admin/`, `people/`, `alerts/` (notification channels, alert list),
+//!   `catalog`, `runner_protocol/`, `health`, the
 //!   web console `app/`), the handlers' contexts over `AppState` (`context`: `Ctx`, `Person`), merged into the
 //!   router and the OpenAPI document (`openapi`, `openapi_shapes`) in `api/mod.rs`.
-//! - `tasks/`, `triggers/`, `delivery/`, `server/`: background loops (LISTEN fan-out, retention, lease rescue,
+//! - `tasks/`, `triggers/`, `delivery/`, `alerts/`, `server/`: background loops (LISTEN fan-out, retention, lease rescue,
 //!   schedules); the dispatcher that launches the flows captures owe their endpoints' triggers; the sender that
-//!   delivers captures to their endpoints' destinations (retries, rate limits, the circuit breaker); the binary's commands (operator
+//!   delivers captures to their endpoints' destinations (retries, rate limits, the circuit breaker); the alerts made
+//!   from schedules' transitions and their sender to notification channels; the binary's commands (operator
 //!   commands, master-key rotation), configuration, first start, open-file limit, embedded runner.
 //!
 //! `api::serve` runs the API on any listener; `server::run` is the binary's entry point.
 
+pub mod alerts;
 pub mod api;
 pub mod auth;
 pub mod cache;

@@ -20,7 +20,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("components", &["auth", "queue", "capture", "quota", "schedules"]),
     ("composition", &["state"]),
     ("resources", &["api"]),
-    ("processes", &["tasks", "triggers", "delivery", "server"]),
+    ("processes", &["tasks", "triggers", "delivery", "alerts", "server"]),
     ("crate", &["lib", "main"]),
 ];
 

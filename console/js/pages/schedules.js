@@ -1,6 +1,7 @@
 // @ts-check
 // A flow's schedules: the list (cron, zone, state, next fire times shown in the schedule's own zone), pause and
-// resume, delete, and the form that creates one with a live preview of its fire times in the chosen zone.
+// resume, delete, and the form that creates one with a live preview of its fire times in the chosen zone and the
+// notification channels to alert.
 
 import { h, fill, field, notice, table, badge } from '../dom.js';
 import { call, can } from '../api.js';
@@ -156,6 +157,24 @@ function scheduleForm(flowId, environments, done) {
     class: 'code',
     placeholder: 'name=value, one a line',
   });
+  const notifyBox = h('div', { id: 'schedule-channels' }, h('span', { class: 'muted' }, 'No channels.'));
+  const afterFailures = h('input', { id: 'schedule-after-failures', type: 'number', min: 1, max: 100, value: '1' });
+  if (can('organization:read')) {
+    call('GET', '/notification-channels')
+      .then((list) => {
+        if (!list.items.length) {
+          fill(notifyBox, h('span', { class: 'muted' }, 'No channels yet: add them on the Alerts page.'));
+          return;
+        }
+        fill(
+          notifyBox,
+          list.items.map((c) =>
+            h('label', {}, h('input', { type: 'checkbox', value: c.id, class: 'schedule-channel' }), ` ${c.name} (${c.kind})`),
+          ),
+        );
+      })
+      .catch(() => {});
+  }
   const preview = h('ul', { class: 'plain', id: 'schedule-preview', 'aria-live': 'polite' });
   let timer = 0;
   const showPreview = () => {
@@ -190,6 +209,8 @@ function scheduleForm(flowId, environments, done) {
     field('Catch up missed runs (seconds)', catchUp),
     field('Runner labels', labels),
     field('Variables', variables),
+    field('Notify on failure and recovery', notifyBox),
+    field('Failed runs before alerting', afterFailures),
     h('div', { class: 'field' }, h('span', {}, 'Next fire times'), preview),
     h('button', { type: 'submit', class: 'primary' }, 'Add schedule'),
   );
@@ -210,6 +231,11 @@ function scheduleForm(flowId, environments, done) {
     if (wanted.length) body.runner_labels = wanted;
     const vars = parseVariables(variables.value);
     if (Object.keys(vars).length) body.variables = vars;
+    /** @type {HTMLInputElement[]} */
+    const picked = Array.from(notifyBox.querySelectorAll('input.schedule-channel:checked'));
+    if (picked.length) {
+      body.notify = { channels: picked.map((i) => i.value), after_failures: Number(afterFailures.value) || 1 };
+    }
     try {
       await call('POST', `/flows/${flowId}/schedules`, body);
       await done();

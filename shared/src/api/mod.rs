@@ -1,6 +1,7 @@
 //! Request and response bodies of the REST API, shared by the server, the CLI and the tests.
 
 pub mod admin;
+pub mod alerts;
 pub mod analytics;
 pub mod catalog;
 pub mod collections;

@@ -6,6 +6,7 @@ pub const RUNNER: &str = env!("CARGO_BIN_EXE_hookflow-runner-under-test");
 /// The server built from its own `main.rs` (this package's `hookflow-server-under-test`).
 pub const SERVER: &str = env!("CARGO_BIN_EXE_hookflow-server-under-test");
 
+mod alerts;
 mod analytics;
 mod app_audit;
 mod app_browser;

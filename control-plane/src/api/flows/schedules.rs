@@ -269,5 +269,21 @@ async fn check_targets(conn: &mut PgConnection, org_id: OrgId, flow_id: FlowId, 
             return Err(ApiError::invalid("invalid field `version`: the flow has no such published version"));
         }
     }
+    if !settings.notify.channels.is_empty() {
+        // Locks the channels named: a concurrent delete (which takes them out of notify lists) waits for this.
+        let found: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM (SELECT 1 FROM notification_channels WHERE organization_id = $1 AND id = ANY($2)
+             FOR SHARE) c",
+        )
+        .bind(org_id)
+        .bind(&settings.notify.channels)
+        .fetch_one(&mut *conn)
+        .await?;
+        if found != settings.notify.channels.len() as i64 {
+            return Err(ApiError::invalid(
+                "invalid field `notify.channels`: every id must name a notification channel of the organization",
+            ));
+        }
+    }
     Ok(())
 }
