@@ -143,6 +143,6 @@ async fn send_one(
         .map_err(|_| "the organization's network policy could not be read".to_owned())?;
     let headers = [("content-type".to_owned(), "application/json".to_owned())];
     let headers = signed::outgoing_headers(&headers, &format!("msg_{}", alert.id.simple()), secret.as_deref(), &body);
-    let attempted = signed::send(&clients.get(policy, TIMEOUT), policy, "POST", url, &headers, body.into()).await;
+    let attempted = signed::send(&clients.get(policy), policy, "POST", url, &headers, body.into(), TIMEOUT).await;
     if attempted.delivered() { Ok(()) } else { Err(attempted.error.unwrap_or_else(|| "failed".to_owned())) }
 }

@@ -259,6 +259,16 @@ const OPERATIONS: &[(&str, &str, Option<Scope>)] = &[
         Some(Scope::WebhooksRead),
     ),
     ("POST", "/webhooks/{id}/destinations/{destination_id}/deliveries/replay", Some(Scope::WebhooksWrite)),
+    ("POST", "/notification-channels", Some(Scope::OrganizationWrite)),
+    ("GET", "/notification-channels", Some(Scope::OrganizationRead)),
+    ("GET", "/notification-channels/{channel_id}", Some(Scope::OrganizationRead)),
+    ("PATCH", "/notification-channels/{channel_id}", Some(Scope::OrganizationWrite)),
+    ("DELETE", "/notification-channels/{channel_id}", Some(Scope::OrganizationWrite)),
+    ("POST", "/notification-channels/{channel_id}/test", Some(Scope::OrganizationWrite)),
+    ("POST", "/alert-rules", Some(Scope::OrganizationWrite)),
+    ("GET", "/alert-rules", Some(Scope::OrganizationRead)),
+    ("DELETE", "/alert-rules/{rule_id}", Some(Scope::OrganizationWrite)),
+    ("GET", "/alerts", Some(Scope::OrganizationRead)),
     ("GET", "/runners", Some(Scope::RunnersRead)),
     ("GET", "/runners/{id}", Some(Scope::RunnersRead)),
     ("DELETE", "/runners/{id}", Some(Scope::RunnersWrite)),
@@ -330,6 +340,8 @@ async fn every_operation_answers_each_role_as_section_1_says() {
                 .replace("{schedule_id}", &Uuid::now_v7().to_string())
                 .replace("{destination_id}", &Uuid::now_v7().to_string())
                 .replace("{delivery_id}", &Uuid::now_v7().to_string())
+                .replace("{channel_id}", &Uuid::now_v7().to_string())
+                .replace("{rule_id}", &Uuid::now_v7().to_string())
                 .replace("{name}", "NAME")
                 .replace("{key}", "dev");
             let reply = app
