@@ -182,3 +182,12 @@ pub struct AlertRule {
     pub state: String,
     pub created_at: Timestamp,
 }
+
+/// `POST /notification-channels/{channel_id}/test`: the test alert queued for the channel.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TestQueued {
+    /// The test alert's id (not listed in `/alerts`).
+    pub id: Uuid,
+    /// Always `queued`; the outcome shows in the channel's `last_delivery`.
+    pub status: String,
+}

@@ -271,11 +271,11 @@ pub async fn delete_channel(
 /// **Added.** Send a test alert (`type: "test"`) to the channel; its outcome shows in the channel's
 /// `last_delivery`. Not listed in `/alerts`.
 #[utoipa::path(post, path = "/notification-channels/{channel_id}/test", params(("channel_id" = Uuid, Path)),
-    responses((status = 202), (status = 404)))]
+    responses((status = 202, body = hookflow_shared::api::alerts::TestQueued), (status = 404)))]
 pub async fn test_channel(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
     ApiPath(id): ApiPath<Uuid>,
-) -> ApiResult<(StatusCode, Json<serde_json::Value>)> {
+) -> ApiResult<(StatusCode, Json<hookflow_shared::api::alerts::TestQueued>)> {
     let mut tx = app.pool.begin().await?;
     fetch(&mut tx, caller.org_id, id).await?;
     let now = Utc::now();
@@ -295,7 +295,10 @@ pub async fn test_channel(
     let alert_id = Uuid::new_v4();
     insert_alert(&mut tx, alert_id, caller.org_id, &message, &[id], true, serde_json::json!({})).await?;
     tx.commit().await?;
-    Ok((StatusCode::ACCEPTED, Json(serde_json::json!({"id": alert_id, "status": "queued"}))))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(hookflow_shared::api::alerts::TestQueued { id: alert_id, status: "queued".to_owned() }),
+    ))
 }
 
 /// Writes an alert for the sender (`alerts`, which polls for them).

@@ -87,7 +87,10 @@ async fn schedules_are_created_read_changed_and_deleted_with_validation_scopes_a
     let env = PutEnvironment { variables: [("base".to_owned(), "https://staging.example".to_owned())].into() };
     app.api().flows().put_environment(&flow, "staging", &env).await.expect("environment");
     let path = format!("/flows/{flow}/schedules");
-    let channel = uuid::Uuid::now_v7();
+    let channel = json!({"name": "ops", "kind": "slack", "url": "https://hooks.slack.example/T1/B2"});
+    let channel = app.admin(Method::POST, "/notification-channels", Some(channel)).await;
+    assert_eq!(channel.status, 201, "{}", channel.text);
+    let channel = channel.body["id"].as_str().expect("a channel id").to_owned();
     let body = json!({"cron": "0 9 * * MON-FRI", "timezone": "Europe/Paris", "environment": "staging",
         "variables": {"token": "t-1"}, "runner_labels": ["eu"], "overlap": "allow", "catch_up_s": 600,
         "notify": {"channels": [channel], "after_failures": 3}});
