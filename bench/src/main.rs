@@ -3,6 +3,7 @@
 
 mod capture;
 mod chaos;
+mod deliveries;
 mod engine;
 mod fleet;
 mod fleet_link;
@@ -73,6 +74,9 @@ enum Scenario {
     /// wait beside the same server idle, and capture -> waiting node woken p50/p99 beside the captures' own answer
     /// time. Needs target/release/hookflow-server beside hookflow-bench.
     Waits(waits::Args),
+    /// Deliveries to destinations (issue #49): captures/s with two destinations beside none, deliveries/s by the
+    /// server's sender beside a bare reqwest client, delivery lag p50/p99 at a fixed capture rate.
+    Deliveries(deliveries::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -90,6 +94,7 @@ fn main() -> std::process::ExitCode {
             Scenario::Fleet(args) => fleet::run(args).await,
             Scenario::Inspector(args) => inspector::run(args).await,
             Scenario::Waits(args) => waits::run(args).await,
+            Scenario::Deliveries(args) => deliveries::run(args).await,
         }
     });
     match result {

@@ -67,6 +67,9 @@ enum Command {
     /// Webhook endpoints: create, list, tail, forward.
     #[command(subcommand)]
     Webhooks(WebhooksCommand),
+    /// Destinations of an endpoint: list, create, delete, replay dead deliveries.
+    #[command(subcommand)]
+    Destinations(commands::destinations::DestinationsCommand),
 }
 
 async fn dispatch(cli: Cli, style: Style) -> Result<ExitCode, CliError> {
@@ -77,6 +80,7 @@ async fn dispatch(cli: Cli, style: Style) -> Result<ExitCode, CliError> {
         Command::Collections(command) => commands::collections::run(&api, command, style).await?,
         Command::Keys(command) => commands::keys::run(&api, command).await?,
         Command::Webhooks(command) => commands::webhooks::run(&api, command, style).await?,
+        Command::Destinations(command) => commands::destinations::run(&api, command).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -7,12 +7,16 @@
 //! The client builds no TLS configuration of its own: callers that need one (the CLI and the runner share
 //! `hookflow_runner::tls`) hand their `reqwest::Client` to [`Client::with_http`].
 
+mod destinations;
 mod failure;
 mod resources;
+mod schedules;
 mod webhooks;
 
+pub use destinations::Destinations;
 pub use failure::{ApiFailure, Refused};
 pub use resources::*;
+pub use schedules::Schedules;
 pub use webhooks::Webhooks;
 
 use hookflow_shared::OrgId;

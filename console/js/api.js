@@ -85,6 +85,18 @@ export async function signIn(email, password) {
   adopt(await response.json());
 }
 
+/** Confirms a sign-up with its mailed token: the account is made and signed in (the refresh token in the cookie). */
+export async function confirmSignUp(token) {
+  const response = await fetch('/auth/signup/confirm', {
+    method: 'POST',
+    credentials: 'same-origin',
+    headers: { ...CSRF, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ token }),
+  });
+  if (!response.ok) throw await refusal(response);
+  adopt(await response.json());
+}
+
 /** Uses an external provider's access token as the session's bearer token. */
 export function adoptExternal(token) {
   session.token = token;

@@ -1,7 +1,8 @@
 // @ts-check
 // The app's frame: restores the session from the refresh cookie, routes `#/...` addresses to pages, and draws the
 // navigation with the organization switcher and sign-out. An invitation's link (`#/invite/<token>`) is held while
-// the person signs in, then offered for acceptance (before any organization: a new person has none). Each page is `render(main, params)` and may answer a
+// the person signs in, then offered for acceptance (before any organization: a new person has none). Mailed links
+// (password reset, sign-up confirmation) and "Forgot password?" open their pages whoever is signed in. Each page is `render(main, params)` and may answer a
 // cleanup function (streams to stop) that runs when the person leaves it.
 
 import { session, refresh, loadSession, chooseOrganization, signOut, mayHaveSession } from './api.js';
@@ -18,6 +19,8 @@ import * as keys from './pages/keys.js';
 import * as people from './pages/people.js';
 import * as admin from './pages/admin.js';
 import * as invite from './pages/invite.js';
+import * as recovery from './pages/recovery.js';
+import * as alerts from './pages/alerts.js';
 import { finishExternalSignIn } from './oidc.js';
 
 /** @type {[RegExp, (main: HTMLElement, params: string[]) => Promise<any>][]} */
@@ -34,6 +37,7 @@ const ROUTES = [
   [/^\/members$/, people.render],
   [/^\/runners$/, admin.renderRunners],
   [/^\/audit$/, admin.renderAudit],
+  [/^\/alerts$/, alerts.render],
   [/^\/settings$/, admin.renderSettings],
 ];
 
@@ -44,6 +48,7 @@ const NAV = [
   ['#/keys', 'API keys'],
   ['#/members', 'Members'],
   ['#/runners', 'Runners'],
+  ['#/alerts', 'Alerts'],
   ['#/audit', 'Audit log'],
   ['#/settings', 'Settings'],
 ];
@@ -116,7 +121,20 @@ async function show() {
   }
   const invited = /^\/invite\/([A-Za-z0-9_]+)$/.exec(route());
   if (invited) invite.hold(invited[1]);
+  recovery.hold(route());
   const path = route();
+  if (recovery.PATHS.includes(path)) {
+    const main = h('main', { id: 'main', class: 'narrow' });
+    fill(root, main);
+    await recovery.render(main, path, {
+      onSignedIn: async () => {
+        await loadSession();
+        location.hash = landing();
+        show();
+      },
+    });
+    return;
+  }
   if (!session.token || path === '/signin' || session.passwordChangeRequired) {
     const main = h('main', { id: 'main', class: 'narrow' });
     fill(root, main);

@@ -19,10 +19,13 @@ pub const INVALIDATE_CHANNEL: &str = "hookflow_invalidate";
 /// NOTIFY channel announcing captures that owe trigger launches (no payload: any dispatcher takes them); sent by
 /// the capture batch's statement (`capture::batch`).
 pub const TRIGGERS_CHANNEL: &str = "hookflow_triggers";
+/// NOTIFY channel announcing deliveries to send (no payload: any replica's sender takes them); sent by the capture
+/// batch's statement, by a replay and by a destination enabled again.
+pub const DELIVERIES_CHANNEL: &str = "hookflow_deliveries";
 
 /// Every channel the process listens on.
-pub const CHANNELS: [&str; 5] =
-    [QUEUE_CHANNEL, EXECUTIONS_CHANNEL, CAPTURES_CHANNEL, INVALIDATE_CHANNEL, TRIGGERS_CHANNEL];
+pub const CHANNELS: [&str; 6] =
+    [QUEUE_CHANNEL, EXECUTIONS_CHANNEL, CAPTURES_CHANNEL, INVALIDATE_CHANNEL, TRIGGERS_CHANNEL, DELIVERIES_CHANNEL];
 
 /// What an invalidation names. Sent in the transaction that made the change (`pg_notify` is delivered at commit)
 /// and applied locally at once by the replica that made it.

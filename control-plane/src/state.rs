@@ -66,10 +66,14 @@ pub struct Inner {
     pub execution_wakes: tokio::sync::broadcast::Sender<hookflow_shared::ExecutionId>,
     /// Wakes the trigger dispatcher: captures owe launches (NOTIFY), or notifications may have been missed.
     pub trigger_wakes: Arc<tokio::sync::Notify>,
+    /// Wakes the delivery sender: deliveries were written, replayed or a destination enabled again (NOTIFY).
+    pub delivery_wakes: Arc<tokio::sync::Notify>,
     /// Nodes tried through the API (`POST /flows/{flow_id}/try`).
     pub tries: Tries,
     /// Cancelled when the server stops: streams end, background tasks return.
     pub shutdown: CancellationToken,
+    /// The mail sender, when SMTP is configured (`Settings::smtp`).
+    pub mailer: Option<crate::mail::Mailer>,
 }
 
 /// Nodes an organization may try at once on one server.
@@ -156,6 +160,8 @@ pub struct Settings {
     pub rescue_interval: Duration,
     /// How often due schedules are looked for.
     pub schedule_interval: Duration,
+    /// How late an occurrence may still fire when its schedule's catch-up window is shorter (10 s).
+    pub schedule_grace: Duration,
     /// How often a waiting long poll looks at the queue without a wake-up: a safety net under NOTIFY (a dropped
     /// LISTEN connection wakes every poll by itself). Each waiting runner costs a statement per interval.
     pub queue_recheck: Duration,
@@ -183,6 +189,9 @@ pub struct Settings {
     pub session_ttl: Duration,
     /// Whether anyone may sign up (`POST /auth/signup`), creating a user and an organization.
     pub signup: bool,
+    /// Where mails go (`--smtp-url`, `--smtp-from`); without it nothing is mailed, and password resets and
+    /// sign-up confirmations are off.
+    pub smtp: Option<crate::mail::SmtpSettings>,
     /// External OpenID providers whose access tokens are accepted.
     pub issuers: Vec<IssuerConfig>,
     /// How captures start flows: whether this server dispatches, the chain depth, the organizations' rate.
@@ -229,6 +238,7 @@ impl Settings {
             heartbeat_interval: Duration::from_secs(10),
             rescue_interval: Duration::from_secs(1),
             schedule_interval: Duration::from_secs(1),
+            schedule_grace: Duration::from_secs(10),
             queue_recheck: Duration::from_secs(10),
             embedded_runner_key_hash: None,
             trusted_proxies: crate::http::client_address::TrustedProxies::default(),
@@ -242,6 +252,7 @@ impl Settings {
             access_token_ttl: Duration::from_secs(15 * 60),
             session_ttl: Duration::from_secs(30 * 24 * 3600),
             signup: false,
+            smtp: None,
             issuers: Vec::new(),
             triggers: TriggerSettings::default(),
             waits: crate::capture::waiters::WaitLimits::default(),
@@ -322,7 +333,15 @@ impl AppState {
                 settings.retention_interval,
             )),
         });
+        let mailer = settings.smtp.as_ref().and_then(|smtp| match crate::mail::Mailer::start(smtp, shutdown.clone()) {
+            Ok(mailer) => Some(mailer),
+            Err(e) => {
+                tracing::error!(error = %e, "mail is off: the SMTP settings cannot be used");
+                None
+            }
+        });
         Self(Arc::new(Inner {
+            mailer,
             capture,
             writers: Writers {
                 launches: GroupCommit::start(pool.clone(), crate::queue::create::MAX_BATCH, "launches"),
@@ -342,6 +361,7 @@ impl AppState {
             queue: Arc::default(),
             execution_wakes: tokio::sync::broadcast::channel(4096).0,
             trigger_wakes: Arc::default(),
+            delivery_wakes: Arc::default(),
             tries: Tries::default(),
             read_pool: databases.read_pool().clone(),
             databases,

@@ -16,11 +16,11 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("base", &["signals", "crypto", "strict_json", "cache", "signature", "slots"]),
     ("request", &["error", "extract", "pagination", "validate"]),
     ("storage", &["db"]),
-    ("infrastructure", &["metrics", "outbound", "http"]),
-    ("components", &["auth", "queue", "capture", "quota"]),
+    ("infrastructure", &["metrics", "outbound", "http", "mail"]),
+    ("components", &["auth", "queue", "capture", "quota", "schedules"]),
     ("composition", &["state"]),
     ("resources", &["api"]),
-    ("processes", &["tasks", "triggers", "server"]),
+    ("processes", &["tasks", "triggers", "delivery", "alerts", "server"]),
     ("crate", &["lib", "main"]),
 ];
 

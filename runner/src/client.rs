@@ -183,6 +183,31 @@ impl Client {
         Ok(self.send::<JobBatch>(request, false).await?.map(|batch| batch.jobs).unwrap_or_default())
     }
 
+    /// Long-polls for deliveries to destinations this runner's labels serve (issue #49); empty when none came.
+    pub async fn next_deliveries(
+        &self,
+        runner_id: RunnerId,
+        wait_s: u64,
+    ) -> Result<Vec<hookflow_shared::api::destinations::RunnerDelivery>, ClientError> {
+        use hookflow_shared::api::destinations::{NextDeliveries, RunnerDeliveries};
+        let request = self
+            .post_with_key(runner_route::NEXT_DELIVERIES)
+            .json(&NextDeliveries { runner_id, wait_s: Some(wait_s) })
+            .timeout(Duration::from_secs(wait_s + 15));
+        Ok(self.send::<RunnerDeliveries>(request, false).await?.map(|d| d.deliveries).unwrap_or_default())
+    }
+
+    /// Reports what one delivery's attempt came to.
+    pub async fn report_delivery(
+        &self,
+        delivery: hookflow_shared::DeliveryId,
+        result: &hookflow_shared::api::destinations::DeliveryResult,
+    ) -> Result<(), ClientError> {
+        self.send::<serde_json::Value>(self.post_with_key(&runner_route::delivery_result(delivery)).json(result), false)
+            .await
+            .map(drop)
+    }
+
     /// Posts a report body of `count` results under the job token (made by
     /// [`hookflow_shared::api::runners::NodeReportBatch::into_body`]).
     pub async fn report(&self, job: &Job, body: bytes::Bytes, count: usize) -> Result<ReportReply, ClientError> {

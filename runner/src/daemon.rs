@@ -259,6 +259,13 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         Work { slots, jobs: jobs.clone(), running: running.clone() },
         stop.clone(),
     ));
+    // Deliveries to destinations with this runner's labels, polled beside the jobs (an installed runner's: the
+    // server's embedded runner serves every organization and delivers nothing of theirs).
+    let deliveries = config
+        .connection
+        .organization_id
+        .is_some()
+        .then(|| tokio::spawn(crate::deliver::run(client.clone(), registered.id, wait_s, stop.clone())));
     let ended = tokio::select! {
         () = shutdown.cancelled() => {
             tracing::info!("stopping: no new jobs; waiting for running ones");
@@ -282,5 +289,8 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     }
     beat_stop.cancel();
     let _ = beat.await;
+    if let Some(deliveries) = deliveries {
+        let _ = deliveries.await;
+    }
     outcome
 }

@@ -1,9 +1,11 @@
 //! hookflow-runner library: the flow engine (`engine`), the runner-protocol client (`client`), one job's
-//! execution and reporting (`execute`) and the worker loop (`daemon`). The CLI and the server's embedded runner
+//! execution and reporting (`execute`), the worker loop (`daemon`) and deliveries to destinations with runner
+//! labels (`deliver`). The CLI and the server's embedded runner
 //! use the same pieces as the `hookflow-runner` binary.
 
 pub mod client;
 pub mod daemon;
+pub mod deliver;
 pub mod engine;
 pub mod execute;
 pub mod outbound;

@@ -28,13 +28,15 @@ pub enum ErrorCode {
     /// The capture URL of an endpoint in `enforce` mode refused a request whose signature is invalid, missing or a
     /// duplicate (the capture is still stored, with its verdict).
     SignatureInvalid,
+    /// A mailed one-time token (password reset, sign-up confirmation) that is unknown, used or expired.
+    InvalidToken,
 }
 
 impl ErrorCode {
     pub fn status(self) -> u16 {
         match self {
             ErrorCode::Unauthorized | ErrorCode::SignatureInvalid => 401,
-            ErrorCode::OrganizationRequired | ErrorCode::InvalidRequest => 400,
+            ErrorCode::OrganizationRequired | ErrorCode::InvalidRequest | ErrorCode::InvalidToken => 400,
             ErrorCode::OrganizationMismatch
             | ErrorCode::InsufficientScope
             | ErrorCode::PasswordChangeRequired
@@ -70,6 +72,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
             ErrorCode::SignatureInvalid => "signature_invalid",
+            ErrorCode::InvalidToken => "invalid_token",
         }
     }
 }

@@ -122,10 +122,16 @@ ids! {
     JobId;
     /// A runner (installed, or the server's embedded one).
     RunnerId;
+    /// A destination captures of an endpoint are delivered to.
+    DestinationId;
+    /// One capture's delivery to one destination.
+    DeliveryId;
     /// A request collection.
     CollectionId;
     /// A request of a collection.
     CollectionRequestId;
+    /// A schedule of a flow.
+    ScheduleId;
 }
 
 /// The schema of a UUID as utoipa writes one for a `Uuid` (or, when `nullable`, an `Option<Uuid>`) field.

@@ -14,8 +14,8 @@ pub mod wire;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use ids::{
-    ApiKeyId, CaptureId, CollectionId, CollectionRequestId, ExecutionId, FlowId, FlowVersionId, InvitationId, JobId,
-    OrgId, RunnerId, SessionId, UserId, WebhookId,
+    ApiKeyId, CaptureId, CollectionId, CollectionRequestId, DeliveryId, DestinationId, ExecutionId, FlowId,
+    FlowVersionId, InvitationId, JobId, OrgId, RunnerId, ScheduleId, SessionId, UserId, WebhookId,
 };
 pub use role::Role;
 pub use scope::{Scope, ScopeSet};

@@ -20,6 +20,10 @@ pub enum TokenKind {
     Refresh,
     /// An invitation to an organization, accepted once by whoever signs in with it.
     Invitation,
+    /// A password reset's link (mailed), used once within 30 minutes.
+    PasswordReset,
+    /// A sign-up's confirmation link (mailed), used once.
+    SignupConfirmation,
 }
 
 impl TokenKind {
@@ -29,6 +33,8 @@ impl TokenKind {
             TokenKind::Job => "hfj_",
             TokenKind::Refresh => "hfr_",
             TokenKind::Invitation => "hfi_",
+            TokenKind::PasswordReset => "hfp_",
+            TokenKind::SignupConfirmation => "hfs_",
         }
     }
 

@@ -44,6 +44,15 @@ pub mod runner_route {
     pub const JOB_COMPLETE: &str = "/runner/jobs/{job_id}/complete";
     /// `POST` under the job token: a webhook node's long poll for a capture (OpenAPI form).
     pub const JOB_CAPTURES: &str = "/runner/jobs/{job_id}/captures";
+    /// `POST`: long poll for deliveries to destinations with runner labels (issue #49).
+    pub const NEXT_DELIVERIES: &str = "/runner/deliveries/next";
+    /// `POST`: what one delivery's attempt came to (OpenAPI form).
+    pub const DELIVERY_RESULT: &str = "/runner/deliveries/{delivery_id}/result";
+
+    /// [`DELIVERY_RESULT`] for one delivery.
+    pub fn delivery_result(id: crate::ids::DeliveryId) -> String {
+        DELIVERY_RESULT.replace("{delivery_id}", &id.to_string())
+    }
 
     /// [`RUNNER`] for one runner.
     pub fn runner(id: RunnerId) -> String {

@@ -166,6 +166,7 @@ mod tests {
             signature: hookflow_shared::api::signatures::Signature::unverified(),
             body_truncated: false,
             executions: Vec::new(),
+            deliveries: Vec::new(),
         }
     }
 

@@ -1,6 +1,7 @@
-//! The resource commands: flows, collections, API keys and webhooks.
+//! The resource commands: flows, collections, API keys, webhooks and their destinations.
 
 pub mod collections;
+pub mod destinations;
 pub mod flows;
 pub mod forward;
 pub mod keys;

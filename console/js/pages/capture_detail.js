@@ -3,6 +3,7 @@
 // body as pretty JSON, raw text or hex, its size and SHA-256, the executions it started; copy as curl, replay to a
 // URL, delete. Shown beside the inspector's list, and as a page of its own (`#/webhooks/<id>/requests/<id>`).
 
+import { captureDeliveries } from './destinations.js';
 import { h, fill, copyButton, notice, table, when, bytes } from '../dom.js';
 import { call, can } from '../api.js';
 import { signatureFacts } from './signature.js';
@@ -186,6 +187,9 @@ export async function showCapture(el, webhook, captureId, onDeleted) {
       h('dd', {}, capture.content_type || '—'),
       ...signatureFacts(webhook, capture),
       ...started,
+      ...((capture.deliveries || []).length
+        ? [h('dt', {}, 'Delivered'), h('dd', { id: 'capture-deliveries' }, captureDeliveries(capture))]
+        : []),
     ),
     h(
       'div',

@@ -1,12 +1,13 @@
 // @ts-check
 // One flow: the editor (its nodes as cards beside the JSON, validated as they change; editor/), launch (saving
-// unsaved edits first), executions, versions (publish, restore) and environments.
+// unsaved edits first), executions, versions (publish, restore), environments and schedules (pages/schedules.js).
 
 import { h, fill, field, notice, table, badge, when } from '../dom.js';
 import { call, all, can } from '../api.js';
 import { captureHref } from './webhook_node.js';
 import { mountEditor } from '../editor/editor.js';
 import { read } from '../editor/send.js';
+import { showSchedules } from './schedules.js';
 
 export async function render(main, [flowId]) {
   // Read with the order-keeping parser: the editor shows the definition in its author's key order.
@@ -18,6 +19,7 @@ export async function render(main, [flowId]) {
     executions: h('section', { 'aria-label': 'Executions' }),
     versions: h('section', { 'aria-label': 'Versions' }),
     environments: h('section', { 'aria-label': 'Environments' }),
+    schedules: h('section', { 'aria-label': 'Schedules' }),
   };
   fill(
     main,
@@ -34,6 +36,7 @@ export async function render(main, [flowId]) {
     sections.editor,
     sections.versions,
     sections.environments,
+    sections.schedules,
   );
   const environments = await call('GET', `/flows/${flowId}/environments`);
   const editor = await mountEditor(sections.editor, { flow, environments: environments.items });
@@ -41,6 +44,7 @@ export async function render(main, [flowId]) {
   await Promise.all([
     showExecutions(sections.executions, flowId),
     showVersions(sections.versions, flow, () => render(main, [flowId])),
+    showSchedules(sections.schedules, flowId, environments.items),
   ]);
   fill(
     sections.environments,

@@ -11,6 +11,7 @@ import { follow } from '../sse.js';
 import { volume, breakdown } from '../charts.js';
 import { showCapture } from './capture_detail.js';
 import { showTriggers } from './triggers.js';
+import { showDestinations } from './destinations.js';
 
 const LIMIT = 100;
 
@@ -26,6 +27,7 @@ export async function render(main, [webhookId]) {
   );
   const charts = h('div', { class: 'charts' });
   const triggers = h('section', { id: 'triggers', class: 'triggers', 'aria-label': 'Triggers' });
+  const destinations = h('section', { id: 'destinations', class: 'destinations', 'aria-label': 'Destinations' });
   const newer = h('p', { class: 'notice notice-info', hidden: true });
   const seen = new Map();
   const streamed = new Set();
@@ -259,10 +261,14 @@ export async function render(main, [webhookId]) {
     newer,
     h('div', { class: 'inspector' }, list, detail),
     triggers,
+    destinations,
   );
   await Promise.all([
     reload(),
     showTriggers(triggers, webhook).catch((e) => fill(triggers, h('p', { class: 'notice notice-error' }, e.message))),
+    showDestinations(destinations, webhook).catch((e) =>
+      fill(destinations, h('p', { class: 'notice notice-error' }, e.message)),
+    ),
   ]);
   chartFigures(webhookId)
     .then((figures) => {

@@ -1,6 +1,6 @@
 // @ts-check
 // Sign-in: email and password with the built-in provider (and the first sign-in's password change), or a button
-// per external OpenID provider the operator configured.
+// per external OpenID provider the operator configured; "Forgot password?" when the server sends mail.
 
 import { h, field, notice, fill } from '../dom.js';
 import { signIn, call, session } from '../api.js';
@@ -35,6 +35,11 @@ export async function render(main, { onSignedIn }) {
   fill(main, form);
   try {
     const config = await (await fetch('/app/config.json')).json();
+    if (config.mail) {
+      form.append(
+        h('p', { class: 'forgot' }, h('a', { href: '#/forgot-password', id: 'forgot-password' }, 'Forgot password?')),
+      );
+    }
     if (config.providers.length) {
       form.append(
         h('p', { class: 'or' }, 'or'),

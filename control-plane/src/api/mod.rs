@@ -5,6 +5,7 @@
 //! crate root, identity (`auth`), the queue and the capture path.
 
 pub mod admin;
+pub mod alerts;
 pub mod analytics;
 pub mod app;
 pub mod catalog;
@@ -42,6 +43,7 @@ pub const API_BODY_LIMIT: usize = 1024 * 1024;
 fn documented() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(admin::routes())
+        .merge(alerts::routes())
         .merge(people::routes())
         .merge(webhooks::routes())
         .merge(capture::routes())

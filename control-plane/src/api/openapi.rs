@@ -125,7 +125,7 @@ pub fn tag_of(path: &str) -> &'static str {
     match section {
         "auth" | ".well-known" => "Auth",
         "webhooks" | "webhook" => "Webhook",
-        "flows" => "Flows",
+        "flows" | "schedules" => "Flows",
         "collections" => "Collections",
         "secrets" | "variables" => "Resources",
         "extractors" => "Extractors",

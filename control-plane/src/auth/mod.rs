@@ -24,7 +24,7 @@ use axum::http::request::Parts;
 use chrono::{DateTime, Utc};
 use component::Auth;
 use hookflow_shared::wire::header;
-use hookflow_shared::{ApiKeyId, ErrorCode, OrgId, Role, Scope, ScopeSet, UserId, WebhookId};
+use hookflow_shared::{ApiKeyId, ErrorCode, OrgId, Role, ScheduleId, Scope, ScopeSet, UserId, WebhookId};
 use identity::BearerIdentity;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -40,6 +40,8 @@ pub enum Actor {
     Operator,
     /// A capture of this endpoint, whose trigger the server acted on (a refused launch).
     Webhook(WebhookId),
+    /// A schedule the server acted on (a skipped occurrence).
+    Schedule(ScheduleId),
 }
 
 impl std::fmt::Display for Actor {
@@ -50,6 +52,7 @@ impl std::fmt::Display for Actor {
             Actor::Address(ip) => write!(f, "address:{ip}"),
             Actor::Operator => f.write_str("operator"),
             Actor::Webhook(id) => write!(f, "webhook:{id}"),
+            Actor::Schedule(id) => write!(f, "schedule:{id}"),
         }
     }
 }
@@ -223,7 +226,7 @@ impl<S> Caller<S> {
         match self.actor {
             Actor::Key(id) => id.into(),
             Actor::User(id) => id.into(),
-            Actor::Address(_) | Actor::Operator | Actor::Webhook(_) => Uuid::nil(),
+            Actor::Address(_) | Actor::Operator | Actor::Webhook(_) | Actor::Schedule(_) => Uuid::nil(),
         }
     }
 

@@ -26,6 +26,8 @@ const IN_FLIGHT_PER_EMAIL: u32 = 2;
 const IN_FLIGHT_TOTAL: u32 = 16;
 /// Sign-ups allowed per client within a window.
 pub const SIGNUPS_PER_CLIENT: u32 = 10;
+/// Password resets one client address (its /64 for IPv6) may ask for per window.
+pub const RESETS_PER_CLIENT: u32 = 10;
 /// Counter windows kept at most (the oldest leave first).
 const ENTRIES: usize = 100_000;
 
@@ -35,6 +37,7 @@ enum Counter {
     Client(IpAddr),
     Account(String),
     SignUps(IpAddr),
+    Resets(IpAddr),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -153,6 +156,18 @@ impl SignInThrottle {
         counts.add(counter, 1);
         Ok(())
     }
+
+    /// Counts a password reset asked for from `address`, or 429 past the window's allowance (whoever it is for).
+    pub fn password_reset(&self, address: IpAddr) -> Result<(), ApiError> {
+        let counter = Counter::Resets(budget_key(address));
+        let mut counts = self.lock();
+        let (done, left) = counts.value(&counter);
+        if done >= RESETS_PER_CLIENT {
+            return Err(too_many("too many password resets asked for from this address", left));
+        }
+        counts.add(counter, 1);
+        Ok(())
+    }
 }
 
 impl Attempt {
@@ -227,5 +242,18 @@ mod tests {
         }
         assert!(throttle.sign_up("2001:db8::ffff".parse().expect("ip")).is_err(), "the same /64");
         assert!(throttle.sign_up("2001:db8:0:1::1".parse().expect("ip")).is_ok(), "another /64");
+    }
+
+    #[test]
+    fn password_resets_are_counted_per_client_apart_from_sign_ups() {
+        let throttle = SignInThrottle::default();
+        let address: IpAddr = "198.51.100.7".parse().expect("ip");
+        for _ in 0..RESETS_PER_CLIENT {
+            throttle.password_reset(address).expect("within the allowance");
+        }
+        let refused = throttle.password_reset(address).expect_err("past the allowance");
+        assert!(refused.to_string().contains("password resets"), "{refused}");
+        assert!(throttle.sign_up(address).is_ok(), "sign-ups have their own allowance");
+        assert!(throttle.password_reset("198.51.100.8".parse().expect("ip")).is_ok(), "another client");
     }
 }

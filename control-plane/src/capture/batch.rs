@@ -66,7 +66,10 @@ pub enum Outcome {
 /// Captures of endpoints with `triggers` owe a launch per trigger (`trigger_launches`, the dispatchers' outbox,
 /// woken by a NOTIFY), committed with them: a reference to the trigger (its endpoint, index and the SHA-256 of its
 /// JSON text), not a copy; a capture its endpoint's `enforce` refused owes none, nor does one sent to an
-/// execution's own URL. Endpoints without triggers cost one look at their row per batch.
+/// execution's own URL. Endpoints without triggers cost one look at their row per batch. Likewise a capture owes
+/// each destination of its endpoint a delivery (`deliveries`, `pending`; `matched` left NULL when the destination
+/// has `q`/`filter`, for the sender to match), woken by `hookflow_deliveries`: one index look per row when the
+/// endpoint has none.
 const WRITE_BATCH: &str = "
 WITH input AS (
     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
@@ -130,8 +133,22 @@ WITH input AS (
     RETURNING 1
 ), woken AS (
     SELECT pg_notify('hookflow_triggers', '') WHERE EXISTS (SELECT 1 FROM owed)
+), aimed AS (
+    INSERT INTO deliveries (id, organization_id, destination_id, webhook_id, capture_id, matched, by_runner,
+                            next_attempt_at)
+    SELECT gen_random_uuid(), s.organization_id, d.id, s.webhook_id, s.id,
+           CASE WHEN d.q IS NULL AND d.filter IS NULL THEN true END, cardinality(d.runner_labels) > 0,
+           CASE WHEN d.enabled THEN now() ELSE 'infinity'::timestamptz END
+    FROM stored s JOIN destinations d ON d.webhook_id = s.webhook_id
+    WHERE s.webhook_id IS NOT NULL
+      AND NOT (s.signature_verdict IN ('invalid', 'missing', 'duplicate') AND EXISTS (
+          SELECT 1 FROM webhooks w WHERE w.id = s.webhook_id AND w.verification->>'mode' IN ('enforce', 'reject')))
+    RETURNING 1
+), sending AS (
+    SELECT pg_notify('hookflow_deliveries', '') WHERE EXISTS (SELECT 1 FROM aimed)
 )
-SELECT id FROM stored WHERE (SELECT count(*) FROM notified) >= 0 AND (SELECT count(*) FROM woken) >= 0";
+SELECT id FROM stored WHERE (SELECT count(*) FROM notified) >= 0 AND (SELECT count(*) FROM woken) >= 0
+    AND (SELECT count(*) FROM sending) >= 0";
 
 /// The rows of one batch with their ids, and the writer's counter slot.
 #[derive(Debug, Clone, Copy)]

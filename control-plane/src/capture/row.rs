@@ -5,6 +5,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use chrono::{DateTime, Utc};
+use hookflow_shared::api::destinations::CaptureDelivery;
 use hookflow_shared::api::signatures::{Signature, SignatureScheme, Verdict};
 use hookflow_shared::api::triggers::CaptureExecution;
 use hookflow_shared::api::webhooks::{BodyEncoding, Capture};
@@ -21,6 +22,16 @@ macro_rules! capture_executions {
     };
 }
 
+/// The deliveries a capture owes its endpoint's destinations, oldest first (those its match dropped are gone).
+macro_rules! capture_deliveries {
+    () => {
+        "COALESCE((SELECT jsonb_agg(jsonb_build_object('destination_id', d.destination_id, 'delivery_id', d.id,
+                                                   'status', d.status) ORDER BY d.created_at, d.id)
+             FROM deliveries d WHERE d.capture_id = captures.id AND d.organization_id = captures.organization_id
+                 AND d.matched IS DISTINCT FROM false), '[]') AS deliveries"
+    };
+}
+
 /// Bodies larger than this are left out of lists, searches and streams (`body_truncated: true`).
 pub const INLINE_BODY_LIMIT: i32 = 64 * 1024;
 
@@ -29,14 +40,18 @@ pub const CAPTURE_COLUMNS_INLINE: &str = concat!(
     "id, webhook_id, execution_id, method, path, query_string, query, headers, content_type,
      CASE WHEN body_size <= 65536 THEN body END AS body, body_size, body_sha256, body_utf8, source_ip, received_at,
      signature_verdict, signature_scheme, signature_reason, signature_secret_index, ",
-    capture_executions!()
+    capture_executions!(),
+    ", ",
+    capture_deliveries!()
 );
 /// Capture columns with the whole body (from `captures`, not aliased).
 pub const CAPTURE_COLUMNS_FULL: &str = concat!(
     "id, webhook_id, execution_id, method, path, query_string, query, headers, content_type,
      body, body_size, body_sha256, body_utf8, source_ip, received_at,
      signature_verdict, signature_scheme, signature_reason, signature_secret_index, ",
-    capture_executions!()
+    capture_executions!(),
+    ", ",
+    capture_deliveries!()
 );
 
 #[derive(Debug, sqlx::FromRow)]
@@ -61,6 +76,7 @@ pub struct CaptureRow {
     pub signature_reason: Option<String>,
     pub signature_secret_index: Option<i16>,
     pub executions: Json<Vec<CaptureExecution>>,
+    pub deliveries: Json<Vec<CaptureDelivery>>,
 }
 
 impl CaptureRow {
@@ -100,6 +116,7 @@ impl From<CaptureRow> for Capture {
             received_at: row.received_at.into(),
             body_truncated: truncated,
             executions: row.executions.0,
+            deliveries: row.deliveries.0,
         }
     }
 }

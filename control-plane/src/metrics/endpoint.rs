@@ -108,7 +108,16 @@ async fn read_gauges(app: &Source) -> Result<(), sqlx::Error> {
             .bind(online_after)
             .fetch_one(&mut *conn)
             .await?;
+    // Pending deliveries and the oldest one's age (the partial index of due rows).
+    let (pending, oldest_pending_s): (i64, f64) = sqlx::query_as(
+        "SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
+         FROM deliveries WHERE status = 'pending'",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
     drop(conn);
+    gauge!("hookflow_deliveries_pending").set(pending as f64);
+    gauge!("hookflow_delivery_oldest_pending_seconds").set(oldest_pending_s);
     gauge!("hookflow_queue_depth").set(queued as f64);
     gauge!("hookflow_queue_oldest_age_seconds").set(oldest_s);
     gauge!("hookflow_executions_running").set(running as f64);

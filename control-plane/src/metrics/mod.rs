@@ -127,6 +127,12 @@ pub fn trigger_launches(launched: u64, skipped: u64, refused: u64) {
     }
 }
 
+/// Delivery attempts' outcomes: `delivered`, `failed_attempt` (every failed attempt) and `dead` (every delivery that
+/// became dead).
+pub fn delivery_outcome(outcome: &'static str) {
+    counter!("hookflow_deliveries_total", "outcome" => outcome).increment(1);
+}
+
 /// A live stream (capture or execution) opened (`+1`) or ended (`-1`).
 pub fn stream_subscribers(delta: f64) {
     gauge!("hookflow_stream_subscribers").increment(delta);

@@ -2,6 +2,9 @@
 //! library's guarded client under the organization's policy. Public addresses only, unless the operator put the
 //! organization on the private-network allow-list (or allowed every organization); link-local and cloud
 //! metadata addresses never. No redirects are followed, no proxy is used, answers are read within a limit.
+//! `signed`: one signed request (destinations' deliveries, notifications) and its outcome.
+
+pub mod signed;
 
 use crate::error::{ApiError, ApiResult};
 use hookflow_runner::outbound::{self as guard, ClientOptions, Guard, ReadError};

@@ -5,13 +5,13 @@ use crate::error::{ApiError, ApiResult};
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::executions::{Execution, ExecutionStatus, Summary, Trigger};
 use hookflow_shared::api::triggers::TriggerRequest;
-use hookflow_shared::{CaptureId, ExecutionId, FlowId, OrgId, RunnerId, WebhookId};
+use hookflow_shared::{CaptureId, ExecutionId, FlowId, OrgId, RunnerId, ScheduleId, WebhookId};
 use sqlx::PgConnection;
 
 /// The columns of [`ExecutionRow`], from an `executions` row aliased `e`.
 pub const EXECUTION_COLUMNS: &str = "e.id, e.flow_id, e.flow_version, e.draft_revision, e.environment, e.status,
     e.trigger, e.attempt, e.max_attempts, e.runner_id, e.created_at, e.started_at, e.finished_at, e.summary,
-    e.error, cardinality(e.node_ids) AS nodes_total, e.trigger_webhook_id, e.trigger_request_id";
+    e.error, cardinality(e.node_ids) AS nodes_total, e.trigger_webhook_id, e.trigger_request_id, e.schedule_id";
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct ExecutionRow {
@@ -33,6 +33,7 @@ pub struct ExecutionRow {
     nodes_total: i32,
     trigger_webhook_id: Option<WebhookId>,
     trigger_request_id: Option<CaptureId>,
+    schedule_id: Option<ScheduleId>,
 }
 
 impl TryFrom<ExecutionRow> for Execution {
@@ -62,6 +63,7 @@ impl TryFrom<ExecutionRow> for Execution {
                 .trigger_webhook_id
                 .zip(r.trigger_request_id)
                 .map(|(webhook_id, request_id)| TriggerRequest { webhook_id, request_id }),
+            schedule_id: r.schedule_id,
             attempt: r.attempt,
             max_attempts: r.max_attempts,
             runner_id: r.runner_id,

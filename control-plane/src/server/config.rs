@@ -179,6 +179,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub people: PeopleArgs,
     #[command(flatten)]
+    pub mail: MailArgs,
+    #[command(flatten)]
     pub triggers: TriggerArgs,
 }
 
@@ -239,6 +241,37 @@ pub struct PeopleArgs {
     /// Email of the owner user the first start creates (with a one-time password it prints).
     #[arg(long, env = "HOOKFLOW_OWNER_EMAIL", default_value = "owner@hookflow.local")]
     pub owner_email: String,
+}
+
+/// Where mails go. Without `--smtp-url` nothing is mailed: password resets and sign-up confirmations are off
+/// (their routes answer 404), sign-up (with `--signup`) makes the account at once, and invitations are only
+/// shown to the inviter.
+#[derive(Debug, Clone, Args)]
+pub struct MailArgs {
+    /// The SMTP server mails go through: smtp://[user[:password]@]host[:port] (port 587 by default; STARTTLS when
+    /// the server offers it, or append ?tls=required to insist on it) or smtps://[user[:password]@]host[:port]
+    /// (TLS from the first byte; port 465 by default).
+    #[arg(long, env = "HOOKFLOW_SMTP_URL", hide_env_values = true)]
+    pub smtp_url: Option<String>,
+    /// The sender of every mail, e.g. "hookflow <hookflow@example.com>" (required with --smtp-url).
+    #[arg(long, env = "HOOKFLOW_SMTP_FROM")]
+    pub smtp_from: Option<String>,
+    /// A file holding the SMTP password (one line), instead of a password in --smtp-url.
+    #[arg(long, env = "HOOKFLOW_SMTP_PASSWORD_FILE")]
+    pub smtp_password_file: Option<PathBuf>,
+}
+
+impl MailArgs {
+    /// The SMTP settings, `None` without `--smtp-url`; an error names the flag.
+    pub fn settings(&self) -> Result<Option<crate::mail::SmtpSettings>, String> {
+        let Some(url) = self.smtp_url.as_deref().filter(|u| !u.is_empty()) else {
+            if self.smtp_password_file.is_some() {
+                return Err("--smtp-password-file needs --smtp-url".into());
+            }
+            return Ok(None);
+        };
+        crate::mail::SmtpSettings::parse(url, self.smtp_from.as_deref(), self.smtp_password_file.as_deref()).map(Some)
+    }
 }
 
 /// What one client may hold or spend: connections, time, requests, streams.

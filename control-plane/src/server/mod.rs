@@ -110,6 +110,7 @@ async fn serve_with(
     if let Some(done) = bootstrap::first_start(&storage.pool, &args.people.owner_email).await? {
         println!("{}", bootstrap::announcement(&done, &public_url));
     }
+    let smtp = args.mail.settings()?;
     let capture_url = args.capture_url.as_deref().map_or(public_url.clone(), |u| u.trim_end_matches('/').to_owned());
     let settings = Settings {
         public_url: public_url.clone(),
@@ -140,6 +141,7 @@ async fn serve_with(
         access_token_ttl: std::time::Duration::from_secs(args.people.access_token_ttl_s),
         session_ttl: std::time::Duration::from_secs(args.people.session_ttl_days * 86_400),
         signup: args.people.signup,
+        smtp,
         max_organizations_per_person: args.people.max_organizations_per_person,
         credential_failures_per_minute: args.limits.credential_failures_per_minute,
         embedded_runner: crate::state::EmbeddedRunnerLimits::new(

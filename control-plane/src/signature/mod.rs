@@ -22,6 +22,7 @@ mod verifier;
 
 pub use common::{Check, MAX_ENTRIES, Message};
 pub use settings::SettingsError;
+pub use standard_webhooks::{secret_bytes as standard_webhooks_secret, sign as standard_webhooks_sign};
 pub use verifier::Verifier;
 
 #[cfg(test)]

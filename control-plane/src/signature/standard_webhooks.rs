@@ -49,3 +49,25 @@ fn signed(judge: &Judge, message: &Message, names: &Names, value: &str, id: Opti
     let content: [&[u8]; 5] = [id.as_bytes(), b".", time.as_bytes(), b".", message.body];
     judge.hmac(&Claim { content: &content, offered: &offered, no_match: "no v1 signature matched", stamp: Some(stamp) })
 }
+
+/// Signs what is sent the Standard Webhooks way: `v1,<base64 HMAC-SHA256>` of `<msg_id>.<timestamp>.<body>` with
+/// the secret's decoded bytes (the part after `whsec_`, base64-decoded). The one signer of what the server sends:
+/// destinations' deliveries and alert notifications alike.
+pub fn sign(secret: &[u8], msg_id: &str, timestamp: i64, body: &[u8]) -> String {
+    use aws_lc_rs::hmac;
+    use base64::Engine as _;
+    let key = hmac::Key::new(hmac::HMAC_SHA256, secret);
+    let mut context = hmac::Context::with_key(&key);
+    context.update(msg_id.as_bytes());
+    context.update(b".");
+    context.update(timestamp.to_string().as_bytes());
+    context.update(b".");
+    context.update(body);
+    format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(context.sign().as_ref()))
+}
+
+/// The bytes a `whsec_` secret signs with (its base64 after the prefix); `None` for anything else.
+pub fn secret_bytes(secret: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(secret.strip_prefix("whsec_")?).ok()
+}

@@ -5,7 +5,8 @@
 //! depends on notifications is refreshed, since whatever was sent meanwhile is unknown.
 
 use crate::signals::{
-    CAPTURES_CHANNEL, CHANNELS, EXECUTIONS_CHANNEL, INVALIDATE_CHANNEL, Invalidation, QUEUE_CHANNEL, TRIGGERS_CHANNEL,
+    CAPTURES_CHANNEL, CHANNELS, DELIVERIES_CHANNEL, EXECUTIONS_CHANNEL, INVALIDATE_CHANNEL, Invalidation,
+    QUEUE_CHANNEL, TRIGGERS_CHANNEL,
 };
 use crate::state::AppState;
 use sqlx::postgres::{PgListener, PgNotification};
@@ -72,6 +73,7 @@ fn refresh_everything(app: &AppState) {
     app.waiters.wake_all();
     app.queue.wake_all();
     app.trigger_wakes.notify_one();
+    app.delivery_wakes.notify_one();
 }
 
 fn dispatch(app: &AppState, notification: &PgNotification) {
@@ -83,6 +85,7 @@ fn dispatch(app: &AppState, notification: &PgNotification) {
             }
         }
         TRIGGERS_CHANNEL => app.trigger_wakes.notify_one(),
+        DELIVERIES_CHANNEL => app.delivery_wakes.notify_one(),
         channel => {
             let Ok(id) = Uuid::parse_str(payload) else { return };
             match channel {

@@ -20,6 +20,8 @@ pub fn start(app: &AppState) {
     tokio::spawn(rescuer::run(app.clone()));
     tokio::spawn(scheduler::run(app.clone()));
     tokio::spawn(crate::triggers::run(app.clone()));
+    tokio::spawn(crate::delivery::run(app.clone()));
+    tokio::spawn(crate::alerts::run(app.clone()));
     let allowances = app.allowances.clone();
     let shrink = move || {
         allowances.shrink();

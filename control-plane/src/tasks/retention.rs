@@ -1,5 +1,6 @@
 //! Retention: a background task deletes captures older than their endpoint's `max_age_days` and beyond its
-//! `max_requests` newest (the organization's defaults where the endpoint sets none), keeping counts right;
+//! `max_requests` newest (the organization's defaults where the endpoint sets none), their deliveries (and attempts)
+//! with them, keeping counts right;
 //! finished executions (their node results, events, jobs and captures with them) and audit entries older than
 //! their organization's retention or the server's default (audit entries never before the server's floor);
 //! it also forgets the stream and queue watches of replicas that stopped refreshing them, expired idempotency keys,
@@ -33,7 +34,9 @@ pub async fn sweep(pool: &PgPool) -> Result<u64, sqlx::Error> {
                     SELECT e.id FROM captures e JOIN limits l ON e.webhook_id = l.id
                     WHERE e.received_at < now() - make_interval(days => l.days)
                     LIMIT $1)
-                RETURNING c.webhook_id
+                RETURNING c.id, c.webhook_id
+             ), undelivered AS (
+                DELETE FROM deliveries d WHERE d.capture_id IN (SELECT id FROM doomed)
              )
              SELECT webhook_id, count(*) FROM doomed GROUP BY webhook_id",
         )
@@ -57,15 +60,21 @@ pub async fn sweep(pool: &PgPool) -> Result<u64, sqlx::Error> {
     .fetch_all(pool)
     .await?;
     for (webhook_id, keep) in over {
-        let removed = sqlx::query(
-            "DELETE FROM captures WHERE webhook_id = $1 AND id <= (
-                SELECT id FROM captures WHERE webhook_id = $1 ORDER BY id DESC OFFSET $2 LIMIT 1)",
+        let removed = sqlx::query_as(
+            "WITH doomed AS (
+                 DELETE FROM captures WHERE webhook_id = $1 AND id <= (
+                     SELECT id FROM captures WHERE webhook_id = $1 ORDER BY id DESC OFFSET $2 LIMIT 1)
+                 RETURNING id
+             ), undelivered AS (
+                 DELETE FROM deliveries d WHERE d.capture_id IN (SELECT id FROM doomed)
+             )
+             SELECT count(*) FROM doomed",
         )
         .bind(webhook_id)
         .bind(keep)
-        .execute(pool)
-        .await?
-        .rows_affected();
+        .fetch_one(pool)
+        .await
+        .map(|row: (i64,)| row.0 as u64)?;
         deleted += adjust_counts(pool, &[(webhook_id, removed as i64)]).await?;
     }
     crate::db::watch::sweep(pool).await?;

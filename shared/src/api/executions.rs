@@ -4,7 +4,7 @@ use crate::api::fields::{Labels, Tags};
 use crate::api::runners::{FinalStatus, Job};
 use crate::api::triggers::TriggerRequest;
 use crate::flow::definition::VersionSelector;
-use crate::ids::{ExecutionId, FlowId, RunnerId};
+use crate::ids::{ExecutionId, FlowId, RunnerId, ScheduleId};
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -176,6 +176,10 @@ pub struct Execution {
     /// The capture that launched it (`trigger: webhook`); null for other triggers.
     #[serde(default)]
     pub trigger_request: Option<TriggerRequest>,
+    /// The schedule that launched it (`trigger: schedule`); null for other triggers and the legacy schedule of a
+    /// flow written before schedules were a resource.
+    #[serde(default)]
+    pub schedule_id: Option<ScheduleId>,
     pub attempt: i32,
     pub max_attempts: i32,
     pub runner_id: Option<RunnerId>,

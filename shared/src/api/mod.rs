@@ -1,9 +1,11 @@
 //! Request and response bodies of the REST API, shared by the server, the CLI and the tests.
 
 pub mod admin;
+pub mod alerts;
 pub mod analytics;
 pub mod catalog;
 pub mod collections;
+pub mod destinations;
 pub mod documents;
 pub mod executions;
 pub mod fields;
@@ -15,6 +17,7 @@ pub mod people;
 pub mod resources;
 pub mod rules;
 pub mod runners;
+pub mod schedules;
 pub mod search;
 pub mod signatures;
 pub mod triggers;

@@ -172,6 +172,10 @@ pub struct CreatedInvitation {
     pub invite_url: String,
     /// The invitation's token (`hfi_...`), for `POST /auth/invitations/accept`.
     pub token: String,
+    /// Whether the link was also mailed to `email`: false without SMTP, past the organization's invitation mail
+    /// budget (50 per hour), or when the mail could not be queued. The link works either way: share it yourself.
+    #[serde(default)]
+    pub mailed: bool,
 }
 
 impl std::fmt::Debug for CreatedInvitation {
@@ -254,4 +258,66 @@ pub struct Jwk {
     pub kid: String,
     /// The public key, base64url without padding.
     pub x: String,
+}
+
+/// `POST /auth/password-reset`: asks for a mail with a one-time link to choose a new password.
+#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordResetRequest {
+    #[schema(schema_with = crate::api::rules::email)]
+    pub email: Email,
+}
+
+impl std::fmt::Debug for PasswordResetRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PasswordResetRequest").finish_non_exhaustive()
+    }
+}
+
+/// `POST /auth/password-reset`'s answer: the same whether or not an account has the email.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PasswordResetRequested {
+    /// Always `requested`.
+    #[schema(example = "requested")]
+    pub status: String,
+}
+
+/// `POST /auth/password-reset/confirm`: the mailed token and the new password.
+#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordResetConfirm {
+    /// The token of the mailed link (the part after `#/reset-password/`).
+    #[schema(max_length = 64)]
+    pub token: String,
+    #[schema(min_length = 12, max_length = 1024)]
+    pub password: String,
+}
+
+impl std::fmt::Debug for PasswordResetConfirm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PasswordResetConfirm { .. }")
+    }
+}
+
+/// `POST /auth/signup/confirm`: the mailed token of a sign-up.
+#[derive(Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignupConfirm {
+    /// The token of the mailed link (the part after `#/signup/confirm/`).
+    #[schema(max_length = 64)]
+    pub token: String,
+}
+
+impl std::fmt::Debug for SignupConfirm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SignupConfirm { .. }")
+    }
+}
+
+/// `POST /auth/signup` with mail on: the same answer whether or not the email has an account.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SignupPending {
+    /// Always `confirmation_sent`.
+    #[schema(example = "confirmation_sent")]
+    pub status: String,
 }

@@ -168,6 +168,10 @@ pub struct Capture {
     /// its capture, so the live stream always shows it empty).
     #[serde(default)]
     pub executions: Vec<CaptureExecution>,
+    /// The deliveries it owes its endpoint's destinations (issue #49): which destination, which delivery, its
+    /// status.
+    #[serde(default)]
+    pub deliveries: Vec<crate::api::destinations::CaptureDelivery>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]

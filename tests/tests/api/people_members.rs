@@ -240,6 +240,35 @@ const OPERATIONS: &[(&str, &str, Option<Scope>)] = &[
     ("POST", "/flows/{flow_id}/executions/{execution_id}/cancel", Some(Scope::FlowsExecute)),
     ("POST", "/flows/{flow_id}/try", Some(Scope::FlowsExecute)),
     ("GET", "/flows/{id}/analytics/executions", Some(Scope::FlowsRead)),
+    ("POST", "/flows/{id}/schedules", Some(Scope::FlowsWrite)),
+    ("GET", "/flows/{id}/schedules", Some(Scope::FlowsRead)),
+    ("GET", "/flows/{id}/schedules/{schedule_id}", Some(Scope::FlowsRead)),
+    ("PATCH", "/flows/{id}/schedules/{schedule_id}", Some(Scope::FlowsWrite)),
+    ("DELETE", "/flows/{id}/schedules/{schedule_id}", Some(Scope::FlowsWrite)),
+    ("POST", "/schedules/preview", Some(Scope::FlowsRead)),
+    ("POST", "/webhooks/{id}/destinations", Some(Scope::WebhooksWrite)),
+    ("GET", "/webhooks/{id}/destinations", Some(Scope::WebhooksRead)),
+    ("GET", "/webhooks/{id}/destinations/{destination_id}", Some(Scope::WebhooksRead)),
+    ("PATCH", "/webhooks/{id}/destinations/{destination_id}", Some(Scope::WebhooksWrite)),
+    ("DELETE", "/webhooks/{id}/destinations/{destination_id}", Some(Scope::WebhooksWrite)),
+    ("GET", "/webhooks/{id}/destinations/{destination_id}/deliveries", Some(Scope::WebhooksRead)),
+    ("GET", "/webhooks/{id}/destinations/{destination_id}/deliveries/{delivery_id}", Some(Scope::WebhooksRead)),
+    (
+        "GET",
+        "/webhooks/{id}/destinations/{destination_id}/deliveries/{delivery_id}/attempts",
+        Some(Scope::WebhooksRead),
+    ),
+    ("POST", "/webhooks/{id}/destinations/{destination_id}/deliveries/replay", Some(Scope::WebhooksWrite)),
+    ("POST", "/notification-channels", Some(Scope::OrganizationWrite)),
+    ("GET", "/notification-channels", Some(Scope::OrganizationRead)),
+    ("GET", "/notification-channels/{channel_id}", Some(Scope::OrganizationRead)),
+    ("PATCH", "/notification-channels/{channel_id}", Some(Scope::OrganizationWrite)),
+    ("DELETE", "/notification-channels/{channel_id}", Some(Scope::OrganizationWrite)),
+    ("POST", "/notification-channels/{channel_id}/test", Some(Scope::OrganizationWrite)),
+    ("POST", "/alert-rules", Some(Scope::OrganizationWrite)),
+    ("GET", "/alert-rules", Some(Scope::OrganizationRead)),
+    ("DELETE", "/alert-rules/{rule_id}", Some(Scope::OrganizationWrite)),
+    ("GET", "/alerts", Some(Scope::OrganizationRead)),
     ("GET", "/runners", Some(Scope::RunnersRead)),
     ("GET", "/runners/{id}", Some(Scope::RunnersRead)),
     ("DELETE", "/runners/{id}", Some(Scope::RunnersWrite)),
@@ -271,6 +300,7 @@ const OUTSIDE: &[&str] = &[
     "POST /organizations",
     "/webhook/{id}",
     "/runner/jobs/",
+    "/runner/deliveries/",
     "/webhooks/{id}/stream",
     "/executions/{execution_id}/stream",
 ];
@@ -307,6 +337,11 @@ async fn every_operation_answers_each_role_as_section_1_says() {
                 .replace("{version_id}", &Uuid::now_v7().to_string())
                 .replace("{flow_id}", &Uuid::now_v7().to_string())
                 .replace("{execution_id}", &Uuid::now_v7().to_string())
+                .replace("{schedule_id}", &Uuid::now_v7().to_string())
+                .replace("{destination_id}", &Uuid::now_v7().to_string())
+                .replace("{delivery_id}", &Uuid::now_v7().to_string())
+                .replace("{channel_id}", &Uuid::now_v7().to_string())
+                .replace("{rule_id}", &Uuid::now_v7().to_string())
                 .replace("{name}", "NAME")
                 .replace("{key}", "dev");
             let reply = app

@@ -75,7 +75,7 @@ pub async fn create(conn: &mut PgConnection, new: NewKey) -> Result<CreatedApiKe
             .fetch_optional(&mut *conn)
             .await?
             .flatten(),
-        Actor::Address(_) | Actor::Operator | Actor::Webhook(_) => None,
+        Actor::Address(_) | Actor::Operator | Actor::Webhook(_) | Actor::Schedule(_) => None,
     };
     let row: KeyRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "INSERT INTO api_keys (id, organization_id, name, prefix, key_hash, scopes, expires_at, created_by,

@@ -67,7 +67,7 @@ pub async fn create(conn: &mut PgConnection, name: &str, actor: Actor) -> Result
     .bind(name)
     .bind(match actor {
         Actor::User(user_id) => Some(user_id),
-        Actor::Key(_) | Actor::Address(_) | Actor::Operator | Actor::Webhook(_) => None,
+        Actor::Key(_) | Actor::Address(_) | Actor::Operator | Actor::Webhook(_) | Actor::Schedule(_) => None,
     })
     .fetch_one(&mut *conn)
     .await?;

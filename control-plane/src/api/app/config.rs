@@ -1,5 +1,6 @@
 //! `GET /app/config.json`: what the app needs to know before anyone signs in: the external OpenID providers it may
-//! offer (those configured with a public `client_id`) and whether sign-up is open. Nothing secret.
+//! offer (those configured with a public `client_id`), whether sign-up is open and whether mail is on (password
+//! resets; sign-ups confirmed by mail). Nothing secret.
 
 use crate::state::AppState;
 use axum::Json;
@@ -12,6 +13,7 @@ use serde::Serialize;
 struct AppConfig {
     providers: Vec<Provider>,
     signup: bool,
+    mail: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -34,7 +36,7 @@ pub async fn serve(State(app): State<AppState>) -> impl IntoResponse {
             })
         })
         .collect();
-    let config = AppConfig { providers, signup: app.settings.signup };
+    let config = AppConfig { providers, signup: app.settings.signup, mail: app.mailer.is_some() };
     ([(header::CACHE_CONTROL, "no-cache")], Json(config)).into_response()
 }
 

@@ -187,17 +187,14 @@ async fn update(app: &AppState, org_id: OrgId, id: FlowId, patch: PatchFlow) -> 
     if let Some(definition) = &patch.definition {
         crate::api::collections::refs::check(&mut tx, org_id, definition).await?;
     }
-    // A new schedule (or none) is looked at afresh by the scheduler.
-    let schedule_changed = !patch.schedule.is_keep();
-    let mut update = Update::new("flows")
+    // The legacy schedule text is mirrored as the flow's legacy schedule row (below, once the flow is found).
+    let schedule = (!patch.schedule.is_keep()).then(|| patch.schedule.value().map(|s| s.trim().to_owned()));
+    let update = Update::new("flows")
         .set_some("name", name)
         .patch("description", patch.description.map(ShortText::into_inner))
         .set_some("tags", tags)
         .set_some("definition", patch.definition.map(JsonText))
         .patch("schedule", patch.schedule.map(|s| s.trim().to_owned()));
-    if schedule_changed {
-        update = update.sql("schedule_next_at", "NULL");
-    }
     let updated = update
         .sql("draft_revision", "draft_revision + 1")
         .sql("updated_at", "now()")
@@ -206,6 +203,9 @@ async fn update(app: &AppState, org_id: OrgId, id: FlowId, patch: PatchFlow) -> 
         .map_err(name_taken)?;
     if updated == 0 {
         return Err(ApiError::not_found("flow"));
+    }
+    if let Some(schedule) = schedule {
+        crate::schedules::store::sync_legacy(&mut tx, org_id, id, schedule.as_deref()).await?;
     }
     let flow = fetch(&mut tx, org_id, id).await?;
     tx.commit().await?;

@@ -170,9 +170,10 @@ pub async fn insert_flow(conn: &mut PgConnection, flow: NewFlow<'_>) -> ApiResul
     .bind(flow.tags)
     .bind(JsonText(flow.definition))
     .bind(flow.schedule.map(str::trim))
-    .execute(conn)
+    .execute(&mut *conn)
     .await
     .map_err(name_taken)?;
+    crate::schedules::store::sync_legacy(conn, flow.org_id, id, flow.schedule).await?;
     Ok(id)
 }
 

@@ -1,7 +1,10 @@
 //! Invitations bind by token, never by email: inviting answers a one-time link (`<public URL>/#/invite/<token>`,
 //! shown once; only the token's SHA-256 is stored) that whoever signs in with it accepts for themselves
 //! (`POST /auth/invitations/accept`), with the built-in provider or an external one. A token works once and for
-//! [`INVITATION_TTL`]; an unknown, used, withdrawn or expired one answers the same 404.
+//! [`INVITATION_TTL`]; an unknown, used, withdrawn or expired one answers the same 404. With SMTP configured the
+//! link is also mailed to the invited email, at most [`MAILS_PER_HOUR`] per organization per hour: past it the
+//! invitation is made and answered alike, with `mailed: false` (the inviter shares the link), so an organization
+//! cannot use the server to flood mailboxes.
 
 use crate::api::admin::audit::{self, AuditEvent};
 use crate::api::people::signup::add_membership;
@@ -22,6 +25,26 @@ use sqlx::PgConnection;
 
 /// How long an invitation's link works.
 pub const INVITATION_TTL: chrono::TimeDelta = chrono::TimeDelta::days(7);
+/// Invitations one organization may have mailed per hour.
+pub const MAILS_PER_HOUR: i64 = 50;
+
+/// Whether the organization may have one more invitation mailed this hour. Counts the `member.invited` audit
+/// entries marked `mailed` in the last hour; the organization's invitations are counted one at a time (a lock held
+/// until the transaction ends), and the caller records this invitation's entry in the same transaction.
+pub async fn within_mail_budget(conn: &mut PgConnection, org_id: OrgId) -> ApiResult<bool> {
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 51))")
+        .bind(org_id)
+        .execute(&mut *conn)
+        .await?;
+    let mailed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM audit_log WHERE organization_id = $1 AND action = 'member.invited'
+         AND created_at > now() - interval '1 hour' AND details->>'mailed' = 'true'",
+    )
+    .bind(org_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(mailed < MAILS_PER_HOUR)
+}
 
 /// An invitation to make.
 #[derive(Debug)]
@@ -65,7 +88,37 @@ pub async fn create(conn: &mut PgConnection, public_url: &str, new: NewInvitatio
         expires_at: expires_at.into(),
         invite_url: format!("{}/#/invite/{token}", public_url.trim_end_matches('/')),
         token,
+        mailed: false,
     })
+}
+
+/// Mails an invitation's link to the invited email (SMTP configured): queued, never waited for; a mail that
+/// cannot be queued is logged, and the inviter still has the link to share. Answers whether it was queued.
+pub async fn mail(app: &AppState, mailer: &crate::mail::Mailer, org_id: OrgId, invitation: &CreatedInvitation) -> bool {
+    let name: Option<String> = sqlx::query_scalar("SELECT name FROM organizations WHERE id = $1")
+        .bind(org_id)
+        .fetch_optional(&app.pool)
+        .await
+        .ok()
+        .flatten();
+    let name = name.unwrap_or_else(|| "an organization".to_owned());
+    let text = format!(
+        "You are invited to join the organization \"{name}\" on hookflow at {server}, as {role}.\n\n\
+         To accept, open this link within 7 days and sign in (or make an account) there; it works once:\n\n\
+         {link}\n\n\
+         If you do not know this organization, ignore this mail: nobody joins without the link.\n",
+        server = app.settings.public_url,
+        role = invitation.role.as_str(),
+        link = invitation.invite_url,
+    );
+    let subject = format!("You are invited to {name}");
+    match mailer.send(crate::mail::Lane::Other, &invitation.email, &subject, text) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "an invitation was not mailed");
+            false
+        }
+    }
 }
 
 /// The live invitation of a token, locked: (id, organization, its name, role).

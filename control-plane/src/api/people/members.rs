@@ -97,7 +97,8 @@ pub(crate) async fn record<S>(
 
 /// Invite a person by email: the answer holds the invitation's one-time link, to share with them. Someone with an
 /// account is invited the same way (nobody is added without accepting), and the answer does not tell whether the
-/// email has one.
+/// email has one. With SMTP configured the link is also mailed, at most 50 per organization per hour; `mailed`
+/// says whether it was.
 #[utoipa::path(post, path = "/organization/members", request_body = AddMember,
     responses((status = 201, body = CreatedInvitation), (status = 409)))]
 async fn add_member(
@@ -120,9 +121,23 @@ async fn add_member(
         return Err(ApiError::conflict("this person is a member already"));
     }
     let new = invitations::NewInvitation { org_id: caller.org_id, email, role: body.role, by: caller.actor };
-    let created = invitations::create(&mut tx, &app.settings.public_url, new).await?;
-    record(&mut tx, &caller, "member.invited", email, Some(body.role)).await?;
+    let mut created = invitations::create(&mut tx, &app.settings.public_url, new).await?;
+    // The organization's invitation mail budget: past it the invitation is made and answered, not mailed.
+    let mailer = match &app.mailer {
+        Some(mailer) if invitations::within_mail_budget(&mut tx, caller.org_id).await? => Some(mailer),
+        Some(_) => {
+            tracing::info!("an invitation was not mailed: the organization's invitation mail budget is used up");
+            None
+        }
+        None => None,
+    };
+    let details = serde_json::json!({ "role": body.role.as_str(), "mailed": mailer.is_some() });
+    let (org_id, actor, target) = (caller.org_id, caller.actor, email.to_owned());
+    audit::record(&mut tx, AuditEvent { org_id, actor, action: "member.invited", target, details }).await?;
     tx.commit().await?;
+    if let Some(mailer) = mailer {
+        created.mailed = invitations::mail(&app, mailer, caller.org_id, &created).await;
+    }
     Ok((StatusCode::CREATED, Json(created)))
 }
 

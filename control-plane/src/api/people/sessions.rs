@@ -24,7 +24,12 @@ use hookflow_shared::{OrgId, SessionId, UserId};
 use sqlx::PgConnection;
 
 /// Records `action` for `user_id` in each organization they belong to.
-async fn audit_everywhere(conn: &mut PgConnection, user_id: UserId, actor: Actor, action: &str) -> ApiResult<()> {
+pub(super) async fn audit_everywhere(
+    conn: &mut PgConnection,
+    user_id: UserId,
+    actor: Actor,
+    action: &str,
+) -> ApiResult<()> {
     for (org_id, _) in memberships(conn, user_id).await? {
         let event = AuditEvent { org_id, actor, action, target: user_id.to_string(), details: serde_json::json!({}) };
         audit::record(conn, event).await?;

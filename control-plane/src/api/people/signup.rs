@@ -1,42 +1,27 @@
 //! New organizations made by people: `POST /organizations` (the signed-in caller becomes its owner) and
 //! `POST /auth/signup` (a new user with a new organization; off unless the operator enabled it).
 
+pub use crate::api::people::accounts::add_membership;
+
 use crate::api::admin::organization;
 use crate::api::context::Person;
-use crate::api::people::store;
-use crate::api::people::{passwords, tokens};
+use crate::api::people::accounts::{create_account, signed_up};
+use crate::api::people::{confirmations, passwords, store};
 use crate::auth::Actor;
-use crate::auth::sessions;
 use crate::error::{ApiError, ApiResult, Created};
 use crate::extract::ApiJson;
-use crate::http::client_address::ClientAddress;
+use crate::http::client_address::{ClientAddress, budget_key};
 use crate::signals::Invalidation;
 use crate::state::AppState;
 use crate::validate::field;
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use hookflow_shared::api::fields::Name;
-use hookflow_shared::api::people::{CreateOrganization, OrganizationRole, SignedUp, Signup};
-use hookflow_shared::{OrgId, Role, UserId};
+use hookflow_shared::api::people::{CreateOrganization, OrganizationRole, SignedUp, Signup, SignupPending};
+use hookflow_shared::{Role, UserId};
 use sqlx::PgConnection;
-
-/// Makes `user_id` a member of `org_id` with `role`.
-pub async fn add_membership(
-    conn: &mut PgConnection,
-    org_id: OrgId,
-    user_id: UserId,
-    role: Role,
-) -> Result<(), sqlx::Error> {
-    sqlx::query("INSERT INTO memberships (organization_id, user_id, role) VALUES ($1, $2, $3)")
-        .bind(org_id)
-        .bind(user_id)
-        .bind(role.as_str())
-        .execute(conn)
-        .await
-        .map(|_| ())
-}
 
 /// Create an organization; the caller becomes its owner (people only, not API keys). A person makes at most
 /// `--max-organizations-per-person` (403 `quota_exceeded` past it). Only the maker's memberships are announced
@@ -86,10 +71,16 @@ async fn check_organization_quota(conn: &mut PgConnection, user_id: UserId, max:
     Ok(())
 }
 
-/// Sign up: a new user and a new organization they own, signed in (only when the operator enabled it).
+/// Sign up: a new user and a new organization they own, signed in (only when the operator enabled it). With SMTP
+/// configured, the email is confirmed first: the answer is 202 `{"status": "confirmation_sent"}` whether or not
+/// the email has an account, and the mailed link's token makes the account (`POST /auth/signup/confirm`).
 #[utoipa::path(post, operation_id = "sign_up", path = "/auth/signup", request_body = Signup, security(()),
-    responses((status = 201, body = SignedUp), (status = 404, description = "Signing up is not enabled"),
-        (status = 409), (status = 429, description = "Too many sign-ups from this address")))]
+    responses((status = 201, body = SignedUp, description = "Signed up (no SMTP configured)"),
+        (status = 202, body = SignupPending, description = "SMTP configured: a confirmation link was mailed (the same \
+            answer for a registered email, whose owner is told someone tried to sign up with it)"),
+        (status = 404, description = "Signing up is not enabled"),
+        (status = 409, description = "A user with this email exists (no SMTP configured)"),
+        (status = 429, description = "Too many sign-ups from this address")))]
 async fn signup(
     State(app): State<AppState>,
     ClientAddress(client): ClientAddress,
@@ -104,30 +95,16 @@ async fn signup(
     let email = body.email.as_str().to_owned();
     passwords::check_new(&body.password).map_err(|e| ApiError::invalid(format!("invalid field `password`: {e}")))?;
     let hash = passwords::hash(body.password).await.map_err(ApiError::internal_because)?;
+    if let Some(mailer) = app.mailer.clone() {
+        let (organization_name, requester) = (body.organization_name.as_str().to_owned(), budget_key(client));
+        return confirmations::pending(app, mailer, email, hash, organization_name, requester);
+    }
     let mut tx = app.pool.begin().await?;
     if store::find_by_email(&mut tx, &email).await?.is_some() {
         return Err(ApiError::conflict("a user with this email exists; sign in instead"));
     }
-    let user_id = store::create_user(&mut tx, &email, &hash, false).await?;
-    let org = organization::create(&mut tx, body.organization_name.as_str(), Actor::User(user_id)).await?;
-    add_membership(&mut tx, org.id, user_id, Role::Owner).await?;
-    let session_ends = chrono::Utc::now() + app.settings.session_ttl;
-    let (session_id, refresh) = sessions::open_session(&mut tx, user_id, session_ends).await?;
-    tx.commit().await?;
-    let (access_token, expires_at) = tokens::access_token(&app, user_id, session_id).await?;
-    let cookie = tokens::wants_cookie(&headers);
-    let body = SignedUp {
-        user: hookflow_shared::api::people::User { id: user_id, email },
-        organization: OrganizationRole { id: org.id, name: org.name, role: Role::Owner },
-        access_token,
-        refresh_token: (!cookie).then(|| refresh.clone()),
-        expires_at: expires_at.into(),
-    };
-    let mut response = (StatusCode::CREATED, Json(body)).into_response();
-    if cookie {
-        response.headers_mut().insert(header::SET_COOKIE, tokens::refresh_cookie(&app, &refresh, session_ends));
-    }
-    Ok(response)
+    let (user_id, org) = create_account(&mut tx, &email, &hash, body.organization_name.as_str()).await?;
+    signed_up(&app, &headers, tx, user_id, email, org).await
 }
 
 pub fn routes() -> utoipa_axum::router::OpenApiRouter<AppState> {

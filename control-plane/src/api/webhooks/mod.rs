@@ -2,6 +2,7 @@
 //! stream. (The API names a capture a "request" in its paths: `/webhooks/{id}/requests`.)
 
 pub mod captures;
+pub mod destinations;
 pub mod endpoints;
 pub mod export;
 pub mod model;
@@ -19,6 +20,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .merge(endpoints::routes())
+        .merge(destinations::routes())
         .routes(routes!(captures::list_captures, captures::clear_captures))
         .routes(routes!(search::search_requests))
         .routes(routes!(export::export_requests))

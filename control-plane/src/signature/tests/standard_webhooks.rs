@@ -91,3 +91,22 @@ fn the_id_and_timestamp_must_be_there_and_the_id_is_answered() {
     let check = sent(ONE).received(T + 301).check(&standard);
     assert_eq!((check.verdict, check.message_id.as_deref()), (Verdict::Invalid, Some("msg_1")));
 }
+
+/// What the server signs (destinations, notifications) the verifier accepts, and the specification's vector
+/// comes out of the signer exactly.
+#[test]
+fn the_signer_signs_what_the_verifier_accepts() {
+    use crate::signature::{standard_webhooks_secret, standard_webhooks_sign};
+    let secret = standard_webhooks_secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").expect("a secret");
+    let signed =
+        standard_webhooks_sign(&secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1_614_265_330, br#"{"test": 2432232314}"#);
+    assert_eq!(signed, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+    let signature = standard_webhooks_sign(&secret, "dlv_1", 1_700_000_000, BODY);
+    let sent = Sent::new(
+        &[("webhook-id", "dlv_1"), ("webhook-timestamp", "1700000000"), ("webhook-signature", &signature)],
+        BODY,
+    );
+    let standard = verifier(&settings(SignatureScheme::StandardWebhooks, &["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]));
+    assert_valid(&sent.check(&standard), 0);
+    assert!(standard_webhooks_secret("not-a-secret").is_none());
+}
