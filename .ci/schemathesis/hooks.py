@@ -20,10 +20,11 @@ def filter_case(context, case):
 
 @schemathesis.hook
 def before_call(context, case, **kwargs):
-    """A runner's long poll waits up to `wait_s` (default 30 s, null meaning the default) when nothing is queued:
-    longer than the run's read timeout. Valid waits are shortened to one second (invalid ones are sent as they are,
-    so every check still runs)."""
-    if case.operation.path != "/runner/jobs/next" or not isinstance(case.body, dict):
+    """A runner's long polls (jobs, deliveries) wait up to `wait_s` (default 30 s and 20 s, null meaning the
+    default) when nothing is queued: longer than the run's read timeout. Valid waits are shortened to one second
+    (invalid ones are sent as they are, so every check still runs)."""
+    long_polls = ("/runner/jobs/next", "/runner/deliveries/next")
+    if case.operation.path not in long_polls or not isinstance(case.body, dict):
         return
     wait = case.body.get("wait_s")
     # JSON has one number type: 10.0 is the integer 10 to the server.

@@ -40,11 +40,11 @@ pub struct CreateChannel {
     pub kind: ChannelKind,
     /// The recipient (`email` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = crate::api::rules::optional_email)]
     pub address: Option<Email>,
     /// `http` or `https`, at most 2,048 characters (`slack` and `webhook` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 2048)]
+    #[schema(schema_with = crate::api::rules::optional_http_url)]
     pub url: Option<String>,
 }
 
@@ -53,12 +53,13 @@ pub struct CreateChannel {
 #[serde(deny_unknown_fields)]
 pub struct UpdateChannel {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = crate::api::rules::optional_name)]
     pub name: Option<Name>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = crate::api::rules::optional_email)]
     pub address: Option<Email>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = crate::api::rules::optional_http_url)]
     pub url: Option<String>,
 }
 

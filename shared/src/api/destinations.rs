@@ -42,7 +42,7 @@ pub struct CreateDestination {
     #[schema(schema_with = crate::api::rules::name)]
     pub name: Name,
     /// `http` or `https`, at most 2,048 characters; the capture's sub-path and query are appended.
-    #[schema(max_length = 2048)]
+    #[schema(schema_with = crate::api::rules::http_url)]
     pub url: String,
     /// Search terms a capture must match to be delivered (the `q` of a capture search).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,7 +57,7 @@ pub struct CreateDestination {
     pub runner_labels: Labels,
     /// Delays in seconds after each failed attempt (0 to 20 entries, each 1 to 86400); after the last, `dead`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_items = 20)]
+    #[schema(schema_with = crate::api::rules::retry_schedule)]
     pub retry_schedule_s: Option<Vec<u32>>,
     /// 100 to 60000 (default 10000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -106,7 +106,7 @@ pub struct UpdateDestination {
     #[schema(schema_with = crate::api::rules::optional_name)]
     pub name: Option<Name>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_length = 2048)]
+    #[schema(schema_with = crate::api::rules::optional_http_url)]
     pub url: Option<String>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<String>, max_length = 2000)]
@@ -115,10 +115,10 @@ pub struct UpdateDestination {
     #[schema(value_type = Option<SearchFilter>)]
     pub filter: Patch<SearchFilter>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<String>>, max_items = 20)]
+    #[schema(schema_with = crate::api::rules::optional_labels)]
     pub runner_labels: Option<Labels>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(max_items = 20)]
+    #[schema(schema_with = crate::api::rules::retry_schedule)]
     pub retry_schedule_s: Option<Vec<u32>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 100, maximum = 60000)]
@@ -264,6 +264,7 @@ pub struct NextDeliveries {
     pub runner_id: RunnerId,
     /// Seconds to wait for one (0 to 60; default 20).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 60)]
     pub wait_s: Option<u64>,
 }
 
@@ -296,6 +297,7 @@ pub struct DeliveryResult {
     /// The `lease` the delivery was handed out with.
     pub lease: uuid::Uuid,
     /// The receiver's status; `null` when no answer came.
+    #[schema(minimum = 100, maximum = 599)]
     pub status_code: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 2000)]

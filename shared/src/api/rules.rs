@@ -108,6 +108,32 @@ pub fn labels() -> ArrayBuilder {
         .description(Some("At most 20 labels of 1 to 64 characters, without surrounding white space."))
 }
 
+/// Labels, or absent: the same rule as `labels` (a PATCH keeps them when absent).
+pub fn optional_labels() -> ArrayBuilder {
+    labels().schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+}
+
+/// An `http` or `https` URL the server sends to: at most 2,048 characters (its host must also be one the
+/// server's network policy allows, which a schema cannot say).
+pub fn http_url() -> ObjectBuilder {
+    string(1, 2048, Some("^[Hh][Tt][Tt][Pp][Ss]?://[^/?#@\\s]+([/?][^#\\s]*)?$"))
+        .format(Some(utoipa::openapi::SchemaFormat::Custom("uri".into())))
+        .description(Some("An http or https URL of at most 2,048 characters, without credentials or a fragment."))
+}
+
+/// An optional `http_url`.
+pub fn optional_http_url() -> ObjectBuilder {
+    nullable(http_url(), Type::String)
+}
+
+/// Retry delays in seconds after each failed attempt: 0 to 20 entries, each 1 to 86,400.
+pub fn retry_schedule() -> ArrayBuilder {
+    ArrayBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+        .items(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1)).maximum(Some(86_400)))
+        .max_items(Some(20))
+}
+
 /// A secret's or a variable's name (in the path).
 pub fn resource_name() -> ObjectBuilder {
     string(1, 128, Some(RESOURCE_NAME))
@@ -312,6 +338,11 @@ pub fn is_email(email: &str) -> bool {
 /// An email address (see `email_pattern`).
 pub fn email() -> ObjectBuilder {
     string(3, 254, Some(email_pattern())).description(Some("An email address (stored lower-cased)."))
+}
+
+/// An optional email address.
+pub fn optional_email() -> ObjectBuilder {
+    nullable(email(), Type::String)
 }
 
 /// A pattern matching `word` in any letter case (`[Cc][Oo]...`), for rules JSON Schema must state without flags.

@@ -134,7 +134,7 @@ pub struct PatchSchedule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variables: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(schema_with = crate::api::rules::optional_labels)]
     pub runner_labels: Option<Labels>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<Overlap>,

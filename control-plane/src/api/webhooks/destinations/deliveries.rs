@@ -63,6 +63,7 @@ impl From<DeliveryRow> for Delivery {
 #[into_params(parameter_in = Query)]
 pub struct DeliveryParams {
     /// Only deliveries in this status: `pending`, `delivered`, `dead` or `cancelled`.
+    #[param(value_type = Option<DeliveryStatus>)]
     pub status: Option<String>,
     /// Items per page: default 50, values above 100 are clamped to 100.
     pub limit: Option<i64>,
