@@ -66,6 +66,7 @@ pub struct DeliveryParams {
     #[param(value_type = Option<DeliveryStatus>)]
     pub status: Option<String>,
     /// Items per page: default 50, values above 100 are clamped to 100.
+    #[param(minimum = 1, maximum = 9_223_372_036_854_775_807_i64)]
     pub limit: Option<i64>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
