@@ -97,6 +97,8 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
             concurrency: slots,
             grace: Duration::from_secs(1),
             poll_wait_s: 20,
+            max_jobs: None,
+            idle_exit: None,
         };
         runners.push(tokio::spawn(run_daemon(config, stop.clone())));
     }

@@ -362,6 +362,23 @@ fn the_control_plane_imports_only_downward_and_without_circles() {
         new.iter().map(|p| p.as_str()).collect::<Vec<_>>().join("\n  ")
     );
 }
+/// Transactions of the server begin through `db::begin`, which a dropped caller cannot leave half-begun (its module
+/// says why): `pool.begin()` (or `Transaction::begin` on a pool) anywhere else is refused.
+#[test]
+fn transactions_begin_only_through_db_begin() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let offenders: Vec<String> = read_tree(&root)
+        .into_iter()
+        .filter(|(path, _)| path != Path::new("db/begin.rs"))
+        .filter(|(_, source)| source.text.contains("pool.begin()") || source.text.contains("Transaction::begin("))
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "begin transactions with crate::db::begin::begin(&pool), not pool.begin(): {offenders:?}"
+    );
+}
+
 #[test]
 fn the_shared_crate_has_no_circles() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/src");

@@ -4,7 +4,7 @@
 //! job calls' 401/409 as a lost job) and its cheap report bodies (encoded once, sent as bytes).
 
 use hookflow_shared::api::runners::{
-    CaptureWait, CaptureWaitReply, FinalStatus, Heartbeat, HeartbeatReply, Job, JobBatch, Metrics, NextJob,
+    CaptureWait, CaptureWaitReply, Deregister, FinalStatus, Heartbeat, HeartbeatReply, Job, JobBatch, Metrics, NextJob,
     NodeReportBatch, RegisterRunner, Registered, ReportReply,
 };
 use hookflow_shared::redacted::Redacted;
@@ -172,6 +172,11 @@ impl Client {
     ) -> Result<HeartbeatReply, ClientError> {
         let body = Heartbeat { running_jobs, metrics };
         Ok(self.post_key(&runner_route::heartbeat(runner_id), &body).await?.unwrap_or_default())
+    }
+
+    /// Removes this runner from the control plane as it leaves; what it still holds goes back to the queue.
+    pub async fn deregister(&self, runner_id: RunnerId) -> Result<(), ClientError> {
+        self.post_key::<_, serde_json::Value>(runner_route::DEREGISTER, &Deregister { runner_id }).await.map(|_| ())
     }
 
     /// Long-polls for up to `max_jobs` jobs (a runner's free slots); empty when none came within `wait_s`.

@@ -2,7 +2,9 @@
 //! `concurrency`) and runs each in its own task, while a heartbeat task reports host metrics, keeps leases alive
 //! and relays cancellations. Connection failures back off exponentially
 //! with jitter. On shutdown the pollers stop taking work; running jobs get a grace period, after which they are
-//! abandoned (their leases expire and the control plane hands them to another runner).
+//! abandoned. A runner also leaves by itself after `max_jobs` claims or `idle_exit` without a job: its poller
+//! then stops between polls (never with a claim in flight) and running jobs finish and are reported. Every way
+//! out but a removal deregisters, so what the runner still holds goes back to the queue at once.
 
 use crate::client::{Client, ClientError, Connection};
 use crate::engine::Engine;
@@ -13,7 +15,7 @@ use hookflow_shared::api::runners::{Host, Job, MAX_JOBS_PER_POLL, Metrics, Regis
 use hookflow_shared::{JobId, RunnerId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -28,6 +30,21 @@ pub struct DaemonConfig {
     pub grace: Duration,
     /// Long-poll wait per request (at most 60 s).
     pub poll_wait_s: u64,
+    /// Leave after claiming this many jobs (when they are finished and reported).
+    pub max_jobs: Option<u32>,
+    /// Leave after this long without a job running.
+    pub idle_exit: Option<Duration>,
+}
+
+/// Why the poller stopped taking work by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leave {
+    /// Told to stop (SIGTERM, Ctrl-C).
+    Shutdown,
+    /// `max_jobs` claimed.
+    MaxJobs,
+    /// No job for `idle_exit`.
+    Idle,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -139,26 +156,43 @@ async fn heartbeats(
 /// Where claimed jobs go: a free slot each, a task in `jobs`, an entry in `running` while they run.
 struct Work {
     slots: Arc<Semaphore>,
+    concurrency: usize,
     jobs: Arc<Mutex<JoinSet<()>>>,
     running: Running,
+    /// When the last job ended (or the runner started): the idle clock.
+    last_busy: Arc<Mutex<Instant>>,
 }
 
-/// One long poll at a time, asking for as many jobs as there are free slots; each claimed job runs in a task of
-/// `jobs` holding one slot. Waits for a free slot before polling again.
+/// When the runner leaves by itself.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    /// Claims left before leaving (`None`: no limit).
+    claims_left: Option<u32>,
+    idle_exit: Option<Duration>,
+}
+
+/// One long poll at a time, asking for as many jobs as there are free slots (and claims left); each claimed job
+/// runs in a task of `jobs` holding one slot. Waits for a free slot before polling again. Leaves between polls
+/// when the claims are used up or the runner has been idle for `idle_exit` (an idle runner's poll waits no
+/// longer than what is left of it).
 async fn poll(
     client: Client,
     engine: Engine,
     runner_id: RunnerId,
     wait_s: u64,
     work: Work,
+    mut budget: Budget,
     stop: CancellationToken,
-) -> Result<(), DaemonError> {
-    let Work { slots, jobs, running } = work;
+) -> Result<Leave, DaemonError> {
+    let Work { slots, concurrency, jobs, running, last_busy } = work;
     let mut delays = backoff();
     while !stop.is_cancelled() {
+        if budget.claims_left == Some(0) {
+            return Ok(Leave::MaxJobs);
+        }
         let first = tokio::select! {
-            permit = slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => return Ok(()) },
-            () = stop.cancelled() => return Ok(()),
+            permit = slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => return Ok(Leave::Shutdown) },
+            () = stop.cancelled() => return Ok(Leave::Shutdown),
         };
         // Jobs whose completions were answered in the same batch as the one that freed this slot are about to
         // free theirs: let them run first, so one claim takes them all (a claim costs about as much for one job
@@ -170,10 +204,25 @@ async fn poll(
         while let Ok(permit) = slots.clone().try_acquire_owned() {
             permits.push(permit);
         }
+        let mut wait = wait_s;
+        if let Some(idle_exit) = budget.idle_exit {
+            // The idle clock runs while no job does; a poll never outlasts what is left of it (nor, while jobs
+            // run, the whole of it: one may end during the poll and start the clock).
+            let idle = match permits.len() == concurrency {
+                true => last_busy.lock().map(|at| at.elapsed()).unwrap_or_default(),
+                false => Duration::ZERO,
+            };
+            let Some(left) = idle_exit.checked_sub(idle).filter(|left| !left.is_zero()) else {
+                return Ok(Leave::Idle);
+            };
+            wait = wait.min(left.as_secs_f64().ceil() as u64).max(1);
+        }
+        let allowed = budget.claims_left.map_or(usize::MAX, |left| left as usize);
+        permits.truncate(allowed.max(1));
         let free = u32::try_from(permits.len()).unwrap_or(u32::MAX).min(MAX_JOBS_PER_POLL);
         let claimed = tokio::select! {
-            claimed = client.next_jobs(runner_id, wait_s, free) => claimed,
-            () = stop.cancelled() => return Ok(()),
+            claimed = client.next_jobs(runner_id, wait, free) => claimed,
+            () = stop.cancelled() => return Ok(Leave::Shutdown),
         };
         let claimed = match claimed {
             Ok(claimed) => claimed,
@@ -186,24 +235,34 @@ async fn poll(
                 tracing::warn!(error = %e, "polling failed; retrying in {delay:?}");
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
-                    () = stop.cancelled() => return Ok(()),
+                    () = stop.cancelled() => return Ok(Leave::Shutdown),
                 }
                 continue;
             }
             Err(e) => return Err(e.into()),
         };
         delays = backoff();
+        if let Some(left) = budget.claims_left.as_mut() {
+            *left = left.saturating_sub(u32::try_from(claimed.len()).unwrap_or(u32::MAX));
+        }
         for (job, permit) in claimed.into_iter().zip(permits) {
-            let (client, engine, running) = (client.clone(), engine.clone(), running.clone());
+            let (client, engine, running, last_busy) =
+                (client.clone(), engine.clone(), running.clone(), last_busy.clone());
+            if let Ok(mut at) = last_busy.lock() {
+                *at = Instant::now();
+            }
             if let Ok(mut jobs) = jobs.lock() {
                 jobs.spawn(async move {
                     run_job(&client, &engine, &job, &running).await;
+                    if let Ok(mut at) = last_busy.lock() {
+                        *at = Instant::now();
+                    }
                     drop(permit);
                 });
             }
         }
     }
-    Ok(())
+    Ok(Leave::Shutdown)
 }
 
 /// Runs one claimed job to its end (or until the control plane takes it back), keeping the running set current.
@@ -248,17 +307,19 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     ));
     let engine = Engine::new();
     let stop = CancellationToken::new();
-    let slots = Arc::new(Semaphore::new(config.concurrency.max(1) as usize));
+    let concurrency = config.concurrency.max(1) as usize;
+    let slots = Arc::new(Semaphore::new(concurrency));
     let jobs: Arc<Mutex<JoinSet<()>>> = Arc::default();
     let wait_s = config.poll_wait_s.min(60);
-    let mut poller = tokio::spawn(poll(
-        client.clone(),
-        engine,
-        registered.id,
-        wait_s,
-        Work { slots, jobs: jobs.clone(), running: running.clone() },
-        stop.clone(),
-    ));
+    let work = Work {
+        slots,
+        concurrency,
+        jobs: jobs.clone(),
+        running: running.clone(),
+        last_busy: Arc::new(Mutex::new(Instant::now())),
+    };
+    let budget = Budget { claims_left: config.max_jobs, idle_exit: config.idle_exit };
+    let mut poller = tokio::spawn(poll(client.clone(), engine, registered.id, wait_s, work, budget, stop.clone()));
     // Deliveries to destinations with this runner's labels, polled beside the jobs (an installed runner's: the
     // server's embedded runner serves every organization and delivers nothing of theirs).
     let deliveries = config
@@ -279,9 +340,29 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         Some(ended) => ended,
         None => poller.await,
     };
-    let outcome = ended.unwrap_or(Ok(()));
+    let outcome = ended.unwrap_or(Ok(Leave::Shutdown));
+    // Leaving by itself, the runner waits for its jobs however long they take (they were claimed to be run);
+    // told to stop, it gives them the grace period.
+    let grace = match outcome {
+        Ok(Leave::MaxJobs) => {
+            tracing::info!(max_jobs = config.max_jobs, "claimed --max-jobs jobs: leaving once they are reported");
+            Duration::MAX
+        }
+        Ok(Leave::Idle) => {
+            tracing::info!(idle_exit_s = config.idle_exit.map(|d| d.as_secs()), "idle for --idle-exit-s: leaving");
+            Duration::MAX
+        }
+        _ => config.grace,
+    };
     let mut jobs = jobs.lock().map(|mut j| std::mem::take(&mut *j)).unwrap_or_default();
-    let drained = tokio::time::timeout(config.grace, async { while jobs.join_next().await.is_some() {} }).await;
+    let all_done = async { while jobs.join_next().await.is_some() {} };
+    let drained = match grace {
+        Duration::MAX => {
+            all_done.await;
+            Ok(())
+        }
+        grace => tokio::time::timeout(grace, all_done).await,
+    };
     if drained.is_err() {
         let left = running.lock().map(|r| r.len()).unwrap_or(0);
         tracing::warn!(jobs = left, "grace period over; abandoning running jobs to be retried elsewhere");
@@ -292,5 +373,17 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     if let Some(deliveries) = deliveries {
         let _ = deliveries.await;
     }
-    outcome
+    // The server's embedded runner (no organization) is the server's own and is never deregistered.
+    if outcome.is_ok() && config.connection.organization_id.is_some() {
+        // Gone from the runner list at once, and anything still held (a job abandoned after the grace period)
+        // back to the queue without waiting for its lease.
+        match tokio::time::timeout(Duration::from_secs(10), client.deregister(registered.id)).await {
+            Ok(Ok(())) => tracing::info!(runner_id = %registered.id, "deregistered"),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "deregistering failed; the control plane sees this runner go offline")
+            }
+            Err(_) => tracing::warn!("deregistering timed out; the control plane sees this runner go offline"),
+        }
+    }
+    outcome.map(|_| ())
 }

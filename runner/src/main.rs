@@ -24,7 +24,9 @@ static ALLOCATOR: hookflow_alloc::Allocator = hookflow_alloc::Allocator;
     after_help = "Create the key with the `runner` preset (scope runner:complete), for example:\n  \
         SERVICE_URL=https://hookflow.example.com SERVICE_API_KEY=hf_... SERVICE_ORGANIZATION_ID=<uuid> \\\n    \
         hookflow-runner --labels linux,staging --concurrency 4\n\n\
-        On SIGTERM or Ctrl-C the runner stops taking jobs, lets running ones finish within --grace-s, then exits."
+        On SIGTERM or Ctrl-C the runner stops taking jobs, lets running ones finish within --grace-s, deregisters and \
+        exits 0. With --max-jobs or --idle-exit-s it also leaves by itself (exit 0, deregistered), the shape \
+        autoscalers want (scale from zero with one-shot runners)."
 )]
 struct Args {
     /// Base URL of the control plane.
@@ -48,6 +50,13 @@ struct Args {
     /// Seconds running jobs may take to finish after SIGTERM.
     #[arg(long, env = "RUNNER_GRACE_S", default_value_t = 30)]
     grace_s: u64,
+    /// Leave after this many jobs: exit 0 once they are finished and reported (a one-shot runner:
+    /// `--max-jobs 1`). The runner never claims more, whatever its concurrency.
+    #[arg(long, env = "RUNNER_MAX_JOBS", value_parser = clap::value_parser!(u32).range(1..))]
+    max_jobs: Option<u32>,
+    /// Leave after this many seconds without a job running: exit 0, deregistered.
+    #[arg(long, env = "RUNNER_IDLE_EXIT_S", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    idle_exit_s: Option<u64>,
     /// Seconds each long poll waits for a job (at most 60).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=60))]
     poll_wait_s: u64,
@@ -143,6 +152,8 @@ fn main() -> ExitCode {
         concurrency: args.concurrency,
         grace: Duration::from_secs(args.grace_s),
         poll_wait_s: args.poll_wait_s,
+        max_jobs: args.max_jobs,
+        idle_exit: args.idle_exit_s.map(Duration::from_secs),
     };
     runtime.block_on(async {
         if let Some(address) = args.metrics_listen

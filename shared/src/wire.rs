@@ -44,6 +44,8 @@ pub mod runner_route {
     pub const JOB_COMPLETE: &str = "/runner/jobs/{job_id}/complete";
     /// `POST` under the job token: a webhook node's long poll for a capture (OpenAPI form).
     pub const JOB_CAPTURES: &str = "/runner/jobs/{job_id}/captures";
+    /// `POST`: a runner leaving (`--max-jobs`, `--idle-exit-s`, a SIGTERM drain) removes itself (issue #53).
+    pub const DEREGISTER: &str = "/runner/deregister";
     /// `POST`: long poll for deliveries to destinations with runner labels (issue #49).
     pub const NEXT_DELIVERIES: &str = "/runner/deliveries/next";
     /// `POST`: what one delivery's attempt came to (OpenAPI form).

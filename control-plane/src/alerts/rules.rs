@@ -38,7 +38,7 @@ struct Watched {
 
 /// Evaluates every rule once; answers how many changed state.
 pub async fn evaluate(app: &AppState) -> Result<usize, sqlx::Error> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let rules: Vec<Rule> = sqlx::query_as(
         "SELECT id, organization_id, kind, schedule_id, runner_labels, after_s, channels, state, created_at
          FROM alert_rules ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",

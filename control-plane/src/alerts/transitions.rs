@@ -33,7 +33,7 @@ struct Transition {
 
 /// Handles the pending transitions (a batch); answers how many.
 pub async fn handle_pending(app: &AppState) -> Result<usize, sqlx::Error> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let rows: Vec<Transition> = sqlx::query_as(
         "SELECT t.id, t.organization_id, t.schedule_id, t.flow_id, t.execution_id, t.to_state, t.failed_runs, t.at,
                 s.notify_channels, s.notify_on_recovery, s.cron, s.timezone, f.name AS flow_name

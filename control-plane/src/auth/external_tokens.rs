@@ -152,7 +152,7 @@ pub async fn revoke_external_token(
     token_hash: &[u8],
     expires_at: DateTime<Utc>,
 ) -> Result<(), sqlx::Error> {
-    let mut tx = pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&pool).await?;
     sqlx::query("DELETE FROM revoked_tokens WHERE expires_at < now()").execute(&mut *tx).await?;
     sqlx::query("INSERT INTO revoked_tokens (token_hash, expires_at) VALUES ($1, $2) ON CONFLICT DO NOTHING")
         .bind(token_hash)

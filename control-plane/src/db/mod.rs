@@ -1,10 +1,11 @@
-//! Database access: connecting (to a configured URL or the embedded cluster), libpq's connection strings, the pools
+//! Database access: starting transactions safely (`begin`), connecting (to a configured URL or the embedded cluster), libpq's connection strings, the pools
 //! and the hosts they follow (the primary, a read replica), cutting the connections to a host that froze, the
 //! deadlines the server keeps itself (a request's own: `deadline`), migrations, the data directory, where the
 //! embedded cluster lives, copies of it (backups), the PATCH statement builder, the replicas' watches, group commit
 //! with its byte budgets, the organizations' shares of the pool, and `json` parameters kept as written.
 
 pub mod basebackup;
+pub mod begin;
 pub mod byte_budget;
 pub mod cluster_home;
 pub mod conninfo;

@@ -113,7 +113,7 @@ pub async fn run(app: AppState) {
 /// Disables the destinations whose attempts have all failed for their `disable_after_failing_s`, with a reason,
 /// audited `destination.disabled`. Their pending deliveries wait.
 async fn disable_failing(app: &AppState) -> Result<(), sqlx::Error> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let disabled: Vec<(DestinationId, OrgId, WebhookId, String)> = sqlx::query_as(
         "UPDATE destinations SET enabled = false, updated_at = now(),
              disabled_reason = format('every attempt failed for %s seconds', disable_after_failing_s)

@@ -83,7 +83,7 @@ pub async fn release_runner(conn: &mut PgConnection, org_id: OrgId, runner_id: R
 
 /// One pass: releases up to 100 executions whose lease expired. Returns how many.
 pub async fn rescue_expired(pool: &sqlx::PgPool) -> ApiResult<usize> {
-    let mut tx = pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&pool).await?;
     let expired: Vec<ExecutionId> = sqlx::query_scalar(
         "SELECT id FROM executions WHERE status = 'running' AND lease_expires_at < now()
          LIMIT 100 FOR UPDATE SKIP LOCKED",

@@ -43,7 +43,7 @@ pub struct Pass {
 
 /// One pass. `grace`: how late an occurrence may still fire when its schedule has no catch-up window as long.
 pub async fn fire_due<L: Launch>(pool: &PgPool, launcher: &L, grace: TimeDelta) -> Result<Pass, sqlx::Error> {
-    let mut tx = pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&pool).await?;
     let due: Vec<ScheduleRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM flow_schedules s
          WHERE NOT s.paused AND (s.next_at IS NULL OR s.next_at <= now())

@@ -25,7 +25,7 @@ pub async fn first_start(pool: &PgPool, owner_email: &str) -> Result<Option<Boot
     let owner_email = normalize_email(owner_email).ok_or_else(|| format!("`{owner_email}` is not an email address"))?;
     let owner_password = passwords::one_time();
     let hash = passwords::hash(owner_password.clone()).await?;
-    let mut tx = pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&pool).await?;
     // Serialises concurrent first starts; released at commit.
     sqlx::query("SELECT pg_advisory_xact_lock(7460201)").execute(&mut *tx).await?;
     let any: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM organizations)").fetch_one(&mut *tx).await?;

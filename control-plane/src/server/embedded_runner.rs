@@ -56,6 +56,8 @@ pub fn spawn(listening: SocketAddr, key: EmbeddedKey, concurrency: u32, shutdown
         concurrency: concurrency.max(1),
         grace: Duration::from_secs(10),
         poll_wait_s: 30,
+        max_jobs: None,
+        idle_exit: None,
     };
     tokio::spawn(async move {
         tracing::info!(concurrency = config.concurrency, "starting the embedded runner");

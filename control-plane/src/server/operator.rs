@@ -54,7 +54,7 @@ pub async fn orgs(pool: &PgPool, command: OrgsCommand) -> Result<(), BoxError> {
                             --stored-bytes, --endpoints, --flows or --captures-per-day"
                     .into());
             }
-            let mut tx = pool.begin().await?;
+            let mut tx = crate::db::begin::begin(&pool).await?;
             let Some(now) = limits::set(&mut tx, org, limits).await? else {
                 return Err(format!("no organization {org}; `hookflow-server orgs list` shows them").into());
             };
@@ -78,7 +78,7 @@ pub async fn orgs(pool: &PgPool, command: OrgsCommand) -> Result<(), BoxError> {
             );
         }
         OrgsCommand::PrivateNetwork { org, allow, .. } => {
-            let mut tx = pool.begin().await?;
+            let mut tx = crate::db::begin::begin(&pool).await?;
             if !organization::set_private_network(&mut tx, org, allow).await? {
                 return Err(format!("no organization {org}; `hookflow-server orgs list` shows them").into());
             }
@@ -107,7 +107,7 @@ pub async fn keys(pool: &PgPool, master: MasterKeys, command: KeysCommand) -> Re
     if scopes.is_empty() {
         return Err("name at least one scope with --scopes, or use --preset".into());
     }
-    let mut tx = pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&pool).await?;
     ensure_organization(&mut tx, org).await?;
     let expires_at = expires_in.0.map(|d| chrono::Utc::now() + d);
     let created =
@@ -133,7 +133,7 @@ async fn rotate_signing(pool: &PgPool, master: &MasterKey) -> Result<(), BoxErro
 pub async fn users(pool: &PgPool, command: UsersCommand) -> Result<(), BoxError> {
     let one_time = passwords::one_time();
     let hash = passwords::hash(one_time.clone()).await?;
-    let mut tx = pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&pool).await?;
     match command {
         UsersCommand::Create { email, org, role } => {
             let email = normalize_email(&email).ok_or_else(|| format!("`{email}` is not an email address"))?;

@@ -117,7 +117,7 @@ async fn reencrypt_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u
     let (mut done, mut unreadable) = (0, 0);
     let mut after = (OrgId::nil(), String::new());
     loop {
-        let mut tx = pool.begin().await?;
+        let mut tx = crate::db::begin::begin(&pool).await?;
         let rows: Vec<SecretRow> = sqlx::query_as(
             "SELECT organization_id, name, ciphertext, nonce, key_version FROM secrets
              WHERE key_version <> $1 AND (organization_id, name) > ($2, $3)
@@ -149,7 +149,7 @@ async fn reencrypt_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u
 
 async fn reencrypt_signing_keys(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u64), sqlx::Error> {
     let (mut done, mut unreadable) = (0, 0);
-    let mut tx = pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&pool).await?;
     let rows: Vec<(String, Vec<u8>, Vec<u8>, i32)> = sqlx::query_as(
         "SELECT kid, private_key, nonce, key_version FROM signing_keys WHERE key_version <> $1 ORDER BY kid FOR UPDATE",
     )
@@ -178,7 +178,7 @@ async fn reencrypt_verification_secrets(pool: &PgPool, keyring: &MasterKey) -> R
     let (mut done, mut unreadable) = (0, 0);
     let mut after = WebhookId::nil();
     loop {
-        let mut tx = pool.begin().await?;
+        let mut tx = crate::db::begin::begin(&pool).await?;
         let rows: Vec<VerificationRow> = sqlx::query_as(
             "SELECT id, organization_id, verification_secrets, verification_nonce, verification_key_version
              FROM webhooks WHERE verification_key_version <> $1 AND id > $2 ORDER BY id LIMIT $3 FOR UPDATE",
@@ -214,7 +214,7 @@ async fn reencrypt_destination_secrets(pool: &PgPool, keyring: &MasterKey) -> Re
     let (mut done, mut unreadable) = (0, 0);
     let mut after = hookflow_shared::DestinationId::nil();
     loop {
-        let mut tx = pool.begin().await?;
+        let mut tx = crate::db::begin::begin(&pool).await?;
         let rows: Vec<DestinationRow> = sqlx::query_as(
             "SELECT id, organization_id, signing_secret, signing_nonce, signing_key_version
              FROM destinations WHERE signing_key_version <> $1 AND id > $2 ORDER BY id LIMIT $3 FOR UPDATE",

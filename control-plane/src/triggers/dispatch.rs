@@ -58,7 +58,7 @@ async fn next_organization(app: &AppState, cursor: Option<OrgId>) -> ApiResult<O
 /// One organization's turn: its oldest owed launches not held elsewhere, decided until a match times out or the
 /// turn's budget is spent; how many were decided (and deleted).
 async fn turn(app: &AppState, org_id: OrgId) -> ApiResult<usize> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     // The trigger by reference: a copy only an older server wrote, else the endpoint's trigger at the index while
     // it hashes as it did when the capture arrived (changed or removed since: none, and nothing is launched).
     let owed: Vec<Owed> = sqlx::query_as(

@@ -90,6 +90,13 @@ pub struct HeartbeatReply {
     pub cancel: Vec<JobId>,
 }
 
+/// `POST /runner/deregister`: the runner leaves; the jobs it still holds go back to the queue at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Deregister {
+    pub runner_id: RunnerId,
+}
+
 /// `POST /runner/jobs/next`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

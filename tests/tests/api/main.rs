@@ -80,6 +80,7 @@ mod resources;
 mod retention_history;
 mod runner_e2e;
 mod runners_embedded;
+mod runners_leaving;
 mod schedules;
 mod signatures;
 mod signatures_endpoint;

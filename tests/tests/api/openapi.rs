@@ -120,6 +120,7 @@ const IMPLEMENTED: &[&str] = &[
     "GET /runners/{id}",
     "DELETE /runners/{id}",
     "POST /runners/{id}/heartbeat",
+    "POST /runner/deregister",
     "POST /runner/jobs/next",
     "POST /runner/jobs/{job_id}/nodes",
     "POST /runner/jobs/{job_id}/complete",

@@ -301,6 +301,7 @@ const OUTSIDE: &[&str] = &[
     "/webhook/{id}",
     "/runner/jobs/",
     "/runner/deliveries/",
+    "/runner/deregister",
     "/webhooks/{id}/stream",
     "/executions/{execution_id}/stream",
 ];

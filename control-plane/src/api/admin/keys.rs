@@ -156,7 +156,7 @@ async fn create_api_key(
     ApiJson(body): ApiJson<CreateApiKey>,
 ) -> Created<CreatedApiKey> {
     let (name, scopes, expires_at) = validate(&caller, body)?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let created =
         create(&mut tx, NewKey { org_id: caller.org_id, name, scopes, expires_at, actor: caller.actor }).await?;
     tx.commit().await?;
@@ -187,7 +187,7 @@ async fn get_api_key(Ctx { app, caller }: Ctx<scope::KeysRead>, Id(id): Id<ApiKe
 /// Delete an API key; it stops working at once.
 #[utoipa::path(delete, path = "/api-keys/{id}", params(Id), responses((status = 204)))]
 async fn delete_api_key(Ctx { app, caller }: Ctx<scope::KeysWrite>, Id(id): Id<ApiKeyId>) -> ApiResult<StatusCode> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let delete = "DELETE FROM api_keys WHERE organization_id = $1 AND id = $2 RETURNING name";
     let (name,): (String,) = owned::fetch(&mut *tx, delete.into(), caller.org_id, id, "API key").await?;
     audit::record(

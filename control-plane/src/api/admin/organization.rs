@@ -191,7 +191,7 @@ async fn update_organization(
         Some(r) => (Patch::from_option(r.max_age_days), Patch::from_option(r.max_requests)),
         None => (Patch::Keep, Patch::Keep),
     };
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     Update::new("organizations")
         .set_some("name", name)
         .patch("default_max_age_days", max_age_days)

@@ -135,7 +135,7 @@ pub async fn create_channel(
     let id = Uuid::new_v4();
     let secret = (body.kind == ChannelKind::Webhook).then(new_signing_secret);
     let sealed = secret.as_ref().map(|s| app.settings.master_key.seal(caller.org_id, &secret_name(id), s.as_bytes()));
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     sqlx::query("SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE").bind(caller.org_id).execute(&mut *tx).await?;
     let count: i64 = sqlx::query_scalar("SELECT count(*) FROM notification_channels WHERE organization_id = $1")
         .bind(caller.org_id)
@@ -199,7 +199,7 @@ pub async fn update_channel(
     ApiPath(id): ApiPath<Uuid>,
     ApiJson(body): ApiJson<UpdateChannel>,
 ) -> ApiResult<Json<Channel>> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let current = fetch(&mut tx, caller.org_id, id).await?;
     let kind = Channel::from(ChannelRow { last_delivery: None, ..current }).kind;
     let address = body.address.as_ref().map(|a| a.as_str().to_owned());
@@ -235,7 +235,7 @@ pub async fn delete_channel(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<StatusCode> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let row = fetch(&mut tx, caller.org_id, id).await?;
     sqlx::query("DELETE FROM notification_channels WHERE organization_id = $1 AND id = $2")
         .bind(caller.org_id)
@@ -276,7 +276,7 @@ pub async fn test_channel(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<(StatusCode, Json<hookflow_shared::api::alerts::TestQueued>)> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     fetch(&mut tx, caller.org_id, id).await?;
     let now = Utc::now();
     let message = hookflow_shared::api::alerts::AlertMessage {

@@ -112,7 +112,7 @@ pub async fn create_rule(
             }
         }
     }
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     sqlx::query("SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE").bind(caller.org_id).execute(&mut *tx).await?;
     if let Some(schedule) = body.schedule_id {
         let found: bool =
@@ -183,7 +183,7 @@ pub async fn delete_rule(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
     ApiPath(id): ApiPath<Uuid>,
 ) -> ApiResult<StatusCode> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let deleted: Option<String> =
         sqlx::query_scalar("DELETE FROM alert_rules WHERE organization_id = $1 AND id = $2 RETURNING kind")
             .bind(caller.org_id)

@@ -194,7 +194,7 @@ async fn patch_collection(
     ApiJson(body): ApiJson<PatchCollection>,
 ) -> ApiResult<Json<CollectionDetail>> {
     let name = body.name.as_ref().map(|n| n.as_str().to_owned());
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     fetch(&mut tx, caller.org_id, id).await?;
     Update::new("collections")
         .set_some("name", name)
@@ -215,7 +215,7 @@ async fn delete_collection(
     Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
     Id(id): Id<CollectionId>,
 ) -> ApiResult<StatusCode> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     fetch(&mut tx, caller.org_id, id).await?;
     refs::refuse_if_referenced(&mut tx, caller.org_id, refs::Referenced::Collection(id)).await?;
     owned::delete(&mut *tx, Owned::Collection, caller.org_id, id).await?;
@@ -271,7 +271,7 @@ async fn create_request(
     ApiJson(body): ApiJson<WriteRequest>,
 ) -> Created<CollectionRequest> {
     let request = check_request(body)?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     fetch(&mut tx, caller.org_id, id).await?;
     let request_id = CollectionRequestId::now_v7();
     let stored =
@@ -305,7 +305,7 @@ async fn replace_request(
     ApiJson(body): ApiJson<WriteRequest>,
 ) -> ApiResult<Json<CollectionRequest>> {
     let request = check_request(body)?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     fetch_request(&mut tx, caller.org_id, id, request_id).await?;
     let stored =
         StoredRequest { id: request_id, org_id: caller.org_id, collection_id: id, request: &request, provenance: None };
@@ -323,7 +323,7 @@ async fn delete_request(
     Ctx { app, caller }: Ctx<scope::CollectionsWrite>,
     ApiPath((id, request_id)): ApiPath<(CollectionId, CollectionRequestId)>,
 ) -> ApiResult<StatusCode> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     fetch_request(&mut tx, caller.org_id, id, request_id).await?;
     refs::refuse_if_referenced(&mut tx, caller.org_id, refs::Referenced::Request(request_id)).await?;
     owned::delete(&mut *tx, Owned::CollectionRequest(id), caller.org_id, request_id).await?;

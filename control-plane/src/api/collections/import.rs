@@ -123,7 +123,7 @@ async fn import_openapi(
         None => field::<Name>("name", mapped.title.as_str())?,
     };
     let new = NewCollection { name: name.as_str(), description: None, variables: &mapped.variables };
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let id = insert_collection(&mut tx, caller.org_id, new).await?;
     insert_generated(&mut tx, caller.org_id, id, &mapped.requests).await?;
     store_source(&mut tx, caller.org_id, id, &body.source, false).await?;

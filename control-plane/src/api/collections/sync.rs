@@ -110,7 +110,7 @@ async fn put_sync(
     ApiJson(body): ApiJson<PutOpenApiSync>,
 ) -> ApiResult<Json<OpenApiSync>> {
     check_source(&body.source)?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     fetch(&mut tx, caller.org_id, id).await?;
     store_source(&mut tx, caller.org_id, id, &body.source, body.delete_removed).await?;
     let described = describe(&mut tx, caller.org_id, id).await?;
@@ -316,7 +316,7 @@ async fn apply_sync(
 ) -> ApiResult<Json<SyncApplied>> {
     let (source, delete_removed) = config(&mut *app.pool.acquire().await?, caller.org_id, id).await?;
     let (mapped, sha256) = load_mapped(&app, caller.org_id, id, &source).await?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     // Serializes concurrent syncs of one collection.
     sqlx::query("SELECT 1 FROM collection_syncs WHERE collection_id = $1 FOR UPDATE")
         .bind(id)

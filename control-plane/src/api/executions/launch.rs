@@ -148,7 +148,7 @@ async fn launch_flow_now(
         return Ok((StatusCode::CREATED, Json(execution)).into_response());
     }
     let _turn = app.shares.take(caller.org_id).await?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     if let Some(key) = &key
         && let Reservation::Replay(body) = idempotency::reserve(&mut tx, caller.org_id, key).await?
     {
@@ -206,7 +206,7 @@ async fn launch_by_tag_now(
     check_variables(&launch.variables)?;
     let key = idempotency::from_headers(&headers, "launch_by_tag", &to_json_bytes(&launch)?)?;
     let _turn = app.shares.take(caller.org_id).await?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     if let Some(key) = &key
         && let Reservation::Replay(body) = idempotency::reserve(&mut tx, caller.org_id, key).await?
     {

@@ -116,7 +116,7 @@ async fn cancel_execution(
     Ctx { app, caller }: Ctx<scope::FlowsExecute>,
     ExecutionPath { flow_id, execution_id }: ExecutionPath,
 ) -> ApiResult<(StatusCode, Json<Execution>)> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let execution = cancel(&mut tx, CancelTarget { org_id: caller.org_id, flow_id, execution_id }).await?;
     tx.commit().await?;
     Ok((StatusCode::ACCEPTED, Json(execution)))

@@ -43,7 +43,7 @@ async fn create_flow(Ctx { app, caller }: Ctx<scope::FlowsWrite>, ApiJson(body):
     check_schedule(body.schedule.as_deref())?;
     check_definition(&body.definition)?;
     check_endpoint_reads(&caller, "saving", std::iter::once(&body.definition))?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     crate::api::collections::refs::check(&mut tx, caller.org_id, &body.definition).await?;
     let new = NewFlow {
         org_id: caller.org_id,
@@ -183,7 +183,7 @@ async fn update(app: &AppState, org_id: OrgId, id: FlowId, patch: PatchFlow) -> 
     if let Some(definition) = &patch.definition {
         check_definition(definition)?;
     }
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     if let Some(definition) = &patch.definition {
         crate::api::collections::refs::check(&mut tx, org_id, definition).await?;
     }

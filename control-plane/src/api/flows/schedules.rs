@@ -66,7 +66,7 @@ async fn create_schedule(
     ApiJson(body): ApiJson<WriteSchedule>,
 ) -> Created<Schedule> {
     let settings = settings_of(body)?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     store::lock_flow(&mut tx, caller.org_id, id).await?;
     check_targets(&mut tx, caller.org_id, id, &settings).await?;
     let row = store::insert(&mut tx, caller.org_id, id, &settings, false).await?;
@@ -95,7 +95,7 @@ async fn patch_schedule(
     ApiPath((flow_id, schedule_id)): ApiPath<(FlowId, ScheduleId)>,
     ApiJson(body): ApiJson<PatchSchedule>,
 ) -> ApiResult<Json<Schedule>> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let row = store::fetch(&mut tx, caller.org_id, flow_id, schedule_id, true).await?;
     let settings = patched(row.settings(), body)?;
     check_targets(&mut tx, caller.org_id, flow_id, &settings).await?;
@@ -111,7 +111,7 @@ async fn delete_schedule(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
     ApiPath((flow_id, schedule_id)): ApiPath<(FlowId, ScheduleId)>,
 ) -> ApiResult<StatusCode> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let row = store::fetch(&mut tx, caller.org_id, flow_id, schedule_id, true).await?;
     store::delete(&mut tx, &row).await?;
     tx.commit().await?;

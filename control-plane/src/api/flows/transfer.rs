@@ -96,7 +96,7 @@ async fn import_flow(
     }
     let definitions = std::iter::once(&source.definition).chain(versions.iter().map(|v| &v.definition));
     check_endpoint_reads(&caller, "importing", definitions)?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     for definition in std::iter::once(&source.definition).chain(versions.iter().map(|v| &v.definition)) {
         crate::api::collections::refs::check(&mut tx, caller.org_id, definition).await?;
     }

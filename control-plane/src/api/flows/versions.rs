@@ -67,7 +67,7 @@ async fn publish(
 ) -> Created<FlowVersion> {
     // The body is optional: nothing, or `{"note": ...}`.
     let note = if body.iter().all(u8::is_ascii_whitespace) { None } else { parse_json::<Publish>(&body)?.note };
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     // Lock the flow: concurrent publishes number their versions one after the other.
     let select = "SELECT definition FROM flows WHERE organization_id = $1 AND id = $2 FOR UPDATE";
     let (draft,): (serde_json::Value,) = owned::fetch(&mut *tx, select.into(), caller.org_id, id, "flow").await?;
@@ -139,7 +139,7 @@ async fn restore_version(
     Ctx { app, caller }: Ctx<scope::FlowsWrite>,
     ApiPath((id, version_id)): ApiPath<(FlowId, FlowVersionId)>,
 ) -> ApiResult<Json<Flow>> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let restored = fetch_version(&mut tx, caller.org_id, id, version_id).await?;
     check_endpoint_reads(&caller, "restoring", std::iter::once(&restored.definition))?;
     sqlx::query(

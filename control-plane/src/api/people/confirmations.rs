@@ -51,7 +51,7 @@ async fn mail_confirmation(
     organization_name: &str,
     requester: IpAddr,
 ) -> ApiResult<()> {
-    let mut conn = app.pool.begin().await?;
+    let mut conn = crate::db::begin::begin(&app.pool).await?;
     // One request of this email at a time, so the count below holds.
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 50))").bind(email).execute(&mut *conn).await?;
     sqlx::query("DELETE FROM signup_confirmations WHERE email = $1 AND expires_at < now() - interval '1 day'")
@@ -133,7 +133,7 @@ async fn confirm_signup(
     TokenKind::SignupConfirmation.check(&body.token).map_err(|_| invalid_token())?;
     let (address, hash) = (Some(client), token::hash(&body.token));
     app.auth.credential_failures.before_lookup(address, &hash)?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let row: Option<(String, String, String)> = sqlx::query_as(
         "UPDATE signup_confirmations SET used_at = now()
          WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now()

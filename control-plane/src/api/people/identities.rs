@@ -36,7 +36,7 @@ async fn link(person: Person, ApiJson(body): ApiJson<LinkIdentity>) -> Created<L
         Signer::Known(_) => return Err(ApiError::conflict("this identity is linked to an account already")),
     };
     unlinked.check_domain(&body.token).await?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     if !link_identity(&mut tx, &unlinked.issuer, &unlinked.subject, user_id).await? {
         return Err(ApiError::conflict("this identity is linked to an account already"));
     }

@@ -170,7 +170,7 @@ async fn accept_invitation(
     let bearer = bearer_in(&headers).ok_or_else(ApiError::unauthorized)?;
     let signer = bearer::authenticate_signer(&app.auth, bearer).await?;
     let body: AcceptInvitation = crate::extract::parse_json(&body)?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let (invitation_id, org_id, name, role) = take(&mut tx, &body.token).await?;
     let user_id = accepting_user(&mut tx, &signer, bearer).await?;
     add_membership(&mut tx, org_id, user_id, role)

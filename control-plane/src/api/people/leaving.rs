@@ -70,7 +70,7 @@ pub async fn leave_organization(Ctx { app, caller }: Ctx<scope::Any>) -> ApiResu
             "only a person leaves an organization; an API key is no member (DELETE /api-keys/{id} ends it)",
         ));
     };
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let role = current_role(&mut tx, caller.org_id, user_id).await?;
     end_membership(&mut tx, &caller, user_id, role, "member.left").await?;
     tx.commit().await?;

@@ -107,7 +107,7 @@ async fn add_member(
 ) -> Created<CreatedInvitation> {
     let email = body.email.as_str();
     check_owner_change(&app, &caller, body.role == Role::Owner).await?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     // Whom the organization holds is its own to know (its list shows them); whom the server holds is not.
     let member: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id
@@ -150,7 +150,7 @@ async fn update_member(
     ApiPath(user_id): ApiPath<UserId>,
     ApiJson(body): ApiJson<UpdateMember>,
 ) -> ApiResult<Json<Member>> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let role = current_role(&mut tx, caller.org_id, user_id).await?;
     check_owner_change(&app, &caller, role == Role::Owner || body.role == Role::Owner).await?;
     if role == Role::Owner && body.role != Role::Owner {
@@ -180,7 +180,7 @@ async fn remove_member(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
     ApiPath(user_id): ApiPath<UserId>,
 ) -> ApiResult<StatusCode> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let role = current_role(&mut tx, caller.org_id, user_id).await?;
     check_owner_change(&app, &caller, role == Role::Owner).await?;
     leaving::end_membership(&mut tx, &caller, user_id, role, "member.removed").await?;
@@ -195,7 +195,7 @@ async fn revoke_invitation(
     Ctx { app, caller }: Ctx<scope::OrganizationWrite>,
     Id(id): Id<InvitationId>,
 ) -> ApiResult<StatusCode> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     owned::delete(&mut *tx, Owned::Invitation, caller.org_id, id).await?;
     record(&mut tx, &caller, "invitation.revoked", &id.to_string(), None).await?;
     tx.commit().await?;

@@ -57,7 +57,7 @@ async fn request_reset(
 
 /// After the answer: the link to a built-in account with `email`, if there is one.
 async fn mail_reset(app: &AppState, mailer: &Mailer, email: &str, requester: IpAddr) -> ApiResult<()> {
-    let mut conn = app.pool.begin().await?;
+    let mut conn = crate::db::begin::begin(&app.pool).await?;
     let Some(user) = store::find_by_email(&mut conn, email).await?.filter(|u| u.password_hash.is_some()) else {
         return Ok(());
     };
@@ -132,7 +132,7 @@ async fn confirm_reset(
         return Err(invalid_token());
     }
     let password_hash = passwords::hash(body.password).await.map_err(ApiError::internal_because)?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let user_id: UserId = sqlx::query_scalar(
         "UPDATE password_resets SET used_at = now()
          WHERE token_hash = $1 AND used_at IS NULL AND expires_at > now() RETURNING user_id",

@@ -90,7 +90,7 @@ async fn sign_in(
     }
     let user = user.ok_or_else(ApiError::unauthorized)?;
     attempt.succeeded();
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let (session_id, refresh) =
         sessions::open_session(&mut tx, user.id, chrono::Utc::now() + app.settings.session_ttl).await?;
     audit_everywhere(&mut tx, user.id, Actor::User(user.id), "user.signed_in").await?;
@@ -114,7 +114,7 @@ async fn refresh(
     hookflow_shared::token::TokenKind::Refresh.check(&presented).map_err(|_| ApiError::unauthorized())?;
     let (address, hash) = (Some(client), hookflow_shared::token::hash(&presented));
     app.auth.credential_failures.before_lookup(address, &hash)?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     match sessions::use_refresh_token(&mut tx, &presented).await? {
         Refreshed::Rotated { session_id, user_id, refresh } => {
             let user = store::find(&mut tx, user_id).await?.ok_or_else(ApiError::unauthorized)?;
@@ -168,7 +168,7 @@ async fn get_session(person: Person) -> ApiResult<Json<SessionInfo>> {
 async fn end_session(person: Person) -> ApiResult<Response> {
     let app = &person.app;
     if let Some(session_id) = person.identity.session_id {
-        let mut tx = app.pool.begin().await?;
+        let mut tx = crate::db::begin::begin(&app.pool).await?;
         sessions::revoke_session(&mut tx, session_id).await?;
         Invalidation::Session(session_id).announce(&mut tx).await?;
         tx.commit().await?;
@@ -204,7 +204,7 @@ async fn change_password(
     }
     attempt.succeeded();
     let hash = passwords::hash(body.new_password).await.map_err(ApiError::internal_because)?;
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     store::set_password(&mut tx, user_id, &hash, false).await?;
     sessions::revoke_other_sessions(&mut tx, user_id, person.identity.session_id).await?;
     audit_everywhere(&mut tx, user_id, Actor::User(user_id), "user.password_changed").await?;

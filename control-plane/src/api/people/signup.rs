@@ -35,7 +35,7 @@ async fn create_organization(person: Person, ApiJson(body): ApiJson<CreateOrgani
     // The name stays plain text in the body: a password to change answers first.
     let name = field::<Name>("name", body.name)?;
     let user_id = person.identity.user_id;
-    let mut tx = person.app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&person.app.pool).await?;
     check_organization_quota(&mut tx, user_id, person.app.settings.max_organizations_per_person).await?;
     let org = organization::create(&mut tx, name.as_str(), Actor::User(user_id)).await?;
     add_membership(&mut tx, org.id, user_id, Role::Owner).await?;
@@ -99,7 +99,7 @@ async fn signup(
         let (organization_name, requester) = (body.organization_name.as_str().to_owned(), budget_key(client));
         return confirmations::pending(app, mailer, email, hash, organization_name, requester);
     }
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     if store::find_by_email(&mut tx, &email).await?.is_some() {
         return Err(ApiError::conflict("a user with this email exists; sign in instead"));
     }

@@ -74,7 +74,7 @@ pub async fn put_secret(
     check_name(&name)?;
     let hosts = check_hosts(&body.allowed_hosts)?;
     let sealed = app.settings.master_key.seal(caller.org_id, &name, body.value.as_bytes());
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let row: SecretRow = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "INSERT INTO secrets (organization_id, name, ciphertext, nonce, key_version, allowed_hosts, runners_only)
          VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -106,7 +106,7 @@ pub async fn delete_secret(
     Ctx { app, caller }: Ctx<scope::ResourcesWrite>,
     ResourceName(name): ResourceName,
 ) -> ApiResult<StatusCode> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     owned::delete(&mut *tx, Owned::Secret, caller.org_id, &name).await?;
     let event = AuditEvent {
         org_id: caller.org_id,

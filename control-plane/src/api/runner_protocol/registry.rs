@@ -22,7 +22,7 @@ use hookflow_shared::RunnerId;
 use hookflow_shared::api::Page;
 use hookflow_shared::api::fields::RunnerText;
 use hookflow_shared::api::runners::{
-    DEFAULT_WAIT_S, Heartbeat, HeartbeatReply, Host, Metrics, RegisterRunner, Registered, Runner,
+    DEFAULT_WAIT_S, Deregister, Heartbeat, HeartbeatReply, Host, Metrics, RegisterRunner, Registered, Runner,
 };
 use hookflow_shared::wire::runner_route;
 use sqlx::types::Json as SqlJson;
@@ -33,6 +33,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(register, list_runners))
         .routes(routes!(get_runner, delete_runner))
         .routes(routes!(heartbeat))
+        .routes(routes!(deregister))
 }
 
 /// A runner as the organization `$1` sees it (`$2`: seconds after which a runner is offline, `$3`: the slots one
@@ -205,12 +206,33 @@ async fn delete_runner(Ctx { app, caller }: Ctx<scope::RunnersWrite>, Id(id): Id
              through the API (the operator turns it off with `--embedded-runner off`)",
         ));
     }
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     owned::delete(&mut *tx, Owned::Runner, caller.org_id, id).await?;
     release::release_runner(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
     app.seen_runners.forget(Some(caller.org_id), id);
     app.queue.wake(caller.org_id);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A runner leaves (`--max-jobs` reached, idle for `--idle-exit-s`, drained after SIGTERM): its row is deleted
+/// and whatever it still holds (a claim it never received, a job abandoned after its grace period) goes back to
+/// the queue at once, so `GET /runners`, the pools' counts and the queue agree without waiting for a lease.
+#[utoipa::path(post, operation_id = "deregister_runner", path = runner_route::DEREGISTER, request_body = Deregister,
+    responses((status = 204), (status = 404, description = "No such runner of the key's organization")))]
+async fn deregister(
+    State(app): State<AppState>,
+    caller: RunnerCaller,
+    ApiJson(body): ApiJson<Deregister>,
+) -> ApiResult<StatusCode> {
+    // The server's embedded runner belongs to no organization and never leaves through the protocol.
+    let Some(org_id) = caller.org_id else { return Err(ApiError::not_found("runner")) };
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
+    owned::delete(&mut *tx, Owned::Runner, org_id, body.runner_id).await?;
+    release::release_runner(&mut tx, org_id, body.runner_id).await?;
+    tx.commit().await?;
+    app.seen_runners.forget(Some(org_id), body.runner_id);
+    app.queue.wake(org_id);
     Ok(StatusCode::NO_CONTENT)
 }
 

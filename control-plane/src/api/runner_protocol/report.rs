@@ -112,7 +112,7 @@ fn parse_report(bytes: &[u8]) -> ApiResult<NodeReport> {
 async fn report_nodes(call: JobCall, body: Body) -> ApiResult<Json<ReportReply>> {
     let app = &call.app;
     let lease_s = app.settings.lease.as_secs_f64();
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let job = call.authorize(&mut tx, true).await?;
     call.proven();
     let results = parse_report(&read_body(body, REPORT_BODY_LIMIT).await?)?.into_results();

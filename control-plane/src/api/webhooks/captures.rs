@@ -92,7 +92,7 @@ pub async fn delete_capture(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiPath((id, request_id)): ApiPath<(WebhookId, CaptureId)>,
 ) -> ApiResult<StatusCode> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     owned::delete(&mut *tx, Owned::Capture(id), caller.org_id, request_id).await?;
     subtract_stored(&mut tx, id, 1).await?;
     tx.commit().await?;
@@ -105,7 +105,7 @@ pub async fn clear_captures(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiPath(id): ApiPath<WebhookId>,
 ) -> ApiResult<StatusCode> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     ensure_exists(&mut *tx, caller.org_id, id).await?;
     // Lock the counters first: batches in flight finish, and later ones wait, so rows and counts agree.
     sqlx::query("SELECT 1 FROM webhook_counters WHERE webhook_id = $1 FOR UPDATE").bind(id).execute(&mut *tx).await?;

@@ -150,7 +150,7 @@ async fn create_webhook(
     verification::check(body.verification.as_ref())?;
     triggers::check(&app.pool, &caller, &body.triggers).await?;
     let id = WebhookId::new(Uuid::new_v4());
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     crate::quota::admit_created(&mut tx, caller.org_id, crate::quota::Quota::Endpoints, app.settings.quotas).await?;
     sqlx::query(
         "INSERT INTO webhooks (id, organization_id, name, description, max_body_bytes, max_age_days, max_requests, response,
@@ -237,7 +237,7 @@ async fn update_webhook(
         Patch::Clear => (Patch::Clear, Patch::Clear),
         Patch::Set(r) => (Patch::from_option(r.max_age_days), Patch::from_option(r.max_requests)),
     };
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     if !body.verification.is_keep() {
         guard_verification(&mut tx, &caller, id, new_triggers.as_deref()).await?;
     }
@@ -276,7 +276,7 @@ async fn delete_webhook(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     Id(id): Id<WebhookId>,
 ) -> ApiResult<StatusCode> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     owned::delete(&mut *tx, Owned::Webhook, caller.org_id, id).await?;
     announce_change(&mut tx, id).await?;
     tx.commit().await?;

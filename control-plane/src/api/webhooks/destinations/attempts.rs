@@ -114,7 +114,7 @@ pub async fn matches(app: &AppState, row: &Claimed) -> Result<bool, sqlx::Error>
     let matched = if conds.is_empty() {
         true
     } else {
-        let mut tx = app.pool.begin().await?;
+        let mut tx = crate::db::begin::begin(&app.pool).await?;
         sqlx::query("SELECT set_config('statement_timeout', $1, true)")
             .bind(format!("{}ms", MATCH_TIMEOUT.as_millis()))
             .execute(&mut *tx)

@@ -153,7 +153,7 @@ pub async fn claim(pool: &PgPool, sender: Sender<'_>, limits: Limits<'_>) -> Res
         Sender::Runner { org_id, labels } => (Some(org_id), labels),
     };
     let busy: Vec<uuid::Uuid> = limits.busy.iter().map(|o| o.as_uuid()).collect();
-    let mut tx = pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&pool).await?;
     let picked: Vec<(DeliveryId, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(pick_sql(sender)))
         .bind(limits.rows)
         .bind(org)

@@ -81,7 +81,7 @@ pub async fn create_destination(
     let id = DestinationId::new(Uuid::new_v4());
     let secret = body.signing.map(|_| model::new_signing_secret());
     let sealed = secret.as_ref().map(|s| app.settings.master_key.seal(caller.org_id, &secret_name(id), s.as_bytes()));
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     // The endpoint's row, locked: concurrent creates count each other's destinations.
     let found: Option<i32> =
         sqlx::query_scalar("SELECT 1 FROM webhooks WHERE organization_id = $1 AND id = $2 FOR UPDATE")
@@ -174,7 +174,7 @@ pub async fn update_destination(
     ApiPath((webhook_id, id)): ApiPath<(WebhookId, DestinationId)>,
     ApiJson(body): ApiJson<UpdateDestination>,
 ) -> ApiResult<Json<Destination>> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let current = fetch(&mut tx, caller.org_id, webhook_id, id).await?;
     let labels = body.runner_labels.as_ref().map_or(current.runner_labels.clone(), |l| l.to_vec());
     if body.url.is_some() || body.runner_labels.is_some() {
@@ -228,7 +228,7 @@ pub async fn delete_destination(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiPath((webhook_id, id)): ApiPath<(WebhookId, DestinationId)>,
 ) -> ApiResult<StatusCode> {
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     let row = fetch(&mut tx, caller.org_id, webhook_id, id).await?;
     sqlx::query("DELETE FROM destinations WHERE organization_id = $1 AND id = $2")
         .bind(caller.org_id)

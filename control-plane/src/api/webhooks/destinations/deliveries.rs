@@ -216,7 +216,7 @@ pub async fn replay_deliveries(
         }
         None => Vec::new(),
     };
-    let mut tx = app.pool.begin().await?;
+    let mut tx = crate::db::begin::begin(&app.pool).await?;
     fetch(&mut tx, caller.org_id, webhook_id, id).await?;
     let mut b = QueryBuilder::<Postgres>::new(
         "UPDATE deliveries d SET status = 'pending', round_start = d.attempts,
