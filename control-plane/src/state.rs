@@ -70,6 +70,8 @@ pub struct Inner {
     pub delivery_wakes: Arc<tokio::sync::Notify>,
     /// Nodes tried through the API (`POST /flows/{flow_id}/try`).
     pub tries: Tries,
+    /// Runners' delivery polls waiting on this server (`POST /runner/deliveries/next`).
+    pub delivery_polls: DeliveryPolls,
     /// Cancelled when the server stops: streams end, background tasks return.
     pub shutdown: CancellationToken,
     /// The mail sender, when SMTP is configured (`Settings::smtp`).
@@ -96,6 +98,29 @@ impl Default for Tries {
 impl Tries {
     pub fn engine(&self) -> &hookflow_runner::engine::Engine {
         self.engine.get_or_init(hookflow_runner::engine::Engine::new)
+    }
+}
+
+/// Delivery polls one runner may hold open at once on one server (a runner polls one at a time; a reconnect may
+/// briefly overlap the poll it gave up).
+pub const DELIVERY_POLLS_PER_RUNNER: usize = 4;
+/// Delivery polls one organization's runners may hold open at once on one server.
+pub const DELIVERY_POLLS_PER_ORGANIZATION: usize = 1024;
+
+/// Ceilings on the delivery polls held open on this server, per runner and per organization: one runner key never
+/// holds unbounded waiting requests (each re-checks the database every second).
+#[derive(Debug)]
+pub struct DeliveryPolls {
+    pub per_runner: crate::slots::KeyedSlots<hookflow_shared::RunnerId>,
+    pub per_organization: crate::slots::KeyedSlots<hookflow_shared::OrgId>,
+}
+
+impl Default for DeliveryPolls {
+    fn default() -> Self {
+        Self {
+            per_runner: crate::slots::KeyedSlots::new(DELIVERY_POLLS_PER_RUNNER),
+            per_organization: crate::slots::KeyedSlots::new(DELIVERY_POLLS_PER_ORGANIZATION),
+        }
     }
 }
 
@@ -363,6 +388,7 @@ impl AppState {
             trigger_wakes: Arc::default(),
             delivery_wakes: Arc::default(),
             tries: Tries::default(),
+            delivery_polls: DeliveryPolls::default(),
             read_pool: databases.read_pool().clone(),
             databases,
             pool,

@@ -1,15 +1,24 @@
 //! One claimed delivery's attempt by the server: prepared (matched, signed: `api::webhooks::destinations::
-//! attempts`), sent in its rate limit's slot through the guarded client (`outbound::signed`), recorded.
+//! attempts`), sent in its rate limit's slot through the guarded client (`outbound::signed`), then recorded by the
+//! sender's group-commit recorder (`api::webhooks::destinations::recording`: the attempts that finished meanwhile
+//! share one statement).
 
-use crate::api::webhooks::destinations::attempts::{Recording, prepare, record};
+use crate::api::webhooks::destinations::attempts::prepare;
 use crate::api::webhooks::destinations::claim::Claimed;
+use crate::api::webhooks::destinations::recording::{AttemptRecord, Recording};
+use crate::db::group_commit::GroupCommit;
+use crate::error::ApiResult;
 use crate::outbound::signed::{Attempted, Clients, send};
 use crate::state::AppState;
 use std::time::Duration;
 
-/// Attempts one claimed delivery. Fails only when the database does (the lease then brings it back).
-pub async fn attempt(app: &AppState, clients: &Clients, mut row: Claimed) -> Result<(), sqlx::Error> {
-    let Some(prepared) = prepare(app, &mut row).await? else { return Ok(()) };
+/// The sender's recorder of finished attempts.
+pub type Recorder = GroupCommit<AttemptRecord>;
+
+/// Sends one claimed delivery; `None` when there was nothing to send. The caller records what it answers.
+/// Fails only when the database does (the lease then brings the delivery back).
+pub async fn send_one(app: &AppState, clients: &Clients, mut row: Claimed) -> ApiResult<Option<AttemptRecord>> {
+    let Some(prepared) = prepare(app, &mut row).await? else { return Ok(None) };
     if let (Some(wait), Some(claimed_at)) = (row.slot_in, row.claimed_at) {
         tokio::time::sleep_until(claimed_at + wait).await;
     }
@@ -25,5 +34,5 @@ pub async fn attempt(app: &AppState, clients: &Clients, mut row: Claimed) -> Res
             duration: Duration::ZERO,
         },
     };
-    record(app, &Recording::of(&row, None), &attempted).await
+    Ok(Some(AttemptRecord::new(&Recording::of(&row, None), &attempted)))
 }

@@ -3,14 +3,16 @@
 //! batch's NOTIFY (`hookflow_deliveries`) and by a periodic poll (retries coming due, lost notifications, a
 //! crashed sender's leases), it claims due deliveries in small batches (`claim`), attempts each concurrently
 //! within a bound (`attempt`, which sends through `outbound::signed`, the one signed-request sender notification
-//! channels use too; destinations with `runner_labels` are claimed by runners instead, `api::runner_protocol::
-//! deliveries`), and disables destinations whose attempts have all failed for their `disable_after_failing_s`
+//! channels use too), records the finished attempts through one group-commit writer (one statement for all that
+//! finished meanwhile; destinations with `runner_labels` are claimed by runners instead, `api::runner_protocol::
+//! deliveries`) and disables destinations whose attempts have all failed for their `disable_after_failing_s`
 //! (`destination.disabled`, audited). Every replica runs one; the database shares the work and the rate limits.
 
 pub mod attempt;
 
 use crate::api::admin::audit::{self, AuditEvent};
 use crate::api::webhooks::destinations::claim::{self, Sender};
+use crate::api::webhooks::destinations::recording;
 use crate::auth::Actor;
 use crate::outbound::signed;
 use crate::state::AppState;
@@ -39,6 +41,7 @@ const BREAKER_EVERY: Duration = Duration::from_secs(5);
 /// Sends deliveries until shutdown.
 pub async fn run(app: AppState) {
     let clients = Arc::new(signed::Clients::default());
+    let recorder = attempt::Recorder::start(app.pool.clone(), recording::MAX_BATCH, "delivery attempts");
     let permits = Arc::new(Semaphore::new(IN_FLIGHT));
     let freed = Arc::new(tokio::sync::Notify::new());
     let in_flight: Arc<Mutex<HashMap<OrgId, usize>>> = Arc::default();
@@ -76,11 +79,12 @@ pub async fn run(app: AppState) {
                             (app.clone(), clients.clone(), freed.clone(), in_flight.clone());
                         let org = row.organization_id;
                         *in_flight.lock().unwrap_or_else(|e| e.into_inner()).entry(org).or_default() += 1;
+                        let recorder = recorder.clone();
                         tokio::spawn(async move {
                             let id = row.id;
-                            if let Err(e) = attempt::attempt(&app, &clients, row).await {
-                                tracing::warn!(error = %e, delivery_id = %id, "recording a delivery failed; it is retried");
-                            }
+                            let sent = attempt::send_one(&app, &clients, row).await;
+                            // The room is given back once the request is done: its record waits for the recorder's
+                            // next statement (bounded by the recorder's queue) under the delivery's lease.
                             {
                                 let mut counts = in_flight.lock().unwrap_or_else(|e| e.into_inner());
                                 if let Some(n) = counts.get_mut(&org) {
@@ -92,6 +96,14 @@ pub async fn run(app: AppState) {
                             }
                             drop(permit);
                             freed.notify_one();
+                            let recorded = match sent {
+                                Ok(Some(record)) => recorder.submit(record).await.map(drop),
+                                Ok(None) => Ok(()),
+                                Err(e) => Err(e),
+                            };
+                            if let Err(e) = recorded {
+                                tracing::warn!(error = %e, delivery_id = %id, "recording a delivery failed; it is retried");
+                            }
                         });
                     }
                 }

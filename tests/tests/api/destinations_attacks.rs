@@ -19,9 +19,12 @@ async fn destination(app: &TestApp, webhook: &str, body: Value) -> Value {
 /// Sends a capture with a raw request line (no client normalises its path) and answers the capture's id (`None`:
 /// the server refused to capture it, 400).
 async fn raw_capture(app: &TestApp, target: &str) -> Option<String> {
+    // The length is the body's own (a length past it would leave the server waiting for bytes never sent).
+    let body = r#"{"a": 1}"#;
     let request = format!(
-        "POST {target} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 9\r\nConnection: \
-         close\r\n\r\n{{\"a\": 1}}"
+        "POST {target} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
     );
     let answer = app.raw_http(request.as_bytes()).await;
     if answer.starts_with("HTTP/1.1 400") {
@@ -53,7 +56,6 @@ async fn settled(app: &TestApp, capture: &str) -> (String, Value) {
 }
 
 #[tokio::test]
-#[ignore = "did not finish within 60 s at the deadline: to investigate (the unit test in attempts.rs covers target_url)"]
 async fn a_capture_sub_path_with_dot_segments_never_leaves_the_destination_path() {
     let app = TestApp::spawn().await;
     let webhook = app.webhook_named("escape").await;

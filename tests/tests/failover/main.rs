@@ -1,9 +1,11 @@
 //! Surviving the database, on a real pg_auto_failover set (a monitor, a primary, a synchronous secondary): two
 //! `hookflow-server` processes on the multi-host URL and a runner process keep capture and launch load going
-//! while the primary's PostgreSQL is killed, or frozen (`frozen`); and a server whose lists read from the standby. Each test brings up
+//! while the primary's PostgreSQL is killed, or frozen (`frozen`); deliveries to a destination pending through the
+//! kill all arrive afterwards (`deliveries`); and a server whose lists read from the standby. Each test brings up
 //! a set of its own (about a minute): they are ignored by the default suite and run by `.ci/run` with
 //! `cargo test -p hookflow-tests --test failover -- --ignored --test-threads=1`.
 
+mod deliveries;
 mod frozen;
 mod support;
 
@@ -249,6 +251,24 @@ async fn wait_until_writable(api: &Api, bases: &[String], webhook: &str, flow: &
             return began.elapsed();
         }
         assert!(Instant::now() < deadline, "captures and launches did not come back within 90 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Probes captures through every server until all answer 200; when (since `began`).
+async fn wait_until_writable_captures(api: &Api, bases: &[String], webhook: &str, began: Instant) -> Duration {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut probes = 0;
+    loop {
+        let mut all = true;
+        for base in bases {
+            probes += 1;
+            all &= api.capture(base, webhook, format!("probe-{probes}")).await.status == 200;
+        }
+        if all {
+            return began.elapsed();
+        }
+        assert!(Instant::now() < deadline, "captures did not come back within 90 s");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -1,24 +1,27 @@
 //! Deliveries made by installed runners (issue #49): a destination with `runner_labels` is delivered from the
 //! network of a runner of its organization carrying all those labels. `POST /runner/deliveries/next` long-polls
 //! (a check a second) and claims due deliveries as the server's sender does (leased; matched; signed here, so the
-//! secret never leaves the server); `POST /runner/deliveries/{delivery_id}/result` records the attempt with the
+//! secret never leaves the server); a runner holds at most `DELIVERY_POLLS_PER_RUNNER` polls open on one server and
+//! an organization's runners `DELIVERY_POLLS_PER_ORGANIZATION` (`state`), past which a poll is refused 429; `POST /runner/deliveries/{delivery_id}/result` records the attempt with the
 //! runner's id, given the lease the delivery was handed out with (a result of another claim is refused). The server never connects to such a URL.
 
 use crate::api::runner_protocol::caller::{RunnerCaller, touch_runner};
-use crate::api::webhooks::destinations::attempts::{Recording, prepare, record};
+use crate::api::webhooks::destinations::attempts::prepare;
 use crate::api::webhooks::destinations::claim::{Claimed, Limits, Sender, claim};
+use crate::api::webhooks::destinations::recording::{Recording, record};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{ApiJson, ApiPath};
 use crate::outbound::signed::Attempted;
+use crate::slots::Slot;
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
-use hookflow_shared::DeliveryId;
 use hookflow_shared::api::destinations::{DeliveryResult, NextDeliveries, RunnerDeliveries, RunnerDelivery};
 use hookflow_shared::wire::runner_route;
+use hookflow_shared::{DeliveryId, ErrorCode, OrgId, RunnerId};
 use std::time::Duration;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -28,6 +31,8 @@ const PER_POLL: i64 = 16;
 const POLL_BYTES: i64 = 8 * 1024 * 1024;
 const DEFAULT_WAIT_S: u64 = 20;
 const MAX_WAIT_S: u64 = 60;
+/// The `Retry-After` of a poll past its runner's or organization's ceiling.
+const POLL_RETRY_AFTER_S: u64 = 2;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(next_deliveries)).routes(routes!(delivery_result))
@@ -37,7 +42,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[utoipa::path(post, operation_id = "claim_deliveries", path = runner_route::NEXT_DELIVERIES,
     request_body = NextDeliveries,
     responses((status = 200, body = RunnerDeliveries), (status = 204, description = "None within wait_s"),
-        (status = 404, description = "No such runner in the organization")))]
+        (status = 404, description = "No such runner in the organization"),
+        (status = 429, description = "The runner, or its organization's runners, hold their ceiling of polls")))]
 async fn next_deliveries(
     State(app): State<AppState>,
     caller: RunnerCaller,
@@ -50,6 +56,8 @@ async fn next_deliveries(
     // The embedded runner is the server's own: it makes no runner deliveries.
     let Some(org_id) = caller.org_id else { return Ok(StatusCode::NO_CONTENT.into_response()) };
     let labels = touch_runner(&app, caller, body.runner_id).await?.labels;
+    // Held until the poll answers (or its client goes away, dropping this future).
+    let _slots = take_poll_slots(&app, org_id, body.runner_id)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s);
     loop {
         // A rate-limited destination's delivery is handed out when its slot comes (one a poll), so the runner's
@@ -83,6 +91,26 @@ async fn next_deliveries(
     }
 }
 
+/// A place for one more waiting poll of `runner` (of `org`) on this server, or 429 `rate_limited` with `Retry-After`
+/// when the runner, or its organization's runners together, hold their ceiling of polls already.
+fn take_poll_slots(app: &AppState, org: OrgId, runner: RunnerId) -> ApiResult<(Slot<RunnerId>, Slot<OrgId>)> {
+    let polls = &app.delivery_polls;
+    let refused = |message: String| {
+        let mut error = ApiError::new(ErrorCode::RateLimited, message);
+        error.retry_after_s = Some(POLL_RETRY_AFTER_S);
+        error
+    };
+    let Some(runner_slot) = polls.per_runner.take(runner) else {
+        let n = polls.per_runner.per_key();
+        return Err(refused(format!("this runner holds {n} delivery polls open already; poll one at a time")));
+    };
+    let Some(org_slot) = polls.per_organization.take(org) else {
+        let n = polls.per_organization.per_key();
+        return Err(refused(format!("this organization's runners hold {n} delivery polls open already")));
+    };
+    Ok((runner_slot, org_slot))
+}
+
 /// A claimed delivery as the runner sends it; `None` when there is nothing to send (or no URL: recorded failed).
 async fn to_send(app: &AppState, mut row: Claimed) -> ApiResult<Option<RunnerDelivery>> {
     let Some(prepared) = prepare(app, &mut row).await? else { return Ok(None) };
@@ -92,7 +120,7 @@ async fn to_send(app: &AppState, mut row: Claimed) -> ApiResult<Option<RunnerDel
             error: Some("the destination URL and the capture's path make no URL".to_owned()),
             duration: Duration::ZERO,
         };
-        record(app, &Recording::of(&row, None), &failed).await?;
+        record(&app.pool, &Recording::of(&row, None), &failed).await?;
         return Ok(None);
     };
     Ok(Some(RunnerDelivery {
@@ -157,6 +185,6 @@ async fn delivery_result(
         retry_schedule_s: pending.retry_schedule_s,
         runner_id: Some(body.runner_id),
     };
-    record(&app, &recording, &attempted).await?;
+    record(&app.pool, &recording, &attempted).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,50 +1,21 @@
 //! A claimed delivery's attempt, whoever makes it (the server's sender, or an installed runner through the runner
 //! protocol): matching the capture against the destination's `q`/`filter` when not yet done (a capture that does
-//! not match loses the row), the request to send (`prepare`: gone capture, `cancelled`), and recording the
-//! attempt: `delivered`, or the next attempt after the schedule's delay (from the attempt's end, up to 10% jitter),
-//! or `dead` after the last.
+//! not match loses the row) and the request to send (`prepare`: gone capture, `cancelled`); `recording` records
+//! the attempt.
 
 use crate::api::webhooks::destinations::claim::Claimed;
 use crate::api::webhooks::destinations::model::{conditions, secret_name};
 use crate::api::webhooks::search::push_cond;
 use crate::crypto::Sealed;
-use crate::outbound::signed::{Attempted, outgoing_headers};
+use crate::outbound::signed::outgoing_headers;
 use crate::signature::standard_webhooks_secret;
 use crate::state::AppState;
-use hookflow_shared::api::destinations::LastAttempt;
 use hookflow_shared::api::runners::NetworkPolicy;
-use hookflow_shared::{DeliveryId, DestinationId, RunnerId};
-use rand::RngExt as _;
 use sqlx::{Postgres, QueryBuilder};
 use std::time::Duration;
 
 /// How long a destination's match may run: past it the capture is taken as not matching.
 const MATCH_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// What recording an attempt needs of its delivery, as it was claimed.
-#[derive(Debug, Clone)]
-pub struct Recording {
-    pub id: DeliveryId,
-    pub destination_id: DestinationId,
-    pub attempts: i32,
-    pub round_start: i32,
-    pub retry_schedule_s: Vec<i32>,
-    /// The runner that made the attempt (`None`: the server).
-    pub runner_id: Option<RunnerId>,
-}
-
-impl Recording {
-    pub fn of(row: &Claimed, runner_id: Option<RunnerId>) -> Self {
-        Self {
-            id: row.id,
-            destination_id: row.destination_id,
-            attempts: row.attempts,
-            round_start: row.round_start,
-            retry_schedule_s: row.retry_schedule_s.clone(),
-            runner_id,
-        }
-    }
-}
 
 /// One request ready to send: its URL (or why none), method, headers (signed), body and timeout.
 #[derive(Debug)]
@@ -196,81 +167,6 @@ pub fn target_url(destination: &str, sub_path: &str, query: &str) -> Option<reqw
 fn is_dot_segment(segment: &str) -> bool {
     let normalized = segment.replace(['\t', '\n', '\r'], "").to_ascii_lowercase().replace("%2e", ".");
     normalized == "." || normalized == ".."
-}
-
-/// Records an attempt and what follows it, in one statement; the metrics count it. Its commit does not wait for
-/// the WAL flush: a record lost to a crash of the database leaves the delivery pending, and it is sent again
-/// (with the same `webhook-id`), which at least once allows.
-pub async fn record(app: &AppState, row: &Recording, attempted: &Attempted) -> Result<(), sqlx::Error> {
-    let now = chrono::Utc::now();
-    let duration_ms = i32::try_from(attempted.duration.as_millis()).unwrap_or(i32::MAX);
-    let last = LastAttempt {
-        at: now.into(),
-        status_code: attempted.status_code,
-        error: attempted.error.clone(),
-        duration_ms: attempted.duration.as_millis() as u64,
-    };
-    let delivered = attempted.delivered();
-    // The attempts of this round (since the last replay), this one included.
-    let round = (row.attempts + 1 - row.round_start).max(1) as usize;
-    let dead = !delivered && round > row.retry_schedule_s.len();
-    let delay_s = if delivered || dead {
-        0.0
-    } else {
-        let base = f64::from(row.retry_schedule_s[round - 1]);
-        base * (1.0 + rand::rng().random_range(0.0..0.1))
-    };
-    let status = if delivered {
-        "delivered"
-    } else if dead {
-        "dead"
-    } else {
-        "pending"
-    };
-    let updated: Option<i32> = sqlx::query_scalar(
-        "WITH d AS (
-             UPDATE deliveries SET attempts = attempts + 1, status = $2, last_attempt = $3,
-                 next_attempt_at = CASE WHEN (SELECT enabled FROM destinations WHERE id = $10)
-                     THEN now() + make_interval(secs => $4) ELSE 'infinity'::timestamptz END,
-                 delivered_at = CASE WHEN $2 = 'delivered' THEN now() END
-             WHERE id = $1 AND status = 'pending'
-                 AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
-             RETURNING id, attempts
-         ), a AS (
-             INSERT INTO delivery_attempts (delivery_id, attempt, at, status_code, error, duration_ms, runner_id)
-             SELECT id, attempts, $5, $6, $7, $8, $11 FROM d
-             ON CONFLICT DO NOTHING
-         ), f AS (
-             UPDATE destinations SET failing_since = CASE WHEN $9 THEN NULL ELSE COALESCE(failing_since, $5) END
-             WHERE id = $10 AND EXISTS (SELECT 1 FROM d)
-                 AND (failing_since IS NOT NULL) = $9
-         )
-         SELECT attempts FROM d",
-    )
-    .bind(row.id)
-    .bind(status)
-    .bind(sqlx::types::Json(&last))
-    .bind(delay_s)
-    .bind(now - chrono::Duration::from_std(attempted.duration).unwrap_or_default())
-    .bind(attempted.status_code.map(i32::from))
-    .bind(attempted.error.as_deref())
-    .bind(duration_ms)
-    .bind(delivered)
-    .bind(row.destination_id)
-    .bind(row.runner_id)
-    .fetch_optional(&app.pool)
-    .await?;
-    if updated.is_some() {
-        if delivered {
-            crate::metrics::delivery_outcome("delivered");
-        } else {
-            crate::metrics::delivery_outcome("failed_attempt");
-            if dead {
-                crate::metrics::delivery_outcome("dead");
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

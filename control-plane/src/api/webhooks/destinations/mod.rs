@@ -1,12 +1,13 @@
 //! An endpoint's destinations (issue #49) and their deliveries: CRUD (`crud`), the checks and stored shape
-//! (`model`), deliveries, attempts and replay (`deliveries`); claiming due deliveries (`claim`) and preparing and
-//! recording an attempt (`attempts`), for the server's sender (`delivery`) and for runners alike.
+//! (`model`), deliveries, attempts and replay (`deliveries`); claiming due deliveries (`claim`), preparing an
+//! attempt (`attempts`) and recording attempts, many in one statement (`recording`), for the server's sender (`delivery`) and for runners alike.
 
 pub mod attempts;
 pub mod claim;
 pub mod crud;
 pub mod deliveries;
 pub mod model;
+pub mod recording;
 
 use crate::state::AppState;
 use utoipa_axum::{router::OpenApiRouter, routes};
