@@ -63,6 +63,7 @@ mod limits_writers;
 mod mail;
 mod mail_tls;
 mod master_keys;
+mod monitors_e2e;
 mod openapi;
 mod organization;
 mod people_external;
