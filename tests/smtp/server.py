@@ -1,12 +1,17 @@
 """A real SMTP server for the tests (aiosmtpd): listens on 127.0.0.1 on a free port, prints `listening <port>`,
 and writes each message it receives to <directory>/<n>.json as {"from", "to", "subject", "body", "raw"} (the
-body decoded from its transfer encoding). Stops when its standard input closes."""
+body decoded from its transfer encoding), with "tls": whether the message came over TLS. Stops when its standard
+input closes.
+
+`server.py <directory> starttls <cert.pem> <key.pem>` offers STARTTLS with that certificate and refuses mail
+before it; `server.py <directory> smtps <cert.pem> <key.pem>` speaks TLS from the first byte."""
 
 import asyncio
 import email
 import email.policy
 import json
 import os
+import ssl
 import sys
 
 from aiosmtpd.smtp import SMTP
@@ -26,6 +31,7 @@ class Keeper:
             "subject": str(message["subject"]),
             "body": body.get_content() if body is not None else "",
             "raw": envelope.content.decode("utf-8", "replace"),
+            "tls": session.ssl is not None or server.transport.get_extra_info("sslcontext") is not None,
         }
         self.count += 1
         path = os.path.join(self.directory, f"{self.count:06}.json")
@@ -35,10 +41,20 @@ class Keeper:
         return "250 OK"
 
 
-async def main(directory):
+async def main(directory, mode=None, cert=None, key=None):
     loop = asyncio.get_running_loop()
     keeper = Keeper(directory)
-    server = await loop.create_server(lambda: SMTP(keeper, hostname="mail.test"), "127.0.0.1", 0)
+    context = None
+    if mode is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(cert, key)
+    if mode == "starttls":
+        factory = lambda: SMTP(keeper, hostname="mail.test", tls_context=context, require_starttls=True)
+        server = await loop.create_server(factory, "127.0.0.1", 0)
+    elif mode == "smtps":
+        server = await loop.create_server(lambda: SMTP(keeper, hostname="mail.test"), "127.0.0.1", 0, ssl=context)
+    else:
+        server = await loop.create_server(lambda: SMTP(keeper, hostname="mail.test"), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     print(f"listening {port}", flush=True)
     await loop.run_in_executor(None, sys.stdin.read)
@@ -46,4 +62,4 @@ async def main(directory):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main(*sys.argv[1:]))

@@ -1,10 +1,11 @@
 // @ts-check
 // A flow's schedules: the list (cron, zone, state, next fire times shown in the schedule's own zone), pause and
-// resume, delete, and the form that creates one with a live preview of its fire times in the chosen zone and the
-// notification channels to alert.
+// resume, delete, changing whom each alerts, and the form that creates one with a live preview of its fire times in
+// the chosen zone and the notification channels to alert.
 
 import { h, fill, field, notice, table, badge } from '../dom.js';
 import { call, can } from '../api.js';
+import { describeNotify, notifyControls, notifyEditor } from './schedule_notify.js';
 
 /** A fire time (RFC 3339 with its offset) as the wall clock of `zone` shows it, with the zone named. */
 export function inZone(text, zone) {
@@ -45,6 +46,14 @@ export async function showSchedules(el, flowId, environments) {
   const error = notice();
   const writable = can('flows:write');
   const reload = () => showSchedules(el, flowId, environments);
+  const editor = h('div', { id: 'schedule-notify-editor' });
+  const editNotify = (s) => {
+    fill(
+      editor,
+      notifyEditor(flowId, s, reload, () => fill(editor)),
+    );
+    editor.scrollIntoView({ block: 'nearest' });
+  };
   const act = async (method, path, body) => {
     try {
       await call(method, path, body);
@@ -67,6 +76,7 @@ export async function showSchedules(el, flowId, environments) {
         ],
       ],
       ['State', (s) => (s.paused ? badge('paused') : badge(s.state))],
+      ['Alerts', (s) => describeNotify(s.notify)],
       [
         'Next',
         (s) =>
@@ -94,6 +104,8 @@ export async function showSchedules(el, flowId, environments) {
                   s.paused ? 'Resume' : 'Pause',
                 ),
                 ' ',
+                h('button', { type: 'button', class: 'schedule-edit-notify', onclick: () => editNotify(s) }, 'Alerts…'),
+                ' ',
                 h(
                   'button',
                   {
@@ -116,6 +128,7 @@ export async function showSchedules(el, flowId, environments) {
     h('h2', {}, 'Schedules'),
     error,
     rows,
+    editor,
     writable && listed.items.length < 10 ? scheduleForm(flowId, environments, reload) : null,
   );
 }
@@ -157,24 +170,7 @@ function scheduleForm(flowId, environments, done) {
     class: 'code',
     placeholder: 'name=value, one a line',
   });
-  const notifyBox = h('div', { id: 'schedule-channels' }, h('span', { class: 'muted' }, 'No channels.'));
-  const afterFailures = h('input', { id: 'schedule-after-failures', type: 'number', min: 1, max: 100, value: '1' });
-  if (can('organization:read')) {
-    call('GET', '/notification-channels')
-      .then((list) => {
-        if (!list.items.length) {
-          fill(notifyBox, h('span', { class: 'muted' }, 'No channels yet: add them on the Alerts page.'));
-          return;
-        }
-        fill(
-          notifyBox,
-          list.items.map((c) =>
-            h('label', {}, h('input', { type: 'checkbox', value: c.id, class: 'schedule-channel' }), ` ${c.name} (${c.kind})`),
-          ),
-        );
-      })
-      .catch(() => {});
-  }
+  const notify = notifyControls('schedule', 'schedule-channel', null);
   const preview = h('ul', { class: 'plain', id: 'schedule-preview', 'aria-live': 'polite' });
   let timer = 0;
   const showPreview = () => {
@@ -209,8 +205,7 @@ function scheduleForm(flowId, environments, done) {
     field('Catch up missed runs (seconds)', catchUp),
     field('Runner labels', labels),
     field('Variables', variables),
-    field('Notify on failure and recovery', notifyBox),
-    field('Failed runs before alerting', afterFailures),
+    notify.fields,
     h('div', { class: 'field' }, h('span', {}, 'Next fire times'), preview),
     h('button', { type: 'submit', class: 'primary' }, 'Add schedule'),
   );
@@ -231,11 +226,8 @@ function scheduleForm(flowId, environments, done) {
     if (wanted.length) body.runner_labels = wanted;
     const vars = parseVariables(variables.value);
     if (Object.keys(vars).length) body.variables = vars;
-    /** @type {HTMLInputElement[]} */
-    const picked = Array.from(notifyBox.querySelectorAll('input.schedule-channel:checked'));
-    if (picked.length) {
-      body.notify = { channels: picked.map((i) => i.value), after_failures: Number(afterFailures.value) || 1 };
-    }
+    const wantedNotify = notify.read();
+    if (wantedNotify.channels.length) body.notify = wantedNotify;
     try {
       await call('POST', `/flows/${flowId}/schedules`, body);
       await done();

@@ -13,7 +13,7 @@ use crate::mail::settings::{SmtpSettings, SmtpTls};
 use lettre::message::Mailbox;
 use lettre::message::header::ContentType;
 use lettre::transport::smtp::authentication::Credentials;
-use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport as _, Message, Tokio1Executor};
 use std::sync::Arc;
 use std::time::Duration;
@@ -165,8 +165,14 @@ fn one_line(subject: &str) -> String {
 }
 
 fn transport(settings: &SmtpSettings) -> Result<AsyncSmtpTransport<Tokio1Executor>, String> {
-    let parameters =
-        || TlsParameters::new(settings.host.clone()).map_err(|e| format!("TLS settings for {}: {e}", settings.host));
+    let parameters = || {
+        let mut builder = TlsParameters::builder(settings.host.clone());
+        if let Some(pem) = &settings.ca_pem {
+            let certificate = Certificate::from_pem(pem).map_err(|e| format!("the SMTP CA certificate: {e}"))?;
+            builder = builder.add_root_certificate(certificate);
+        }
+        builder.build().map_err(|e| format!("TLS settings for {}: {e}", settings.host))
+    };
     let tls = match settings.tls {
         SmtpTls::Opportunistic => Tls::Opportunistic(parameters()?),
         SmtpTls::Required => Tls::Required(parameters()?),

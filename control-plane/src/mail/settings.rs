@@ -1,7 +1,8 @@
 //! The SMTP settings as the flags give them: `smtp://host[:port]` (STARTTLS when the server offers it;
 //! `?tls=required` refuses to send without it), `smtps://host[:port]` (TLS from the first byte), credentials in the
-//! URL (`smtp://user:password@host`) or the password in a file, and the sender's address. The password is never
-//! printed (`Debug` hides it).
+//! URL (`smtp://user:password@host`) or the password in a file, the sender's address, and a certificate to trust
+//! besides the platform's (`--smtp-ca-file`, for a relay with a private CA). The password is never printed
+//! (`Debug` hides it).
 
 use std::path::Path;
 
@@ -26,6 +27,8 @@ pub struct SmtpSettings {
     pub password: Option<String>,
     /// The `From` of every mail (`--smtp-from`), e.g. `hookflow <hookflow@example.com>`.
     pub from: String,
+    /// A PEM certificate trusted for the SMTP server's TLS besides the platform's roots (`--smtp-ca-file`).
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for SmtpSettings {
@@ -37,6 +40,7 @@ impl std::fmt::Debug for SmtpSettings {
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<hidden>"))
             .field("from", &self.from)
+            .field("ca_pem", &self.ca_pem.as_ref().map(|_| "<certificate>"))
             .finish()
     }
 }
@@ -83,7 +87,34 @@ impl SmtpSettings {
         }
         let from = from.ok_or("--smtp-url needs --smtp-from (the address mails are sent from)")?;
         from.parse::<lettre::message::Mailbox>().map_err(|e| format!("--smtp-from is not a mail address: {e}"))?;
-        Ok(Self { host, port: parsed.port().unwrap_or(default_port), tls, username, password, from: from.to_owned() })
+        Ok(Self {
+            host,
+            port: parsed.port().unwrap_or(default_port),
+            tls,
+            username,
+            password,
+            from: from.to_owned(),
+            ca_pem: None,
+        })
+    }
+
+    /// Trusts the PEM certificate in `file` (`--smtp-ca-file`) for the SMTP server's TLS, besides the platform's
+    /// roots; an error names the flag.
+    pub fn with_ca_file(self, file: &Path) -> Result<Self, String> {
+        let pem = std::fs::read(file).map_err(|e| format!("--smtp-ca-file {}: {e}", file.display()))?;
+        self.with_ca_pem(pem).map_err(|e| format!("--smtp-ca-file {}: {e}", file.display()))
+    }
+
+    /// Trusts `pem` (one PEM certificate) for the SMTP server's TLS, besides the platform's roots.
+    pub fn with_ca_pem(mut self, pem: Vec<u8>) -> Result<Self, String> {
+        // The parser answers no certificate, not an error, for text without any.
+        if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
+            return Err("not a PEM certificate (no BEGIN CERTIFICATE)".to_owned());
+        }
+        lettre::transport::smtp::client::Certificate::from_pem(&pem)
+            .map_err(|e| format!("not a PEM certificate: {e}"))?;
+        self.ca_pem = Some(pem);
+        Ok(self)
     }
 }
 
@@ -105,6 +136,18 @@ mod tests {
         assert!(!format!("{s:?}").contains("p@ss"), "the password is never printed");
         let s = SmtpSettings::parse("smtp://127.0.0.1:2525?tls=required", Some("h@example.com"), None).expect("ok");
         assert_eq!((s.port, s.tls), (2525, SmtpTls::Required));
+    }
+
+    #[test]
+    fn a_ca_file_must_hold_a_certificate_and_is_named_in_errors() {
+        let s = SmtpSettings::parse("smtps://mail.example.com", Some("h@example.com"), None).expect("ok");
+        let missing = std::env::temp_dir().join(format!("smtp-ca-{}", uuid::Uuid::new_v4()));
+        let error = s.clone().with_ca_file(&missing).expect_err("no such file");
+        assert!(error.starts_with("--smtp-ca-file"), "{error}");
+        std::fs::write(&missing, "not a certificate").expect("write");
+        let error = s.with_ca_file(&missing).expect_err("not PEM");
+        assert!(error.contains("--smtp-ca-file") && error.contains("PEM"), "{error}");
+        let _ = std::fs::remove_file(&missing);
     }
 
     #[test]

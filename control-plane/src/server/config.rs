@@ -259,6 +259,10 @@ pub struct MailArgs {
     /// A file holding the SMTP password (one line), instead of a password in --smtp-url.
     #[arg(long, env = "HOOKFLOW_SMTP_PASSWORD_FILE")]
     pub smtp_password_file: Option<PathBuf>,
+    /// A PEM certificate to trust for the SMTP server's TLS besides the platform's roots (a relay whose
+    /// certificate comes from a private CA).
+    #[arg(long, env = "HOOKFLOW_SMTP_CA_FILE")]
+    pub smtp_ca_file: Option<PathBuf>,
 }
 
 impl MailArgs {
@@ -268,9 +272,17 @@ impl MailArgs {
             if self.smtp_password_file.is_some() {
                 return Err("--smtp-password-file needs --smtp-url".into());
             }
+            if self.smtp_ca_file.is_some() {
+                return Err("--smtp-ca-file needs --smtp-url".into());
+            }
             return Ok(None);
         };
-        crate::mail::SmtpSettings::parse(url, self.smtp_from.as_deref(), self.smtp_password_file.as_deref()).map(Some)
+        let settings =
+            crate::mail::SmtpSettings::parse(url, self.smtp_from.as_deref(), self.smtp_password_file.as_deref())?;
+        match &self.smtp_ca_file {
+            Some(file) => settings.with_ca_file(file).map(Some),
+            None => Ok(Some(settings)),
+        }
     }
 }
 

@@ -22,6 +22,8 @@ pub struct Report {
     pub verification_secrets: u64,
     /// Destinations' signing secrets.
     pub destination_secrets: u64,
+    /// Notification channels' signing secrets (`webhook` channels).
+    pub channel_secrets: u64,
     /// Values no key of the ring opens (left as they are).
     pub unreadable: u64,
     /// Values still under another key after the pass (written meanwhile, or unreadable).
@@ -41,11 +43,12 @@ pub async fn command(pool: &PgPool, mut keys: MasterKeys, new_key: bool, retire:
     let keyring = keys.keyring();
     let report = reencrypt(pool, &keyring).await?;
     println!(
-        "re-encrypted {} secrets, {} signing keys, {} endpoints' verification secrets and {} destinations' signing secrets under key version {}; {} values remain under other keys",
+        "re-encrypted {} secrets, {} signing keys, {} endpoints' verification secrets, {} destinations' and {} notification channels' signing secrets under key version {}; {} values remain under other keys",
         report.secrets,
         report.signing_keys,
         report.verification_secrets,
         report.destination_secrets,
+        report.channel_secrets,
         keyring.current_version(),
         report.remaining
     );
@@ -93,11 +96,15 @@ pub async fn reencrypt(pool: &PgPool, keyring: &MasterKey) -> Result<Report, sql
     let (destinations, unreadable) = reencrypt_destination_secrets(pool, keyring).await?;
     report.destination_secrets = destinations;
     report.unreadable += unreadable;
+    let (channels, unreadable) = reencrypt_channel_secrets(pool, keyring).await?;
+    report.channel_secrets = channels;
+    report.unreadable += unreadable;
     report.remaining = sqlx::query_scalar(
         "SELECT (SELECT count(*) FROM secrets WHERE key_version <> $1)
               + (SELECT count(*) FROM signing_keys WHERE key_version <> $1)
               + (SELECT count(*) FROM webhooks WHERE verification_key_version <> $1)
-              + (SELECT count(*) FROM destinations WHERE signing_key_version <> $1)",
+              + (SELECT count(*) FROM destinations WHERE signing_key_version <> $1)
+              + (SELECT count(*) FROM notification_channels WHERE signing_key_version <> $1)",
     )
     .bind(keyring.current_version())
     .fetch_one(pool)
@@ -234,6 +241,45 @@ async fn reencrypt_destination_secrets(pool: &PgPool, keyring: &MasterKey) -> Re
             };
             let update = sqlx::query(
                 "UPDATE destinations SET signing_secret = $2, signing_nonce = $3, signing_key_version = $4 WHERE id = $1",
+            );
+            bind_sealed(update.bind(id), &sealed).execute(&mut *tx).await?;
+            done += 1;
+        }
+        tx.commit().await?;
+    }
+}
+
+/// A notification channel's id, organization and sealed signing secret.
+type ChannelRow = (uuid::Uuid, OrgId, Vec<u8>, Vec<u8>, i32);
+
+/// `webhook` channels' signing secrets (other kinds have none: their version is null and never taken).
+async fn reencrypt_channel_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u64), sqlx::Error> {
+    let (mut done, mut unreadable) = (0, 0);
+    let mut after = uuid::Uuid::nil();
+    loop {
+        let mut tx = pool.begin().await?;
+        let rows: Vec<ChannelRow> = sqlx::query_as(
+            "SELECT id, organization_id, signing_secret, signing_nonce, signing_key_version
+             FROM notification_channels
+             WHERE signing_key_version <> $1 AND signing_secret IS NOT NULL AND signing_nonce IS NOT NULL AND id > $2
+             ORDER BY id LIMIT $3 FOR UPDATE",
+        )
+        .bind(keyring.current_version())
+        .bind(after)
+        .bind(BATCH)
+        .fetch_all(&mut *tx)
+        .await?;
+        let Some(last) = rows.last() else { return Ok((done, unreadable)) };
+        after = last.0;
+        for (id, org, ciphertext, nonce, key_version) in rows {
+            let name = crate::api::alerts::channels::secret_name(id);
+            let Some(sealed) = reseal(keyring, org, &name, Sealed { ciphertext, nonce, key_version }) else {
+                unreadable += 1;
+                continue;
+            };
+            let update = sqlx::query(
+                "UPDATE notification_channels SET signing_secret = $2, signing_nonce = $3, signing_key_version = $4
+                 WHERE id = $1",
             );
             bind_sealed(update.bind(id), &sealed).execute(&mut *tx).await?;
             done += 1;

@@ -39,7 +39,7 @@ async fn audit_text(app: &TestApp) -> String {
 
 /// Checks each arrival's Standard Webhooks signature with an independent HMAC, and with the `standardwebhooks`
 /// Python library when it is installed.
-fn verify_signatures(secret: &str, arrivals: &[Arrival]) {
+pub(crate) fn verify_signatures(secret: &str, arrivals: &[Arrival]) {
     use base64::Engine as _;
     let key = base64::engine::general_purpose::STANDARD.decode(secret.strip_prefix("whsec_").expect("whsec_"));
     let key = key.expect("base64");

@@ -7,6 +7,7 @@ pub const RUNNER: &str = env!("CARGO_BIN_EXE_hookflow-runner-under-test");
 pub const SERVER: &str = env!("CARGO_BIN_EXE_hookflow-server-under-test");
 
 mod alerts;
+mod alerts_private;
 mod analytics;
 mod app_audit;
 mod app_browser;
@@ -61,7 +62,9 @@ mod limits_parsers;
 mod limits_server;
 mod limits_writers;
 mod mail;
+mod mail_tls;
 mod master_keys;
+mod monitors_e2e;
 mod openapi;
 mod organization;
 mod people_external;
