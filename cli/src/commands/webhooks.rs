@@ -154,13 +154,10 @@ pub async fn run(api: &Api, command: WebhooksCommand, style: Style) -> Result<()
                 .map(|scheme| verification_settings(&scheme, verification_secret, verification_mode.as_deref()))
                 .transpose()?;
             let body = CreateWebhook {
-                name: CliError::option("--name", name)?,
                 description: description.map(|d| CliError::option("--description", d)).transpose()?,
                 max_body_bytes,
-                retention: None,
-                response: None,
                 verification,
-                triggers: Default::default(),
+                ..CreateWebhook::new(CliError::option("--name", name)?)
             };
             let webhook: Webhook = api.client().webhooks().create(&body).await.map_err(|e| api.error(e))?;
             if json {

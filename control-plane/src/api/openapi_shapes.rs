@@ -15,13 +15,15 @@ pub fn for_generators(document: &mut OpenApi) {
 }
 
 /// The operations of each path with their method names.
-fn operations(item: &mut utoipa::openapi::PathItem) -> [(&'static str, &mut Option<Operation>); 5] {
+fn operations(item: &mut utoipa::openapi::PathItem) -> [(&'static str, &mut Option<Operation>); 7] {
     [
         ("get", &mut item.get),
         ("put", &mut item.put),
         ("post", &mut item.post),
         ("patch", &mut item.patch),
         ("delete", &mut item.delete),
+        ("head", &mut item.head),
+        ("options", &mut item.options),
     ]
 }
 

@@ -9,6 +9,8 @@
 //! ids pushes out older unknown ids, never the recent ones, and never the known endpoints).
 
 use crate::cache::BoundedCache;
+use crate::capture::answer::Answers;
+use crate::capture::answer::rules::RuleCond;
 use crate::capture::signing::EndpointVerification;
 use crate::capture::stored_verification::StoredVerification;
 pub use crate::capture::target::CaptureTarget;
@@ -41,6 +43,8 @@ pub struct Endpoint {
     pub response: Option<CustomResponse>,
     /// How its senders sign, when it verifies signatures.
     pub verification: Option<EndpointVerification>,
+    /// Its response rules and CORS settings.
+    pub answers: Answers,
     limiter: DefaultDirectRateLimiter,
 }
 
@@ -54,6 +58,7 @@ impl Endpoint {
             max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(0),
             response: None,
             verification: None,
+            answers: Answers::default(),
             limiter: RateLimiter::direct(Quota::per_second(rate)),
         }
     }
@@ -103,6 +108,9 @@ struct EndpointRow {
     verification_secrets: Option<Vec<u8>>,
     verification_nonce: Option<Vec<u8>>,
     verification_key_version: Option<i32>,
+    rules: Option<sqlx::types::Json<Vec<hookflow_shared::api::answers::ResponseRule>>>,
+    rule_conditions: Option<sqlx::types::Json<Vec<Vec<RuleCond>>>>,
+    cors: Option<sqlx::types::Json<hookflow_shared::api::answers::Cors>>,
 }
 
 impl EndpointRow {
@@ -144,7 +152,7 @@ impl EndpointCache {
         let row: Option<EndpointRow> = sqlx::query_as(
             "SELECT w.organization_id, COALESCE(w.max_body_bytes, o.default_max_body_bytes) AS max_body_bytes,
                     w.response, o.capture_rate_limit_per_s AS rate, w.verification, w.verification_secrets,
-                    w.verification_nonce, w.verification_key_version
+                    w.verification_nonce, w.verification_key_version, w.rules, w.rule_conditions, w.cors
              FROM webhooks w JOIN organizations o ON o.id = w.organization_id WHERE w.id = $1",
         )
         .bind(id)
@@ -155,10 +163,18 @@ impl EndpointCache {
             return Ok(None);
         };
         let verification = row.verification(master, id);
-        let EndpointRow { organization_id: org_id, max_body_bytes, response, rate, .. } = row;
+        let EndpointRow {
+            organization_id: org_id, max_body_bytes, response, rate, rules, rule_conditions, cors, ..
+        } = row;
+        let answers = Answers::compile(
+            rules.map(|r| r.0).unwrap_or_default(),
+            rule_conditions.map(|c| c.0).unwrap_or_default(),
+            cors.map(|c| c.0),
+        );
         let endpoint = Arc::new(Endpoint {
             response: response.map(|r| r.0),
             verification,
+            answers,
             ..Endpoint::new(CaptureTarget::Webhook(id), org_id, max_body_bytes, rate.min(max_rate))
         });
         self.unknown.remove(&id);

@@ -1,9 +1,10 @@
 //! The capture path, `/webhook/{id}[/{*path}]`: no authentication; finds the endpoint in the cache, applies its
 //! rate limit, its organization's capture quotas (before the body is read) and its body limit, records the request
-//! exactly as sent, and answers the receipt (or the endpoint's custom response) only once the capture writer has
-//! committed it. It reads its own component, `CapturePath`, from
+//! exactly as sent (HEAD and OPTIONS included), and answers (`answer`: a CORS preflight, a response rule, the
+//! endpoint's custom response or the receipt) only once the capture writer has committed it. It reads its own component, `CapturePath`, from
 //! any state that gives one (`FromRef`): the hot path touches nothing else.
 
+pub mod answer;
 pub mod batch;
 pub mod cache;
 pub mod hub;
@@ -29,13 +30,13 @@ use crate::quota::captures::CaptureQuotas;
 use crate::signature::Message;
 use axum::Extension;
 use axum::extract::{ConnectInfo, FromRef, Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use batch::CaptureSignature;
 use cache::{CaptureTarget, Endpoint, EndpointCache, Lookup};
 use hookflow_shared::api::signatures::{Verdict, VerificationMode};
-use hookflow_shared::api::webhooks::{CaptureReceipt, CustomResponse};
-use hookflow_shared::{CaptureId, ErrorCode, OrgId, Timestamp, WebhookId};
+use hookflow_shared::api::webhooks::CaptureReceipt;
+use hookflow_shared::{ErrorCode, OrgId, WebhookId};
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 use std::collections::BTreeMap;
@@ -76,18 +77,26 @@ where
     // The sub-path form shares the handler; OpenAPI cannot express a path wildcard, so /webhook/{id} documents both.
     OpenApiRouter::new().routes(routes!(capture)).route(
         "/webhook/{id}/{*path}",
-        axum::routing::get(capture).post(capture).put(capture).patch(capture).delete(capture),
+        axum::routing::get(capture)
+            .post(capture)
+            .put(capture)
+            .patch(capture)
+            .delete(capture)
+            .head(capture)
+            .options(capture),
     )
 }
 
 /// Capture a request: any headers, query and body, no authentication. Also serves every sub-path
 /// (`/webhook/{id}/any/thing`), recorded as `path`. Answers only after the capture is durably stored.
-#[utoipa::path(method(get, post, put, patch, delete), operation_id = "capture_webhook", path = "/webhook/{id}",
+#[utoipa::path(method(get, post, put, patch, delete, head, options), operation_id = "capture_webhook", path = "/webhook/{id}",
     params(("id" = Uuid, Path, description = "The endpoint id")),
     request_body(description = "Any body up to the endpoint's `max_body_bytes`, stored exactly as sent (any \
         content type; the document names the generic one)",
         content = Option<hookflow_shared::api::documents::RawBody>, content_type = "application/octet-stream"),
     responses((status = 200, description = "Stored; the receipt, or the endpoint's custom response", body = CaptureReceipt),
+        (status = 204, description = "A CORS preflight (`OPTIONS` with `Origin` and \
+            `Access-Control-Request-Method`) from an origin the endpoint's `cors` allows; stored too"),
         (status = 400, description = "The database refused this capture (its neighbours are stored)"),
         (status = 401, description = "The endpoint enforces or rejects signatures and this one is invalid, missing \
             or a duplicate (`signature_invalid`; under `enforce` the capture is stored, under `reject` it is not)"),
@@ -96,8 +105,8 @@ where
             `captures_per_day` or `stored_bytes` quota (`quota_exceeded`, answered before the body is read); \
             `Retry-After` says when to try again"),
         (status = 503),
-        (status = "default", description = "The endpoint's custom response: the status (200 to 599, not 3xx), \
-            headers and body it sets")),
+        (status = "default", description = "The first matching response rule's answer, else the endpoint's custom \
+            response: the status (200 to 599, not 3xx), headers and body it sets")),
     security(()))]
 async fn capture(
     State(capture): State<Arc<CapturePath>>,
@@ -107,7 +116,8 @@ async fn capture(
     request: Request,
 ) -> Response {
     let recorded = heads.zip(number).map(|(heads, number)| (heads.0, number.0));
-    match capture_inner(&capture, peer, recorded, request).await {
+    let mut origin = None;
+    let mut response = match capture_inner(&capture, peer, recorded, request, &mut origin).await {
         Ok(response) => response,
         Err(error) => {
             let response = error.into_response();
@@ -117,7 +127,14 @@ async fn capture(
             }
             response
         }
+    };
+    // An answer to an origin the endpoint's `cors` allows carries its CORS headers, refusals included.
+    if let Some(origin) = origin
+        && !response.headers().contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN)
+    {
+        answer::cors::mark(&mut response, &origin);
     }
+    response
 }
 
 async fn capture_inner(
@@ -125,23 +142,23 @@ async fn capture_inner(
     peer: SocketAddr,
     recorded: Option<(HeadQueue, RequestNumber)>,
     request: Request,
+    origin: &mut Option<String>,
 ) -> ApiResult<Response> {
     let received_at = chrono::Utc::now();
     let (parts, body) = request.into_parts();
     // Behind a trusted proxy the sender is who the proxy says; anyone else's forwarding headers are kept, not believed.
     let peer = SocketAddr::new(capture.trusted_proxies.client(peer.ip(), &parts.headers), peer.port());
-    if parts.method == Method::HEAD {
-        return Err(ApiError::new(
-            ErrorCode::MethodNotAllowed,
-            "HEAD is not captured; use GET, POST, PUT, PATCH or DELETE",
-        ));
-    }
     let rest = parts.uri.path().strip_prefix("/webhook/").unwrap_or_default();
     let (id, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     // What this capture waits on the database (the endpoint, a signature's replay check, its batch) is given up
     // at its deadline with a 503; the time its body takes to arrive is the sender's and does not count.
     let mut deadline = Deadline::start();
     let endpoint = deadline.run(resolve(capture, peer, id)).await??;
+    if let Some(cors) = &endpoint.answers.cors
+        && let Some(value) = parts.headers.get(header::ORIGIN).and_then(|v| v.to_str().ok())
+    {
+        *origin = answer::cors::allowed_origin(cors, &[("origin".to_owned(), value.to_owned())]).map(str::to_owned);
+    }
     if let Err(wait) = endpoint.check_rate() {
         let mut error = ApiError::new(ErrorCode::RateLimited, "this endpoint receives too many requests; retry later");
         error.retry_after_s = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
@@ -191,7 +208,8 @@ async fn capture_inner(
         let _ = deadline.run(capture.writer.count_refused(counted)).await;
         return Err(refused.clone());
     }
-    let request = Captured { parts: &parts, path, headers: &headers, body, peer, received_at };
+    let verdict = signature.answer.verdict;
+    let request = Captured { parts: &parts, path, headers: &headers, body: body.clone(), peer, received_at };
     let judged = signature.clone();
     let record = request.record(&endpoint, signature)?;
     // Past the deadline the capture may still be stored: the 503 promises nothing, and the sender's retry is a
@@ -209,7 +227,33 @@ async fn capture_inner(
     match outcome {
         Outcome::Stored(request_id) => match refusal {
             Some(refused) => Err(refused),
-            None => Ok(receipt(&endpoint, request_id, received_at)),
+            None if endpoint.answers.is_empty() => {
+                Ok(answer::ordinary(endpoint.response.as_ref(), request_id, received_at))
+            }
+            None => {
+                let query = query_map(parts.uri.query().unwrap_or_default());
+                let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+                let source_ip = peer.ip().to_string();
+                let incoming = answer::Incoming {
+                    method: parts.method.as_str(),
+                    path,
+                    query: &query,
+                    headers: &headers,
+                    content_type,
+                    body: &body,
+                    source_ip: &source_ip,
+                    verdict: verdict.as_str(),
+                    received_at,
+                };
+                let answered =
+                    answer::answer(&capture.pool, &endpoint.answers, endpoint.response.as_ref(), &incoming, request_id)
+                        .await;
+                // The capture is stored; a delay holds no connection and no slot, only this request.
+                if !answered.delay.is_zero() {
+                    tokio::time::sleep(answered.delay).await;
+                }
+                Ok(answered.response)
+            }
         },
         Outcome::EndpointGone => Err(ApiError::not_found("webhook")),
         Outcome::Rejected => {
@@ -313,14 +357,7 @@ struct Captured<'a> {
 impl Captured<'_> {
     fn record(self, endpoint: &Endpoint, signature: CaptureSignature) -> ApiResult<CaptureRecord> {
         let query_string = self.parts.uri.query().unwrap_or_default().to_owned();
-        let mut query: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        // The decoded view cannot hold U+0000 (PostgreSQL refuses it): it reads U+FFFD there, while
-        // `query_string` keeps the exact bytes.
-        let text =
-            |s: std::borrow::Cow<'_, str>| if s.contains('\0') { s.replace('\0', "\u{FFFD}") } else { s.into_owned() };
-        for (name, value) in form_urlencoded::parse(query_string.as_bytes()) {
-            query.entry(text(name)).or_default().push(text(value));
-        }
+        let query = query_map(&query_string);
         let content_type = self.parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
         Ok(CaptureRecord {
             org_id: endpoint.org_id,
@@ -341,49 +378,14 @@ impl Captured<'_> {
     }
 }
 
-/// The answer to a stored capture: the endpoint's custom response, or the receipt.
-fn receipt(endpoint: &Endpoint, request_id: CaptureId, received_at: chrono::DateTime<chrono::Utc>) -> Response {
-    match &endpoint.response {
-        Some(custom) => custom_response(custom),
-        None => axum::Json(CaptureReceipt {
-            message: "Request captured".into(),
-            request_id,
-            received_at: Timestamp(received_at),
-        })
-        .into_response(),
+/// A query string's decoded view, `{name: [values]}`. It cannot hold U+0000 (PostgreSQL refuses it): it reads
+/// U+FFFD there, while `query_string` keeps the exact bytes.
+pub fn query_map(query_string: &str) -> BTreeMap<String, Vec<String>> {
+    let mut query: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let text =
+        |s: std::borrow::Cow<'_, str>| if s.contains('\0') { s.replace('\0', "\u{FFFD}") } else { s.into_owned() };
+    for (name, value) in form_urlencoded::parse(query_string.as_bytes()) {
+        query.entry(text(name)).or_default().push(text(value));
     }
-}
-
-/// An endpoint's own answer. It is served on the API's origin, so it is sandboxed whatever it says: no content
-/// sniffing, a `sandbox` CSP (no script, a unique origin), and only the headers the allow-list admits (refused
-/// when the endpoint is written; dropped here as well for endpoints stored before that rule): never framing,
-/// hop-by-hop, cookie, cache or browser-state headers.
-fn custom_response(custom: &CustomResponse) -> Response {
-    let status = StatusCode::from_u16(custom.status).unwrap_or(StatusCode::OK);
-    let mut response = (status, custom.body.clone()).into_response();
-    response.extensions_mut().insert(crate::error::Verbatim);
-    let headers = response.headers_mut();
-    let allowed =
-        custom.headers.iter().filter(|(name, _)| hookflow_shared::api::rules::custom_response_header_allowed(name));
-    for (name, value) in allowed {
-        // A Content-Type that names no media type (`""`, `json`) would be a malformed answer: the default stays.
-        if name.eq_ignore_ascii_case("content-type") && !is_media_type(value) {
-            continue;
-        }
-        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str())) {
-            headers.insert(name, value);
-        }
-    }
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox; default-src 'none'"));
-    response
-}
-
-/// Whether `value` reads as a media type: `type/subtype` of token characters, parameters after a `;` unchecked.
-fn is_media_type(value: &str) -> bool {
-    let token = |part: &str| {
-        !part.is_empty() && part.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-    };
-    let essence = value.split(';').next().unwrap_or_default().trim();
-    essence.split_once('/').is_some_and(|(kind, sub)| token(kind) && token(sub))
+    query
 }

@@ -83,7 +83,7 @@ pub struct Swept {
 }
 
 /// Whether a condition of `k` fails for the capture `t`: the condition's SQL, as `push_cond` writes it.
-const EVAL: &str = "CASE k.kind
+pub const EVAL: &str = "CASE k.kind
     WHEN 'methods' THEN t.method = ANY(ARRAY(SELECT jsonb_array_elements_text(k.jval)))
     WHEN 'after' THEN t.received_at >= k.at
     WHEN 'before' THEN t.received_at < k.at

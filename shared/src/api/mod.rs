@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod alerts;
 pub mod analytics;
+pub mod answers;
 pub mod catalog;
 pub mod collections;
 pub mod destinations;

@@ -2,6 +2,7 @@
 
 use crate::Timestamp;
 use crate::api::admin::Retention;
+use crate::api::answers::{Cors, ResponseRule};
 use crate::api::fields::{Name, ShortText};
 use crate::api::patch::Patch;
 pub use crate::api::search::{FieldMatch, JsonMatch, MatchOp, SearchFilter};
@@ -46,6 +47,13 @@ pub struct CreateWebhook {
     #[serde(default, skip_serializing_if = "<[WebhookTrigger]>::is_empty")]
     #[schema(value_type = Vec<WebhookTrigger>, max_items = 10)]
     pub triggers: Triggers,
+    /// Response rules, tried in order (at most 50); the first match answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(max_items = 50)]
+    pub rules: Option<Vec<ResponseRule>>,
+    /// CORS for browser senders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cors: Option<Cors>,
 }
 
 impl CreateWebhook {
@@ -59,6 +67,8 @@ impl CreateWebhook {
             response: None,
             verification: None,
             triggers: Triggers::default(),
+            rules: None,
+            cors: None,
         }
     }
 }
@@ -90,6 +100,14 @@ pub struct UpdateWebhook {
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<Vec<WebhookTrigger>>, max_items = 10)]
     pub triggers: Patch<Triggers>,
+    /// New response rules, replacing the stored ones; `null` removes them.
+    #[serde(default, skip_serializing_if = "Patch::is_keep")]
+    #[schema(value_type = Option<Vec<ResponseRule>>, max_items = 50)]
+    pub rules: Patch<Vec<ResponseRule>>,
+    /// New CORS settings; `null` removes them.
+    #[serde(default, skip_serializing_if = "Patch::is_keep")]
+    #[schema(value_type = Option<Cors>)]
+    pub cors: Patch<Cors>,
 }
 
 /// A webhook endpoint. `max_body_bytes` and `retention` are the effective values (the organization's defaults
@@ -109,6 +127,12 @@ pub struct Webhook {
     /// Flows its captures launch.
     #[serde(default)]
     pub triggers: Vec<WebhookTrigger>,
+    /// Response rules, tried in order, or `null`.
+    #[serde(default)]
+    pub rules: Option<Vec<ResponseRule>>,
+    /// CORS settings, or `null`.
+    #[serde(default)]
+    pub cors: Option<Cors>,
     pub request_count: i64,
     pub last_request_at: Option<Timestamp>,
     pub created_at: Timestamp,

@@ -17,6 +17,8 @@ mod app_webhook_nodes;
 mod auth;
 mod backup_restore;
 mod capture;
+mod capture_cors;
+mod capture_rules;
 mod catalog;
 mod cli_run;
 mod cli_tools;

@@ -197,6 +197,7 @@ const OPERATIONS: &[(&str, &str, Option<Scope>)] = &[
     ("DELETE", "/webhooks/{id}/requests", Some(Scope::WebhooksWrite)),
     ("POST", "/webhooks/{id}/requests/{request_id}/replay", Some(Scope::WebhooksWrite)),
     ("POST", "/webhooks/{id}/requests/{request_id}/verify", Some(Scope::WebhooksRead)),
+    ("POST", "/webhooks/{id}/rules/test", Some(Scope::WebhooksRead)),
     ("GET", "/webhooks/{id}/requests/export", Some(Scope::WebhooksRead)),
     ("GET", "/webhooks/{id}/analytics/volume", Some(Scope::WebhooksRead)),
     ("GET", "/webhooks/{id}/analytics/methods", Some(Scope::WebhooksRead)),

@@ -36,8 +36,7 @@ async fn an_endpoint_is_created_read_changed_and_deleted() {
         max_body_bytes: Patch::Set(2048),
         retention: Patch::Set(Retention { max_age_days: Some(3), max_requests: None }),
         response: Patch::Set(CustomResponse { status: 202, headers: Default::default(), body: "thanks".into() }),
-        verification: Patch::Keep,
-        triggers: Patch::Keep,
+        ..Default::default()
     };
     let patched = hooks.update(&id, &update).await.expect("patch");
     assert_eq!(patched.name, "GitHub prod");

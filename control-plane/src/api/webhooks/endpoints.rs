@@ -6,7 +6,7 @@ use crate::api::admin::organization::MAX_BODY_BYTES_LIMIT;
 use crate::api::context::Ctx;
 pub use crate::api::webhooks::model::ensure_exists;
 use crate::api::webhooks::model::{WEBHOOK_COLUMNS, WebhookRow};
-use crate::api::webhooks::{triggers, verification};
+use crate::api::webhooks::{answers, triggers, verification};
 use crate::auth::Caller;
 use crate::auth::scope;
 use crate::db::owned::{self, Owned};
@@ -149,13 +149,18 @@ async fn create_webhook(
     check_response(body.response.as_ref())?;
     verification::check(body.verification.as_ref())?;
     triggers::check(&app.pool, &caller, &body.triggers).await?;
+    let rule_conditions = match &body.rules {
+        Some(rules) => Some(answers::compile(&app.pool, rules).await?),
+        None => None,
+    };
+    answers::check_cors(body.cors.as_ref())?;
     let id = WebhookId::new(Uuid::new_v4());
     let mut tx = crate::db::begin::begin(&app.pool).await?;
     crate::quota::admit_created(&mut tx, caller.org_id, crate::quota::Quota::Endpoints, app.settings.quotas).await?;
     sqlx::query(
         "INSERT INTO webhooks (id, organization_id, name, description, max_body_bytes, max_age_days, max_requests, response,
-                               triggers)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                               triggers, rules, rule_conditions, cors)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(id)
     .bind(caller.org_id)
@@ -166,6 +171,9 @@ async fn create_webhook(
     .bind(body.retention.and_then(|r| r.max_requests))
     .bind(body.response.map(sqlx::types::Json))
     .bind(sqlx::types::Json(&*body.triggers))
+    .bind(body.rules.as_ref().map(sqlx::types::Json))
+    .bind(rule_conditions.map(sqlx::types::Json))
+    .bind(body.cors.as_ref().map(sqlx::types::Json))
     .execute(&mut *tx)
     .await?;
     if !body.triggers.is_empty() {
@@ -209,7 +217,8 @@ async fn get_webhook(Ctx { app, caller }: Ctx<scope::WebhooksRead>, Id(id): Id<W
     Ok(Json(fetch(&mut conn, caller.org_id, id).await?.into_api(&app.settings.capture_url)))
 }
 
-/// Change any of the create fields; `null` resets description, limits, retention or response to defaults.
+/// Change any of the create fields; `null` resets description, limits, retention, response, rules or cors to
+/// defaults.
 /// Changing or removing `verification` of an endpoint with triggers also needs `flows:execute`.
 #[utoipa::path(patch, path = "/webhooks/{id}", params(Id), request_body = UpdateWebhook,
     responses((status = 200, body = Webhook)))]
@@ -231,6 +240,12 @@ async fn update_webhook(
     if let Some(triggers) = &new_triggers {
         triggers::check(&app.pool, &caller, triggers).await?;
     }
+    let rule_conditions = match body.rules.value() {
+        Some(rules) => Patch::Set(answers::compile(&app.pool, rules).await?),
+        None if body.rules.is_keep() => Patch::Keep,
+        None => Patch::Clear,
+    };
+    answers::check_cors(body.cors.value())?;
     // A retention replaces both of its limits; `null` clears both.
     let (max_age_days, max_requests) = match body.retention {
         Patch::Keep => (Patch::Keep, Patch::Keep),
@@ -249,6 +264,9 @@ async fn update_webhook(
         .patch("max_requests", max_requests)
         .patch("response", body.response.map(sqlx::types::Json))
         .set_some("triggers", new_triggers.as_ref().map(sqlx::types::Json))
+        .patch("rules", body.rules.map(sqlx::types::Json))
+        .patch("rule_conditions", rule_conditions.map(sqlx::types::Json))
+        .patch("cors", body.cors.map(sqlx::types::Json))
         .sql("updated_at", "now()")
         .execute(&mut tx, caller.org_id, id)
         .await?;

@@ -1,6 +1,7 @@
 //! Webhook endpoints and their captures: CRUD, history, search, export, replay, signature re-checks and the live
 //! stream. (The API names a capture a "request" in its paths: `/webhooks/{id}/requests`.)
 
+pub mod answers;
 pub mod captures;
 pub mod destinations;
 pub mod endpoints;
@@ -28,5 +29,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(captures::get_capture_body))
         .routes(routes!(replay::replay_request))
         .routes(routes!(verify::verify_request))
+        .routes(routes!(answers::test_rules))
         .routes(routes!(stream::stream_requests))
 }
