@@ -257,7 +257,7 @@ async fn reencrypt_channel_secrets(pool: &PgPool, keyring: &MasterKey) -> Result
     let (mut done, mut unreadable) = (0, 0);
     let mut after = uuid::Uuid::nil();
     loop {
-        let mut tx = pool.begin().await?;
+        let mut tx = crate::db::begin::begin(pool).await?;
         let rows: Vec<ChannelRow> = sqlx::query_as(
             "SELECT id, organization_id, signing_secret, signing_nonce, signing_key_version
              FROM notification_channels

@@ -226,7 +226,7 @@ async fn failing(
          SELECT COALESCE(array_agg(DISTINCT k.rule), '{{}}') FROM k CROSS JOIN t
          WHERE CASE WHEN k.negate THEN ({EVAL}) IS NOT FALSE ELSE ({EVAL}) IS NOT TRUE END"
     );
-    let mut tx = pool.begin().await?;
+    let mut tx = crate::db::begin::begin(pool).await?;
     sqlx::query("SELECT set_config('statement_timeout', $1, true)")
         .bind(format!("{}ms", MATCH_TIMEOUT.as_millis()))
         .execute(&mut *tx)
