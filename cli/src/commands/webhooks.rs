@@ -160,6 +160,7 @@ pub async fn run(api: &Api, command: WebhooksCommand, style: Style) -> Result<()
                 retention: None,
                 response: None,
                 verification,
+                handshake: None,
                 triggers: Default::default(),
             };
             let webhook: Webhook = api.client().webhooks().create(&body).await.map_err(|e| api.error(e))?;

@@ -6,6 +6,7 @@
 
 pub mod batch;
 pub mod cache;
+pub mod handshake;
 pub mod hub;
 pub mod refused;
 pub mod row;
@@ -130,18 +131,24 @@ async fn capture_inner(
     let (parts, body) = request.into_parts();
     // Behind a trusted proxy the sender is who the proxy says; anyone else's forwarding headers are kept, not believed.
     let peer = SocketAddr::new(capture.trusted_proxies.client(peer.ip(), &parts.headers), peer.port());
-    if parts.method == Method::HEAD {
-        return Err(ApiError::new(
-            ErrorCode::MethodNotAllowed,
-            "HEAD is not captured; use GET, POST, PUT, PATCH or DELETE",
-        ));
-    }
     let rest = parts.uri.path().strip_prefix("/webhook/").unwrap_or_default();
     let (id, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     // What this capture waits on the database (the endpoint, a signature's replay check, its batch) is given up
     // at its deadline with a 503; the time its body takes to arrive is the sender's and does not count.
     let mut deadline = Deadline::start();
     let endpoint = deadline.run(resolve(capture, peer, id)).await??;
+    // HEAD is captured only where the `trello` handshake answers it.
+    if parts.method == Method::HEAD
+        && endpoint
+            .handshake
+            .as_ref()
+            .is_none_or(|h| h.preset != hookflow_shared::api::webhooks::HandshakePreset::Trello)
+    {
+        return Err(ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            "HEAD is not captured; use GET, POST, PUT, PATCH or DELETE",
+        ));
+    }
     if let Err(wait) = endpoint.check_rate() {
         let mut error = ApiError::new(ErrorCode::RateLimited, "this endpoint receives too many requests; retry later");
         error.retry_after_s = Some(wait.as_secs_f64().ceil().max(1.0) as u64);
@@ -191,9 +198,16 @@ async fn capture_inner(
         let _ = deadline.run(capture.writer.count_refused(counted)).await;
         return Err(refused.clone());
     }
+    let recognised = endpoint.handshake.as_ref().and_then(|h| {
+        let query = parts.uri.query().unwrap_or_default();
+        let now_s = received_at.timestamp();
+        let seen = handshake::Parts { method: &parts.method, query, headers: &parts.headers, body: &body, now_s };
+        Some((h.preset, h.recognise(&seen)?))
+    });
     let request = Captured { parts: &parts, path, headers: &headers, body, peer, received_at };
     let judged = signature.clone();
-    let record = request.record(&endpoint, signature)?;
+    let mut record = request.record(&endpoint, signature)?;
+    record.handshake = recognised.as_ref().map(|(preset, _)| *preset);
     // Past the deadline the capture may still be stored: the 503 promises nothing, and the sender's retry is a
     // new capture (its signature's id is forgotten below).
     let outcome = deadline.run(capture.writer.store(record, room)).await.unwrap_or(Outcome::Failed);
@@ -209,7 +223,10 @@ async fn capture_inner(
     match outcome {
         Outcome::Stored(request_id) => match refusal {
             Some(refused) => Err(refused),
-            None => Ok(receipt(&endpoint, request_id, received_at)),
+            None => Ok(match &recognised {
+                Some((_, recognised)) => handshake::response(recognised),
+                None => receipt(&endpoint, request_id, received_at),
+            }),
         },
         Outcome::EndpointGone => Err(ApiError::not_found("webhook")),
         Outcome::Rejected => {
@@ -337,6 +354,7 @@ impl Captured<'_> {
             source_ip: self.peer.ip().to_string(),
             received_at: self.received_at,
             signature,
+            handshake: None,
         })
     }
 }

@@ -16,6 +16,8 @@ mod app_webhook_nodes;
 mod auth;
 mod backup_restore;
 mod capture;
+mod capture_big_bodies;
+mod capture_handshakes;
 mod catalog;
 mod cli_run;
 mod cli_tools;

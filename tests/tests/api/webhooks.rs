@@ -37,6 +37,7 @@ async fn an_endpoint_is_created_read_changed_and_deleted() {
         retention: Patch::Set(Retention { max_age_days: Some(3), max_requests: None }),
         response: Patch::Set(CustomResponse { status: 202, headers: Default::default(), body: "thanks".into() }),
         verification: Patch::Keep,
+        handshake: Patch::Keep,
         triggers: Patch::Keep,
     };
     let patched = hooks.update(&id, &update).await.expect("patch");
