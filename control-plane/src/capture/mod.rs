@@ -92,12 +92,15 @@ where
         (status = 400, description = "The database refused this capture (its neighbours are stored)"),
         (status = 401, description = "The endpoint enforces or rejects signatures and this one is invalid, missing \
             or a duplicate (`signature_invalid`; under `enforce` the capture is stored, under `reject` it is not)"),
+        (status = 403, description = "The endpoint's `handshake` preset recognised a provider's check and refused it \
+            (Meta's verify token or Twitch's or Slack's signature does not match; `signature_invalid`); stored"),
         (status = 404), (status = 405), (status = 413),
         (status = 429, description = "The endpoint's rate limit (`rate_limited`), or the organization's \
             `captures_per_day` or `stored_bytes` quota (`quota_exceeded`, answered before the body is read); \
             `Retry-After` says when to try again"),
         (status = 503),
-        (status = "default", description = "The endpoint's custom response: the status (200 to 599, not 3xx), \
+        (status = "default", description = "A provider's check the endpoint's `handshake` preset recognised, answered \
+            as the provider documents it (docs/API.md, issue #51); or the endpoint's custom response: the status (200 to 599, not 3xx), \
             headers and body it sets")),
     security(()))]
 async fn capture(
