@@ -244,7 +244,7 @@ pub fn push_cond(b: &mut QueryBuilder<Postgres>, cond: &Cond) {
             b.push("signature_verdict = ANY(").push_bind(names).push(")");
         }
         Cond::Handshake(preset) => {
-            b.push("handshake = ").push_bind(preset.as_str());
+            b.push("handshake IS NOT DISTINCT FROM ").push_bind(preset.as_str());
         }
         Cond::Not(inner) => {
             b.push("NOT (true");
