@@ -165,6 +165,7 @@ mod tests {
             received_at: Timestamp::now(),
             signature: hookflow_shared::api::signatures::Signature::unverified(),
             body_truncated: false,
+            handshake: None,
             executions: Vec::new(),
             deliveries: Vec::new(),
         }

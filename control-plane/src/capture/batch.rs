@@ -6,6 +6,7 @@
 use crate::capture::target::CaptureTarget;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::signatures::Signature;
+use hookflow_shared::api::webhooks::HandshakePreset;
 use hookflow_shared::{CaptureId, ExecutionId, OrgId, WebhookId};
 
 /// A request to store.
@@ -29,6 +30,8 @@ pub struct CaptureRecord {
     pub received_at: DateTime<Utc>,
     /// The signature's verdict, computed before the capture was queued.
     pub signature: CaptureSignature,
+    /// The handshake preset that recognised it (issue #51).
+    pub handshake: Option<HandshakePreset>,
 }
 
 /// A capture's signature verdict as stored: as the API answers it, and Standard Webhooks' `webhook-id` of a
@@ -74,9 +77,9 @@ const WRITE_BATCH: &str = "
 WITH input AS (
     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
                          $8::text[], $9::text[], $10::bytea[], $11::bytea[], $12::bool[], $13::text[], $14::timestamptz[],
-                         $16::text[], $17::text[], $18::text[], $19::int2[], $20::text[], $21::uuid[])
+                         $16::text[], $17::text[], $18::text[], $19::int2[], $20::text[], $21::uuid[], $22::text[])
         AS u(id, org, webhook, method, path, qs, query, headers, ct, body, sha, utf8, ip, at,
-             verdict, scheme, reason, secret_index, message_id, execution)
+             verdict, scheme, reason, secret_index, message_id, execution, handshake)
 ), room AS (
     SELECT x.execution,
            1000 - (SELECT count(*) FROM (SELECT 1 FROM captures c WHERE c.execution_id = x.execution LIMIT 1000) n)
@@ -91,10 +94,10 @@ WITH input AS (
     INSERT INTO captures (id, organization_id, webhook_id, method, path, query_string, query, headers, content_type,
                           body, body_size, body_sha256, body_utf8, source_ip, received_at, signature_verdict,
                           signature_scheme, signature_reason, signature_secret_index, signature_message_id,
-                          execution_id)
+                          execution_id, handshake)
     SELECT u.id, u.org, u.webhook, u.method, u.path, u.qs, u.query::jsonb, u.headers::jsonb, u.ct, u.body,
            length(u.body), u.sha, u.utf8, u.ip, u.at, u.verdict, u.scheme, u.reason, u.secret_index, u.message_id,
-           u.execution
+           u.execution, u.handshake
     FROM input u
     WHERE EXISTS (SELECT 1 FROM webhooks w WHERE w.id = u.webhook)
        OR EXISTS (SELECT 1 FROM room r JOIN ranked k ON k.execution = r.execution
@@ -277,6 +280,7 @@ fn bind<'q>(
         .bind(records.iter().map(|r| r.signature.answer.secret_index.map(i16::from)).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.signature.message_id.as_deref()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.execution_id()).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.handshake.map(HandshakePreset::as_str)).collect::<Vec<_>>())
 }
 
 impl CaptureRecord {

@@ -11,6 +11,7 @@
 use crate::cache::BoundedCache;
 use crate::capture::answer::Answers;
 use crate::capture::answer::rules::RuleCond;
+use crate::capture::handshake::EndpointHandshake;
 use crate::capture::signing::EndpointVerification;
 use crate::capture::stored_verification::StoredVerification;
 pub use crate::capture::target::CaptureTarget;
@@ -45,6 +46,8 @@ pub struct Endpoint {
     pub verification: Option<EndpointVerification>,
     /// Its response rules and CORS settings.
     pub answers: Answers,
+    /// The provider handshake it answers (issue #51).
+    pub handshake: Option<EndpointHandshake>,
     limiter: DefaultDirectRateLimiter,
 }
 
@@ -59,6 +62,7 @@ impl Endpoint {
             response: None,
             verification: None,
             answers: Answers::default(),
+            handshake: None,
             limiter: RateLimiter::direct(Quota::per_second(rate)),
         }
     }
@@ -111,6 +115,10 @@ struct EndpointRow {
     rules: Option<sqlx::types::Json<Vec<hookflow_shared::api::answers::ResponseRule>>>,
     rule_conditions: Option<sqlx::types::Json<Vec<Vec<RuleCond>>>>,
     cors: Option<sqlx::types::Json<hookflow_shared::api::answers::Cors>>,
+    handshake: Option<String>,
+    handshake_secret: Option<Vec<u8>>,
+    handshake_nonce: Option<Vec<u8>>,
+    handshake_key_version: Option<i32>,
 }
 
 impl EndpointRow {
@@ -122,6 +130,34 @@ impl EndpointRow {
             self.verification_key_version,
         )?;
         Some(EndpointVerification::open(master, self.organization_id, id, &stored, &sealed))
+    }
+
+    /// The handshake with its secret: its own, else the endpoint's first verification secret (none when neither
+    /// opens: the presets that need one then refuse).
+    fn handshake(&self, master: &MasterKey, id: WebhookId) -> Option<EndpointHandshake> {
+        let preset = hookflow_shared::api::webhooks::HandshakePreset::parse(self.handshake.as_deref()?)?;
+        let own = Sealed::from_columns(
+            self.handshake_secret.clone(),
+            self.handshake_nonce.clone(),
+            self.handshake_key_version,
+        );
+        let secret = match own {
+            Some(sealed) => master
+                .open(self.organization_id, &crate::capture::handshake::sealed_name(id), &sealed)
+                .ok()
+                .and_then(|plain| String::from_utf8(plain).ok()),
+            None => {
+                let sealed = Sealed::from_columns(
+                    self.verification_secrets.clone(),
+                    self.verification_nonce.clone(),
+                    self.verification_key_version,
+                );
+                sealed
+                    .and_then(|s| crate::capture::signing::open_secrets(master, self.organization_id, id, &s))
+                    .and_then(|secrets| secrets.into_iter().next())
+            }
+        };
+        Some(EndpointHandshake::new(preset, secret))
     }
 }
 
@@ -152,7 +188,8 @@ impl EndpointCache {
         let row: Option<EndpointRow> = sqlx::query_as(
             "SELECT w.organization_id, COALESCE(w.max_body_bytes, o.default_max_body_bytes) AS max_body_bytes,
                     w.response, o.capture_rate_limit_per_s AS rate, w.verification, w.verification_secrets,
-                    w.verification_nonce, w.verification_key_version, w.rules, w.rule_conditions, w.cors
+                    w.verification_nonce, w.verification_key_version, w.rules, w.rule_conditions, w.cors,
+                    w.handshake, w.handshake_secret, w.handshake_nonce, w.handshake_key_version
              FROM webhooks w JOIN organizations o ON o.id = w.organization_id WHERE w.id = $1",
         )
         .bind(id)
@@ -163,6 +200,7 @@ impl EndpointCache {
             return Ok(None);
         };
         let verification = row.verification(master, id);
+        let handshake = row.handshake(master, id);
         let EndpointRow {
             organization_id: org_id, max_body_bytes, response, rate, rules, rule_conditions, cors, ..
         } = row;
@@ -175,6 +213,7 @@ impl EndpointCache {
             response: response.map(|r| r.0),
             verification,
             answers,
+            handshake,
             ..Endpoint::new(CaptureTarget::Webhook(id), org_id, max_body_bytes, rate.min(max_rate))
         });
         self.unknown.remove(&id);

@@ -7,6 +7,7 @@
 pub mod answer;
 pub mod batch;
 pub mod cache;
+pub mod handshake;
 pub mod hub;
 pub mod refused;
 pub mod row;
@@ -100,13 +101,16 @@ where
         (status = 400, description = "The database refused this capture (its neighbours are stored)"),
         (status = 401, description = "The endpoint enforces or rejects signatures and this one is invalid, missing \
             or a duplicate (`signature_invalid`; under `enforce` the capture is stored, under `reject` it is not)"),
+        (status = 403, description = "The endpoint's `handshake` preset recognised a provider's check and refused it \
+            (Meta's verify token or Twitch's or Slack's signature does not match; `signature_invalid`); stored"),
         (status = 404), (status = 405), (status = 413),
         (status = 429, description = "The endpoint's rate limit (`rate_limited`), or the organization's \
             `captures_per_day` or `stored_bytes` quota (`quota_exceeded`, answered before the body is read); \
             `Retry-After` says when to try again"),
         (status = 503),
-        (status = "default", description = "The first matching response rule's answer, else the endpoint's custom \
-            response: the status (200 to 599, not 3xx), headers and body it sets")),
+        (status = "default", description = "A provider's check the endpoint's `handshake` preset recognised, answered \
+            as the provider documents it (docs/API.md, issue #51); else the first matching response rule's answer, else \
+            the endpoint's custom response: the status (200 to 599, not 3xx), headers and body it sets")),
     security(()))]
 async fn capture(
     State(capture): State<Arc<CapturePath>>,
@@ -209,9 +213,16 @@ async fn capture_inner(
         return Err(refused.clone());
     }
     let verdict = signature.answer.verdict;
+    let recognised = endpoint.handshake.as_ref().and_then(|h| {
+        let query = parts.uri.query().unwrap_or_default();
+        let now_s = received_at.timestamp();
+        let seen = handshake::Parts { method: &parts.method, query, headers: &parts.headers, body: &body, now_s };
+        Some((h.preset, h.recognise(&seen)?))
+    });
     let request = Captured { parts: &parts, path, headers: &headers, body: body.clone(), peer, received_at };
     let judged = signature.clone();
-    let record = request.record(&endpoint, signature)?;
+    let mut record = request.record(&endpoint, signature)?;
+    record.handshake = recognised.as_ref().map(|(preset, _)| *preset);
     // Past the deadline the capture may still be stored: the 503 promises nothing, and the sender's retry is a
     // new capture (its signature's id is forgotten below).
     let outcome = deadline.run(capture.writer.store(record, room)).await.unwrap_or(Outcome::Failed);
@@ -227,6 +238,9 @@ async fn capture_inner(
     match outcome {
         Outcome::Stored(request_id) => match refusal {
             Some(refused) => Err(refused),
+            // The Contract's order: a CORS preflight, a handshake, the first matching rule, the endpoint's response,
+            // the receipt (no preset recognises a preflight: the handshake may come first here).
+            None if let Some((_, recognised)) = &recognised => Ok(handshake::response(recognised)),
             None if endpoint.answers.is_empty() => {
                 Ok(answer::ordinary(endpoint.response.as_ref(), request_id, received_at))
             }
@@ -374,6 +388,7 @@ impl Captured<'_> {
             source_ip: self.peer.ip().to_string(),
             received_at: self.received_at,
             signature,
+            handshake: None,
         })
     }
 }

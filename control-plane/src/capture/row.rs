@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use hookflow_shared::api::destinations::CaptureDelivery;
 use hookflow_shared::api::signatures::{Signature, SignatureScheme, Verdict};
 use hookflow_shared::api::triggers::CaptureExecution;
-use hookflow_shared::api::webhooks::{BodyEncoding, Capture};
+use hookflow_shared::api::webhooks::{BodyEncoding, Capture, HandshakePreset};
 use hookflow_shared::{CaptureId, ExecutionId, WebhookId};
 use sqlx::types::Json;
 use std::collections::BTreeMap;
@@ -39,7 +39,7 @@ pub const INLINE_BODY_LIMIT: i32 = 64 * 1024;
 pub const CAPTURE_COLUMNS_INLINE: &str = concat!(
     "id, webhook_id, execution_id, method, path, query_string, query, headers, content_type,
      CASE WHEN body_size <= 65536 THEN body END AS body, body_size, body_sha256, body_utf8, source_ip, received_at,
-     signature_verdict, signature_scheme, signature_reason, signature_secret_index, ",
+     signature_verdict, signature_scheme, signature_reason, signature_secret_index, handshake, ",
     capture_executions!(),
     ", ",
     capture_deliveries!()
@@ -48,7 +48,7 @@ pub const CAPTURE_COLUMNS_INLINE: &str = concat!(
 pub const CAPTURE_COLUMNS_FULL: &str = concat!(
     "id, webhook_id, execution_id, method, path, query_string, query, headers, content_type,
      body, body_size, body_sha256, body_utf8, source_ip, received_at,
-     signature_verdict, signature_scheme, signature_reason, signature_secret_index, ",
+     signature_verdict, signature_scheme, signature_reason, signature_secret_index, handshake, ",
     capture_executions!(),
     ", ",
     capture_deliveries!()
@@ -75,6 +75,7 @@ pub struct CaptureRow {
     pub signature_scheme: Option<String>,
     pub signature_reason: Option<String>,
     pub signature_secret_index: Option<i16>,
+    pub handshake: Option<String>,
     pub executions: Json<Vec<CaptureExecution>>,
     pub deliveries: Json<Vec<CaptureDelivery>>,
 }
@@ -115,6 +116,7 @@ impl From<CaptureRow> for Capture {
             source_ip: row.source_ip,
             received_at: row.received_at.into(),
             body_truncated: truncated,
+            handshake: row.handshake.as_deref().and_then(HandshakePreset::parse),
             executions: row.executions.0,
             deliveries: row.deliveries.0,
         }

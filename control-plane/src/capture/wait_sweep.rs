@@ -106,6 +106,7 @@ pub const EVAL: &str = "CASE k.kind
     WHEN 'ip' THEN t.source_ip = k.val
     WHEN 'path' THEN strpos(t.path, k.val) > 0
     WHEN 'signatures' THEN t.signature_verdict = ANY(ARRAY(SELECT jsonb_array_elements_text(k.jval)))
+    WHEN 'handshake' THEN t.handshake IS NOT DISTINCT FROM k.val
 END";
 
 fn statement(column: &str) -> String {
@@ -126,7 +127,7 @@ fn statement(column: &str) -> String {
                 FROM win f),
             t AS MATERIALIZED (SELECT c.id, c.method, c.path, c.headers, c.query, c.content_type,
                 CASE WHEN $22 THEN c.body END AS body, c.body_size,
-                c.source_ip, c.signature_verdict, c.received_at, CASE WHEN $21 THEN hookflow_try_jsonb(c.body) END AS json
+                c.source_ip, c.signature_verdict, c.handshake, c.received_at, CASE WHEN $21 THEN hookflow_try_jsonb(c.body) END AS json
                 FROM captures c WHERE c.organization_id = $7 AND c.id IN (SELECT id FROM fresh
                     WHERE NOT was_seen OR received_at >= (SELECT min(since) FROM w WHERE w.gen > $6))),
             kk AS (SELECT * FROM unnest($24::int8[], $25::text[], $26::text[], $27::text[], $28::jsonb[])

@@ -4,20 +4,22 @@
 
 use crate::error::{ApiError, ApiResult};
 use axum::body::Body;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt as _;
 
 /// Reads `body` whole within `limit` bytes; past it answers `too_large()`. `grown` sees the size read so far after
 /// each frame; its refusal ends the read once the rest of the body (as much as the limit leaves) is read and
-/// dropped ([`discard`]). Frames are kept as they came and joined once at the end: a body in one frame is not
-/// copied.
+/// dropped ([`discard`]). A body in one frame is kept as it came (not copied); a body in several is copied frame by
+/// frame into one buffer sized by its declared length (within `limit`), each frame dropped once copied, so a large
+/// body is whole in memory once, never as its frames and their join at the same time.
 pub async fn read_within(
     mut body: Body,
     limit: usize,
     too_large: impl FnOnce() -> ApiError,
     mut grown: impl FnMut(usize) -> ApiResult<()>,
 ) -> ApiResult<Bytes> {
-    let (mut frames, mut size) = (Vec::<Bytes>::new(), 0usize);
+    let declared = usize::try_from(http_body::Body::size_hint(&body).lower()).unwrap_or(0).min(limit);
+    let (mut first, mut joined, mut size) = (None::<Bytes>, None::<BytesMut>, 0usize);
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|_| ApiError::invalid("the request body could not be read"))?;
         let Ok(data) = frame.into_data() else { continue };
@@ -26,14 +28,24 @@ pub async fn read_within(
             return Err(too_large());
         }
         if let Err(refusal) = grown(size) {
+            drop((first, joined));
             return Err(discard(body, limit - size, refusal).await);
         }
-        frames.push(data);
+        match (&mut joined, first.take()) {
+            (Some(buffer), _) => buffer.extend_from_slice(&data),
+            (None, None) => first = Some(data),
+            (None, Some(previous)) => {
+                let mut buffer = BytesMut::with_capacity(declared.max(size));
+                buffer.extend_from_slice(&previous);
+                buffer.extend_from_slice(&data);
+                joined = Some(buffer);
+            }
+        }
     }
-    Ok(match frames.len() {
-        0 => Bytes::new(),
-        1 => frames.swap_remove(0),
-        _ => frames.concat().into(),
+    Ok(match (joined, first) {
+        (Some(buffer), _) => buffer.freeze(),
+        (None, Some(only)) => only,
+        (None, None) => Bytes::new(),
     })
 }
 

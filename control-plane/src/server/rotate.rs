@@ -103,6 +103,7 @@ pub async fn reencrypt(pool: &PgPool, keyring: &MasterKey) -> Result<Report, sql
         "SELECT (SELECT count(*) FROM secrets WHERE key_version <> $1)
               + (SELECT count(*) FROM signing_keys WHERE key_version <> $1)
               + (SELECT count(*) FROM webhooks WHERE verification_key_version <> $1)
+              + (SELECT count(*) FROM webhooks WHERE handshake_key_version <> $1)
               + (SELECT count(*) FROM destinations WHERE signing_key_version <> $1)
               + (SELECT count(*) FROM notification_channels WHERE signing_key_version <> $1)",
     )
@@ -178,18 +179,37 @@ async fn reencrypt_signing_keys(pool: &PgPool, keyring: &MasterKey) -> Result<(u
     Ok((done, unreadable))
 }
 
-/// An endpoint's id, organization and sealed verification secrets.
+/// An endpoint's id, organization and sealed verification (or handshake) secrets.
 type VerificationRow = (WebhookId, OrgId, Vec<u8>, Vec<u8>, i32);
 
+/// Endpoints' sealed secrets: their verification secrets, and their handshakes' own secrets (issue #51), counted
+/// together.
 async fn reencrypt_verification_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u64), sqlx::Error> {
+    let verification = crate::capture::signing::sealed_name;
+    let (done, unreadable) =
+        reencrypt_endpoint_column(pool, keyring, "verification_secrets", "verification", verification).await?;
+    let handshake = crate::capture::handshake::sealed_name;
+    let (more, more_unreadable) =
+        reencrypt_endpoint_column(pool, keyring, "handshake_secret", "handshake", handshake).await?;
+    Ok((done + more, unreadable + more_unreadable))
+}
+
+/// One sealed column of endpoints (`<secret>`, `<prefix>_nonce`, `<prefix>_key_version`), sealed under `name(id)`.
+async fn reencrypt_endpoint_column(
+    pool: &PgPool,
+    keyring: &MasterKey,
+    secret: &'static str,
+    prefix: &'static str,
+    name: fn(WebhookId) -> String,
+) -> Result<(u64, u64), sqlx::Error> {
     let (mut done, mut unreadable) = (0, 0);
     let mut after = WebhookId::nil();
     loop {
         let mut tx = crate::db::begin::begin(&pool).await?;
-        let rows: Vec<VerificationRow> = sqlx::query_as(
-            "SELECT id, organization_id, verification_secrets, verification_nonce, verification_key_version
-             FROM webhooks WHERE verification_key_version <> $1 AND id > $2 ORDER BY id LIMIT $3 FOR UPDATE",
-        )
+        let rows: Vec<VerificationRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT id, organization_id, {secret}, {prefix}_nonce, {prefix}_key_version
+             FROM webhooks WHERE {prefix}_key_version <> $1 AND id > $2 ORDER BY id LIMIT $3 FOR UPDATE"
+        )))
         .bind(keyring.current_version())
         .bind(after)
         .bind(BATCH)
@@ -198,15 +218,13 @@ async fn reencrypt_verification_secrets(pool: &PgPool, keyring: &MasterKey) -> R
         let Some(last) = rows.last() else { return Ok((done, unreadable)) };
         after = last.0;
         for (id, org, ciphertext, nonce, key_version) in rows {
-            let name = crate::capture::signing::sealed_name(id);
-            let Some(sealed) = reseal(keyring, org, &name, Sealed { ciphertext, nonce, key_version }) else {
+            let Some(sealed) = reseal(keyring, org, &name(id), Sealed { ciphertext, nonce, key_version }) else {
                 unreadable += 1;
                 continue;
             };
-            let update = sqlx::query(
-                "UPDATE webhooks SET verification_secrets = $2, verification_nonce = $3, verification_key_version = $4
-                 WHERE id = $1",
-            );
+            let update = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE webhooks SET {secret} = $2, {prefix}_nonce = $3, {prefix}_key_version = $4 WHERE id = $1"
+            )));
             bind_sealed(update.bind(id), &sealed).execute(&mut *tx).await?;
             done += 1;
         }

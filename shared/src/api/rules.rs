@@ -190,16 +190,27 @@ pub fn runner_text() -> ObjectBuilder {
     string(0, RUNNER_TEXT_MAX, None)
 }
 
-/// Largest `max_body_bytes` of an endpoint (and an organization's default).
+/// Largest default `max_body_bytes` of an organization.
 pub const BODY_LIMIT_MAX: i64 = 10 * 1024 * 1024;
+/// Largest `max_body_bytes` of an endpoint (issue #51).
+pub const ENDPOINT_BODY_LIMIT_MAX: i64 = 32 * 1024 * 1024;
+
+/// An organization's default `max_body_bytes`, or null.
+pub fn optional_body_limit() -> ObjectBuilder {
+    body_limit(BODY_LIMIT_MAX)
+}
 
 /// An endpoint's `max_body_bytes`, or null.
-pub fn optional_body_limit() -> ObjectBuilder {
+pub fn optional_endpoint_body_limit() -> ObjectBuilder {
+    body_limit(ENDPOINT_BODY_LIMIT_MAX)
+}
+
+fn body_limit(max: i64) -> ObjectBuilder {
     ObjectBuilder::new()
         .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
         .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
         .minimum(Some(1))
-        .maximum(Some(BODY_LIMIT_MAX))
+        .maximum(Some(max))
 }
 
 /// The methods a collection request may use, in any case.

@@ -28,6 +28,85 @@ pub struct CustomResponse {
     pub body: String,
 }
 
+/// A provider whose URL check (handshake) a capture URL answers (issue #51).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum HandshakePreset {
+    Slack,
+    Meta,
+    Msgraph,
+    Zoom,
+    Dropbox,
+    Twitter,
+    Twitch,
+    Smartsheet,
+    Trello,
+}
+
+impl HandshakePreset {
+    pub const ALL: [HandshakePreset; 9] = [
+        Self::Slack,
+        Self::Meta,
+        Self::Msgraph,
+        Self::Zoom,
+        Self::Dropbox,
+        Self::Twitter,
+        Self::Twitch,
+        Self::Smartsheet,
+        Self::Trello,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Slack => "slack",
+            Self::Meta => "meta",
+            Self::Msgraph => "msgraph",
+            Self::Zoom => "zoom",
+            Self::Dropbox => "dropbox",
+            Self::Twitter => "twitter",
+            Self::Twitch => "twitch",
+            Self::Smartsheet => "smartsheet",
+            Self::Trello => "trello",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == name)
+    }
+
+    /// Whether its answer needs a secret (its own, or else the endpoint's first verification secret): Zoom's,
+    /// X's and Twitch's HMACs, Meta's verify token. Slack's signing secret is optional (when known, the challenge's
+    /// signature must verify); the others take none.
+    pub fn needs_secret(self) -> bool {
+        matches!(self, Self::Zoom | Self::Twitter | Self::Twitch | Self::Meta)
+    }
+
+    /// Whether it uses a secret at all.
+    pub fn takes_secret(self) -> bool {
+        self.needs_secret() || self == Self::Slack
+    }
+}
+
+/// An endpoint's `handshake` as written: the preset and its secret (write-only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandshakeSettings {
+    pub preset: HandshakePreset,
+    /// Zoom's secret token, X's consumer secret, Twitch's subscription secret, Meta's verify token or Slack's
+    /// signing secret (1 to 256 printable ASCII characters); never shown again. Absent: the endpoint's first
+    /// verification secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 256)]
+    pub secret: Option<String>,
+}
+
+/// An endpoint's `handshake` as read: the preset and whether a secret of its own is set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Handshake {
+    pub preset: HandshakePreset,
+    pub secret_set: bool,
+}
+
 /// `POST /webhooks`.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -36,13 +115,16 @@ pub struct CreateWebhook {
     pub name: Name,
     #[schema(schema_with = crate::api::rules::short_text)]
     pub description: Option<ShortText>,
-    /// Largest accepted body in bytes (default: the organization's, 1 MiB; at most 10 MiB).
-    #[schema(schema_with = crate::api::rules::optional_body_limit)]
+    /// Largest accepted body in bytes (default: the organization's, 1 MiB; at most 32 MiB).
+    #[schema(schema_with = crate::api::rules::optional_endpoint_body_limit)]
     pub max_body_bytes: Option<i64>,
     pub retention: Option<Retention>,
     pub response: Option<CustomResponse>,
     /// Verify every capture's signature (docs/signatures.md describes each scheme).
     pub verification: Option<VerificationSettings>,
+    /// Answer a provider's URL check (issue #51).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake: Option<HandshakeSettings>,
     /// Flows its captures launch (at most 10); setting any also needs `flows:execute`.
     #[serde(default, skip_serializing_if = "<[WebhookTrigger]>::is_empty")]
     #[schema(value_type = Vec<WebhookTrigger>, max_items = 10)]
@@ -66,6 +148,7 @@ impl CreateWebhook {
             retention: None,
             response: None,
             verification: None,
+            handshake: None,
             triggers: Triggers::default(),
             rules: None,
             cors: None,
@@ -83,7 +166,7 @@ pub struct UpdateWebhook {
     #[schema(schema_with = crate::api::rules::short_text)]
     pub description: Patch<ShortText>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
-    #[schema(schema_with = crate::api::rules::optional_body_limit)]
+    #[schema(schema_with = crate::api::rules::optional_endpoint_body_limit)]
     pub max_body_bytes: Patch<i64>,
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<Retention>)]
@@ -95,6 +178,10 @@ pub struct UpdateWebhook {
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<VerificationSettings>)]
     pub verification: Patch<VerificationSettings>,
+    /// A new handshake (its secret replaces the stored one); `null` removes it.
+    #[serde(default, skip_serializing_if = "Patch::is_keep")]
+    #[schema(value_type = Option<HandshakeSettings>)]
+    pub handshake: Patch<HandshakeSettings>,
     /// New triggers, replacing the stored ones; `null` or `[]` removes them. Setting any also needs
     /// `flows:execute`.
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
@@ -122,6 +209,9 @@ pub struct Webhook {
     pub response: Option<CustomResponse>,
     /// How captures' signatures are verified (never with the secrets), or `null`.
     pub verification: Option<Verification>,
+    /// The provider handshake it answers (never with its secret), or `null`.
+    #[serde(default)]
+    pub handshake: Option<Handshake>,
     /// Where senders send: `<public base URL>/webhook/<id>` (any sub-path too).
     pub capture_url: String,
     /// Flows its captures launch.
@@ -185,6 +275,9 @@ pub struct Capture {
     pub received_at: Timestamp,
     /// Whether the sender proved who it is (`unverified` when the endpoint verifies nothing).
     pub signature: Signature,
+    /// The handshake preset that recognised it (answered or refused 403), or `null`.
+    #[serde(default)]
+    pub handshake: Option<HandshakePreset>,
     /// Present and true when the body was left out for size (lists and streams carry bodies up to 64 KiB).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub body_truncated: bool,
@@ -229,7 +322,7 @@ pub struct SearchSort {
 #[serde(deny_unknown_fields)]
 pub struct SearchRequests {
     /// AND-ed `field:value` terms over method, path, header.<name>, query.<name>, body, content_type, ip,
-    /// signature (a verdict: `signature:invalid`);
+    /// signature (a verdict: `signature:invalid`), handshake (a preset: `handshake:slack`);
     /// `-` negates a term, quotes allow spaces: `method:POST header.x-github-event:push -body:"dry run"`.
     pub q: Option<String>,
     #[serde(default)]

@@ -60,6 +60,7 @@ fn record(org_id: OrgId, webhook_id: WebhookId, query_json: &str) -> CaptureReco
         source_ip: "127.0.0.1".into(),
         received_at: Utc::now(),
         signature: hookflow_control_plane::capture::batch::CaptureSignature::unverified(),
+        handshake: None,
     }
 }
 

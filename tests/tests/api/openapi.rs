@@ -247,7 +247,8 @@ async fn every_reference_resolves_and_the_limits_are_stated() {
     let schemas = &doc["components"]["schemas"];
     assert_eq!(schemas["WriteFlow"]["properties"]["name"]["maxLength"], 200);
     assert_eq!(schemas["WriteFlow"]["properties"]["tags"]["maxItems"], 20);
-    assert_eq!(schemas["CreateWebhook"]["properties"]["max_body_bytes"]["maximum"], 10_485_760);
+    assert_eq!(schemas["CreateWebhook"]["properties"]["max_body_bytes"]["maximum"], 33_554_432);
+    assert_eq!(schemas["UpdateOrganization"]["properties"]["default_max_body_bytes"]["maximum"], 10_485_760);
     let rate = &schemas["UpdateOrganization"]["properties"]["capture_rate_limit_per_s"];
     assert_eq!(rate["maximum"], 10_000, "{rate}");
     let limit = doc["paths"]["/webhooks"]["get"]["parameters"]

@@ -70,7 +70,7 @@ async fn invalid_endpoint_bodies_are_400_naming_the_field() {
         (json!({"name": ""}), "name"),
         (json!({"name": "x", "colour": "red"}), "colour"),
         (json!({"name": "x", "max_body_bytes": 0}), "max_body_bytes"),
-        (json!({"name": "x", "max_body_bytes": 10_485_761}), "max_body_bytes"),
+        (json!({"name": "x", "max_body_bytes": 33_554_433}), "max_body_bytes"),
         (json!({"name": "x", "retention": {"max_age_days": 0, "max_requests": null}}), "max_age_days"),
         (json!({"name": "x", "retention": {"max_age_days": null, "max_requests": -5}}), "max_requests"),
         (json!({"name": "x", "response": {"status": 99}}), "status"),

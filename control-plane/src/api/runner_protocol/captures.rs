@@ -270,6 +270,7 @@ fn describe(cond: &Cond) -> String {
         Cond::Signatures(verdicts) => {
             format!("signature:{}", verdicts.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(","))
         }
+        Cond::Handshake(preset) => format!("handshake:{}", preset.as_str()),
         Cond::Not(inner) => format!("-{}", describe(inner)),
     }
 }

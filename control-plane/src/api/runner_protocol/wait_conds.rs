@@ -42,6 +42,7 @@ pub fn of(cond: &Cond) -> WaitCond {
             let names: Vec<&str> = verdicts.iter().map(|v| v.as_str()).collect();
             WaitCond { json: serde_json::json!(names), ..WaitCond::new("signatures") }
         }
+        Cond::Handshake(preset) => WaitCond { text: preset.as_str().to_owned(), ..WaitCond::new("handshake") },
         Cond::Not(inner) => {
             let mut negated = of(inner);
             negated.negate = !negated.negate;

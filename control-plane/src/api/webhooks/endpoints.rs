@@ -2,11 +2,10 @@
 //! Every change NOTIFYs the capture caches of all servers; a change of `triggers` is audited.
 
 use crate::api::admin::audit::{self, AuditEvent};
-use crate::api::admin::organization::MAX_BODY_BYTES_LIMIT;
 use crate::api::context::Ctx;
 pub use crate::api::webhooks::model::ensure_exists;
 use crate::api::webhooks::model::{WEBHOOK_COLUMNS, WebhookRow};
-use crate::api::webhooks::{answers, triggers, verification};
+use crate::api::webhooks::{answers, handshake, triggers, verification};
 use crate::auth::Caller;
 use crate::auth::scope;
 use crate::db::owned::{self, Owned};
@@ -22,6 +21,7 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::admin::Retention;
 use hookflow_shared::api::fields::{ShortText, ValueText};
+use hookflow_shared::api::rules::ENDPOINT_BODY_LIMIT_MAX;
 use hookflow_shared::api::triggers::WebhookTrigger;
 use hookflow_shared::api::webhooks::{CreateWebhook, CustomResponse, UpdateWebhook, Webhook};
 use hookflow_shared::api::{Page, Patch};
@@ -53,8 +53,8 @@ async fn announce_change(conn: &mut PgConnection, id: WebhookId) -> Result<(), s
 }
 
 fn check_body_limit(value: Option<i64>) -> ApiResult<()> {
-    if value.is_some_and(|n| !(1..=MAX_BODY_BYTES_LIMIT).contains(&n)) {
-        return Err(ApiError::invalid("`max_body_bytes` must be between 1 and 10485760 (10 MiB)"));
+    if value.is_some_and(|n| !(1..=ENDPOINT_BODY_LIMIT_MAX).contains(&n)) {
+        return Err(ApiError::invalid("`max_body_bytes` must be between 1 and 33554432 (32 MiB)"));
     }
     Ok(())
 }
@@ -148,6 +148,7 @@ async fn create_webhook(
     check_retention(body.retention.as_ref())?;
     check_response(body.response.as_ref())?;
     verification::check(body.verification.as_ref())?;
+    handshake::check(body.handshake.as_ref(), body.verification.is_some())?;
     triggers::check(&app.pool, &caller, &body.triggers).await?;
     let rule_conditions = match &body.rules {
         Some(rules) => Some(answers::compile(&app.pool, rules).await?),
@@ -183,6 +184,11 @@ async fn create_webhook(
         let writer =
             verification::Writer { master: &app.settings.master_key, org_id: caller.org_id, actor: &caller.actor };
         verification::store(&mut tx, writer, id, Some(settings)).await?;
+    }
+    if let Some(settings) = &body.handshake {
+        let writer =
+            verification::Writer { master: &app.settings.master_key, org_id: caller.org_id, actor: &caller.actor };
+        handshake::store(&mut tx, writer, id, Some(settings)).await?;
     }
     announce_change(&mut tx, id).await?;
     let row = fetch(&mut tx, caller.org_id, id).await?;
@@ -280,6 +286,18 @@ async fn update_webhook(
         let writer =
             verification::Writer { master: &app.settings.master_key, org_id: caller.org_id, actor: &caller.actor };
         verification::store(&mut tx, writer, id, body.verification.value()).await?;
+    }
+    if !body.handshake.is_keep() {
+        let writer =
+            verification::Writer { master: &app.settings.master_key, org_id: caller.org_id, actor: &caller.actor };
+        // The verification as this change leaves it.
+        let verifies = match &body.verification {
+            Patch::Keep => handshake::stored_verifies(&mut tx, writer, id).await?,
+            Patch::Clear => false,
+            Patch::Set(_) => true,
+        };
+        handshake::check(body.handshake.value(), verifies)?;
+        handshake::store(&mut tx, writer, id, body.handshake.value()).await?;
     }
     announce_change(&mut tx, id).await?;
     let row = fetch(&mut tx, caller.org_id, id).await?;

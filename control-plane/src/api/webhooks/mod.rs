@@ -6,6 +6,7 @@ pub mod captures;
 pub mod destinations;
 pub mod endpoints;
 pub mod export;
+pub mod handshake;
 pub mod model;
 pub mod query_text;
 pub mod replay;

@@ -1,6 +1,6 @@
 //! The `q` search syntax: AND-ed `field:value` terms, `-` to negate, double quotes for values with spaces.
 //! Fields: method, path, header.<name>, query.<name>, body, body.<JSONPath> (`body.$.data.id:42`, compared as
-//! text), content_type, ip, signature; a bare word searches the body.
+//! text), content_type, ip, signature, handshake; a bare word searches the body.
 
 use crate::error::{ApiError, ApiResult};
 
@@ -25,6 +25,8 @@ pub enum Field {
     Ip,
     /// A signature verdict (`signature:invalid`).
     Signature,
+    /// The handshake preset that recognised the capture (`handshake:slack`).
+    Handshake,
 }
 
 pub fn parse(q: &str) -> ApiResult<Vec<Term>> {
@@ -76,6 +78,7 @@ fn field_of(name: &str) -> ApiResult<Field> {
         "content_type" => Field::ContentType,
         "ip" => Field::Ip,
         "signature" => Field::Signature,
+        "handshake" => Field::Handshake,
         _ => {
             if let Some(header) = lower.strip_prefix("header.").filter(|h| !h.is_empty()) {
                 Field::Header(header.to_owned())
@@ -84,7 +87,7 @@ fn field_of(name: &str) -> ApiResult<Field> {
             } else {
                 return Err(ApiError::invalid(format!(
                     "unknown search field `{name}` in `q`; use method, path, header.<name>, query.<name>, body, \
-                     body.$.<path>, content_type, ip or signature"
+                     body.$.<path>, content_type, ip, signature or handshake"
                 )));
             }
         }
@@ -117,6 +120,7 @@ mod tests {
         assert_eq!(parse("path:/a:b").expect("colon in value")[0], term(false, Field::Path, "/a:b"));
         assert_eq!(parse("ip:10.0.0.1 content_type:application/json").expect("parse").len(), 2);
         assert_eq!(parse("-signature:invalid").expect("parse")[0], term(true, Field::Signature, "invalid"));
+        assert_eq!(parse("handshake:zoom").expect("parse")[0], term(false, Field::Handshake, "zoom"));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use hookflow_shared::api::Page;
 use hookflow_shared::api::signatures::Verdict;
 use hookflow_shared::api::webhooks::{
-    Capture, MatchOp, SearchFilter, SearchRequests, SearchSort, SortField, SortOrder,
+    Capture, HandshakePreset, MatchOp, SearchFilter, SearchRequests, SearchSort, SortField, SortOrder,
 };
 use hookflow_shared::{CaptureId, OrgId, WebhookId};
 use serde::{Deserialize, Serialize};
@@ -56,6 +56,8 @@ pub enum Cond {
     PathContains(String),
     /// Any of these signature verdicts.
     Signatures(Vec<Verdict>),
+    /// Recognised by this handshake preset.
+    Handshake(HandshakePreset),
     Not(Box<Cond>),
 }
 
@@ -127,6 +129,15 @@ pub fn from_text(q: &str) -> ApiResult<Vec<Cond>> {
                             term.value
                         ))
                     })?])
+                }
+                Field::Handshake => {
+                    Cond::Handshake(HandshakePreset::parse(&term.value.to_ascii_lowercase()).ok_or_else(|| {
+                        ApiError::invalid(format!(
+                            "`handshake:{}` in `q`: a preset is slack, meta, msgraph, zoom, dropbox, twitter, \
+                             twitch, smartsheet or trello",
+                            term.value
+                        ))
+                    })?)
                 }
             };
             Ok(if term.negate { Cond::Not(Box::new(cond)) } else { cond })
@@ -231,6 +242,9 @@ pub fn push_cond(b: &mut QueryBuilder<Postgres>, cond: &Cond) {
         Cond::Signatures(verdicts) => {
             let names: Vec<&str> = verdicts.iter().map(|v| v.as_str()).collect();
             b.push("signature_verdict = ANY(").push_bind(names).push(")");
+        }
+        Cond::Handshake(preset) => {
+            b.push("handshake IS NOT DISTINCT FROM ").push_bind(preset.as_str());
         }
         Cond::Not(inner) => {
             b.push("NOT (true");
