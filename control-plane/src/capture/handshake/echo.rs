@@ -1,7 +1,7 @@
 //! Handshakes answered by echoing what the provider sent: Meta's `hub.challenge` (with its verify token), Microsoft
 //! Graph's `validationToken`, Dropbox's `challenge`, Smartsheet's `Smartsheet-Hook-Challenge`, and Trello's `HEAD`.
 
-use super::{Answer, Parts, Recognised, fit, header, query_value};
+use super::request::{Answer, Parts, Recognised, fit, header, query_value};
 use aws_lc_rs::constant_time::verify_slices_are_equal;
 use axum::http::{HeaderValue, Method};
 

@@ -2,7 +2,7 @@
 //! Zoom's `endpoint.url_validation` (answered with an HMAC of its token), X's CRC (likewise) and Twitch's
 //! `webhook_callback_verification` (its signature checked before the challenge is echoed).
 
-use super::{Answer, Parts, Recognised, fit, header, json_body, query_value};
+use super::request::{Answer, Parts, Recognised, fit, header, json_body, query_value};
 use aws_lc_rs::constant_time::verify_slices_are_equal;
 use aws_lc_rs::hmac;
 use axum::http::Method;

@@ -2,7 +2,7 @@
 //! apart (Python's `hmac`) from the documents' algorithms, and Slack's against the example its document gives.
 
 use super::*;
-use axum::http::{HeaderName, HeaderValue};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method};
 
 fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
     let mut map = HeaderMap::new();
