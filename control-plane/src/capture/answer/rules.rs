@@ -194,7 +194,7 @@ pub async fn first_match(
     let failed = match failing(pool, rules, &candidates, incoming).await {
         Ok(failed) => failed,
         Err(e) => {
-            tracing::info!(error = %e, "a capture's response rules could not be weighed; its conditional rules do not answer");
+            tracing::warn!(error = %e, "a capture's response rules could not be weighed; its conditional rules do not answer");
             candidates.iter().filter(|(i, _)| !rules[*i].conds.is_empty()).map(|(i, _)| *i as i32).collect()
         }
     };
@@ -216,10 +216,12 @@ async fn failing(
     }
     let needs_json = k.kind.iter().any(|kind| kind == "json" || kind == "jsontext");
     let needs_body = needs_json || k.kind.iter().any(|kind| kind == "body");
+    // The capture search's conditions read the request as a capture row; `handshake` is null (a request a
+    // handshake preset recognised is answered by it and never reaches the rules).
     let statement = format!(
         "WITH t AS (SELECT $1::text AS method, $2::text AS path, $3::jsonb AS headers, $4::jsonb AS query,
                 $5::text AS content_type, $6::bytea AS body, $7::int8 AS body_size, $8::text AS source_ip,
-                $9::text AS signature_verdict, $10::timestamptz AS received_at,
+                $9::text AS signature_verdict, NULL::text AS handshake, $10::timestamptz AS received_at,
                 CASE WHEN $11 THEN hookflow_try_jsonb($6) END AS json),
             k AS (SELECT * FROM unnest($12::int4[], $13::bool[], $14::text[], $15::text[], $16::text[], $17::text[],
                 $18::jsonb[], $19::int8[], $20::timestamptz[]) AS k(rule, negate, kind, name, op, val, jval, num, at))
