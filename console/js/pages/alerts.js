@@ -41,7 +41,11 @@ export async function render(main) {
             ? [
                 h(
                   'button',
-                  { type: 'button', class: 'send-test', onclick: () => act('POST', `/notification-channels/${c.id}/test`) },
+                  {
+                    type: 'button',
+                    class: 'send-test',
+                    onclick: () => act('POST', `/notification-channels/${c.id}/test`),
+                  },
                   'Send test',
                 ),
                 ' ',
