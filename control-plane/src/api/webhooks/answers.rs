@@ -120,11 +120,17 @@ pub async fn test_rules(
     Id(id): Id<WebhookId>,
     ApiJson(body): ApiJson<RulesTest>,
 ) -> ApiResult<Json<RulesTestResult>> {
-    if !body.path.starts_with('/') || body.path.len() > 2048 {
+    if !body.path.starts_with('/') || body.path.chars().count() > 2048 {
         return Err(invalid("path", "a path relative to the capture URL, starting with `/` (at most 2048 bytes)"));
     }
     if body.path.contains(['?', '#']) || body.path.chars().any(char::is_control) {
         return Err(invalid("path", "a path only: the query goes in `query`"));
+    }
+    if body.query.as_ref().is_some_and(|q| q.chars().count() > 8192) {
+        return Err(invalid("query", "at most 8192 characters"));
+    }
+    if body.body.as_ref().is_some_and(|b| b.chars().count() > 1_048_576) {
+        return Err(invalid("body", "at most 1048576 characters"));
     }
     let mut headers = Vec::new();
     for (name, value) in body.headers.iter().flatten() {
