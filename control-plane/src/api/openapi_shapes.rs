@@ -12,6 +12,22 @@ pub fn for_generators(document: &mut OpenApi) {
     open_means_no_requirement(document);
     require_path_parameters(document);
     refer_page_items(document);
+    preflights_answer_options_only(document);
+}
+
+/// The capture URL's one handler documents a CORS preflight's 204 for every method it serves; it belongs to
+/// `OPTIONS` alone (generators would otherwise type every capture's success as possibly empty).
+fn preflights_answer_options_only(document: &mut OpenApi) {
+    for (path, item) in document.paths.paths.iter_mut() {
+        if !path.starts_with("/webhook/") {
+            continue;
+        }
+        for (method, operation) in operations(item) {
+            if let Some(operation) = operation.as_mut().filter(|_| method != "options") {
+                operation.responses.responses.remove("204");
+            }
+        }
+    }
 }
 
 /// The operations of each path with their method names.
