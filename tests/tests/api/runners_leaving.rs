@@ -39,6 +39,11 @@ async fn executions(app: &TestApp, flow: &str) -> Vec<Value> {
     listed.body["items"].as_array().expect("items").clone()
 }
 
+/// `POST /runner/deregister` with `creds` and `body`.
+async fn deregister(app: &TestApp, creds: &hookflow_tests::Creds, body: Value) -> reqwest::Response {
+    app.api_as(creds).request(Method::POST, "/runner/deregister").json(&body).send().await.expect("deregister")
+}
+
 fn count(executions: &[Value], status: &str) -> usize {
     executions.iter().filter(|e| e["status"] == status).count()
 }
@@ -153,50 +158,20 @@ async fn deregister_releases_held_jobs_at_once_and_is_the_runners_own_organizati
     // Another organization's runner key cannot deregister this runner.
     let other = app.new_org("Other").await;
     let other_creds = app.runner_creds(other.org).await;
-    let refused = app
-        .api_as(&other_creds)
-        .request(Method::POST, "/runner/deregister")
-        .json(&json!({"runner_id": runner_id}))
-        .send()
-        .await
-        .expect("deregister");
+    let refused = deregister(&app, &other_creds, json!({"runner_id": runner_id})).await;
     assert_eq!(refused.status(), StatusCode::NOT_FOUND);
     // A key without runner:complete is refused before anything else.
     let reader = hookflow_tests::exec::scoped(&app, app.admin.org, &["runners:read"]).await;
-    let forbidden = app
-        .api_as(&reader)
-        .request(Method::POST, "/runner/deregister")
-        .json(&json!({"runner_id": runner_id}))
-        .send()
-        .await
-        .expect("deregister");
+    let forbidden = deregister(&app, &reader, json!({"runner_id": runner_id})).await;
     assert_eq!(forbidden.status(), StatusCode::FORBIDDEN);
 
-    let gone = app
-        .api_as(&creds)
-        .request(Method::POST, "/runner/deregister")
-        .json(&json!({"runner_id": runner_id}))
-        .send()
-        .await
-        .expect("deregister");
+    let gone = deregister(&app, &creds, json!({"runner_id": runner_id})).await;
     assert_eq!(gone.status(), StatusCode::NO_CONTENT);
     let queued = app.admin(Method::GET, &format!("/flows/{flow}/executions/{id}"), None).await.body;
     assert_eq!(queued["status"], "queued", "back in the queue at once, no lease to wait for: {queued}");
     assert!(listed_runners(&app).await.is_empty());
-    let again = app
-        .api_as(&creds)
-        .request(Method::POST, "/runner/deregister")
-        .json(&json!({"runner_id": runner_id}))
-        .send()
-        .await
-        .expect("deregister");
+    let again = deregister(&app, &creds, json!({"runner_id": runner_id})).await;
     assert_eq!(again.status(), StatusCode::NOT_FOUND, "a runner leaves once");
-    let bad = app
-        .api_as(&creds)
-        .request(Method::POST, "/runner/deregister")
-        .json(&json!({"runner_id": "not-an-id"}))
-        .send()
-        .await
-        .expect("deregister");
+    let bad = deregister(&app, &creds, json!({"runner_id": "not-an-id"})).await;
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
 }
