@@ -180,35 +180,74 @@ async fn reencrypt_signing_keys(pool: &PgPool, keyring: &MasterKey) -> Result<(u
 }
 
 /// An endpoint's id, organization and sealed verification (or handshake) secrets.
-type VerificationRow = (WebhookId, OrgId, Vec<u8>, Vec<u8>, i32);
+/// A row holding one sealed column: its id, organization, ciphertext, nonce and key version.
+type SealedRow = (uuid::Uuid, OrgId, Vec<u8>, Vec<u8>, i32);
+
+/// One sealed column of a table (`<secret>`, `<prefix>_nonce`, `<prefix>_key_version`), each value sealed under
+/// `name(id)`.
+struct SealedColumn {
+    table: &'static str,
+    secret: &'static str,
+    prefix: &'static str,
+    name: fn(uuid::Uuid) -> String,
+}
 
 /// Endpoints' sealed secrets: their verification secrets, and their handshakes' own secrets (issue #51), counted
 /// together.
 async fn reencrypt_verification_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u64), sqlx::Error> {
-    let verification = crate::capture::signing::sealed_name;
-    let (done, unreadable) =
-        reencrypt_endpoint_column(pool, keyring, "verification_secrets", "verification", verification).await?;
-    let handshake = crate::capture::handshake::sealed_name;
-    let (more, more_unreadable) =
-        reencrypt_endpoint_column(pool, keyring, "handshake_secret", "handshake", handshake).await?;
+    let verification = SealedColumn {
+        table: "webhooks",
+        secret: "verification_secrets",
+        prefix: "verification",
+        name: |id| crate::capture::signing::sealed_name(WebhookId::from(id)),
+    };
+    let (done, unreadable) = reencrypt_column(pool, keyring, &verification).await?;
+    let handshake = SealedColumn {
+        table: "webhooks",
+        secret: "handshake_secret",
+        prefix: "handshake",
+        name: |id| crate::capture::handshake::sealed_name(WebhookId::from(id)),
+    };
+    let (more, more_unreadable) = reencrypt_column(pool, keyring, &handshake).await?;
     Ok((done + more, unreadable + more_unreadable))
 }
 
-/// One sealed column of endpoints (`<secret>`, `<prefix>_nonce`, `<prefix>_key_version`), sealed under `name(id)`.
-async fn reencrypt_endpoint_column(
+async fn reencrypt_destination_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u64), sqlx::Error> {
+    let column = SealedColumn {
+        table: "destinations",
+        secret: "signing_secret",
+        prefix: "signing",
+        name: |id| crate::api::webhooks::destinations::model::secret_name(id.into()),
+    };
+    reencrypt_column(pool, keyring, &column).await
+}
+
+/// `webhook` channels' signing secrets (other kinds have none: their version is null and never taken).
+async fn reencrypt_channel_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u64), sqlx::Error> {
+    let column = SealedColumn {
+        table: "notification_channels",
+        secret: "signing_secret",
+        prefix: "signing",
+        name: crate::api::alerts::channels::secret_name,
+    };
+    reencrypt_column(pool, keyring, &column).await
+}
+
+/// Re-seals `column` under the current key, `BATCH` rows a transaction; answers (re-sealed, unreadable).
+async fn reencrypt_column(
     pool: &PgPool,
     keyring: &MasterKey,
-    secret: &'static str,
-    prefix: &'static str,
-    name: fn(WebhookId) -> String,
+    column: &SealedColumn,
 ) -> Result<(u64, u64), sqlx::Error> {
+    let SealedColumn { table, secret, prefix, name } = column;
     let (mut done, mut unreadable) = (0, 0);
-    let mut after = WebhookId::nil();
+    let mut after = uuid::Uuid::nil();
     loop {
-        let mut tx = crate::db::begin::begin(&pool).await?;
-        let rows: Vec<VerificationRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT id, organization_id, {secret}, {prefix}_nonce, {prefix}_key_version
-             FROM webhooks WHERE {prefix}_key_version <> $1 AND id > $2 ORDER BY id LIMIT $3 FOR UPDATE"
+        let mut tx = crate::db::begin::begin(pool).await?;
+        let rows: Vec<SealedRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT id, organization_id, {secret}, {prefix}_nonce, {prefix}_key_version FROM {table}
+             WHERE {prefix}_key_version <> $1 AND {secret} IS NOT NULL AND {prefix}_nonce IS NOT NULL AND id > $2
+             ORDER BY id LIMIT $3 FOR UPDATE"
         )))
         .bind(keyring.current_version())
         .bind(after)
@@ -223,82 +262,8 @@ async fn reencrypt_endpoint_column(
                 continue;
             };
             let update = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE webhooks SET {secret} = $2, {prefix}_nonce = $3, {prefix}_key_version = $4 WHERE id = $1"
+                "UPDATE {table} SET {secret} = $2, {prefix}_nonce = $3, {prefix}_key_version = $4 WHERE id = $1"
             )));
-            bind_sealed(update.bind(id), &sealed).execute(&mut *tx).await?;
-            done += 1;
-        }
-        tx.commit().await?;
-    }
-}
-
-/// A destination's id, organization and sealed signing secret.
-type DestinationRow = (hookflow_shared::DestinationId, OrgId, Vec<u8>, Vec<u8>, i32);
-
-async fn reencrypt_destination_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u64), sqlx::Error> {
-    let (mut done, mut unreadable) = (0, 0);
-    let mut after = hookflow_shared::DestinationId::nil();
-    loop {
-        let mut tx = crate::db::begin::begin(&pool).await?;
-        let rows: Vec<DestinationRow> = sqlx::query_as(
-            "SELECT id, organization_id, signing_secret, signing_nonce, signing_key_version
-             FROM destinations WHERE signing_key_version <> $1 AND id > $2 ORDER BY id LIMIT $3 FOR UPDATE",
-        )
-        .bind(keyring.current_version())
-        .bind(after)
-        .bind(BATCH)
-        .fetch_all(&mut *tx)
-        .await?;
-        let Some(last) = rows.last() else { return Ok((done, unreadable)) };
-        after = last.0;
-        for (id, org, ciphertext, nonce, key_version) in rows {
-            let name = crate::api::webhooks::destinations::model::secret_name(id);
-            let Some(sealed) = reseal(keyring, org, &name, Sealed { ciphertext, nonce, key_version }) else {
-                unreadable += 1;
-                continue;
-            };
-            let update = sqlx::query(
-                "UPDATE destinations SET signing_secret = $2, signing_nonce = $3, signing_key_version = $4 WHERE id = $1",
-            );
-            bind_sealed(update.bind(id), &sealed).execute(&mut *tx).await?;
-            done += 1;
-        }
-        tx.commit().await?;
-    }
-}
-
-/// A notification channel's id, organization and sealed signing secret.
-type ChannelRow = (uuid::Uuid, OrgId, Vec<u8>, Vec<u8>, i32);
-
-/// `webhook` channels' signing secrets (other kinds have none: their version is null and never taken).
-async fn reencrypt_channel_secrets(pool: &PgPool, keyring: &MasterKey) -> Result<(u64, u64), sqlx::Error> {
-    let (mut done, mut unreadable) = (0, 0);
-    let mut after = uuid::Uuid::nil();
-    loop {
-        let mut tx = crate::db::begin::begin(pool).await?;
-        let rows: Vec<ChannelRow> = sqlx::query_as(
-            "SELECT id, organization_id, signing_secret, signing_nonce, signing_key_version
-             FROM notification_channels
-             WHERE signing_key_version <> $1 AND signing_secret IS NOT NULL AND signing_nonce IS NOT NULL AND id > $2
-             ORDER BY id LIMIT $3 FOR UPDATE",
-        )
-        .bind(keyring.current_version())
-        .bind(after)
-        .bind(BATCH)
-        .fetch_all(&mut *tx)
-        .await?;
-        let Some(last) = rows.last() else { return Ok((done, unreadable)) };
-        after = last.0;
-        for (id, org, ciphertext, nonce, key_version) in rows {
-            let name = crate::api::alerts::channels::secret_name(id);
-            let Some(sealed) = reseal(keyring, org, &name, Sealed { ciphertext, nonce, key_version }) else {
-                unreadable += 1;
-                continue;
-            };
-            let update = sqlx::query(
-                "UPDATE notification_channels SET signing_secret = $2, signing_nonce = $3, signing_key_version = $4
-                 WHERE id = $1",
-            );
             bind_sealed(update.bind(id), &sealed).execute(&mut *tx).await?;
             done += 1;
         }
