@@ -21,8 +21,9 @@ pub struct Args {
     /// Deliveries of the throughput run.
     #[arg(long, default_value_t = 5000)]
     deliveries: usize,
-    /// In flight at once for the bare client (the server's sender keeps 64 in flight).
-    #[arg(long, default_value_t = 64)]
+    /// In flight at once for the bare client: the server's sender keeps at most 32 attempts of one organization in
+    /// flight on a replica (`delivery::ORG_IN_FLIGHT`), and every delivery here is one organization's.
+    #[arg(long, default_value_t = 32)]
     concurrency: usize,
     /// Captures per second of the lag run.
     #[arg(long, default_value_t = 1000)]
