@@ -1,7 +1,8 @@
 //! `GET /metrics` on the metrics listener: what the recorder holds, plus the gauges the database knows (queue depth
-//! and age, runners online, the pool) and where the databases are (the primary's host, failovers seen, the read
-//! replica's lag), read at scrape time; and `GET /readyz` with where the databases are (the API listener's
-//! `/readyz` says only whether it is ready: strangers reach that one).
+//! and age, runners online, each declared runner pool's backlog, runners and slots, the connection pool) and where
+//! the databases are (the primary's host, failovers seen, the read replica's lag), read at scrape time; and
+//! `GET /readyz` with where the databases are (the API listener's `/readyz` says only whether it is ready:
+//! strangers reach that one).
 
 use crate::db::databases::Databases;
 use crate::metrics::install;
