@@ -209,3 +209,34 @@ async fn a_keda_like_autoscaler_runs_fifty_jobs_on_one_shot_runners_from_zero_an
     let last = scaler.pool("eu").await;
     assert_eq!((last["queued"].as_i64(), last["runners_online"].as_i64()), (Some(0), Some(0)), "{last}");
 }
+
+/// A bad `--runner-pool` (or `HOOKFLOW_RUNNER_POOLS`) stops the start with a message naming the flag and the rule,
+/// before any database is opened.
+#[test]
+fn a_bad_runner_pool_stops_the_start_naming_the_flag() {
+    let data = std::env::temp_dir().join(format!("hookflow-pools-{}", uuid::Uuid::new_v4()));
+    let many: Vec<String> = (0..51).map(|i| format!("p{i}=l")).collect();
+    let cases: [(&[&str], Option<String>, &str); 5] = [
+        (&["--runner-pool", "Eu=eu"], None, "must match ^[a-z0-9][a-z0-9_-]{0,31}$"),
+        (&["--runner-pool", "default=eu"], None, "always exists"),
+        (&["--runner-pool", "eu"], None, "expected NAME=LABEL"),
+        (&["--runner-pool", "eu=a", "--runner-pool", "eu=b"], None, "declared twice"),
+        (&[], Some(many.join(";")), "at most 50 pools"),
+    ];
+    for (args, env, says) in cases {
+        let mut command = std::process::Command::new(SERVER);
+        command
+            .args(["--listen", "127.0.0.1:0", "--database-url", "postgres://127.0.0.1:1/none", "--data-dir"])
+            .arg(&data)
+            .args(args)
+            .env("HOOKFLOW_METRICS_LISTEN", "off");
+        if let Some(env) = env {
+            command.env("HOOKFLOW_RUNNER_POOLS", env);
+        }
+        let out = command.output().expect("run the server");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} started");
+        assert!(stderr.contains("--runner-pool") && stderr.contains(says), "{args:?}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&data);
+}
