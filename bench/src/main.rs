@@ -12,6 +12,7 @@ mod import;
 mod inspector;
 mod load;
 mod pg_statements;
+mod pools;
 mod queue;
 mod queue_runners;
 mod raw_pairs;
@@ -77,6 +78,9 @@ enum Scenario {
     /// Deliveries to destinations (issue #49): captures/s with two destinations beside none, deliveries/s by the
     /// server's sender beside a bare reqwest client, delivery lag p50/p99 at a fixed capture rate.
     Deliveries(deliveries::Args),
+    /// Runner pools (issue #53): the scaler endpoint's p50/p99 with 50 pools and 100,000 queued executions, and
+    /// the claim's pick with priority beside today's order by id, same run.
+    Pools(pools::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -95,6 +99,7 @@ fn main() -> std::process::ExitCode {
             Scenario::Inspector(args) => inspector::run(args).await,
             Scenario::Waits(args) => waits::run(args).await,
             Scenario::Deliveries(args) => deliveries::run(args).await,
+            Scenario::Pools(args) => pools::run(args).await,
         }
     });
     match result {

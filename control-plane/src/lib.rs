@@ -50,6 +50,7 @@ pub mod mail;
 pub mod metrics;
 pub mod outbound;
 pub mod pagination;
+pub mod pools;
 pub mod queue;
 pub mod quota;
 pub mod schedules;

@@ -223,6 +223,8 @@ pub struct Settings {
     pub triggers: TriggerSettings,
     /// Webhook waits open at once in this process, per organization and in all.
     pub waits: crate::capture::waiters::WaitLimits,
+    /// The runner pools the operator declared (`--runner-pool`), `default` first.
+    pub runner_pools: std::sync::Arc<[crate::pools::RunnerPool]>,
 }
 
 /// The trigger dispatcher's settings (`--trigger-*`).
@@ -281,6 +283,7 @@ impl Settings {
             issuers: Vec::new(),
             triggers: TriggerSettings::default(),
             waits: crate::capture::waiters::WaitLimits::default(),
+            runner_pools: vec![crate::pools::RunnerPool::default_pool()].into(),
         }
     }
 }

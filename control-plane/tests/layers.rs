@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     ("base", &["signals", "crypto", "strict_json", "cache", "signature", "slots"]),
     ("request", &["error", "extract", "pagination", "validate"]),
-    ("storage", &["db"]),
+    ("storage", &["db", "pools"]),
     ("infrastructure", &["metrics", "outbound", "http", "mail"]),
     ("components", &["auth", "queue", "capture", "quota", "schedules"]),
     ("composition", &["state"]),

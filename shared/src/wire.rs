@@ -46,6 +46,10 @@ pub mod runner_route {
     pub const JOB_CAPTURES: &str = "/runner/jobs/{job_id}/captures";
     /// `POST`: a runner leaving (`--max-jobs`, `--idle-exit-s`, a SIGTERM drain) removes itself (issue #53).
     pub const DEREGISTER: &str = "/runner/deregister";
+    /// `GET`: every runner pool's numbers, for autoscalers (issue #53).
+    pub const POOLS: &str = "/runner/pools";
+    /// `GET`: one runner pool's numbers (OpenAPI form).
+    pub const POOL: &str = "/runner/pools/{pool}";
     /// `POST`: long poll for deliveries to destinations with runner labels (issue #49).
     pub const NEXT_DELIVERIES: &str = "/runner/deliveries/next";
     /// `POST`: what one delivery's attempt came to (OpenAPI form).

@@ -101,6 +101,7 @@ impl RunArgs {
             variables: self.variables.iter().cloned().collect::<BTreeMap<_, _>>(),
             runner_labels: CliError::option("--label", self.labels.clone())?,
             mode: Some(if self.mode == Mode::Ephemeral { LaunchMode::Ephemeral } else { LaunchMode::Queued }),
+            priority: None,
         })
     }
 }

@@ -6,11 +6,31 @@ import { call, all, can } from '../api.js';
 
 export async function renderRunners(main) {
   const error = notice();
-  const runners = await all('/runners');
+  const [runners, pools] = await Promise.all([
+    all('/runners'),
+    call('GET', '/runner/pools').then(
+      (answer) => answer.items,
+      () => [],
+    ),
+  ]);
   fill(
     main,
     h('h1', {}, 'Runners'),
     error,
+    h('h2', {}, 'Pools'),
+    table(
+      [
+        ['Pool', (p) => h('code', {}, p.pool)],
+        ['Labels', (p) => (p.labels.length ? p.labels.map((l) => h('span', { class: 'tag' }, l)) : 'any runner')],
+        ['Backlog', (p) => String(p.queued)],
+        ['Oldest wait', (p) => (p.queued ? `${Math.round(p.oldest_queued_s)} s` : '—')],
+        ['Runners', (p) => String(p.runners_online)],
+        ['Busy slots', (p) => `${p.busy_slots} of ${p.busy_slots + p.idle_slots}`],
+      ],
+      pools,
+      'No pools (the server declares them with --runner-pool).',
+    ),
+    h('h2', {}, 'Runners'),
     table(
       [
         ['Name', (r) => r.name],

@@ -53,6 +53,10 @@ export async function render(main, [flowId, executionId]) {
   const error = notice();
   const status = h('span', { id: 'execution-status' }, badge(execution.status));
   const summary = h('p', { id: 'execution-summary', class: 'muted' });
+  // Why a queued execution waits (computed by the server when read); gone once it leaves the queue.
+  const waitingReason = execution.waiting_reason
+    ? h('p', { id: 'execution-waiting', class: 'notice' }, `Waiting: ${execution.waiting_reason}`)
+    : null;
   const nodes = h('ol', { id: 'execution-nodes', class: 'nodes' });
   const captures = ownCaptures(flowId, executionId);
   const order = (definition.nodes || []).map((n) => n.id);
@@ -73,6 +77,7 @@ export async function render(main, [flowId, executionId]) {
   let finished = false;
   const setStatus = (s, sum) => {
     fill(status, badge(s));
+    if (s !== 'queued' && waitingReason) waitingReason.remove();
     if (sum)
       summary.textContent = `${sum.passed} passed, ${sum.failed} failed, ${sum.skipped} skipped of ${sum.nodes_total}`;
   };
@@ -138,6 +143,7 @@ export async function render(main, [flowId, executionId]) {
       `Started ${new Date(execution.created_at).toLocaleString()} · trigger ${execution.trigger} · attempt ${execution.attempt}`,
       started,
     ),
+    waitingReason,
     summary,
     error,
     nodes,

@@ -1,7 +1,8 @@
 //! `GET /metrics` on the metrics listener: what the recorder holds, plus the gauges the database knows (queue depth
-//! and age, runners online, the pool) and where the databases are (the primary's host, failovers seen, the read
-//! replica's lag), read at scrape time; and `GET /readyz` with where the databases are (the API listener's
-//! `/readyz` says only whether it is ready: strangers reach that one).
+//! and age, runners online, each declared runner pool's backlog, runners and slots, the connection pool) and where
+//! the databases are (the primary's host, failovers seen, the read replica's lag), read at scrape time; and
+//! `GET /readyz` with where the databases are (the API listener's `/readyz` says only whether it is ready:
+//! strangers reach that one).
 
 use crate::db::databases::Databases;
 use crate::metrics::install;
@@ -24,6 +25,8 @@ use tokio_util::sync::CancellationToken;
 struct Source {
     databases: Databases,
     heartbeat_interval: Duration,
+    /// The declared runner pools, whose series exist from the first scrape (0 when empty).
+    pools: std::sync::Arc<[crate::pools::RunnerPool]>,
 }
 
 /// Serves `GET /metrics` on `listener` until `shutdown` is cancelled.
@@ -31,10 +34,11 @@ pub async fn serve(
     listener: TcpListener,
     databases: Databases,
     heartbeat_interval: Duration,
+    pools: std::sync::Arc<[crate::pools::RunnerPool]>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let handle = install();
-    let app = Source { databases, heartbeat_interval };
+    let app = Source { databases, heartbeat_interval, pools };
     let router = Router::new().route("/metrics", get(scrape)).route("/readyz", get(readyz)).with_state((app, handle));
     axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
 }
@@ -115,6 +119,7 @@ async fn read_gauges(app: &Source) -> Result<(), sqlx::Error> {
     )
     .fetch_one(&mut *conn)
     .await?;
+    pool_gauges(&mut conn, app, online_after).await?;
     drop(conn);
     gauge!("hookflow_deliveries_pending").set(pending as f64);
     gauge!("hookflow_delivery_oldest_pending_seconds").set(oldest_pending_s);
@@ -126,5 +131,20 @@ async fn read_gauges(app: &Source) -> Result<(), sqlx::Error> {
     gauge!("hookflow_db_pool_connections", "state" => "idle").set(f64::from(idle));
     gauge!("hookflow_db_pool_connections", "state" => "in_use").set(f64::from(size.saturating_sub(idle)));
     gauge!("hookflow_db_pool_max_connections").set(f64::from(pool.options().get_max_connections()));
+    Ok(())
+}
+
+/// Each declared runner pool's numbers over every organization (`crate::pools`), labelled by the pool's name only:
+/// the operator's names, never a tenant's labels.
+async fn pool_gauges(conn: &mut sqlx::PgConnection, app: &Source, online_after_s: f64) -> Result<(), sqlx::Error> {
+    let online_within = Duration::from_secs_f64(online_after_s);
+    for pool in crate::pools::counts(conn, None, &app.pools, online_within).await? {
+        let name = pool.pool;
+        gauge!("hookflow_pool_queue_depth", "pool" => name.clone()).set(pool.queued as f64);
+        gauge!("hookflow_pool_oldest_queued_seconds", "pool" => name.clone()).set(pool.oldest_queued_s);
+        gauge!("hookflow_pool_runners_online", "pool" => name.clone()).set(pool.runners_online as f64);
+        gauge!("hookflow_pool_slots", "pool" => name.clone(), "state" => "busy").set(pool.busy_slots as f64);
+        gauge!("hookflow_pool_slots", "pool" => name, "state" => "idle").set(pool.idle_slots as f64);
+    }
     Ok(())
 }

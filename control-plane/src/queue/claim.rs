@@ -81,9 +81,11 @@ impl Claimer {
 /// Which execution to claim.
 #[derive(Debug, Clone, Copy)]
 pub enum Target<'a> {
-    /// The oldest queued execution of one organization whose labels the runner carries, while the runner exists.
+    /// The queued execution of one organization whose labels the runner carries, highest priority first (1), then
+    /// the oldest, while the runner exists (`executions_queued` holds them in that order).
     Organization { org_id: OrgId, labels: &'a [String] },
-    /// The same across organizations, least recently served organization first, skipping organizations that
+    /// The same (within each organization, highest priority first, then the oldest) across organizations, least
+    /// recently served organization first, skipping organizations that
     /// hold `org_slots` of this runner's jobs already (the embedded runner).
     AnyOrganization { labels: &'a [String], org_slots: u32 },
     /// One queued execution, for an ephemeral launch.
@@ -104,7 +106,7 @@ impl Target<'_> {
                     SELECT id, attempt, node_ids[1] AS first_node FROM executions
                     WHERE organization_id = $5 AND status = 'queued' AND runner_labels <@ $6
                         AND EXISTS (SELECT 1 FROM runners r WHERE r.id = $1 AND r.organization_id = $5)
-                    ORDER BY id LIMIT cardinality($2::uuid[]) FOR UPDATE SKIP LOCKED)"
+                    ORDER BY priority, id LIMIT cardinality($2::uuid[]) FOR UPDATE SKIP LOCKED)"
             }
             // `queued` walks `executions_queued` from one organization with queued work to the next (a loose index
             // scan); each is then looked up by its key (scalar subqueries: never a join the planner could turn into
@@ -129,7 +131,7 @@ impl Target<'_> {
                     CROSS JOIN LATERAL (
                         SELECT id, attempt, node_ids[1] AS first_node FROM executions
                         WHERE organization_id = o.id AND status = 'queued' AND runner_labels <@ $5
-                        ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) q
+                        ORDER BY priority, id LIMIT 1 FOR UPDATE SKIP LOCKED) q
                     LIMIT cardinality($2::uuid[]))"
             }
             Target::Execution { .. } => {
@@ -226,7 +228,8 @@ pub async fn claim(
     Ok(claim_many(conn, settings, claimer, target, 1).await?.pop())
 }
 
-/// Claims up to `n` executions for `claimer` in one statement, oldest first (empty when nothing matched).
+/// Claims up to `n` executions for `claimer` in one statement, highest priority first, then the oldest (empty
+/// when nothing matched).
 pub async fn claim_many(
     conn: &mut PgConnection,
     settings: &ClaimSettings<'_>,

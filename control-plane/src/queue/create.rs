@@ -47,6 +47,8 @@ pub struct NewExecution {
     pub runner_labels: Vec<String>,
     pub trigger: Trigger,
     pub max_attempts: i32,
+    /// 1 (highest) to 5.
+    pub priority: i16,
 }
 
 /// Layers variables (collections < organization < environment < launch; merged, and kept by layer for claims),
@@ -57,7 +59,7 @@ pub struct NewExecution {
 /// are read through `(SELECT $n)` so the batch size stays unknown to the planner: the plan no longer depends on it
 /// and is made once per connection, not once per batch. `$1`..`$3` and `$5`..`$16` are one array each (a launch
 /// per element; labels and node ids as JSON arrays), as are `$4` and `$18` (the kept draft's revision and update
-/// time, or nulls), `$17` the `queued` event, `$19` the replica.
+/// time, or nulls), `$17` the `queued` event, `$19` the replica, `$20` the priorities.
 static INSERT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH launch AS (
@@ -65,10 +67,11 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
                  (SELECT $4::int[]), (SELECT $5::int[]), (SELECT $6::int[]), (SELECT $7::text[]),
                  (SELECT $8::text[]), (SELECT $9::text[]), (SELECT $10::jsonb[]), (SELECT $11::jsonb[]),
                  (SELECT $12::jsonb[]), (SELECT $13::text[]), (SELECT $14::int[]), (SELECT $15::int[]),
-                 (SELECT $16::jsonb[]), (SELECT $18::timestamptz[]))
+                 (SELECT $16::jsonb[]), (SELECT $18::timestamptz[]),
+                 (SELECT $20::int2[]))
              AS l(id, organization_id, flow_id, kept_revision, flow_version, draft_revision, definition, modules,
                  environment, launch, runner_labels, node_ids, trigger, max_attempts, timeout_s, collection,
-                 kept_updated_at)),
+                 kept_updated_at, priority)),
          layers AS (
              SELECT l.*, f.name AS flow_name, l.collection || COALESCE(org.variables, '{{}}') AS base,
                  COALESCE(env.variables, '{{}}') AS env_variables
@@ -89,13 +92,13 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
          transition AS (
              INSERT INTO executions AS e (id, organization_id, flow_id, flow_name, flow_version, draft_revision,
                  definition, modules, environment, variables, variable_layers, runner_labels, node_ids, status,
-                 trigger, max_attempts, timeout_s, event_count)
+                 trigger, max_attempts, timeout_s, event_count, priority)
              SELECT l.id, l.organization_id, l.flow_id, l.flow_name, l.flow_version, l.draft_revision, l.definition,
                  l.modules, l.environment, l.base || l.env_variables || l.launch,
                  jsonb_build_object('base', l.base, 'environment', l.env_variables, 'launch', l.launch),
                  ARRAY(SELECT jsonb_array_elements_text(l.runner_labels)),
                  ARRAY(SELECT jsonb_array_elements_text(l.node_ids)), 'queued', l.trigger, l.max_attempts,
-                 l.timeout_s, cardinality($17::text[])
+                 l.timeout_s, cardinality($17::text[]), l.priority
              FROM layers l
              ORDER BY l.id
              RETURNING {EXECUTION_COLUMNS}, e.event_count, $17::text[] AS events, e.watchers, e.organization_id,
@@ -126,6 +129,7 @@ struct Columns<'a> {
     max_attempts: Vec<i32>,
     timeouts: Vec<i32>,
     collection: Vec<Value>,
+    priorities: Vec<i16>,
 }
 
 impl<'a> Columns<'a> {
@@ -147,6 +151,7 @@ impl<'a> Columns<'a> {
         self.max_attempts.push(new.max_attempts);
         self.timeouts.push(i32::try_from(new.timeout_s).unwrap_or(i32::MAX));
         self.collection.push(to_json(&new.collection_variables)?);
+        self.priorities.push(new.priority);
         Ok(())
     }
 }
@@ -194,6 +199,7 @@ impl BatchWrite for NewExecution {
             .bind(&queued)
             .bind(&columns.kept_updated)
             .bind(replica)
+            .bind(&columns.priorities)
             .fetch_all(&mut *conn)
             .await?;
         let mut created: BTreeMap<ExecutionId, ExecutionRow> = rows.into_iter().map(|row| (row.id(), row)).collect();

@@ -11,7 +11,7 @@ use sqlx::PgConnection;
 /// The columns of [`ExecutionRow`], from an `executions` row aliased `e`.
 pub const EXECUTION_COLUMNS: &str = "e.id, e.flow_id, e.flow_version, e.draft_revision, e.environment, e.status,
     e.trigger, e.attempt, e.max_attempts, e.runner_id, e.created_at, e.started_at, e.finished_at, e.summary,
-    e.error, cardinality(e.node_ids) AS nodes_total, e.trigger_webhook_id, e.trigger_request_id, e.schedule_id";
+    e.error, cardinality(e.node_ids) AS nodes_total, e.trigger_webhook_id, e.trigger_request_id, e.schedule_id, e.priority";
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct ExecutionRow {
@@ -34,6 +34,7 @@ pub struct ExecutionRow {
     trigger_webhook_id: Option<WebhookId>,
     trigger_request_id: Option<CaptureId>,
     schedule_id: Option<ScheduleId>,
+    priority: i16,
 }
 
 impl TryFrom<ExecutionRow> for Execution {
@@ -67,6 +68,8 @@ impl TryFrom<ExecutionRow> for Execution {
             attempt: r.attempt,
             max_attempts: r.max_attempts,
             runner_id: r.runner_id,
+            priority: i32::from(r.priority),
+            waiting_reason: None,
             created_at: r.created_at.into(),
             started_at: r.started_at.map(Into::into),
             finished_at: r.finished_at.map(Into::into),

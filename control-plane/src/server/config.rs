@@ -171,6 +171,18 @@ pub struct ServeArgs {
     #[arg(long, env = "HOOKFLOW_EMBEDDED_RUNNER_MAX_RUN_S", default_value_t = 900,
         value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub embedded_runner_max_run_s: u64,
+    /// A pool of runners an autoscaler scales on its own backlog, as NAME=LABEL[,LABEL...] (repeat the flag, or
+    /// separate pools with `;` in the environment variable; at most 50). NAME matches ^[a-z0-9][a-z0-9_-]{0,31}$.
+    /// A queued execution counts in a pool's backlog when every label it requires is one of the pool's; a runner
+    /// belongs to it when it carries all of them. The pool `default`, with no labels, always exists.
+    /// `GET /runner/pools/{pool}` and the `hookflow_pool_*` metrics report each pool.
+    #[arg(
+        long = "runner-pool",
+        env = "HOOKFLOW_RUNNER_POOLS",
+        value_delimiter = ';',
+        value_name = "NAME=LABEL[,LABEL...]"
+    )]
+    pub runner_pools: Vec<String>,
     /// Seconds a claim holds a job without a heartbeat or result before it goes back to the queue.
     #[arg(long, env = "HOOKFLOW_LEASE_S", default_value_t = 30, value_parser = clap::value_parser!(u64).range(2..=3600))]
     pub lease_s: u64,

@@ -60,6 +60,8 @@ pub async fn run(cli: Cli) -> Result<(), BoxError> {
 }
 
 async fn serve(storage_args: StorageArgs, args: ServeArgs) -> Result<(), BoxError> {
+    // A bad pool stops the start before anything is bound or opened.
+    crate::pools::declared(&args.runner_pools)?;
     // Bind every listener first: a taken port fails fast, before a database or any task is started.
     let listeners = Listeners::bind(&args).await?;
     let statement_timeout = std::time::Duration::from_secs(args.limits.statement_timeout_s.max(1));
@@ -152,6 +154,7 @@ async fn serve_with(
         issuers: args.people.oidc_issuers.clone(),
         triggers: args.triggers.settings(),
         waits: args.limits.waits(),
+        runner_pools: crate::pools::declared(&args.runner_pools)?.into(),
         ..Settings::new(public_url.clone())
     };
     let run_embedded = match args.embedded_runner {
@@ -174,6 +177,7 @@ async fn serve_with(
             metrics,
             state.databases.clone(),
             state.settings.heartbeat_interval,
+            state.settings.runner_pools.clone(),
             state.shutdown.clone(),
         ));
     }

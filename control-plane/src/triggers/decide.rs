@@ -209,6 +209,7 @@ async fn launch_flow(
         variables: launch.variables,
         runner_labels: &[],
         max_attempts: DEFAULT_MAX_ATTEMPTS,
+        priority: crate::api::executions::resolve::DEFAULT_PRIORITY,
     };
     let execution = create_execution(conn, &request).await?;
     sqlx::query(

@@ -42,6 +42,9 @@ macro_rules! launch_body {
             pub runner_labels: Labels,
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub mode: Option<LaunchMode>,
+            /// 1 (highest) to 5 (lowest); absent: 3. Claims take higher priority first, then the oldest.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub priority: Option<crate::api::fields::Priority>,
         }
     };
 }
@@ -183,6 +186,12 @@ pub struct Execution {
     pub attempt: i32,
     pub max_attempts: i32,
     pub runner_id: Option<RunnerId>,
+    /// 1 (highest) to 5 (lowest), as launched (issue #53).
+    #[serde(default = "default_priority")]
+    pub priority: i32,
+    /// Why it waits, in words a person acts on, while `queued` (null otherwise); computed when read (issue #53).
+    #[serde(default)]
+    pub waiting_reason: Option<String>,
     pub created_at: Timestamp,
     pub started_at: Option<Timestamp>,
     pub finished_at: Option<Timestamp>,
@@ -192,6 +201,10 @@ pub struct Execution {
     /// Only in the answer to an ephemeral launch: the claim to execute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<Box<Job>>,
+}
+
+fn default_priority() -> i32 {
+    3
 }
 
 /// `POST /flows/launch` answer.

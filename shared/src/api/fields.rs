@@ -381,3 +381,40 @@ mod tests {
         assert_eq!(Refusal::from_message("invalid type: integer `5`, expected a string"), None);
     }
 }
+
+/// A launch's priority (issue #53): 1 (highest) to 5 (lowest); 3 when a launch sets none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(try_from = "i64", into = "i64")]
+#[schema(value_type = i64, minimum = 1, maximum = 5, default = 3)]
+pub struct Priority(u8);
+
+impl Priority {
+    pub const DEFAULT: Priority = Priority(3);
+
+    pub fn get(self) -> u8 {
+        self.0
+    }
+}
+
+impl Default for Priority {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl TryFrom<i64> for Priority {
+    type Error = Refusal;
+
+    fn try_from(value: i64) -> Result<Self, Refusal> {
+        match u8::try_from(value) {
+            Ok(n @ 1..=5) => Ok(Priority(n)),
+            _ => Err(Refusal::new("invalid field `{field}`: 1 (highest) to 5 (lowest)")),
+        }
+    }
+}
+
+impl From<Priority> for i64 {
+    fn from(priority: Priority) -> i64 {
+        i64::from(priority.0)
+    }
+}

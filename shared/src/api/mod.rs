@@ -15,6 +15,7 @@ pub mod node_results;
 pub mod page;
 pub mod patch;
 pub mod people;
+pub mod pools;
 pub mod resources;
 pub mod rules;
 pub mod runners;

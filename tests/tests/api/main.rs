@@ -15,6 +15,8 @@ mod app_editor;
 mod app_signatures;
 mod app_webhook_nodes;
 mod auth;
+mod autoscaling;
+mod autoscaling_keda;
 mod backup_restore;
 mod capture;
 mod capture_big_bodies;

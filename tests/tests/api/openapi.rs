@@ -124,6 +124,8 @@ const IMPLEMENTED: &[&str] = &[
     "DELETE /runners/{id}",
     "POST /runners/{id}/heartbeat",
     "POST /runner/deregister",
+    "GET /runner/pools",
+    "GET /runner/pools/{pool}",
     "POST /runner/jobs/next",
     "POST /runner/jobs/{job_id}/nodes",
     "POST /runner/jobs/{job_id}/complete",

@@ -219,6 +219,7 @@ async fn launch_by_tag_now(
         variables: launch.variables,
         runner_labels: launch.runner_labels,
         mode: launch.mode,
+        priority: launch.priority,
     };
     let mut executions = Vec::with_capacity(flow_ids.len());
     for flow_id in flow_ids {

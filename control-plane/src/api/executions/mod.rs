@@ -8,6 +8,7 @@ pub mod read;
 pub mod resolve;
 pub mod stats;
 pub mod stream;
+pub mod waiting;
 
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;

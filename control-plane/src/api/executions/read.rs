@@ -3,6 +3,7 @@
 
 use crate::api::context::Ctx;
 use crate::api::executions::path::ExecutionPath;
+use crate::api::executions::waiting;
 use crate::api::flows::model::ensure_exists;
 use crate::auth::scope;
 use crate::capture::row::{CAPTURE_COLUMNS_INLINE, CaptureRow};
@@ -47,7 +48,11 @@ async fn list_executions(
     );
     let scope = (caller.org_id, Some(flow_id.into()));
     let rows = pagination::keyset_page(&mut *conn, sql, scope, &params, |r: ExecutionRow| r, ExecutionRow::id).await?;
-    Ok(Json(Page { items: into_executions(rows.items)?, next_cursor: rows.next_cursor }))
+    drop(conn);
+    let mut items = into_executions(rows.items)?;
+    // Why the queued ones wait, from the primary (the runners' state of now).
+    waiting::fill(&app, &mut *app.pool.acquire().await?, caller.org_id, &mut items).await?;
+    Ok(Json(Page { items, next_cursor: rows.next_cursor }))
 }
 
 /// One execution.
@@ -59,7 +64,9 @@ async fn get_execution(
     ExecutionPath { flow_id, execution_id }: ExecutionPath,
 ) -> ApiResult<Json<Execution>> {
     let mut conn = app.pool.acquire().await?;
-    fetch(&mut conn, caller.org_id, flow_id, execution_id).await.map(Json)
+    let mut execution = fetch(&mut conn, caller.org_id, flow_id, execution_id).await?;
+    waiting::fill(&app, &mut conn, caller.org_id, std::slice::from_mut(&mut execution)).await?;
+    Ok(Json(execution))
 }
 
 /// Node results of the latest attempt, in node order.

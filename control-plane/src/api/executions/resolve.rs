@@ -22,6 +22,8 @@ use uuid::Uuid;
 /// Flows run at most this long when their definition sets no `timeout_s`.
 pub const DEFAULT_FLOW_TIMEOUT_S: u64 = 300;
 pub const DEFAULT_MAX_ATTEMPTS: i32 = 3;
+/// The priority of launches that set none (scheduled and triggered launches among them).
+pub const DEFAULT_PRIORITY: i16 = 3;
 const MAX_MODULE_DEPTH: usize = 5;
 
 /// What to launch.
@@ -39,6 +41,8 @@ pub struct LaunchRequest<'a> {
     pub variables: &'a BTreeMap<String, String>,
     pub runner_labels: &'a [String],
     pub max_attempts: i32,
+    /// 1 (highest) to 5.
+    pub priority: i16,
 }
 
 impl<'a> LaunchRequest<'a> {
@@ -57,6 +61,7 @@ impl<'a> LaunchRequest<'a> {
             variables: &launch.variables,
             runner_labels: &launch.runner_labels,
             max_attempts: if ephemeral { 1 } else { DEFAULT_MAX_ATTEMPTS },
+            priority: i16::from(launch.priority.unwrap_or_default().get()),
         }
     }
 }
@@ -206,6 +211,7 @@ fn new_execution(
         runner_labels: request.runner_labels.to_vec(),
         trigger: request.trigger,
         max_attempts: request.max_attempts,
+        priority: request.priority,
     }
 }
 

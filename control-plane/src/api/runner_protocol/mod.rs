@@ -8,6 +8,7 @@ pub mod caller;
 pub mod captures;
 pub mod claim;
 pub mod deliveries;
+pub mod pools;
 pub mod registry;
 pub mod report;
 pub mod wait_conds;
@@ -22,4 +23,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(report::routes())
         .merge(captures::routes())
         .merge(deliveries::routes())
+        .merge(pools::routes())
 }
