@@ -68,7 +68,8 @@ fn operations(document: &Value) -> Vec<(String, String, String, Value)> {
 }
 
 async fn import(app: &TestApp, document: &Value) -> String {
-    let body = json!({"source": {"document": document.to_string()}});
+    let name = format!("{} {}", document["info"]["title"].as_str().unwrap_or("api"), uuid::Uuid::new_v4());
+    let body = json!({"name": name, "source": {"document": document.to_string()}});
     let imported: Value = app.post("/collections/import/openapi", &body, 201).await;
     imported["collection"]["id"].as_str().expect("a collection id").to_owned()
 }
@@ -84,7 +85,7 @@ async fn a_mock_of_the_petstore_answers_every_operation_with_its_example() {
     let collection = import(&app, &document).await;
     let endpoint = mock(&app, &collection, json!({})).await;
     assert_eq!(endpoint["mock_of"], collection.as_str());
-    assert_eq!(endpoint["name"], "Mock of Swagger Petstore");
+    assert!(endpoint["name"].as_str().is_some_and(|n| n.starts_with("Mock of Swagger Petstore ")), "{endpoint}");
     let id = endpoint["id"].as_str().expect("id").to_owned();
     let rules = endpoint["rules"].as_array().expect("rules");
     let operations = operations(&document);
@@ -154,8 +155,8 @@ async fn rules_test_agrees_with_a_mock_for_twenty_requests() {
         ("DELETE", "/pets"),
         ("PUT", "/pets"),
         ("PATCH", "/pets/1"),
-        ("GET", "/"),
-        ("POST", "/"),
+        ("GET", ""),
+        ("POST", ""),
         ("GET", "/pets/1/2"),
         ("GET", "/pets/"),
         ("GET", "/petsx"),
@@ -171,6 +172,7 @@ async fn rules_test_agrees_with_a_mock_for_twenty_requests() {
         let live =
             app.capture(Method::from_bytes(method.as_bytes()).expect("method"), &format!("{id}{path_query}"), "").await;
         let (path, query) = path_query.split_once('?').unwrap_or((path_query, ""));
+        let path = if path.is_empty() { "/" } else { path };
         let said: Value = app
             .post(&format!("/webhooks/{id}/rules/test"), &json!({"method": method, "path": path, "query": query}), 200)
             .await;
@@ -298,13 +300,19 @@ async fn rules_test_answers_a_handshake_as_the_capture_url_does() {
             test["headers"] = json!({*name: value});
         }
         let said: Value = app.post(&format!("/webhooks/{id}/rules/test"), &test, 200).await;
-        let rest = if query.is_empty() { format!("{id}{path}") } else { format!("{id}{path}?{query}") };
+        let live_path = if *path == "/" { "" } else { path };
+        let rest = if query.is_empty() { format!("{id}{live_path}") } else { format!("{id}{live_path}?{query}") };
         let headers: Vec<(&str, &str)> = header.iter().copied().collect();
         let live = app
             .capture_with(Method::from_bytes(method.as_bytes()).expect("method"), &rest, &headers, body.to_string())
             .await;
         assert_eq!(said["status"], live.status.as_u16(), "case {i}: {said} / {}", live.text);
-        assert_eq!(said["body"], live.text, "case {i}");
+        if live.status.is_success() {
+            assert_eq!(said["body"], live.text, "case {i}");
+        } else {
+            let error: Value = serde_json::from_str(said["body"].as_str().expect("body")).expect("an error body");
+            assert_eq!(error["error"]["code"], live.code(), "case {i}: {}", live.text);
+        }
         let handshake_answered = live.status != 209;
         assert_eq!(said["rule_index"], if handshake_answered { json!(null) } else { json!(0) }, "case {i}");
         if handshake_answered {

@@ -230,8 +230,13 @@ pub async fn test_rules(
         Some(answered) => answered,
         None => answer::answer(&app.pool, &answers, response.as_ref().map(|r| &r.0), &incoming, request_id).await,
     };
+    // An error answer (a mock's 404, a refused handshake) gets the error body the capture URL's sender reads, with
+    // this test's own request id.
+    let method = axum::http::Method::from_bytes(body.method.as_str().as_bytes()).map_err(ApiError::internal_because)?;
+    let rule_index = answered.rule_index;
+    let response = crate::error::with_error_body(answered.response, &request_id.to_string(), &method, path);
     let mut result_headers: BTreeMap<String, String> = BTreeMap::new();
-    for (name, value) in answered.response.headers() {
+    for (name, value) in response.headers() {
         let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
         result_headers
             .entry(name.as_str().to_owned())
@@ -241,12 +246,11 @@ pub async fn test_rules(
             })
             .or_insert(value);
     }
-    let status = answered.response.status().as_u16();
-    let bytes = axum::body::to_bytes(answered.response.into_body(), RENDERED_MAX + 1)
-        .await
-        .map_err(ApiError::internal_because)?;
+    let status = response.status().as_u16();
+    let bytes =
+        axum::body::to_bytes(response.into_body(), RENDERED_MAX + 1).await.map_err(ApiError::internal_because)?;
     // A HEAD is answered without a body.
     let text =
         if body.method == RuleMethod::Head { String::new() } else { String::from_utf8_lossy(&bytes).into_owned() };
-    Ok(Json(RulesTestResult { rule_index: answered.rule_index, status, headers: result_headers, body: text }))
+    Ok(Json(RulesTestResult { rule_index, status, headers: result_headers, body: text }))
 }
