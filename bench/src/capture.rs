@@ -55,6 +55,22 @@ async fn verified_endpoint(rig: &Rig, body: &[u8]) -> Result<(String, (String, S
     Ok((format!("/webhook/{id}"), header))
 }
 
+/// An endpoint with 50 response rules (#51) of which only the last matches a POST to its capture URL (the 49
+/// before it want another method or path): the rules' cost on the capture path.
+async fn ruled_endpoint(rig: &Rig) -> Result<String, BoxError> {
+    let mut rules: Vec<serde_json::Value> = (0..49)
+        .map(|i| {
+            serde_json::json!({"method": if i % 2 == 0 { "PUT" } else { "POST" }, "path": format!("/never/{i}/{{id}}"),
+            "status": 202, "body": "never"})
+        })
+        .collect();
+    rules.push(serde_json::json!({"method": "POST", "status": 200, "headers": {"Content-Type": "application/json"},
+        "body": "{\"received\": \"{{request.id}}\"}"}));
+    let created = rig.post("/webhooks", serde_json::json!({"name": "fifty rules", "rules": rules})).await?;
+    let id = created["id"].as_str().ok_or("no id")?.to_owned();
+    Ok(format!("/webhook/{id}"))
+}
+
 /// The same shape of answer as the capture path, from a handler that stores nothing.
 async fn start_bare_axum() -> Result<String, BoxError> {
     async fn receipt(body: Bytes) -> axum::Json<serde_json::Value> {
@@ -199,6 +215,10 @@ async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
     // Unverified once more, after the verified run: the table has grown since the first, so the verified run is
     // compared with the mean of the runs on either side of it.
     let again = http(&rig.base, run).await?;
+    let ruled_path = ruled_endpoint(rig).await?;
+    load(&rig.base, &ruled_path, None, warm).await?;
+    let ruled = load(&rig.base, &ruled_path, None, run).await?;
+    let after_rules = http(&rig.base, run).await?;
     let valid: i64 = sqlx::query_scalar("SELECT count(*) FROM captures WHERE signature_verdict = 'valid'")
         .fetch_one(&rig.pool)
         .await?;
@@ -212,6 +232,8 @@ async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
         ("durable capture", &captures),
         ("durable capture, signature verified (github, HMAC-SHA256)", &verified),
         ("durable capture, again after the verified run", &again),
+        ("durable capture, 50 response rules (the last one answers)", &ruled),
+        ("durable capture, again after the rules run", &after_rules),
     ];
     for (name, r) in runs {
         println!("| {name} | {:.0} | {:.2} | {:.2} | {} |", r.rate, r.p50, r.p99, r.failed);
@@ -237,6 +259,10 @@ async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
         "verified / unverified capture ratio: {:.3} (target >= 0.95; unverified: the mean of the runs before and \
          after it); {valid} verified captures stored valid",
         verified.rate / ((captures.rate + again.rate) / 2.0)
+    );
+    println!(
+        "50 rules / no rules capture ratio: {:.3} (target >= 0.9; no rules: the mean of the runs before and after it)",
+        ruled.rate / ((again.rate + after_rules.rate) / 2.0)
     );
     println!("rows stored: {stored} (every acknowledged capture of warm-up and run: {})", stored as u64 >= captures.ok);
     let process = if use_wrk { "server and bare handler; wrk runs apart" } else { "server and load generator" };

@@ -1,6 +1,7 @@
 // @ts-check
 // Collections: the list, importing an OpenAPI description (pasted or by URL), one collection's requests by folder,
-// and keeping it in step with its description: the sync preview as a diff, then its apply.
+// and keeping it in step with its description: the sync preview as a diff, then its apply; a mock of it (an endpoint
+// answering each operation with its example).
 
 import { h, fill, field, notice, table, when } from '../dom.js';
 import { call, all, can } from '../api.js';
@@ -88,7 +89,18 @@ export async function renderOne(main, [collectionId]) {
   fill(
     main,
     h('p', {}, h('a', { href: '#/collections' }, '← Collections')),
-    h('h1', {}, detail.name),
+    h(
+      'div',
+      { class: 'page-head' },
+      h('h1', {}, detail.name),
+      can('webhooks:write')
+        ? h(
+            'button',
+            { type: 'button', id: 'create-mock', onclick: () => createMock(collectionId, error) },
+            'Create mock',
+          )
+        : null,
+    ),
     error,
     Object.keys(detail.variables).length
       ? h(
@@ -118,6 +130,16 @@ export async function renderOne(main, [collectionId]) {
     ),
   );
   await showSync(sync, collectionId, () => renderOne(main, [collectionId]));
+}
+
+/** Makes a mock of the collection and opens its endpoint. */
+async function createMock(collectionId, error) {
+  try {
+    const endpoint = await call('POST', `/collections/${collectionId}/mock`, {});
+    location.hash = `#/webhooks/${endpoint.id}`;
+  } catch (e) {
+    error.show(e);
+  }
 }
 
 async function showSync(el, collectionId, reload) {

@@ -2,7 +2,7 @@
 // The live inspector of one webhook: captures appear as they arrive, newest first, from a stream that resumes with
 // Last-Event-ID after a dropped connection (duplicates are dropped by id); a search box takes the `q` syntax beside
 // structured filters; volume and method charts; the selected capture's detail beside the list; the endpoint's
-// triggers (the flows its captures launch).
+// triggers (the flows its captures launch); the "test this request" box of its response rules.
 
 import { h, fill, copyButton, notice, bytes } from '../dom.js';
 import { signatureBadge } from './signature.js';
@@ -12,6 +12,7 @@ import { volume, breakdown } from '../charts.js';
 import { showCapture } from './capture_detail.js';
 import { showTriggers } from './triggers.js';
 import { showDestinations } from './destinations.js';
+import { rulesTester } from './answers.js';
 
 const LIMIT = 100;
 
@@ -262,6 +263,7 @@ export async function render(main, [webhookId]) {
     h('div', { class: 'inspector' }, list, detail),
     triggers,
     destinations,
+    rulesTester(webhook),
   );
   await Promise.all([
     reload(),

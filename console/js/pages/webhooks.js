@@ -1,10 +1,11 @@
 // @ts-check
 // Webhooks: the list (name, capture URL with a copy button, request count, last request), create, edit (with the
-// signature verification), delete.
+// signature verification, the response rules, the handshake and CORS), delete.
 
 import { h, fill, field, notice, copyButton, table, ago } from '../dom.js';
 import { call, all, can } from '../api.js';
 import { verificationFields } from './signature.js';
+import { answerFields } from './answers.js';
 
 export async function render(main) {
   const error = notice();
@@ -88,7 +89,7 @@ function edit(webhook, refresh) {
     type: 'number',
     name: 'max_body_bytes',
     min: 1,
-    max: 10485760,
+    max: 33554432,
     value: webhook ? webhook.max_body_bytes : 1048576,
   });
   const maxAge = h('input', {
@@ -104,16 +105,18 @@ function edit(webhook, refresh) {
     value: webhook && webhook.retention.max_requests ? webhook.retention.max_requests : '',
   });
   const verification = verificationFields(webhook);
+  const answers = answerFields(webhook);
   const form = h(
     'form',
     { class: 'stack' },
     error,
     field('Name', name),
     field('Description', description),
-    field('Largest body (bytes)', maxBody, 'Up to 10 MiB.'),
+    field('Largest body (bytes)', maxBody, 'Up to 32 MiB.'),
     field('Keep captures for (days)', maxAge, 'Leave both empty to keep the current rule.'),
     field('Keep at most (requests)', maxRequests),
     verification.part,
+    answers.part,
     h('button', { type: 'submit', class: 'primary' }, webhook ? 'Save' : 'Create'),
   );
   const box = h(
@@ -137,6 +140,7 @@ function edit(webhook, refresh) {
     try {
       const verifying = verification.value();
       if (verifying !== undefined) body.verification = verifying;
+      Object.assign(body, answers.value());
       const saved = webhook
         ? await call('PATCH', `/webhooks/${webhook.id}`, body)
         : await call('POST', '/webhooks', body);

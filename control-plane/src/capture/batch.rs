@@ -1,7 +1,8 @@
 //! A capture to store and what became of it, and one batch of captures in one statement: the rows, the endpoints'
 //! counts, the per-minute counters, the launches the captures owe their endpoints' triggers and the NOTIFYs. A row
 //! the database refuses never fails its neighbours: the batch is stored again in halves under savepoints until the
-//! refused rows stand alone, and only they are answered `Rejected`.
+//! refused rows stand alone, and only they are answered `Rejected`. A body written in parts beforehand (`staged`) is
+//! assembled from them by the statement that stores its capture, which deletes the parts.
 
 use crate::capture::target::CaptureTarget;
 use chrono::{DateTime, Utc};
@@ -24,6 +25,9 @@ pub struct CaptureRecord {
     pub headers_json: String,
     pub content_type: Option<String>,
     pub body: bytes::Bytes,
+    /// The upload its body was written to in parts (`staged`): the statement assembles it from there, and `body`
+    /// (the same bytes, still held for answering) is not bound.
+    pub staged: Option<uuid::Uuid>,
     pub body_sha256: Vec<u8>,
     pub body_utf8: bool,
     pub source_ip: String,
@@ -74,12 +78,24 @@ pub enum Outcome {
 /// has `q`/`filter`, for the sender to match), woken by `hookflow_deliveries`: one index look per row when the
 /// endpoint has none.
 const WRITE_BATCH: &str = "
-WITH input AS (
+WITH raw AS (
     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
                          $8::text[], $9::text[], $10::bytea[], $11::bytea[], $12::bool[], $13::text[], $14::timestamptz[],
-                         $16::text[], $17::text[], $18::text[], $19::int2[], $20::text[], $21::uuid[], $22::text[])
+                         $16::text[], $17::text[], $18::text[], $19::int2[], $20::text[], $21::uuid[], $22::text[],
+                         $23::uuid[])
         AS u(id, org, webhook, method, path, qs, query, headers, ct, body, sha, utf8, ip, at,
-             verdict, scheme, reason, secret_index, message_id, execution, handshake)
+             verdict, scheme, reason, secret_index, message_id, execution, handshake, staged)
+), input AS (
+    SELECT u.id, u.org, u.webhook, u.method, u.path, u.qs, u.query, u.headers, u.ct,
+           -- Parts that are gone leave the body NULL: the row is refused (never stored with another body).
+           CASE WHEN u.staged IS NULL THEN u.body
+                ELSE (SELECT string_agg(p.data, ''::bytea ORDER BY p.seq) FROM capture_body_parts p
+                      WHERE p.upload_id = u.staged) END AS body,
+           u.sha, u.utf8, u.ip, u.at, u.verdict, u.scheme, u.reason, u.secret_index, u.message_id, u.execution,
+           u.handshake
+    FROM raw u
+), assembled AS (
+    DELETE FROM capture_body_parts WHERE upload_id IN (SELECT staged FROM raw WHERE staged IS NOT NULL)
 ), room AS (
     SELECT x.execution,
            1000 - (SELECT count(*) FROM (SELECT 1 FROM captures c WHERE c.execution_id = x.execution LIMIT 1000) n)
@@ -268,7 +284,7 @@ fn bind<'q>(
         .bind(records.iter().map(|r| r.query_json.as_str()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.headers_json.as_str()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.content_type.as_deref()).collect::<Vec<_>>())
-        .bind(records.iter().map(|r| r.body.as_ref()).collect::<Vec<&[u8]>>())
+        .bind(records.iter().map(|r| r.staged.is_none().then_some(r.body.as_ref())).collect::<Vec<Option<&[u8]>>>())
         .bind(records.iter().map(|r| r.body_sha256.as_slice()).collect::<Vec<&[u8]>>())
         .bind(records.iter().map(|r| r.body_utf8).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.source_ip.as_str()).collect::<Vec<_>>())
@@ -281,6 +297,7 @@ fn bind<'q>(
         .bind(records.iter().map(|r| r.signature.message_id.as_deref()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.execution_id()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.handshake.map(HandshakePreset::as_str)).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.staged).collect::<Vec<_>>())
 }
 
 impl CaptureRecord {

@@ -119,6 +119,7 @@ struct EndpointRow {
     handshake_secret: Option<Vec<u8>>,
     handshake_nonce: Option<Vec<u8>>,
     handshake_key_version: Option<i32>,
+    mock: bool,
 }
 
 impl EndpointRow {
@@ -189,7 +190,8 @@ impl EndpointCache {
             "SELECT w.organization_id, COALESCE(w.max_body_bytes, o.default_max_body_bytes) AS max_body_bytes,
                     w.response, o.capture_rate_limit_per_s AS rate, w.verification, w.verification_secrets,
                     w.verification_nonce, w.verification_key_version, w.rules, w.rule_conditions, w.cors,
-                    w.handshake, w.handshake_secret, w.handshake_nonce, w.handshake_key_version
+                    w.handshake, w.handshake_secret, w.handshake_nonce, w.handshake_key_version,
+                    w.mock_of IS NOT NULL AS mock
              FROM webhooks w JOIN organizations o ON o.id = w.organization_id WHERE w.id = $1",
         )
         .bind(id)
@@ -202,13 +204,22 @@ impl EndpointCache {
         let verification = row.verification(master, id);
         let handshake = row.handshake(master, id);
         let EndpointRow {
-            organization_id: org_id, max_body_bytes, response, rate, rules, rule_conditions, cors, ..
+            organization_id: org_id,
+            max_body_bytes,
+            response,
+            rate,
+            rules,
+            rule_conditions,
+            cors,
+            mock,
+            ..
         } = row;
         let answers = Answers::compile(
             rules.map(|r| r.0).unwrap_or_default(),
             rule_conditions.map(|c| c.0).unwrap_or_default(),
             cors.map(|c| c.0),
-        );
+        )
+        .mocking(mock);
         let endpoint = Arc::new(Endpoint {
             response: response.map(|r| r.0),
             verification,

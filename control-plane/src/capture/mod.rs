@@ -13,6 +13,7 @@ pub mod refused;
 pub mod row;
 pub mod signing;
 pub mod sinks;
+pub mod staged;
 pub mod stored_verification;
 pub mod target;
 pub mod wait_sweep;
@@ -223,9 +224,16 @@ async fn capture_inner(
     let judged = signature.clone();
     let mut record = request.record(&endpoint, signature)?;
     record.handshake = recognised.as_ref().map(|(preset, _)| *preset);
+    // A big body is written in parts first, from the one buffer that holds it (`staged`).
+    let staged = staged::stage_if_big(&capture.pool, &deadline, &body).await;
+    record.staged = staged.ok().flatten();
     // Past the deadline the capture may still be stored: the 503 promises nothing, and the sender's retry is a
     // new capture (its signature's id is forgotten below).
-    let outcome = deadline.run(capture.writer.store(record, room)).await.unwrap_or(Outcome::Failed);
+    let outcome = match staged {
+        Ok(_) => deadline.run(capture.writer.store(record, room)).await.unwrap_or(Outcome::Failed),
+        Err(()) => Outcome::Failed,
+    };
+    staged::settled(&capture.pool, staged.ok().flatten(), outcome).await;
     if !matches!(outcome, Outcome::Stored(_))
         && let Some(verification) = &endpoint.verification
     {
@@ -385,6 +393,7 @@ impl Captured<'_> {
             body_sha256: Sha256::digest(&self.body).to_vec(),
             body_utf8: std::str::from_utf8(&self.body).is_ok(),
             body: self.body,
+            staged: None,
             source_ip: self.peer.ip().to_string(),
             received_at: self.received_at,
             signature,

@@ -184,5 +184,8 @@ pub async fn run(app: AppState) {
         if let Err(e) = crate::capture::signing::forget_expired_ids(&app.pool).await {
             tracing::warn!(error = %e, "forgetting expired webhook ids failed; trying again later");
         }
+        if let Err(e) = crate::capture::staged::sweep(&app.pool).await {
+            tracing::warn!(error = %e, "sweeping abandoned capture body parts failed; trying again later");
+        }
     }
 }

@@ -142,3 +142,14 @@ pub struct RulesTestResult {
     pub headers: BTreeMap<String, String>,
     pub body: String,
 }
+
+/// `POST /collections/{collection_id}/mock`: an endpoint whose rules answer each operation of the collection's
+/// OpenAPI description with its example.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateMock {
+    /// The endpoint's name (default: `Mock of <collection name>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = crate::api::rules::optional_name)]
+    pub name: Option<crate::api::fields::Name>,
+}

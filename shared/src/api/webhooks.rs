@@ -8,7 +8,7 @@ use crate::api::patch::Patch;
 pub use crate::api::search::{FieldMatch, JsonMatch, MatchOp, SearchFilter};
 use crate::api::signatures::{Signature, Verification, VerificationSettings};
 use crate::api::triggers::{CaptureExecution, Triggers, WebhookTrigger};
-use crate::ids::{CaptureId, ExecutionId, WebhookId};
+use crate::ids::{CaptureId, CollectionId, ExecutionId, WebhookId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -223,6 +223,10 @@ pub struct Webhook {
     /// CORS settings, or `null`.
     #[serde(default)]
     pub cors: Option<Cors>,
+    /// The collection this endpoint mocks (`POST /collections/{id}/mock`), or `null`: a mock answers 404 to a
+    /// request no rule matches.
+    #[serde(default)]
+    pub mock_of: Option<CollectionId>,
     pub request_count: i64,
     pub last_request_at: Option<Timestamp>,
     pub created_at: Timestamp,

@@ -55,6 +55,7 @@ fn record(org_id: OrgId, webhook_id: WebhookId, query_json: &str) -> CaptureReco
         headers_json: "[]".into(),
         content_type: None,
         body: Bytes::from_static(b"{}"),
+        staged: None,
         body_sha256: vec![0; 32],
         body_utf8: true,
         source_ip: "127.0.0.1".into(),

@@ -141,6 +141,7 @@ const IMPLEMENTED: &[&str] = &[
     "PUT /collections/{id}/requests/{request_id}",
     "DELETE /collections/{id}/requests/{request_id}",
     "POST /collections/import/openapi",
+    "POST /collections/{id}/mock",
     "GET /collections/{id}/openapi-sync",
     "PUT /collections/{id}/openapi-sync",
     "POST /collections/{id}/openapi-sync/preview",

@@ -1,7 +1,8 @@
 //! An endpoint's `rules` and `cors` as written (#51): each rule checked with every refusal naming its field
 //! (`rules[2].path`), its `q` and `filter` compiled by the capture search (as triggers' are) into the condition rows
 //! the capture path weighs (stored beside the rules); and `POST /webhooks/{id}/rules/test`, which asks the capture
-//! path's own answering what the capture URL would answer to a request, storing nothing.
+//! path's own answering (and the endpoint's handshake preset) what the capture URL would answer to a request,
+//! storing nothing.
 
 use crate::api::context::Ctx;
 use crate::api::runner_protocol::wait_conds;
@@ -107,12 +108,56 @@ type AnswerColumns = (
     Option<SqlJson<Vec<Vec<RuleCond>>>>,
     Option<SqlJson<Cors>>,
     Option<SqlJson<CustomResponse>>,
+    bool,
+    bool,
 );
+
+/// The answer of the endpoint's handshake preset, when it has one and it recognises the request (a CORS preflight
+/// from an allowed origin comes first): the endpoint as the capture path holds it, with its opened secret.
+async fn handshake_answer(
+    app: &crate::state::AppState,
+    id: WebhookId,
+    org_id: hookflow_shared::OrgId,
+    answers: &Answers,
+    incoming: &Incoming<'_>,
+    query: &str,
+) -> ApiResult<Option<answer::Answer>> {
+    let origin = answers.cors.as_ref().and_then(|c| answer::cors::allowed_origin(c, incoming.headers));
+    if origin.is_some() && answer::cors::is_preflight(incoming.method, incoming.headers) {
+        return Ok(None);
+    }
+    let capture = &app.capture;
+    let endpoint = match capture.endpoints.lookup(id) {
+        crate::capture::cache::Lookup::Known(endpoint) => Some(endpoint),
+        _ => capture.endpoints.load(&app.pool, &capture.master_key, id, capture.max_rate_per_s).await?,
+    };
+    let Some(endpoint) = endpoint.filter(|e| e.org_id == org_id) else { return Ok(None) };
+    let Some(handshake) = &endpoint.handshake else { return Ok(None) };
+    let method = axum::http::Method::from_bytes(incoming.method.as_bytes()).map_err(ApiError::internal_because)?;
+    let mut headers = axum::http::HeaderMap::new();
+    for (name, value) in incoming.headers {
+        if let (Ok(name), Ok(value)) =
+            (axum::http::HeaderName::try_from(name.as_str()), axum::http::HeaderValue::try_from(value.as_str()))
+        {
+            headers.append(name, value);
+        }
+    }
+    let now_s = incoming.received_at.timestamp();
+    let parts =
+        crate::capture::handshake::Parts { method: &method, query, headers: &headers, body: incoming.body, now_s };
+    let Some(recognised) = handshake.recognise(&parts) else { return Ok(None) };
+    let mut response = crate::capture::handshake::response(&recognised);
+    if let Some(origin) = origin {
+        answer::cors::mark(&mut response, origin);
+    }
+    Ok(Some(answer::Answer { rule_index: None, delay: std::time::Duration::ZERO, response }))
+}
 
 /// Test the endpoint's response rules: what its capture URL would answer to this request (the rule that answers,
 /// its status, headers and rendered body; `rule_index` is null for the endpoint's `response` or the receipt).
+/// The endpoint's `handshake` preset is asked first, as at the capture URL (`rule_index` null for its answer).
 /// Nothing is stored; `{{request.id}}` reads a fresh id, `signature:` terms see `unverified` and `ip:` terms an
-/// empty address.
+/// empty address; signatures are not verified.
 #[utoipa::path(post, operation_id = "test_webhook_rules", path = "/webhooks/{id}/rules/test", params(Id),
     request_body = RulesTest, responses((status = 200, body = RulesTestResult)))]
 pub async fn test_rules(
@@ -142,18 +187,21 @@ pub async fn test_rules(
         headers.push((name.clone(), value.clone()));
     }
     let stored: Option<AnswerColumns> = sqlx::query_as(
-        "SELECT rules, rule_conditions, cors, response FROM webhooks WHERE organization_id = $1 AND id = $2",
+        "SELECT rules, rule_conditions, cors, response, mock_of IS NOT NULL, handshake IS NOT NULL FROM webhooks WHERE organization_id = $1 AND id = $2",
     )
     .bind(caller.org_id)
     .bind(id)
     .fetch_optional(&app.pool)
     .await?;
-    let Some((rules, conditions, cors, response)) = stored else { return Err(ApiError::not_found("webhook")) };
+    let Some((rules, conditions, cors, response, mock, has_handshake)) = stored else {
+        return Err(ApiError::not_found("webhook"));
+    };
     let answers = Answers::compile(
         rules.map(|r| r.0).unwrap_or_default(),
         conditions.map(|c| c.0).unwrap_or_default(),
         cors.map(|c| c.0),
-    );
+    )
+    .mocking(mock);
     let query = crate::capture::query_map(body.query.as_deref().unwrap_or_default());
     // Captures store the capture URL's own path as empty.
     let path = if body.path == "/" { "" } else { body.path.as_str() };
@@ -171,9 +219,24 @@ pub async fn test_rules(
         received_at: chrono::Utc::now(),
     };
     let request_id = CaptureId::new(uuid::Uuid::new_v4());
-    let answered = answer::answer(&app.pool, &answers, response.as_ref().map(|r| &r.0), &incoming, request_id).await;
+    let shaken = match has_handshake {
+        true => {
+            handshake_answer(&app, id, caller.org_id, &answers, &incoming, body.query.as_deref().unwrap_or_default())
+                .await?
+        }
+        false => None,
+    };
+    let answered = match shaken {
+        Some(answered) => answered,
+        None => answer::answer(&app.pool, &answers, response.as_ref().map(|r| &r.0), &incoming, request_id).await,
+    };
+    // An error answer (a mock's 404, a refused handshake) gets the error body the capture URL's sender reads, with
+    // this test's own request id.
+    let method = axum::http::Method::from_bytes(body.method.as_str().as_bytes()).map_err(ApiError::internal_because)?;
+    let rule_index = answered.rule_index;
+    let response = crate::error::with_error_body(answered.response, &request_id.to_string(), &method, path);
     let mut result_headers: BTreeMap<String, String> = BTreeMap::new();
-    for (name, value) in answered.response.headers() {
+    for (name, value) in response.headers() {
         let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
         result_headers
             .entry(name.as_str().to_owned())
@@ -183,12 +246,11 @@ pub async fn test_rules(
             })
             .or_insert(value);
     }
-    let status = answered.response.status().as_u16();
-    let bytes = axum::body::to_bytes(answered.response.into_body(), RENDERED_MAX + 1)
-        .await
-        .map_err(ApiError::internal_because)?;
+    let status = response.status().as_u16();
+    let bytes =
+        axum::body::to_bytes(response.into_body(), RENDERED_MAX + 1).await.map_err(ApiError::internal_because)?;
     // A HEAD is answered without a body.
     let text =
         if body.method == RuleMethod::Head { String::new() } else { String::from_utf8_lossy(&bytes).into_owned() };
-    Ok(Json(RulesTestResult { rule_index: answered.rule_index, status, headers: result_headers, body: text }))
+    Ok(Json(RulesTestResult { rule_index, status, headers: result_headers, body: text }))
 }

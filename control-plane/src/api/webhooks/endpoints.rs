@@ -25,7 +25,7 @@ use hookflow_shared::api::rules::ENDPOINT_BODY_LIMIT_MAX;
 use hookflow_shared::api::triggers::WebhookTrigger;
 use hookflow_shared::api::webhooks::{CreateWebhook, CustomResponse, UpdateWebhook, Webhook};
 use hookflow_shared::api::{Page, Patch};
-use hookflow_shared::{OrgId, WebhookId};
+use hookflow_shared::{CollectionId, OrgId, WebhookId};
 use sqlx::PgConnection;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -144,12 +144,23 @@ async fn create_webhook(
     Ctx { app, caller }: Ctx<scope::WebhooksWrite>,
     ApiJson(body): ApiJson<CreateWebhook>,
 ) -> Created<Webhook> {
+    Ok((StatusCode::CREATED, Json(create(&app, &caller, body, None).await?)))
+}
+
+/// Creates an endpoint as `POST /webhooks` does (the caller has `webhooks:write`), a mock of a collection when
+/// `mock_of` names one.
+pub async fn create<S>(
+    app: &AppState,
+    caller: &Caller<S>,
+    body: CreateWebhook,
+    mock_of: Option<CollectionId>,
+) -> ApiResult<Webhook> {
     check_body_limit(body.max_body_bytes)?;
     check_retention(body.retention.as_ref())?;
     check_response(body.response.as_ref())?;
     verification::check(body.verification.as_ref())?;
     handshake::check(body.handshake.as_ref(), body.verification.is_some())?;
-    triggers::check(&app.pool, &caller, &body.triggers).await?;
+    triggers::check(&app.pool, caller, &body.triggers).await?;
     let rule_conditions = match &body.rules {
         Some(rules) => Some(answers::compile(&app.pool, rules).await?),
         None => None,
@@ -160,8 +171,8 @@ async fn create_webhook(
     crate::quota::admit_created(&mut tx, caller.org_id, crate::quota::Quota::Endpoints, app.settings.quotas).await?;
     sqlx::query(
         "INSERT INTO webhooks (id, organization_id, name, description, max_body_bytes, max_age_days, max_requests, response,
-                               triggers, rules, rule_conditions, cors)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                               triggers, rules, rule_conditions, cors, mock_of)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
     )
     .bind(id)
     .bind(caller.org_id)
@@ -175,10 +186,11 @@ async fn create_webhook(
     .bind(body.rules.as_ref().map(sqlx::types::Json))
     .bind(rule_conditions.map(sqlx::types::Json))
     .bind(body.cors.as_ref().map(sqlx::types::Json))
+    .bind(mock_of)
     .execute(&mut *tx)
     .await?;
     if !body.triggers.is_empty() {
-        audit_triggers(&mut tx, &caller, id, &body.triggers).await?;
+        audit_triggers(&mut tx, caller, id, &body.triggers).await?;
     }
     if let Some(settings) = &body.verification {
         let writer =
@@ -194,7 +206,7 @@ async fn create_webhook(
     let row = fetch(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
     app.invalidate(Invalidation::Endpoint(id));
-    Ok((StatusCode::CREATED, Json(row.into_api(&app.settings.capture_url))))
+    Ok(row.into_api(&app.settings.capture_url))
 }
 
 /// List endpoints, newest first.

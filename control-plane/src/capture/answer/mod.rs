@@ -1,7 +1,8 @@
 //! What a capture URL answers once the request is stored (#51): the first that applies of a CORS preflight from an
 //! allowed origin, a request the endpoint's handshake preset recognises, the first matching response rule, the
 //! endpoint's `response`, the receipt; an answer to an allowed origin carries the CORS headers. A rule's delay is
-//! waited by the caller after this returns, holding nothing shared. `POST /webhooks/{id}/rules/test` asks the same
+//! waited by the caller after this returns, holding nothing shared. A mock of a collection answers 404 where no
+//! rule matches. `POST /webhooks/{id}/rules/test` asks the same
 //! function, so it says exactly what the capture URL would answer.
 
 pub mod cors;
@@ -26,6 +27,8 @@ use std::time::Duration;
 pub struct Answers {
     pub rules: Vec<CompiledRule>,
     pub cors: Option<Cors>,
+    /// A mock of a collection: a request no rule matches gets 404 (not the `response` or the receipt).
+    pub mock: bool,
 }
 
 impl Answers {
@@ -42,12 +45,17 @@ impl Answers {
                     .ok()
             })
             .collect();
-        Answers { rules, cors }
+        Answers { rules, cors, mock: false }
+    }
+
+    /// The same, answering as a mock (404 when no rule matches) when `mock`.
+    pub fn mocking(self, mock: bool) -> Self {
+        Answers { mock, ..self }
     }
 
     /// Whether answering needs the request's details (else the receipt or the `response` answer at once).
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty() && self.cors.is_none()
+        self.rules.is_empty() && self.cors.is_none() && !self.mock
     }
 }
 
@@ -80,6 +88,7 @@ pub async fn answer(
     // 3. The first matching rule; 4. the endpoint's `response`; 5. the receipt.
     let mut answer = match rules::first_match(pool, &answers.rules, incoming).await {
         Some((index, params)) => rule_answer(&answers.rules[index], index, &params, incoming, request_id),
+        None if answers.mock => Answer { rule_index: None, delay: Duration::ZERO, response: unmocked(incoming) },
         None => Answer {
             rule_index: None,
             delay: Duration::ZERO,
@@ -90,6 +99,14 @@ pub async fn answer(
         cors::mark(&mut answer.response, origin);
     }
     answer
+}
+
+/// A mock's answer to a request none of its rules matches: 404 `not_found`.
+fn unmocked(incoming: &Incoming<'_>) -> Response {
+    let path = if incoming.path.is_empty() { "/" } else { incoming.path };
+    let message =
+        format!("this mock has no operation for {} {}", incoming.method, path.chars().take(200).collect::<String>());
+    crate::error::ApiError::new(hookflow_shared::ErrorCode::NotFound, message).into_response()
 }
 
 /// The endpoint's own `response`, or the receipt.

@@ -96,6 +96,16 @@ impl PathTemplate {
         Ok(PathTemplate { segments, rest })
     }
 
+    /// Each segment's kind, literal `0` or parameter `1` (a rest `*` is `2`): of two templates of as many segments,
+    /// the smaller answers first where both match.
+    pub fn specificity(&self) -> Vec<u8> {
+        let mut kinds: Vec<u8> = self.segments.iter().map(|s| u8::from(matches!(s, Segment::Param(_)))).collect();
+        if self.rest {
+            kinds.push(2);
+        }
+        kinds
+    }
+
     /// The template's parameters when `path` (a capture's path: empty or `/...`) matches it.
     pub fn matches(&self, path: &str) -> Option<Vec<(String, String)>> {
         let inner = path.strip_prefix('/').unwrap_or(path);

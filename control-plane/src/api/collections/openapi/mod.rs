@@ -4,6 +4,7 @@
 
 pub mod fingerprint;
 pub mod mapping;
+pub mod responses;
 pub mod schema;
 pub mod yaml;
 
