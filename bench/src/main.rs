@@ -1,6 +1,7 @@
 //! `hookflow-bench`: performance scenarios of DESIGN.md, each printed beside a baseline measured in the same run
 //! on the same machine, as ratios (absolute numbers on a shared machine mean little).
 
+mod batches;
 mod capture;
 mod chaos;
 mod deliveries;
@@ -77,6 +78,9 @@ enum Scenario {
     /// Deliveries to destinations (issue #49): captures/s with two destinations beside none, deliveries/s by the
     /// server's sender beside a bare reqwest client, delivery lag p50/p99 at a fixed capture rate.
     Deliveries(deliveries::Args),
+    /// Data-driven runs (issue #52): a 100,000-row launch (server RSS growth, rows/s queued and finished on the
+    /// embedded runner) beside the same number of single launches.
+    Batches(batches::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -95,6 +99,7 @@ fn main() -> std::process::ExitCode {
             Scenario::Inspector(args) => inspector::run(args).await,
             Scenario::Waits(args) => waits::run(args).await,
             Scenario::Deliveries(args) => deliveries::run(args).await,
+            Scenario::Batches(args) => batches::run(args).await,
         }
     });
     match result {
