@@ -1,8 +1,10 @@
 //! Batches (data-driven runs): one resolved launch queued once per row of data, every row an execution like any
 //! other (claimed, leased and requeued by the queue as usual) carrying its batch and row index (`iteration`); and
 //! the rerun of a batch's failed rows as a new batch. Rows go in chunks, one statement each (`unnest`), so a
-//! 10,000-row launch is ten statements and the server holds one chunk's rows as JSON at a time.
+//! 10,000-row launch is ten statements and the server holds one chunk's rows as JSON at a time. Every row stores
+//! the launch's definition: a batch writes at most `MAX_BATCH_BYTES`, a statement about `CHUNK_BYTES`.
 
+use crate::db::group_commit::BatchWrite as _;
 use crate::error::{ApiError, ApiResult, to_json};
 use crate::queue::create::NewExecution;
 use crate::queue::events::{LOG, encode, status_event};
@@ -16,8 +18,14 @@ use std::collections::BTreeMap;
 use std::sync::LazyLock;
 use uuid::Uuid;
 
-/// Rows per statement.
+/// Rows per statement at most.
 const CHUNK: usize = 1_000;
+/// What one statement writes at most: every row stores the launch's definition and modules, so a large
+/// definition takes fewer rows per statement.
+const CHUNK_BYTES: usize = 64 * 1024 * 1024;
+/// What one batch writes at most (rows times the launch's definition and modules): a tenant's one request may not
+/// make the database write gigabytes.
+pub const MAX_BATCH_BYTES: usize = 512 * 1024 * 1024;
 
 /// One chunk of a batch's rows: `$1`..`$3` one array each (execution id, the row's variables, its iteration), the
 /// rest one value for every row (the resolved launch). The flow's name and the variable layers are read once per
@@ -99,6 +107,16 @@ pub async fn create_batch(
     if rows.is_empty() || rows.len() > MAX_ROWS {
         return Err(ApiError::invalid(format!("invalid field `rows`: 1 to {MAX_ROWS} rows; got {}", rows.len())));
     }
+    let row_bytes = launch.bytes();
+    if row_bytes.saturating_mul(rows.len()) > MAX_BATCH_BYTES {
+        return Err(ApiError::invalid(format!(
+            "invalid field `rows`: {} rows of this flow ({row_bytes} bytes each with its definition and modules) \
+             would store more than {} MiB; launch fewer rows",
+            rows.len(),
+            MAX_BATCH_BYTES / (1024 * 1024)
+        )));
+    }
+    let chunk_rows = (CHUNK_BYTES / row_bytes.max(1)).clamp(1, CHUNK);
     let total = u32::try_from(rows.len()).unwrap_or(u32::MAX);
     let batch_id = BatchId::now_v7();
     sqlx::query("INSERT INTO batches (id, organization_id, flow_id, total) VALUES ($1, $2, $3, $4)")
@@ -113,8 +131,8 @@ pub async fn create_batch(
     let launch_variables = to_json(&launch.launch_variables)?;
     let collection = to_json(&launch.collection_variables)?;
     let timeout_s = i32::try_from(launch.timeout_s).unwrap_or(i32::MAX);
-    for (chunk_index, chunk) in rows.chunks(CHUNK).enumerate() {
-        let first = chunk_index * CHUNK;
+    for (chunk_index, chunk) in rows.chunks(chunk_rows).enumerate() {
+        let first = chunk_index * chunk_rows;
         let ids: Vec<ExecutionId> = chunk.iter().map(|_| ExecutionId::now_v7()).collect();
         let variables = chunk.iter().map(to_json).collect::<ApiResult<Vec<Value>>>()?;
         let iterations: Vec<i32> = (first..first + chunk.len()).map(|i| i32::try_from(i).unwrap_or(i32::MAX)).collect();

@@ -159,6 +159,16 @@ async fn bad_rows_are_refused_naming_the_field_and_batches_are_their_organizatio
         let reply = app.admin(Method::POST, &path, Some(body)).await;
         reply.assert_refused(400, "invalid_request", &format!("`{field}`"));
     }
+    // Every row stores the definition: 10,000 rows of a 60 KB flow would write 600 MB, over a batch's 512 MiB.
+    let big = app
+        .create_flow(
+            "big",
+            json!({"layout": {"pad": "x".repeat(60_000)}, "nodes": [{"id": "wait", "kind": "delay", "delay_ms": 1}]}),
+        )
+        .await;
+    let rows: Vec<Value> = (0..10_000).map(|i| json!({"n": i.to_string()})).collect();
+    let reply = app.admin(Method::POST, &format!("/flows/{big}/launch"), Some(json!({"rows": rows}))).await;
+    reply.assert_refused(400, "invalid_request", "512 MiB");
     assert_eq!(app.rows("executions").await, 0, "no refused launch queued anything");
     assert_eq!(app.rows("batches").await, 0);
 

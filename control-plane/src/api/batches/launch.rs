@@ -2,16 +2,17 @@
 //! queued once per row as one batch in one transaction (with `Idempotency-Key`, a retry answers the same batch).
 
 use crate::api::executions::idempotency::{self, Claim, Reservation};
-use crate::api::executions::launch::{check_variables, replayed};
 use crate::api::executions::resolve::{LaunchRequest, resolve};
 use crate::error::{ApiError, ApiResult, to_json};
 use crate::queue::batch::create_batch;
 use crate::state::AppState;
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use hookflow_shared::api::batches::MAX_ROWS;
 use hookflow_shared::api::executions::{Launch, LaunchMode, Trigger};
+use hookflow_shared::flow::names;
+use hookflow_shared::wire::header;
 use hookflow_shared::{FlowId, OrgId};
 use std::collections::BTreeMap;
 
@@ -24,13 +25,9 @@ pub fn check_rows(rows: &[BTreeMap<String, String>]) -> ApiResult<()> {
         )));
     }
     for (i, row) in rows.iter().enumerate() {
-        check_variables(row).map_err(|_| {
-            let name = row.keys().find(|n| hookflow_shared::flow::names::reserved_problem(n).is_some());
-            ApiError::invalid(format!(
-                "invalid field `rows[{i}].{}`: launch variables may not define a built-in name",
-                name.map_or("", String::as_str)
-            ))
-        })?;
+        if let Some((name, message)) = row.keys().find_map(|name| names::reserved_problem(name).map(|m| (name, m))) {
+            return Err(ApiError::invalid(format!("invalid field `rows[{i}].{name}`: {message}")));
+        }
     }
     Ok(())
 }
@@ -54,7 +51,10 @@ pub async fn launch_rows(
     if let Some(key) = &key
         && let Reservation::Replay(body) = idempotency::reserve(&mut tx, org_id, key).await?
     {
-        return Ok(replayed(body));
+        // As the launch's own replays answer (this file cannot use theirs: the launch route calls this one).
+        let mut response = (StatusCode::OK, Json(body)).into_response();
+        response.headers_mut().insert(header::IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+        return Ok(response);
     }
     let request = LaunchRequest::new(app, org_id, flow_id, trigger, &launch);
     let new = resolve(&mut tx, &request).await?;

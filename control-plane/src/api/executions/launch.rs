@@ -45,7 +45,7 @@ pub(crate) fn trigger(headers: &HeaderMap, default: Trigger) -> Trigger {
     }
 }
 
-pub(crate) fn replayed(body: serde_json::Value) -> Response {
+fn replayed(body: serde_json::Value) -> Response {
     let mut response = (StatusCode::OK, Json(body)).into_response();
     response.headers_mut().insert(header::IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     response
