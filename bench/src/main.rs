@@ -1,6 +1,7 @@
 //! `hookflow-bench`: performance scenarios of DESIGN.md, each printed beside a baseline measured in the same run
 //! on the same machine, as ratios (absolute numbers on a shared machine mean little).
 
+mod batches;
 mod capture;
 mod chaos;
 mod deliveries;
@@ -81,6 +82,9 @@ enum Scenario {
     /// Runner pools (issue #53): the scaler endpoint's p50/p99 with 50 pools and 100,000 queued executions, and
     /// the claim's pick with priority beside today's order by id, same run.
     Pools(pools::Args),
+    /// Data-driven runs (issue #52): a 100,000-row launch (server RSS growth, rows/s queued and finished on the
+    /// embedded runner) beside the same number of single launches.
+    Batches(batches::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -100,6 +104,7 @@ fn main() -> std::process::ExitCode {
             Scenario::Waits(args) => waits::run(args).await,
             Scenario::Deliveries(args) => deliveries::run(args).await,
             Scenario::Pools(args) => pools::run(args).await,
+            Scenario::Batches(args) => batches::run(args).await,
         }
     });
     match result {

@@ -14,6 +14,7 @@ import * as captureDetail from './pages/capture_detail.js';
 import * as flows from './pages/flows.js';
 import * as flow from './pages/flow.js';
 import * as execution from './pages/execution.js';
+import * as batch from './pages/batch.js';
 import * as collections from './pages/collections.js';
 import * as keys from './pages/keys.js';
 import * as people from './pages/people.js';
@@ -31,6 +32,7 @@ const ROUTES = [
   [/^\/flows$/, flows.render],
   [/^\/flows\/([0-9a-f-]{36})$/, flow.render],
   [/^\/flows\/([0-9a-f-]{36})\/executions\/([0-9a-f-]{36})$/, execution.render],
+  [/^\/batches\/([0-9a-f-]{36})$/, batch.render],
   [/^\/collections$/, collections.render],
   [/^\/collections\/([0-9a-f-]{36})$/, collections.renderOne],
   [/^\/keys$/, keys.render],

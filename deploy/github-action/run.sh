@@ -37,7 +37,15 @@ split_into() {
 [[ -n "${INPUT_API_KEY:-}" ]] || fail "the api-key input is empty (pass it from a secret)"
 [[ -n "${INPUT_ORGANIZATION_ID:-}" ]] || fail "the organization-id input is empty"
 
-args=(run --mode "${INPUT_MODE:-ephemeral}")
+mode="${INPUT_MODE:-ephemeral}"
+# Rows are queued for the organization's runners: a data-driven run is remote.
+if [[ -n "${INPUT_DATA:-}" ]]; then mode=remote; fi
+args=(run --mode "$mode")
+if [[ -n "${INPUT_DATA:-}" ]]; then args+=(--data "${INPUT_DATA}"); fi
+if [[ -n "${INPUT_NAME_COLUMN:-}" ]]; then
+  [[ -n "${INPUT_DATA:-}" ]] || fail "name-column needs the data input"
+  args+=(--name-column "${INPUT_NAME_COLUMN}")
+fi
 split_into "${INPUT_FLOW_IDS:-}" $', \n\t' flow_ids
 for id in "${flow_ids[@]}"; do args+=(--flow "$id"); done
 split_into "${INPUT_TAGS:-}" $',\n' tags

@@ -132,6 +132,8 @@ ids! {
     CollectionRequestId;
     /// A schedule of a flow.
     ScheduleId;
+    /// A batch: one execution per row of a data-driven launch.
+    BatchId;
 }
 
 /// The schema of a UUID as utoipa writes one for a `Uuid` (or, when `nullable`, an `Option<Uuid>`) field.

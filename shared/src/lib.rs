@@ -14,7 +14,7 @@ pub mod wire;
 
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use ids::{
-    ApiKeyId, CaptureId, CollectionId, CollectionRequestId, DeliveryId, DestinationId, ExecutionId, FlowId,
+    ApiKeyId, BatchId, CaptureId, CollectionId, CollectionRequestId, DeliveryId, DestinationId, ExecutionId, FlowId,
     FlowVersionId, InvitationId, JobId, OrgId, RunnerId, ScheduleId, SessionId, UserId, WebhookId,
 };
 pub use role::Role;

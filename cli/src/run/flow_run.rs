@@ -25,8 +25,14 @@ use tokio::sync::mpsc;
 /// How long a cancelled remote execution may take to end before the CLI stops waiting for it.
 const CANCEL_GRACE: Duration = Duration::from_secs(30);
 
-/// Launches `flow_id`; network failures and 5xx/429 answers are retried with the same idempotency key.
-async fn launch(api: &Api, flow_id: FlowId, body: &Launch, progress: &FlowProgress) -> Result<Execution, CliError> {
+/// Launches `flow_id`; network failures and 5xx/429 answers are retried with the same idempotency key. The answer
+/// is an execution, or with `rows` the batch.
+pub(crate) async fn launch<T: serde::de::DeserializeOwned>(
+    api: &Api,
+    flow_id: FlowId,
+    body: &Launch,
+    progress: &FlowProgress,
+) -> Result<T, CliError> {
     let key = uuid::Uuid::new_v4().to_string();
     let path = format!("/flows/{flow_id}/launch");
     let send = || async {
@@ -35,7 +41,7 @@ async fn launch(api: &Api, flow_id: FlowId, body: &Launch, progress: &FlowProgre
             .header(header::IDEMPOTENCY_KEY, &key)
             .header(header::TRIGGER, Trigger::Cli.as_str());
         let request = request.json(body);
-        api.send::<Execution>(request).await
+        api.send::<T>(request).await
     };
     let policy = ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(250))
@@ -64,7 +70,7 @@ pub async fn run_flow(
         name = Some(flow.name);
     }
     let started = Instant::now();
-    let execution = launch(api, target.flow_id, body, &progress).await?;
+    let execution: Execution = launch(api, target.flow_id, body, &progress).await?;
     let name =
         name.or_else(|| execution.job.as_ref().map(|job| job.flow.name.clone())).unwrap_or_else(|| target.label());
     progress.set_label(&name);
@@ -79,6 +85,8 @@ pub async fn run_flow(
         duration_ms: 0,
         summary: Summary::default(),
         nodes: Vec::new(),
+        batch_id: None,
+        rows: Vec::new(),
     };
     if ephemeral {
         run_here(api, execution, stop, &progress, &mut run).await?;

@@ -1,6 +1,9 @@
-//! `hookflow run`: select flows, launch them (at most `--parallel` at once), run or follow each to its end, then
-//! print the summary, write the reports and answer the exit code.
+//! `hookflow run`: select flows, launch them (at most `--parallel` at once), run or follow each to its end (with
+//! `--data`, each flow once per row as one batch: `batch_run`), then print the summary, write the reports and
+//! answer the exit code.
 
+pub mod batch_run;
+pub mod data;
 pub mod flow_run;
 pub mod outcome;
 pub mod progress;
@@ -12,6 +15,7 @@ use crate::api::Api;
 use crate::error::{CliError, code};
 use crate::output::Style;
 use clap::{Args, ValueEnum};
+use data::Data;
 use futures_util::StreamExt as _;
 use hookflow_shared::FlowId;
 use hookflow_shared::api::executions::{Launch, LaunchMode};
@@ -59,10 +63,18 @@ pub struct RunArgs {
     /// A label a runner must carry to take the execution (remote mode; repeatable).
     #[arg(long = "label", value_name = "LABEL")]
     pub labels: Vec<String>,
-    /// Where the flows execute.
-    #[arg(long, value_enum, default_value_t = Mode::Ephemeral)]
-    pub mode: Mode,
-    /// How many flows run at once.
+    /// Where the flows execute: `ephemeral` by default, `remote` with --data (rows are queued for the runners).
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+    /// Run each flow once per row of this file, as one batch: a CSV file with a header row, or a JSON array of
+    /// objects; each row's values are launch variables over --var. The rows are queued for the organization's
+    /// runners, whose slots bound how many are in flight; the JUnit report has one test case per row.
+    #[arg(long, value_name = "FILE")]
+    pub data: Option<std::path::PathBuf>,
+    /// With --data: the column naming each row's test case (else `row <index>`, from 0).
+    #[arg(long = "name-column", value_name = "NAME", requires = "data")]
+    pub name_column: Option<String>,
+    /// How many flows run at once (with --data, each flow's rows run as one batch).
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub parallel: u16,
     /// Stop at the first flow that does not pass: cancel the running ones, launch no more.
@@ -89,8 +101,16 @@ fn parse_var(text: &str) -> Result<(String, String), String> {
 }
 
 impl RunArgs {
+    /// The mode asked for, else `remote` with --data and `ephemeral` without.
+    fn mode(&self) -> Mode {
+        self.mode.unwrap_or(if self.data.is_some() { Mode::Remote } else { Mode::Ephemeral })
+    }
+
     fn launch_body(&self) -> Result<Launch, CliError> {
-        if self.mode == Mode::Ephemeral && !self.labels.is_empty() {
+        if self.data.is_some() && self.mode() == Mode::Ephemeral {
+            return Err(CliError::usage("--data queues each row for the runners: it runs in --mode remote only"));
+        }
+        if self.mode() == Mode::Ephemeral && !self.labels.is_empty() {
             return Err(CliError::usage(
                 "--label routes queued executions to runners; ephemeral runs execute here (add --mode remote)",
             ));
@@ -100,8 +120,9 @@ impl RunArgs {
             version: self.version,
             variables: self.variables.iter().cloned().collect::<BTreeMap<_, _>>(),
             runner_labels: CliError::option("--label", self.labels.clone())?,
-            mode: Some(if self.mode == Mode::Ephemeral { LaunchMode::Ephemeral } else { LaunchMode::Queued }),
+            mode: Some(if self.mode() == Mode::Ephemeral { LaunchMode::Ephemeral } else { LaunchMode::Queued }),
             priority: None,
+            rows: None,
         })
     }
 }
@@ -125,7 +146,12 @@ fn watch_for_stop(stop: &Arc<Stop>, timeout: Option<u64>) -> tokio::task::JoinHa
 }
 
 pub async fn run(api: Api, args: RunArgs, style: Style) -> Result<ExitCode, CliError> {
-    let body = args.launch_body()?;
+    let mut body = args.launch_body()?;
+    let data = args.data.as_deref().map(|path| Data::read(path, args.name_column.as_deref())).transpose()?;
+    if let Some(data) = &data {
+        body.rows = Some(data.rows.clone());
+    }
+    let data = data.map(Arc::new);
     let selection =
         Selection { flow_ids: args.flows.clone(), tags: args.tags.clone(), exclude_tags: args.exclude_tags.clone() };
     let targets = select::targets(&api, &selection).await?;
@@ -134,12 +160,17 @@ pub async fn run(api: Api, args: RunArgs, style: Style) -> Result<ExitCode, CliE
     let watcher = watch_for_stop(&stop, args.timeout);
     let run_one = |target: Target| {
         let (api, body, stop, progress) = (api.clone(), body.clone(), Arc::clone(&stop), Arc::clone(&progress));
+        let data = data.clone();
         let fail_fast = args.fail_fast;
         async move {
             if stop.is_stopped() {
                 return Ok(FlowRun::not_run(target.flow_id, target.label()));
             }
-            let result = flow_run::run_flow(&api, &target, &body, &stop, progress.flow(&target.label())).await;
+            let flow_progress = progress.flow(&target.label());
+            let result = match &data {
+                Some(data) => batch_run::run_batch(&api, &target, &body, data, &stop, flow_progress).await,
+                None => flow_run::run_flow(&api, &target, &body, &stop, flow_progress).await,
+            };
             match &result {
                 Ok(run) if !run.passed() && fail_fast => stop.stop(StopReason::FailFast),
                 Ok(_) => {}

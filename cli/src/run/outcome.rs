@@ -1,7 +1,7 @@
 //! What one flow's run came to, as the summary, the reports and the exit code see it.
 
 use hookflow_shared::api::executions::{ExecutionStatus, NodeResult, NodeStatus, Summary};
-use hookflow_shared::{ExecutionId, FlowId};
+use hookflow_shared::{BatchId, ExecutionId, FlowId};
 use serde::Serialize;
 
 /// How a flow's run ended, from the CLI's side.
@@ -54,6 +54,25 @@ pub struct FlowRun {
     pub summary: Summary,
     /// The node results of the final attempt, in the order they finished.
     pub nodes: Vec<NodeResult>,
+    /// With `--data`: the batch the rows ran in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_id: Option<BatchId>,
+    /// With `--data`: each row's execution, in row order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rows: Vec<RowRun>,
+}
+
+/// How one row of a data-driven run ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct RowRun {
+    pub iteration: u32,
+    /// The name column's value, else `row <iteration>`.
+    pub name: String,
+    pub execution_id: Option<ExecutionId>,
+    pub status: RunStatus,
+    pub error: Option<String>,
+    pub duration_ms: u64,
+    pub summary: Summary,
 }
 
 impl FlowRun {
@@ -73,6 +92,8 @@ impl FlowRun {
             duration_ms: 0,
             summary: Summary::default(),
             nodes: Vec::new(),
+            batch_id: None,
+            rows: Vec::new(),
         }
     }
 }

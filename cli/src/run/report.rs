@@ -85,6 +85,9 @@ struct Case {
 /// The cases of one flow: one per node, plus a `(flow)` case when the flow failed outside its nodes (timeout, lost
 /// runner, never launched).
 fn cases(run: &FlowRun) -> Vec<Case> {
+    if !run.rows.is_empty() {
+        return row_cases(run);
+    }
     let mut cases: Vec<Case> = run
         .nodes
         .iter()
@@ -111,6 +114,25 @@ fn cases(run: &FlowRun) -> Vec<Case> {
         cases.push(Case { name: "(flow)".to_owned(), ms: run.duration_ms, verdict });
     }
     cases
+}
+
+/// The cases of a data-driven run: one per row, named by the name column (or `row <index>`), failing when the
+/// row's execution did not succeed (one of its nodes failed).
+fn row_cases(run: &FlowRun) -> Vec<Case> {
+    run.rows
+        .iter()
+        .map(|row| {
+            let message = row.error.clone().unwrap_or_else(|| row.status.as_str().to_owned());
+            let kind = row.status.as_str().to_owned();
+            let verdict = match row.status {
+                RunStatus::Succeeded => Verdict::Passed,
+                RunStatus::NotRun => Verdict::Skipped(message),
+                RunStatus::Failed => Verdict::Failure { kind, message },
+                _ => Verdict::Error { kind, message },
+            };
+            Case { name: row.name.clone(), ms: row.duration_ms, verdict }
+        })
+        .collect()
 }
 
 #[derive(Default, Clone, Copy)]
@@ -179,6 +201,9 @@ pub fn junit(runs: &[FlowRun]) -> String {
         let _ = writeln!(suites, "      <property name=\"flow_id\" value=\"{}\"/>", run.flow_id);
         if let Some(id) = run.execution_id {
             let _ = writeln!(suites, "      <property name=\"execution_id\" value=\"{id}\"/>");
+        }
+        if let Some(id) = run.batch_id {
+            let _ = writeln!(suites, "      <property name=\"batch_id\" value=\"{id}\"/>");
         }
         let _ = writeln!(suites, "      <property name=\"status\" value=\"{}\"/>", run.status.as_str());
         let _ = writeln!(suites, "    </properties>");

@@ -142,6 +142,9 @@ export async function render(main, [flowId, executionId]) {
       { class: 'muted', id: 'execution-facts' },
       `Started ${new Date(execution.created_at).toLocaleString()} · trigger ${execution.trigger} · attempt ${execution.attempt}`,
       started,
+      execution.batch_id
+        ? [' · ', h('a', { href: `#/batches/${execution.batch_id}` }, `row ${execution.iteration} of a batch`)]
+        : null,
     ),
     waitingReason,
     summary,

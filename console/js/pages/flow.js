@@ -148,6 +148,7 @@ async function showExecutions(el, flowId) {
         ['Version', (x) => (x.flow_version ? `v${x.flow_version}` : `draft r${x.draft_revision}`)],
         ['Nodes', (x) => `${x.summary.passed} passed, ${x.summary.failed} failed, ${x.summary.skipped} skipped`],
         ['Duration', (x) => (x.duration_ms === null ? '—' : `${x.duration_ms} ms`)],
+        ['Batch', (x) => (x.batch_id ? h('a', { href: `#/batches/${x.batch_id}` }, `row ${x.iteration}`) : '—')],
       ],
       page.items,
       'Not run yet.',

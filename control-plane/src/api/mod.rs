@@ -8,6 +8,7 @@ pub mod admin;
 pub mod alerts;
 pub mod analytics;
 pub mod app;
+pub mod batches;
 pub mod catalog;
 pub mod collections;
 pub mod context;
@@ -53,6 +54,7 @@ fn documented() -> OpenApiRouter<AppState> {
         .merge(flows::routes())
         .merge(collections::routes())
         .merge(executions::routes())
+        .merge(batches::routes())
         .merge(runner_protocol::routes())
 }
 

@@ -126,6 +126,7 @@ pub fn tag_of(path: &str) -> &'static str {
         "auth" | ".well-known" => "Auth",
         "webhooks" | "webhook" => "Webhook",
         "flows" | "schedules" => "Flows",
+        "batches" => "Flows",
         "collections" => "Collections",
         "secrets" | "variables" => "Resources",
         "extractors" => "Extractors",

@@ -5,7 +5,8 @@
 //! its `cancel` ends or flags it; `release` puts a lost one back in the queue or ends it; `issued` remembers the
 //! job tokens this server handed out, for completions; `seen` the runners it saw within a second, for their polls;
 //! `drafts` the flow drafts it validated, for launches; `row` reads an execution back as the API shows it;
-//! `secrets` opens the secrets a run references.
+//! `secrets` opens the secrets a run references; `batch` queues a launch once per row of data (and a batch's
+//! failed rows again).
 //! Every transition logs its events (`events`) in the same statement or transaction; a NOTIFY at its commit wakes
 //! the execution's stream subscribers when a stream watches it. Two transitions make work claimable and wake
 //! waiting long polls at commit: `create` NOTIFYs the organization's queue channel only when a replica other than
@@ -14,6 +15,7 @@
 //! at every requeue. Finishing and cancelling wake no poll: a runner asks again once its own slot is free, and a
 //! poll already waiting looks again every `queue_recheck` in any case.
 
+pub mod batch;
 pub mod claim;
 pub mod create;
 pub mod drafts;

@@ -191,6 +191,7 @@ mod tests {
             error: Some("expected 200".into()),
             retries: 1,
             capture: None,
+            items: None,
         };
         let event = completed_event(&serde_json::to_string(&result).expect("encode")).expect("an object");
         match serde_json::from_str::<ExecutionEvent>(&event).expect("an event") {

@@ -5,13 +5,14 @@ use crate::error::{ApiError, ApiResult};
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::executions::{Execution, ExecutionStatus, Summary, Trigger};
 use hookflow_shared::api::triggers::TriggerRequest;
-use hookflow_shared::{CaptureId, ExecutionId, FlowId, OrgId, RunnerId, ScheduleId, WebhookId};
+use hookflow_shared::{BatchId, CaptureId, ExecutionId, FlowId, OrgId, RunnerId, ScheduleId, WebhookId};
 use sqlx::PgConnection;
 
 /// The columns of [`ExecutionRow`], from an `executions` row aliased `e`.
 pub const EXECUTION_COLUMNS: &str = "e.id, e.flow_id, e.flow_version, e.draft_revision, e.environment, e.status,
     e.trigger, e.attempt, e.max_attempts, e.runner_id, e.created_at, e.started_at, e.finished_at, e.summary,
-    e.error, cardinality(e.node_ids) AS nodes_total, e.trigger_webhook_id, e.trigger_request_id, e.schedule_id, e.priority";
+    e.error, cardinality(e.node_ids) AS nodes_total, e.trigger_webhook_id, e.trigger_request_id, e.schedule_id, e.priority,
+    e.batch_id, e.iteration";
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct ExecutionRow {
@@ -35,6 +36,8 @@ pub struct ExecutionRow {
     trigger_request_id: Option<CaptureId>,
     schedule_id: Option<ScheduleId>,
     priority: i16,
+    batch_id: Option<BatchId>,
+    iteration: Option<i32>,
 }
 
 impl TryFrom<ExecutionRow> for Execution {
@@ -76,6 +79,8 @@ impl TryFrom<ExecutionRow> for Execution {
             duration_ms,
             summary,
             error: r.error,
+            batch_id: r.batch_id,
+            iteration: r.iteration,
             job: None,
         })
     }

@@ -243,6 +243,16 @@ impl Masker {
         if let Some(error) = &mut result.error {
             self.text_in_place(error);
         }
+        for item in result.items.iter_mut().flatten() {
+            let extracted = std::mem::take(&mut item.extracted);
+            for (name, mut value) in extracted {
+                self.value(&mut value);
+                item.extracted.insert(self.text(&name), value);
+            }
+            if let Some(error) = &mut item.error {
+                self.text_in_place(error);
+            }
+        }
     }
 }
 

@@ -1,8 +1,10 @@
-//! The flow engine: runs a claimed job's nodes in order (request, delay, module, set_variables, webhook), with conditions,
+//! The flow engine: runs a claimed job's nodes in order (request, delay, module (once per item with `foreach`),
+//! set_variables, webhook), with conditions,
 //! skip-after-failure unless `continue_on_failure`, per-node retries and timeouts, the flow timeout and
 //! cancellation; and one request node on its own (`single`, the API's "try a node"). Every result is masked of
 //! secrets before it leaves the engine.
 
+pub mod foreach;
 pub mod mask;
 pub mod request;
 pub mod send;
@@ -85,6 +87,7 @@ pub(crate) fn blank_result(node_id: &str, attempt: i32, status: NodeStatus, erro
         error: error.map(str::to_owned),
         retries: 0,
         capture: None,
+        items: None,
     }
 }
 
@@ -311,17 +314,17 @@ impl Engine {
             result.error = Some(format!("the module's flow {} was not resolved for this run", module.flow_id));
             return Some(());
         };
-        let mut inputs = Vec::new();
-        for (name, text) in &module.inputs {
-            match template::render(text, &vars.scope()) {
-                Ok(value) => inputs.push((name.clone(), value, vars.is_tainted_template(text))),
-                Err(e) => {
-                    result.status = NodeStatus::Error;
-                    result.error = Some(format!("inputs.{name}: {}", vars.explain(&e)));
-                    return Some(());
-                }
-            }
+        if let Some(foreach) = &module.foreach {
+            return self.run_foreach(module, foreach, &definition, vars, context, depth, result).await;
         }
+        let inputs = match module_inputs(module, vars) {
+            Ok(inputs) => inputs,
+            Err(error) => {
+                result.status = NodeStatus::Error;
+                result.error = Some(error);
+                return Some(());
+            }
+        };
         let mut inner = vars.for_module(&definition.variables, inputs);
         let ran = self.run_nodes(&definition.nodes, &mut inner, context, None, depth + 1).await;
         if ran.cancelled {
@@ -338,6 +341,18 @@ impl Engine {
         }
         Some(())
     }
+}
+
+/// The module node's inputs rendered (with whether each came from a launch), or the node's error.
+fn module_inputs(module: &definition::ModuleNode, vars: &Variables) -> Result<Vec<(String, String, bool)>, String> {
+    let mut inputs = Vec::new();
+    for (name, text) in &module.inputs {
+        match template::render(text, &vars.scope()) {
+            Ok(value) => inputs.push((name.clone(), value, vars.is_tainted_template(text))),
+            Err(e) => return Err(format!("inputs.{name}: {}", vars.explain(&e))),
+        }
+    }
+    Ok(inputs)
 }
 
 /// A set_variables node: renders each value and sets it.

@@ -4,7 +4,7 @@ use crate::api::fields::{Labels, Tags};
 use crate::api::runners::{FinalStatus, Job};
 use crate::api::triggers::TriggerRequest;
 use crate::flow::definition::VersionSelector;
-use crate::ids::{ExecutionId, FlowId, RunnerId, ScheduleId};
+use crate::ids::{BatchId, ExecutionId, FlowId, RunnerId, ScheduleId};
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -51,7 +51,12 @@ macro_rules! launch_body {
 
 launch_body! {
     /// `POST /flows/{id}/launch`.
-    pub struct Launch {}
+    pub struct Launch {
+        /// Data-driven run: one execution per row, each row's values launch variables over `variables` (at most
+        /// 10,000 rows); the answer is then a `LaunchedBatch`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub rows: Option<Vec<BTreeMap<String, String>>>,
+    }
 }
 
 launch_body! {
@@ -198,6 +203,12 @@ pub struct Execution {
     pub duration_ms: Option<i64>,
     pub summary: Summary,
     pub error: Option<String>,
+    /// The batch of a data-driven launch the execution runs a row of; null outside a batch.
+    #[serde(default)]
+    pub batch_id: Option<BatchId>,
+    /// The row's index in its data (from 0); null outside a batch.
+    #[serde(default)]
+    pub iteration: Option<i32>,
     /// Only in the answer to an ephemeral launch: the claim to execute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<Box<Job>>,

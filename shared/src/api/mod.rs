@@ -4,6 +4,7 @@ pub mod admin;
 pub mod alerts;
 pub mod analytics;
 pub mod answers;
+pub mod batches;
 pub mod catalog;
 pub mod collections;
 pub mod destinations;

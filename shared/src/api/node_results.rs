@@ -78,4 +78,19 @@ pub struct NodeResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<crate::api::webhooks::Capture>)]
     pub capture: Option<Box<crate::api::webhooks::Capture>>,
+    /// A `foreach` module node's runs, one per item in item order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<Vec<ItemResult>>,
+}
+
+/// One item's run of a `foreach` module node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ItemResult {
+    pub index: u32,
+    pub status: NodeStatus,
+    #[serde(default)]
+    #[schema(value_type = BTreeMap<String, serde_json::Value>)]
+    pub extracted: BTreeMap<String, Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }

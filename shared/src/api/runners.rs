@@ -500,6 +500,7 @@ mod tests {
             error: None,
             retries: 0,
             capture: None,
+            items: None,
         }
     }
 

@@ -156,8 +156,21 @@ node_kind! {
         pub version: Option<VersionSelector>,
         #[serde(default)]
         pub inputs: BTreeMap<String, String>,
+        /// Runs the module once per item of this JSON array (a template, e.g. `{{ids}}`; at most 1,000 items),
+        /// with the inputs `item` (a string item as it is, any other its JSON text) and `index`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub foreach: Option<String>,
+        /// With `foreach`: how many items run at once (1 to 32; default 1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(minimum = 1, maximum = 32)]
+        pub parallel: Option<u32>,
     }
 }
+
+/// Items a `foreach` takes at most.
+pub const MAX_FOREACH_ITEMS: usize = 1_000;
+/// Items of a `foreach` in flight at most.
+pub const MAX_FOREACH_PARALLEL: u32 = 32;
 
 node_kind! {
     pub struct SetVariablesNode {
@@ -364,6 +377,7 @@ fn check_node<'n>(node: &'n Node, seen: &mut HashSet<&'n str>, problems: &mut Ve
             {
                 problem("version", format!("a published version is 1 to {}; {v} cannot exist", i32::MAX));
             }
+            check_foreach(n, &mut problem);
             for (name, value) in &n.inputs {
                 if let Some(message) = names::reserved_problem(name) {
                     problem(&format!("inputs.{name}"), message);
@@ -382,6 +396,29 @@ fn check_node<'n>(node: &'n Node, seen: &mut HashSet<&'n str>, problems: &mut Ve
                     problem(&format!("variables.{name}"), e.to_string());
                 }
             }
+        }
+    }
+}
+
+/// A module node's `foreach` (a template) and `parallel` (1 to 32, only with `foreach`); with `foreach`, the
+/// inputs `item` and `index` are the engine's.
+fn check_foreach(n: &ModuleNode, problem: &mut impl FnMut(&str, String)) {
+    if let Some(parallel) = n.parallel {
+        if n.foreach.is_none() {
+            problem("parallel", "`parallel` needs `foreach`".into());
+        } else if !(1..=MAX_FOREACH_PARALLEL).contains(&parallel) {
+            problem("parallel", format!("1 to {MAX_FOREACH_PARALLEL}"));
+        }
+    }
+    let Some(foreach) = &n.foreach else { return };
+    if foreach.trim().is_empty() {
+        problem("foreach", "name the array, e.g. `{{ids}}`".into());
+    } else if let Err(e) = template::check(foreach) {
+        problem("foreach", e.to_string());
+    }
+    for name in ["item", "index"] {
+        if n.inputs.contains_key(name) {
+            problem(&format!("inputs.{name}"), format!("with `foreach`, `{name}` is given by the engine"));
         }
     }
 }

@@ -38,7 +38,7 @@ fn body_or_default<T: DeserializeOwned + Default>(bytes: &Bytes) -> ApiResult<T>
 }
 
 /// `cli` when the CLI says so, else what the operation implies.
-fn trigger(headers: &HeaderMap, default: Trigger) -> Trigger {
+pub(crate) fn trigger(headers: &HeaderMap, default: Trigger) -> Trigger {
     match headers.get(header::TRIGGER).and_then(|v| v.to_str().ok()) {
         Some(value) if value == Trigger::Cli.as_str() => Trigger::Cli,
         _ => default,
@@ -99,10 +99,11 @@ pub fn check_variables(variables: &BTreeMap<String, String>) -> ApiResult<()> {
     }
 }
 
-/// Launch a flow: queued for a runner, or claimed at once for the caller (`mode: ephemeral`).
+/// Launch a flow: queued for a runner, or claimed at once for the caller (`mode: ephemeral`); with `rows`, once
+/// per row as one batch (answered with a `LaunchedBatch`).
 #[utoipa::path(post, path = "/flows/{id}/launch", params(Id, IdempotencyHeader),
     request_body = Launch,
-    responses((status = 201, body = Execution), (status = 200, body = Execution, description = "Idempotent replay"), (status = 409), (status = 422)))]
+    responses((status = 201, body = Execution, description = "The execution; with `rows`, a `LaunchedBatch` instead"), (status = 200, body = Execution, description = "Idempotent replay"), (status = 409), (status = 422)))]
 async fn launch_flow(
     ctx: Ctx<scope::FlowsExecute>,
     flow: ApiPath<FlowId>,
@@ -124,6 +125,10 @@ async fn launch_flow_now(
     check_version(launch.version)?;
     check_variables(&launch.variables)?;
     let key = idempotency::from_headers(&headers, "launch", &to_json_bytes(&(flow_id, &launch))?)?;
+    if launch.rows.is_some() {
+        let trigger = trigger(&headers, Trigger::Api);
+        return crate::api::batches::launch::launch_rows(&app, caller.org_id, flow_id, trigger, launch, key).await;
+    }
     let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
     let request = LaunchRequest::new(&app, caller.org_id, flow_id, trigger(&headers, Trigger::Api), &launch);
     if key.is_none() && !ephemeral {
@@ -220,6 +225,7 @@ async fn launch_by_tag_now(
         runner_labels: launch.runner_labels,
         mode: launch.mode,
         priority: launch.priority,
+        rows: None,
     };
     let mut executions = Vec::with_capacity(flow_ids.len());
     for flow_id in flow_ids {

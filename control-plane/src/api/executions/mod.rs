@@ -13,6 +13,13 @@ pub mod waiting;
 use crate::state::AppState;
 use utoipa_axum::router::OpenApiRouter;
 
+/// Launch bodies carry up to 10,000 rows of data (`rows`): more than the API's default limit.
+pub const LAUNCH_BODY_LIMIT: usize = 8 * 1024 * 1024;
+
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().merge(launch::routes()).merge(read::routes()).merge(stream::routes()).merge(stats::routes())
+    OpenApiRouter::new()
+        .merge(crate::api::routing::merged([launch::routes()], LAUNCH_BODY_LIMIT))
+        .merge(read::routes())
+        .merge(stream::routes())
+        .merge(stats::routes())
 }

@@ -1,0 +1,166 @@
+//! `hookflow-bench batches`: a data-driven launch of many rows (issue #52; DESIGN.md: a 100,000-row launch grows
+//! server RSS by < 50 MiB) beside the same number of single launches, same run. The server runs in this process
+//! with its embedded runner (so the RSS is the server's and its runner's): rows/s queued (launches of 10,000 rows
+//! each, the most one takes) and rows/s finished by the embedded runner, and the RSS before and at its peak; then
+//! the same for single launches made by `--connections` concurrent clients.
+
+use crate::load::BoxError;
+use crate::setup::Rig;
+use futures_util::StreamExt as _;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Rows of the data-driven launch (and single launches beside it).
+    #[arg(long, default_value_t = 100_000)]
+    rows: usize,
+    /// Slots of the embedded runner.
+    #[arg(long, default_value_t = 16)]
+    slots: u32,
+    /// Concurrent clients making the single launches.
+    #[arg(long, default_value_t = 32)]
+    connections: usize,
+}
+
+fn rss_mib() -> f64 {
+    crate::server_process::usage(std::process::id()).0
+}
+
+/// Samples this process's RSS until stopped; answers the peak (MiB).
+fn watch_peak() -> (Arc<AtomicBool>, tokio::task::JoinHandle<f64>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let watching = Arc::clone(&stop);
+    let peak = tokio::spawn(async move {
+        let mut peak = rss_mib();
+        while !watching.load(Ordering::Relaxed) {
+            peak = peak.max(rss_mib());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        peak
+    });
+    (stop, peak)
+}
+
+/// Waits until `expected` executions of the flow have ended.
+async fn finished(rig: &Rig, flow: &str, expected: i64) -> Result<(), BoxError> {
+    loop {
+        let done: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM executions WHERE flow_id = $1::uuid AND status NOT IN ('queued', 'running')",
+        )
+        .bind(flow)
+        .fetch_one(&rig.pool)
+        .await?;
+        if done >= expected {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+struct Phase {
+    queued_s: f64,
+    finished_s: f64,
+    rss_before: f64,
+    rss_peak: f64,
+}
+
+impl Phase {
+    fn print(&self, name: &str, rows: usize) {
+        println!(
+            "  {name:<8} queued {:>8.0} rows/s ({:.1} s), finished {:>7.0} rows/s ({:.1} s), RSS {:.0} -> peak {:.0} MiB ({:+.0})",
+            rows as f64 / self.queued_s,
+            self.queued_s,
+            rows as f64 / self.finished_s,
+            self.finished_s,
+            self.rss_before,
+            self.rss_peak,
+            self.rss_peak - self.rss_before
+        );
+    }
+}
+
+async fn batch_phase(rig: &Rig, flow: &str, rows: usize) -> Result<Phase, BoxError> {
+    let rss_before = rss_mib();
+    let (stop, peak) = watch_peak();
+    let started = Instant::now();
+    let mut left = rows;
+    let mut first = 0;
+    while left > 0 {
+        let chunk = left.min(10_000);
+        let data: Vec<Value> = (first..first + chunk).map(|i| json!({"row": i.to_string()})).collect();
+        rig.post(&format!("/flows/{flow}/launch"), json!({"rows": data})).await?;
+        left -= chunk;
+        first += chunk;
+    }
+    let queued_s = started.elapsed().as_secs_f64();
+    finished(rig, flow, rows as i64).await?;
+    let finished_s = started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    Ok(Phase { queued_s, finished_s, rss_before, rss_peak: peak.await? })
+}
+
+async fn singles_phase(rig: &Rig, flow: &str, rows: usize, connections: usize) -> Result<Phase, BoxError> {
+    let rss_before = rss_mib();
+    let (stop, peak) = watch_peak();
+    let started = Instant::now();
+    let api = rig.api();
+    let launches = futures_util::stream::iter(0..rows)
+        .map(|i| {
+            let api = api.clone();
+            let flow = flow.to_owned();
+            async move {
+                api.post::<_, Value>(&format!("/flows/{flow}/launch"), &json!({"variables": {"row": i.to_string()}}))
+                    .await
+            }
+        })
+        .buffer_unordered(connections)
+        .collect::<Vec<_>>()
+        .await;
+    if let Some(Err(e)) = launches.into_iter().find(Result::is_err) {
+        return Err(e.into());
+    }
+    let queued_s = started.elapsed().as_secs_f64();
+    finished(rig, flow, rows as i64).await?;
+    let finished_s = started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    Ok(Phase { queued_s, finished_s, rss_before, rss_peak: peak.await? })
+}
+
+pub async fn run(args: Args) -> Result<(), BoxError> {
+    let key = hookflow_control_plane::server::embedded_runner::new_key();
+    let hash = key.hash.clone();
+    let slots = args.slots;
+    let rig = Rig::start_with(|settings| {
+        settings.embedded_runner_key_hash = Some(hash);
+        settings.embedded_runner =
+            hookflow_control_plane::state::EmbeddedRunnerLimits::new(slots, 1.0, Duration::from_secs(600));
+    })
+    .await?;
+    let runner_stop = tokio_util::sync::CancellationToken::new();
+    let address = rig.base.trim_start_matches("http://").parse()?;
+    hookflow_control_plane::server::embedded_runner::spawn(address, key, slots, runner_stop.clone());
+    let outcome = async {
+        let definition = json!({"nodes": [{"id": "set", "kind": "set_variables", "variables": {"seen": "{{row}}"}}]});
+        let batched = rig.flow("batched", definition.clone()).await?;
+        let single = rig.flow("single", definition).await?;
+        println!("batches: {} rows, embedded runner with {} slots", args.rows, args.slots);
+        let batch = batch_phase(&rig, &batched, args.rows).await?;
+        batch.print("batch", args.rows);
+        let singles = singles_phase(&rig, &single, args.rows, args.connections).await?;
+        singles.print("singles", args.rows);
+        println!(
+            "  batch vs singles: queued x{:.1}, finished x{:.2}; RSS growth of the batch {:+.0} MiB (target < 50)",
+            singles.queued_s / batch.queued_s,
+            singles.finished_s / batch.finished_s,
+            batch.rss_peak - batch.rss_before
+        );
+        Ok::<(), BoxError>(())
+    }
+    .await;
+    runner_stop.cancel();
+    rig.stop().await;
+    outcome
+}
