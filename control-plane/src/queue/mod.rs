@@ -5,7 +5,7 @@
 //! its `cancel` ends or flags it; `release` puts a lost one back in the queue or ends it; `issued` remembers the
 //! job tokens this server handed out, for completions; `seen` the runners it saw within a second, for their polls;
 //! `drafts` the flow drafts it validated, for launches; `row` reads an execution back as the API shows it;
-//! `secrets` opens the secrets a run references.
+//! `secrets` opens the secrets a run references; `inline` queues an inline definition (no stored flow).
 //! Every transition logs its events (`events`) in the same statement or transaction; a NOTIFY at its commit wakes
 //! the execution's stream subscribers when a stream watches it. Two transitions make work claimable and wake
 //! waiting long polls at commit: `create` NOTIFYs the organization's queue channel only when a replica other than
@@ -20,6 +20,7 @@ pub mod drafts;
 pub mod events;
 pub mod finish;
 pub mod heartbeat;
+pub mod inline;
 pub mod issued;
 pub mod lease;
 pub mod release;

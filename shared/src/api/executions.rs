@@ -166,7 +166,8 @@ pub struct Summary {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Execution {
     pub id: ExecutionId,
-    pub flow_id: FlowId,
+    /// **Changed:** null for an inline definition's execution (`POST /executions`).
+    pub flow_id: Option<FlowId>,
     /// The published version run; null when the draft ran.
     pub flow_version: Option<i32>,
     pub draft_revision: i32,
@@ -189,6 +190,9 @@ pub struct Execution {
     pub duration_ms: Option<i64>,
     pub summary: Summary,
     pub error: Option<String>,
+    /// **Added:** where the definition came from (a stored flow, or an inline definition with its file).
+    #[serde(default)]
+    pub source: crate::api::flows_as_code::ExecutionSource,
     /// Only in the answer to an ephemeral launch: the claim to execute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<Box<Job>>,

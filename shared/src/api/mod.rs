@@ -11,6 +11,7 @@ pub mod documents;
 pub mod executions;
 pub mod fields;
 pub mod flows;
+pub mod flows_as_code;
 pub mod node_results;
 pub mod page;
 pub mod patch;

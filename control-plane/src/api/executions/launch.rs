@@ -38,7 +38,7 @@ fn body_or_default<T: DeserializeOwned + Default>(bytes: &Bytes) -> ApiResult<T>
 }
 
 /// `cli` when the CLI says so, else what the operation implies.
-fn trigger(headers: &HeaderMap, default: Trigger) -> Trigger {
+pub fn trigger(headers: &HeaderMap, default: Trigger) -> Trigger {
     match headers.get(header::TRIGGER).and_then(|v| v.to_str().ok()) {
         Some(value) if value == Trigger::Cli.as_str() => Trigger::Cli,
         _ => default,
@@ -52,7 +52,7 @@ fn replayed(body: serde_json::Value) -> Response {
 }
 
 /// Claims a just-queued execution for the caller of an ephemeral launch: the execution as it now is, and the job.
-async fn claim_for_caller(
+pub async fn claim_for_caller(
     conn: &mut PgConnection,
     app: &AppState,
     org_id: OrgId,
