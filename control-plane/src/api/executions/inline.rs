@@ -6,12 +6,13 @@
 //! flow names", grants an inline definition nothing).
 
 use crate::api::context::Ctx;
-use crate::api::executions::launch::{check_variables, claim_for_caller, trigger};
+use crate::api::executions::idempotency::{self, Reservation};
+use crate::api::executions::launch::{check_variables, claim_for_caller, reissue, replayed, trigger};
 use crate::api::executions::resolve::{DEFAULT_FLOW_TIMEOUT_S, DEFAULT_MAX_ATTEMPTS, resolve_modules};
 use crate::api::flows::model::{check_definition, check_endpoint_reads, definition_error};
 use crate::auth::{Caller, scope};
 use crate::db::deadline::Deadline;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, to_json};
 use crate::extract::parse_json;
 use crate::queue::inline::{NewInline, create};
 use crate::queue::secrets::collect_names;
@@ -24,6 +25,7 @@ use hookflow_shared::api::flows_as_code::{InlineEnvironment, InlineLaunch, SOURC
 use hookflow_shared::api::runners::JobFlow;
 use hookflow_shared::flow::definition;
 use hookflow_shared::flow::template;
+use hookflow_shared::wire::IdempotencyHeader;
 use hookflow_shared::{ErrorCode, OrgId, Scope};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -36,8 +38,10 @@ const DEFAULT_NAME: &str = "inline";
 
 /// **Added.** Run a definition sent inline, without creating or changing any stored flow: queued for a runner, or
 /// claimed at once for the caller (`mode: ephemeral`).
-#[utoipa::path(post, operation_id = "run_inline_definition", path = "/executions", request_body = InlineLaunch,
+#[utoipa::path(post, operation_id = "run_inline_definition", path = "/executions", params(IdempotencyHeader),
+    request_body = InlineLaunch,
     responses((status = 201, body = Execution, description = "The execution, with `flow_id: null` and `source.kind: inline`"),
+        (status = 200, body = Execution, description = "Idempotent replay"), (status = 409), (status = 422),
         (status = 400, description = "A problem of the definition or another field, named"),
         (status = 403, description = "Lacks `flows:execute`; or the definition uses a secret without `flows:write`, or a \
             secret whose `allowed_hosts` do not name the host it goes to (the message names the secret)"),
@@ -103,12 +107,25 @@ async fn run_inline_now(
             "git_ref": source.and_then(|s| s.git_ref.as_ref()),
         }),
     };
+    let key = idempotency::from_headers(&headers, "run_inline", &body)?;
     let _turn = app.shares.take(caller.org_id).await?;
     let mut tx = crate::db::begin::begin(&app.pool).await?;
+    if let Some(key) = &key
+        && let Reservation::Replay(body) = idempotency::reserve(&mut tx, caller.org_id, key).await?
+    {
+        if ephemeral && let Some(execution) = reissue(&mut tx, &app, caller.org_id, &body).await? {
+            tx.commit().await?;
+            return Ok(replayed(to_json(&execution)?));
+        }
+        return Ok(replayed(body));
+    }
     let mut execution: Execution = create(&mut tx, &new).await?;
     let mut job = None;
     if ephemeral {
         (execution, job) = claim_for_caller(&mut tx, &app, caller.org_id, execution).await?;
+    }
+    if let Some(key) = &key {
+        idempotency::store(&mut tx, caller.org_id, key, &to_json(&execution)?).await?;
     }
     tx.commit().await?;
     app.queue.wake(caller.org_id);

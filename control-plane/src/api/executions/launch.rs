@@ -45,7 +45,7 @@ pub fn trigger(headers: &HeaderMap, default: Trigger) -> Trigger {
     }
 }
 
-fn replayed(body: serde_json::Value) -> Response {
+pub fn replayed(body: serde_json::Value) -> Response {
     let mut response = (StatusCode::OK, Json(body)).into_response();
     response.headers_mut().insert(header::IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     response
@@ -67,7 +67,7 @@ pub async fn claim_for_caller(
 
 /// A retried ephemeral launch whose first answer (and so its job token) was lost: the claim is handed out again
 /// while nothing was reported under it.
-async fn reissue(
+pub async fn reissue(
     conn: &mut PgConnection,
     app: &AppState,
     org_id: OrgId,
