@@ -192,7 +192,7 @@ pub struct Execution {
     pub error: Option<String>,
     /// **Added:** where the definition came from (a stored flow, or an inline definition with its file).
     #[serde(default)]
-    pub source: crate::api::flows_as_code::ExecutionSource,
+    pub source: crate::api::sources::ExecutionSource,
     /// Only in the answer to an ephemeral launch: the claim to execute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<Box<Job>>,

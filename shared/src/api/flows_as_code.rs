@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
 
+pub use crate::api::sources::{ExecutionSource, SourceKind};
+
 /// A flow key: a lower-case letter or digit, then up to 63 of `a-z0-9_-`.
 pub const FLOW_KEY: &str = "^[a-z0-9][a-z0-9_-]{0,63}$";
 
@@ -130,35 +132,4 @@ pub struct InlineLaunch {
     pub mode: Option<LaunchMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceIn>,
-}
-
-/// Whether an execution ran a stored flow or an inline definition.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SourceKind {
-    #[default]
-    Stored,
-    Inline,
-}
-
-impl SourceKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SourceKind::Stored => "stored",
-            SourceKind::Inline => "inline",
-        }
-    }
-}
-
-/// Where an execution's definition came from: `stored` (a flow's draft or version; the other fields null) or
-/// `inline` (`POST /executions`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ExecutionSource {
-    pub kind: SourceKind,
-    /// The path the caller named (inline runs without one: null).
-    pub path: Option<String>,
-    /// SHA-256 (lower-case hex) of the definition's JSON text as received.
-    pub definition_sha256: Option<String>,
-    pub git_commit: Option<String>,
-    pub git_ref: Option<String>,
 }

@@ -22,6 +22,7 @@ pub mod runners;
 pub mod schedules;
 pub mod search;
 pub mod signatures;
+pub mod sources;
 pub mod triggers;
 pub mod webhooks;
 
