@@ -3,6 +3,7 @@
 //! maps every failure to a documented exit code.
 
 pub mod api;
+pub mod code;
 pub mod commands;
 pub mod config;
 pub mod error;
@@ -31,7 +32,10 @@ Exit codes:
   4  the server refused the request (authentication, scope, not found, invalid input)
 
 Examples:
+  hookflow run flows/checkout.json flows/payments/ --report junit=reports/hookflow.xml
   hookflow run --tag smoke --env staging --report junit=reports/hookflow.xml
+  hookflow apply flows/ --plan
+  hookflow export --all flows/
   hookflow run --flow 0190a3c2-... --mode remote --label eu-west
   hookflow collections sync 0190b1d4-... --file openapi.yaml --preview
   hookflow webhooks tail 8c0e... --json
@@ -52,9 +56,14 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run flows by id or tag and wait for them: exit 0 when all pass, 1 when one does not.
+    /// Run flow files or folders, or stored flows by id or tag, and wait for them: exit 0 when all pass, 1 when
+    /// one does not.
     #[command(after_help = AFTER_HELP)]
     Run(run::RunArgs),
+    /// Make the organization's flows match a folder of flow files, by key (`--plan` only shows what would change).
+    Apply(code::apply::ApplyArgs),
+    /// Write every flow that has a key to a folder, one `<key>.json` each, in the layout `apply` reads.
+    Export(code::export::ExportArgs),
     /// Flows: list, get, export, import, publish.
     #[command(subcommand)]
     Flows(FlowsCommand),
@@ -76,6 +85,8 @@ async fn dispatch(cli: Cli, style: Style) -> Result<ExitCode, CliError> {
     let api = api::Api::new(cli.credentials.resolve()?)?;
     match cli.command {
         Command::Run(args) => return run::run(api, args, style).await,
+        Command::Apply(args) => code::apply::run(&api, args).await?,
+        Command::Export(args) => code::export::run(&api, args).await?,
         Command::Flows(command) => commands::flows::run(&api, command).await?,
         Command::Collections(command) => commands::collections::run(&api, command, style).await?,
         Command::Keys(command) => commands::keys::run(&api, command).await?,

@@ -50,8 +50,9 @@ split_into "${INPUT_FLOW_IDS:-}" $', \n\t' flow_ids
 for id in "${flow_ids[@]}"; do args+=(--flow "$id"); done
 split_into "${INPUT_TAGS:-}" $',\n' tags
 for tag in "${tags[@]}"; do args+=(--tag "$tag"); done
-if [[ ${#flow_ids[@]} -eq 0 && ${#tags[@]} -eq 0 ]]; then
-  fail "set flow-ids or tags: nothing to run"
+split_into "${INPUT_PATHS:-}" $'\n' paths
+if [[ ${#flow_ids[@]} -eq 0 && ${#tags[@]} -eq 0 && ${#paths[@]} -eq 0 ]]; then
+  fail "set flow-ids, tags or paths: nothing to run"
 fi
 if [[ -n "${INPUT_ENVIRONMENT:-}" ]]; then args+=(--env "${INPUT_ENVIRONMENT}"); fi
 if [[ -n "${INPUT_REPORT_PATH:-}" ]]; then
@@ -80,6 +81,9 @@ fi
 export SERVICE_API_KEY="${INPUT_API_KEY}"
 export SERVICE_ORGANIZATION_ID="${INPUT_ORGANIZATION_ID}"
 if [[ -n "${INPUT_BASE_URL:-}" ]]; then export SERVICE_URL="${INPUT_BASE_URL}"; fi
+
+# Flow files go last, after `--`, so a path is never read as an option.
+if [[ ${#paths[@]} -gt 0 ]]; then args+=(-- "${paths[@]}"); fi
 
 set +e
 "$bin" "${args[@]}"

@@ -90,7 +90,7 @@ pub async fn run_batch(
     };
     progress.set_label(&name);
     let started = Instant::now();
-    let launched: LaunchedBatch = launch(api, target.flow_id, body, &progress).await?;
+    let launched: LaunchedBatch = launch(api, target, body, &progress).await?;
     let batch_id = launched.batch_id;
     progress.launched(&format!("batch {batch_id}"), &format!("{} rows", launched.executions));
     let mut printed = Instant::now();

@@ -1,6 +1,7 @@
 //! Running one flow: launch it (retrying network failures with the same `Idempotency-Key`, so a retry never starts
 //! a second execution), then either execute it here with the runner library and report under the job token
-//! (ephemeral), or follow its event stream while a runner executes it (remote).
+//! (ephemeral), or follow its event stream while a runner executes it (remote). A flow file's definition is sent
+//! to `POST /executions` as its text, with where it came from (path, Git commit and branch).
 
 use crate::api::Api;
 use crate::error::CliError;
@@ -13,34 +14,78 @@ use backon::{ExponentialBuilder, Retryable as _};
 use hookflow_runner::client::{Client, ClientError, Connection};
 use hookflow_runner::engine::{Engine, Outcome};
 use hookflow_runner::execute::{Options, execute_with};
-use hookflow_shared::FlowId;
 use hookflow_shared::api::executions::{Execution, ExecutionEvent, Launch, LaunchMode, NodeResult, Summary, Trigger};
+use hookflow_shared::api::fields::Labels;
 use hookflow_shared::api::flows::Flow;
+use hookflow_shared::api::flows_as_code::{InlineEnvironment, SourceIn};
 use hookflow_shared::api::runners::FinalStatus;
 use hookflow_shared::wire::header;
 use reqwest::Method;
+use serde_json::value::RawValue;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 /// How long a cancelled remote execution may take to end before the CLI stops waiting for it.
 const CANCEL_GRACE: Duration = Duration::from_secs(30);
 
-/// Launches `flow_id`; network failures and 5xx/429 answers are retried with the same idempotency key. The answer
-/// is an execution, or with `rows` the batch.
+/// `POST /executions` as the CLI sends it: the definition's text as the file holds it.
+#[derive(serde::Serialize)]
+struct InlineBody<'a> {
+    definition: &'a RawValue,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    environment: Option<&'a InlineEnvironment>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    variables: &'a BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Labels::is_empty")]
+    runner_labels: &'a Labels,
+    mode: Option<LaunchMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    priority: Option<hookflow_shared::api::fields::Priority>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rows: Option<&'a Vec<BTreeMap<String, String>>>,
+    source: SourceIn,
+}
+
+/// Launches the target (a stored flow, or a file's definition sent inline); network failures and 5xx/429 answers
+/// are retried with the same idempotency key. The answer is an execution, or with `rows` the batch.
 pub(crate) async fn launch<T: serde::de::DeserializeOwned>(
     api: &Api,
-    flow_id: FlowId,
+    target: &Target,
     body: &Launch,
     progress: &FlowProgress,
 ) -> Result<T, CliError> {
     let key = uuid::Uuid::new_v4().to_string();
-    let path = format!("/flows/{flow_id}/launch");
+    let (path, inline) = match (&target.file, target.flow_id) {
+        (Some(file), _) => {
+            let inline = InlineBody {
+                definition: &file.definition,
+                environment: file.environment.as_ref(),
+                variables: &body.variables,
+                runner_labels: &body.runner_labels,
+                mode: body.mode,
+                priority: body.priority,
+                rows: body.rows.as_ref(),
+                source: SourceIn {
+                    path: file.path.clone(),
+                    git_commit: file.git_commit.clone(),
+                    git_ref: file.git_ref.clone(),
+                },
+            };
+            ("/executions".to_owned(), Some(serde_json::to_vec(&inline).map_err(|e| CliError::runtime(e.to_string()))?))
+        }
+        (None, Some(flow_id)) => (format!("/flows/{flow_id}/launch"), None),
+        (None, None) => return Err(CliError::runtime("a run target with neither a flow nor a file")),
+    };
     let send = || async {
         let request = api
             .request(Method::POST, &path)
             .header(header::IDEMPOTENCY_KEY, &key)
             .header(header::TRIGGER, Trigger::Cli.as_str());
-        let request = request.json(body);
+        let request = match &inline {
+            Some(bytes) => request.header(reqwest::header::CONTENT_TYPE, "application/json").body(bytes.clone()),
+            None => request.json(body),
+        };
         api.send::<T>(request).await
     };
     let policy = ExponentialBuilder::default()
@@ -64,19 +109,23 @@ pub async fn run_flow(
 ) -> Result<FlowRun, CliError> {
     let ephemeral = body.mode == Some(LaunchMode::Ephemeral);
     let mut name = target.name.clone();
-    if name.is_none() && !ephemeral {
+    if let Some(flow_id) = target.flow_id
+        && name.is_none()
+        && !ephemeral
+    {
         // Remote runs need flows:read for the stream anyway; this also turns an unknown id into a clear 404.
-        let flow: Flow = api.client().flows().get(target.flow_id).await.map_err(|e| api.error(e))?;
+        let flow: Flow = api.client().flows().get(flow_id).await.map_err(|e| api.error(e))?;
         name = Some(flow.name);
     }
     let started = Instant::now();
-    let execution: Execution = launch(api, target.flow_id, body, &progress).await?;
+    let execution: Execution = launch(api, target, body, &progress).await?;
     let name =
         name.or_else(|| execution.job.as_ref().map(|job| job.flow.name.clone())).unwrap_or_else(|| target.label());
     progress.set_label(&name);
     progress.launched(&execution.id.to_string(), if ephemeral { "ephemeral" } else { "remote" });
     let mut run = FlowRun {
         flow_id: target.flow_id,
+        path: target.file.as_ref().map(|f| f.path.clone()),
         name,
         execution_id: Some(execution.id),
         status: RunStatus::Error,
@@ -186,7 +235,7 @@ async fn follow(
     progress: &FlowProgress,
     run: &mut FlowRun,
 ) -> Result<(), CliError> {
-    let path = format!("/flows/{}/executions/{}/stream", execution.flow_id, execution.id);
+    let path = format!("/executions/{}/stream", execution.id);
     let mut events = EventStream::new(api.clone(), path, None, progress.notifier());
     let mut give_up_at: Option<tokio::time::Instant> = None;
     let mut nodes: Vec<NodeResult> = Vec::new();
@@ -195,7 +244,7 @@ async fn follow(
             event = events.next() => event?,
             () = stop.token().cancelled(), if give_up_at.is_none() => {
                 give_up_at = Some(tokio::time::Instant::now() + CANCEL_GRACE);
-                let cancel = format!("/flows/{}/executions/{}/cancel", execution.flow_id, execution.id);
+                let cancel = format!("/executions/{}/cancel", execution.id);
                 match api.send_raw(api.request(Method::POST, &cancel)).await {
                     Ok(_) | Err(CliError::Api { status: 409, .. }) => {}
                     Err(e) => progress.notice(&format!("could not cancel the execution: {e}")),

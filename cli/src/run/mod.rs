@@ -1,6 +1,6 @@
-//! `hookflow run`: select flows, launch them (at most `--parallel` at once), run or follow each to its end (with
-//! `--data`, each flow once per row as one batch: `batch_run`), then print the summary, write the reports and
-//! answer the exit code.
+//! `hookflow run`: select flows (stored ones by id or tag, and flow files run inline), launch them (at most
+//! `--parallel` at once), run or follow each to its end (with `--data`, each flow once per row as one batch:
+//! `batch_run`), then print the summary, write the reports and answer the exit code.
 
 pub mod batch_run;
 pub mod data;
@@ -12,6 +12,7 @@ pub mod select;
 pub mod stop;
 
 use crate::api::Api;
+use crate::code::files;
 use crate::error::{CliError, code};
 use crate::output::Style;
 use clap::{Args, ValueEnum};
@@ -19,12 +20,14 @@ use data::Data;
 use futures_util::StreamExt as _;
 use hookflow_shared::FlowId;
 use hookflow_shared::api::executions::{Launch, LaunchMode};
+use hookflow_shared::api::flows_as_code::InlineEnvironment;
 use hookflow_shared::flow::definition::VersionSelector;
 use outcome::FlowRun;
 use progress::Progress;
 use report::ReportFile;
-use select::{Selection, Target};
+use select::{FileTarget, Selection, Target};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +43,12 @@ pub enum Mode {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// Flow files or folders of them (`.json`, subfolders included) to run without storing them: a bare
+    /// definition, a flow object (`{"key", "name", "description", "tags", "definition"}`) or an exported
+    /// `hookflow.flow/v1` document (`--env` picks one of its environments). Each file runs as an execution of its
+    /// own, recording the file's path and the Git commit and branch of its working tree.
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
     /// A flow to run (repeatable).
     #[arg(long = "flow", value_name = "ID")]
     pub flows: Vec<FlowId>,
@@ -49,7 +58,7 @@ pub struct RunArgs {
     /// Leave out flows (selected by --tag) carrying this tag (repeatable).
     #[arg(long = "exclude-tag", value_name = "TAG")]
     pub exclude_tags: Vec<String>,
-    /// Environment key whose variables the runs use.
+    /// Environment key whose variables the runs use (for files: an environment of each exported document).
     #[arg(long = "env", value_name = "KEY")]
     pub environment: Option<String>,
     /// Published version to run: a number or `latest`. Without it the draft runs.
@@ -145,6 +154,41 @@ fn watch_for_stop(stop: &Arc<Stop>, timeout: Option<u64>) -> tokio::task::JoinHa
     })
 }
 
+/// The flow files `paths` name, as targets; `--env` chooses each document's environment.
+fn file_targets(paths: &[PathBuf], environment: Option<&str>) -> Result<Vec<Target>, CliError> {
+    let mut targets = Vec::new();
+    for path in files::expand(paths)? {
+        let file = files::read(&path)?;
+        let environment = match environment {
+            None => None,
+            Some(key) => match file.environments.get(key) {
+                Some(variables) => Some(InlineEnvironment { key: key.to_owned(), variables: variables.clone() }),
+                None => {
+                    return Err(CliError::usage(format!(
+                        "--env {key}: {} has no environment `{key}` (only exported {} documents carry environments)",
+                        path.display(),
+                        files::DOCUMENT_FORMAT
+                    )));
+                }
+            },
+        };
+        let (git_commit, git_ref) = files::git_of(&path);
+        let shown = path.display().to_string();
+        targets.push(Target {
+            flow_id: None,
+            name: Some(file.name.clone().unwrap_or_else(|| shown.clone())),
+            file: Some(Arc::new(FileTarget {
+                path: shown,
+                definition: file.definition,
+                environment,
+                git_commit,
+                git_ref,
+            })),
+        });
+    }
+    Ok(targets)
+}
+
 pub async fn run(api: Api, args: RunArgs, style: Style) -> Result<ExitCode, CliError> {
     let mut body = args.launch_body()?;
     let data = args.data.as_deref().map(|path| Data::read(path, args.name_column.as_deref())).transpose()?;
@@ -154,7 +198,10 @@ pub async fn run(api: Api, args: RunArgs, style: Style) -> Result<ExitCode, CliE
     let data = data.map(Arc::new);
     let selection =
         Selection { flow_ids: args.flows.clone(), tags: args.tags.clone(), exclude_tags: args.exclude_tags.clone() };
-    let targets = select::targets(&api, &selection).await?;
+    let mut targets = file_targets(&args.paths, args.environment.as_deref())?;
+    if targets.is_empty() || !selection.flow_ids.is_empty() || !selection.tags.is_empty() {
+        targets.extend(select::targets(&api, &selection).await?);
+    }
     let progress = Progress::new(style, targets.len());
     let stop = Arc::new(Stop::default());
     let watcher = watch_for_stop(&stop, args.timeout);
@@ -164,7 +211,8 @@ pub async fn run(api: Api, args: RunArgs, style: Style) -> Result<ExitCode, CliE
         let fail_fast = args.fail_fast;
         async move {
             if stop.is_stopped() {
-                return Ok(FlowRun::not_run(target.flow_id, target.label()));
+                let path = target.file.as_ref().map(|f| f.path.clone());
+                return Ok(FlowRun::not_run(target.flow_id, path, target.label()));
             }
             let flow_progress = progress.flow(&target.label());
             let result = match &data {

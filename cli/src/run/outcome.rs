@@ -43,7 +43,10 @@ impl RunStatus {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FlowRun {
-    pub flow_id: FlowId,
+    /// Null for a flow file's run.
+    pub flow_id: Option<FlowId>,
+    /// The flow file run (null for a stored flow's run).
+    pub path: Option<String>,
     pub name: String,
     pub execution_id: Option<ExecutionId>,
     pub status: RunStatus,
@@ -81,9 +84,10 @@ impl FlowRun {
     }
 
     /// A run that was never launched.
-    pub fn not_run(flow_id: FlowId, name: String) -> Self {
+    pub fn not_run(flow_id: Option<FlowId>, path: Option<String>, name: String) -> Self {
         Self {
             flow_id,
+            path,
             name,
             execution_id: None,
             status: RunStatus::NotRun,

@@ -198,7 +198,12 @@ pub fn junit(runs: &[FlowRun]) -> String {
         let timestamp = run.started_at.as_ref().map_or_else(String::new, |t| format!(" timestamp=\"{}\"", xml(t)));
         let _ = writeln!(suites, "  <testsuite name=\"{}\" {}{timestamp}>", xml(&run.name), counts.attributes());
         let _ = writeln!(suites, "    <properties>");
-        let _ = writeln!(suites, "      <property name=\"flow_id\" value=\"{}\"/>", run.flow_id);
+        if let Some(flow_id) = run.flow_id {
+            let _ = writeln!(suites, "      <property name=\"flow_id\" value=\"{flow_id}\"/>");
+        }
+        if let Some(path) = &run.path {
+            let _ = writeln!(suites, "      <property name=\"path\" value=\"{}\"/>", xml(path));
+        }
         if let Some(id) = run.execution_id {
             let _ = writeln!(suites, "      <property name=\"execution_id\" value=\"{id}\"/>");
         }

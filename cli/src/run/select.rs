@@ -1,23 +1,45 @@
 //! Which flows a run covers: every `--flow` id, plus every flow carrying all the `--tag`s and none of the
-//! `--exclude-tag`s (listed through `POST /flows/search`, which needs `flows:read`). Duplicates run once.
+//! `--exclude-tag`s (listed through `POST /flows/search`, which needs `flows:read`). Duplicates run once. Flow
+//! files given as paths are targets too (`FileTarget`, read by `crate::code::files`).
 
 use crate::api::Api;
 use crate::error::CliError;
 use hookflow_shared::FlowId;
 use hookflow_shared::api::flows::{Flow, SearchFlows};
+use hookflow_shared::api::flows_as_code::InlineEnvironment;
 use hookflow_shared::api::page::Page;
+use serde_json::value::RawValue;
 use std::collections::HashSet;
+use std::sync::Arc;
 
-/// One flow to run; its name is known when it was selected by tag.
+/// One flow to run: a stored flow (its name is known when it was selected by tag), or a flow file's definition.
 #[derive(Debug, Clone)]
 pub struct Target {
-    pub flow_id: FlowId,
+    pub flow_id: Option<FlowId>,
     pub name: Option<String>,
+    pub file: Option<Arc<FileTarget>>,
+}
+
+/// A flow file to run inline (`POST /executions`).
+#[derive(Debug)]
+pub struct FileTarget {
+    /// The path as the run names it.
+    pub path: String,
+    /// The definition's text as the file holds it.
+    pub definition: Box<RawValue>,
+    pub environment: Option<InlineEnvironment>,
+    pub git_commit: Option<String>,
+    pub git_ref: Option<String>,
 }
 
 impl Target {
     pub fn label(&self) -> String {
-        self.name.clone().unwrap_or_else(|| self.flow_id.to_string())
+        match (&self.name, &self.file, self.flow_id) {
+            (Some(name), _, _) => name.clone(),
+            (None, Some(file), _) => file.path.clone(),
+            (None, None, Some(id)) => id.to_string(),
+            (None, None, None) => String::new(),
+        }
     }
 }
 
@@ -46,14 +68,16 @@ async fn flows_tagged(api: &Api, tags: &[String]) -> Result<Vec<Flow>, CliError>
 /// The flows to run, `--flow` ones first in the order given, then tagged ones by name.
 pub async fn targets(api: &Api, selection: &Selection) -> Result<Vec<Target>, CliError> {
     if selection.flow_ids.is_empty() && selection.tags.is_empty() {
-        return Err(CliError::usage("nothing to run: pass --flow ID or --tag TAG (each may be repeated)"));
+        return Err(CliError::usage(
+            "nothing to run: pass flow files or folders, --flow ID or --tag TAG (each may be repeated)",
+        ));
     }
     let mut seen = HashSet::new();
     let mut targets: Vec<Target> = selection
         .flow_ids
         .iter()
         .filter(|id| seen.insert(**id))
-        .map(|id| Target { flow_id: *id, name: None })
+        .map(|id| Target { flow_id: Some(*id), name: None, file: None })
         .collect();
     if !selection.tags.is_empty() {
         let mut tagged = flows_tagged(api, &selection.tags).await?;
@@ -72,7 +96,7 @@ pub async fn targets(api: &Api, selection: &Selection) -> Result<Vec<Target>, Cl
         }
         for flow in tagged {
             if seen.insert(flow.id) {
-                targets.push(Target { flow_id: flow.id, name: Some(flow.name) });
+                targets.push(Target { flow_id: Some(flow.id), name: Some(flow.name), file: None });
             }
         }
     }

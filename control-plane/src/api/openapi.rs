@@ -125,7 +125,7 @@ pub fn tag_of(path: &str) -> &'static str {
     match section {
         "auth" | ".well-known" => "Auth",
         "webhooks" | "webhook" => "Webhook",
-        "flows" | "schedules" => "Flows",
+        "flows" | "schedules" | "executions" => "Flows",
         "batches" => "Flows",
         "collections" => "Collections",
         "secrets" | "variables" => "Resources",

@@ -69,10 +69,10 @@ static RERUN_ROWS: LazyLock<String> = LazyLock::new(|| {
         "WITH transition AS (
              INSERT INTO executions AS e (id, organization_id, flow_id, flow_name, flow_version, draft_revision,
                  definition, modules, environment, variables, variable_layers, runner_labels, node_ids, status,
-                 trigger, max_attempts, timeout_s, event_count, batch_id, iteration, priority)
+                 trigger, max_attempts, timeout_s, event_count, batch_id, iteration, priority, source)
              SELECT i.id, s.organization_id, s.flow_id, s.flow_name, s.flow_version, s.draft_revision,
                  s.definition, s.modules, s.environment, s.variables, s.variable_layers, s.runner_labels, s.node_ids,
-                 'queued', $4, s.max_attempts, s.timeout_s, cardinality($5::text[]), $3, s.iteration, s.priority
+                 'queued', $4, s.max_attempts, s.timeout_s, cardinality($5::text[]), $3, s.iteration, s.priority, s.source
              FROM (SELECT *, row_number() OVER (ORDER BY iteration) AS n FROM executions
                    WHERE organization_id = $1 AND batch_id = $2 AND status IN ('failed', 'error')) s
              JOIN unnest($6::uuid[]) WITH ORDINALITY AS i(id, n) ON i.n = s.n

@@ -203,7 +203,8 @@ struct Claimed {
     job_id: JobId,
     organization_id: OrgId,
     attempt: i32,
-    flow_id: FlowId,
+    /// NULL for an inline definition's execution.
+    flow_id: Option<FlowId>,
     flow_name: String,
     flow_version: Option<i32>,
     /// JSON text (the columns are text: nothing queries into a snapshot).
@@ -284,14 +285,26 @@ async fn job_of(
     // Secrets kept for registered runners are withheld from the callers of ephemeral launches.
     let withhold = matches!(claimer, Claimer::Caller);
     let wanted = secrets::Wanted { org_id: row.organization_id, parts, environment, withhold_runners_only: withhold };
-    let secrets = secrets::resolve(conn, settings.master_key, wanted).await?;
+    let mut secrets = secrets::resolve(conn, settings.master_key, wanted).await?;
+    if row.flow_id.is_none() {
+        // An inline definition names its own hosts: a secret without a host list (which goes only where the stored
+        // flow points) is not handed to it (its launch was refused already; this holds if the list changed since).
+        let hosts = &secrets.hosts;
+        secrets.values.0.retain(|name, _| hosts.contains_key(name));
+    }
     let network = claimer.network(row.private_network || settings.allow_private_targets);
     let (timeout_s, timeout_note) = claimer.run_time(u64::try_from(row.timeout_s).unwrap_or(0), settings);
     Ok(Job {
         job_id: row.job_id,
         execution_id: row.id,
         attempt: row.attempt,
-        flow: JobFlow { id: row.flow_id, name: row.flow_name, version: row.flow_version, definition },
+        // An inline run has no flow: the nil id (runners read the id as a plain UUID).
+        flow: JobFlow {
+            id: row.flow_id.unwrap_or(FlowId::nil()),
+            name: row.flow_name,
+            version: row.flow_version,
+            definition,
+        },
         environment: row.environment,
         variables: serde_json::from_value(row.variables).map_err(ApiError::internal_because)?,
         secrets: secrets.values,

@@ -205,14 +205,16 @@ pub async fn finish(conn: &mut PgConnection, ending: Ending) -> ApiResult<Option
 #[derive(Debug, Clone, Copy)]
 pub struct CancelTarget {
     pub org_id: OrgId,
-    pub flow_id: FlowId,
+    /// `None`: the execution by id alone (`POST /executions/{id}/cancel`).
+    pub flow_id: Option<FlowId>,
     pub execution_id: ExecutionId,
 }
 
 /// Cancels: a queued execution ends at once; a running one is flagged for its runner. 409 once it has ended.
 pub async fn cancel(conn: &mut PgConnection, target: CancelTarget) -> ApiResult<Execution> {
     let current: Option<(String, i32)> = sqlx::query_as(
-        "SELECT status, attempt FROM executions WHERE organization_id = $1 AND flow_id = $2 AND id = $3 FOR UPDATE",
+        "SELECT status, attempt FROM executions
+         WHERE organization_id = $1 AND ($2::uuid IS NULL OR flow_id = $2) AND id = $3 FOR UPDATE",
     )
     .bind(target.org_id)
     .bind(target.flow_id)

@@ -7,6 +7,7 @@
 //! `drafts` the flow drafts it validated, for launches; `row` reads an execution back as the API shows it;
 //! `secrets` opens the secrets a run references; `batch` queues a launch once per row of data (and a batch's
 //! failed rows again).
+//! `inline` queues an inline definition (no stored flow).
 //! Every transition logs its events (`events`) in the same statement or transaction; a NOTIFY at its commit wakes
 //! the execution's stream subscribers when a stream watches it. Two transitions make work claimable and wake
 //! waiting long polls at commit: `create` NOTIFYs the organization's queue channel only when a replica other than
@@ -22,6 +23,7 @@ pub mod drafts;
 pub mod events;
 pub mod finish;
 pub mod heartbeat;
+pub mod inline;
 pub mod issued;
 pub mod lease;
 pub mod release;

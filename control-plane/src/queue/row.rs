@@ -4,6 +4,7 @@
 use crate::error::{ApiError, ApiResult};
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::executions::{Execution, ExecutionStatus, Summary, Trigger};
+use hookflow_shared::api::flows_as_code::ExecutionSource;
 use hookflow_shared::api::triggers::TriggerRequest;
 use hookflow_shared::{BatchId, CaptureId, ExecutionId, FlowId, OrgId, RunnerId, ScheduleId, WebhookId};
 use sqlx::PgConnection;
@@ -12,12 +13,12 @@ use sqlx::PgConnection;
 pub const EXECUTION_COLUMNS: &str = "e.id, e.flow_id, e.flow_version, e.draft_revision, e.environment, e.status,
     e.trigger, e.attempt, e.max_attempts, e.runner_id, e.created_at, e.started_at, e.finished_at, e.summary,
     e.error, cardinality(e.node_ids) AS nodes_total, e.trigger_webhook_id, e.trigger_request_id, e.schedule_id, e.priority,
-    e.batch_id, e.iteration";
+    e.batch_id, e.iteration, e.source";
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct ExecutionRow {
     id: ExecutionId,
-    flow_id: FlowId,
+    flow_id: Option<FlowId>,
     flow_version: Option<i32>,
     draft_revision: i32,
     environment: Option<String>,
@@ -38,6 +39,8 @@ pub struct ExecutionRow {
     priority: i16,
     batch_id: Option<BatchId>,
     iteration: Option<i32>,
+    /// An inline run's `{path, definition_sha256, git_commit, git_ref}`; NULL for a stored flow's.
+    source: Option<serde_json::Value>,
 }
 
 impl TryFrom<ExecutionRow> for Execution {
@@ -81,6 +84,10 @@ impl TryFrom<ExecutionRow> for Execution {
             error: r.error,
             batch_id: r.batch_id,
             iteration: r.iteration,
+            source: match r.source {
+                Some(stored) => serde_json::from_value(stored).map_err(ApiError::internal_because)?,
+                None => ExecutionSource::default(),
+            },
             job: None,
         })
     }
@@ -97,14 +104,15 @@ pub fn into_executions(rows: Vec<ExecutionRow>) -> ApiResult<Vec<Execution>> {
     rows.into_iter().map(Execution::try_from).collect()
 }
 
-/// Reads an execution of a flow of the caller's organization; anything else is 404.
+/// Reads an execution of a flow of the caller's organization (`None`: any execution of the organization, inline
+/// ones included); anything else is 404.
 pub async fn fetch(
     conn: &mut PgConnection,
     org_id: OrgId,
-    flow_id: FlowId,
+    flow_id: impl Into<Option<FlowId>>,
     execution_id: ExecutionId,
 ) -> ApiResult<Execution> {
-    select(conn, org_id, Some(flow_id), execution_id).await
+    select(conn, org_id, flow_id.into(), execution_id).await
 }
 
 /// Reads an execution of the organization by id alone.

@@ -174,7 +174,8 @@ pub struct Summary {
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Execution {
     pub id: ExecutionId,
-    pub flow_id: FlowId,
+    /// **Changed:** null for an inline definition's execution (`POST /executions`).
+    pub flow_id: Option<FlowId>,
     /// The published version run; null when the draft ran.
     pub flow_version: Option<i32>,
     pub draft_revision: i32,
@@ -209,6 +210,9 @@ pub struct Execution {
     /// The row's index in its data (from 0); null outside a batch.
     #[serde(default)]
     pub iteration: Option<i32>,
+    /// **Added:** where the definition came from (a stored flow, or an inline definition with its file).
+    #[serde(default)]
+    pub source: crate::api::sources::ExecutionSource,
     /// Only in the answer to an ephemeral launch: the claim to execute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<Box<Job>>,

@@ -3,6 +3,7 @@
 use crate::Timestamp;
 use crate::api::executions::ExecutionStatus;
 use crate::api::fields::{Name, ShortText, Tags};
+use crate::api::flows_as_code::FlowKey;
 use crate::api::patch::Patch;
 use crate::flow::definition::Problem;
 use crate::ids::{FlowId, FlowVersionId};
@@ -26,12 +27,27 @@ pub struct WriteFlow {
     pub definition: Value,
     /// A cron expression such as `0 * * * *`.
     pub schedule: Option<String>,
+    /// **Added:** the flow's key, unique in the organization. On `PUT`, absent keeps the key the flow has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = crate::api::flows_as_code::optional_flow_key_schema)]
+    pub key: Option<FlowKey>,
+    /// **Added:** whether `hookflow apply` manages the flow (default false; on `PUT`, absent keeps it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed: Option<bool>,
 }
 
 impl WriteFlow {
     /// A flow of `name` and `definition`, without description, tags or schedule.
     pub fn new(name: Name, definition: Value) -> Self {
-        WriteFlow { name, description: None, tags: Tags::default(), definition, schedule: None }
+        WriteFlow {
+            name,
+            description: None,
+            tags: Tags::default(),
+            definition,
+            schedule: None,
+            key: None,
+            managed: None,
+        }
     }
 }
 
@@ -51,6 +67,13 @@ pub struct PatchFlow {
     #[serde(default, skip_serializing_if = "Patch::is_keep")]
     #[schema(value_type = Option<String>)]
     pub schedule: Patch<String>,
+    /// **Added:** a new key, or `null` to clear it.
+    #[serde(default, skip_serializing_if = "Patch::is_keep")]
+    #[schema(schema_with = crate::api::flows_as_code::optional_flow_key_schema)]
+    pub key: Patch<FlowKey>,
+    /// **Added:** whether `hookflow apply` manages the flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -68,6 +91,12 @@ pub struct Flow {
     pub last_status: Option<ExecutionStatus>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// **Added:** the flow's key (what a flow file names it by), or null.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// **Added:** made or taken over by `hookflow apply` (only such flows are pruned).
+    #[serde(default)]
+    pub managed: bool,
 }
 
 /// `POST /flows/search`.

@@ -12,6 +12,7 @@ pub mod documents;
 pub mod executions;
 pub mod fields;
 pub mod flows;
+pub mod flows_as_code;
 pub mod node_results;
 pub mod page;
 pub mod patch;
@@ -23,6 +24,7 @@ pub mod runners;
 pub mod schedules;
 pub mod search;
 pub mod signatures;
+pub mod sources;
 pub mod triggers;
 pub mod webhooks;
 

@@ -38,21 +38,21 @@ fn body_or_default<T: DeserializeOwned + Default>(bytes: &Bytes) -> ApiResult<T>
 }
 
 /// `cli` when the CLI says so, else what the operation implies.
-pub(crate) fn trigger(headers: &HeaderMap, default: Trigger) -> Trigger {
+pub fn trigger(headers: &HeaderMap, default: Trigger) -> Trigger {
     match headers.get(header::TRIGGER).and_then(|v| v.to_str().ok()) {
         Some(value) if value == Trigger::Cli.as_str() => Trigger::Cli,
         _ => default,
     }
 }
 
-fn replayed(body: serde_json::Value) -> Response {
+pub fn replayed(body: serde_json::Value) -> Response {
     let mut response = (StatusCode::OK, Json(body)).into_response();
     response.headers_mut().insert(header::IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     response
 }
 
 /// Claims a just-queued execution for the caller of an ephemeral launch: the execution as it now is, and the job.
-async fn claim_for_caller(
+pub async fn claim_for_caller(
     conn: &mut PgConnection,
     app: &AppState,
     org_id: OrgId,
@@ -67,7 +67,7 @@ async fn claim_for_caller(
 
 /// A retried ephemeral launch whose first answer (and so its job token) was lost: the claim is handed out again
 /// while nothing was reported under it.
-async fn reissue(
+pub async fn reissue(
     conn: &mut PgConnection,
     app: &AppState,
     org_id: OrgId,

@@ -1,7 +1,10 @@
 //! Executions as the API shows them: launching (with idempotency), reading, cancelling, streaming and their
-//! statistics. What happens to an execution (the state machine and its event log) lives in `queue`.
+//! statistics; `all` serves them by id alone (inline executions have no flow) and lists them, `inline` runs a
+//! definition sent with the request. What happens to an execution (the state machine and its event log) lives in `queue`.
 
+pub mod all;
 pub mod idempotency;
+pub mod inline;
 pub mod launch;
 pub mod path;
 pub mod read;
@@ -22,4 +25,5 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(read::routes())
         .merge(stream::routes())
         .merge(stats::routes())
+        .merge(all::routes())
 }

@@ -15,10 +15,10 @@ use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow, fetch, into_executions}
 use crate::state::AppState;
 use axum::Json;
 use axum::http::StatusCode;
-use hookflow_shared::FlowId;
 use hookflow_shared::api::Page;
 use hookflow_shared::api::executions::{Execution, NodeResult, NodeResultList};
 use hookflow_shared::api::webhooks::Capture;
+use hookflow_shared::{ExecutionId, FlowId, OrgId};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -77,8 +77,18 @@ async fn node_results(
     Ctx { app, caller }: Ctx<scope::FlowsRead>,
     ExecutionPath { flow_id, execution_id }: ExecutionPath,
 ) -> ApiResult<Json<NodeResultList>> {
+    nodes_of(&app, caller.org_id, Some(flow_id), execution_id).await
+}
+
+/// Node results of an execution's latest attempt (of the flow `flow_id`, or any of the organization's).
+pub async fn nodes_of(
+    app: &AppState,
+    org_id: OrgId,
+    flow_id: Option<FlowId>,
+    execution_id: ExecutionId,
+) -> ApiResult<Json<NodeResultList>> {
     let mut conn = app.pool.acquire().await?;
-    let execution = fetch(&mut conn, caller.org_id, flow_id, execution_id).await?;
+    let execution = fetch(&mut conn, org_id, flow_id, execution_id).await?;
     let rows: Vec<sqlx::types::Json<NodeResult>> = sqlx::query_scalar(
         "SELECT result FROM node_results WHERE execution_id = $1 AND attempt = $2 ORDER BY position, node_id",
     )
@@ -100,15 +110,26 @@ async fn execution_captures(
     ExecutionPath { flow_id, execution_id }: ExecutionPath,
     params: ListParams,
 ) -> Listed<Capture> {
+    captures_of(&app, caller.org_id, Some(flow_id), execution_id, params).await
+}
+
+/// The captures at an execution's own URL (of the flow `flow_id`, or any of the organization's), newest first.
+pub async fn captures_of(
+    app: &AppState,
+    org_id: OrgId,
+    flow_id: Option<FlowId>,
+    execution_id: ExecutionId,
+    params: ListParams,
+) -> Listed<Capture> {
     // The execution on the primary (one object by id), its captures on the read replica.
-    fetch(&mut *app.pool.acquire().await?, caller.org_id, flow_id, execution_id).await?;
+    fetch(&mut *app.pool.acquire().await?, org_id, flow_id, execution_id).await?;
     let mut conn = app.read_pool.acquire().await?;
     let sql = format!(
         "SELECT {CAPTURE_COLUMNS_INLINE} FROM captures
          WHERE organization_id = $1 AND execution_id = $4 AND ($2::uuid IS NULL OR id < $2)
          ORDER BY id DESC LIMIT $3"
     );
-    let scope = (caller.org_id, Some(execution_id.into()));
+    let scope = (org_id, Some(execution_id.into()));
     let page =
         pagination::keyset_page(&mut *conn, sql, scope, &params, |r: CaptureRow| Capture::from(r), |c: &Capture| c.id)
             .await?;
@@ -124,7 +145,8 @@ async fn cancel_execution(
     ExecutionPath { flow_id, execution_id }: ExecutionPath,
 ) -> ApiResult<(StatusCode, Json<Execution>)> {
     let mut tx = crate::db::begin::begin(&app.pool).await?;
-    let execution = cancel(&mut tx, CancelTarget { org_id: caller.org_id, flow_id, execution_id }).await?;
+    let execution =
+        cancel(&mut tx, CancelTarget { org_id: caller.org_id, flow_id: Some(flow_id), execution_id }).await?;
     tx.commit().await?;
     Ok((StatusCode::ACCEPTED, Json(execution)))
 }

@@ -93,7 +93,7 @@ async fn published(
 }
 
 /// Resolves every module node (and theirs, to a depth of five) to a published definition.
-async fn resolve_modules(
+pub async fn resolve_modules(
     conn: &mut PgConnection,
     org_id: OrgId,
     root: &FlowDefinition,

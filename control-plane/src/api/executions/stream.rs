@@ -5,6 +5,7 @@
 
 use crate::api::context::Ctx;
 use crate::api::executions::path::ExecutionPath;
+use crate::auth::Caller;
 use crate::auth::scope;
 use crate::error::ApiResult;
 use crate::http::limits::StreamSlot;
@@ -14,8 +15,8 @@ use crate::state::AppState;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::{Stream, StreamExt as _};
-use hookflow_shared::ExecutionId;
 use hookflow_shared::wire::{LastEventIdHeader, header};
+use hookflow_shared::{ExecutionId, FlowId};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
@@ -100,6 +101,17 @@ async fn stream_execution(
     ExecutionPath { flow_id, execution_id }: ExecutionPath,
     headers: HeaderMap,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    open(app, &caller, Some(flow_id), execution_id, headers).await
+}
+
+/// The stream of an execution (of the flow `flow_id`, or any of the organization's).
+pub async fn open(
+    app: AppState,
+    caller: &Caller<scope::FlowsRead>,
+    flow_id: Option<FlowId>,
+    execution_id: ExecutionId,
+    headers: HeaderMap,
+) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>> {
     let mut conn = app.pool.acquire().await?;
     fetch(&mut conn, caller.org_id, flow_id, execution_id).await?;
     drop(conn);

@@ -52,6 +52,8 @@ async fn create_flow(Ctx { app, caller }: Ctx<scope::FlowsWrite>, ApiJson(body):
         tags: &tags,
         definition: &body.definition,
         schedule: body.schedule.as_deref(),
+        key: body.key.as_ref().map(|k| k.as_str()),
+        managed: body.managed.unwrap_or(false),
         quotas: app.settings.quotas,
     };
     let id = insert_flow(&mut tx, new).await?;
@@ -67,6 +69,8 @@ pub struct FlowListParams {
     pub tag: Option<String>,
     /// Text in the name or description.
     pub q: Option<String>,
+    /// **Added:** only the flow with this key.
+    pub key: Option<String>,
     /// Items per page: default 50, values above 100 are clamped to 100.
     #[param(minimum = 1, maximum = 9_223_372_036_854_775_807_i64)]
     pub limit: Option<i64>,
@@ -77,6 +81,7 @@ struct Filter<'a> {
     tags: &'a [String],
     q: Option<&'a str>,
     last_status: Option<&'a str>,
+    key: Option<&'a str>,
 }
 
 async fn query_flows(
@@ -92,6 +97,7 @@ async fn query_flows(
            AND ($4::text IS NULL
                 OR (SELECT x.status FROM executions x WHERE x.flow_id = f.id ORDER BY x.id DESC LIMIT 1) = $4)
            AND ($5::uuid IS NULL OR f.id < $5)
+           AND ($7::text IS NULL OR f.key = $7)
          ORDER BY f.id DESC LIMIT $6"
     )))
     .bind(org_id)
@@ -100,6 +106,7 @@ async fn query_flows(
     .bind(filter.last_status)
     .bind(page.after)
     .bind(page.fetch_limit())
+    .bind(filter.key)
     .fetch_all(&app.pool)
     .await?;
     let flows = rows.into_iter().map(Flow::try_from).collect::<Result<Vec<_>, _>>()?;
@@ -114,7 +121,7 @@ async fn list_flows(
 ) -> Listed<Flow> {
     let page = ListParams { limit: params.limit, cursor: params.cursor }.page::<FlowId>()?;
     let tags: Vec<String> = params.tag.into_iter().collect();
-    let filter = Filter { tags: &tags, q: params.q.as_deref(), last_status: None };
+    let filter = Filter { tags: &tags, q: params.q.as_deref(), last_status: None, key: params.key.as_deref() };
     Ok(Json(query_flows(&app, caller.org_id, filter, &page).await?))
 }
 
@@ -122,7 +129,8 @@ async fn list_flows(
 #[utoipa::path(post, path = "/flows/search", request_body = SearchFlows, responses((status = 200, body = Page<Flow>)))]
 async fn search_flows(Ctx { app, caller }: Ctx<scope::FlowsRead>, ApiJson(body): ApiJson<SearchFlows>) -> Listed<Flow> {
     let page = ListParams { limit: body.limit, cursor: body.cursor.clone() }.page::<FlowId>()?;
-    let filter = Filter { tags: &body.tags, q: body.q.as_deref(), last_status: body.last_status.map(|s| s.as_str()) };
+    let filter =
+        Filter { tags: &body.tags, q: body.q.as_deref(), last_status: body.last_status.map(|s| s.as_str()), key: None };
     Ok(Json(query_flows(&app, caller.org_id, filter, &page).await?))
 }
 
@@ -159,6 +167,8 @@ async fn replace_flow(
         tags: Some(body.tags),
         definition: Some(body.definition),
         schedule: Patch::from_option(body.schedule),
+        key: body.key.map_or(Patch::Keep, Patch::Set),
+        managed: body.managed,
     };
     check_endpoint_reads(&caller, "saving", patch.definition.iter())?;
     update(&app, caller.org_id, id, patch).await.map(Json)
@@ -194,7 +204,9 @@ async fn update(app: &AppState, org_id: OrgId, id: FlowId, patch: PatchFlow) -> 
         .patch("description", patch.description.map(ShortText::into_inner))
         .set_some("tags", tags)
         .set_some("definition", patch.definition.map(JsonText))
-        .patch("schedule", patch.schedule.map(|s| s.trim().to_owned()));
+        .patch("schedule", patch.schedule.map(|s| s.trim().to_owned()))
+        .patch("key", patch.key.map(|k| k.as_str().to_owned()))
+        .set_some("managed", patch.managed);
     let updated = update
         .sql("draft_revision", "draft_revision + 1")
         .sql("updated_at", "now()")

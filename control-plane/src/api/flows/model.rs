@@ -18,7 +18,7 @@ pub const FLOW_BODY_LIMIT: usize = 10 * 1024 * 1024;
 pub const FLOW_COLUMNS: &str = "f.id, f.name, f.description, f.tags, f.definition, f.schedule, f.draft_revision,
      (SELECT max(v.version) FROM flow_versions v WHERE v.flow_id = f.id) AS published_version,
      (SELECT x.status FROM executions x WHERE x.flow_id = f.id ORDER BY x.id DESC LIMIT 1) AS last_status,
-     f.created_at, f.updated_at";
+     f.created_at, f.updated_at, f.key, f.managed";
 
 #[derive(Debug, sqlx::FromRow)]
 pub struct FlowRow {
@@ -33,6 +33,8 @@ pub struct FlowRow {
     last_status: Option<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    key: Option<String>,
+    managed: bool,
 }
 
 impl TryFrom<FlowRow> for Flow {
@@ -51,6 +53,8 @@ impl TryFrom<FlowRow> for Flow {
             last_status: r.last_status.as_deref().map(str::parse).transpose().map_err(ApiError::internal_because)?,
             created_at: r.created_at.into(),
             updated_at: r.updated_at.into(),
+            key: r.key,
+            managed: r.managed,
         })
     }
 }
@@ -150,6 +154,9 @@ pub struct NewFlow<'a> {
     pub tags: &'a [String],
     pub definition: &'a serde_json::Value,
     pub schedule: Option<&'a str>,
+    /// The flow's key (unique in the organization) and whether `hookflow apply` manages it.
+    pub key: Option<&'a str>,
+    pub managed: bool,
     /// The server's default quotas (the organization's `flows` quota is checked here).
     pub quotas: crate::quota::QuotaDefaults,
 }
@@ -160,8 +167,8 @@ pub async fn insert_flow(conn: &mut PgConnection, flow: NewFlow<'_>) -> ApiResul
     crate::quota::admit_created(&mut *conn, flow.org_id, crate::quota::Quota::Flows, flow.quotas).await?;
     let id = FlowId::now_v7();
     sqlx::query(
-        "INSERT INTO flows (id, organization_id, name, description, tags, definition, schedule)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        "INSERT INTO flows (id, organization_id, name, description, tags, definition, schedule, key, managed)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(id)
     .bind(flow.org_id)
@@ -170,6 +177,8 @@ pub async fn insert_flow(conn: &mut PgConnection, flow: NewFlow<'_>) -> ApiResul
     .bind(flow.tags)
     .bind(JsonText(flow.definition))
     .bind(flow.schedule.map(str::trim))
+    .bind(flow.key)
+    .bind(flow.managed)
     .execute(&mut *conn)
     .await
     .map_err(name_taken)?;
@@ -177,7 +186,11 @@ pub async fn insert_flow(conn: &mut PgConnection, flow: NewFlow<'_>) -> ApiResul
     Ok(id)
 }
 
-/// A unique-name violation answers 409.
+/// A unique-name (or, by the index `flows_key`, unique-key) violation answers 409.
 pub fn name_taken(error: sqlx::Error) -> ApiError {
+    let key = matches!(&error, sqlx::Error::Database(db) if db.constraint() == Some("flows_key"));
+    if key {
+        return crate::error::conflict_on_unique(error, "a flow with that key already exists in this organization");
+    }
     crate::error::conflict_on_unique(error, "a flow with that name already exists in this organization")
 }

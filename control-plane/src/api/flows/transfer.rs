@@ -15,6 +15,7 @@ use axum::http::StatusCode;
 use hookflow_shared::FlowId;
 use hookflow_shared::api::fields::{Name, Refusal, ShortText, Tags};
 use hookflow_shared::api::flows::{EXPORT_FORMAT, ExportedEnvironment, ExportedVersion, Flow, FlowDocument, WriteFlow};
+use hookflow_shared::api::flows_as_code::FlowKey;
 use std::collections::BTreeMap;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -64,6 +65,8 @@ fn as_written(flow: Flow) -> ApiResult<WriteFlow> {
         tags: Tags::try_from(flow.tags).map_err(broken("tags"))?,
         definition: flow.definition,
         schedule: flow.schedule,
+        key: flow.key.map(FlowKey::try_from).transpose().map_err(broken("key"))?,
+        managed: None,
     })
 }
 
@@ -107,6 +110,8 @@ async fn import_flow(
         tags: &tags,
         definition: &source.definition,
         schedule: source.schedule.as_deref(),
+        key: source.key.as_ref().map(|k| k.as_str()),
+        managed: source.managed.unwrap_or(false),
         quotas: app.settings.quotas,
     };
     let id = insert_flow(&mut tx, new).await?;
