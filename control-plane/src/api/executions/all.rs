@@ -24,7 +24,7 @@ use hookflow_shared::api::executions::{Execution, ExecutionStatus, NodeResultLis
 use hookflow_shared::api::flows_as_code::SourceKind;
 use hookflow_shared::api::webhooks::Capture;
 use hookflow_shared::wire::LastEventIdHeader;
-use hookflow_shared::{ExecutionId, FlowId};
+use hookflow_shared::{BatchId, ExecutionId, FlowId};
 use std::convert::Infallible;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -47,7 +47,8 @@ pub struct AllExecutionsParams {
     pub flow_id: Option<FlowId>,
     /// `inline` (definitions sent to `POST /executions`) or `stored` (flows' drafts and versions).
     pub source: Option<SourceKind>,
-    // Part B of #52 adds `batch_id` here.
+    /// Only the rows of this batch (a data-driven launch, issue #52).
+    pub batch_id: Option<BatchId>,
     /// Only executions launched so.
     pub trigger: Option<Trigger>,
     pub status: Option<ExecutionStatus>,
@@ -74,6 +75,7 @@ async fn list_all_executions(
            AND ($5::text IS NULL OR ($5 = 'inline') = (e.flow_id IS NULL))
            AND ($6::text IS NULL OR e.trigger = $6)
            AND ($7::text IS NULL OR e.status = $7)
+           AND ($8::uuid IS NULL OR e.batch_id = $8)
          ORDER BY e.id DESC LIMIT $3"
     )))
     .bind(caller.org_id)
@@ -83,9 +85,12 @@ async fn list_all_executions(
     .bind(params.source.map(SourceKind::as_str))
     .bind(params.trigger.map(Trigger::as_str))
     .bind(params.status.map(|s| s.as_str()))
+    .bind(params.batch_id)
     .fetch_all(&mut *conn)
     .await?;
-    Ok(Json(pagination::finish(into_executions(rows)?, &page, |e| e.id)?))
+    let mut items = into_executions(rows)?;
+    crate::api::executions::waiting::fill(&app, &mut conn, caller.org_id, &mut items).await?;
+    Ok(Json(pagination::finish(items, &page, |e| e.id)?))
 }
 
 /// **Added.** One execution, of a flow or of an inline definition.
@@ -96,7 +101,10 @@ async fn get_any_execution(
     ExecutionIdPath { execution_id }: ExecutionIdPath,
 ) -> ApiResult<Json<Execution>> {
     let mut conn = app.pool.acquire().await?;
-    fetch(&mut conn, caller.org_id, None, execution_id).await.map(Json)
+    let mut execution = fetch(&mut conn, caller.org_id, None, execution_id).await?;
+    let one = std::slice::from_mut(&mut execution);
+    crate::api::executions::waiting::fill(&app, &mut conn, caller.org_id, one).await?;
+    Ok(Json(execution))
 }
 
 /// **Added.** Node results of the latest attempt, in node order.
