@@ -257,3 +257,72 @@ async fn an_inline_definition_uses_a_secret_only_where_its_hosts_allow() {
     let executions: i64 = sqlx::query_scalar("SELECT count(*) FROM executions").fetch_one(&app.pool).await.expect("n");
     assert_eq!(executions, 1, "only the allowed definition was queued");
 }
+
+#[tokio::test]
+async fn an_inline_definition_with_rows_runs_once_per_row_as_a_batch_with_its_priority() {
+    let app = app().await;
+    let target = Target::spawn().await;
+    let definition = json!({"nodes": [{"kind": "request", "id": "probe",
+        "request": {"method": "GET", "url": format!("{}/status/{{{{code}}}}", target.base)},
+        "assertions": [{"source": "status", "operator": "equals", "expected": 200}]}]});
+    let rows = json!([{"code": "200"}, {"code": "500"}, {"code": "200"}]);
+
+    // Rows are queued for runners: an ephemeral run with rows is refused naming `mode`.
+    let body = json!({"definition": definition, "rows": rows, "mode": "ephemeral"});
+    let refused = app.admin(Method::POST, "/executions", Some(body)).await;
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert!(refused.text.contains("`mode`"), "{}", refused.text);
+    let body = json!({"definition": definition, "rows": [{"code": 200}]});
+    let refused = app.admin(Method::POST, "/executions", Some(body)).await;
+    assert_eq!(refused.status, 400, "{}", refused.text);
+    assert!(refused.text.contains("rows[0].code"), "{}", refused.text);
+
+    let body = json!({"definition": definition, "rows": rows, "priority": 1,
+                      "source": {"path": "flows/probe.json"}});
+    let launched = app.admin(Method::POST, "/executions", Some(body)).await;
+    assert_eq!(launched.status, 201, "{}", launched.text);
+    assert_eq!(launched.body["executions"], 3, "{}", launched.text);
+    let batch_id = launched.body["batch_id"].as_str().expect("batch_id").to_owned();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let batch = loop {
+        let batch = app.admin(Method::GET, &format!("/batches/{batch_id}"), None).await;
+        assert_eq!(batch.status, 200, "{}", batch.text);
+        if !batch.body["finished_at"].is_null() {
+            break batch.body;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the batch never finished: {}", batch.text);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(batch["flow_id"].is_null(), "{batch}");
+    assert_eq!((batch["total"].as_i64(), batch["succeeded"].as_i64(), batch["failed"].as_i64()), (Some(3), Some(2), Some(1)));
+
+    // The organization's executions filtered by the batch: each row inline, with its file, row index and priority.
+    let listed = app.admin(Method::GET, &format!("/executions?batch_id={batch_id}"), None).await;
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    let items = listed.body["items"].as_array().expect("items");
+    let mut iterations: Vec<i64> = items.iter().map(|e| e["iteration"].as_i64().expect("iteration")).collect();
+    iterations.sort_unstable();
+    assert_eq!(iterations, [0, 1, 2], "{}", listed.text);
+    for execution in items {
+        assert!(execution["flow_id"].is_null(), "{execution}");
+        assert_eq!(execution["source"]["kind"], "inline", "{execution}");
+        assert_eq!(execution["source"]["path"], "flows/probe.json", "{execution}");
+        assert_eq!(execution["priority"], 1, "{execution}");
+        let expected = if execution["iteration"] == 1 { "failed" } else { "succeeded" };
+        assert_eq!(execution["status"], expected, "{execution}");
+    }
+    let other = app.admin(Method::GET, &format!("/executions?batch_id={}", uuid::Uuid::now_v7()), None).await;
+    assert_eq!(other.body["items"], json!([]), "{}", other.text);
+
+    // The failed row runs again alone, still the file's.
+    let rerun = app.admin(Method::POST, &format!("/batches/{batch_id}/rerun"), Some(json!({"only": "failed"}))).await;
+    assert_eq!(rerun.status, 201, "{}", rerun.text);
+    assert_eq!(rerun.body["executions"], 1, "{}", rerun.text);
+    let again = rerun.body["batch_id"].as_str().expect("batch_id");
+    let listed = app.admin(Method::GET, &format!("/executions?batch_id={again}"), None).await;
+    let items = listed.body["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "{}", listed.text);
+    assert_eq!(items[0]["iteration"], 1, "{}", listed.text);
+    assert_eq!(items[0]["source"]["path"], "flows/probe.json", "{}", listed.text);
+    assert_eq!(items[0]["priority"], 1, "{}", listed.text);
+}
