@@ -11,6 +11,7 @@ pub mod documents;
 pub mod executions;
 pub mod fields;
 pub mod flows;
+pub mod imports;
 pub mod node_results;
 pub mod page;
 pub mod patch;

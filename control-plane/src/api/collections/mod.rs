@@ -3,6 +3,7 @@
 
 pub mod crud;
 pub mod import;
+pub mod imports;
 pub mod merge;
 pub mod model;
 pub mod openapi;
@@ -16,5 +17,8 @@ use utoipa_axum::router::OpenApiRouter;
 pub const COLLECTION_BODY_LIMIT: usize = 10 * 1024 * 1024;
 
 pub fn routes() -> OpenApiRouter<AppState> {
-    crate::api::routing::merged([crud::routes(), import::routes(), sync::routes()], COLLECTION_BODY_LIMIT)
+    crate::api::routing::merged(
+        [crud::routes(), import::routes(), imports::routes(), sync::routes()],
+        COLLECTION_BODY_LIMIT,
+    )
 }
