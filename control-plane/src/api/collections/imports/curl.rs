@@ -347,7 +347,8 @@ fn one(converted: &mut Converted, words: &[String]) -> ApiResult<Request> {
 
 /// `--data-urlencode` content as curl sends it: `name=value` with the value encoded, `=value` and `value` encoded.
 fn urlencoded(converted: &mut Converted, datum: &str) -> String {
-    let encode = |v: &str| form_urlencoded::byte_serialize(v.as_bytes()).collect::<String>();
+    // As curl escapes: a space is `%20` (the form serializer's `+` only ever stands for a space).
+    let encode = |v: &str| form_urlencoded::byte_serialize(v.as_bytes()).collect::<String>().replace('+', "%20");
     if let Some((name, value)) = datum.split_once('=') {
         if name.is_empty() { encode(value) } else { format!("{name}={}", encode(value)) }
     } else if datum.contains('@') {
@@ -395,7 +396,7 @@ mod tests {
         .expect("converted");
         let request = &converted.requests[0];
         assert_eq!((request.method.as_str(), request.url.as_str()), ("PUT", "https://api.example.com/v1/items?x=1"));
-        assert_eq!(request.body, Body::Text("a=1&q=hello+world".into()));
+        assert_eq!(request.body, Body::Text("a=1&q=hello%20world".into()));
         assert_eq!(request.headers["Authorization"], "Basic YWRhOnNlY3JldA==");
         assert_eq!(request.headers["Content-Type"], "application/x-www-form-urlencoded");
         assert_eq!(request.headers["User-Agent"], "hookflow");
