@@ -8,7 +8,6 @@ use hookflow_tests::receiver::Receiver;
 use hookflow_tests::{Reply, TestApp};
 use reqwest::Method;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 const IMPORT: &str = "/collections/import";
 const PREVIEW: &str = "/collections/import/preview";

@@ -139,6 +139,8 @@ const IMPLEMENTED: &[&str] = &[
     "PUT /collections/{id}/requests/{request_id}",
     "DELETE /collections/{id}/requests/{request_id}",
     "POST /collections/import/openapi",
+    "POST /collections/import",
+    "POST /collections/import/preview",
     "GET /collections/{id}/openapi-sync",
     "PUT /collections/{id}/openapi-sync",
     "POST /collections/{id}/openapi-sync/preview",

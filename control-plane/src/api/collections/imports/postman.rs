@@ -234,7 +234,7 @@ fn url_of(url: &Value) -> String {
         Value::String(url) => url.clone(),
         Value::Object(parts) => {
             if let Some(raw) = parts.get("raw").and_then(Value::as_str) {
-                return raw.to_owned();
+                return path_variables(raw, parts.get("variable"));
             }
             let join = |v: Option<&Value>, sep: &str| match v {
                 Some(Value::Array(list)) => list.iter().map(text).collect::<Vec<_>>().join(sep),
@@ -242,10 +242,31 @@ fn url_of(url: &Value) -> String {
                 None => String::new(),
             };
             let protocol = parts.get("protocol").map(text).unwrap_or_else(|| "https".into());
-            format!("{protocol}://{}/{}", join(parts.get("host"), "."), join(parts.get("path"), "/"))
+            let url = format!("{protocol}://{}/{}", join(parts.get("host"), "."), join(parts.get("path"), "/"));
+            path_variables(&url, parts.get("variable"))
         }
         _ => String::new(),
     }
+}
+
+/// Postman's path variables (`/users/:id` with `variable: [{key: "id", value: "7"}]`): each segment `:key` becomes its
+/// value, or `{{key}}` when it has none.
+fn path_variables(raw: &str, variables: Option<&Value>) -> String {
+    let Some(variables) = variables.and_then(Value::as_array).filter(|v| !v.is_empty()) else {
+        return raw.to_owned();
+    };
+    let (base, rest) = raw.find(['?', '#']).map_or((raw, ""), |at| raw.split_at(at));
+    let segments: Vec<String> = base
+        .split('/')
+        .map(|segment| {
+            let Some(key) = segment.strip_prefix(':') else { return segment.to_owned() };
+            match variables.iter().find(|v| v["key"] == key) {
+                Some(v) if !text(&v["value"]).is_empty() => text(&v["value"]),
+                _ => format!("{{{{{key}}}}}"),
+            }
+        })
+        .collect();
+    format!("{}{rest}", segments.join("/"))
 }
 
 /// Converts a Postman environment: its enabled values become variables.
@@ -266,4 +287,17 @@ pub fn environment(document: &Value) -> ApiResult<Converted> {
         }
     }
     Ok(converted)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn path_variables_take_their_values_or_become_templates() {
+        let variables = json!([{"key": "id", "value": "7"}, {"key": "part", "value": ""}]);
+        let url = super::path_variables("{{base_url}}/users/:id/:part?x=:id", Some(&variables));
+        assert_eq!(url, "{{base_url}}/users/7/{{part}}?x=:id");
+        assert_eq!(super::path_variables("https://a.example/:id", None), "https://a.example/:id");
+    }
 }
