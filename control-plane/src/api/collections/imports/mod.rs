@@ -15,7 +15,7 @@ pub mod scripts;
 pub mod store;
 pub mod swagger2;
 
-use crate::api::collections::imports::model::{Body, Converted, Request};
+use crate::api::collections::imports::model::{Body, Converted, Prepared, Request};
 use crate::api::collections::openapi;
 use crate::api::context::Ctx;
 use crate::auth::{Caller, scope};
@@ -53,16 +53,6 @@ async fn preview_import(
     ApiJson(body): ApiJson<ImportDocument>,
 ) -> ApiResult<Json<ImportAnswer>> {
     run(&app, &caller, body, false).await.map(Json)
-}
-
-/// A converted document, and for OpenAPI descriptions what sync needs.
-#[derive(Debug)]
-pub struct Prepared {
-    pub format: ImportFormat,
-    pub converted: Converted,
-    /// OpenAPI and Swagger 2.0: the mapped requests with their operation keys and fingerprints.
-    pub openapi: Option<openapi::mapping::Mapped>,
-    pub sha256: Option<String>,
 }
 
 async fn run(

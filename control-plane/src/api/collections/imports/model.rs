@@ -19,6 +19,16 @@ pub const MAX_WARNINGS: usize = 200;
 /// Longest request name kept (names are cut there).
 const MAX_NAME_CHARS: usize = 200;
 
+/// A converted document, and for OpenAPI descriptions what sync needs.
+#[derive(Debug)]
+pub struct Prepared {
+    pub format: hookflow_shared::api::imports::ImportFormat,
+    pub converted: Converted,
+    /// OpenAPI and Swagger 2.0: the mapped requests with their operation keys and fingerprints.
+    pub openapi: Option<crate::api::collections::openapi::mapping::Mapped>,
+    pub sha256: Option<String>,
+}
+
 /// A request's body as the tool had it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub enum Body {

@@ -4,8 +4,8 @@
 
 use crate::api::collections::crud::{NewCollection, insert_collection};
 use crate::api::collections::import::{insert_generated, record_sync, store_source};
-use crate::api::collections::imports::Prepared;
 use crate::api::collections::imports::build;
+use crate::api::collections::imports::model::Prepared;
 use crate::api::collections::model::detail;
 use crate::api::collections::openapi::mapping::GeneratedRequest;
 use crate::api::flows::environments::check_environment;
