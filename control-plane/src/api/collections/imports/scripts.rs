@@ -133,11 +133,11 @@ fn walk(lines: &[String], place: &str, report: &mut ImportReport, mut each: impl
             statement = &statement[opener.end()..];
             wrapped = true;
         }
-        if wrapped || statement.starts_with('}') {
-            if let Some(closer) = CLOSER.find(statement) {
-                statement = &statement[..closer.start()];
-                wrapped = true;
-            }
+        if (wrapped || statement.starts_with('}'))
+            && let Some(closer) = CLOSER.find(statement)
+        {
+            statement = &statement[..closer.start()];
+            wrapped = true;
         }
         let statement = statement.trim();
         let outcome = if statement.is_empty() && wrapped { Outcome::Scaffolding } else { each(statement) };

@@ -191,8 +191,8 @@ fn preview(
                 description: r.description,
                 operation_key: r.operation_key,
                 deprecated: g.deprecated,
-                created_at: now.clone(),
-                updated_at: now.clone(),
+                created_at: now,
+                updated_at: now,
             }
         })
         .collect();
@@ -202,7 +202,7 @@ fn preview(
         description: None,
         variables: variables.clone(),
         request_count: i64::try_from(generated.len()).unwrap_or(i64::MAX),
-        created_at: now.clone(),
+        created_at: now,
         updated_at: now,
     };
     CollectionDetail { collection, folders: folders(generated), requests }
