@@ -70,6 +70,9 @@ enum Command {
     /// Collections: list, import an OpenAPI description, sync with it.
     #[command(subcommand)]
     Collections(commands::collections::CollectionsCommand),
+    /// Import a file of another tool (Postman, Insomnia, HAR, curl, OpenAPI/Swagger 2.0) as a collection, and with
+    /// --flow a flow of its requests; prints what was not converted.
+    Import(commands::import::ImportArgs),
     /// API keys: create, list, delete, rotate.
     #[command(subcommand)]
     Keys(KeysCommand),
@@ -89,6 +92,7 @@ async fn dispatch(cli: Cli, style: Style) -> Result<ExitCode, CliError> {
         Command::Export(args) => code::export::run(&api, args).await?,
         Command::Flows(command) => commands::flows::run(&api, command).await?,
         Command::Collections(command) => commands::collections::run(&api, command, style).await?,
+        Command::Import(args) => commands::import::run(&api, args).await?,
         Command::Keys(command) => commands::keys::run(&api, command).await?,
         Command::Webhooks(command) => commands::webhooks::run(&api, command, style).await?,
         Command::Destinations(command) => commands::destinations::run(&api, command).await?,

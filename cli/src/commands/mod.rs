@@ -4,5 +4,6 @@ pub mod collections;
 pub mod destinations;
 pub mod flows;
 pub mod forward;
+pub mod import;
 pub mod keys;
 pub mod webhooks;

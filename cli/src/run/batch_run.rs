@@ -63,7 +63,7 @@ async fn cancel_open(api: &Api, batch_id: BatchId, progress: &FlowProgress) {
             Err(e) => return progress.notice(&format!("could not list the batch's rows to cancel: {e}")),
         };
         for execution in open {
-            let path = format!("/flows/{}/executions/{}/cancel", execution.flow_id, execution.id);
+            let path = format!("/executions/{}/cancel", execution.id);
             match api.send_raw(api.request(Method::POST, &path)).await {
                 Ok(_) | Err(CliError::Api { status: 409, .. }) => {}
                 Err(e) => progress.notice(&format!("could not cancel row {:?}: {e}", execution.iteration)),
@@ -81,12 +81,13 @@ pub async fn run_batch(
     stop: &Stop,
     mut progress: FlowProgress,
 ) -> Result<FlowRun, CliError> {
-    let name = match &target.name {
-        Some(name) => name.clone(),
-        None => {
-            let flow: Flow = api.client().flows().get(target.flow_id).await.map_err(|e| api.error(e))?;
+    let name = match (&target.name, target.flow_id) {
+        (Some(name), _) => name.clone(),
+        (None, Some(flow_id)) => {
+            let flow: Flow = api.client().flows().get(flow_id).await.map_err(|e| api.error(e))?;
             flow.name
         }
+        (None, None) => target.label(),
     };
     progress.set_label(&name);
     let started = Instant::now();
@@ -134,6 +135,7 @@ pub async fn run_batch(
     }
     let run = FlowRun {
         flow_id: target.flow_id,
+        path: target.file.as_ref().map(|f| f.path.clone()),
         name,
         execution_id: None,
         status: if all_passed { RunStatus::Succeeded } else { RunStatus::Failed },

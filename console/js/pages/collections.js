@@ -5,6 +5,7 @@
 
 import { h, fill, field, notice, table, when } from '../dom.js';
 import { call, all, can } from '../api.js';
+import { importToolDialog } from './import_dialog.js';
 
 export async function render(main) {
   const error = notice();
@@ -21,6 +22,9 @@ export async function render(main) {
             { type: 'button', class: 'primary', id: 'import-openapi', onclick: importDialog },
             'Import OpenAPI',
           )
+        : null,
+      can('collections:write')
+        ? h('button', { type: 'button', id: 'import-tool', onclick: importToolDialog }, 'Import from another tool')
         : null,
     ),
     error,

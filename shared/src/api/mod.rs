@@ -13,6 +13,7 @@ pub mod executions;
 pub mod fields;
 pub mod flows;
 pub mod flows_as_code;
+pub mod imports;
 pub mod node_results;
 pub mod page;
 pub mod patch;

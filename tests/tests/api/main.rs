@@ -62,6 +62,7 @@ mod hardening_triggers;
 mod hardening_waits;
 mod heartbeats;
 mod history;
+mod imports;
 mod isolation_captures;
 mod isolation_network;
 mod isolation_secrets;

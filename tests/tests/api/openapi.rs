@@ -152,6 +152,8 @@ const IMPLEMENTED: &[&str] = &[
     "DELETE /collections/{id}/requests/{request_id}",
     "POST /collections/import/openapi",
     "POST /collections/{id}/mock",
+    "POST /collections/import",
+    "POST /collections/import/preview",
     "GET /collections/{id}/openapi-sync",
     "PUT /collections/{id}/openapi-sync",
     "POST /collections/{id}/openapi-sync/preview",

@@ -286,6 +286,8 @@ const OPERATIONS: &[(&str, &str, Option<Scope>)] = &[
     ("PUT", "/collections/{id}/requests/{request_id}", Some(Scope::CollectionsWrite)),
     ("DELETE", "/collections/{id}/requests/{request_id}", Some(Scope::CollectionsWrite)),
     ("POST", "/collections/import/openapi", Some(Scope::CollectionsWrite)),
+    ("POST", "/collections/import", Some(Scope::CollectionsWrite)),
+    ("POST", "/collections/import/preview", Some(Scope::CollectionsWrite)),
     ("GET", "/collections/{id}/openapi-sync", Some(Scope::CollectionsRead)),
     ("PUT", "/collections/{id}/openapi-sync", Some(Scope::CollectionsWrite)),
     ("POST", "/collections/{id}/openapi-sync/preview", Some(Scope::CollectionsRead)),

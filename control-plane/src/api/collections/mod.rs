@@ -4,6 +4,7 @@
 
 pub mod crud;
 pub mod import;
+pub mod imports;
 pub mod merge;
 pub mod mock;
 pub mod model;
@@ -19,7 +20,7 @@ pub const COLLECTION_BODY_LIMIT: usize = 10 * 1024 * 1024;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     crate::api::routing::merged(
-        [crud::routes(), import::routes(), sync::routes(), mock::routes()],
+        [crud::routes(), import::routes(), imports::routes(), sync::routes(), mock::routes()],
         COLLECTION_BODY_LIMIT,
     )
 }

@@ -48,7 +48,7 @@ pub fn check_source(source: &OpenApiSource) -> ApiResult<()> {
 }
 
 /// Fetches a description through the guarded client under the organization's policy: 2xx, at most 10 MiB.
-async fn fetch(app: &AppState, org_id: OrgId, url: &reqwest::Url) -> ApiResult<String> {
+pub async fn fetch(app: &AppState, org_id: OrgId, url: &reqwest::Url) -> ApiResult<String> {
     let policy = outbound::policy_for(&app.pool, app.settings.allow_private_targets, org_id).await?;
     let client = outbound::client_for(url, policy, FETCH_TIMEOUT, "source.url")?;
     let response = client
