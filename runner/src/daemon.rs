@@ -34,6 +34,8 @@ pub struct DaemonConfig {
     pub max_jobs: Option<u32>,
     /// Leave after this long without a job running.
     pub idle_exit: Option<Duration>,
+    /// The proxy flow requests go through (the server's embedded runner: none, whatever the environment says).
+    pub proxy: crate::outbound::Proxy,
 }
 
 /// Why the poller stopped taking work by itself.
@@ -305,7 +307,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         running.clone(),
         beat_stop.clone(),
     ));
-    let engine = Engine::new();
+    let engine = Engine::with_proxy(config.proxy.clone());
     let stop = CancellationToken::new();
     let concurrency = config.concurrency.max(1) as usize;
     let slots = Arc::new(Semaphore::new(concurrency));

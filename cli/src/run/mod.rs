@@ -13,6 +13,7 @@ use crate::error::{CliError, code};
 use crate::output::Style;
 use clap::{Args, ValueEnum};
 use futures_util::StreamExt as _;
+use hookflow_runner::outbound::Proxy;
 use hookflow_shared::FlowId;
 use hookflow_shared::api::executions::{Launch, LaunchMode};
 use hookflow_shared::flow::definition::VersionSelector;
@@ -74,6 +75,10 @@ pub struct RunArgs {
     /// Write a report: `junit=PATH` (JUnit XML) or `json=PATH` (repeatable).
     #[arg(long = "report", value_name = "FORMAT=PATH", value_parser = report::parse_report)]
     pub reports: Vec<ReportFile>,
+    /// Send the flows' requests through this proxy (`http://host:port`; ephemeral mode), but to the hosts NO_PROXY
+    /// names. Without it, HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY are read as curl reads them.
+    #[arg(long, env = "HOOKFLOW_PROXY", value_name = "URL")]
+    pub proxy: Option<String>,
 }
 
 fn parse_version(text: &str) -> Result<VersionSelector, String> {
@@ -124,6 +129,10 @@ fn watch_for_stop(stop: &Arc<Stop>, timeout: Option<u64>) -> tokio::task::JoinHa
 }
 
 pub async fn run(api: Api, args: RunArgs, style: Style) -> Result<ExitCode, CliError> {
+    flow_run::use_proxy(match args.proxy.clone().filter(|p| !p.trim().is_empty()) {
+        Some(url) => Proxy::Url(url),
+        None => Proxy::FromEnvironment,
+    });
     let body = args.launch_body()?;
     let selection =
         Selection { flow_ids: args.flows.clone(), tags: args.tags.clone(), exclude_tags: args.exclude_tags.clone() };

@@ -64,6 +64,7 @@ async fn evaluate_extractor(
             signature: None,
             headers: &headers,
             body: &body.response.body,
+            duration_ms: None,
         };
         body.extractor.extract(response)
     })

@@ -92,7 +92,18 @@ async fn load(conn: &mut PgConnection, org_id: OrgId, ids: &[CollectionRequestId
     Ok(rows
         .into_iter()
         .map(|(id, collection_id, method, url, headers, query, body, variables)| {
-            let spec = RequestSpec { method, url, headers: headers.0, query: query.0, body };
+            let spec = RequestSpec {
+                method,
+                url,
+                headers: headers.0,
+                query: query.0,
+                body,
+                form: None,
+                multipart: None,
+                graphql: None,
+                cookies: None,
+                client_certificate: None,
+            };
             (id, (collection_id, spec, variables.0))
         })
         .collect())
