@@ -7,6 +7,7 @@ pub mod merge;
 pub mod model;
 pub mod openapi;
 pub mod refs;
+pub mod schemas;
 pub mod sync;
 
 use crate::state::AppState;

@@ -138,7 +138,8 @@ pub async fn resolve<'a>(
     org_id: OrgId,
     definitions: impl IntoIterator<Item = &'a mut Value>,
 ) -> ApiResult<BTreeMap<String, String>> {
-    let definitions: Vec<&mut Value> = definitions.into_iter().collect();
+    let mut definitions: Vec<&mut Value> = definitions.into_iter().collect();
+    crate::api::collections::schemas::inline(conn, org_id, &mut definitions).await?;
     let ids: Vec<CollectionRequestId> = definitions.iter().flat_map(|d| references(d)).map(|r| r.request_id).collect();
     let mut variables = BTreeMap::new();
     if ids.is_empty() {
