@@ -295,7 +295,11 @@ async fn run_job(client: &Client, engine: &Engine, job: &Job, running: &Running)
 
 /// Runs until `shutdown` (then drains within the grace period) or until the credentials are refused.
 pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<(), DaemonError> {
-    let client = Client::new(config.connection.clone());
+    // Without a proxy for its flows (the server's embedded runner), none for its calls to the control plane either.
+    let client = match config.proxy {
+        crate::outbound::Proxy::None => Client::direct(config.connection.clone()),
+        _ => Client::new(config.connection.clone()),
+    };
     let registered = register(&client, &config, &shutdown).await?;
     tracing::info!(runner_id = %registered.id, labels = ?config.labels, concurrency = config.concurrency, "registered");
     let running: Running = Arc::default();

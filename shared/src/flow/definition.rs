@@ -74,8 +74,9 @@ with_request_parts! {
         pub method: String,
         pub url: String,
         ..parts,
-        /// Urlencoded pairs sent as the body (instead of `body`).
+        /// Urlencoded pairs sent as the body (instead of `body`): `[[name, value], ...]`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(schema_with = crate::flow::request_body::form_schema)]
         pub form: Option<Vec<(String, String)>>,
         /// `multipart/form-data` parts sent as the body, with a boundary the engine chooses.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -51,6 +51,14 @@ pub struct GraphqlRequest {
     pub allow_errors: bool,
 }
 
+/// The OpenAPI schema of `form`: an array of `[name, value]` pairs (two strings each).
+pub fn form_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    let pair =
+        ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String)).min_items(Some(2)).max_items(Some(2));
+    ArrayBuilder::new().items(pair).max_items(Some(MAX_FORM_PAIRS)).build()
+}
+
 /// The secret's name when `text` is exactly `{{secret.NAME}}`.
 pub fn secret_reference(text: &str) -> Option<String> {
     let inner = text.trim().strip_prefix("{{")?.strip_suffix("}}")?.trim();
