@@ -592,3 +592,64 @@ async fn an_installed_runner_presents_a_client_certificate_through_its_https_pro
     assert!(!shown.contains("PRIVATE KEY") && !shown.contains(read("client.key").lines().nth(1).unwrap_or("-")));
     let _ = std::fs::remove_dir_all(&directory);
 }
+
+/// Drains a child's output so it never blocks on a full pipe.
+fn drain(lines: tokio::io::Lines<tokio::io::BufReader<impl tokio::io::AsyncRead + Unpin + Send + 'static>>) {
+    let mut lines = lines;
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+}
+
+#[tokio::test]
+async fn the_servers_embedded_runner_never_uses_the_environments_proxy() {
+    use tokio::io::AsyncBufReadExt as _;
+    let (base, _) = target().await;
+    let (proxy, requests) = connect_proxy().await;
+    let data = std::env::temp_dir().join(format!("hookflow-proxy-{}", uuid::Uuid::now_v7()));
+    let url = hookflow_tests::cluster::fresh_database_url().await;
+    let mut command = hookflow_tests::server::command(crate::SERVER, &url, &data);
+    command
+        .args(["--embedded-runner", "on"])
+        .env("HOOKFLOW_METRICS_LISTEN", "off")
+        .env("HTTPS_PROXY", &proxy)
+        .env("HTTP_PROXY", &proxy)
+        .env("ALL_PROXY", &proxy)
+        .env("https_proxy", &proxy)
+        .env("http_proxy", &proxy)
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("spawn hookflow-server");
+    let mut out = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut err = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let (org, key) = hookflow_tests::server::first_start_credentials(&mut out).await;
+    let listening = hookflow_tests::server::line_with(&mut err, "hookflow-server listening").await;
+    let server = format!("http://{}", hookflow_tests::server::field(&listening, "address="));
+    drain(out);
+    drain(err);
+    let client = reqwest::Client::builder().no_proxy().build().expect("client");
+    let call = |method: Method, path: String, body: Option<Value>| {
+        let mut request = client.request(method, format!("{server}{path}")).header("x-api-key", &key);
+        request = request.header("x-organization-id", &org);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        async move { request.send().await.expect("send").json::<Value>().await.expect("json") }
+    };
+    let definition = json!({"nodes": [{"id": "direct", "kind": "request",
+        "request": {"method": "GET", "url": format!("{base}/slow")},
+        "extractors": [{"name": "code", "kind": "statusCode"}], "assertions": [status_is(200)]}]});
+    let flow = call(Method::POST, "/flows".into(), Some(json!({"name": "direct", "definition": definition}))).await;
+    let flow = flow["id"].as_str().expect("flow id").to_owned();
+    let execution = call(Method::POST, format!("/flows/{flow}/launch"), Some(json!({}))).await;
+    let execution = execution["id"].as_str().expect("execution id").to_owned();
+    let mut status = Value::Null;
+    for _ in 0..120 {
+        status = call(Method::GET, format!("/flows/{flow}/executions/{execution}"), None).await["status"].clone();
+        if !matches!(status.as_str(), Some("queued" | "running")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(status, "succeeded", "the embedded runner reached the target");
+    assert!(requests.lock().expect("seen").is_empty(), "the proxy saw nothing: {:?}", requests.lock());
+    let _ = child.kill().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
