@@ -109,7 +109,7 @@ pub fn evaluate(operator: Operator, actual: Option<&Value>, expected: Option<&Va
         }
         Operator::MatchesSchema => {
             let schema = expected_value()?;
-            if let Some(reference) = unresolved_collection_ref(schema) {
+            if let Some(reference) = crate::flow::json_schema::unresolved_collection_ref(schema) {
                 return Err(Failure::Other(format!(
                     "`{reference}` was not resolved: collection references resolve when the flow is launched"
                 )));
@@ -117,11 +117,6 @@ pub fn evaluate(operator: Operator, actual: Option<&Value>, expected: Option<&Va
             crate::flow::json_schema::validate(schema, actual).map_err(|v| Failure::Other(v.to_string()))
         }
     }
-}
-
-/// The `collection:` reference a schema still is, when the server has not inlined it.
-pub fn unresolved_collection_ref(schema: &Value) -> Option<&str> {
-    schema.get("$ref")?.as_str().filter(|r| r.starts_with("collection:"))
 }
 
 /// A number, or a string that is wholly a number.

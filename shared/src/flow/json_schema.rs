@@ -356,13 +356,18 @@ fn check_string(schema: &Map<String, Value>, s: &str, path: &str) -> Result<(), 
     Ok(())
 }
 
+/// The `collection:` reference a schema still is, when the server has not inlined it.
+pub fn unresolved_collection_ref(schema: &Value) -> Option<&str> {
+    schema.get("$ref")?.as_str().filter(|r| r.starts_with("collection:"))
+}
+
 /// Whether `expected` can be a `matchesSchema` schema: an object or a boolean; a `collection:` reference names a
 /// collection by its id and a JSON pointer (`collection:<id>#/components/schemas/Pet`).
 pub fn check_expected(expected: &Value) -> Result<(), String> {
     if !expected.is_object() && !expected.is_boolean() {
         return Err("a JSON Schema object, or {\"$ref\": \"collection:<id>#<JSON pointer>\"}".into());
     }
-    if let Some(reference) = crate::flow::assert::unresolved_collection_ref(expected) {
+    if let Some(reference) = unresolved_collection_ref(expected) {
         let rest = reference.trim_start_matches("collection:");
         let (id, pointer) = rest.split_once('#').unwrap_or((rest, ""));
         if uuid::Uuid::parse_str(id).is_err() || !(pointer.is_empty() || pointer.starts_with('/')) {
@@ -375,10 +380,8 @@ pub fn check_expected(expected: &Value) -> Result<(), String> {
 /// Whether a definition's nodes hold a `matchesSchema` assertion or condition whose schema is still a
 /// `collection:` reference (a launch then reads and inlines it).
 pub fn names_collection_schemas(definition: &Value) -> bool {
-    let names = |check: &Value| {
-        check["operator"] == "matchesSchema"
-            && crate::flow::assert::unresolved_collection_ref(&check["expected"]).is_some()
-    };
+    let names =
+        |check: &Value| check["operator"] == "matchesSchema" && unresolved_collection_ref(&check["expected"]).is_some();
     let nodes = definition["nodes"].as_array().map(Vec::as_slice).unwrap_or_default();
     nodes.iter().any(|node| {
         names(&node["condition"]) || node["assertions"].as_array().is_some_and(|checks| checks.iter().any(names))

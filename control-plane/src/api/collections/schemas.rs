@@ -5,7 +5,7 @@
 //! organization's collection, or a pointer to nothing, refuses the launch.
 
 use crate::error::{ApiError, ApiResult};
-use hookflow_shared::flow::assert::unresolved_collection_ref;
+use hookflow_shared::flow::json_schema::unresolved_collection_ref;
 use hookflow_shared::{CollectionId, OrgId};
 use serde_json::Value;
 use sqlx::PgConnection;
