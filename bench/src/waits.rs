@@ -99,6 +99,7 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
             poll_wait_s: 20,
             max_jobs: None,
             idle_exit: None,
+            proxy: hookflow_runner::outbound::Proxy::None,
         };
         runners.push(tokio::spawn(run_daemon(config, stop.clone())));
     }

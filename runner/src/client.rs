@@ -96,6 +96,30 @@ pub fn api_http_client(user_agent: &str) -> reqwest::Client {
 impl Client {
     pub fn new(connection: Connection) -> Self {
         let http = api_http_client(concat!("hookflow-runner/", env!("CARGO_PKG_VERSION")));
+        Self::with_http(connection, http)
+    }
+
+    /// A client that never goes through a proxy, whatever the environment says (the server's embedded runner,
+    /// talking to its own listener).
+    pub fn direct(connection: Connection) -> Self {
+        let http = crate::tls::shared(reqwest::Client::builder())
+            .user_agent(concat!("hookflow-runner/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .build()
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "the HTTP client could not be built with its settings");
+                reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .no_proxy()
+                    .build()
+                    .unwrap_or_default()
+            });
+        Self::with_http(connection, http)
+    }
+
+    fn with_http(connection: Connection, http: reqwest::Client) -> Self {
         let credentials = hookflow_client::Credentials::ApiKey {
             key: connection.api_key.expose().clone(),
             org: connection.organization_id,

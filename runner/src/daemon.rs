@@ -34,6 +34,8 @@ pub struct DaemonConfig {
     pub max_jobs: Option<u32>,
     /// Leave after this long without a job running.
     pub idle_exit: Option<Duration>,
+    /// The proxy flow requests go through (the server's embedded runner: none, whatever the environment says).
+    pub proxy: crate::outbound::Proxy,
 }
 
 /// Why the poller stopped taking work by itself.
@@ -293,7 +295,11 @@ async fn run_job(client: &Client, engine: &Engine, job: &Job, running: &Running)
 
 /// Runs until `shutdown` (then drains within the grace period) or until the credentials are refused.
 pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<(), DaemonError> {
-    let client = Client::new(config.connection.clone());
+    // Without a proxy for its flows (the server's embedded runner), none for its calls to the control plane either.
+    let client = match config.proxy {
+        crate::outbound::Proxy::None => Client::direct(config.connection.clone()),
+        _ => Client::new(config.connection.clone()),
+    };
     let registered = register(&client, &config, &shutdown).await?;
     tracing::info!(runner_id = %registered.id, labels = ?config.labels, concurrency = config.concurrency, "registered");
     let running: Running = Arc::default();
@@ -305,7 +311,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         running.clone(),
         beat_stop.clone(),
     ));
-    let engine = Engine::new();
+    let engine = Engine::with_proxy(config.proxy.clone());
     let stop = CancellationToken::new();
     let concurrency = config.concurrency.max(1) as usize;
     let slots = Arc::new(Semaphore::new(concurrency));

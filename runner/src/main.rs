@@ -68,6 +68,10 @@ struct Args {
     /// e.g. 127.0.0.1:9465. Off when unset.
     #[arg(long, env = "RUNNER_METRICS_LISTEN")]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// Send flow requests through this proxy (`http://host:port`), but to the hosts NO_PROXY names. Without it,
+    /// HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY are read as curl reads them.
+    #[arg(long, env = "HOOKFLOW_PROXY")]
+    proxy: Option<String>,
     /// Log filter (tracing syntax), e.g. `info` or `hookflow_runner=debug`.
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     log: String,
@@ -154,6 +158,10 @@ fn main() -> ExitCode {
         poll_wait_s: args.poll_wait_s,
         max_jobs: args.max_jobs,
         idle_exit: args.idle_exit_s.map(Duration::from_secs),
+        proxy: match args.proxy.filter(|p| !p.trim().is_empty()) {
+            Some(url) => hookflow_runner::outbound::Proxy::Url(url),
+            None => hookflow_runner::outbound::Proxy::FromEnvironment,
+        },
     };
     runtime.block_on(async {
         if let Some(address) = args.metrics_listen

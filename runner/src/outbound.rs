@@ -2,7 +2,8 @@
 //! replay, OpenAPI import, JWKS) goes through it. Names are resolved by a resolver that keeps only the addresses
 //! the policy allows, and the connection goes to one of those (so DNS cannot swap the address after the check);
 //! IP-literal URLs are checked before sending; redirects are not followed by the client (callers that follow
-//! them check every hop with [`Guard::check_url`]); no proxy is ever used; bodies are read within a size limit.
+//! them check every hop with [`Guard::check_url`]); no proxy is used unless the options ask for one (installed
+//! runners and `hookflow run`, never the server); bodies are read within a size limit.
 
 use hookflow_shared::api::runners::NetworkPolicy;
 use reqwest::Url;
@@ -172,13 +173,28 @@ impl Guard {
         }
     }
 
-    /// A client for this policy: guarded resolution, no redirects followed, no proxy.
+    /// A client for this policy: guarded resolution, no redirects followed, no proxy unless `options.proxy`.
     pub fn client(&self, options: &ClientOptions) -> reqwest::Client {
-        let mut builder = crate::tls::shared(reqwest::Client::builder())
+        let builder = match &options.tls {
+            Some(config) => reqwest::Client::builder().tls_backend_preconfigured(config.clone()),
+            None => crate::tls::shared(reqwest::Client::builder()),
+        };
+        let builder = builder
             .user_agent(options.user_agent.clone())
             .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
             .connect_timeout(options.connect_timeout);
+        let mut builder = match &options.proxy {
+            Proxy::None => builder.no_proxy(),
+            // reqwest reads HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY (either case) as curl does.
+            Proxy::FromEnvironment => builder,
+            Proxy::Url(url) => match reqwest::Proxy::all(url.as_str()) {
+                Ok(proxy) => builder.no_proxy().proxy(proxy.no_proxy(reqwest::NoProxy::from_env())),
+                Err(e) => {
+                    tracing::error!(error = %e, "the proxy URL is not usable; requests go direct");
+                    builder.no_proxy()
+                }
+            },
+        };
         if self.policy != NetworkPolicy::Any {
             builder = builder.dns_resolver(Arc::new(GuardedResolver { policy: self.policy }));
         }
@@ -198,6 +214,18 @@ impl Guard {
     }
 }
 
+/// Which proxy a client uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Proxy {
+    /// None, whatever the environment says (the server and its embedded runner).
+    #[default]
+    None,
+    /// `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` as curl reads them.
+    FromEnvironment,
+    /// This proxy for every request (`--proxy`), but for the hosts `NO_PROXY` names.
+    Url(String),
+}
+
 /// How a guarded client behaves beyond its policy.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -205,6 +233,9 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// A whole-request limit, for one-shot callers (the engine times each node itself).
     pub timeout: Option<Duration>,
+    pub proxy: Proxy,
+    /// A TLS configuration of its own (a client certificate) instead of the process's shared one.
+    pub tls: Option<rustls::ClientConfig>,
 }
 
 impl Default for ClientOptions {
@@ -213,6 +244,8 @@ impl Default for ClientOptions {
             user_agent: concat!("hookflow/", env!("CARGO_PKG_VERSION")).to_owned(),
             connect_timeout: Duration::from_secs(10),
             timeout: None,
+            proxy: Proxy::None,
+            tls: None,
         }
     }
 }

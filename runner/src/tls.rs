@@ -63,18 +63,51 @@ impl ServerCertVerifier for PlatformRootsOnFirstUse {
     }
 }
 
-/// The platform's roots behind rustls' default protocol versions, with reqwest's ALPN (HTTP/2, then HTTP/1.1).
-/// `None` when rustls refuses the provider's protocol versions; clients then fall back to reqwest's own set-up.
-static SHARED: LazyLock<Option<rustls::ClientConfig>> = LazyLock::new(|| {
+/// The provider, and the platform's verifier every configuration shares (so the roots load once per process).
+static VERIFIER: LazyLock<(Arc<CryptoProvider>, Arc<PlatformRootsOnFirstUse>)> = LazyLock::new(|| {
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()
         .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
     let verifier = PlatformRootsOnFirstUse { provider: provider.clone(), verifier: OnceLock::new() };
-    let builder = rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions().ok()?;
-    let mut config = builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier)).with_no_client_auth();
+    (provider, Arc::new(verifier))
+});
+
+/// The platform's roots behind rustls' default protocol versions, with reqwest's ALPN (HTTP/2, then HTTP/1.1).
+/// `None` when rustls refuses the provider's protocol versions; clients then fall back to reqwest's own set-up.
+static SHARED: LazyLock<Option<rustls::ClientConfig>> = LazyLock::new(|| {
+    let (provider, verifier) = &*VERIFIER;
+    let builder =
+        rustls::ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().ok()?;
+    let mut config = builder.dangerous().with_custom_certificate_verifier(verifier.clone()).with_no_client_auth();
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Some(config)
 });
+
+/// The shared configuration presenting a client certificate: `pem` holds the certificate chain (leaf first) and
+/// its PKCS#8 private key. The error says what is wrong without quoting the text (a secret's value).
+pub fn with_client_certificate(pem: &str) -> Result<rustls::ClientConfig, String> {
+    use rustls::pki_types::PrivatePkcs8KeyDer;
+    use rustls::pki_types::pem::PemObject;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|_| "the client certificate's PEM could not be read".to_owned())?;
+    if chain.is_empty() {
+        return Err("the client certificate secret holds no `CERTIFICATE` block".into());
+    }
+    let key = PrivatePkcs8KeyDer::from_pem_slice(pem.as_bytes())
+        .map_err(|_| "the client certificate secret holds no PKCS#8 `PRIVATE KEY` block".to_owned())?;
+    let (provider, verifier) = &*VERIFIER;
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS could not be set up: {e}"))?;
+    let mut config = builder
+        .dangerous()
+        .with_custom_certificate_verifier(verifier.clone())
+        .with_client_auth_cert(chain, key.into())
+        .map_err(|e| format!("the client certificate and key do not go together: {e}"))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
 
 /// `builder` set to use the process's shared TLS configuration. It offers HTTP/2 and HTTP/1.1 by ALPN, so it is
 /// not for a client limited to HTTP/1.1 (`http1_only`), which would then meet an HTTP/2 answer.

@@ -14,6 +14,7 @@ use backon::{ExponentialBuilder, Retryable as _};
 use hookflow_runner::client::{Client, ClientError, Connection};
 use hookflow_runner::engine::{Engine, Outcome};
 use hookflow_runner::execute::{Options, execute_with};
+use hookflow_runner::outbound::Proxy;
 use hookflow_shared::api::executions::{Execution, ExecutionEvent, Launch, LaunchMode, NodeResult, Summary, Trigger};
 use hookflow_shared::api::fields::Labels;
 use hookflow_shared::api::flows::Flow;
@@ -149,6 +150,16 @@ pub async fn run_flow(
     Ok(run)
 }
 
+/// The proxy this process's flow requests go through (`--proxy`, or the environment's), set once at the start.
+static PROXY: std::sync::OnceLock<Proxy> = std::sync::OnceLock::new();
+/// One engine (its connection pools) for every flow this process runs.
+static ENGINE: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
+
+/// Sets the proxy of the flows run here (before the first runs).
+pub fn use_proxy(proxy: Proxy) {
+    let _ = PROXY.set(proxy);
+}
+
 /// Ephemeral: the runner library executes the claim the launch answered with, here.
 async fn run_here(
     api: &Api,
@@ -172,7 +183,7 @@ async fn run_here(
     let cancel = stop.token().child_token();
     let options = Options { observer: Some(observer), keep_alive: Some(keep_alive) };
     let started = Instant::now();
-    let engine = Engine::new();
+    let engine = ENGINE.get_or_init(|| Engine::with_proxy(PROXY.get().cloned().unwrap_or_default()));
     let execute = execute_with(&client, &engine, &job, &cancel, options);
     let collect = async {
         let mut nodes = Vec::new();

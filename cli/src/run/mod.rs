@@ -18,6 +18,7 @@ use crate::output::Style;
 use clap::{Args, ValueEnum};
 use data::Data;
 use futures_util::StreamExt as _;
+use hookflow_runner::outbound::Proxy;
 use hookflow_shared::FlowId;
 use hookflow_shared::api::executions::{Launch, LaunchMode};
 use hookflow_shared::api::flows_as_code::InlineEnvironment;
@@ -95,6 +96,10 @@ pub struct RunArgs {
     /// Write a report: `junit=PATH` (JUnit XML) or `json=PATH` (repeatable).
     #[arg(long = "report", value_name = "FORMAT=PATH", value_parser = report::parse_report)]
     pub reports: Vec<ReportFile>,
+    /// Send the flows' requests through this proxy (`http://host:port`; ephemeral mode), but to the hosts NO_PROXY
+    /// names. Without it, HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and NO_PROXY are read as curl reads them.
+    #[arg(long, env = "HOOKFLOW_PROXY", value_name = "URL")]
+    pub proxy: Option<String>,
 }
 
 fn parse_version(text: &str) -> Result<VersionSelector, String> {
@@ -190,6 +195,10 @@ fn file_targets(paths: &[PathBuf], environment: Option<&str>) -> Result<Vec<Targ
 }
 
 pub async fn run(api: Api, args: RunArgs, style: Style) -> Result<ExitCode, CliError> {
+    flow_run::use_proxy(match args.proxy.clone().filter(|p| !p.trim().is_empty()) {
+        Some(url) => Proxy::Url(url),
+        None => Proxy::FromEnvironment,
+    });
     let mut body = args.launch_body()?;
     let data = args.data.as_deref().map(|path| Data::read(path, args.name_column.as_deref())).transpose()?;
     if let Some(data) = &data {

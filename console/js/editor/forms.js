@@ -4,7 +4,7 @@
 // variables a set_variables node sets; then the extractors and assertions of the kinds that have them.
 
 import { h, field } from '../dom.js';
-import { textInput, numberInput, selectInput, control, button } from './controls.js';
+import { textInput, numberInput, selectInput, checkInput, control, button } from './controls.js';
 import { mapRows, extractorRows, assertionRows } from './rows.js';
 import { fieldAt, setField, jsonBodyProblem, looksJson, METHODS } from '../lib/flow_model.js';
 import { parse, stringify, isObject, has } from '../lib/ordered_json.js';
@@ -59,6 +59,66 @@ function bodyField(ed, object, path, fieldName) {
   return part;
 }
 
+/** The body kinds of a request (#54): exactly one is sent. */
+const BODY_KINDS = [
+  ['body', 'Text'],
+  ['form', 'Form (urlencoded)'],
+  ['multipart', 'Multipart'],
+  ['graphql', 'GraphQL'],
+];
+
+/** What a fresh body of each kind starts as. */
+const FRESH_BODY = { form: [['name', 'value']], multipart: [{ name: 'file', value: '' }], graphql: { query: '' } };
+
+/** The body kind a request carries. */
+export function bodyKind(request) {
+  return ['form', 'multipart', 'graphql'].find((kind) => has(request, kind)) || 'body';
+}
+
+/**
+ * The body part of a request form: the kind, then a text body, a GraphQL query, or a note that pairs and parts are
+ * edited in the JSON view.
+ * @param {Editor} ed
+ */
+function bodyPart(ed, request) {
+  const holder = h('div', { class: 'body-kind' });
+  const draw = () => {
+    const kind = bodyKind(request);
+    const select = h(
+      'select',
+      {},
+      BODY_KINDS.map(([value, label]) => h('option', { value, selected: value === kind }, label)),
+    );
+    select.addEventListener('change', () => {
+      for (const [other] of BODY_KINDS) if (other !== select.value) setField(request, [other], undefined);
+      const fresh = FRESH_BODY[/** @type {keyof typeof FRESH_BODY} */ (select.value)];
+      if (fresh !== undefined) setField(request, [select.value], fresh);
+      ed.changed();
+      draw();
+    });
+    const parts = [control('Body kind', select, 'request.body_kind')];
+    if (kind === 'body') parts.push(bodyField(ed, request, ['body'], 'request.body'));
+    if (kind === 'graphql') {
+      const query = fieldAt(request, ['graphql', 'query']);
+      const area = h('textarea', { rows: 4, class: 'code', spellcheck: 'false' });
+      area.value = typeof query === 'string' ? query : '';
+      area.addEventListener('input', () => {
+        setField(request, ['graphql', 'query'], area.value);
+        ed.changed();
+      });
+      parts.push(
+        control('GraphQL query', area, 'request.graphql.query', 'Variables and the operation name: JSON view.'),
+        checkInput(ed, 'Pass even when the answer has errors', request, ['graphql', 'allow_errors'], false),
+      );
+    }
+    if (kind === 'form' || kind === 'multipart')
+      parts.push(h('p', { class: 'muted' }, `Edit the ${kind === 'form' ? 'pairs' : 'parts'} in the JSON view.`));
+    holder.replaceChildren(...parts);
+  };
+  draw();
+  return holder;
+}
+
 /** @param {Editor} ed */
 function requestForm(ed, node) {
   if (!isObject(node.request))
@@ -74,7 +134,8 @@ function requestForm(ed, node) {
     ),
     mapRows(ed, { legend: 'Query', noun: 'Parameter', object: request, path: ['query'], field: 'request.query' }),
     mapRows(ed, { legend: 'Headers', noun: 'Header', object: request, path: ['headers'], field: 'request.headers' }),
-    bodyField(ed, request, ['body'], 'request.body'),
+    bodyPart(ed, request),
+    checkInput(ed, 'Send and keep cookies', request, ['cookies'], true),
   ];
 }
 

@@ -32,6 +32,7 @@ export const EXTRACTOR_FIELDS = {
   header: ['header'],
   body: ['regex'],
   signature: [],
+  duration: [],
 };
 
 /** The nodes of `definition`, an array put last when it has none. */

@@ -1,5 +1,5 @@
 //! Catalog and sandboxes, backed by the same code in `shared` the runner uses: extractor kinds and an evaluator,
-//! the 14 assertion operators and an evaluator, and the special node kinds.
+//! the 15 assertion operators and an evaluator, and the special node kinds.
 
 use crate::auth::{Caller, scope};
 use crate::error::{ApiError, ApiResult};
@@ -30,7 +30,7 @@ fn field(name: &str, kind: &str, required: bool) -> Field {
     Field { name: name.into(), kind: kind.into(), required }
 }
 
-/// The five extractor kinds and their fields.
+/// The seven extractor kinds and their fields.
 #[utoipa::path(get, path = "/extractors", responses((status = 200, body = KindList)))]
 async fn list_extractors(_caller: Caller<scope::Any>) -> Json<KindList> {
     let items = ExtractorKind::ALL
@@ -64,6 +64,7 @@ async fn evaluate_extractor(
             signature: None,
             headers: &headers,
             body: &body.response.body,
+            duration_ms: None,
         };
         body.extractor.extract(response)
     })
@@ -73,7 +74,7 @@ async fn evaluate_extractor(
     Ok(Json(Extracted { value }))
 }
 
-/// The 14 assertion operators.
+/// The 15 assertion operators.
 #[utoipa::path(get, operation_id = "list_assertion_operators", path = "/assertions/operators", responses((status = 200, body = OperatorList)))]
 async fn list_operators(_caller: Caller<scope::Any>) -> Json<OperatorList> {
     let items = Operator::ALL

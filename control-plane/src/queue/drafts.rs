@@ -82,6 +82,7 @@ impl Drafts {
 pub fn uses_requests(definition: &serde_json::Value) -> bool {
     let nodes = definition["nodes"].as_array().map(Vec::as_slice).unwrap_or_default();
     nodes.iter().any(|node| node.get("request_ref").is_some())
+        || hookflow_shared::flow::json_schema::names_collection_schemas(definition)
 }
 
 #[cfg(test)]

@@ -58,6 +58,8 @@ pub fn spawn(listening: SocketAddr, key: EmbeddedKey, concurrency: u32, shutdown
         poll_wait_s: 30,
         max_jobs: None,
         idle_exit: None,
+        // The server's guarded client checks every address itself: never through a proxy, whatever HTTPS_PROXY says.
+        proxy: hookflow_runner::outbound::Proxy::None,
     };
     tokio::spawn(async move {
         tracing::info!(concurrency = config.concurrency, "starting the embedded runner");

@@ -4,6 +4,9 @@
 //! cancellation; and one request node on its own (`single`, the API's "try a node"). Every result is masked of
 //! secrets before it leaves the engine.
 
+pub mod bodies;
+pub mod clients;
+pub mod cookies;
 pub mod foreach;
 pub mod mask;
 pub mod request;
@@ -14,11 +17,10 @@ pub mod webhook;
 
 use crate::engine::mask::Masker;
 use crate::engine::vars::{Variables, as_text};
-use crate::outbound::{ClientOptions, Guard};
+use crate::outbound::Proxy;
 use hookflow_shared::Timestamp;
 use hookflow_shared::api::catalog::{Assertion, AssertionResult};
 use hookflow_shared::api::executions::{NodeResult, NodeStatus};
-use hookflow_shared::api::runners::NetworkPolicy;
 use hookflow_shared::api::runners::{FinalStatus, Job, module_key};
 use hookflow_shared::flow::assert::Operator;
 use hookflow_shared::flow::definition::{self, Node, VersionSelector};
@@ -44,9 +46,7 @@ pub struct Outcome {
 /// Executes flows. Cheap to clone; one connection pool per network policy, shared by every run.
 #[derive(Debug, Clone)]
 pub struct Engine {
-    public: reqwest::Client,
-    private: reqwest::Client,
-    any: reqwest::Client,
+    clients: clients::Clients,
 }
 
 impl Default for Engine {
@@ -70,6 +70,8 @@ struct RunContext<'a> {
     captures: Option<&'a dyn webhook::CaptureSource>,
     /// Captures the run's webhook nodes took.
     taken: std::sync::Mutex<Vec<hookflow_shared::CaptureId>>,
+    /// The run's cookies (`None` when the definition turns them off).
+    jar: Option<std::sync::Mutex<cookies::Jar>>,
 }
 
 /// A result with nothing sent or received.
@@ -96,26 +98,14 @@ fn skipped(node_id: &str, attempt: i32, reason: &str) -> NodeResult {
 }
 
 impl Engine {
+    /// An engine that never uses a proxy (the server's embedded runner, tests).
     pub fn new() -> Self {
-        let options = ClientOptions {
-            user_agent: concat!("hookflow-runner/", env!("CARGO_PKG_VERSION")).to_owned(),
-            ..ClientOptions::default()
-        };
-        let client = |policy| Guard::new(policy).client(&options);
-        Self {
-            public: client(NetworkPolicy::Public),
-            private: client(NetworkPolicy::Private),
-            any: client(NetworkPolicy::Any),
-        }
+        Self::with_proxy(Proxy::None)
     }
 
-    /// The client whose resolver enforces `policy`.
-    fn client(&self, policy: NetworkPolicy) -> &reqwest::Client {
-        match policy {
-            NetworkPolicy::Public => &self.public,
-            NetworkPolicy::Private => &self.private,
-            NetworkPolicy::Any => &self.any,
-        }
+    /// An engine whose flow requests go through `proxy` (installed runners and `hookflow run`).
+    pub fn with_proxy(proxy: Proxy) -> Self {
+        Self { clients: clients::Clients::new(proxy) }
     }
 
     /// Runs a job to its end; results go to `sink` as each node finishes. Webhook nodes fail: nothing to wait on.
@@ -142,8 +132,14 @@ impl Engine {
             }
         };
         let mut vars = Variables::for_job(job, &parsed.variables);
-        let context =
-            RunContext { job, masker: Masker::new(vars.secrets()), cancel, captures, taken: Default::default() };
+        let context = RunContext {
+            job,
+            masker: Masker::new(vars.secrets()),
+            cancel,
+            captures,
+            taken: Default::default(),
+            jar: (parsed.cookies != Some(false)).then(Default::default),
+        };
         let limit = Duration::from_secs(job.timeout_s.max(1));
         let ran = tokio::time::timeout(limit, self.run_nodes(&parsed.nodes, &mut vars, &context, Some(sink), 0)).await;
         match ran {
@@ -261,9 +257,10 @@ impl Engine {
         let mut tries = 0;
         let exchange = loop {
             let exchange_context = request::Context {
-                client: self.client(context.job.network),
+                clients: &self.clients,
                 job: context.job,
                 masker: &context.masker,
+                jar: context.jar.as_ref(),
             };
             let stop = context.cancel.child_token();
             let exchange = tokio::select! {

@@ -2,7 +2,10 @@
 //! redirects followed here so every hop is checked), read the response, run the extractors and assertions.
 //! Retries are the caller's. Everything kept from the exchange is masked before it is cut to size.
 
-use crate::engine::mask::Masker;
+use crate::engine::bodies;
+use crate::engine::clients::Clients;
+use crate::engine::cookies::{Jar, masked_set_cookie};
+use crate::engine::mask::{MASK, Masker};
 use crate::engine::send::{self, Outgoing, Received};
 use crate::engine::vars::Variables;
 use hookflow_shared::api::catalog::{Assertion, AssertionResult};
@@ -10,6 +13,7 @@ use hookflow_shared::api::executions::{NodeStatus, ReceivedResponse, SentRequest
 use hookflow_shared::api::runners::Job;
 use hookflow_shared::flow::definition::{RequestNode, RequestSpec};
 use hookflow_shared::flow::extract::{Extractor, ExtractorKind, Parsed, ResponseView};
+use hookflow_shared::flow::request_body;
 use hookflow_shared::flow::template;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -40,9 +44,11 @@ impl Exchange {
 /// What a request node's exchange needs from the run.
 #[derive(Debug, Clone, Copy)]
 pub struct Context<'a> {
-    pub client: &'a reqwest::Client,
+    pub clients: &'a Clients,
     pub job: &'a Job,
     pub masker: &'a Masker,
+    /// The run's cookie jar (`None`: off for the run).
+    pub jar: Option<&'a std::sync::Mutex<Jar>>,
 }
 
 /// The request as it will be sent, and as it is shown: a header whose value carries a secret is shown as `***`
@@ -77,16 +83,45 @@ fn render(spec: &RequestSpec, vars: &Variables, context: Context<'_>) -> Result<
     let mut shown = BTreeMap::new();
     for (name, value) in &spec.headers {
         let rendered = template::render(value, &scope).map_err(|e| fail(&format!("headers.{name}"), e))?;
-        let secret = !template::secret_names(value).is_empty() || !masker.carried(&rendered).is_empty();
-        shown.insert(name.clone(), if secret { "***".to_owned() } else { rendered.clone() });
+        // A cookie is a credential: shown as `***` like a header carrying a secret.
+        let secret = !template::secret_names(value).is_empty()
+            || !masker.carried(&rendered).is_empty()
+            || name.eq_ignore_ascii_case("cookie");
+        shown.insert(name.clone(), if secret { MASK.to_owned() } else { rendered.clone() });
         headers.push((name.clone(), rendered));
     }
     if context.job.trigger_depth > 0 {
         mark_depth(&mut headers, &mut shown, context.job.trigger_depth);
     }
-    let body = spec.body.as_deref().map(|b| template::render(b, &scope)).transpose().map_err(|e| fail("body", e))?;
-    let outgoing = Outgoing { method: method.clone(), url: url.clone(), untainted_url, headers, body: body.clone() };
-    Ok((SentRequest { method, url, headers: shown, body }, outgoing))
+    let render = |field: &str, text: &str| template::render(text, &scope).map_err(|e| fail(field, e));
+    let body = bodies::build(spec, &render, &scope)?;
+    if let Some(content_type) = &body.content_type
+        && !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+    {
+        headers.push(("content-type".into(), content_type.clone()));
+        shown.insert("content-type".into(), content_type.clone());
+    }
+    if spec.graphql.is_some() && !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("accept")) {
+        let accept = "application/graphql-response+json, application/json".to_owned();
+        headers.push(("accept".into(), accept.clone()));
+        shown.insert("accept".into(), accept);
+    }
+    let method = if body.post { "POST".to_owned() } else { method };
+    let secrets = spec.client_certificate.as_deref().and_then(request_body::secret_reference).into_iter().collect();
+    let outgoing =
+        Outgoing { method: method.clone(), url: url.clone(), untainted_url, headers, body: body.bytes, secrets };
+    Ok((SentRequest { method, url, headers: shown, body: body.shown }, outgoing))
+}
+
+/// The client a request goes out on: the run's, or one presenting the node's client certificate.
+fn client_for(spec: &RequestSpec, vars: &Variables, context: Context<'_>) -> Result<reqwest::Client, String> {
+    let policy = context.job.network;
+    let Some(certificate) = &spec.client_certificate else {
+        return Ok(context.clients.get(policy).clone());
+    };
+    let pem = template::render(certificate, &vars.scope())
+        .map_err(|e| format!("client_certificate: {}", vars.explain(&e)))?;
+    context.clients.with_certificate(policy, &pem).map_err(|e| format!("client_certificate: {e}"))
 }
 
 /// Puts a triggered run's depth in its chain on a request, after the flow's own headers and in place of any of
@@ -135,14 +170,23 @@ async fn exchange_inner(
     };
     let timeout = Duration::from_millis(node.timeout_ms.unwrap_or(DEFAULT_NODE_TIMEOUT_MS));
     let rules = send::Rules { guard_policy: context.job.network, secret_hosts: &context.job.secret_hosts };
+    let client = match client_for(spec, vars, context) {
+        Ok(client) => client,
+        Err(message) => return Exchange::error(Some(shown), message),
+    };
+    let jar = context.jar.filter(|_| spec.cookies != Some(false));
     let sent = tokio::select! {
-        sent = send::send(context.client, &outgoing, &rules, context.masker, timeout) => sent,
+        sent = send::send(&client, &outgoing, &rules, context.masker, timeout, jar) => sent,
         () = stop.cancelled() => Err(STOPPED.to_owned()),
     };
+    let mut shown = shown;
     let received = match sent {
         Ok(received) => received,
         Err(message) => return Exchange::error(Some(shown), message),
     };
+    if received.sent_cookies {
+        shown.headers.insert("cookie".into(), MASK.to_owned());
+    }
     let heavy = received.body.len() > HEAVY_BODY || node.extractors.iter().any(|e| e.kind == ExtractorKind::XmlPath);
     if !heavy {
         return evaluate(node, vars, shown, &received, context.masker, stop);
@@ -198,6 +242,7 @@ fn evaluate(
         signature: None,
         headers: &received.headers,
         body: &text,
+        duration_ms: Some(received.total.as_secs_f64() * 1000.0),
     };
     let mut exchange = Exchange { request: Some(shown), ..Exchange::default() };
     let (extracted, failed) = extract_all(&node.extractors, view, stop);
@@ -208,6 +253,7 @@ fn evaluate(
     }
     let mut joined: BTreeMap<String, String> = BTreeMap::new();
     for (name, value) in &received.headers {
+        let value = &if name.eq_ignore_ascii_case("set-cookie") { masked_set_cookie(value) } else { value.clone() };
         joined.entry(name.clone()).and_modify(|v| *v = format!("{v}, {value}")).or_insert_with(|| value.clone());
     }
     let (kept, truncated) = masker.kept(&text);
@@ -222,6 +268,18 @@ fn evaluate(
             total: received.total.as_secs_f64() * 1000.0,
         },
     });
+    let graphql_failed = node
+        .request
+        .as_ref()
+        .and_then(|spec| spec.graphql.as_ref())
+        .filter(|graphql| !graphql.allow_errors)
+        .and_then(|_| bodies::graphql_error(&text));
+    if exchange.status.is_none()
+        && let Some(error) = graphql_failed
+    {
+        exchange.status = Some(NodeStatus::Failed);
+        exchange.error = Some(error);
+    }
     if exchange.status.is_none() {
         let (results, failed) = assert_all(&node.assertions, vars, &exchange.extracted, masker);
         exchange.assertions = results;

@@ -4,6 +4,7 @@
 //! the headers that carry a secret (and credentials), and is not followed when the body carries one. Responses
 //! are read within a size limit.
 
+use crate::engine::cookies::Jar;
 use crate::engine::mask::Masker;
 use crate::outbound::{Guard, read_limited, refusal};
 use hookflow_shared::api::runners::NetworkPolicy;
@@ -26,7 +27,9 @@ pub struct Outgoing {
     /// The URL as it would be had no launch variable chosen anything (`None`: it could not be rendered so).
     pub untainted_url: Option<String>,
     pub headers: Vec<(String, String)>,
-    pub body: Option<String>,
+    pub body: Option<bytes::Bytes>,
+    /// Secrets the request carries outside its text (a client certificate), bound to hosts like any other.
+    pub secrets: Vec<String>,
 }
 
 /// A response as received.
@@ -37,6 +40,8 @@ pub struct Received {
     pub body: bytes::Bytes,
     pub ttfb: Duration,
     pub total: Duration,
+    /// The run's cookie jar added cookies to the request (to the last hop's).
+    pub sent_cookies: bool,
 }
 
 /// Where requests and secrets may go.
@@ -46,6 +51,9 @@ pub struct Rules<'a> {
     pub secret_hosts: &'a BTreeMap<String, Vec<String>>,
 }
 
+/// The run's cookie jar, when the request uses it.
+pub type CookieJar<'a> = Option<&'a std::sync::Mutex<Jar>>;
+
 /// Sends `outgoing` and reads the whole response within `timeout`.
 pub async fn send(
     client: &reqwest::Client,
@@ -53,8 +61,9 @@ pub async fn send(
     rules: &Rules<'_>,
     masker: &Masker,
     timeout: Duration,
+    jar: CookieJar<'_>,
 ) -> Result<Received, String> {
-    match tokio::time::timeout(timeout, follow(client, outgoing, rules, masker)).await {
+    match tokio::time::timeout(timeout, follow(client, outgoing, rules, masker, jar)).await {
         Ok(result) => result,
         Err(_) => Err(format!("no response within {} ms", timeout.as_millis())),
     }
@@ -65,7 +74,8 @@ struct Hop {
     method: Method,
     url: Url,
     headers: Vec<(String, String)>,
-    body: Option<String>,
+    body: Option<bytes::Bytes>,
+    secrets: Vec<String>,
 }
 
 /// Sends `outgoing`, following redirects; timings count from the first send.
@@ -74,25 +84,51 @@ async fn follow(
     outgoing: &Outgoing,
     rules: &Rules<'_>,
     masker: &Masker,
+    jar: CookieJar<'_>,
 ) -> Result<Received, String> {
     let started = Instant::now();
     let method = Method::from_bytes(outgoing.method.as_bytes()).map_err(|_| "the method is not valid".to_owned())?;
     let url = Url::parse(&outgoing.url).map_err(|e| format!("the URL is not valid: {e}"))?;
     check_launch_hosts(&url, outgoing, rules, masker)?;
-    let mut hop = Hop { method, url, headers: outgoing.headers.clone(), body: outgoing.body.clone() };
+    let mut hop = Hop {
+        method,
+        url,
+        headers: outgoing.headers.clone(),
+        body: outgoing.body.clone(),
+        secrets: outgoing.secrets.clone(),
+    };
     let guard = Guard::new(rules.guard_policy);
     for _ in 0..=MAX_REDIRECTS {
         guard.check_url(&hop.url).map_err(|e| e.to_string())?;
         check_allowed_hosts(&hop, rules, masker)?;
         let mut request = client.request(hop.method.clone(), hop.url.clone());
+        let from_jar = jar.and_then(|jar| jar.lock().ok()?.header_for(&hop.url));
+        let mut own_cookie = None;
         for (name, value) in &hop.headers {
+            if from_jar.is_some() && name.eq_ignore_ascii_case("cookie") {
+                own_cookie = Some(value.as_str());
+                continue;
+            }
             request = request.header(name.as_str(), value.as_str());
+        }
+        if let Some(cookies) = &from_jar {
+            let value = own_cookie.map_or_else(|| cookies.clone(), |own| format!("{own}; {cookies}"));
+            request = request.header(reqwest::header::COOKIE, value);
         }
         if let Some(body) = &hop.body {
             request = request.body(body.clone());
         }
         let response = request.send().await.map_err(|e| describe(&e))?;
         let ttfb = started.elapsed();
+        if let Some(jar) = jar
+            && let Ok(mut jar) = jar.lock()
+        {
+            for value in response.headers().get_all(reqwest::header::SET_COOKIE) {
+                if let Ok(value) = value.to_str() {
+                    jar.store(&hop.url, value);
+                }
+            }
+        }
         if let Some(next) = redirect(&response, &hop.url) {
             hop = redirected(hop, response.status(), next, masker)?;
             continue;
@@ -100,7 +136,8 @@ async fn follow(
         let status = response.status().as_u16();
         let headers = crate::outbound::header_pairs(response.headers());
         let body = read_limited(response, MAX_RESPONSE_BODY).await.map_err(|e| e.to_string())?;
-        return Ok(Received { status, headers, body, ttfb, total: started.elapsed() });
+        let sent_cookies = from_jar.is_some();
+        return Ok(Received { status, headers, body, ttfb, total: started.elapsed(), sent_cookies });
     }
     Err(format!("more than {MAX_REDIRECTS} redirects"))
 }
@@ -128,7 +165,14 @@ fn redirected(mut hop: Hop, status: StatusCode, next: Url, masker: &Masker) -> R
         hop.headers.retain(|(name, value)| {
             !CREDENTIAL_HEADERS.iter().any(|c| name.eq_ignore_ascii_case(c)) && masker.carried(value).is_empty()
         });
-        if hop.body.as_deref().is_some_and(|body| !masker.carried(body).is_empty()) {
+        // The client certificate is for the origin the node names.
+        if !hop.secrets.is_empty() {
+            return Err(format!(
+                "a redirect to {} would present the client certificate to another host; it was not followed",
+                next.origin().ascii_serialization()
+            ));
+        }
+        if hop.body.as_deref().is_some_and(|body| !masker.carried(&String::from_utf8_lossy(body)).is_empty()) {
             return Err(format!(
                 "a redirect to {} would resend a secret in the body to another host; it was not followed",
                 next.origin().ascii_serialization()
@@ -139,10 +183,22 @@ fn redirected(mut hop: Hop, status: StatusCode, next: Url, masker: &Masker) -> R
     Ok(hop)
 }
 
-/// The secrets a request carries in its URL, headers or body.
-fn carried<'m>(masker: &'m Masker, url: &str, headers: &[(String, String)], body: Option<&str>) -> Vec<&'m str> {
+/// The secrets a request carries in its URL, headers, body or TLS handshake.
+fn carried<'m>(
+    masker: &'m Masker,
+    url: &str,
+    headers: &[(String, String)],
+    body: Option<&[u8]>,
+    secrets: &'m [String],
+) -> Vec<&'m str> {
     let mut names = masker.carried(url);
-    for text in headers.iter().map(|(_, v)| v.as_str()).chain(body) {
+    let body = body.map(String::from_utf8_lossy);
+    for name in secrets {
+        if !names.contains(&name.as_str()) {
+            names.push(name);
+        }
+    }
+    for text in headers.iter().map(|(_, v)| v.as_str()).chain(body.as_deref()) {
         for name in masker.carried(text) {
             if !names.contains(&name) {
                 names.push(name);
@@ -159,7 +215,7 @@ fn check_launch_hosts(url: &Url, outgoing: &Outgoing, rules: &Rules<'_>, masker:
     if same_place {
         return Ok(());
     }
-    let names = carried(masker, &outgoing.url, &outgoing.headers, outgoing.body.as_deref());
+    let names = carried(masker, &outgoing.url, &outgoing.headers, outgoing.body.as_deref(), &outgoing.secrets);
     match names.iter().find(|name| !rules.secret_hosts.contains_key(**name)) {
         Some(name) => Err(format!(
             "the request would send secret `{name}` to {}, a host a launch variable chose; secrets go only to hosts \
@@ -173,7 +229,7 @@ fn check_launch_hosts(url: &Url, outgoing: &Outgoing, rules: &Rules<'_>, masker:
 /// A secret that lists hosts goes only to those (`api.example.com`, or `*.example.com` for its subdomains).
 fn check_allowed_hosts(hop: &Hop, rules: &Rules<'_>, masker: &Masker) -> Result<(), String> {
     let host = hop.url.host_str().unwrap_or_default().to_ascii_lowercase();
-    for name in carried(masker, hop.url.as_str(), &hop.headers, hop.body.as_deref()) {
+    for name in carried(masker, hop.url.as_str(), &hop.headers, hop.body.as_deref(), &hop.secrets) {
         let Some(allowed) = rules.secret_hosts.get(name) else { continue };
         if !allowed.iter().any(|pattern| host_matches(&host, pattern)) {
             return Err(format!(

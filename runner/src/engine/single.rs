@@ -30,7 +30,9 @@ impl Engine {
         let mut result = blank_result(&node.id, job.attempt, NodeStatus::Passed, None);
         result.started_at = Timestamp::now();
         let clock = Instant::now();
-        let context = request::Context { client: self.client(job.network), job, masker: &masker };
+        // A tried node keeps the cookies of its own exchange (its redirects) only.
+        let jar = std::sync::Mutex::default();
+        let context = request::Context { clients: &self.clients, job, masker: &masker, jar: Some(&jar) };
         let limit = Duration::from_secs(job.timeout_s.max(1));
         // Past the limit (or on `cancel`) the exchange is stopped, and awaited to its end: the caller's slot is
         // held while any of its work runs.

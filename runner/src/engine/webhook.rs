@@ -205,6 +205,7 @@ fn evaluate(
         signature: Some(capture.signature.verdict.as_str()),
         headers: &capture.headers,
         body: &body,
+        duration_ms: None,
     };
     let (extracted, failed) = extract_all(&node.extractors, view, stop);
     result.extracted = extracted;

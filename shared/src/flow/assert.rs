@@ -1,4 +1,4 @@
-//! The 14 assertion operators and their typing rules (API.md section 3): numbers compare by value (1 == 1.0); a
+//! The 15 assertion operators and their typing rules (API.md section 3): numbers compare by value (1 == 1.0); a
 //! string that parses wholly as a number compares as one against a number; other type mismatches fail with
 //! reason `type_mismatch`; a missing value fails every operator but `notExists`; JSON `null` is a value.
 
@@ -14,7 +14,7 @@ macro_rules! operators {
         pub enum Operator { $(#[serde(rename = $name)] $variant),* }
 
         impl Operator {
-            pub const ALL: [Operator; 14] = [$(Operator::$variant),*];
+            pub const ALL: [Operator; 15] = [$(Operator::$variant),*];
             pub fn name(self) -> &'static str { match self { $(Operator::$variant => $name),* } }
             /// Whether the operator compares against an `expected` value.
             pub fn takes_expected(self) -> bool { match self { $(Operator::$variant => $takes),* } }
@@ -38,6 +38,7 @@ operators! {
     Exists => "exists", false, "The value is present (null counts as present).";
     NotExists => "notExists", false, "The value is absent.";
     IsType => "isType", true, "The value is of the type named: string, number, integer, boolean, array, object or null.";
+    MatchesSchema => "matchesSchema", true, "The value matches a JSON Schema (2020-12; OpenAPI 3.0's nullable read as a type union), given inline or as {\"$ref\": \"collection:<id>#<JSON pointer>\"}; a failure names the first violation's instance path and keyword.";
 }
 
 /// Why an assertion failed.
@@ -105,6 +106,15 @@ pub fn evaluate(operator: Operator, actual: Option<&Value>, expected: Option<&Va
                 other => return Err(Failure::Other(format!("unknown type `{other}`"))),
             };
             check(matches)
+        }
+        Operator::MatchesSchema => {
+            let schema = expected_value()?;
+            if let Some(reference) = crate::flow::json_schema::unresolved_collection_ref(schema) {
+                return Err(Failure::Other(format!(
+                    "`{reference}` was not resolved: collection references resolve when the flow is launched"
+                )));
+            }
+            crate::flow::json_schema::validate(schema, actual).map_err(|v| Failure::Other(v.to_string()))
         }
     }
 }
@@ -194,7 +204,8 @@ mod tests {
                 "matches",
                 "exists",
                 "notExists",
-                "isType"
+                "isType",
+                "matchesSchema"
             ]
         );
         for op in Operator::ALL {

@@ -6,6 +6,8 @@ use crate::api::catalog::Assertion;
 use crate::flow::assert::Operator;
 use crate::flow::extract::Extractor;
 use crate::flow::names;
+use crate::flow::request_body::{BodyParts, body_problems};
+pub use crate::flow::request_body::{GraphqlRequest, MultipartPart};
 use crate::flow::request_parts::with_request_parts;
 use crate::flow::template;
 use crate::ids::{CollectionId, CollectionRequestId, FlowId};
@@ -29,6 +31,9 @@ pub struct FlowDefinition {
     /// Where an editor placed the nodes; any JSON, kept as given.
     #[serde(default)]
     pub layout: Value,
+    /// `false` turns the run's cookie jar off for every request node (#54); absent or `true`: on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cookies: Option<bool>,
 }
 
 use crate::flow::node_parts::node_kind;
@@ -69,6 +74,22 @@ with_request_parts! {
         pub method: String,
         pub url: String,
         ..parts,
+        /// Urlencoded pairs sent as the body (instead of `body`): `[[name, value], ...]`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(schema_with = crate::flow::request_body::form_schema)]
+        pub form: Option<Vec<(String, String)>>,
+        /// `multipart/form-data` parts sent as the body, with a boundary the engine chooses.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub multipart: Option<Vec<MultipartPart>>,
+        /// A GraphQL operation sent as the GraphQL-over-HTTP POST.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub graphql: Option<GraphqlRequest>,
+        /// `false`: this request neither sends the run's cookies nor keeps the ones it gets (absent: `true`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub cookies: Option<bool>,
+        /// `{{secret.NAME}}`: a PEM certificate chain and its PKCS#8 key, presented to servers asking for one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub client_certificate: Option<String>,
     }
 }
 
@@ -435,6 +456,19 @@ impl<'a> From<&'a RequestSpec> for RequestParts<'a> {
     }
 }
 
+impl RequestSpec {
+    /// The body alternatives and the client certificate, for their checks.
+    pub fn body_parts(&self) -> BodyParts<'_> {
+        BodyParts {
+            body: self.body.as_deref(),
+            form: self.form.as_deref(),
+            multipart: self.multipart.as_deref(),
+            graphql: self.graphql.as_ref(),
+            client_certificate: self.client_certificate.as_deref(),
+        }
+    }
+}
+
 impl<'a> From<&'a RequestOverrides> for RequestParts<'a> {
     fn from(o: &'a RequestOverrides) -> Self {
         Self {
@@ -456,6 +490,9 @@ fn check_request(n: &RequestNode, problem: &mut impl FnMut(&str, String)) {
                 problem("request.url", "must not be empty".into());
             }
             for (field, message) in request_problems("request", request.into()) {
+                problem(&field, message);
+            }
+            for (field, message) in body_problems("request", request.body_parts()) {
                 problem(&field, message);
             }
         }

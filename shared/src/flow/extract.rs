@@ -1,4 +1,4 @@
-//! The six extractor kinds: `jsonPath` (RFC 9535, serde_json_path), `xmlPath` (XPath 1.0, sxd-xpath),
+//! The seven extractor kinds: `duration` (the exchange's milliseconds), `jsonPath` (RFC 9535, serde_json_path), `xmlPath` (XPath 1.0, sxd-xpath),
 //! `statusCode`, `header` (case-insensitive; repeated headers give a list), `body` (whole text, or the first
 //! capture group of `regex`) and `signature` (a captured request's verdict, for webhook nodes). Nothing matched is
 //! `None`, not an error; an invalid expression is an error.
@@ -22,6 +22,9 @@ pub enum ExtractorKind {
     /// The signature verdict of a captured request (webhook nodes only).
     #[serde(rename = "signature")]
     Signature,
+    /// The exchange's total milliseconds (request nodes only).
+    #[serde(rename = "duration")]
+    Duration,
 }
 
 /// A field an extractor kind takes, for the catalog.
@@ -33,13 +36,14 @@ pub struct FieldSpec {
 }
 
 impl ExtractorKind {
-    pub const ALL: [ExtractorKind; 6] = [
+    pub const ALL: [ExtractorKind; 7] = [
         ExtractorKind::JsonPath,
         ExtractorKind::XmlPath,
         ExtractorKind::StatusCode,
         ExtractorKind::Header,
         ExtractorKind::Body,
         ExtractorKind::Signature,
+        ExtractorKind::Duration,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,6 +54,7 @@ impl ExtractorKind {
             ExtractorKind::Header => "header",
             ExtractorKind::Body => "body",
             ExtractorKind::Signature => "signature",
+            ExtractorKind::Duration => "duration",
         }
     }
 
@@ -64,6 +69,9 @@ impl ExtractorKind {
                 "The signature verdict of the captured request a webhook node received: valid, invalid, missing, \
                  unverified or duplicate."
             }
+            ExtractorKind::Duration => {
+                "The exchange's total time in milliseconds, from sending to the body's end (a number; request nodes)."
+            }
         }
     }
 
@@ -73,7 +81,7 @@ impl ExtractorKind {
             ExtractorKind::JsonPath | ExtractorKind::XmlPath => {
                 &[FieldSpec { name: "expression", kind: "string", required: true }]
             }
-            ExtractorKind::StatusCode | ExtractorKind::Signature => &[],
+            ExtractorKind::StatusCode | ExtractorKind::Signature | ExtractorKind::Duration => &[],
             ExtractorKind::Header => &[FieldSpec { name: "header", kind: "string", required: true }],
             ExtractorKind::Body => &[FieldSpec { name: "regex", kind: "string", required: false }],
         }
@@ -104,6 +112,8 @@ pub struct ResponseView<'a> {
     pub signature: Option<&'a str>,
     pub headers: &'a [(String, String)],
     pub body: &'a str,
+    /// The exchange's total milliseconds (request nodes), which `duration` reads.
+    pub duration_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -147,7 +157,7 @@ impl Extractor {
                 let expression = self.required(&self.expression, "expression")?;
                 self.compile_xpath(expression).map(|_| ())
             }
-            ExtractorKind::StatusCode | ExtractorKind::Signature => Ok(()),
+            ExtractorKind::StatusCode | ExtractorKind::Signature | ExtractorKind::Duration => Ok(()),
             ExtractorKind::Header => self.required(&self.header, "header").map(|_| ()),
             ExtractorKind::Body => match &self.regex {
                 Some(pattern) => self.compile_regex(pattern).map(|_| ()),
@@ -194,6 +204,7 @@ impl Extractor {
                 None => Value::from(response.status),
             }),
             ExtractorKind::Signature => response.signature.map(|v| Value::String(v.to_owned())),
+            ExtractorKind::Duration => response.duration_ms.and_then(serde_json::Number::from_f64).map(Value::Number),
             ExtractorKind::Header => {
                 let name = self.required(&self.header, "header")?;
                 let mut values: Vec<Value> = Vec::new();
@@ -377,7 +388,7 @@ mod tests {
     }
 
     fn response<'a>(headers: &'a [(String, String)], body: &'a str) -> ResponseView<'a> {
-        ResponseView { status: 201, method: None, signature: None, headers, body }
+        ResponseView { status: 201, method: None, signature: None, headers, body, duration_ms: None }
     }
 
     #[test]

@@ -64,5 +64,11 @@ pub fn check_evaluations(extractors: &[Extractor], assertions: &[Assertion], pro
                 format!("{} needs an expected value", assertion.operator.name()),
             );
         }
+        if assertion.operator == crate::flow::assert::Operator::MatchesSchema
+            && let Some(expected) = &assertion.expected
+            && let Err(message) = crate::flow::json_schema::check_expected(expected)
+        {
+            problem(&format!("assertions[{i}].expected"), message);
+        }
     }
 }

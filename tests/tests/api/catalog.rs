@@ -1,4 +1,4 @@
-//! Catalog and sandboxes: extractor kinds and evaluation, the 14 operators and evaluation, special nodes.
+//! Catalog and sandboxes: extractor kinds and evaluation, the 15 operators and evaluation, special nodes.
 
 use hookflow_shared::api::catalog::{EvaluateAssertions, EvaluateExtractor, Extracted};
 use hookflow_tests::{Credentials, TestApp};
@@ -16,7 +16,7 @@ async fn extractor_kinds_and_evaluation() {
     let app = TestApp::spawn().await;
     let kinds = app.api().catalog().extractors().await.expect("extractors");
     let names: Vec<&str> = kinds.items.iter().map(|k| k.kind.as_str()).collect();
-    assert_eq!(names, ["jsonPath", "xmlPath", "statusCode", "header", "body", "signature"]);
+    assert_eq!(names, ["jsonPath", "xmlPath", "statusCode", "header", "body", "signature", "duration"]);
     assert_eq!(json!(kinds.items[3].fields[1]), json!({"name": "header", "type": "string", "required": true}));
 
     let response = json!({"status": 201, "headers": {"X-Trace": "r-1", "Content-Type": "application/json"},
@@ -69,7 +69,7 @@ async fn operators_and_assertion_evaluation() {
     let app = TestApp::spawn().await;
     let operators = app.api().catalog().operators().await.expect("operators");
     let items = &operators.items;
-    assert_eq!(items.len(), 14);
+    assert_eq!(items.len(), 15);
     assert_eq!((items[11].name.as_str(), items[11].takes_expected), ("exists", false));
 
     let body: EvaluateAssertions = serde_json::from_value(json!({

@@ -110,7 +110,6 @@ async fn a_postman_collection_imports_every_request_and_reports_its_script_lines
 /// The flow made of a Postman collection carries the converted tests and the `form` and `multipart` bodies, which
 /// the request-node half of #54 (branch `requests`) makes the definition accept.
 #[tokio::test]
-#[ignore = "needs #54's request-node half (form, multipart, duration) merged: run it after the merge"]
 async fn a_postman_collections_flow_holds_its_converted_tests_as_extractors_and_assertions() {
     let app = TestApp::spawn().await;
     let body = json!({"source": {"document": fixture("shop.postman_collection.json")}, "flow": {"name": "Shop smoke"}});

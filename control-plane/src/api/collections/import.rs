@@ -117,6 +117,7 @@ async fn import_openapi(
 ) -> Created<ImportedCollection> {
     let started = Instant::now();
     let Loaded { document, sha256, url } = openapi::load(&app, caller.org_id, &body.source).await?;
+    let kept = document.clone();
     let mapped = openapi::map_loaded(document, url).await?;
     let name = match body.name {
         Some(name) => name,
@@ -128,6 +129,7 @@ async fn import_openapi(
     insert_generated(&mut tx, caller.org_id, id, &mapped.requests).await?;
     store_source(&mut tx, caller.org_id, id, &body.source, false).await?;
     record_sync(&mut tx, id, &sha256, [mapped.requests.len(), 0, 0, 0]).await?;
+    crate::api::collections::schemas::store(&mut tx, caller.org_id, id, &kept).await?;
     let detail = detail(&mut tx, caller.org_id, id).await?;
     tx.commit().await?;
     tracing::info!(collection_id = %id, requests = mapped.requests.len(), elapsed_ms = started.elapsed().as_millis(),

@@ -10,6 +10,7 @@ pub mod mock;
 pub mod model;
 pub mod openapi;
 pub mod refs;
+pub mod schemas;
 pub mod sync;
 
 use crate::state::AppState;

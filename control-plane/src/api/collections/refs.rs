@@ -92,7 +92,18 @@ async fn load(conn: &mut PgConnection, org_id: OrgId, ids: &[CollectionRequestId
     Ok(rows
         .into_iter()
         .map(|(id, collection_id, method, url, headers, query, body, variables)| {
-            let spec = RequestSpec { method, url, headers: headers.0, query: query.0, body };
+            let spec = RequestSpec {
+                method,
+                url,
+                headers: headers.0,
+                query: query.0,
+                body,
+                form: None,
+                multipart: None,
+                graphql: None,
+                cookies: None,
+                client_certificate: None,
+            };
             (id, (collection_id, spec, variables.0))
         })
         .collect())
@@ -127,7 +138,8 @@ pub async fn resolve<'a>(
     org_id: OrgId,
     definitions: impl IntoIterator<Item = &'a mut Value>,
 ) -> ApiResult<BTreeMap<String, String>> {
-    let definitions: Vec<&mut Value> = definitions.into_iter().collect();
+    let mut definitions: Vec<&mut Value> = definitions.into_iter().collect();
+    crate::api::collections::schemas::inline(conn, org_id, &mut definitions).await?;
     let ids: Vec<CollectionRequestId> = definitions.iter().flat_map(|d| references(d)).map(|r| r.request_id).collect();
     let mut variables = BTreeMap::new();
     if ids.is_empty() {

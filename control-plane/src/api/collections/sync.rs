@@ -254,7 +254,7 @@ async fn load_mapped(
     org_id: OrgId,
     id: CollectionId,
     source: &OpenApiSource,
-) -> ApiResult<(Mapped, String)> {
+) -> ApiResult<(Mapped, String, serde_json::Value)> {
     let loaded = match openapi::load(app, org_id, source).await {
         Ok(loaded) => loaded,
         Err(e) => {
@@ -268,8 +268,9 @@ async fn load_mapped(
         }
     };
     let openapi::Loaded { document, sha256, url } = loaded;
+    let kept = document.clone();
     let mapped = openapi::map_loaded(document, url).await?;
-    Ok((mapped, sha256))
+    Ok((mapped, sha256, kept))
 }
 
 /// What syncing the source now would change, by operation key.
@@ -280,7 +281,7 @@ async fn preview_sync(
     Id(id): Id<CollectionId>,
 ) -> ApiResult<Json<SyncDiff>> {
     let (source, delete_removed) = config(&mut *app.pool.acquire().await?, caller.org_id, id).await?;
-    let (mapped, sha256) = load_mapped(&app, caller.org_id, id, &source).await?;
+    let (mapped, sha256, _) = load_mapped(&app, caller.org_id, id, &source).await?;
     let existing = existing(&mut *app.pool.acquire().await?, caller.org_id, id, false).await?;
     Ok(Json(plan(&existing, &mapped, &sha256, delete_removed).diff))
 }
@@ -315,8 +316,9 @@ async fn apply_sync(
     Id(id): Id<CollectionId>,
 ) -> ApiResult<Json<SyncApplied>> {
     let (source, delete_removed) = config(&mut *app.pool.acquire().await?, caller.org_id, id).await?;
-    let (mapped, sha256) = load_mapped(&app, caller.org_id, id, &source).await?;
+    let (mapped, sha256, kept) = load_mapped(&app, caller.org_id, id, &source).await?;
     let mut tx = crate::db::begin::begin(&app.pool).await?;
+    crate::api::collections::schemas::store(&mut tx, caller.org_id, id, &kept).await?;
     // Serializes concurrent syncs of one collection.
     sqlx::query("SELECT 1 FROM collection_syncs WHERE collection_id = $1 FOR UPDATE")
         .bind(id)
