@@ -63,9 +63,14 @@ fn parse(reference: &str) -> Option<(CollectionId, String)> {
     Some((id.parse().ok()?, pointer.to_owned()))
 }
 
+/// Description bytes one launch's references may copy in all: each reference carries its description's
+/// `components`, so thousands of references to one large description would otherwise ask for gigabytes.
+const COPIED_BYTES: usize = 16 * 1024 * 1024;
+
 /// Replaces every collection schema reference in `definitions` by the schema it names.
 pub async fn inline(conn: &mut PgConnection, org_id: OrgId, definitions: &mut [&mut Value]) -> ApiResult<()> {
-    let mut documents: HashMap<CollectionId, Value> = HashMap::new();
+    let mut documents: HashMap<CollectionId, (Value, usize)> = HashMap::new();
+    let mut copied = 0usize;
     for definition in definitions.iter_mut() {
         for expected in unresolved(definition) {
             let reference = unresolved_collection_ref(expected).unwrap_or_default().to_owned();
@@ -87,9 +92,18 @@ pub async fn inline(conn: &mut PgConnection, org_id: OrgId, definitions: &mut [&
                         "`{reference}`: no collection of this organization with an imported description has this id"
                     )));
                 };
-                documents.insert(id, document);
+                let size = serde_json::to_vec(&document).map_or(usize::MAX, |text| text.len());
+                documents.insert(id, (document, size));
             }
-            let document = &documents[&id];
+            let (document, size) = &documents[&id];
+            copied = copied.saturating_add(*size);
+            if copied > COPIED_BYTES {
+                return Err(ApiError::invalid(format!(
+                    "`{reference}`: the definition's collection schema references would copy more than {} MiB of \
+                     descriptions into the run; refer to fewer schemas (or a smaller description)",
+                    COPIED_BYTES / (1024 * 1024)
+                )));
+            }
             if document.pointer(&pointer).is_none() {
                 return Err(ApiError::invalid(format!("`{reference}`: the description has nothing at `{pointer}`")));
             }
