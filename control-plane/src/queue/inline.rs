@@ -4,11 +4,11 @@
 //! and wakes other replicas' polls the same way (`create`).
 
 use crate::error::{ApiError, ApiResult, to_json, to_json_string};
-use crate::queue::events::{LOG, encode, status_event};
 use crate::queue::batch::MAX_BATCH_BYTES;
+use crate::queue::events::{LOG, encode, status_event};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow};
-use hookflow_shared::api::batches::{LaunchedBatch, MAX_ROWS};
 use crate::signals::QUEUE_CHANNEL;
+use hookflow_shared::api::batches::{LaunchedBatch, MAX_ROWS};
 use hookflow_shared::api::executions::{Execution, ExecutionStatus, Trigger};
 use hookflow_shared::{BatchId, ExecutionId, OrgId};
 use serde_json::Value;

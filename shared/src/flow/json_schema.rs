@@ -92,9 +92,10 @@ impl<'s> Validator<'s> {
 
     /// `pattern` compiled (once per validation, within [`PATTERN_SIZE`]); a violation of `keyword` when it cannot be.
     fn pattern(&mut self, pattern: &str, keyword: &str, path: &str) -> Result<regex::Regex, Violation> {
-        let compiled = self.patterns.entry(pattern.to_owned()).or_insert_with(|| {
-            regex::RegexBuilder::new(pattern).size_limit(PATTERN_SIZE).build().ok()
-        });
+        let compiled = self
+            .patterns
+            .entry(pattern.to_owned())
+            .or_insert_with(|| regex::RegexBuilder::new(pattern).size_limit(PATTERN_SIZE).build().ok());
         compiled.clone().ok_or_else(|| {
             violation(path, keyword, format!("`{pattern}` is not a valid pattern (or compiles past the size budget)"))
         })

@@ -294,7 +294,10 @@ async fn an_inline_definition_with_rows_runs_once_per_row_as_a_batch_with_its_pr
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(batch["flow_id"].is_null(), "{batch}");
-    assert_eq!((batch["total"].as_i64(), batch["succeeded"].as_i64(), batch["failed"].as_i64()), (Some(3), Some(2), Some(1)));
+    assert_eq!(
+        (batch["total"].as_i64(), batch["succeeded"].as_i64(), batch["failed"].as_i64()),
+        (Some(3), Some(2), Some(1))
+    );
 
     // The organization's executions filtered by the batch: each row inline, with its file, row index and priority.
     let listed = app.admin(Method::GET, &format!("/executions?batch_id={batch_id}"), None).await;
