@@ -264,6 +264,7 @@ async fn an_inline_definition_with_rows_runs_once_per_row_as_a_batch_with_its_pr
     let target = Target::spawn().await;
     let definition = json!({"nodes": [{"kind": "request", "id": "probe",
         "request": {"method": "GET", "url": format!("{}/status/{{{{code}}}}", target.base)},
+        "extractors": [{"name": "status", "kind": "statusCode"}],
         "assertions": [{"source": "status", "operator": "equals", "expected": 200}]}]});
     let rows = json!([{"code": "200"}, {"code": "500"}, {"code": "200"}]);
 

@@ -64,9 +64,11 @@ async fn link_local_addresses_are_refused_for_every_organization_and_redirects_a
 }
 
 #[tokio::test]
-async fn installed_runners_reach_their_networks_without_any_proxy() {
+/// Installed runners honour the proxy variables since #54 (`requests_real` sends through a proxy); a target its
+/// `NO_PROXY` names is reached directly, and the server it talks to as well.
+async fn installed_runners_reach_what_no_proxy_names_without_the_proxy() {
     let app = TestApp::spawn_for_execution().await;
-    // On another loopback address than the server's, which NO_PROXY exempts so the runner reaches the server.
+    // On another loopback address than the server's; NO_PROXY names both.
     let target = Target::spawn_on("127.0.0.2:0").await;
     let proxy = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
     let proxy_url = format!("http://{}", proxy.local_addr().expect("addr"));
@@ -82,11 +84,11 @@ async fn installed_runners_reach_their_networks_without_any_proxy() {
         ("HTTP_PROXY", proxy_url.as_str()),
         ("http_proxy", proxy_url.as_str()),
         ("ALL_PROXY", proxy_url.as_str()),
-        ("NO_PROXY", "127.0.0.1"),
-        ("no_proxy", "127.0.0.1"),
+        ("NO_PROXY", "127.0.0.1,127.0.0.2"),
+        ("no_proxy", "127.0.0.1,127.0.0.2"),
     ];
     let _runner = RunnerProcess::spawn_with_env(RUNNER, &app.base, &creds, &[], &[], &env).await;
     let (execution, _) = app.run_as(&app.admin, get(&format!("{}/orders", target.base)), json!({})).await;
     assert_eq!(execution["status"], "succeeded", "{execution}");
-    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 0, "the proxy variables were ignored");
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 0, "NO_PROXY was not honoured");
 }
