@@ -138,5 +138,6 @@ pub struct InlineLaunch {
     /// Run the definition once per row, as one batch (each row's values launch variables over `variables`; at
     /// most 10,000 rows): the answer is then `{batch_id, executions}` (issue #52).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_items = 1, max_items = 10000)]
     pub rows: Option<Vec<BTreeMap<String, String>>>,
 }
