@@ -52,3 +52,11 @@ pub struct Rerun {
     #[serde(default)]
     pub only: RerunRows,
 }
+
+/// The answer to `POST /executions` (issue #52): the execution, or with `rows` the batch.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum InlineLaunched {
+    Execution(Box<crate::api::executions::Execution>),
+    Batch(LaunchedBatch),
+}

@@ -40,8 +40,8 @@ const DEFAULT_NAME: &str = "inline";
 /// claimed at once for the caller (`mode: ephemeral`).
 #[utoipa::path(post, operation_id = "run_inline_definition", path = "/executions", params(IdempotencyHeader),
     request_body = InlineLaunch,
-    responses((status = 201, body = Execution, description = "The execution, with `flow_id: null` and `source.kind: inline`; with `rows`, a `LaunchedBatch` `{batch_id, executions}` instead"),
-        (status = 200, body = Execution, description = "Idempotent replay"), (status = 409), (status = 422),
+    responses((status = 201, body = hookflow_shared::api::batches::InlineLaunched, description = "The execution, with `flow_id: null` and `source.kind: inline`; with `rows`, a `LaunchedBatch` `{batch_id, executions}` instead"),
+        (status = 200, body = hookflow_shared::api::batches::InlineLaunched, description = "Idempotent replay"), (status = 409), (status = 422),
         (status = 400, description = "A problem of the definition or another field, named"),
         (status = 403, description = "Lacks `flows:execute`; or the definition uses a secret without `flows:write`, or a \
             secret whose `allowed_hosts` do not name the host it goes to (the message names the secret)"),
