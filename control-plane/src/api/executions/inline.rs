@@ -7,7 +7,7 @@
 
 use crate::api::context::Ctx;
 use crate::api::executions::idempotency::{self, Reservation};
-use crate::api::executions::launch::{check_variables, claim_for_caller, reissue, replayed, trigger};
+use crate::api::executions::launch::{answer_created, check_variables, reissue, replayed, trigger};
 use crate::api::executions::resolve::{DEFAULT_FLOW_TIMEOUT_S, DEFAULT_MAX_ATTEMPTS, resolve_modules};
 use crate::api::flows::model::{check_definition, check_endpoint_reads, definition_error};
 use crate::auth::{Caller, scope};
@@ -142,18 +142,8 @@ async fn run_inline_now(
         app.queue.wake(caller.org_id);
         return Ok((StatusCode::CREATED, Json(batch)).into_response());
     }
-    let mut execution: Execution = create(&mut tx, &new).await?;
-    let mut job = None;
-    if ephemeral {
-        (execution, job) = claim_for_caller(&mut tx, &app, caller.org_id, execution).await?;
-    }
-    if let Some(key) = &key {
-        idempotency::store(&mut tx, caller.org_id, key, &to_json(&execution)?).await?;
-    }
-    tx.commit().await?;
-    app.queue.wake(caller.org_id);
-    execution.job = job.map(Box::new);
-    Ok((StatusCode::CREATED, Json(execution)).into_response())
+    let execution: Execution = create(&mut tx, &new).await?;
+    answer_created(tx, &app, caller.org_id, execution, ephemeral, key.as_ref()).await
 }
 
 /// The inline environment: its key, its variables' names (none built in) and their templates.

@@ -163,16 +163,29 @@ async fn launch_flow_now(
         }
         return Ok(replayed(body));
     }
-    let mut execution = create_execution(&mut tx, &request).await?;
+    let execution = create_execution(&mut tx, &request).await?;
+    answer_created(tx, &app, caller.org_id, execution, ephemeral, key.as_ref()).await
+}
+
+/// The end of every launch of one execution (a flow's, or an inline definition's): claimed at once for the caller
+/// when `ephemeral`, the answer kept under the idempotency key, committed, runners woken; 201 with the execution.
+pub async fn answer_created(
+    mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    app: &AppState,
+    org_id: OrgId,
+    mut execution: Execution,
+    ephemeral: bool,
+    key: Option<&idempotency::Claim>,
+) -> ApiResult<Response> {
     let mut job = None;
     if ephemeral {
-        (execution, job) = claim_for_caller(&mut tx, &app, caller.org_id, execution).await?;
+        (execution, job) = claim_for_caller(&mut tx, app, org_id, execution).await?;
     }
-    if let Some(key) = &key {
-        idempotency::store(&mut tx, caller.org_id, key, &to_json(&execution)?).await?;
+    if let Some(key) = key {
+        idempotency::store(&mut tx, org_id, key, &to_json(&execution)?).await?;
     }
     tx.commit().await?;
-    app.queue.wake(caller.org_id);
+    app.queue.wake(org_id);
     execution.job = job.map(Box::new);
     Ok((StatusCode::CREATED, Json(execution)).into_response())
 }
