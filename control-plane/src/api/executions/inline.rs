@@ -6,8 +6,8 @@
 //! flow names", grants an inline definition nothing).
 
 use crate::api::context::Ctx;
-use crate::api::executions::idempotency::{self, Reservation};
-use crate::api::executions::launch::{answer_created, check_variables, reissue, replayed, trigger};
+use crate::api::executions::idempotency;
+use crate::api::executions::launch::{answer_created, check_variables, replay_reserved, trigger};
 use crate::api::executions::resolve::{DEFAULT_FLOW_TIMEOUT_S, DEFAULT_MAX_ATTEMPTS, resolve_modules};
 use crate::api::flows::model::{check_definition, check_endpoint_reads, definition_error};
 use crate::auth::{Caller, scope};
@@ -124,14 +124,9 @@ async fn run_inline_now(
     let key = idempotency::from_headers(&headers, "run_inline", &body)?;
     let _turn = app.shares.take(caller.org_id).await?;
     let mut tx = crate::db::begin::begin(&app.pool).await?;
-    if let Some(key) = &key
-        && let Reservation::Replay(body) = idempotency::reserve(&mut tx, caller.org_id, key).await?
-    {
-        if ephemeral && let Some(execution) = reissue(&mut tx, &app, caller.org_id, &body).await? {
-            tx.commit().await?;
-            return Ok(replayed(to_json(&execution)?));
-        }
-        return Ok(replayed(body));
+    if let Some(answer) = replay_reserved(&mut tx, &app, caller.org_id, key.as_ref(), ephemeral).await? {
+        tx.commit().await?;
+        return Ok(answer);
     }
     if let Some(rows) = &launch.rows {
         let batch = crate::queue::inline::create_batch(&mut tx, &new, rows).await?;

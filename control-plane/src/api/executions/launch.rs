@@ -154,17 +154,29 @@ async fn launch_flow_now(
     }
     let _turn = app.shares.take(caller.org_id).await?;
     let mut tx = crate::db::begin::begin(&app.pool).await?;
-    if let Some(key) = &key
-        && let Reservation::Replay(body) = idempotency::reserve(&mut tx, caller.org_id, key).await?
-    {
-        if ephemeral && let Some(execution) = reissue(&mut tx, &app, caller.org_id, &body).await? {
-            tx.commit().await?;
-            return Ok(replayed(to_json(&execution)?));
-        }
-        return Ok(replayed(body));
+    if let Some(answer) = replay_reserved(&mut tx, &app, caller.org_id, key.as_ref(), ephemeral).await? {
+        tx.commit().await?;
+        return Ok(answer);
     }
     let execution = create_execution(&mut tx, &request).await?;
     answer_created(tx, &app, caller.org_id, execution, ephemeral, key.as_ref()).await
+}
+
+/// The start of every launch of one execution under an idempotency key: the key reserved, or, when it was used
+/// before, the first answer again (an ephemeral launch's claim issued anew). The caller commits.
+pub async fn replay_reserved(
+    tx: &mut PgConnection,
+    app: &AppState,
+    org_id: OrgId,
+    key: Option<&idempotency::Claim>,
+    ephemeral: bool,
+) -> ApiResult<Option<Response>> {
+    let Some(key) = key else { return Ok(None) };
+    let Reservation::Replay(body) = idempotency::reserve(&mut *tx, org_id, key).await? else { return Ok(None) };
+    if ephemeral && let Some(execution) = reissue(&mut *tx, app, org_id, &body).await? {
+        return Ok(Some(replayed(to_json(&execution)?)));
+    }
+    Ok(Some(replayed(body)))
 }
 
 /// The end of every launch of one execution (a flow's, or an inline definition's): claimed at once for the caller
