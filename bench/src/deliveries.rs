@@ -22,7 +22,7 @@ pub struct Args {
     #[arg(long, default_value_t = 5000)]
     deliveries: usize,
     /// In flight at once for the bare client: the server's sender keeps at most 32 attempts of one organization in
-    /// flight on a replica (`delivery::ORG_IN_FLIGHT`), and every delivery here is one organization's.
+    /// flight on a replica (`delivery::room::ORG_IN_FLIGHT`), and every delivery here is one organization's.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
     /// Captures per second of the lag run.
@@ -31,6 +31,9 @@ pub struct Args {
     /// Seconds the lag run lasts.
     #[arg(long, default_value_t = 5)]
     lag_seconds: u64,
+    /// Print PostgreSQL's execution time per statement of the deliveries/s run (`pg_stat_statements`).
+    #[arg(long)]
+    pg_statements: bool,
 }
 
 fn now_us() -> u64 {
@@ -78,7 +81,18 @@ async fn wait_for(receiver: &Receiver, n: u64, within: Duration) -> Result<Durat
 }
 
 pub async fn run(args: Args) -> Result<(), BoxError> {
-    Rig::around(async |rig| {
+    let rig = if args.pg_statements {
+        Rig::start_with_settings(crate::pg_statements::PRELOAD).await?
+    } else {
+        Rig::start().await?
+    };
+    let outcome = measure(&rig, &args).await;
+    rig.stop().await;
+    outcome
+}
+
+async fn measure(rig: &Rig, args: &Args) -> Result<(), BoxError> {
+    {
         let (receiver_base, receiver) = start_receiver().await?;
         let body = Bytes::from(format!("{{\"event\":\"bench\",\"pad\":\"{}\"}}", "x".repeat(1000)));
         let duration = Duration::from_secs(args.seconds);
@@ -102,16 +116,35 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
             duration,
             header: None,
         };
+        // The capture path's own cost apart from the sending's CPU (on a small machine both share the cores):
+        // two destinations whose deliveries are written but wait (disabled).
+        let waiting = rig.webhook("waiting").await?;
+        for name in ["one", "two"] {
+            rig.post(
+                &format!("/webhooks/{waiting}/destinations"),
+                serde_json::json!({"name": name, "url": format!("{receiver_base}/{name}"), "enabled": false}),
+            )
+            .await?;
+        }
         let without = run(&plain).run().await?;
+        let written = run(&waiting).run().await?;
         let with = run(&delivering).run().await?;
         let owed = 2 * with.ok;
         wait_for(&receiver, owed, Duration::from_secs(600)).await?;
         println!(
-            "captures/s: {:.0} with two destinations, {:.0} without (ratio {:.2}); {} deliveries then sent",
+            "captures/s: {:.0} with two destinations, {:.0} without (ratio {:.2}); {} deliveries sent meanwhile and \
+             after",
             with.rate(),
             without.rate(),
             with.rate() / without.rate(),
             owed
+        );
+        println!(
+            "captures/s: {:.0} with two destinations whose deliveries wait (written, not sent), {:.0} without \
+             (ratio {:.2}): the capture path's cost apart from sending's CPU",
+            written.rate(),
+            without.rate(),
+            written.rate() / without.rate()
         );
 
         // 2. Deliveries/s: N pending deliveries released at once, beside a bare client sending N alike.
@@ -134,6 +167,9 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
                 .await;
         }
         let before = receiver.arrivals.load(Ordering::Relaxed);
+        if args.pg_statements {
+            crate::pg_statements::reset(&rig.pool).await?;
+        }
         let started = Instant::now();
         rig.api()
             .patch::<_, serde_json::Value>(
@@ -143,6 +179,14 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
             .await?;
         wait_for(&receiver, before + args.deliveries as u64, Duration::from_secs(600)).await?;
         let server_rate = args.deliveries as f64 / started.elapsed().as_secs_f64();
+        if args.pg_statements {
+            let (avg, max, n): (f64, i32, i64) =
+                sqlx::query_as("SELECT avg(duration_ms)::float8, max(duration_ms), count(*) FROM delivery_attempts")
+                    .fetch_one(&rig.pool)
+                    .await?;
+            println!("  attempts: {n}, duration avg {avg:.1} ms, max {max} ms");
+            crate::pg_statements::print_top(&rig.pool, args.deliveries as u64, "delivery").await?;
+        }
         let (n, concurrency, url, sent_body) =
             (args.deliveries, args.concurrency, format!("{receiver_base}/bare"), body.clone());
         let bare = on_load_runtime(move || async move {
@@ -206,6 +250,5 @@ pub async fn run(args: Args) -> Result<(), BoxError> {
             lags.len()
         );
         Ok(())
-    })
-    .await
+    }
 }

@@ -9,6 +9,7 @@
 //! (`destination.disabled`, audited). Every replica runs one; the database shares the work and the rate limits.
 
 pub mod attempt;
+mod room;
 
 use crate::api::admin::audit::{self, AuditEvent};
 use crate::api::webhooks::destinations::claim::{self, Sender};
@@ -17,22 +18,14 @@ use crate::auth::Actor;
 use crate::outbound::signed;
 use crate::state::AppState;
 use hookflow_shared::{DestinationId, OrgId, WebhookId};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use room::Room;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::Semaphore;
 
-/// Attempts in flight at once on one replica.
-const IN_FLIGHT: usize = 128;
 /// Rows one claim takes at most.
 const CLAIM_BATCH: i64 = 64;
-/// Rows of one organization one claim takes at most (organizations are served in turn).
-const CLAIM_PER_ORG: i64 = 16;
-/// Attempts of one organization in flight at once on one replica (a tenant whose receivers hold every attempt
-/// to its timeout never takes more than this share of [`IN_FLIGHT`]).
-const ORG_IN_FLIGHT: usize = 32;
 /// Capture body bytes one claim takes at most (the first row whatever its size).
-const CLAIM_BYTES: i64 = 32 * 1024 * 1024;
+const CLAIM_BYTES: i64 = 16 * 1024 * 1024;
 /// How often due rows are looked for without a wake-up.
 const POLL: Duration = Duration::from_millis(500);
 /// How often failing destinations are looked for.
@@ -42,10 +35,7 @@ const BREAKER_EVERY: Duration = Duration::from_secs(5);
 pub async fn run(app: AppState) {
     let clients = Arc::new(signed::Clients::default());
     let recorder = attempt::Recorder::start(app.pool.clone(), recording::MAX_BATCH, "delivery attempts");
-    let permits = Arc::new(Semaphore::new(IN_FLIGHT));
-    let freed = Arc::new(tokio::sync::Notify::new());
-    let in_flight: Arc<Mutex<HashMap<OrgId, usize>>> = Arc::default();
-    let mut any_busy;
+    let room = Arc::new(Room::default());
     let mut breaker_at = Instant::now();
     loop {
         if breaker_at.elapsed() >= BREAKER_EVERY {
@@ -54,48 +44,32 @@ pub async fn run(app: AppState) {
                 tracing::warn!(error = %e, "checking failing destinations failed");
             }
         }
-        let mut claimed_any = false;
-        let available = permits.available_permits();
-        let busy: Vec<OrgId> = {
-            let counts = in_flight.lock().unwrap_or_else(|e| e.into_inner());
-            counts.iter().filter(|(_, n)| **n >= ORG_IN_FLIGHT).map(|(org, _)| *org).collect()
-        };
-        any_busy = !busy.is_empty();
-        // Claims wait for a quarter of the room to be free: one claim's statements serve many attempts.
-        if available >= IN_FLIGHT / 4 {
+        // Claims wait for room worth a statement; rows are held up to twice what may be in flight, so the next
+        // ones are at hand when attempts end.
+        let mut full = false;
+        if let Some(next) = room.next_claim(CLAIM_BATCH) {
             let limits = claim::Limits {
-                rows: (available as i64).min(CLAIM_BATCH),
-                per_org: CLAIM_PER_ORG,
+                rows: next.rows,
+                per_org: next.per_org,
                 bytes: CLAIM_BYTES,
-                busy: &busy,
+                busy: &next.busy,
+                in_flight: &next.held,
                 per_limited_destination: i64::MAX,
             };
             match claim::claim(&app.pool, Sender::Server, limits).await {
                 Ok(claim) => {
-                    claimed_any = claim.more;
+                    full = claim.rows.len() as i64 == next.rows;
+                    room.hold(&claim.rows.iter().map(|r| r.organization_id).collect::<Vec<_>>(), &next);
                     for row in claim.rows {
-                        let Ok(permit) = permits.clone().acquire_owned().await else { return };
-                        let (app, clients, freed, in_flight) =
-                            (app.clone(), clients.clone(), freed.clone(), in_flight.clone());
-                        let org = row.organization_id;
-                        *in_flight.lock().unwrap_or_else(|e| e.into_inner()).entry(org).or_default() += 1;
-                        let recorder = recorder.clone();
+                        let (app, clients, room, recorder) =
+                            (app.clone(), clients.clone(), room.clone(), recorder.clone());
                         tokio::spawn(async move {
-                            let id = row.id;
+                            let (id, org) = (row.id, row.organization_id);
+                            let Some(turn) = room.turn(org).await else { return };
                             let sent = attempt::send_one(&app, &clients, row).await;
                             // The room is given back once the request is done: its record waits for the recorder's
                             // next statement (bounded by the recorder's queue) under the delivery's lease.
-                            {
-                                let mut counts = in_flight.lock().unwrap_or_else(|e| e.into_inner());
-                                if let Some(n) = counts.get_mut(&org) {
-                                    *n -= 1;
-                                    if *n == 0 {
-                                        counts.remove(&org);
-                                    }
-                                }
-                            }
-                            drop(permit);
-                            freed.notify_one();
+                            room.release(org, Some(turn));
                             let recorded = match sent {
                                 Ok(Some(record)) => recorder.submit(record).await.map(drop),
                                 Ok(None) => Ok(()),
@@ -110,17 +84,21 @@ pub async fn run(app: AppState) {
                 Err(e) => tracing::warn!(error = %e, "claiming deliveries failed; retrying"),
             }
         }
-        if claimed_any {
+        if full {
             continue;
         }
         tokio::select! {
-            () = app.delivery_wakes.notified() => {}
-            () = freed.notified(), if available < IN_FLIGHT / 4 || any_busy => {}
+            // New deliveries: a few milliseconds gather those of the captures that follow into the same claim.
+            () = app.delivery_wakes.notified() => tokio::time::sleep(GATHER).await,
+            () = room.freed.notified() => {}
             () = tokio::time::sleep(POLL) => {}
             () = app.shutdown.cancelled() => return,
         }
     }
 }
+
+/// How long a wake-up by new deliveries waits for those of the next captures before claiming.
+const GATHER: Duration = Duration::from_millis(3);
 
 /// Disables the destinations whose attempts have all failed for their `disable_after_failing_s`, with a reason,
 /// audited `destination.disabled`. Their pending deliveries wait.

@@ -62,8 +62,14 @@ async fn next_deliveries(
     loop {
         // A rate-limited destination's delivery is handed out when its slot comes (one a poll), so the runner's
         // attempts keep the limit too.
-        let limits =
-            Limits { rows: PER_POLL, per_org: PER_POLL, bytes: POLL_BYTES, busy: &[], per_limited_destination: 1 };
+        let limits = Limits {
+            rows: PER_POLL,
+            per_org: PER_POLL,
+            bytes: POLL_BYTES,
+            busy: &[],
+            in_flight: &[],
+            per_limited_destination: 1,
+        };
         let claimed = claim(&app.pool, Sender::Runner { org_id, labels: &labels }, limits).await?;
         let mut deliveries = Vec::new();
         let mut rows = claimed.rows;

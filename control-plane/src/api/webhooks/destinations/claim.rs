@@ -1,7 +1,7 @@
-//! Claiming due deliveries, in one short transaction: pending rows whose time has come, of enabled destinations
-//! the server delivers itself, taken `FOR UPDATE SKIP LOCKED` (replicas share them, never one twice at once) and
-//! leased by pushing `next_attempt_at` past the attempt (a sender that dies leaves them due again: at least
-//! once). A rate-limited destination's attempts each take the next slot of its shared clock (`next_slot_at`,
+//! Claiming due deliveries, in one statement: pending rows whose time has come, of enabled destinations the
+//! server delivers itself, taken `FOR UPDATE SKIP LOCKED` (replicas share them, never one twice at once) and
+//! leased until past the attempt (`leased_until`, a column no index names: a sender that dies leaves them due again
+//! when it passes, at least once). A rate-limited destination's attempts each take the next slot of its shared clock (`next_slot_at`,
 //! advanced by 1/rate in the database, so every replica draws from the one clock), at most a second's worth at a
 //! time. Organizations are served in turn: each claim walks the organizations with pending rows (from a random
 //! point of the index, wrapping around), takes at most `per_org` rows of each and orders them first rows of every
@@ -11,12 +11,12 @@
 use hookflow_shared::{CaptureId, DeliveryId, DestinationId, OrgId, WebhookId};
 use sqlx::PgPool;
 use sqlx::types::Json;
-use std::collections::HashMap;
 
 /// Slots are 1/rate apart, widened by this factor.
 const SLOT_WIDENING: f64 = 1.05;
-/// What a lease adds past an attempt's slot and timeout.
-const LEASE_MARGIN_S: f64 = 30.0;
+/// What a lease adds past twice an attempt's timeout (a held row may wait for one round of attempts before its
+/// own; the margin covers its slot too: at most about two seconds away).
+const LEASE_MARGIN_S: f64 = 33.0;
 /// Organizations one claim looks at, at most (from a random point: the others come in later claims).
 const ORGS_PER_CLAIM: i64 = 256;
 
@@ -58,8 +58,9 @@ pub struct Claimed {
     #[sqlx(skip)]
     pub claimed_at: Option<tokio::time::Instant>,
     /// This claim's lease (a runner's result must carry it).
-    #[sqlx(skip)]
     pub lease: Option<uuid::Uuid>,
+    /// How long after the claim its rate-limited slot begins, in seconds (the database's clock).
+    pub slot_in_s: Option<f64>,
 }
 
 /// Who sends what is claimed: the server (destinations without `runner_labels`), or an installed runner of an
@@ -81,20 +82,26 @@ pub struct Limits<'a> {
     pub bytes: i64,
     /// Organizations not to claim for (at their cap of attempts in flight).
     pub busy: &'a [OrgId],
+    /// Attempts already in flight per organization: an organization's rows are `per_org` less these.
+    pub in_flight: &'a [(OrgId, i64)],
     /// Rows of one rate-limited destination (at most its rate in any case): a runner takes one, handed out when
     /// its slot comes.
     pub per_limited_destination: i64,
 }
 
-/// What a claim took, and whether more may be due (it was full, or an organization reached `per_org`).
+/// What a claim took, and whether more may be due (it took `rows`).
 #[derive(Debug, Default)]
 pub struct Claim {
     pub rows: Vec<Claimed>,
     pub more: bool,
 }
 
-/// The ids a claim takes, locked, in turn by organization (see the module's text); only fixed text goes into it.
-fn pick_sql(sender: Sender<'_>) -> String {
+/// The claim, one statement (only fixed text goes into it): the organizations with due rows walked in turn (see
+/// the module's text), each one's due rows taken locked up to its room, the rate limit's trim and the byte budget
+/// applied, the kept rows leased (`leased_until` past the attempt, a fresh `lease`) and rate-limited
+/// destinations' clocks advanced by the slots taken, then everything the attempts need read back, bodies included,
+/// in the claim's order.
+fn claim_sql(sender: Sender<'_>) -> String {
     let (due, orgs) = match sender {
         Sender::Server => (
             "status = 'pending' AND NOT by_runner",
@@ -119,42 +126,75 @@ fn pick_sql(sender: Sender<'_>) -> String {
                     row_number() OVER (PARTITION BY p.destination_id ORDER BY p.next_attempt_at) AS in_destination
              FROM ({orgs}) o
              CROSS JOIN LATERAL (
-                 SELECT d.id, d.organization_id, d.destination_id, d.capture_id, d.next_attempt_at, t.rate_limit_per_s
+                 SELECT d.id, d.organization_id, d.destination_id, d.capture_id, d.next_attempt_at, t.rate_limit_per_s,
+                        t.timeout_ms
                  FROM deliveries d JOIN destinations t ON t.id = d.destination_id
                  WHERE d.organization_id = o.org AND d.{due} AND d.next_attempt_at <= now() AND t.enabled
+                   AND (d.leased_until IS NULL OR d.leased_until <= now())
                    AND (($2::uuid IS NULL AND cardinality(t.runner_labels) = 0)
                         OR (d.organization_id = $2 AND cardinality(t.runner_labels) > 0
                             AND t.runner_labels <@ $3::text[]))
                    AND (t.rate_limit_per_s IS NULL OR t.next_slot_at < now() + interval '1 second')
                  ORDER BY d.next_attempt_at
-                 LIMIT $4
+                 LIMIT GREATEST(0, $4 - COALESCE((SELECT sum(f.n)::int8 FROM unnest($10::uuid[], $11::int8[]) AS f(org, n)
+                                                  WHERE f.org = o.org), 0))
                  FOR UPDATE OF d SKIP LOCKED) p
          ), fair AS (
-             SELECT p.id, p.in_org, p.next_attempt_at, COALESCE(c.body_size, 0)::int8 AS size
+             SELECT p.*, COALESCE(c.body_size, 0)::int8 AS size
              FROM picked p
              LEFT JOIN captures c ON c.organization_id = p.organization_id AND c.id = p.capture_id
              WHERE p.rate_limit_per_s IS NULL OR p.in_destination <= LEAST(p.rate_limit_per_s, $9)
              ORDER BY p.in_org, p.next_attempt_at
              LIMIT $1
+         ), kept AS (
+             SELECT f.*, row_number() OVER (ORDER BY in_org, next_attempt_at, id) AS n,
+                    row_number() OVER (PARTITION BY destination_id ORDER BY in_org, next_attempt_at, id) AS in_slot
+             FROM (SELECT f.*, sum(size) OVER (ORDER BY in_org, next_attempt_at, id) - size AS before FROM fair f) f
+             WHERE before < $8
+         ), clocks AS (
+             UPDATE destinations t
+             SET next_slot_at = GREATEST(t.next_slot_at, now()) + make_interval(secs => {widening} / t.rate_limit_per_s * k.taken)
+             FROM (SELECT destination_id, count(*) AS taken FROM kept WHERE rate_limit_per_s IS NOT NULL
+                   GROUP BY destination_id) k
+             WHERE t.id = k.destination_id
+             RETURNING t.id, {widening} / t.rate_limit_per_s AS step,
+                       extract(epoch FROM t.next_slot_at - now())::float8 - {widening} / t.rate_limit_per_s * k.taken
+                           AS first
+         ), leased AS (
+             UPDATE deliveries d
+             SET leased_until = now() + make_interval(secs => k.timeout_ms / 500.0 + {lease_margin}), lease = gen_random_uuid()
+             FROM kept k WHERE d.id = k.id
+             RETURNING d.id, d.organization_id, d.destination_id, d.webhook_id, d.capture_id, d.matched, d.attempts,
+                       d.round_start, d.lease, k.n, k.in_slot
          )
-         SELECT id, in_org FROM (
-             SELECT id, in_org, next_attempt_at,
-                    sum(size) OVER (ORDER BY in_org, next_attempt_at, id) - size AS before
-             FROM fair) f
-         WHERE before < $8
-         ORDER BY in_org, next_attempt_at, id"
+         SELECT l.id, l.organization_id, l.destination_id, l.webhook_id, l.capture_id, l.matched, l.attempts,
+                l.round_start, l.lease, t.url, t.q, t.filter, t.retry_schedule_s, t.timeout_ms,
+                t.rate_limit_per_s, t.signing_secret, t.signing_nonce, t.signing_key_version,
+                COALESCE(o.private_network, false) AS private_network, c.method, c.path, c.query_string, c.headers,
+                c.body, c.signature_verdict, COALESCE(w.verification IS NOT NULL, false) AS verifying,
+                CASE WHEN s.id IS NOT NULL THEN GREATEST(0, s.first + s.step * (l.in_slot - 1)) END AS slot_in_s
+         FROM leased l
+         JOIN destinations t ON t.id = l.destination_id
+         LEFT JOIN clocks s ON s.id = l.destination_id
+         LEFT JOIN organizations o ON o.id = l.organization_id
+         LEFT JOIN webhooks w ON w.id = l.webhook_id
+         LEFT JOIN captures c ON c.organization_id = l.organization_id AND c.id = l.capture_id
+         ORDER BY l.n",
+        widening = SLOT_WIDENING,
+        lease_margin = LEASE_MARGIN_S,
     )
 }
 
-/// Claims due deliveries for `sender`, within `limits`.
+/// Claims due deliveries for `sender`, within `limits`, in one statement.
 pub async fn claim(pool: &PgPool, sender: Sender<'_>, limits: Limits<'_>) -> Result<Claim, sqlx::Error> {
     let (org, labels) = match sender {
         Sender::Server => (None, &[][..]),
         Sender::Runner { org_id, labels } => (Some(org_id), labels),
     };
     let busy: Vec<uuid::Uuid> = limits.busy.iter().map(|o| o.as_uuid()).collect();
-    let mut tx = crate::db::begin::begin(&pool).await?;
-    let picked: Vec<(DeliveryId, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(pick_sql(sender)))
+    let (taken_orgs, taken): (Vec<uuid::Uuid>, Vec<i64>) =
+        limits.in_flight.iter().map(|(org, n)| (org.as_uuid(), *n)).unzip();
+    let mut rows: Vec<Claimed> = sqlx::query_as(sqlx::AssertSqlSafe(claim_sql(sender)))
         .bind(limits.rows)
         .bind(org)
         .bind(labels)
@@ -164,79 +204,15 @@ pub async fn claim(pool: &PgPool, sender: Sender<'_>, limits: Limits<'_>) -> Res
         .bind(ORGS_PER_CLAIM)
         .bind(limits.bytes)
         .bind(limits.per_limited_destination)
-        .fetch_all(&mut *tx)
+        .bind(&taken_orgs)
+        .bind(&taken)
+        .fetch_all(pool)
         .await?;
-    if picked.is_empty() {
-        return Ok(Claim::default());
-    }
-    let more = picked.len() as i64 == limits.rows || picked.iter().any(|(_, in_org)| *in_org >= limits.per_org);
-    let ids: Vec<DeliveryId> = picked.iter().map(|(id, _)| *id).collect();
-    // Only the kept rows' captures are read, bodies included.
-    let mut rows: Vec<Claimed> = sqlx::query_as(
-        "SELECT d.id, d.organization_id, d.destination_id, d.webhook_id, d.capture_id, d.matched, d.attempts,
-                d.round_start, t.url, t.q, t.filter, t.retry_schedule_s, t.timeout_ms, t.rate_limit_per_s,
-                t.signing_secret, t.signing_nonce, t.signing_key_version, COALESCE(o.private_network, false)
-                    AS private_network, c.method, c.path, c.query_string, c.headers, c.body,
-                c.signature_verdict, COALESCE(w.verification IS NOT NULL, false) AS verifying
-         FROM unnest($1::uuid[]) WITH ORDINALITY AS u(id, n)
-         JOIN deliveries d ON d.id = u.id
-         JOIN destinations t ON t.id = d.destination_id
-         LEFT JOIN organizations o ON o.id = d.organization_id
-         LEFT JOIN webhooks w ON w.id = d.webhook_id
-         LEFT JOIN captures c ON c.organization_id = d.organization_id AND c.id = d.capture_id
-         ORDER BY u.n",
-    )
-    .bind(&ids)
-    .fetch_all(&mut *tx)
-    .await?;
-    // Rate-limited destinations: every row given its slot (the SQL took at most a second's worth of each).
-    let mut per_destination: HashMap<DestinationId, (i32, Vec<usize>)> = HashMap::new();
-    for (i, row) in rows.iter().enumerate() {
-        if let Some(rate) = row.rate_limit_per_s {
-            per_destination.entry(row.destination_id).or_insert((rate.max(1), Vec::new())).1.push(i);
-        }
-    }
-    for (destination, (rate, taken)) in &per_destination {
-        // A little wider than 1/rate: a slot's attempt that starts late (a busy replica) never crowds the
-        // receiver's second past the limit.
-        let step = SLOT_WIDENING / f64::from(*rate);
-        // The first slot, and how far it is from the database's now.
-        let first: f64 = sqlx::query_scalar(
-            "WITH moved AS (
-                 UPDATE destinations SET next_slot_at = GREATEST(next_slot_at, now()) + make_interval(secs => $2)
-                 WHERE id = $1
-                 RETURNING next_slot_at - make_interval(secs => $2) AS first)
-             SELECT extract(epoch FROM first - now())::float8 FROM moved",
-        )
-        .bind(destination)
-        .bind(step * taken.len() as f64)
-        .fetch_one(&mut *tx)
-        .await?;
-        for (n, i) in taken.iter().enumerate() {
-            let at = (first + step * n as f64).max(0.0);
-            rows[*i].slot_in = Some(std::time::Duration::from_secs_f64(at));
-        }
-    }
+    let more = rows.len() as i64 == limits.rows;
     let claimed_at = tokio::time::Instant::now();
     for row in &mut rows {
         row.claimed_at = Some(claimed_at);
-        row.lease = Some(uuid::Uuid::new_v4());
+        row.slot_in = row.slot_in_s.map(std::time::Duration::from_secs_f64);
     }
-    let lease_ids: Vec<uuid::Uuid> = rows.iter().filter_map(|r| r.lease).collect();
-    let ids: Vec<DeliveryId> = rows.iter().map(|r| r.id).collect();
-    let leases: Vec<f64> = rows
-        .iter()
-        .map(|r| r.slot_in.map_or(0.0, |s| s.as_secs_f64()) + f64::from(r.timeout_ms) / 1000.0 + LEASE_MARGIN_S)
-        .collect();
-    sqlx::query(
-        "UPDATE deliveries d SET next_attempt_at = now() + make_interval(secs => u.lease), lease = u.lease_id
-         FROM unnest($1::uuid[], $2::float8[], $3::uuid[]) AS u(id, lease, lease_id) WHERE d.id = u.id",
-    )
-    .bind(&ids)
-    .bind(&leases)
-    .bind(&lease_ids)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
     Ok(Claim { rows, more })
 }

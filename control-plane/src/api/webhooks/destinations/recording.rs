@@ -127,7 +127,7 @@ WITH u AS (
     UPDATE deliveries SET attempts = deliveries.attempts + 1, status = u.status, last_attempt = u.last,
         next_attempt_at = CASE WHEN t.enabled THEN now() + make_interval(secs => u.delay_s)
                                ELSE 'infinity'::timestamptz END,
-        delivered_at = CASE WHEN u.status = 'delivered' THEN now() END
+        delivered_at = CASE WHEN u.status = 'delivered' THEN now() END, leased_until = NULL
     FROM u JOIN destinations t ON t.id = u.destination_id
     WHERE deliveries.id = u.id AND deliveries.status = 'pending'
         AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
