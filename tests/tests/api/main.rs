@@ -94,6 +94,7 @@ mod queue_completion_results;
 mod queue_polls;
 mod quotas;
 mod request_lines;
+mod requests_graphql;
 mod requests_real;
 mod resources;
 mod retention_history;
