@@ -63,6 +63,7 @@ mod hardening_waits;
 mod heartbeats;
 mod history;
 mod imports;
+mod imports_cli;
 mod isolation_captures;
 mod isolation_network;
 mod isolation_secrets;
