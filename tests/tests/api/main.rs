@@ -97,6 +97,7 @@ mod quotas;
 mod request_lines;
 mod requests_graphql;
 mod requests_real;
+mod requests_schema_budgets;
 mod resources;
 mod retention_history;
 mod runner_e2e;
