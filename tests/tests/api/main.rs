@@ -13,6 +13,7 @@ mod app_answers;
 mod app_audit;
 mod app_browser;
 mod app_editor;
+mod app_editor_bodies;
 mod app_imports;
 mod app_signatures;
 mod app_webhook_nodes;
