@@ -33,7 +33,8 @@ fn id_after<'a>(stdout: &'a str, prefix: &str) -> &'a str {
 /// `(method, url)` of each request of a collection.
 fn lines(collection: &Value) -> Vec<(String, String)> {
     let requests = collection["requests"].as_array().expect("requests");
-    requests.iter().map(|r| (r["method"].as_str().unwrap().to_owned(), r["url"].as_str().unwrap().to_owned())).collect()
+    let text = |value: &Value| value.as_str().expect("a string").to_owned();
+    requests.iter().map(|r| (text(&r["method"]), text(&r["url"]))).collect()
 }
 
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
