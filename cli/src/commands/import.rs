@@ -49,17 +49,27 @@ pub struct ImportArgs {
     json: bool,
 }
 
+/// The server's limit for an imported document: a larger file is refused here, before it is read whole or sent.
+pub const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
+
 fn read(file: &PathBuf) -> Result<String, CliError> {
-    let mut text = String::new();
-    if file.as_os_str() == "-" {
+    let mut bytes = Vec::new();
+    // One byte past the limit tells a file that is too big without reading the rest of it.
+    let read = if file.as_os_str() == "-" {
         std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| CliError::usage(format!("cannot read standard input: {e}")))?;
+            .take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| CliError::usage(format!("cannot read standard input: {e}")))
     } else {
-        text = std::fs::read_to_string(file)
-            .map_err(|e| CliError::usage(format!("cannot read {}: {e}", file.display())))?;
+        std::fs::File::open(file)
+            .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(|e| CliError::usage(format!("cannot read {}: {e}", file.display())))
+    };
+    read?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(CliError::usage(format!("{} is larger than 10 MiB, the limit of an import", file.display())));
     }
-    Ok(text)
+    String::from_utf8(bytes).map_err(|_| CliError::usage(format!("{} is not UTF-8 text", file.display())))
 }
 
 pub async fn run(api: &Api, args: ImportArgs) -> Result<(), CliError> {

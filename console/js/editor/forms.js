@@ -6,6 +6,7 @@
 import { h, field } from '../dom.js';
 import { textInput, numberInput, selectInput, checkInput, control, button } from './controls.js';
 import { mapRows, extractorRows, assertionRows } from './rows.js';
+import { formRows, multipartRows, graphqlExtras } from './body_rows.js';
 import { fieldAt, setField, jsonBodyProblem, looksJson, METHODS } from '../lib/flow_model.js';
 import { parse, stringify, isObject, has } from '../lib/ordered_json.js';
 
@@ -76,8 +77,8 @@ export function bodyKind(request) {
 }
 
 /**
- * The body part of a request form: the kind, then a text body, a GraphQL query, or a note that pairs and parts are
- * edited in the JSON view.
+ * The body part of a request form: the kind, then a text body, a form's pairs, a multipart body's parts, or a GraphQL
+ * query with its variables and operation name.
  * @param {Editor} ed
  */
 function bodyPart(ed, request) {
@@ -107,12 +108,13 @@ function bodyPart(ed, request) {
         ed.changed();
       });
       parts.push(
-        control('GraphQL query', area, 'request.graphql.query', 'Variables and the operation name: JSON view.'),
+        control('GraphQL query', area, 'request.graphql.query'),
+        ...graphqlExtras(ed, request),
         checkInput(ed, 'Pass even when the answer has errors', request, ['graphql', 'allow_errors'], false),
       );
     }
-    if (kind === 'form' || kind === 'multipart')
-      parts.push(h('p', { class: 'muted' }, `Edit the ${kind === 'form' ? 'pairs' : 'parts'} in the JSON view.`));
+    if (kind === 'form') parts.push(formRows(ed, request));
+    if (kind === 'multipart') parts.push(multipartRows(ed, request));
     holder.replaceChildren(...parts);
   };
   draw();

@@ -17,6 +17,9 @@ const FORMATS = [
   ['openapi', 'OpenAPI 3'],
 ];
 
+/** How many of the previewed requests are listed (the rest are counted). */
+const SHOWN_REQUESTS = 200;
+
 /** The report of a previewed import, as a list a person reads before storing anything. */
 function reportView(answer) {
   const report = answer.report;
@@ -29,6 +32,29 @@ function reportView(answer) {
         `${report.not_converted.length} not converted.`,
     ),
   ];
+  if (requests) {
+    // Every request the import would store, in order, by its folder and name.
+    const shown = answer.collection.requests.slice(0, SHOWN_REQUESTS);
+    items.push(
+      h('h3', {}, 'Requests'),
+      h(
+        'ul',
+        { id: 'import-requests' },
+        ...shown.map((r) =>
+          h(
+            'li',
+            {},
+            h('span', { class: `method method-${r.method.toLowerCase()}` }, r.method),
+            ' ',
+            r.folder ? `${r.folder}/${r.name}` : r.name,
+            ' ',
+            h('code', {}, r.url),
+          ),
+        ),
+      ),
+      requests > shown.length ? h('p', { class: 'muted' }, `and ${requests - shown.length} more`) : null,
+    );
+  }
   if (report.not_converted.length) {
     items.push(
       h('h3', {}, 'Not converted'),

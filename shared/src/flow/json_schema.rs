@@ -30,8 +30,15 @@ impl std::fmt::Display for Violation {
 
 /// Validates `instance` against `schema` (a schema object or boolean); the first violation when it fails.
 pub fn validate(schema: &Value, instance: &Value) -> Result<(), Violation> {
-    let mut validator = Validator { root: schema, steps: 0, patterns: std::collections::HashMap::new() };
-    validator.check(schema, instance, &mut String::new(), 0)
+    let mut validator =
+        Validator { root: schema, steps: 0, patterns: std::collections::HashMap::new(), exhausted: None };
+    let verdict = validator.check(schema, instance, &mut String::new(), 0);
+    // A budget spent is a failure wherever it happened: under `not` (or any keyword that reads a failure as a
+    // success) it must not turn into a pass.
+    match validator.exhausted {
+        Some(exhausted) => Err(exhausted),
+        None => verdict,
+    }
 }
 
 struct Validator<'s> {
@@ -39,6 +46,8 @@ struct Validator<'s> {
     steps: usize,
     /// Each distinct pattern compiled once per validation (`None`: invalid or past its size budget).
     patterns: std::collections::HashMap<String, Option<regex::Regex>>,
+    /// The first place a budget ran out: the validation fails with it, whatever the keywords above made of it.
+    exhausted: Option<Violation>,
 }
 
 /// The compiled size a schema's pattern may take (a pattern is a tenant's; the regex crate matches in linear time).
@@ -105,15 +114,22 @@ impl<'s> Validator<'s> {
     fn spend(&mut self, n: usize, path: &str) -> Result<(), Violation> {
         self.steps = self.steps.saturating_add(n);
         if self.steps > MAX_STEPS {
-            return Err(violation(path, "$ref", "the schema nests or branches past the validator's budget"));
+            return Err(self.exhaust(path));
         }
         Ok(())
+    }
+
+    /// The budget's violation at `path`, remembered as the first when it is.
+    fn exhaust(&mut self, path: &str) -> Violation {
+        let spent = violation(path, "$ref", "the schema nests or branches past the validator's budget");
+        self.exhausted.get_or_insert_with(|| spent.clone());
+        spent
     }
 
     fn check(&mut self, schema: &'s Value, instance: &Value, path: &mut String, depth: usize) -> Result<(), Violation> {
         self.steps += 1;
         if depth > MAX_DEPTH || self.steps > MAX_STEPS {
-            return Err(violation(path, "$ref", "the schema nests or branches past the validator's budget"));
+            return Err(self.exhaust(path));
         }
         let schema = match schema {
             Value::Bool(true) => return Ok(()),
@@ -453,6 +469,18 @@ mod tests {
     fn budgets_stop_a_reference_loop() {
         let schema = json!({"$ref": "#"});
         assert!(validate(&schema, &json!(1)).is_err());
+        // A loop or a blow-up under `not` is still the budget's failure, never a pass.
+        let looped = json!({"not": {"$ref": "#/$defs/loop"}, "$defs": {"loop": {"$ref": "#/$defs/loop"}}});
+        assert_eq!(validate(&looped, &json!(1)).expect_err("a loop").keyword, "$ref");
+        let mut defs = serde_json::Map::new();
+        for level in 0..40 {
+            let next = json!({"$ref": format!("#/$defs/l{}", level + 1)});
+            defs.insert(format!("l{level}"), json!({"anyOf": [next, next]}));
+        }
+        defs.insert("l40".into(), json!({"type": "string"}));
+        let blowup = json!({"not": {"$ref": "#/$defs/l0"}, "$defs": defs});
+        let spent = validate(&blowup, &json!(1)).expect_err("past the budget");
+        assert!(spent.message.contains("budget"), "{spent}");
         let exclusive = json!({"type": "number", "minimum": 1, "exclusiveMinimum": true});
         assert_eq!(validate(&exclusive, &json!(1)).expect_err("3.0 exclusive").keyword, "minimum");
         assert_eq!(validate(&json!({"exclusiveMaximum": 3}), &json!(3)).expect_err("2020").keyword, "exclusiveMaximum");

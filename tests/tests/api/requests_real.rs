@@ -1,9 +1,10 @@
 //! Issue #54, the request node's half, over real targets written here: a log-in whose cookie the next request
 //! carries (and not with the jar off), a form post, a 5 MiB multipart upload read back by a real multipart parser
-//! (multer), GraphQL with variables and an `errors` answer, `duration` with `lessThan`, `matchesSchema` against the
-//! Petstore description's `Pet`, 400s for bad shapes; and through the real server and a real `hookflow-runner`: a
-//! client certificate from a secret against an OpenSSL server requiring one (refused without it, and refused when
-//! the secret's `allowed_hosts` leave the host out), through an HTTPS proxy written here that sees the CONNECT.
+//! (multer), `duration` with `lessThan`, `matchesSchema` against the Petstore description's `Pet`, 400s for bad
+//! shapes (GraphQL against a real GraphQL server: requests_graphql.rs); and through the real server and a real
+//! `hookflow-runner`: a client certificate from a secret against an OpenSSL server requiring one (refused without
+//! it, and refused when the secret's `allowed_hosts` leave the host out), through an HTTPS proxy written here that
+//! sees the CONNECT.
 
 use crate::RUNNER;
 use axum::Router;
@@ -43,7 +44,6 @@ struct Part {
 struct Seen {
     form: Vec<(String, String)>,
     parts: Vec<Part>,
-    graphql: Vec<(Option<String>, Value)>,
 }
 
 type Shared = Arc<Mutex<Seen>>;
@@ -91,24 +91,6 @@ async fn upload(State(seen): State<Shared>, headers: HeaderMap, body: Bytes) -> 
     (StatusCode::OK, format!("{{\"parts\": {count}}}"))
 }
 
-/// A GraphQL endpoint answering `pet(id)` per GraphQL over HTTP: data, or `errors` for an unknown pet.
-async fn graphql(State(seen): State<Shared>, headers: HeaderMap, body: Bytes) -> (StatusCode, String) {
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|c| c.to_str().ok()).map(str::to_owned);
-    let request: Value = serde_json::from_slice(&body).unwrap_or_default();
-    seen.lock().expect("seen").graphql.push((content_type, request.clone()));
-    let query = request["query"].as_str().unwrap_or_default();
-    if !query.contains("pet(id: $id)") {
-        return (StatusCode::OK, json!({"errors": [{"message": "unknown field"}]}).to_string());
-    }
-    let answer = match request["variables"]["id"].as_str() {
-        Some("1") => json!({"data": {"pet": {"name": "Rex", "tag": "dog"}}}),
-        other => json!({"data": {"pet": null}, "errors": [
-            {"message": format!("no pet with id {}", other.unwrap_or("?")), "path": ["pet"]},
-            {"message": "a second error"}]}),
-    };
-    (StatusCode::OK, answer.to_string())
-}
-
 async fn slow(Query(query): Query<BTreeMap<String, u64>>) -> &'static str {
     tokio::time::sleep(Duration::from_millis(query.get("ms").copied().unwrap_or(0))).await;
     "{}"
@@ -128,7 +110,6 @@ async fn target() -> (String, Shared) {
         .route("/login", post(login))
         .route("/me", get(me))
         .route("/upload", post(upload))
-        .route("/graphql", post(graphql))
         .route("/slow", get(slow))
         .route("/pet/{kind}", get(pet))
         .layer(DefaultBodyLimit::max(64 * 1024 * 1024))
@@ -242,37 +223,6 @@ async fn a_five_mib_multipart_upload_arrives_part_for_part() {
     assert!(shown.contains("[3145728 bytes]") && shown.contains("two files for ada"), "{shown}");
     let content_type = &results[0].request.as_ref().expect("request").headers["content-type"];
     assert!(content_type.starts_with("multipart/form-data; boundary=hookflow-"), "{content_type}");
-}
-
-fn graphql_node(base: &str, id: &str, allow_errors: bool) -> Value {
-    json!({"id": format!("pet{id}"), "kind": "request", "continue_on_failure": true,
-        "request": {"method": "GET", "url": format!("{base}/graphql"), "graphql": {
-            "query": "query Pet($id: ID!) { pet(id: $id) { name tag } }",
-            "variables": {"id": id}, "operation_name": "Pet", "allow_errors": allow_errors}},
-        "extractors": [{"name": format!("name{id}"), "kind": "jsonPath", "expression": "$.data.pet.name"}]})
-}
-
-#[tokio::test]
-async fn graphql_sends_the_operation_and_fails_on_errors_unless_allowed() {
-    let (base, seen) = target().await;
-    let mut found = graphql_node(&base, "1", false);
-    found["assertions"] = json!([{"source": "name1", "operator": "equals", "expected": "Rex"}]);
-    let definition = json!({"nodes": [found, graphql_node(&base, "9", false), graphql_node(&base, "8", true)]});
-    let (outcome, results) = run(definition).await;
-    assert_eq!(outcome.status, FinalStatus::Failed);
-    assert_eq!(results[0].status, NodeStatus::Passed, "{:?}", results[0]);
-    assert_eq!(results[0].extracted["name1"], json!("Rex"));
-    assert_eq!(results[1].status, NodeStatus::Failed);
-    let error = results[1].error.as_deref().unwrap_or_default();
-    assert!(error.contains("no pet with id 9") && error.contains("2 error"), "{error}");
-    assert_eq!(results[2].status, NodeStatus::Passed, "allow_errors: {:?}", results[2].error);
-    let requests = seen.lock().expect("seen").graphql.clone();
-    assert_eq!(requests.len(), 3);
-    let (content_type, request) = &requests[0];
-    assert_eq!(content_type.as_deref(), Some("application/json"));
-    assert_eq!(request["variables"], json!({"id": "1"}));
-    assert_eq!(request["operationName"], json!("Pet"));
-    assert_eq!(results[0].request.as_ref().expect("request").method, "POST", "GraphQL over HTTP is a POST");
 }
 
 #[tokio::test]
