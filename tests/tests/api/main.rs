@@ -18,6 +18,7 @@ mod app_webhook_nodes;
 mod auth;
 mod autoscaling;
 mod autoscaling_keda;
+mod autoscaling_launch;
 mod autoscaling_tally;
 mod backup_restore;
 mod batches;

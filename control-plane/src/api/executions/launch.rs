@@ -5,6 +5,7 @@
 use crate::api::context::Ctx;
 use crate::api::executions::idempotency::{self, Reservation};
 use crate::api::executions::resolve::{LaunchRequest, create_execution, resolve, resolve_kept};
+use crate::api::executions::waiting;
 use crate::auth::scope;
 use crate::db::deadline::Deadline;
 use crate::error::{ApiError, ApiResult, to_json, to_json_bytes};
@@ -140,7 +141,7 @@ async fn launch_flow_now(
             Some(new) => app.writers.launches.submit_for(caller.org_id, new).await??,
             None => None,
         };
-        let execution = match kept {
+        let mut execution = match kept {
             Some(execution) => execution,
             None => {
                 let turn = app.shares.take(caller.org_id).await?;
@@ -150,6 +151,8 @@ async fn launch_flow_now(
             }
         };
         app.queue.wake(caller.org_id);
+        let conn = &mut *app.pool.acquire().await?;
+        waiting::fill(&app, conn, caller.org_id, std::slice::from_mut(&mut execution)).await?;
         return Ok((StatusCode::CREATED, Json(execution)).into_response());
     }
     let _turn = app.shares.take(caller.org_id).await?;
@@ -199,6 +202,8 @@ pub async fn answer_created(
     tx.commit().await?;
     app.queue.wake(org_id);
     execution.job = job.map(Box::new);
+    // Why it waits, as a read would say it now (not kept for a replay, which reads it afresh in its own time).
+    waiting::fill(app, &mut *app.pool.acquire().await?, org_id, std::slice::from_mut(&mut execution)).await?;
     Ok((StatusCode::CREATED, Json(execution)).into_response())
 }
 
@@ -267,12 +272,13 @@ async fn launch_by_tag_now(
     }
     tx.commit().await?;
     app.queue.wake(caller.org_id);
-    let executions = executions
+    let mut executions: Vec<Execution> = executions
         .into_iter()
         .map(|(mut execution, job)| {
             execution.job = job.map(Box::new);
             execution
         })
         .collect();
+    waiting::fill(&app, &mut *app.pool.acquire().await?, caller.org_id, &mut executions).await?;
     Ok((StatusCode::CREATED, Json(LaunchedExecutions { executions })).into_response())
 }
