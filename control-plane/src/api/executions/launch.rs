@@ -151,8 +151,7 @@ async fn launch_flow_now(
             }
         };
         app.queue.wake(caller.org_id);
-        let conn = &mut *app.pool.acquire().await?;
-        waiting::fill(&app, conn, caller.org_id, std::slice::from_mut(&mut execution)).await?;
+        say_why_it_waits(&app, caller.org_id, std::slice::from_mut(&mut execution)).await;
         return Ok((StatusCode::CREATED, Json(execution)).into_response());
     }
     let _turn = app.shares.take(caller.org_id).await?;
@@ -202,10 +201,28 @@ pub async fn answer_created(
     tx.commit().await?;
     app.queue.wake(org_id);
     execution.job = job.map(Box::new);
-    // Why it waits, as a read would say it now (not kept for a replay, which reads it afresh in its own time).
-    waiting::fill(app, &mut *app.pool.acquire().await?, org_id, std::slice::from_mut(&mut execution)).await?;
+    say_why_it_waits(app, org_id, std::slice::from_mut(&mut execution)).await;
     Ok((StatusCode::CREATED, Json(execution)).into_response())
 }
+
+/// Sets `waiting_reason` on the queued executions of a launch's answer, as a read would say it now (not kept for
+/// an idempotent replay). The launch is committed already, so a failure here leaves the reason null rather than
+/// answering an error a client would retry into a second launch; so does a database slower than
+/// [`WAITING_REASON_WITHIN`] (the request's own deadline would otherwise answer 503 for a committed launch).
+async fn say_why_it_waits(app: &AppState, org_id: OrgId, executions: &mut [Execution]) {
+    let filled = async {
+        let mut conn = app.pool.acquire().await?;
+        waiting::fill(app, &mut conn, org_id, executions).await
+    };
+    match tokio::time::timeout(WAITING_REASON_WITHIN, filled).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(%org_id, error = %e.message, "a launch answer goes without its waiting reason"),
+        Err(_) => tracing::warn!(%org_id, "a launch answer goes without its waiting reason: the database was slow"),
+    }
+}
+
+/// How long a launch answer waits for its `waiting_reason`.
+const WAITING_REASON_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The flows of the organization carrying every one of `tags`, by name, at most 100.
 async fn flows_tagged(conn: &mut PgConnection, org_id: OrgId, tags: &[String]) -> ApiResult<Vec<FlowId>> {
@@ -279,6 +296,6 @@ async fn launch_by_tag_now(
             execution
         })
         .collect();
-    waiting::fill(&app, &mut *app.pool.acquire().await?, caller.org_id, &mut executions).await?;
+    say_why_it_waits(&app, caller.org_id, &mut executions).await;
     Ok((StatusCode::CREATED, Json(LaunchedExecutions { executions })).into_response())
 }
