@@ -1,8 +1,9 @@
 //! `hookflow-bench pools` (issue #53): the scaler endpoint's cost with 50 declared pools and 100,000 queued
-//! executions over 30 label sets (p50/p99 of `GET /runner/pools/{pool}` and of the whole list, with the plan of
-//! its grouped statement), and the claim's pick with priority (`ORDER BY priority, id` over the new
-//! `executions_queued`) beside today's (`ORDER BY id` over an index of `(organization_id, id)` made for the
-//! comparison), the same statements on the same database in the same run, taken in turns.
+//! executions over 30 label sets (p50/p99 of `GET /runner/pools/{pool}` and of the whole list, with the plans of
+//! the grouped statement it ran before the queued tally and of the tally's statement it runs now), and the
+//! claim's pick with priority (`ORDER BY priority, id` over the new `executions_queued`) beside today's (`ORDER BY
+//! id` over an index of `(organization_id, id)` made for the comparison), the same statements on the same
+//! database in the same run, taken in turns.
 
 use crate::load::{BoxError, percentile_ms};
 use crate::setup::Rig;
@@ -101,6 +102,21 @@ async fn measure(rig: &Rig, args: &Args, pools: &[RunnerPool]) -> Result<(), Box
     .fetch_all(&rig.pool)
     .await?;
     println!("plan of the grouped statement:\n  {}", plan.join("\n  "));
+    // What the scaler endpoint runs since the queued tally (migration 20261129000095): the tally's rows of the
+    // organization summed by label set, each set aged by one probe of `executions_queued_labels`.
+    let plan: Vec<String> = sqlx::query_scalar(
+        "EXPLAIN (ANALYZE, BUFFERS) SELECT t.runner_labels, t.queued, t.rows,
+             coalesce(extract(epoch FROM now() - o.created_at), 0)::float8 AS oldest_s
+         FROM (SELECT runner_labels, sum(delta)::int8 AS queued, count(*) AS rows FROM executions_queued_tally
+               WHERE organization_id = $1 GROUP BY runner_labels) t
+         LEFT JOIN LATERAL (SELECT e.created_at FROM executions e
+               WHERE e.organization_id = $1 AND e.status = 'queued' AND e.runner_labels = t.runner_labels
+               ORDER BY e.created_at LIMIT 1) o ON true",
+    )
+    .bind(rig.org)
+    .fetch_all(&rig.pool)
+    .await?;
+    println!("plan of the tally's statement:\n  {}", plan.join("\n  "));
 
     let http = reqwest::Client::new();
     let get = |path: String| {

@@ -2,8 +2,9 @@
 //! labels always), and their numbers as the database holds them, for the scaler endpoint (one organization) and
 //! the metrics (every organization). A queued execution counts in a pool when every label it requires is one of
 //! the pool's; a runner belongs to a pool when it carries all of the pool's labels. Two statements whatever the
-//! number of pools: queued work grouped by its distinct label sets (from `executions_queued_labels` alone), and
-//! the registered runners with their running executions; the sets are matched to the pools here.
+//! number of pools: queued work by its distinct label sets (counted from the tally triggers keep, see migration
+//! `20261129000095_queued_tally`, and aged by one probe of `executions_queued_labels` per set), and the registered
+//! runners with their running executions; the sets are matched to the pools here.
 
 use hookflow_shared::OrgId;
 use hookflow_shared::api::fields::Labels;
@@ -89,6 +90,7 @@ pub fn declared(specs: &[String]) -> Result<Vec<RunnerPool>, String> {
 struct QueuedSet {
     runner_labels: Vec<String>,
     queued: i64,
+    rows: i64,
     oldest_s: f64,
 }
 
@@ -101,13 +103,47 @@ struct RunnerSlots {
     running: i64,
 }
 
-/// Queued work by label set: of one organization, or of all.
-const QUEUED_OF_ORG: &str = "SELECT runner_labels, count(*) AS queued,
-        coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_s
-    FROM executions WHERE organization_id = $1 AND status = 'queued' GROUP BY runner_labels";
-const QUEUED_OF_ALL: &str = "SELECT runner_labels, count(*) AS queued,
-        coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_s
-    FROM executions WHERE status = 'queued' GROUP BY runner_labels";
+/// Queued work by label set, of one organization or of all: counted from `executions_queued_tally` (summed over
+/// its rows of +n/-n), aged from `executions_queued_labels` (the oldest queued row of each set, one index probe).
+/// `rows` is how many tally rows were summed, so a reader knows when to fold them ([`compact`]).
+const QUEUED_OF_ORG: &str = "SELECT t.runner_labels, t.queued, t.rows,
+        coalesce(extract(epoch FROM now() - o.created_at), 0)::float8 AS oldest_s
+    FROM (SELECT runner_labels, sum(delta)::int8 AS queued, count(*) AS rows FROM executions_queued_tally
+          WHERE organization_id = $1 GROUP BY runner_labels) t
+    LEFT JOIN LATERAL (SELECT e.created_at FROM executions e
+          WHERE e.organization_id = $1 AND e.status = 'queued' AND e.runner_labels = t.runner_labels
+          ORDER BY e.created_at LIMIT 1) o ON true
+";
+const QUEUED_OF_ALL: &str = "SELECT t.runner_labels, t.queued, t.rows,
+        coalesce(extract(epoch FROM now() - o.created_at), 0)::float8 AS oldest_s
+    FROM (SELECT organization_id, runner_labels, sum(delta)::int8 AS queued, count(*) AS rows
+          FROM executions_queued_tally GROUP BY organization_id, runner_labels) t
+    LEFT JOIN LATERAL (SELECT e.created_at FROM executions e
+          WHERE e.organization_id = t.organization_id AND e.status = 'queued' AND e.runner_labels = t.runner_labels
+          ORDER BY e.created_at LIMIT 1) o ON true
+";
+
+/// How often every server folds the whole tally, so it stays small while nobody reads it.
+pub const FOLD_INTERVAL: Duration = Duration::from_secs(10);
+/// Tally rows a read may sum before it folds them.
+const FOLD_AFTER_ROWS: i64 = 1_000;
+
+/// Folds the tally (of one organization, or all) into one row per label set still queued. One statement, so a
+/// reader sees the rows before or after it, never a part; rows written meanwhile are left for the next fold, and
+/// two folds at once each fold only the rows they delete.
+pub async fn compact(conn: &mut PgConnection, org_id: Option<OrgId>) -> Result<u64, sqlx::Error> {
+    let folded = sqlx::query(
+        "WITH gone AS (DELETE FROM executions_queued_tally WHERE $1::uuid IS NULL OR organization_id = $1
+                       RETURNING organization_id, runner_labels, delta)
+         INSERT INTO executions_queued_tally (organization_id, runner_labels, delta)
+             SELECT organization_id, runner_labels, sum(delta) FROM gone GROUP BY organization_id, runner_labels
+             HAVING sum(delta) <> 0",
+    )
+    .bind(org_id)
+    .execute(conn)
+    .await?;
+    Ok(folded.rows_affected())
+}
 
 /// Registered runners (online while seen within `$2` seconds) with their running executions (each counted from
 /// `executions_running_org` by key).
@@ -141,6 +177,10 @@ pub async fn counts(
             sqlx::query_as(RUNNERS_OF_ALL).bind(online_s).fetch_all(&mut *conn).await?,
         ),
     };
+    // Many launches and claims since the last fold: fold now, so the next read sums a row per label set again.
+    if queued.iter().map(|set| set.rows - 1).sum::<i64>() > FOLD_AFTER_ROWS {
+        compact(conn, org_id).await?;
+    }
     Ok(pools.iter().map(|pool| tally(pool, &queued, &runners)).collect())
 }
 

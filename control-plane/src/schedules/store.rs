@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 /// The columns of [`ScheduleRow`], from a `flow_schedules` row aliased `s`.
 pub const COLUMNS: &str = "s.id, s.organization_id, s.flow_id, s.legacy, s.cron, s.timezone, s.environment,
-    s.version, s.variables, s.runner_labels, s.overlap, s.catch_up_s, s.paused, s.notify_channels,
+    s.version, s.variables, s.runner_labels, s.priority, s.overlap, s.catch_up_s, s.paused, s.notify_channels,
     s.notify_after_failures, s.notify_on_recovery, s.state, s.next_at, s.last_execution_id, s.created_at,
     s.updated_at";
 
@@ -32,6 +32,7 @@ pub struct ScheduleRow {
     pub version: Json<Option<VersionSelector>>,
     pub variables: Json<BTreeMap<String, String>>,
     pub runner_labels: Vec<String>,
+    pub priority: i16,
     pub overlap: String,
     pub catch_up_s: i32,
     pub paused: bool,
@@ -59,6 +60,7 @@ impl ScheduleRow {
             version: self.version.0,
             variables: self.variables.0.clone(),
             runner_labels: self.runner_labels.clone(),
+            priority: self.priority,
             overlap: self.overlap(),
             catch_up_s: u32::try_from(self.catch_up_s).unwrap_or(0),
             paused: self.paused,
@@ -94,6 +96,7 @@ impl ScheduleRow {
             version: settings.version,
             variables: settings.variables,
             runner_labels: settings.runner_labels,
+            priority: i32::from(settings.priority),
             overlap: settings.overlap,
             catch_up_s: settings.catch_up_s,
             paused: settings.paused,
@@ -115,6 +118,8 @@ pub struct Settings {
     pub version: Option<VersionSelector>,
     pub variables: BTreeMap<String, String>,
     pub runner_labels: Vec<String>,
+    /// 1 (highest) to 5.
+    pub priority: i16,
     pub overlap: Overlap,
     pub catch_up_s: u32,
     pub paused: bool,
@@ -131,6 +136,7 @@ impl Settings {
             version: None,
             variables: BTreeMap::new(),
             runner_labels: Vec::new(),
+            priority: 3,
             overlap: Overlap::Allow,
             catch_up_s: 0,
             paused: false,
@@ -220,8 +226,8 @@ pub async fn insert(
     sqlx::query(
         "INSERT INTO flow_schedules (id, organization_id, flow_id, legacy, cron, timezone, environment, version,
              variables, runner_labels, overlap, catch_up_s, paused, notify_channels, notify_after_failures,
-             notify_on_recovery, next_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+             notify_on_recovery, next_at, priority)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
     )
     .bind(id)
     .bind(org_id)
@@ -240,6 +246,7 @@ pub async fn insert(
     .bind(settings.notify.after_failures as i32)
     .bind(settings.notify.on_recovery)
     .bind(next_at)
+    .bind(settings.priority)
     .execute(&mut *conn)
     .await?;
     fetch(conn, org_id, flow_id, id, false).await
@@ -257,7 +264,8 @@ pub async fn update(conn: &mut PgConnection, row: &ScheduleRow, settings: &Setti
     sqlx::query(
         "UPDATE flow_schedules SET cron = $2, timezone = $3, environment = $4, version = $5, variables = $6,
              runner_labels = $7, overlap = $8, catch_up_s = $9, paused = $10, notify_channels = $11,
-             notify_after_failures = $12, notify_on_recovery = $13, next_at = $14, legacy = $15, updated_at = now()
+             notify_after_failures = $12, notify_on_recovery = $13, next_at = $14, legacy = $15, priority = $16,
+             updated_at = now()
          WHERE id = $1",
     )
     .bind(row.id)
@@ -275,6 +283,7 @@ pub async fn update(conn: &mut PgConnection, row: &ScheduleRow, settings: &Setti
     .bind(settings.notify.on_recovery)
     .bind(next_at)
     .bind(legacy)
+    .bind(settings.priority)
     .execute(&mut *conn)
     .await?;
     if row.legacy {

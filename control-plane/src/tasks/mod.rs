@@ -1,7 +1,8 @@
 //! Background loops, started once per server and stopped by its shutdown token: the LISTEN connection that
 //! fans notifications out (`listener`), retention (`retention`), the quotas' usage (`quotas`), the lease rescuer
-//! (`rescuer`) and the cron scheduler (`scheduler`); and the trigger dispatcher (`triggers`, a component of its own). The capture writer is
-//! started with the state it belongs to.
+//! (`rescuer`), the cron scheduler (`scheduler`) and the fold of the pools' queued tally (`crate::pools::compact`);
+//! and the trigger dispatcher (`triggers`, a component of its own). The capture writer is started with the state
+//! it belongs to.
 
 pub mod listener;
 pub mod periodic;
@@ -22,6 +23,12 @@ pub fn start(app: &AppState) {
     tokio::spawn(crate::triggers::run(app.clone()));
     tokio::spawn(crate::delivery::run(app.clone()));
     tokio::spawn(crate::alerts::run(app.clone()));
+    let pool = app.pool.clone();
+    let fold = move || {
+        let pool = pool.clone();
+        async move { crate::pools::compact(&mut *pool.acquire().await?, None).await }
+    };
+    tokio::spawn(periodic::every(app.shutdown.clone(), crate::pools::FOLD_INTERVAL, "folding the queued tally", fold));
     let allowances = app.allowances.clone();
     let shrink = move || {
         allowances.shrink();

@@ -4,7 +4,7 @@
 //! a skipped occurrence.
 
 use crate::api::admin::audit::{self, AuditEvent};
-use crate::api::executions::resolve::{DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, LaunchRequest, create_execution};
+use crate::api::executions::resolve::{DEFAULT_MAX_ATTEMPTS, LaunchRequest, create_execution};
 use crate::auth::Actor;
 use crate::schedules::launcher::{Launch, Pass, fire_due};
 use crate::schedules::store::ScheduleRow;
@@ -30,7 +30,7 @@ impl Launch for Launcher<'_> {
             variables: &s.variables.0,
             runner_labels: &s.runner_labels,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
-            priority: DEFAULT_PRIORITY,
+            priority: s.priority,
         };
         // A launch that cannot be made (say, a module lost its published version) must not stop the others.
         sqlx::query("SAVEPOINT fire").execute(&mut *conn).await?;

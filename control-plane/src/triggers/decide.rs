@@ -209,7 +209,7 @@ async fn launch_flow(
         variables: launch.variables,
         runner_labels: &[],
         max_attempts: DEFAULT_MAX_ATTEMPTS,
-        priority: crate::api::executions::resolve::DEFAULT_PRIORITY,
+        priority: i16::from(launch.trigger.priority.unwrap_or_default().get()),
     };
     let execution = create_execution(conn, &request).await?;
     sqlx::query(

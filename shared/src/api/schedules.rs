@@ -1,7 +1,7 @@
 //! Schedule bodies (issue #50): a flow's schedules with their zone, launch options, overlap policy, catch-up window,
 //! pause and notification settings, and the preview of fire times.
 
-use crate::api::fields::Labels;
+use crate::api::fields::{Labels, Priority};
 use crate::api::patch::Patch;
 use crate::flow::definition::VersionSelector;
 use crate::ids::{FlowId, ScheduleId};
@@ -97,6 +97,9 @@ pub struct WriteSchedule {
     #[serde(default, skip_serializing_if = "Labels::is_empty")]
     #[schema(schema_with = crate::api::rules::labels)]
     pub runner_labels: Labels,
+    /// Priority of the schedule's executions (issue #53): 1 (highest) to 5 (lowest); absent: 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Priority>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<Overlap>,
     /// 0 (default) to 86400: after downtime, an occurrence missed less than this long ago launches once.
@@ -136,6 +139,9 @@ pub struct PatchSchedule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = crate::api::rules::optional_labels)]
     pub runner_labels: Option<Labels>,
+    /// 1 (highest) to 5 (lowest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Priority>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<Overlap>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,6 +166,9 @@ pub struct Schedule {
     pub version: Option<VersionSelector>,
     pub variables: BTreeMap<String, String>,
     pub runner_labels: Vec<String>,
+    /// Priority of the schedule's executions: 1 (highest) to 5 (lowest).
+    #[schema(minimum = 1, maximum = 5)]
+    pub priority: i32,
     pub overlap: Overlap,
     pub catch_up_s: u32,
     pub paused: bool,

@@ -46,6 +46,9 @@ pub struct WebhookTrigger {
     #[serde(default, skip_serializing_if = "Extracts::is_empty")]
     #[schema(schema_with = crate::api::rules::trigger_extracts)]
     pub extract: Extracts,
+    /// Priority of every run it starts (issue #53): 1 (highest) to 5 (lowest); absent: 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<crate::api::fields::Priority>,
 }
 
 impl WebhookTrigger {
@@ -59,6 +62,7 @@ impl WebhookTrigger {
             version: None,
             variables: CollectionVariables::default(),
             extract: Extracts::default(),
+            priority: None,
         }
     }
 }

@@ -20,6 +20,8 @@ mod app_webhook_nodes;
 mod auth;
 mod autoscaling;
 mod autoscaling_keda;
+mod autoscaling_launch;
+mod autoscaling_tally;
 mod backup_restore;
 mod batches;
 mod batches_cli;

@@ -5,6 +5,7 @@
 use crate::api::context::Ctx;
 use crate::api::executions::idempotency::{self, Reservation};
 use crate::api::executions::resolve::{LaunchRequest, create_execution, resolve, resolve_kept};
+use crate::api::executions::waiting;
 use crate::auth::scope;
 use crate::db::deadline::Deadline;
 use crate::error::{ApiError, ApiResult, to_json, to_json_bytes};
@@ -140,7 +141,7 @@ async fn launch_flow_now(
             Some(new) => app.writers.launches.submit_for(caller.org_id, new).await??,
             None => None,
         };
-        let execution = match kept {
+        let mut execution = match kept {
             Some(execution) => execution,
             None => {
                 let turn = app.shares.take(caller.org_id).await?;
@@ -150,6 +151,7 @@ async fn launch_flow_now(
             }
         };
         app.queue.wake(caller.org_id);
+        say_why_it_waits(&app, caller.org_id, std::slice::from_mut(&mut execution)).await;
         return Ok((StatusCode::CREATED, Json(execution)).into_response());
     }
     let _turn = app.shares.take(caller.org_id).await?;
@@ -199,8 +201,28 @@ pub async fn answer_created(
     tx.commit().await?;
     app.queue.wake(org_id);
     execution.job = job.map(Box::new);
+    say_why_it_waits(app, org_id, std::slice::from_mut(&mut execution)).await;
     Ok((StatusCode::CREATED, Json(execution)).into_response())
 }
+
+/// Sets `waiting_reason` on the queued executions of a launch's answer, as a read would say it now (not kept for
+/// an idempotent replay). The launch is committed already, so a failure here leaves the reason null rather than
+/// answering an error a client would retry into a second launch; so does a database slower than
+/// [`WAITING_REASON_WITHIN`] (the request's own deadline would otherwise answer 503 for a committed launch).
+async fn say_why_it_waits(app: &AppState, org_id: OrgId, executions: &mut [Execution]) {
+    let filled = async {
+        let mut conn = app.pool.acquire().await?;
+        waiting::fill(app, &mut conn, org_id, executions).await
+    };
+    match tokio::time::timeout(WAITING_REASON_WITHIN, filled).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(%org_id, error = %e.message, "a launch answer goes without its waiting reason"),
+        Err(_) => tracing::warn!(%org_id, "a launch answer goes without its waiting reason: the database was slow"),
+    }
+}
+
+/// How long a launch answer waits for its `waiting_reason`.
+const WAITING_REASON_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The flows of the organization carrying every one of `tags`, by name, at most 100.
 async fn flows_tagged(conn: &mut PgConnection, org_id: OrgId, tags: &[String]) -> ApiResult<Vec<FlowId>> {
@@ -267,12 +289,13 @@ async fn launch_by_tag_now(
     }
     tx.commit().await?;
     app.queue.wake(caller.org_id);
-    let executions = executions
+    let mut executions: Vec<Execution> = executions
         .into_iter()
         .map(|(mut execution, job)| {
             execution.job = job.map(Box::new);
             execution
         })
         .collect();
+    say_why_it_waits(&app, caller.org_id, &mut executions).await;
     Ok((StatusCode::CREATED, Json(LaunchedExecutions { executions })).into_response())
 }

@@ -159,6 +159,7 @@ fn settings_of(body: WriteSchedule) -> ApiResult<Settings> {
         version: body.version,
         variables: body.variables,
         runner_labels: body.runner_labels.into_inner(),
+        priority: i16::from(body.priority.unwrap_or_default().get()),
         overlap: body.overlap.unwrap_or_default(),
         catch_up_s: body.catch_up_s.unwrap_or(0),
         paused: body.paused.unwrap_or(false),
@@ -191,6 +192,9 @@ fn patched(mut settings: Settings, body: PatchSchedule) -> ApiResult<Settings> {
     }
     if let Some(labels) = body.runner_labels {
         settings.runner_labels = labels.into_inner();
+    }
+    if let Some(priority) = body.priority {
+        settings.priority = i16::from(priority.get());
     }
     settings.overlap = body.overlap.unwrap_or(settings.overlap);
     settings.catch_up_s = body.catch_up_s.unwrap_or(settings.catch_up_s);
