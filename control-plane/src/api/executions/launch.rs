@@ -209,7 +209,12 @@ pub async fn answer_created(
 /// an idempotent replay). The launch is committed already, so a failure here leaves the reason null rather than
 /// answering an error a client would retry into a second launch; so does a database slower than
 /// [`WAITING_REASON_WITHIN`] (the request's own deadline would otherwise answer 503 for a committed launch).
+/// Only labelled launches ask: an unlabelled one is any runner's (the embedded one's too), and its answer keeps the
+/// launch path free of the extra queries (a read says why it waits).
 async fn say_why_it_waits(app: &AppState, org_id: OrgId, executions: &mut [Execution]) {
+    if executions.iter().all(|e| e.runner_labels.is_empty()) {
+        return;
+    }
     let filled = async {
         let mut conn = app.pool.acquire().await?;
         waiting::fill(app, &mut conn, org_id, executions).await
