@@ -98,6 +98,7 @@ async fn run_inline_now(
     drop(conn);
     let ephemeral = launch.mode == Some(LaunchMode::Ephemeral);
     let source = launch.source.as_ref();
+    let labelled = !launch.runner_labels.is_empty();
     let new = NewInline {
         replica: app.replica,
         org_id: caller.org_id,
@@ -138,7 +139,7 @@ async fn run_inline_now(
         return Ok((StatusCode::CREATED, Json(batch)).into_response());
     }
     let execution: Execution = create(&mut tx, &new).await?;
-    answer_created(tx, &app, caller.org_id, execution, ephemeral, key.as_ref()).await
+    answer_created(tx, &app, caller.org_id, execution, ephemeral, key.as_ref(), labelled).await
 }
 
 /// The inline environment: its key, its variables' names (none built in) and their templates.

@@ -151,7 +151,8 @@ async fn launch_flow_now(
             }
         };
         app.queue.wake(caller.org_id);
-        say_why_it_waits(&app, caller.org_id, std::slice::from_mut(&mut execution)).await;
+        let labelled = !launch.runner_labels.is_empty();
+        say_why_it_waits(&app, caller.org_id, std::slice::from_mut(&mut execution), labelled).await;
         return Ok((StatusCode::CREATED, Json(execution)).into_response());
     }
     let _turn = app.shares.take(caller.org_id).await?;
@@ -161,7 +162,8 @@ async fn launch_flow_now(
         return Ok(answer);
     }
     let execution = create_execution(&mut tx, &request).await?;
-    answer_created(tx, &app, caller.org_id, execution, ephemeral, key.as_ref()).await
+    let labelled = !launch.runner_labels.is_empty();
+    answer_created(tx, &app, caller.org_id, execution, ephemeral, key.as_ref(), labelled).await
 }
 
 /// The start of every launch of one execution under an idempotency key: the key reserved, or, when it was used
@@ -182,7 +184,8 @@ pub async fn replay_reserved(
 }
 
 /// The end of every launch of one execution (a flow's, or an inline definition's): claimed at once for the caller
-/// when `ephemeral`, the answer kept under the idempotency key, committed, runners woken; 201 with the execution.
+/// when `ephemeral`, the answer kept under the idempotency key, committed, runners woken; 201 with the execution
+/// (why it waits, when `labelled`).
 pub async fn answer_created(
     mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
     app: &AppState,
@@ -190,6 +193,7 @@ pub async fn answer_created(
     mut execution: Execution,
     ephemeral: bool,
     key: Option<&idempotency::Claim>,
+    labelled: bool,
 ) -> ApiResult<Response> {
     let mut job = None;
     if ephemeral {
@@ -201,7 +205,7 @@ pub async fn answer_created(
     tx.commit().await?;
     app.queue.wake(org_id);
     execution.job = job.map(Box::new);
-    say_why_it_waits(app, org_id, std::slice::from_mut(&mut execution)).await;
+    say_why_it_waits(app, org_id, std::slice::from_mut(&mut execution), labelled).await;
     Ok((StatusCode::CREATED, Json(execution)).into_response())
 }
 
@@ -209,10 +213,10 @@ pub async fn answer_created(
 /// an idempotent replay). The launch is committed already, so a failure here leaves the reason null rather than
 /// answering an error a client would retry into a second launch; so does a database slower than
 /// [`WAITING_REASON_WITHIN`] (the request's own deadline would otherwise answer 503 for a committed launch).
-/// Only labelled launches ask: an unlabelled one is any runner's (the embedded one's too), and its answer keeps the
-/// launch path free of the extra queries (a read says why it waits).
-async fn say_why_it_waits(app: &AppState, org_id: OrgId, executions: &mut [Execution]) {
-    if executions.iter().all(|e| e.runner_labels.is_empty()) {
+/// Only labelled launches ask (`labelled`): an unlabelled one is any runner's (the embedded one's too), and its
+/// answer keeps the launch path free of the extra queries (a read says why it waits).
+async fn say_why_it_waits(app: &AppState, org_id: OrgId, executions: &mut [Execution], labelled: bool) {
+    if !labelled {
         return;
     }
     let filled = async {
@@ -301,6 +305,7 @@ async fn launch_by_tag_now(
             execution
         })
         .collect();
-    say_why_it_waits(&app, caller.org_id, &mut executions).await;
+    let labelled = !common.runner_labels.is_empty();
+    say_why_it_waits(&app, caller.org_id, &mut executions, labelled).await;
     Ok((StatusCode::CREATED, Json(LaunchedExecutions { executions })).into_response())
 }
