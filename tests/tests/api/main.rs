@@ -48,6 +48,7 @@ mod engine;
 mod execution_cleanup;
 mod executions;
 mod executions_inline;
+mod executions_inline_rows;
 mod fair_database;
 mod fair_shares;
 mod field_rules;
