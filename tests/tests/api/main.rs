@@ -54,6 +54,7 @@ mod fair_shares;
 mod field_rules;
 mod flows;
 mod flows_as_code;
+mod flows_as_code_numbers;
 mod flows_key_order;
 mod flows_try;
 mod foreach;
