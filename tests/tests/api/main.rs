@@ -11,6 +11,7 @@ mod alerts_private;
 mod analytics;
 mod app_answers;
 mod app_audit;
+mod app_batches;
 mod app_browser;
 mod app_editor;
 mod app_signatures;
