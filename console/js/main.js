@@ -15,6 +15,7 @@ import * as flows from './pages/flows.js';
 import * as flow from './pages/flow.js';
 import * as execution from './pages/execution.js';
 import * as batch from './pages/batch.js';
+import * as executions from './pages/executions.js';
 import * as collections from './pages/collections.js';
 import * as keys from './pages/keys.js';
 import * as people from './pages/people.js';
@@ -33,6 +34,8 @@ const ROUTES = [
   [/^\/flows\/([0-9a-f-]{36})$/, flow.render],
   [/^\/flows\/([0-9a-f-]{36})\/executions\/([0-9a-f-]{36})$/, execution.render],
   [/^\/batches\/([0-9a-f-]{36})$/, batch.render],
+  [/^\/executions(?:\?batch=([0-9a-f-]{36}))?$/, executions.render],
+  [/^\/executions\/([0-9a-f-]{36})$/, execution.renderInline],
   [/^\/collections$/, collections.render],
   [/^\/collections\/([0-9a-f-]{36})$/, collections.renderOne],
   [/^\/keys$/, keys.render],
@@ -46,6 +49,7 @@ const ROUTES = [
 const NAV = [
   ['#/webhooks', 'Webhooks'],
   ['#/flows', 'Flows'],
+  ['#/executions', 'Executions'],
   ['#/collections', 'Collections'],
   ['#/keys', 'API keys'],
   ['#/members', 'Members'],

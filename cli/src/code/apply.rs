@@ -1,7 +1,8 @@
 //! `hookflow apply DIR [--plan] [--prune]`: makes the organization's flows match a folder of flow files, by each
 //! file's `key`. Every file must name a key (a flow object's `key`, a document's `flow.key`), and no two the same.
 //! A key naming a flow made by hand (not `managed`) is a conflict: the folder is refused, nothing written. Flows
-//! are compared field by field (name, description, tags, the definition's text with its key order), and only
+//! are compared field by field (name, description, tags, the definition as JSON with its key order and numbers by
+//! value, so a file's `1.0` is the `1` the server answers), and only
 //! what differs is written: a new flow (`managed`), a `PATCH` of the fields that changed, or (with `--prune`) the
 //! deletion of a managed flow whose file is gone. `--plan` prints the same list (a changed definition as a unified
 //! diff of its two-space-indented JSON) and writes nothing.
@@ -14,7 +15,7 @@ use clap::Args;
 use hookflow_shared::api::flows::Flow;
 use hookflow_shared::api::flows_as_code::is_flow_key;
 use reqwest::Method;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Number, Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -96,11 +97,35 @@ fn differences(flow: &Flow, wanted: &Wanted) -> Map<String, Value> {
     if flow.tags != wanted.tags {
         patch.insert("tags".into(), json!(wanted.tags));
     }
-    // Compared as text, so a change of key order is a change (what export writes keeps it).
-    if flow.definition.to_string() != wanted.definition.to_string() {
+    // A change of key order is a change (what export writes keeps it); a number written another way is not.
+    if !same_json(&flow.definition, &wanted.definition) {
         patch.insert("definition".into(), wanted.definition.clone());
     }
     patch
+}
+
+/// Whether two JSON values are the same: objects with the same members in the same order, arrays item by item,
+/// numbers by value (`1`, `1.0` and `1e0` alike, `-0` and `0` alike), everything else as it is.
+fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => same_number(x, y),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_json(a, b)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|((ka, va), (kb, vb))| ka == kb && same_json(va, vb))
+        }
+        _ => a == b,
+    }
+}
+
+/// Integers exactly (past 2^53 too), anything else by its `f64` value.
+fn same_number(x: &Number, y: &Number) -> bool {
+    if let (Some(a), Some(b)) = (x.as_i64(), y.as_i64()) {
+        return a == b;
+    }
+    if let (Some(a), Some(b)) = (x.as_u64(), y.as_u64()) {
+        return a == b;
+    }
+    x.as_f64() == y.as_f64()
 }
 
 /// The plan: the folder's files against the organization's flows. Refuses duplicate and missing keys, and keys of
@@ -213,4 +238,24 @@ pub async fn run(api: &Api, args: ApplyArgs) -> Result<(), CliError> {
     }
     println!("Applied.");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn same(a: &str, b: &str) -> bool {
+        same_json(&serde_json::from_str(a).expect("json"), &serde_json::from_str(b).expect("json"))
+    }
+
+    #[test]
+    fn numbers_are_compared_by_value_and_members_in_order() {
+        assert!(same(r#"{"x": 1.0, "y": 1e2, "z": -0}"#, r#"{"x": 1, "y": 100, "z": 0}"#));
+        assert!(same(r#"[0.5, -0.0, 1E+2, 18446744073709551615]"#, r#"[5e-1, 0, 100.0, 18446744073709551615]"#));
+        assert!(!same(r#"{"x": 1.5}"#, r#"{"x": 1}"#));
+        assert!(!same(r#"[9007199254740993]"#, r#"[9007199254740992]"#), "integers past 2^53 exactly");
+        assert!(!same(r#"{"x": 1, "y": 2}"#, r#"{"y": 2, "x": 1}"#), "a change of key order is a change");
+        assert!(!same(r#"{"x": "1"}"#, r#"{"x": 1}"#));
+        assert!(!same(r#"[1, 2]"#, r#"[1, 2, 3]"#));
+    }
 }

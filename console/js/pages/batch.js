@@ -5,6 +5,7 @@
 
 import { h, fill, badge, notice, table, when } from '../dom.js';
 import { call, all, can } from '../api.js';
+import { executionHref } from './executions.js';
 
 const STATUSES = ['', 'queued', 'running', 'succeeded', 'failed', 'error', 'cancelled'];
 
@@ -40,7 +41,7 @@ export async function render(main, [batchId]) {
           ['Status', (e) => badge(e.status)],
           ['Attempt', (e) => String(e.attempt)],
           ['Error', (e) => e.error || ''],
-          ['Execution', (e) => h('a', { href: `#/flows/${e.flow_id}/executions/${e.id}` }, 'open')],
+          ['Execution', (e) => h('a', { href: executionHref(e) }, 'open')],
         ],
         items,
         'No row in this status.',
@@ -74,6 +75,8 @@ export async function render(main, [batchId]) {
       batch.rerun_of
         ? [' · reruns the failed rows of ', h('a', { href: `#/batches/${batch.rerun_of}` }, 'a batch')]
         : '',
+      ' · ',
+      h('a', { href: `#/executions?batch=${batch.id}`, id: 'batch-in-list' }, 'its rows among the executions'),
     ),
     error,
     summary,

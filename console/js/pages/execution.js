@@ -2,7 +2,8 @@
 // One execution, filled in live from its event stream, node by node: request, response, timings, extracted values
 // and assertion results (the runner masked secrets before reporting them). A webhook node shows what it waits for
 // and the capture that arrived; the captures of the execution's own URL are listed; a run a capture started links
-// to that capture.
+// to that capture. An inline run (`#/executions/<id>`, a definition sent from a file) has no flow: it is read by
+// its id alone, shows the file and Git commit it came from, and its nodes appear as they run.
 
 import { h, fill, badge, notice } from '../dom.js';
 import { call, all, can } from '../api.js';
@@ -22,11 +23,11 @@ function head(id, status, extra) {
 }
 
 /** The captures of the execution's own URL, listed when there are any; `load()` reads them again. */
-function ownCaptures(flowId, executionId) {
+function ownCaptures(base) {
   const el = h('section', { id: 'execution-captures', 'aria-label': "Captures at this execution's URL", hidden: true });
   let shown = '';
   const load = async () => {
-    const page = await call('GET', `/flows/${flowId}/executions/${executionId}/captures?limit=100`);
+    const page = await call('GET', `${base}/captures?limit=100`);
     const ids = page.items.map((c) => c.id).join(' ');
     if (!page.items.length || ids === shown) return;
     shown = ids;
@@ -41,12 +42,26 @@ function ownCaptures(flowId, executionId) {
   return { el, load: () => load().catch(() => {}) };
 }
 
+/** An inline run's execution page (`#/executions/<id>`). */
+export function renderInline(main, [executionId]) {
+  return render(main, [null, executionId]);
+}
+
+/** Where an inline run came from: its file, Git commit and branch. */
+function sourceFacts(source) {
+  if (!source || source.kind !== 'inline') return null;
+  return [
+    ' · from ',
+    h('code', { id: 'execution-source' }, source.path || 'an inline definition'),
+    source.git_commit ? [' at ', h('code', { id: 'execution-commit' }, source.git_commit.slice(0, 12))] : '',
+    source.git_ref ? ` (${source.git_ref})` : '',
+  ];
+}
+
 export async function render(main, [flowId, executionId]) {
-  const [flow, execution] = await Promise.all([
-    call('GET', `/flows/${flowId}`),
-    call('GET', `/flows/${flowId}/executions/${executionId}`),
-  ]);
-  const definition = await ranDefinition(flow, execution);
+  const base = flowId ? `/flows/${flowId}/executions/${executionId}` : `/executions/${executionId}`;
+  const [flow, execution] = await Promise.all([flowId ? call('GET', `/flows/${flowId}`) : null, call('GET', base)]);
+  const definition = flow ? await ranDefinition(flow, execution) : { nodes: [] };
   const names = await endpointNames(definition);
   const specs = new Map((definition.nodes || []).map((n) => [n.id, n]));
   const waiting = (id) => (specs.get(id) && specs.get(id).kind === 'webhook' ? waitsFor(specs.get(id), names) : null);
@@ -58,7 +73,7 @@ export async function render(main, [flowId, executionId]) {
     ? h('p', { id: 'execution-waiting', class: 'notice' }, `Waiting: ${execution.waiting_reason}`)
     : null;
   const nodes = h('ol', { id: 'execution-nodes', class: 'nodes' });
-  const captures = ownCaptures(flowId, executionId);
+  const captures = ownCaptures(base);
   const order = (definition.nodes || []).map((n) => n.id);
   const items = new Map();
   const item = (id) => {
@@ -89,7 +104,7 @@ export async function render(main, [flowId, executionId]) {
       id: 'cancel',
       onclick: async () => {
         try {
-          await call('POST', `/flows/${flowId}/executions/${executionId}/cancel`);
+          await call('POST', `${base}/cancel`);
         } catch (e) {
           error.show(e);
         }
@@ -97,7 +112,7 @@ export async function render(main, [flowId, executionId]) {
     },
     'Cancel',
   );
-  const stream = follow(`/flows/${flowId}/executions/${executionId}/stream`, {
+  const stream = follow(`${base}/stream`, {
     finished: () => finished,
     onEvent: (event) => {
       if (event.type === 'execution.status') setStatus(event.status);
@@ -129,7 +144,11 @@ export async function render(main, [flowId, executionId]) {
     : null;
   fill(
     main,
-    h('p', {}, h('a', { href: `#/flows/${flowId}` }, `← ${flow.name}`)),
+    h(
+      'p',
+      {},
+      flow ? h('a', { href: `#/flows/${flowId}` }, `← ${flow.name}`) : h('a', { href: '#/executions' }, '← Executions'),
+    ),
     h(
       'div',
       { class: 'page-head' },
@@ -142,6 +161,7 @@ export async function render(main, [flowId, executionId]) {
       { class: 'muted', id: 'execution-facts' },
       `Started ${new Date(execution.created_at).toLocaleString()} · trigger ${execution.trigger} · attempt ${execution.attempt}`,
       started,
+      sourceFacts(execution.source),
       execution.batch_id
         ? [' · ', h('a', { href: `#/batches/${execution.batch_id}` }, `row ${execution.iteration} of a batch`)]
         : null,

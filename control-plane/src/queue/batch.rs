@@ -82,8 +82,13 @@ static RERUN_ROWS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// How many rows of `row_bytes` each (definition and modules) one statement inserts.
+pub fn chunk_rows(row_bytes: usize) -> usize {
+    (CHUNK_BYTES / row_bytes.max(1)).clamp(1, CHUNK)
+}
+
 /// Wakes the organization's waiting polls on other replicas (the launching one wakes its own in memory).
-async fn notify_queue(conn: &mut PgConnection, org_id: OrgId, replica: Uuid) -> ApiResult<()> {
+pub async fn notify_queue(conn: &mut PgConnection, org_id: OrgId, replica: Uuid) -> ApiResult<()> {
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT pg_notify('{QUEUE_CHANNEL}', $1::text) WHERE {}",
         crate::queue::watch::others_wait("$1", "$2")
@@ -116,7 +121,7 @@ pub async fn create_batch(
             MAX_BATCH_BYTES / (1024 * 1024)
         )));
     }
-    let chunk_rows = (CHUNK_BYTES / row_bytes.max(1)).clamp(1, CHUNK);
+    let chunk_rows = chunk_rows(row_bytes);
     let total = u32::try_from(rows.len()).unwrap_or(u32::MAX);
     let batch_id = BatchId::now_v7();
     sqlx::query("INSERT INTO batches (id, organization_id, flow_id, total) VALUES ($1, $2, $3, $4)")

@@ -1,10 +1,11 @@
 //! Create, for an inline definition (`POST /executions`): a queued execution without a stored flow (`flow_id`
 //! NULL), its environment carried in the launch, and `source` saying where the definition came from. Variables are
 //! layered as for a flow's launch (organization < environment < launch), and the statement logs the `queued` event
-//! and wakes other replicas' polls the same way (`create`).
+//! and wakes other replicas' polls the same way (`create`). With rows, one batch whose rows go in chunks, one
+//! statement each (`unnest`), as a flow's batch does (`batch`).
 
 use crate::error::{ApiError, ApiResult, to_json, to_json_string};
-use crate::queue::batch::MAX_BATCH_BYTES;
+use crate::queue::batch::{MAX_BATCH_BYTES, chunk_rows, notify_queue};
 use crate::queue::events::{LOG, encode, status_event};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow};
 use crate::signals::QUEUE_CHANNEL;
@@ -46,8 +47,7 @@ pub struct NewInline {
 
 /// `$1` id, `$2` organization, `$3` name, `$4` definition, `$5` modules (text), `$6` environment key, `$7` its
 /// variables, `$8` launch variables, `$9` labels, `$10` node ids, `$11` trigger, `$12` attempts, `$13` timeout,
-/// `$14` the `queued` event, `$15` source, `$16` collection variables, `$17` the replica, `$18` priority, `$19` batch,
-/// `$20` the row's index in it.
+/// `$14` the `queued` event, `$15` source, `$16` collection variables, `$17` the replica, `$18` priority.
 static INSERT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH layers AS (
@@ -56,10 +56,10 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
          transition AS (
              INSERT INTO executions AS e (id, organization_id, flow_id, flow_name, flow_version, draft_revision,
                  definition, modules, environment, variables, variable_layers, runner_labels, node_ids, status,
-                 trigger, max_attempts, timeout_s, event_count, source, priority, batch_id, iteration)
+                 trigger, max_attempts, timeout_s, event_count, source, priority)
              SELECT $1, $2, NULL, $3, NULL, 0, $4, $5, $6, l.base || $7::jsonb || $8::jsonb,
                  jsonb_build_object('base', l.base, 'environment', $7::jsonb, 'launch', $8::jsonb),
-                 $9::text[], $10::text[], 'queued', $11, $12, $13, cardinality($14::text[]), $15, $18, $19, $20
+                 $9::text[], $10::text[], 'queued', $11, $12, $13, cardinality($14::text[]), $15, $18
              FROM layers l
              RETURNING {EXECUTION_COLUMNS}, e.event_count, $14::text[] AS events, e.watchers, e.organization_id,
                  CASE WHEN {} THEN pg_notify('{QUEUE_CHANNEL}', e.organization_id::text)::text END AS queue_notice){}",
@@ -68,9 +68,37 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// One chunk of an inline batch's rows: `$1`..`$3` one array each (execution id, the row's variables, its
+/// iteration), the rest one value for every row: `$4` organization, `$5` name, `$6` definition, `$7` modules
+/// (text), `$8` environment key, `$9` its variables, `$10` launch variables, `$11` labels, `$12` node ids, `$13`
+/// trigger, `$14` attempts, `$15` timeout, `$16` collection variables, `$17` the `queued` event, `$18` source,
+/// `$19` priority, `$20` batch. The organization's variables are read once per statement.
+static INSERT_ROWS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH r AS (
+             SELECT * FROM unnest($1::uuid[], $2::jsonb[], $3::int[]) AS r(id, row_variables, iteration)),
+         layers AS (
+             SELECT $16::jsonb || COALESCE((SELECT jsonb_object_agg(name, value) FROM variables v
+                                            WHERE v.organization_id = $4), '{{}}') AS base),
+         transition AS (
+             INSERT INTO executions AS e (id, organization_id, flow_id, flow_name, flow_version, draft_revision,
+                 definition, modules, environment, variables, variable_layers, runner_labels, node_ids, status,
+                 trigger, max_attempts, timeout_s, event_count, source, priority, batch_id, iteration)
+             SELECT r.id, $4, NULL, $5, NULL, 0, $6, $7, $8, l.base || $9::jsonb || $10::jsonb || r.row_variables,
+                 jsonb_build_object('base', l.base, 'environment', $9::jsonb,
+                     'launch', $10::jsonb || r.row_variables),
+                 $11::text[], $12::text[], 'queued', $13, $14, $15, cardinality($17::text[]), $18, $19, $20,
+                 r.iteration
+             FROM r CROSS JOIN layers l
+             ORDER BY r.id
+             RETURNING e.id, e.event_count, $17::text[] AS events, e.watchers){}",
+        *LOG
+    )
+});
+
 /// Queues an inline execution (in the caller's transaction, if any); runners are woken when it commits.
 pub async fn create(conn: &mut PgConnection, new: &NewInline) -> ApiResult<Execution> {
-    insert(conn, new, &new.launch_variables, None).await
+    insert(conn, new).await
 }
 
 /// Queues an inline definition once per row (`POST /executions` with `rows`), as one batch (`flow_id` NULL), in
@@ -101,26 +129,60 @@ pub async fn create_batch(
         .bind(total)
         .execute(&mut *conn)
         .await?;
-    for (iteration, row) in rows.iter().enumerate() {
-        let mut variables = new.launch_variables.clone();
-        variables.extend(row.iter().map(|(k, v)| (k.clone(), v.clone())));
-        let iteration = i32::try_from(iteration).unwrap_or(i32::MAX);
-        insert(conn, new, &variables, Some((batch_id, iteration))).await?;
+    let queued = vec![encode(&status_event(ExecutionStatus::Queued, 1, None))?];
+    let (environment, environment_variables) = environment_of(new)?;
+    let modules = to_json_string(&new.modules)?;
+    let launch_variables = to_json(&new.launch_variables)?;
+    let collection = to_json(&new.collection_variables)?;
+    let timeout_s = i32::try_from(new.timeout_s).unwrap_or(i32::MAX);
+    let chunk_rows = chunk_rows(row_bytes);
+    for (chunk_index, chunk) in rows.chunks(chunk_rows).enumerate() {
+        let first = chunk_index * chunk_rows;
+        let ids: Vec<ExecutionId> = chunk.iter().map(|_| ExecutionId::now_v7()).collect();
+        let variables = chunk.iter().map(to_json).collect::<ApiResult<Vec<Value>>>()?;
+        let iterations: Vec<i32> = (first..first + chunk.len()).map(|i| i32::try_from(i).unwrap_or(i32::MAX)).collect();
+        let inserted: Vec<ExecutionId> = sqlx::query_scalar(sqlx::AssertSqlSafe(INSERT_ROWS.as_str()))
+            .bind(&ids)
+            .bind(&variables)
+            .bind(&iterations)
+            .bind(new.org_id)
+            .bind(&new.name)
+            .bind(new.definition.get())
+            .bind(&modules)
+            .bind(environment)
+            .bind(&environment_variables)
+            .bind(&launch_variables)
+            .bind(&new.runner_labels)
+            .bind(&new.node_ids)
+            .bind(new.trigger.as_str())
+            .bind(new.max_attempts)
+            .bind(timeout_s)
+            .bind(&collection)
+            .bind(&queued)
+            .bind(&new.source)
+            .bind(new.priority)
+            .bind(batch_id)
+            .fetch_all(&mut *conn)
+            .await?;
+        if inserted.len() != chunk.len() {
+            return Err(ApiError::internal_because("an inline batch inserted fewer rows than it was given"));
+        }
     }
+    notify_queue(conn, new.org_id, new.replica).await?;
     Ok(LaunchedBatch { batch_id, executions: u32::try_from(rows.len()).unwrap_or(u32::MAX) })
 }
 
-async fn insert(
-    conn: &mut PgConnection,
-    new: &NewInline,
-    launch_variables: &BTreeMap<String, String>,
-    batch: Option<(BatchId, i32)>,
-) -> ApiResult<Execution> {
-    let queued = vec![encode(&status_event(ExecutionStatus::Queued, 1, None))?];
-    let (environment, environment_variables) = match &new.environment {
+/// The inline environment's key and its variables (`{}` without one).
+fn environment_of(new: &NewInline) -> ApiResult<(Option<&str>, Value)> {
+    Ok(match &new.environment {
         Some((key, variables)) => (Some(key.as_str()), to_json(variables)?),
         None => (None, Value::Object(Default::default())),
-    };
+    })
+}
+
+async fn insert(conn: &mut PgConnection, new: &NewInline) -> ApiResult<Execution> {
+    let queued = vec![encode(&status_event(ExecutionStatus::Queued, 1, None))?];
+    let (environment, environment_variables) = environment_of(new)?;
     let row: ExecutionRow = sqlx::query_as(sqlx::AssertSqlSafe(INSERT.as_str()))
         .bind(ExecutionId::now_v7())
         .bind(new.org_id)
@@ -129,7 +191,7 @@ async fn insert(
         .bind(to_json_string(&new.modules)?)
         .bind(environment)
         .bind(environment_variables)
-        .bind(to_json(launch_variables)?)
+        .bind(to_json(&new.launch_variables)?)
         .bind(&new.runner_labels)
         .bind(&new.node_ids)
         .bind(new.trigger.as_str())
@@ -140,8 +202,6 @@ async fn insert(
         .bind(to_json(&new.collection_variables)?)
         .bind(new.replica)
         .bind(new.priority)
-        .bind(batch.map(|(id, _)| id))
-        .bind(batch.map(|(_, i)| i))
         .fetch_optional(&mut *conn)
         .await?
         .ok_or_else(|| ApiError::internal_because("an inline launch inserted no row"))?;
