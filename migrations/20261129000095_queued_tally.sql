@@ -11,6 +11,8 @@ CREATE TABLE executions_queued_tally (
 );
 CREATE INDEX executions_queued_tally_org ON executions_queued_tally (organization_id, runner_labels);
 
+-- No launch or claim of a replica still running may slip between the count and the triggers.
+LOCK TABLE executions IN SHARE ROW EXCLUSIVE MODE;
 INSERT INTO executions_queued_tally (organization_id, runner_labels, delta)
     SELECT organization_id, runner_labels, count(*) FROM executions WHERE status = 'queued'
     GROUP BY organization_id, runner_labels;

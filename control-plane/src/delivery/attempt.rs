@@ -4,7 +4,7 @@
 //! share one statement).
 
 use crate::api::webhooks::destinations::attempts::prepare;
-use crate::api::webhooks::destinations::claim::Claimed;
+use crate::api::webhooks::destinations::claim::{Claimed, lease_left_for};
 use crate::api::webhooks::destinations::recording::{AttemptRecord, Recording};
 use crate::db::group_commit::GroupCommit;
 use crate::error::ApiResult;
@@ -15,9 +15,31 @@ use std::time::Duration;
 /// The sender's recorder of finished attempts.
 pub type Recorder = GroupCommit<AttemptRecord>;
 
-/// Sends one claimed delivery; `None` when there was nothing to send. The caller records what it answers.
-/// Fails only when the database does (the lease then brings the delivery back).
+/// Sends one claimed delivery once its turn came; `None` when there was nothing to send. The caller records what
+/// it answers. Fails only when the database does (the lease then brings the delivery back).
+/// A row whose turn came too late is not sent but given back, due at once: one whose lease could run out during its
+/// attempt (another claim could then send it too), or a rate-limited one past its slot by more than a slot's width
+/// (sent now, the rows held behind slow attempts would reach the receiver in a burst); its next claim takes a new
+/// slot.
 pub async fn send_one(app: &AppState, clients: &Clients, mut row: Claimed) -> ApiResult<Option<AttemptRecord>> {
+    if let Some(claimed_at) = row.claimed_at {
+        let waited = claimed_at.elapsed();
+        let past_slot = match (row.slot_in, row.rate_limit_per_s) {
+            (Some(slot), Some(rate)) => waited.saturating_sub(slot).as_secs_f64() > 1.0 / f64::from(rate.max(1)),
+            _ => false,
+        };
+        if past_slot || !lease_left_for(row.timeout_ms, waited) {
+            sqlx::query(
+                "UPDATE deliveries SET leased_until = NULL WHERE id = $1 AND lease = $2 AND status = 'pending'",
+            )
+            .bind(row.id)
+            .bind(row.lease)
+            .execute(&app.pool)
+            .await?;
+            app.delivery_wakes.notify_one();
+            return Ok(None);
+        }
+    }
     let Some(prepared) = prepare(app, &mut row).await? else { return Ok(None) };
     if let (Some(wait), Some(claimed_at)) = (row.slot_in, row.claimed_at) {
         tokio::time::sleep_until(claimed_at + wait).await;

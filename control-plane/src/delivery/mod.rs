@@ -51,25 +51,28 @@ pub async fn run(app: AppState) {
             let limits = claim::Limits {
                 rows: next.rows,
                 per_org: next.per_org,
-                bytes: CLAIM_BYTES,
+                bytes: next.bytes.min(CLAIM_BYTES),
                 busy: &next.busy,
                 in_flight: &next.held,
                 per_limited_destination: i64::MAX,
             };
             match claim::claim(&app.pool, Sender::Server, limits).await {
                 Ok(claim) => {
-                    full = claim.rows.len() as i64 == next.rows;
-                    room.hold(&claim.rows.iter().map(|r| r.organization_id).collect::<Vec<_>>(), &next);
-                    for row in claim.rows {
+                    full = claim.more;
+                    let sizes: Vec<(OrgId, usize)> =
+                        claim.rows.iter().map(|r| (r.organization_id, body_size(r))).collect();
+                    room.hold(&sizes, &next, full);
+                    for (row, (org, bytes)) in claim.rows.into_iter().zip(sizes) {
                         let (app, clients, room, recorder) =
                             (app.clone(), clients.clone(), room.clone(), recorder.clone());
                         tokio::spawn(async move {
-                            let (id, org) = (row.id, row.organization_id);
-                            let Some(turn) = room.turn(org).await else { return };
+                            let id = row.id;
+                            let Some(turn) = room.turn(org, bytes).await else { return };
                             let sent = attempt::send_one(&app, &clients, row).await;
-                            // The room is given back once the request is done: its record waits for the recorder's
-                            // next statement (bounded by the recorder's queue) under the delivery's lease.
-                            room.release(org, Some(turn));
+                            // The room is given back once the request is done (or by a panic, dropping the turn):
+                            // its record waits for the recorder's next statement (bounded by the recorder's queue)
+                            // under the delivery's lease.
+                            drop(turn);
                             let recorded = match sent {
                                 Ok(Some(record)) => recorder.submit(record).await.map(drop),
                                 Ok(None) => Ok(()),
@@ -95,6 +98,11 @@ pub async fn run(app: AppState) {
             () = app.shutdown.cancelled() => return,
         }
     }
+}
+
+/// The body bytes a claimed row holds.
+fn body_size(row: &claim::Claimed) -> usize {
+    row.body.as_ref().map_or(0, Vec::len)
 }
 
 /// How long a wake-up by new deliveries waits for those of the next captures before claiming.

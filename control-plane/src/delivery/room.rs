@@ -20,6 +20,9 @@ const HELD: usize = 2 * IN_FLIGHT;
 const ORG_HELD: usize = 2 * ORG_IN_FLIGHT;
 /// Room (in held rows) a claim waits for: one claim's statement serves at least this many attempts.
 const CLAIM_AT_FREE: usize = IN_FLIGHT / 4;
+/// Capture body bytes one replica holds at most (the first row of a claim is taken whatever its size, so one body
+/// may go past it).
+const HELD_BYTES: usize = 64 * 1024 * 1024;
 
 /// What the next claim may take.
 #[derive(Debug)]
@@ -32,6 +35,8 @@ pub struct NextClaim {
     pub busy: Vec<OrgId>,
     /// Rows each organization holds.
     pub held: Vec<(OrgId, i64)>,
+    /// Capture body bytes it may take.
+    pub bytes: i64,
 }
 
 #[derive(Debug, Default)]
@@ -42,10 +47,18 @@ struct OrgRoom {
     sending: Option<Arc<Semaphore>>,
 }
 
+#[derive(Debug, Default)]
+struct Held {
+    rows: usize,
+    bytes: usize,
+    by_org: HashMap<OrgId, OrgRoom>,
+}
+
 #[derive(Debug)]
 pub struct Room {
     sending: Arc<Semaphore>,
-    held: Mutex<(usize, HashMap<OrgId, OrgRoom>)>,
+    /// Rows held in all, their body bytes, and each organization's.
+    held: Mutex<Held>,
     /// The last claim took all it asked: more may be due.
     wants_rows: AtomicBool,
     pub freed: Notify,
@@ -62,44 +75,57 @@ impl Default for Room {
     }
 }
 
-/// A held row's turn: its permits, given back (with the row) by [`Room::release`].
+/// A held row's turn: its permits; dropped (after the attempt, or by a panic), it gives the row's room back.
 #[derive(Debug)]
 pub struct Turn {
+    room: Arc<Room>,
+    org: OrgId,
+    bytes: usize,
     _permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 }
 
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.room.release(self.org, self.bytes);
+    }
+}
+
 impl Room {
-    /// What the next claim may take; `None` while less than a claim's worth of room is free.
+    /// What the next claim may take; `None` while less than a claim's worth of room is free (the room's release
+    /// then wakes the claim loop).
     pub fn next_claim(&self, max_rows: i64) -> Option<NextClaim> {
         let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        let free = HELD.saturating_sub(held.0);
-        if free < CLAIM_AT_FREE {
+        let free = HELD.saturating_sub(held.rows);
+        if free < CLAIM_AT_FREE || (held.bytes >= HELD_BYTES && held.rows > 0) {
+            self.wants_rows.store(true, Ordering::Relaxed);
             return None;
         }
-        let busy = held.1.iter().filter(|(_, r)| r.held > ORG_IN_FLIGHT).map(|(org, _)| *org).collect();
+        let busy = held.by_org.iter().filter(|(_, r)| r.held > ORG_IN_FLIGHT).map(|(org, _)| *org).collect();
         Some(NextClaim {
             rows: (free as i64).min(max_rows),
             per_org: ORG_HELD as i64,
             busy,
-            held: held.1.iter().map(|(org, r)| (*org, r.held as i64)).collect(),
+            held: held.by_org.iter().map(|(org, r)| (*org, r.held as i64)).collect(),
+            bytes: HELD_BYTES.saturating_sub(held.bytes).max(1) as i64,
         })
     }
 
-    /// Holds a claim's rows (their organizations, in order): notes the organizations whose room it took whole (more
-    /// may be due: the claim loop is woken when they fall to [`ORG_IN_FLIGHT`], or at once if attempts that ended
-    /// during the claim took them there already) and whether it took all it asked.
-    pub fn hold(&self, orgs: &[OrgId], asked: &NextClaim) {
-        self.wants_rows.store(orgs.len() as i64 == asked.rows, Ordering::Relaxed);
+    /// Holds a claim's rows (each one's organization and body bytes, in order): notes the organizations whose room
+    /// it took whole (more may be due: the claim loop is woken when they fall to [`ORG_IN_FLIGHT`], or at once if
+    /// attempts that ended during the claim took them there already) and whether it took all it asked (`full`).
+    pub fn hold(&self, rows: &[(OrgId, usize)], asked: &NextClaim, full: bool) {
+        self.wants_rows.store(full, Ordering::Relaxed);
         let mut taken: HashMap<OrgId, i64> = HashMap::new();
-        for org in orgs {
+        for (org, _) in rows {
             *taken.entry(*org).or_default() += 1;
         }
         let mut wake = false;
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.0 += orgs.len();
+        held.rows += rows.len();
+        held.bytes += rows.iter().map(|(_, bytes)| bytes).sum::<usize>();
         for (org, n) in taken {
             let before = asked.held.iter().find(|(o, _)| *o == org).map_or(0, |(_, h)| *h);
-            let room = held.1.entry(org).or_default();
+            let room = held.by_org.entry(org).or_default();
             room.held += n as usize;
             if n + before >= asked.per_org {
                 if room.held <= ORG_IN_FLIGHT {
@@ -116,34 +142,36 @@ impl Room {
     }
 
     /// Waits for a held row's turn to be sent (its organization's share, then the replica's).
-    pub async fn turn(self: &Arc<Self>, org: OrgId) -> Option<Turn> {
+    pub async fn turn(self: &Arc<Self>, org: OrgId, bytes: usize) -> Option<Turn> {
         let org_sending = {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            let room = held.1.entry(org).or_default();
+            let room = held.by_org.entry(org).or_default();
             room.sending.get_or_insert_with(|| Arc::new(Semaphore::new(ORG_IN_FLIGHT))).clone()
         };
         let for_org = org_sending.acquire_owned().await.ok()?;
         let for_replica = self.sending.clone().acquire_owned().await.ok()?;
-        Some(Turn { _permits: (for_org, for_replica) })
+        Some(Turn { room: self.clone(), org, bytes, _permits: (for_org, for_replica) })
     }
 
-    /// Gives back a row's room after its attempt (or when it was never sent: `org`), waking the claim loop when
-    /// room worth a claim came free for what the last claims left.
-    pub fn release(&self, org: OrgId, turn: Option<Turn>) {
-        drop(turn);
+    /// Gives back a row's room (its turn dropped), waking the claim loop when room worth a claim came free for what
+    /// the last claims left.
+    fn release(&self, org: OrgId, bytes: usize) {
         let wake = {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            held.0 = held.0.saturating_sub(1);
-            let replica_free = HELD - held.0 >= CLAIM_AT_FREE && self.wants_rows.swap(false, Ordering::Relaxed);
+            held.rows = held.rows.saturating_sub(1);
+            held.bytes = held.bytes.saturating_sub(bytes);
+            let replica_free = HELD - held.rows >= CLAIM_AT_FREE
+                && held.bytes < HELD_BYTES
+                && self.wants_rows.swap(false, Ordering::Relaxed);
             let mut org_free = false;
-            if let Some(room) = held.1.get_mut(&org) {
+            if let Some(room) = held.by_org.get_mut(&org) {
                 room.held = room.held.saturating_sub(1);
                 if room.wants_more && room.held <= ORG_IN_FLIGHT {
                     room.wants_more = false;
                     org_free = true;
                 }
                 if room.held == 0 {
-                    held.1.remove(&org);
+                    held.by_org.remove(&org);
                 }
             }
             replica_free || org_free
@@ -164,25 +192,46 @@ mod tests {
         let org = OrgId::from(uuid::Uuid::new_v4());
         let asked = room.next_claim(64).expect("empty room claims");
         assert_eq!((asked.rows, asked.per_org), (64, ORG_HELD as i64));
-        room.hold(&vec![org; ORG_HELD], &asked);
+        room.hold(&vec![(org, 10); ORG_HELD], &asked, true);
         let next = room.next_claim(64).expect("the replica has room");
         assert_eq!(next.busy, vec![org]);
         assert_eq!(next.held, vec![(org, ORG_HELD as i64)]);
         // The claim loop goes on after a full claim; the organization being busy, it takes nothing.
-        room.hold(&[], &next);
+        room.hold(&[], &next, false);
         // Only ORG_IN_FLIGHT of its rows get a turn at once.
         let mut turns = Vec::new();
         for _ in 0..ORG_IN_FLIGHT {
-            turns.push(room.turn(org).await.expect("a turn"));
+            turns.push(room.turn(org, 10).await.expect("a turn"));
         }
-        let waiting = tokio::time::timeout(std::time::Duration::from_millis(50), room.turn(org)).await;
+        let waiting = tokio::time::timeout(std::time::Duration::from_millis(50), room.turn(org, 10)).await;
         assert!(waiting.is_err(), "the organization's share is taken");
         for (n, turn) in turns.drain(..).enumerate() {
-            room.release(org, Some(turn));
+            drop(turn);
             let woken = tokio::time::timeout(std::time::Duration::from_millis(5), room.freed.notified()).await;
             // Woken once, when what it holds falls to ORG_IN_FLIGHT (the 32nd release), not before or after.
             assert_eq!(woken.is_ok(), n + 1 == ORG_HELD - ORG_IN_FLIGHT, "release {n}");
         }
         assert!(room.next_claim(64).expect("room").busy.is_empty());
+    }
+
+    #[tokio::test]
+    async fn held_bytes_bound_the_claims_and_a_dropped_turn_gives_its_room_back() {
+        let room = Arc::new(Room::default());
+        let org = OrgId::from(uuid::Uuid::new_v4());
+        let asked = room.next_claim(64).expect("empty room claims");
+        assert_eq!(asked.bytes, HELD_BYTES as i64);
+        // One body past the budget (a claim's first row is taken whatever its size): no claim until it is sent.
+        room.hold(&[(org, HELD_BYTES + 1)], &asked, false);
+        assert!(room.next_claim(64).is_none());
+        let turn = room.turn(org, HELD_BYTES + 1).await.expect("a turn");
+        let panicked = tokio::spawn(async move {
+            let _turn = turn;
+            panic!("an attempt that panics");
+        });
+        assert!(panicked.await.is_err());
+        // The panic dropped the turn: the room is whole again and the claim loop was woken.
+        tokio::time::timeout(std::time::Duration::from_millis(50), room.freed.notified()).await.expect("woken");
+        let next = room.next_claim(64).expect("room again");
+        assert_eq!((next.bytes, next.held.len()), (HELD_BYTES as i64, 0));
     }
 }

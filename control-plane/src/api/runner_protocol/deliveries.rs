@@ -190,6 +190,7 @@ async fn delivery_result(
         round_start: pending.round_start,
         retry_schedule_s: pending.retry_schedule_s,
         runner_id: Some(body.runner_id),
+        lease: Some(body.lease),
     };
     record(&app.pool, &recording, &attempted).await?;
     Ok(StatusCode::NO_CONTENT)

@@ -15,8 +15,17 @@ use sqlx::types::Json;
 /// Slots are 1/rate apart, widened by this factor.
 const SLOT_WIDENING: f64 = 1.05;
 /// What a lease adds past twice an attempt's timeout (a held row may wait for one round of attempts before its
-/// own; the margin covers its slot too: at most about two seconds away).
-const LEASE_MARGIN_S: f64 = 33.0;
+/// own; the margin covers its slot too: at most about two seconds away). A row that waited longer is not sent:
+/// see [`lease_left_for`].
+pub const LEASE_MARGIN_S: f64 = 33.0;
+
+/// Whether a claimed row still has lease enough for its attempt after waiting `waited` since its claim: its own
+/// timeout and 5 s to spare.
+pub fn lease_left_for(timeout_ms: i32, waited: std::time::Duration) -> bool {
+    let timeout = f64::from(timeout_ms.max(0)) / 1000.0;
+    let lease = 2.0 * timeout + LEASE_MARGIN_S;
+    lease - waited.as_secs_f64() >= timeout + 5.0
+}
 /// Organizations one claim looks at, at most (from a random point: the others come in later claims).
 const ORGS_PER_CLAIM: i64 = 256;
 
@@ -61,6 +70,8 @@ pub struct Claimed {
     pub lease: Option<uuid::Uuid>,
     /// How long after the claim its rate-limited slot begins, in seconds (the database's clock).
     pub slot_in_s: Option<f64>,
+    /// Whether the claim's byte budget left due rows behind (more may be due).
+    pub trimmed: bool,
 }
 
 /// Who sends what is claimed: the server (destinations without `runner_labels`), or an installed runner of an
@@ -89,7 +100,7 @@ pub struct Limits<'a> {
     pub per_limited_destination: i64,
 }
 
-/// What a claim took, and whether more may be due (it took `rows`).
+/// What a claim took, and whether more may be due (it took `rows`, or its byte budget left rows behind).
 #[derive(Debug, Default)]
 pub struct Claim {
     pub rows: Vec<Claimed>,
@@ -208,7 +219,7 @@ pub async fn claim(pool: &PgPool, sender: Sender<'_>, limits: Limits<'_>) -> Res
         .bind(&taken)
         .fetch_all(pool)
         .await?;
-    let more = rows.len() as i64 == limits.rows;
+    let more = rows.len() as i64 == limits.rows || rows.first().is_some_and(|r| r.trimmed);
     let claimed_at = tokio::time::Instant::now();
     for row in &mut rows {
         row.claimed_at = Some(claimed_at);

@@ -30,11 +30,14 @@ pub struct Recording {
     pub retry_schedule_s: Vec<i32>,
     /// The runner that made the attempt (`None`: the server).
     pub runner_id: Option<RunnerId>,
+    /// The lease the attempt was made under: recorded only while the delivery still has it.
+    pub lease: Option<uuid::Uuid>,
 }
 
 impl Recording {
     pub fn of(row: &Claimed, runner_id: Option<RunnerId>) -> Self {
         Self {
+            lease: row.lease,
             id: row.id,
             destination_id: row.destination_id,
             attempts: row.attempts,
@@ -49,6 +52,7 @@ impl Recording {
 #[derive(Debug)]
 pub struct AttemptRecord {
     id: DeliveryId,
+    lease: Option<uuid::Uuid>,
     destination_id: DestinationId,
     runner_id: Option<RunnerId>,
     status: &'static str,
@@ -84,6 +88,7 @@ impl AttemptRecord {
         };
         Self {
             id: row.id,
+            lease: row.lease,
             destination_id: row.destination_id,
             runner_id: row.runner_id,
             status,
@@ -114,22 +119,23 @@ impl AttemptRecord {
     }
 }
 
-/// Records a batch of attempts, each only while its delivery is still pending. A destination's `failing_since`
+/// Records a batch of attempts, each only while its delivery is still pending under the lease it was made with (a
+/// delivery whose lease ran out and was claimed again is recorded by the new claim's attempt only). A destination's `failing_since`
 /// follows its attempts of the batch in the order they ended: cleared when the last delivered, else the start of
 /// the first failed attempt after the last delivered one (kept from before when none in the batch delivered); the
 /// row is written only when that changes it.
 const RECORD: &str = "
 WITH u AS (
     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[], $5::float8[], $6::timestamptz[],
-                         $7::int4[], $8::text[], $9::int4[], $10::uuid[])
-        AS u(id, destination_id, status, last, delay_s, at, status_code, error, duration_ms, runner_id)
+                         $7::int4[], $8::text[], $9::int4[], $10::uuid[], $11::uuid[])
+        AS u(id, destination_id, status, last, delay_s, at, status_code, error, duration_ms, runner_id, lease)
 ), d AS (
     UPDATE deliveries SET attempts = deliveries.attempts + 1, status = u.status, last_attempt = u.last,
         next_attempt_at = CASE WHEN t.enabled THEN now() + make_interval(secs => u.delay_s)
                                ELSE 'infinity'::timestamptz END,
         delivered_at = CASE WHEN u.status = 'delivered' THEN now() END, leased_until = NULL
     FROM u JOIN destinations t ON t.id = u.destination_id
-    WHERE deliveries.id = u.id AND deliveries.status = 'pending'
+    WHERE deliveries.id = u.id AND deliveries.status = 'pending' AND deliveries.lease IS NOT DISTINCT FROM u.lease
         AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
     RETURNING deliveries.id, deliveries.attempts
 ), a AS (
@@ -181,6 +187,7 @@ impl BatchWrite for AttemptRecord {
             .bind(records.iter().map(|r| r.error.as_deref()).collect::<Vec<_>>())
             .bind(records.iter().map(|r| r.duration_ms).collect::<Vec<_>>())
             .bind(records.iter().map(|r| r.runner_id).collect::<Vec<_>>())
+            .bind(records.iter().map(|r| r.lease).collect::<Vec<_>>())
             .fetch_all(conn)
             .await?
             .into_iter()
