@@ -8,42 +8,37 @@
 import { session, refresh, loadSession, chooseOrganization, signOut, mayHaveSession } from './api.js';
 import { h, fill } from './dom.js';
 import * as signin from './pages/signin.js';
-import * as webhooks from './pages/webhooks.js';
-import * as inspector from './pages/inspector.js';
-import * as captureDetail from './pages/capture_detail.js';
-import * as flows from './pages/flows.js';
-import * as flow from './pages/flow.js';
-import * as execution from './pages/execution.js';
-import * as batch from './pages/batch.js';
-import * as executions from './pages/executions.js';
-import * as collections from './pages/collections.js';
-import * as keys from './pages/keys.js';
-import * as people from './pages/people.js';
-import * as admin from './pages/admin.js';
 import * as invite from './pages/invite.js';
 import * as recovery from './pages/recovery.js';
-import * as alerts from './pages/alerts.js';
 import { finishExternalSignIn } from './oidc.js';
 
-/** @type {[RegExp, (main: HTMLElement, params: string[]) => Promise<any>][]} */
+// Each page's module is loaded when first opened: the first page carries only the frame and the sign-in.
+/** @typedef {(main: HTMLElement, params: string[]) => Promise<any>} Render */
+/** @type {[RegExp, () => Promise<Render>][]} */
 const ROUTES = [
-  [/^\/webhooks$/, webhooks.render],
-  [/^\/webhooks\/([0-9a-f-]{36})$/, inspector.render],
-  [/^\/webhooks\/([0-9a-f-]{36})\/requests\/([0-9a-f-]{36})$/, captureDetail.renderPage],
-  [/^\/flows$/, flows.render],
-  [/^\/flows\/([0-9a-f-]{36})$/, flow.render],
-  [/^\/flows\/([0-9a-f-]{36})\/executions\/([0-9a-f-]{36})$/, execution.render],
-  [/^\/batches\/([0-9a-f-]{36})$/, batch.render],
-  [/^\/executions(?:\?batch=([0-9a-f-]{36}))?$/, executions.render],
-  [/^\/executions\/([0-9a-f-]{36})$/, execution.renderInline],
-  [/^\/collections$/, collections.render],
-  [/^\/collections\/([0-9a-f-]{36})$/, collections.renderOne],
-  [/^\/keys$/, keys.render],
-  [/^\/members$/, people.render],
-  [/^\/runners$/, admin.renderRunners],
-  [/^\/audit$/, admin.renderAudit],
-  [/^\/alerts$/, alerts.render],
-  [/^\/settings$/, admin.renderSettings],
+  [/^\/webhooks$/, async () => (await import('./pages/webhooks.js')).render],
+  [/^\/webhooks\/([0-9a-f-]{36})$/, async () => (await import('./pages/inspector.js')).render],
+  [
+    /^\/webhooks\/([0-9a-f-]{36})\/requests\/([0-9a-f-]{36})$/,
+    async () => (await import('./pages/capture_detail.js')).renderPage,
+  ],
+  [/^\/flows$/, async () => (await import('./pages/flows.js')).render],
+  [/^\/flows\/([0-9a-f-]{36})$/, async () => (await import('./pages/flow.js')).render],
+  [
+    /^\/flows\/([0-9a-f-]{36})\/executions\/([0-9a-f-]{36})$/,
+    async () => (await import('./pages/execution.js')).render,
+  ],
+  [/^\/batches\/([0-9a-f-]{36})$/, async () => (await import('./pages/batch.js')).render],
+  [/^\/executions(?:\?batch=([0-9a-f-]{36}))?$/, async () => (await import('./pages/executions.js')).render],
+  [/^\/executions\/([0-9a-f-]{36})$/, async () => (await import('./pages/execution.js')).renderInline],
+  [/^\/collections$/, async () => (await import('./pages/collections.js')).render],
+  [/^\/collections\/([0-9a-f-]{36})$/, async () => (await import('./pages/collections.js')).renderOne],
+  [/^\/keys$/, async () => (await import('./pages/keys.js')).render],
+  [/^\/members$/, async () => (await import('./pages/people.js')).render],
+  [/^\/runners$/, async () => (await import('./pages/admin.js')).renderRunners],
+  [/^\/audit$/, async () => (await import('./pages/admin.js')).renderAudit],
+  [/^\/alerts$/, async () => (await import('./pages/alerts.js')).render],
+  [/^\/settings$/, async () => (await import('./pages/admin.js')).renderSettings],
 ];
 
 const NAV = [
@@ -180,10 +175,11 @@ async function show() {
   }
   const main = h('main', { id: 'main' });
   frame(main);
-  for (const [pattern, render] of ROUTES) {
+  for (const [pattern, load] of ROUTES) {
     const match = pattern.exec(path);
     if (match) {
       try {
+        const render = await load();
         cleanup = (await render(main, match.slice(1))) || null;
       } catch (error) {
         fill(

@@ -45,6 +45,7 @@ mod destinations_attacks;
 mod destinations_cli;
 mod destinations_crash;
 mod destinations_delivery;
+mod destinations_leases;
 mod destinations_polls;
 mod destinations_runner;
 mod docs_links;
