@@ -72,7 +72,21 @@ async fn an_attempt_that_outlived_its_lease_is_not_recorded() {
 
     // The first attempt hangs at the receiver; its lease is taken over as when it runs out and another claim
     // takes the delivery (a new lease, due at once).
-    wait_for("the first attempt", Duration::from_secs(10), async || arrivals.load(Ordering::SeqCst) >= 1).await;
+    let first = tokio::time::timeout(Duration::from_secs(10), async {
+        while arrivals.load(Ordering::SeqCst) < 1 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    if first.is_err() {
+        let row: (String, i32, Option<serde_json::Value>) =
+            sqlx::query_as("SELECT status, attempts, last_attempt FROM deliveries WHERE destination_id = $1::uuid")
+                .bind(&destination)
+                .fetch_one(&app.pool)
+                .await
+                .expect("the delivery");
+        panic!("the first attempt did not arrive within 10 s: {row:?}");
+    }
     let hung_at = Instant::now();
     sqlx::query(
         "UPDATE deliveries SET lease = gen_random_uuid(), leased_until = now() - interval '1 second'

@@ -183,7 +183,8 @@ fn claim_sql(sender: Sender<'_>) -> String {
                 t.rate_limit_per_s, t.signing_secret, t.signing_nonce, t.signing_key_version,
                 COALESCE(o.private_network, false) AS private_network, c.method, c.path, c.query_string, c.headers,
                 c.body, c.signature_verdict, COALESCE(w.verification IS NOT NULL, false) AS verifying,
-                CASE WHEN s.id IS NOT NULL THEN GREATEST(0, s.first + s.step * (l.in_slot - 1)) END AS slot_in_s
+                CASE WHEN s.id IS NOT NULL THEN GREATEST(0, s.first + s.step * (l.in_slot - 1)) END AS slot_in_s,
+                (SELECT count(*) FROM fair) > (SELECT count(*) FROM kept) AS trimmed
          FROM leased l
          JOIN destinations t ON t.id = l.destination_id
          LEFT JOIN clocks s ON s.id = l.destination_id
