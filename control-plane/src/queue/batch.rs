@@ -82,6 +82,25 @@ static RERUN_ROWS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// One chunk of a batch's rows as its insert binds them: a fresh id, the row's values (JSON) and its iteration
+/// (counted from the chunk's `first`) for each row.
+#[derive(Debug)]
+pub struct ChunkBinds {
+    pub ids: Vec<ExecutionId>,
+    pub variables: Vec<Value>,
+    pub iterations: Vec<i32>,
+}
+
+impl ChunkBinds {
+    pub fn of(chunk: &[BTreeMap<String, String>], first: usize) -> ApiResult<Self> {
+        Ok(Self {
+            ids: chunk.iter().map(|_| ExecutionId::now_v7()).collect(),
+            variables: chunk.iter().map(to_json).collect::<ApiResult<Vec<Value>>>()?,
+            iterations: (first..first + chunk.len()).map(|i| i32::try_from(i).unwrap_or(i32::MAX)).collect(),
+        })
+    }
+}
+
 /// How many rows of `row_bytes` each (definition and modules) one statement inserts.
 pub fn chunk_rows(row_bytes: usize) -> usize {
     (CHUNK_BYTES / row_bytes.max(1)).clamp(1, CHUNK)
@@ -137,10 +156,7 @@ pub async fn create_batch(
     let collection = to_json(&launch.collection_variables)?;
     let timeout_s = i32::try_from(launch.timeout_s).unwrap_or(i32::MAX);
     for (chunk_index, chunk) in rows.chunks(chunk_rows).enumerate() {
-        let first = chunk_index * chunk_rows;
-        let ids: Vec<ExecutionId> = chunk.iter().map(|_| ExecutionId::now_v7()).collect();
-        let variables = chunk.iter().map(to_json).collect::<ApiResult<Vec<Value>>>()?;
-        let iterations: Vec<i32> = (first..first + chunk.len()).map(|i| i32::try_from(i).unwrap_or(i32::MAX)).collect();
+        let ChunkBinds { ids, variables, iterations } = ChunkBinds::of(chunk, chunk_index * chunk_rows)?;
         let inserted: Vec<ExecutionId> = sqlx::query_scalar(sqlx::AssertSqlSafe(INSERT_ROWS.as_str()))
             .bind(&ids)
             .bind(&variables)

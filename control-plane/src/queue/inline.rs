@@ -5,7 +5,7 @@
 //! statement each (`unnest`), as a flow's batch does (`batch`).
 
 use crate::error::{ApiError, ApiResult, to_json, to_json_string};
-use crate::queue::batch::{MAX_BATCH_BYTES, chunk_rows, notify_queue};
+use crate::queue::batch::{ChunkBinds, MAX_BATCH_BYTES, chunk_rows, notify_queue};
 use crate::queue::events::{LOG, encode, status_event};
 use crate::queue::row::{EXECUTION_COLUMNS, ExecutionRow};
 use crate::signals::QUEUE_CHANNEL;
@@ -137,10 +137,7 @@ pub async fn create_batch(
     let timeout_s = i32::try_from(new.timeout_s).unwrap_or(i32::MAX);
     let chunk_rows = chunk_rows(row_bytes);
     for (chunk_index, chunk) in rows.chunks(chunk_rows).enumerate() {
-        let first = chunk_index * chunk_rows;
-        let ids: Vec<ExecutionId> = chunk.iter().map(|_| ExecutionId::now_v7()).collect();
-        let variables = chunk.iter().map(to_json).collect::<ApiResult<Vec<Value>>>()?;
-        let iterations: Vec<i32> = (first..first + chunk.len()).map(|i| i32::try_from(i).unwrap_or(i32::MAX)).collect();
+        let ChunkBinds { ids, variables, iterations } = ChunkBinds::of(chunk, chunk_index * chunk_rows)?;
         let inserted: Vec<ExecutionId> = sqlx::query_scalar(sqlx::AssertSqlSafe(INSERT_ROWS.as_str()))
             .bind(&ids)
             .bind(&variables)
