@@ -22,26 +22,17 @@ pub type Recorder = GroupCommit<AttemptRecord>;
 /// (sent now, the rows held behind slow attempts would reach the receiver in a burst); its next claim takes a new
 /// slot.
 pub async fn send_one(app: &AppState, clients: &Clients, mut row: Claimed) -> ApiResult<Option<AttemptRecord>> {
-    if let Some(claimed_at) = row.claimed_at {
-        let waited = claimed_at.elapsed();
-        let past_slot = match (row.slot_in, row.rate_limit_per_s) {
-            (Some(slot), Some(rate)) => waited.saturating_sub(slot).as_secs_f64() > 1.0 / f64::from(rate.max(1)),
-            _ => false,
-        };
-        if past_slot || !lease_left_for(row.timeout_ms, waited) {
-            sqlx::query(
-                "UPDATE deliveries SET leased_until = NULL WHERE id = $1 AND lease = $2 AND status = 'pending'",
-            )
+    if too_late(&row) {
+        sqlx::query("UPDATE deliveries SET leased_until = NULL WHERE id = $1 AND lease = $2 AND status = 'pending'")
             .bind(row.id)
             .bind(row.lease)
             .execute(&app.pool)
             .await?;
-            app.delivery_wakes.notify_one();
-            return Ok(None);
-        }
+        app.delivery_wakes.notify_one();
+        return Ok(None);
     }
     let Some(prepared) = prepare(app, &mut row).await? else { return Ok(None) };
-    if let (Some(wait), Some(claimed_at)) = (row.slot_in, row.claimed_at) {
+    if let (Some(wait), Some(claimed_at)) = (row.slot_in(), row.claimed_at) {
         tokio::time::sleep_until(claimed_at + wait).await;
     }
     let attempted = match prepared.url {
@@ -57,4 +48,15 @@ pub async fn send_one(app: &AppState, clients: &Clients, mut row: Claimed) -> Ap
         },
     };
     Ok(Some(AttemptRecord::new(&Recording::of(&row, None), &attempted)))
+}
+
+/// Whether a held row's turn came too late to send it (see [`send_one`]).
+fn too_late(row: &Claimed) -> bool {
+    let Some(claimed_at) = row.claimed_at else { return false };
+    let waited = claimed_at.elapsed();
+    let past_slot = match (row.slot_in(), row.rate_limit_per_s) {
+        (Some(slot), Some(rate)) => waited.saturating_sub(slot).as_secs_f64() > 1.0 / f64::from(rate.max(1)),
+        _ => false,
+    };
+    past_slot || !lease_left_for(row.timeout_ms, waited)
 }

@@ -53,7 +53,7 @@ pub async fn run(app: AppState) {
                 per_org: next.per_org,
                 bytes: next.bytes.min(CLAIM_BYTES),
                 busy: &next.busy,
-                in_flight: &next.held,
+                held: &next.held,
                 per_limited_destination: i64::MAX,
             };
             match claim::claim(&app.pool, Sender::Server, limits).await {

@@ -67,15 +67,15 @@ async fn next_deliveries(
             per_org: PER_POLL,
             bytes: POLL_BYTES,
             busy: &[],
-            in_flight: &[],
+            held: &[],
             per_limited_destination: 1,
         };
         let claimed = claim(&app.pool, Sender::Runner { org_id, labels: &labels }, limits).await?;
         let mut deliveries = Vec::new();
         let mut rows = claimed.rows;
-        rows.sort_by_key(|r| r.slot_in.unwrap_or_default());
+        rows.sort_by_key(|r| r.slot_in().unwrap_or_default());
         for row in rows {
-            if let (Some(wait), Some(claimed_at)) = (row.slot_in, row.claimed_at) {
+            if let (Some(wait), Some(claimed_at)) = (row.slot_in(), row.claimed_at) {
                 tokio::time::sleep_until(claimed_at + wait).await;
             }
             if let Some(delivery) = to_send(&app, row).await? {

@@ -60,18 +60,22 @@ pub struct Claimed {
     pub signature_verdict: Option<String>,
     /// Whether the endpoint verifies signatures (has `verification`).
     pub verifying: bool,
-    /// How long after the claim its rate-limited slot begins (the database's clock); `None`: at once.
-    #[sqlx(skip)]
-    pub slot_in: Option<std::time::Duration>,
     /// When the claim was made (this process's clock): the slot is counted from it.
     #[sqlx(skip)]
     pub claimed_at: Option<tokio::time::Instant>,
     /// This claim's lease (a runner's result must carry it).
     pub lease: Option<uuid::Uuid>,
-    /// How long after the claim its rate-limited slot begins, in seconds (the database's clock).
+    /// How long after the claim its rate-limited slot begins, in seconds (the database's clock); `None`: at once.
     pub slot_in_s: Option<f64>,
     /// Whether the claim's byte budget left due rows behind (more may be due).
     pub trimmed: bool,
+}
+
+impl Claimed {
+    /// How long after the claim its rate-limited slot begins; `None`: at once.
+    pub fn slot_in(&self) -> Option<std::time::Duration> {
+        self.slot_in_s.map(std::time::Duration::from_secs_f64)
+    }
 }
 
 /// Who sends what is claimed: the server (destinations without `runner_labels`), or an installed runner of an
@@ -93,8 +97,8 @@ pub struct Limits<'a> {
     pub bytes: i64,
     /// Organizations not to claim for (at their cap of attempts in flight).
     pub busy: &'a [OrgId],
-    /// Attempts already in flight per organization: an organization's rows are `per_org` less these.
-    pub in_flight: &'a [(OrgId, i64)],
+    /// Rows each organization holds already (sending or waiting): its rows are `per_org` less these.
+    pub held: &'a [(OrgId, i64)],
     /// Rows of one rate-limited destination (at most its rate in any case): a runner takes one, handed out when
     /// its slot comes.
     pub per_limited_destination: i64,
@@ -205,7 +209,7 @@ pub async fn claim(pool: &PgPool, sender: Sender<'_>, limits: Limits<'_>) -> Res
     };
     let busy: Vec<uuid::Uuid> = limits.busy.iter().map(|o| o.as_uuid()).collect();
     let (taken_orgs, taken): (Vec<uuid::Uuid>, Vec<i64>) =
-        limits.in_flight.iter().map(|(org, n)| (org.as_uuid(), *n)).unzip();
+        limits.held.iter().map(|(org, n)| (org.as_uuid(), *n)).unzip();
     let mut rows: Vec<Claimed> = sqlx::query_as(sqlx::AssertSqlSafe(claim_sql(sender)))
         .bind(limits.rows)
         .bind(org)
@@ -224,7 +228,6 @@ pub async fn claim(pool: &PgPool, sender: Sender<'_>, limits: Limits<'_>) -> Res
     let claimed_at = tokio::time::Instant::now();
     for row in &mut rows {
         row.claimed_at = Some(claimed_at);
-        row.slot_in = row.slot_in_s.map(std::time::Duration::from_secs_f64);
     }
     Ok(Claim { rows, more })
 }
