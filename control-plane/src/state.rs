@@ -350,6 +350,7 @@ impl AppState {
             endpoints: EndpointCache::default(),
             executions: Default::default(),
             writer: CaptureWriter::start(pool.clone()),
+            handoff: Arc::new(crate::capture::handoff::Handoff::new(pool.clone())),
             allowances: allowances.clone(),
             trusted_proxies: settings.trusted_proxies.clone(),
             max_rate_per_s: settings.max_capture_rate_per_s,

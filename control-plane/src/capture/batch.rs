@@ -8,7 +8,7 @@ use crate::capture::target::CaptureTarget;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::signatures::Signature;
 use hookflow_shared::api::webhooks::HandshakePreset;
-use hookflow_shared::{CaptureId, ExecutionId, OrgId, WebhookId};
+use hookflow_shared::{CaptureId, DeliveryId, DestinationId, ExecutionId, OrgId, WebhookId};
 
 /// A request to store.
 #[derive(Debug)]
@@ -36,6 +36,9 @@ pub struct CaptureRecord {
     pub signature: CaptureSignature,
     /// The handshake preset that recognised it (issue #51).
     pub handshake: Option<HandshakePreset>,
+    /// Whether this replica's sender takes the capture's deliveries from memory (`capture::handoff`): those its
+    /// sender can make at once are written leased to it.
+    pub hand: bool,
 }
 
 /// A capture's signature verdict as stored: as the API answers it, and Standard Webhooks' `webhook-id` of a
@@ -51,6 +54,21 @@ impl CaptureSignature {
         Self { answer: Signature::unverified(), message_id: None }
     }
 }
+
+/// The deliveries of a stored capture written leased to this replica's sender (`capture::handoff`), under one
+/// lease: each with its destination and the version (`updated_at`) of the destination it was written for; and
+/// what the sending policy needs as the capture's statement saw it (its organization may reach private
+/// addresses; its endpoint verifies signatures).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handed {
+    pub lease: uuid::Uuid,
+    pub deliveries: Vec<(DeliveryId, DestinationId, DateTime<Utc>)>,
+    pub private_network: bool,
+    pub verifying: bool,
+}
+
+/// A batch's outcomes, each with the deliveries handed to this replica's sender.
+pub type Written = Vec<(Outcome, Option<Handed>)>;
 
 /// What became of a capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,15 +94,17 @@ pub enum Outcome {
 /// execution's own URL. Endpoints without triggers cost one look at their row per batch. Likewise a capture owes
 /// each destination of its endpoint a delivery (`deliveries`, `pending`; `matched` left NULL when the destination
 /// has `q`/`filter`, for the sender to match), woken by `hookflow_deliveries`: one index look per row when the
-/// endpoint has none.
+/// endpoint has none. A capture whose replica's sender has room (`hand`) has the deliveries that sender can make
+/// at once (enabled, no `q`/`filter`, no runner, no rate limit) written leased to it and returned, for the sender
+/// to take from memory without claiming them (`capture::handoff`); only the others wake the claims.
 const WRITE_BATCH: &str = "
 WITH raw AS (
     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
                          $8::text[], $9::text[], $10::bytea[], $11::bytea[], $12::bool[], $13::text[], $14::timestamptz[],
                          $16::text[], $17::text[], $18::text[], $19::int2[], $20::text[], $21::uuid[], $22::text[],
-                         $23::uuid[])
+                         $23::uuid[], $24::bool[])
         AS u(id, org, webhook, method, path, qs, query, headers, ct, body, sha, utf8, ip, at,
-             verdict, scheme, reason, secret_index, message_id, execution, handshake, staged)
+             verdict, scheme, reason, secret_index, message_id, execution, handshake, staged, hand)
 ), input AS (
     SELECT u.id, u.org, u.webhook, u.method, u.path, u.qs, u.query, u.headers, u.ct,
            -- Parts that are gone leave the body NULL: the row is refused (never stored with another body).
@@ -154,19 +174,32 @@ WITH raw AS (
     SELECT pg_notify('hookflow_triggers', '') WHERE EXISTS (SELECT 1 FROM owed)
 ), aimed AS (
     INSERT INTO deliveries (id, organization_id, destination_id, webhook_id, capture_id, matched, by_runner,
-                            next_attempt_at)
+                            next_attempt_at, leased_until, lease)
     SELECT gen_random_uuid(), s.organization_id, d.id, s.webhook_id, s.id,
            CASE WHEN d.q IS NULL AND d.filter IS NULL THEN true END, cardinality(d.runner_labels) > 0,
-           CASE WHEN d.enabled THEN now() ELSE 'infinity'::timestamptz END
-    FROM stored s JOIN destinations d ON d.webhook_id = s.webhook_id
+           CASE WHEN d.enabled THEN now() ELSE 'infinity'::timestamptz END,
+           CASE WHEN h.handed THEN now() + make_interval(secs => d.timeout_ms / 500.0 + $26::float8) END,
+           CASE WHEN h.handed THEN $25::uuid END
+    FROM stored s JOIN raw r ON r.id = s.id JOIN destinations d ON d.webhook_id = s.webhook_id
+    CROSS JOIN LATERAL (
+        SELECT r.hand AND d.enabled AND d.q IS NULL AND d.filter IS NULL AND cardinality(d.runner_labels) = 0
+               AND d.rate_limit_per_s IS NULL AS handed) h
     WHERE s.webhook_id IS NOT NULL
       AND NOT (s.signature_verdict IN ('invalid', 'missing', 'duplicate') AND EXISTS (
           SELECT 1 FROM webhooks w WHERE w.id = s.webhook_id AND w.verification->>'mode' IN ('enforce', 'reject')))
-    RETURNING 1
+    RETURNING id, capture_id, destination_id, lease IS NOT NULL AS handed
 ), sending AS (
-    SELECT pg_notify('hookflow_deliveries', '') WHERE EXISTS (SELECT 1 FROM aimed)
+    SELECT pg_notify('hookflow_deliveries', '') WHERE EXISTS (SELECT 1 FROM aimed WHERE NOT handed)
+), handed AS (
+    SELECT a.capture_id, array_agg(a.id) AS ids, array_agg(a.destination_id) AS destinations,
+           array_agg(t.updated_at) AS versions
+    FROM aimed a JOIN destinations t ON t.id = a.destination_id WHERE a.handed GROUP BY a.capture_id
 )
-SELECT id FROM stored WHERE (SELECT count(*) FROM notified) >= 0 AND (SELECT count(*) FROM woken) >= 0
+SELECT s.id, h.ids, h.destinations, h.versions, o.private_network, w.verification IS NOT NULL
+FROM stored s LEFT JOIN handed h ON h.capture_id = s.id
+LEFT JOIN organizations o ON h.ids IS NOT NULL AND o.id = s.organization_id
+LEFT JOIN webhooks w ON h.ids IS NOT NULL AND w.id = s.webhook_id
+WHERE (SELECT count(*) FROM notified) >= 0 AND (SELECT count(*) FROM woken) >= 0
     AND (SELECT count(*) FROM sending) >= 0";
 
 /// The rows of one batch with their ids, and the writer's counter slot.
@@ -175,29 +208,31 @@ pub struct Batch<'a> {
     pub records: &'a [&'a CaptureRecord],
     pub ids: &'a [CaptureId],
     pub slot: i16,
+    /// The lease the deliveries handed to this replica's sender are written with.
+    pub lease: uuid::Uuid,
 }
 
 /// Stores `batch`: one statement that commits on its own, in one round trip. A batch holding a row the database
 /// refuses is stored again in halves under savepoints until the refused rows are alone, so every other row is
 /// stored.
-pub async fn write(conn: &mut sqlx::PgConnection, batch: Batch<'_>) -> Result<Vec<Outcome>, sqlx::Error> {
+pub async fn write(conn: &mut sqlx::PgConnection, batch: Batch<'_>) -> Result<Written, sqlx::Error> {
     use sqlx::Connection as _;
-    let Batch { records, ids, slot } = batch;
+    let Batch { records, ids, slot, lease } = batch;
     let executions = executions_of(records);
     if !executions.is_empty() {
         // Captures of executions' own URLs (rare): counted against each execution's cap under its lock, so
         // concurrent batches (other writers, other replicas) never pass it between them.
         let mut tx = conn.begin().await?;
         lock_executions(&mut tx, &executions).await?;
-        let outcomes = isolate(&mut tx, records, ids, slot).await?;
+        let outcomes = isolate(&mut tx, records, ids, slot, lease).await?;
         tx.commit().await?;
         return Ok(outcomes);
     }
-    match bind(ids, records, slot).fetch_all(&mut *conn).await {
-        Ok(stored) => Ok(finish(ids, stored)),
+    match bind(ids, records, slot, lease).fetch_all(&mut *conn).await {
+        Ok(stored) => Ok(finish(ids, stored, lease)),
         Err(e) if is_row_error(&e) => {
             let mut tx = conn.begin().await?;
-            let outcomes = isolate(&mut tx, records, ids, slot).await?;
+            let outcomes = isolate(&mut tx, records, ids, slot, lease).await?;
             tx.commit().await?;
             Ok(outcomes)
         }
@@ -210,13 +245,14 @@ fn isolate<'a>(
     records: &'a [&'a CaptureRecord],
     ids: &'a [CaptureId],
     slot: i16,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Outcome>, sqlx::Error>> + Send + 'a>> {
+    lease: uuid::Uuid,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Written, sqlx::Error>> + Send + 'a>> {
     Box::pin(async move {
         sqlx::query("SAVEPOINT part").execute(&mut *conn).await?;
-        match bind(ids, records, slot).fetch_all(&mut *conn).await {
+        match bind(ids, records, slot, lease).fetch_all(&mut *conn).await {
             Ok(stored) => {
                 sqlx::query("RELEASE SAVEPOINT part").execute(&mut *conn).await?;
-                Ok(finish(ids, stored))
+                Ok(finish(ids, stored, lease))
             }
             Err(e) if is_row_error(&e) => {
                 sqlx::query("ROLLBACK TO SAVEPOINT part").execute(&mut *conn).await?;
@@ -224,11 +260,11 @@ fn isolate<'a>(
                 if records.len() == 1 {
                     tracing::warn!(error = %e, target = ?records[0].target, "a capture cannot be stored");
                     let gone = matches!(&e, sqlx::Error::Database(db) if db.code().as_deref() == Some("23503"));
-                    return Ok(vec![if gone { Outcome::EndpointGone } else { Outcome::Rejected }]);
+                    return Ok(vec![(if gone { Outcome::EndpointGone } else { Outcome::Rejected }, None)]);
                 }
                 let middle = records.len() / 2;
-                let mut outcomes = isolate(conn, &records[..middle], &ids[..middle], slot).await?;
-                outcomes.extend(isolate(conn, &records[middle..], &ids[middle..], slot).await?);
+                let mut outcomes = isolate(conn, &records[..middle], &ids[..middle], slot, lease).await?;
+                outcomes.extend(isolate(conn, &records[middle..], &ids[middle..], slot, lease).await?);
                 Ok(outcomes)
             }
             Err(e) => Err(e),
@@ -262,9 +298,43 @@ fn is_row_error(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(db) if db.code().is_some_and(|c| c.starts_with("22") || c.starts_with("23")))
 }
 
-fn finish(ids: &[CaptureId], stored: Vec<CaptureId>) -> Vec<Outcome> {
-    let stored: std::collections::HashSet<CaptureId> = stored.into_iter().collect();
-    ids.iter().map(|id| if stored.contains(id) { Outcome::Stored(*id) } else { Outcome::EndpointGone }).collect()
+/// A stored row: the capture's id, the deliveries handed to this replica's sender (their destinations and those
+/// destinations' versions), its organization's `private_network` and whether its endpoint verifies.
+type StoredRow = (
+    CaptureId,
+    Option<Vec<DeliveryId>>,
+    Option<Vec<DestinationId>>,
+    Option<Vec<DateTime<Utc>>>,
+    Option<bool>,
+    Option<bool>,
+);
+
+fn finish(ids: &[CaptureId], stored: Vec<StoredRow>, lease: uuid::Uuid) -> Written {
+    let mut stored: std::collections::HashMap<CaptureId, Option<Handed>> = stored
+        .into_iter()
+        .map(|(id, deliveries, destinations, versions, private_network, verifying)| {
+            let deliveries: Vec<_> = deliveries
+                .unwrap_or_default()
+                .into_iter()
+                .zip(destinations.unwrap_or_default())
+                .zip(versions.unwrap_or_default())
+                .map(|((delivery, destination), version)| (delivery, destination, version))
+                .collect();
+            let handed = (!deliveries.is_empty()).then(|| Handed {
+                lease,
+                deliveries,
+                private_network: private_network.unwrap_or(false),
+                verifying: verifying.unwrap_or(false),
+            });
+            (id, handed)
+        })
+        .collect();
+    ids.iter()
+        .map(|id| match stored.remove(id) {
+            Some(handed) => (Outcome::Stored(*id), handed),
+            None => (Outcome::EndpointGone, None),
+        })
+        .collect()
 }
 
 type Arguments = <sqlx::Postgres as sqlx::Database>::Arguments;
@@ -273,8 +343,9 @@ fn bind<'q>(
     ids: &'q [CaptureId],
     records: &'q [&'q CaptureRecord],
     slot: i16,
-) -> sqlx::query::QueryScalar<'q, sqlx::Postgres, CaptureId, Arguments> {
-    sqlx::query_scalar(WRITE_BATCH)
+    lease: uuid::Uuid,
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, StoredRow, Arguments> {
+    sqlx::query_as(WRITE_BATCH)
         .bind(ids)
         .bind(records.iter().map(|r| r.org_id).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.webhook_id()).collect::<Vec<_>>())
@@ -298,6 +369,9 @@ fn bind<'q>(
         .bind(records.iter().map(|r| r.execution_id()).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.handshake.map(HandshakePreset::as_str)).collect::<Vec<_>>())
         .bind(records.iter().map(|r| r.staged).collect::<Vec<_>>())
+        .bind(records.iter().map(|r| r.hand).collect::<Vec<_>>())
+        .bind(lease)
+        .bind(crate::capture::handoff::LEASE_MARGIN_S)
 }
 
 impl CaptureRecord {

@@ -7,6 +7,7 @@
 pub mod answer;
 pub mod batch;
 pub mod cache;
+pub mod handoff;
 pub mod handshake;
 pub mod hub;
 pub mod refused;
@@ -57,6 +58,8 @@ pub struct CapturePath {
     pub executions: sinks::ExecutionSinks,
     /// The group-commit writer captures are stored through.
     pub writer: CaptureWriter,
+    /// Stored captures' deliveries handed to this replica's sender.
+    pub handoff: Arc<handoff::Handoff>,
     /// Unknown endpoint lookups per address.
     pub allowances: Arc<Allowances>,
     /// Peers whose `Forwarded` / `X-Forwarded-For` headers name the sender.
@@ -229,10 +232,31 @@ async fn capture_inner(
     record.staged = staged.ok().flatten();
     // Past the deadline the capture may still be stored: the 503 promises nothing, and the sender's retry is a
     // new capture (its signature's id is forgotten below).
-    let outcome = match staged {
-        Ok(_) => deadline.run(capture.writer.store(record, room)).await.unwrap_or(Outcome::Failed),
-        Err(()) => Outcome::Failed,
+    record.hand = matches!(endpoint.target, CaptureTarget::Webhook(_)) && capture.handoff.accepts(endpoint.org_id);
+    let (outcome, handed) = match staged {
+        Ok(_) => deadline.run(capture.writer.store(record, room)).await.unwrap_or((Outcome::Failed, None)),
+        Err(()) => (Outcome::Failed, None),
     };
+    if let (Outcome::Stored(capture_id), Some(handed), CaptureTarget::Webhook(webhook_id)) =
+        (outcome, handed, endpoint.target)
+    {
+        capture.handoff.give(handoff::HandedCapture {
+            org_id: endpoint.org_id,
+            webhook_id,
+            capture_id,
+            method: parts.method.as_str().to_owned(),
+            path: path.to_owned(),
+            query_string: parts.uri.query().unwrap_or_default().to_owned(),
+            headers: headers.clone(),
+            body: body.clone(),
+            signature_verdict: verdict.as_str().to_owned(),
+            lease: handed.lease,
+            deliveries: handed.deliveries,
+            private_network: handed.private_network,
+            verifying: handed.verifying,
+            handed_at: tokio::time::Instant::now(),
+        });
+    }
     staged::settled(&capture.pool, staged.ok().flatten(), outcome).await;
     if !matches!(outcome, Outcome::Stored(_))
         && let Some(verification) = &endpoint.verification
@@ -398,6 +422,7 @@ impl Captured<'_> {
             received_at: self.received_at,
             signature,
             handshake: None,
+            hand: false,
         })
     }
 }

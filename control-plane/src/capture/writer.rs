@@ -42,7 +42,7 @@ const QUEUE: usize = 8192;
 /// Bytes of large bodies (over 64 KiB each) read and waiting for the writer at once.
 const WAITING_BYTES: usize = 160 * 1024 * 1024;
 
-pub use crate::capture::batch::{CaptureRecord, Outcome};
+pub use crate::capture::batch::{CaptureRecord, Handed, Outcome};
 
 #[derive(Debug, Clone)]
 pub struct CaptureWriter {
@@ -52,7 +52,7 @@ pub struct CaptureWriter {
 }
 
 impl BatchWrite for CaptureRecord {
-    type Out = Outcome;
+    type Out = (Outcome, Option<Handed>);
 
     /// About how many bytes the row takes in a statement.
     fn bytes(&self) -> usize {
@@ -64,12 +64,13 @@ impl BatchWrite for CaptureRecord {
     }
 
     /// Stores a batch (refused rows isolated, each answered on its own), ids taken in batch order.
-    async fn write_many(conn: &mut PgConnection, records: &[Self]) -> ApiResult<Vec<Outcome>> {
+    async fn write_many(conn: &mut PgConnection, records: &[Self]) -> ApiResult<Vec<Self::Out>> {
         let ids: Vec<CaptureId> = records.iter().map(|_| CaptureId::now_v7()).collect();
         let rows: Vec<&CaptureRecord> = records.iter().collect();
-        match batch::write(conn, batch::Batch { records: &rows, ids: &ids, slot: *SLOT }).await {
+        let lease = uuid::Uuid::new_v4();
+        match batch::write(conn, batch::Batch { records: &rows, ids: &ids, slot: *SLOT, lease }).await {
             Ok(outcomes) => {
-                let stored = outcomes.iter().filter(|o| matches!(o, Outcome::Stored(_))).count();
+                let stored = outcomes.iter().filter(|(o, _)| matches!(o, Outcome::Stored(_))).count();
                 crate::metrics::capture_batch(stored, outcomes.len() - stored);
                 Ok(outcomes)
             }
@@ -104,9 +105,9 @@ impl CaptureWriter {
     }
 
     /// Stores a capture with its room in the budget (given back once it is stored); returns once it is committed
-    /// (or failed).
-    pub async fn store(&self, record: CaptureRecord, room: Reservation) -> Outcome {
-        self.commit.submit_reserved(record, room).await.unwrap_or(Outcome::Failed)
+    /// (or failed), with the deliveries handed to this replica's sender.
+    pub async fn store(&self, record: CaptureRecord, room: Reservation) -> (Outcome, Option<Handed>) {
+        self.commit.submit_reserved(record, room).await.unwrap_or((Outcome::Failed, None))
     }
 
     /// Counts a capture `reject` refused in its endpoint's analytics; waits for the count's batch (a flood of

@@ -6,6 +6,7 @@
 use crate::api::webhooks::destinations::attempts::prepare;
 use crate::api::webhooks::destinations::claim::{Claimed, lease_left_for};
 use crate::api::webhooks::destinations::recording::{AttemptRecord, Recording};
+use crate::capture::handoff::give_back;
 use crate::db::group_commit::GroupCommit;
 use crate::error::ApiResult;
 use crate::outbound::signed::{Attempted, Clients, send};
@@ -23,11 +24,9 @@ pub type Recorder = GroupCommit<AttemptRecord>;
 /// slot.
 pub async fn send_one(app: &AppState, clients: &Clients, mut row: Claimed) -> ApiResult<Option<AttemptRecord>> {
     if too_late(&row) {
-        sqlx::query("UPDATE deliveries SET leased_until = NULL WHERE id = $1 AND lease = $2 AND status = 'pending'")
-            .bind(row.id)
-            .bind(row.lease)
-            .execute(&app.pool)
-            .await?;
+        if let Some(lease) = row.lease {
+            give_back(&app.pool, lease, &[row.id]).await?;
+        }
         app.delivery_wakes.notify_one();
         return Ok(None);
     }

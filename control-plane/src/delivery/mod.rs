@@ -1,14 +1,18 @@
 //! Delivering captures to their endpoints' destinations (issue #49). The capture batch writes each capture's
-//! deliveries in its own statement (`capture::batch`, `deliveries`); this sender takes them: woken by the
-//! batch's NOTIFY (`hookflow_deliveries`) and by a periodic poll (retries coming due, lost notifications, a
-//! crashed sender's leases), it claims due deliveries in small batches (`claim`), attempts each concurrently
-//! within a bound (`attempt`, which sends through `outbound::signed`, the one signed-request sender notification
-//! channels use too), records the finished attempts through one group-commit writer (one statement for all that
-//! finished meanwhile; destinations with `runner_labels` are claimed by runners instead, `api::runner_protocol::
-//! deliveries`) and disables destinations whose attempts have all failed for their `disable_after_failing_s`
-//! (`destination.disabled`, audited). Every replica runs one; the database shares the work and the rate limits.
+//! deliveries in its own statement (`capture::batch`, `deliveries`). Those this replica can send at once come to it
+//! in memory with their capture (`capture::handoff`, taken by `handoff`): no claim, no wake-up, no body read back.
+//! The others (and retries, replays, a crashed sender's rows) are claimed: woken by the batch's NOTIFY
+//! (`hookflow_deliveries`) and by a periodic poll (retries coming due, lost notifications, expired leases), the
+//! sender claims due deliveries in small batches (`claim`). Either way each is attempted concurrently within the
+//! room's bounds (`room`, `attempt`, which sends through `outbound::signed`, the one signed-request sender
+//! notification channels use too) and the finished attempts are recorded through one group-commit writer (one
+//! statement for all that finished meanwhile). Destinations with `runner_labels` are claimed by runners instead
+//! (`api::runner_protocol::deliveries`). Destinations whose attempts have all failed for their
+//! `disable_after_failing_s` are disabled (`destination.disabled`, audited). Every replica runs one; the database
+//! shares the work and the rate limits.
 
 pub mod attempt;
+mod handoff;
 mod room;
 
 use crate::api::admin::audit::{self, AuditEvent};
@@ -36,6 +40,9 @@ pub async fn run(app: AppState) {
     let clients = Arc::new(signed::Clients::default());
     let recorder = attempt::Recorder::start(app.pool.clone(), recording::MAX_BATCH, "delivery attempts");
     let room = Arc::new(Room::default());
+    if let Some(queue) = app.capture.handoff.take(room.clone()) {
+        tokio::spawn(take_handed(app.clone(), clients.clone(), room.clone(), recorder.clone(), queue));
+    }
     let mut breaker_at = Instant::now();
     loop {
         if breaker_at.elapsed() >= BREAKER_EVERY {
@@ -63,25 +70,7 @@ pub async fn run(app: AppState) {
                         claim.rows.iter().map(|r| (r.organization_id, body_size(r))).collect();
                     room.hold(&sizes, &next, full);
                     for (row, (org, bytes)) in claim.rows.into_iter().zip(sizes) {
-                        let (app, clients, room, recorder) =
-                            (app.clone(), clients.clone(), room.clone(), recorder.clone());
-                        tokio::spawn(async move {
-                            let id = row.id;
-                            let Some(turn) = room.turn(org, bytes).await else { return };
-                            let sent = attempt::send_one(&app, &clients, row).await;
-                            // The room is given back once the request is done (or by a panic, dropping the turn):
-                            // its record waits for the recorder's next statement (bounded by the recorder's queue)
-                            // under the delivery's lease.
-                            drop(turn);
-                            let recorded = match sent {
-                                Ok(Some(record)) => recorder.submit(record).await.map(drop),
-                                Ok(None) => Ok(()),
-                                Err(e) => Err(e),
-                            };
-                            if let Err(e) = recorded {
-                                tracing::warn!(error = %e, delivery_id = %id, "recording a delivery failed; it is retried");
-                            }
-                        });
+                        dispatch(&app, &clients, &room, &recorder, row, org, bytes);
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "claiming deliveries failed; retrying"),
@@ -98,6 +87,59 @@ pub async fn run(app: AppState) {
             () = app.shutdown.cancelled() => return,
         }
     }
+}
+
+/// Sends a held row when its turn comes, then records the attempt (the room is given back once the request is
+/// done, or by a panic dropping the turn; the record waits for the recorder's next statement under the lease).
+fn dispatch(
+    app: &AppState,
+    clients: &Arc<signed::Clients>,
+    room: &Arc<Room>,
+    recorder: &attempt::Recorder,
+    row: claim::Claimed,
+    org: OrgId,
+    bytes: usize,
+) {
+    let (app, clients, room, recorder) = (app.clone(), clients.clone(), room.clone(), recorder.clone());
+    tokio::spawn(async move {
+        let id = row.id;
+        let Some(turn) = room.turn(org, bytes).await else { return };
+        let sent = attempt::send_one(&app, &clients, row).await;
+        drop(turn);
+        let recorded = match sent {
+            Ok(Some(record)) => recorder.submit(record).await.map(drop),
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = recorded {
+            tracing::warn!(error = %e, delivery_id = %id, "recording a delivery failed; it is retried");
+        }
+    });
+}
+
+/// Sends the deliveries the capture path hands over (`capture::handoff`) until shutdown, then gives back what
+/// is still queued.
+async fn take_handed(
+    app: AppState,
+    clients: Arc<signed::Clients>,
+    room: Arc<Room>,
+    recorder: attempt::Recorder,
+    mut queue: tokio::sync::mpsc::Receiver<crate::capture::handoff::HandedCapture>,
+) {
+    let mut known = handoff::Targets::default();
+    loop {
+        let rows = tokio::select! {
+            rows = handoff::take(&app.pool, &mut known, &mut queue) => rows,
+            () = app.shutdown.cancelled() => None,
+        };
+        let Some(rows) = rows else { break };
+        let sizes: Vec<(OrgId, usize)> = rows.iter().map(|r| (r.organization_id, body_size(r))).collect();
+        room.hold_handed(&sizes);
+        for (row, (org, bytes)) in rows.into_iter().zip(sizes) {
+            dispatch(&app, &clients, &room, &recorder, row, org, bytes);
+        }
+    }
+    handoff::give_all_back(&app.pool, queue).await;
 }
 
 /// The body bytes a claimed row holds.

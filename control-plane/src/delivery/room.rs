@@ -5,6 +5,7 @@
 //! twice what may be in flight: the next claim's rows are at hand when attempts end, so sending never waits for a
 //! claim's round trip.
 
+use crate::capture::handoff::SenderRoom;
 use hookflow_shared::OrgId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -141,6 +142,17 @@ impl Room {
         }
     }
 
+    /// Holds rows the capture path handed over (each one's organization and body bytes): they were let in by
+    /// [`SenderRoom::has_room`], so they only count.
+    pub fn hold_handed(&self, rows: &[(OrgId, usize)]) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.rows += rows.len();
+        held.bytes += rows.iter().map(|(_, bytes)| bytes).sum::<usize>();
+        for (org, _) in rows {
+            held.by_org.entry(*org).or_default().held += 1;
+        }
+    }
+
     /// Waits for a held row's turn to be sent (its organization's share, then the replica's).
     pub async fn turn(self: &Arc<Self>, org: OrgId, bytes: usize) -> Option<Turn> {
         let org_sending = {
@@ -160,7 +172,7 @@ impl Room {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             held.rows = held.rows.saturating_sub(1);
             held.bytes = held.bytes.saturating_sub(bytes);
-            let replica_free = HELD - held.rows >= CLAIM_AT_FREE
+            let replica_free = HELD.saturating_sub(held.rows) >= CLAIM_AT_FREE
                 && held.bytes < HELD_BYTES
                 && self.wants_rows.swap(false, Ordering::Relaxed);
             let mut org_free = false;
@@ -179,6 +191,15 @@ impl Room {
         if wake {
             self.freed.notify_one();
         }
+    }
+}
+
+/// The capture path hands over a capture's deliveries while the replica and the organization have room: fewer
+/// rows than the claims may hold, so a flood of one tenant's captures is left to the claims (and their turns).
+impl SenderRoom for Room {
+    fn has_room(&self, org: OrgId) -> bool {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.rows < HELD && held.bytes < HELD_BYTES && held.by_org.get(&org).is_none_or(|room| room.held < ORG_HELD)
     }
 }
 
@@ -233,5 +254,23 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_millis(50), room.freed.notified()).await.expect("woken");
         let next = room.next_claim(64).expect("room again");
         assert_eq!((next.bytes, next.held.len()), (HELD_BYTES as i64, 0));
+    }
+
+    #[tokio::test]
+    async fn handed_rows_count_and_close_the_gate_for_a_full_organization_only() {
+        let room = Arc::new(Room::default());
+        let (flooding, other) = (OrgId::from(uuid::Uuid::new_v4()), OrgId::from(uuid::Uuid::new_v4()));
+        assert!(room.has_room(flooding));
+        room.hold_handed(&vec![(flooding, 10); ORG_HELD]);
+        assert!(!room.has_room(flooding), "a full organization's captures are left to the claims");
+        assert!(room.has_room(other), "another organization's are still handed over");
+        // The claims see the handed rows as held.
+        let next = room.next_claim(64).expect("the replica has room");
+        assert_eq!((next.busy, next.held), (vec![flooding], vec![(flooding, ORG_HELD as i64)]));
+        // Past what the replica holds (a batch may overshoot), nothing is handed and releases do not underflow.
+        room.hold_handed(&vec![(other, 10); HELD]);
+        assert!(!room.has_room(OrgId::from(uuid::Uuid::new_v4())));
+        drop(room.turn(other, 10).await.expect("a turn"));
+        assert!(!room.has_room(flooding) && room.next_claim(64).is_none());
     }
 }

@@ -62,6 +62,7 @@ fn record(org_id: OrgId, webhook_id: WebhookId, query_json: &str) -> CaptureReco
         received_at: Utc::now(),
         signature: hookflow_control_plane::capture::batch::CaptureSignature::unverified(),
         handshake: None,
+        hand: false,
     }
 }
 
@@ -81,7 +82,7 @@ async fn a_row_the_database_refuses_never_fails_its_batch() {
     }
     let mut outcomes = Vec::new();
     for handle in pending {
-        outcomes.push(handle.await.expect("task"));
+        outcomes.push(handle.await.expect("task").0);
     }
     let rejected = outcomes.iter().filter(|o| **o == Outcome::Rejected).count();
     let stored = outcomes.iter().filter(|o| matches!(o, Outcome::Stored(_))).count();

@@ -14,10 +14,9 @@ use sqlx::types::Json;
 
 /// Slots are 1/rate apart, widened by this factor.
 const SLOT_WIDENING: f64 = 1.05;
-/// What a lease adds past twice an attempt's timeout (a held row may wait for one round of attempts before its
-/// own; the margin covers its slot too: at most about two seconds away). A row that waited longer is not sent:
-/// see [`lease_left_for`].
-pub const LEASE_MARGIN_S: f64 = 33.0;
+/// What a lease adds past twice an attempt's timeout (the capture path's hand-over writes the same). A row that
+/// waited longer is not sent: see [`lease_left_for`].
+pub use crate::capture::handoff::LEASE_MARGIN_S;
 
 /// Whether a claimed row still has lease enough for its attempt after waiting `waited` since its claim: its own
 /// timeout and 5 s to spare.
