@@ -191,8 +191,8 @@ WITH raw AS (
 ), sending AS (
     SELECT pg_notify('hookflow_deliveries', '') WHERE EXISTS (SELECT 1 FROM aimed WHERE NOT handed)
 ), handed AS (
-    SELECT a.capture_id, array_agg(a.id) AS ids, array_agg(a.destination_id) AS destinations,
-           array_agg(t.updated_at) AS versions
+    SELECT a.capture_id, array_agg(a.id ORDER BY a.id) AS ids,
+           array_agg(a.destination_id ORDER BY a.id) AS destinations, array_agg(t.updated_at ORDER BY a.id) AS versions
     FROM aimed a JOIN destinations t ON t.id = a.destination_id WHERE a.handed GROUP BY a.capture_id
 )
 SELECT s.id, h.ids, h.destinations, h.versions, o.private_network, w.verification IS NOT NULL

@@ -9,6 +9,7 @@
 use bytes::Bytes;
 use hookflow_shared::{CaptureId, DeliveryId, DestinationId, OrgId, WebhookId};
 use sqlx::PgPool;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::mpsc;
 
@@ -17,8 +18,13 @@ use tokio::sync::mpsc;
 pub const LEASE_MARGIN_S: f64 = 33.0;
 /// Stored captures waiting for the sender to take their deliveries.
 const QUEUE: usize = 1024;
+/// Body bytes of the captures waiting, at most: past it captures are left to the claims.
+const QUEUED_BYTES: usize = 32 * 1024 * 1024;
+/// The largest body handed over (a larger one is read back by a claim when its turn comes, not held meanwhile).
+const HANDED_BODY: usize = 1024 * 1024;
 
-/// The sender's side of the gate: whether it has room for one more capture's deliveries of `org`.
+/// The sender's side of the gate: whether it has room for more of `org`'s deliveries (a first look: the sender
+/// counts each delivery in when it takes it, and gives back what no longer fits).
 pub trait SenderRoom: Send + Sync + std::fmt::Debug {
     fn has_room(&self, org: OrgId) -> bool;
 }
@@ -42,7 +48,7 @@ pub struct HandedCapture {
     pub private_network: bool,
     /// The endpoint verifies signatures.
     pub verifying: bool,
-    /// When the capture's statement returned (its deliveries' leases began just before).
+    /// When the capture was submitted to its statement (its deliveries' leases began after).
     pub handed_at: tokio::time::Instant,
 }
 
@@ -52,30 +58,62 @@ pub struct Handoff {
     pool: PgPool,
     room: OnceLock<Arc<dyn SenderRoom>>,
     queue: mpsc::Sender<HandedCapture>,
+    /// Body bytes of the captures in the queue.
+    queued: Arc<AtomicUsize>,
     waiting: Mutex<Option<mpsc::Receiver<HandedCapture>>>,
+}
+
+/// The sender's end of the hand-over: the stored captures waiting, their bytes counted out as they are taken.
+#[derive(Debug)]
+pub struct HandedQueue {
+    waiting: mpsc::Receiver<HandedCapture>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl HandedQueue {
+    /// Waits for captures and takes up to `limit` of them; 0 once the queue is closed and empty. Cancel-safe.
+    pub async fn recv_many(&mut self, into: &mut Vec<HandedCapture>, limit: usize) -> usize {
+        let from = into.len();
+        let n = self.waiting.recv_many(into, limit).await;
+        let bytes: usize = into[from..].iter().map(|c| c.body.len()).sum();
+        self.queued.fetch_sub(bytes, Ordering::Relaxed);
+        n
+    }
+
+    /// Closes the queue: what is in it can still be taken, nothing more comes.
+    pub fn close(&mut self) {
+        self.waiting.close();
+    }
 }
 
 impl Handoff {
     pub fn new(pool: PgPool) -> Self {
         let (queue, waiting) = mpsc::channel(QUEUE);
-        Self { pool, room: OnceLock::new(), queue, waiting: Mutex::new(Some(waiting)) }
+        Self { pool, room: OnceLock::new(), queue, queued: Arc::default(), waiting: Mutex::new(Some(waiting)) }
     }
 
-    /// Whether a capture of `org` may have its deliveries handed over: a sender took the queue and has room.
-    pub fn accepts(&self, org: OrgId) -> bool {
-        self.room.get().is_some_and(|room| room.has_room(org)) && self.queue.capacity() > 0
+    /// Whether a capture of `org` with a body of `bytes` may have its deliveries handed over: a sender took the
+    /// queue and has room for the organization, the queue has room, the body is small enough to hold.
+    pub fn accepts(&self, org: OrgId, bytes: usize) -> bool {
+        bytes <= HANDED_BODY
+            && self.queue.capacity() > 0
+            && self.queued.load(Ordering::Relaxed) + bytes <= QUEUED_BYTES
+            && self.room.get().is_some_and(|room| room.has_room(org))
     }
 
     /// The sender's end of the queue, taken once, with the room that gates it.
-    pub fn take(&self, room: Arc<dyn SenderRoom>) -> Option<mpsc::Receiver<HandedCapture>> {
+    pub fn take(&self, room: Arc<dyn SenderRoom>) -> Option<HandedQueue> {
         let waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner()).take()?;
         let _ = self.room.set(room);
-        Some(waiting)
+        Some(HandedQueue { waiting, queued: self.queued.clone() })
     }
 
     /// Hands a stored capture's deliveries to the sender; what it cannot take goes back to the claims.
     pub fn give(&self, capture: HandedCapture) {
+        let bytes = capture.body.len();
+        self.queued.fetch_add(bytes, Ordering::Relaxed);
         if let Err(refused) = self.queue.try_send(capture) {
+            self.queued.fetch_sub(bytes, Ordering::Relaxed);
             let capture = refused.into_inner();
             let ids: Vec<DeliveryId> = capture.deliveries.iter().map(|(id, _, _)| *id).collect();
             let pool = self.pool.clone();

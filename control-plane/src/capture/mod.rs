@@ -232,7 +232,10 @@ async fn capture_inner(
     record.staged = staged.ok().flatten();
     // Past the deadline the capture may still be stored: the 503 promises nothing, and the sender's retry is a
     // new capture (its signature's id is forgotten below).
-    record.hand = matches!(endpoint.target, CaptureTarget::Webhook(_)) && capture.handoff.accepts(endpoint.org_id);
+    record.hand =
+        matches!(endpoint.target, CaptureTarget::Webhook(_)) && capture.handoff.accepts(endpoint.org_id, body.len());
+    // Taken before the statement: its deliveries' leases begin later, so the sender never counts on more lease.
+    let submitted = tokio::time::Instant::now();
     let (outcome, handed) = match staged {
         Ok(_) => deadline.run(capture.writer.store(record, room)).await.unwrap_or((Outcome::Failed, None)),
         Err(()) => (Outcome::Failed, None),
@@ -254,7 +257,7 @@ async fn capture_inner(
             deliveries: handed.deliveries,
             private_network: handed.private_network,
             verifying: handed.verifying,
-            handed_at: tokio::time::Instant::now(),
+            handed_at: submitted,
         });
     }
     staged::settled(&capture.pool, staged.ok().flatten(), outcome).await;

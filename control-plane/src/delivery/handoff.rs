@@ -6,16 +6,16 @@
 //! so the server cannot send it at once goes back to the claims (they decide: a disabled destination's waits).
 
 use crate::api::webhooks::destinations::claim::Claimed;
-use crate::capture::handoff::{HandedCapture, give_back};
+use crate::capture::handoff::{HandedCapture, HandedQueue, give_back};
+use crate::delivery::room::Room;
 use chrono::{DateTime, Utc};
 use hookflow_shared::{DeliveryId, DestinationId};
 use sqlx::types::Json;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tokio::sync::mpsc;
 
 /// Stored captures taken from the queue at once.
-const TAKE: usize = 64;
+pub const TAKE: usize = 64;
 /// Destinations kept in memory at most (all are forgotten past it).
 const KEPT: usize = 4096;
 /// How long a destination read is used at most, whatever its version (its sealed secret re-encrypted by a key
@@ -40,9 +40,10 @@ struct Target {
 }
 
 impl Target {
-    /// Whether this read may serve a delivery written for `version`.
+    /// Whether this read may serve a delivery written for `version`: the very version the capture's statement saw
+    /// (its lease was made of that version's timeout), read not long ago.
     fn serves(&self, version: DateTime<Utc>) -> bool {
-        self.updated_at >= version && self.read_at.is_some_and(|at| at.elapsed() < KEPT_FOR)
+        self.updated_at == version && self.read_at.is_some_and(|at| at.elapsed() < KEPT_FOR)
     }
 }
 
@@ -50,17 +51,10 @@ impl Target {
 #[derive(Debug, Default)]
 pub struct Targets(HashMap<DestinationId, Arc<Target>>);
 
-/// Waits for the next handed captures and turns their deliveries into rows to send; `None` once the queue is
-/// closed. Deliveries that cannot be sent here are given back to the claims.
-pub async fn take(
-    pool: &sqlx::PgPool,
-    known: &mut Targets,
-    queue: &mut mpsc::Receiver<HandedCapture>,
-) -> Option<Vec<Claimed>> {
-    let mut captures = Vec::with_capacity(TAKE);
-    if queue.recv_many(&mut captures, TAKE).await == 0 {
-        return None;
-    }
+/// Turns handed captures' deliveries into rows to send, each counted into the room as it is taken; a delivery
+/// that cannot be sent here (its destination gone, changed or no longer sendable at once; no room left for its
+/// organization or the replica) goes back to the claims, one statement per lease.
+pub async fn take(pool: &sqlx::PgPool, known: &mut Targets, room: &Room, captures: &[HandedCapture]) -> Vec<Claimed> {
     let mut wanted: Vec<DestinationId> = captures
         .iter()
         .flat_map(|c| c.deliveries.iter())
@@ -84,23 +78,41 @@ pub async fn take(
         }
     }
     let mut rows = Vec::new();
-    for capture in &captures {
-        let mut back: Vec<DeliveryId> = Vec::new();
+    let mut back: HashMap<uuid::Uuid, Vec<DeliveryId>> = HashMap::new();
+    for capture in captures {
         for (id, destination, version) in &capture.deliveries {
             match known.0.get(destination) {
-                Some(target) if target.sendable && target.serves(*version) => {
+                Some(target)
+                    if target.sendable
+                        && target.serves(*version)
+                        && room.try_hold_handed(capture.org_id, capture.body.len()) =>
+                {
                     rows.push(row(capture, *id, target));
                 }
-                _ => back.push(*id),
+                _ => back.entry(capture.lease).or_default().push(*id),
             }
         }
-        if !back.is_empty()
-            && let Err(e) = give_back(pool, capture.lease, &back).await
-        {
+    }
+    for (lease, ids) in back {
+        if let Err(e) = give_back(pool, lease, &ids).await {
             tracing::warn!(error = %e, "giving deliveries back failed; their lease brings them back");
         }
     }
-    Some(rows)
+    rows
+}
+
+/// Gives back the deliveries of every capture still queued (the sender is stopping).
+pub async fn give_all_back(pool: &sqlx::PgPool, mut queue: HandedQueue) {
+    queue.close();
+    let mut captures = Vec::new();
+    while queue.recv_many(&mut captures, TAKE).await > 0 {
+        for capture in captures.drain(..) {
+            let ids: Vec<DeliveryId> = capture.deliveries.iter().map(|(id, _, _)| *id).collect();
+            if let Err(e) = give_back(pool, capture.lease, &ids).await {
+                tracing::warn!(error = %e, "giving deliveries back failed; their lease brings them back");
+            }
+        }
+    }
 }
 
 /// The destinations among `ids` (those gone are missing), as an attempt needs them.
@@ -148,16 +160,5 @@ fn row(capture: &HandedCapture, id: DeliveryId, target: &Target) -> Claimed {
         lease: Some(capture.lease),
         slot_in_s: None,
         trimmed: false,
-    }
-}
-
-/// Gives back the deliveries of every capture still queued (the sender is stopping).
-pub async fn give_all_back(pool: &sqlx::PgPool, mut queue: mpsc::Receiver<HandedCapture>) {
-    queue.close();
-    while let Some(capture) = queue.recv().await {
-        let ids: Vec<DeliveryId> = capture.deliveries.iter().map(|(id, _, _)| *id).collect();
-        if let Err(e) = give_back(pool, capture.lease, &ids).await {
-            tracing::warn!(error = %e, "giving deliveries back failed; their lease brings them back");
-        }
     }
 }

@@ -124,20 +124,24 @@ async fn take_handed(
     clients: Arc<signed::Clients>,
     room: Arc<Room>,
     recorder: attempt::Recorder,
-    mut queue: tokio::sync::mpsc::Receiver<crate::capture::handoff::HandedCapture>,
+    mut queue: crate::capture::handoff::HandedQueue,
 ) {
     let mut known = handoff::Targets::default();
+    let mut captures = Vec::with_capacity(handoff::TAKE);
     loop {
-        let rows = tokio::select! {
-            rows = handoff::take(&app.pool, &mut known, &mut queue) => rows,
-            () = app.shutdown.cancelled() => None,
+        // Only the wait is given up at shutdown: captures taken are always sent or given back.
+        let taken = tokio::select! {
+            n = queue.recv_many(&mut captures, handoff::TAKE) => n,
+            () = app.shutdown.cancelled() => 0,
         };
-        let Some(rows) = rows else { break };
-        let sizes: Vec<(OrgId, usize)> = rows.iter().map(|r| (r.organization_id, body_size(r))).collect();
-        room.hold_handed(&sizes);
-        for (row, (org, bytes)) in rows.into_iter().zip(sizes) {
+        if taken == 0 {
+            break;
+        }
+        for row in handoff::take(&app.pool, &mut known, &room, &captures).await {
+            let (org, bytes) = (row.organization_id, body_size(&row));
             dispatch(&app, &clients, &room, &recorder, row, org, bytes);
         }
+        captures.clear();
     }
     handoff::give_all_back(&app.pool, queue).await;
 }

@@ -142,15 +142,24 @@ impl Room {
         }
     }
 
-    /// Holds rows the capture path handed over (each one's organization and body bytes): they were let in by
-    /// [`SenderRoom::has_room`], so they only count.
-    pub fn hold_handed(&self, rows: &[(OrgId, usize)]) {
+    /// Holds a row the capture path handed over (its organization, its body's bytes) if there is room: its
+    /// organization holds fewer than [`ORG_HELD`] rows, and the replica fewer than a claim's worth below [`HELD`]
+    /// (handed rows never take the room the claims need for retries and replays) and below [`HELD_BYTES`].
+    pub fn try_hold_handed(&self, org: OrgId, bytes: usize) -> bool {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.rows += rows.len();
-        held.bytes += rows.iter().map(|(_, bytes)| bytes).sum::<usize>();
-        for (org, _) in rows {
-            held.by_org.entry(*org).or_default().held += 1;
+        if !Self::room_for_handed(&held, org) {
+            return false;
         }
+        held.rows += 1;
+        held.bytes += bytes;
+        held.by_org.entry(org).or_default().held += 1;
+        true
+    }
+
+    fn room_for_handed(held: &Held, org: OrgId) -> bool {
+        held.rows < HELD - CLAIM_AT_FREE
+            && held.bytes < HELD_BYTES
+            && held.by_org.get(&org).is_none_or(|room| room.held < ORG_HELD)
     }
 
     /// Waits for a held row's turn to be sent (its organization's share, then the replica's).
@@ -194,12 +203,11 @@ impl Room {
     }
 }
 
-/// The capture path hands over a capture's deliveries while the replica and the organization have room: fewer
-/// rows than the claims may hold, so a flood of one tenant's captures is left to the claims (and their turns).
+/// The capture path hands over a capture's deliveries while the replica and the organization have room for one
+/// more (each is counted in, or given back, when the sender takes it: [`Room::try_hold_handed`]).
 impl SenderRoom for Room {
     fn has_room(&self, org: OrgId) -> bool {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.rows < HELD && held.bytes < HELD_BYTES && held.by_org.get(&org).is_none_or(|room| room.held < ORG_HELD)
+        Self::room_for_handed(&self.held.lock().unwrap_or_else(|e| e.into_inner()), org)
     }
 }
 
@@ -257,20 +265,26 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn handed_rows_count_and_close_the_gate_for_a_full_organization_only() {
+    async fn handed_rows_count_in_and_stop_at_an_organization_s_share_and_the_claims_room() {
         let room = Arc::new(Room::default());
         let (flooding, other) = (OrgId::from(uuid::Uuid::new_v4()), OrgId::from(uuid::Uuid::new_v4()));
         assert!(room.has_room(flooding));
-        room.hold_handed(&vec![(flooding, 10); ORG_HELD]);
+        // A flood of one tenant's captures passed the first look together: only its share is taken.
+        let taken = (0..10 * ORG_HELD).filter(|_| room.try_hold_handed(flooding, 10)).count();
+        assert_eq!(taken, ORG_HELD);
         assert!(!room.has_room(flooding), "a full organization's captures are left to the claims");
         assert!(room.has_room(other), "another organization's are still handed over");
         // The claims see the handed rows as held.
         let next = room.next_claim(64).expect("the replica has room");
         assert_eq!((next.busy, next.held), (vec![flooding], vec![(flooding, ORG_HELD as i64)]));
-        // Past what the replica holds (a batch may overshoot), nothing is handed and releases do not underflow.
-        room.hold_handed(&vec![(other, 10); HELD]);
+        // Many tenants together stop a claim's worth short of the replica's room: the claims always get a turn.
+        let tenants: Vec<OrgId> = (0..10).map(|_| OrgId::from(uuid::Uuid::new_v4())).collect();
+        let more =
+            tenants.iter().map(|t| (0..ORG_HELD).filter(|_| room.try_hold_handed(*t, 10)).count()).sum::<usize>();
+        assert_eq!(ORG_HELD + more, HELD - CLAIM_AT_FREE);
         assert!(!room.has_room(OrgId::from(uuid::Uuid::new_v4())));
-        drop(room.turn(other, 10).await.expect("a turn"));
-        assert!(!room.has_room(flooding) && room.next_claim(64).is_none());
+        assert!(room.next_claim(64).is_some_and(|next| next.rows == CLAIM_AT_FREE as i64));
+        drop(room.turn(flooding, 10).await.expect("a turn"));
+        assert!(room.try_hold_handed(other, 10), "a row sent makes room for the next");
     }
 }

@@ -210,6 +210,65 @@ async fn a_tenant_whose_receivers_hold_every_attempt_does_not_starve_another_ten
 }
 
 #[tokio::test]
+async fn a_flood_into_ten_hanging_destinations_takes_one_share_of_the_sender_and_never_stalls_the_claims() {
+    use futures_util::StreamExt as _;
+    let app = TestApp::spawn().await;
+    // Tenant A: ten destinations holding every attempt to its timeout, and a flood of captures sent together, each
+    // owing ten deliveries the server could send at once (handed to its sender with the capture).
+    let (pit, held) = tarpit().await;
+    let hostile = app.webhook_named("flood").await;
+    for n in 0..10 {
+        let body = json!({"name": format!("pit{n}"), "url": format!("{pit}/in/{n}"), "timeout_ms": 60000});
+        destination(&app, &hostile, body).await;
+    }
+    futures_util::stream::iter(0..300)
+        .map(|i| {
+            let (app, hostile) = (&app, &hostile);
+            async move { assert_eq!(app.capture(Method::POST, hostile, format!("{{\"n\": {i}}}")).await.status, 200) }
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<_>>()
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while held.load(std::sync::atomic::Ordering::SeqCst) < 32 {
+        assert!(Instant::now() < deadline, "the tarpit's attempts began");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // What the sender holds of A (leased to it: sending or waiting their turn) is one organization's share.
+    let leased: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM deliveries d JOIN destinations t ON t.id = d.destination_id
+         WHERE t.webhook_id = $1::uuid AND d.status = 'pending' AND d.leased_until > now()",
+    )
+    .bind(&hostile)
+    .fetch_one(&app.pool)
+    .await
+    .expect("leased");
+    assert!(leased <= 64, "tenant A's flood holds {leased} of the sender's rows (its share is 64)");
+    // Tenant B's deliveries that only a claim sends (a `q` destination) go at once all the same.
+    let other = app.new_org("other").await;
+    let created = app.call(Method::POST, "/webhooks", Some(&other), Some(json!({"name": "b"}))).await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let webhook_b = created.body["id"].as_str().expect("id").to_owned();
+    sqlx::query("UPDATE organizations SET private_network = true WHERE id = $1")
+        .bind(other.org)
+        .execute(&app.pool)
+        .await
+        .expect("private network");
+    let receiver = Receiver::spawn(200).await;
+    let path = format!("/webhooks/{webhook_b}/destinations");
+    let body = json!({"name": "b", "url": receiver.base, "q": "method:POST"});
+    let made = app.call(Method::POST, &path, Some(&other), Some(body)).await;
+    assert_eq!(made.status, 201, "{}", made.text);
+    for i in 0..10 {
+        assert_eq!(app.capture(Method::POST, &webhook_b, format!("{{\"b\": {i}}}")).await.status, 200);
+    }
+    receiver.wait_until(Duration::from_secs(15), |a| a.len() >= 10).await;
+    let in_flight = held.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(in_flight <= 48, "tenant A holds {in_flight} attempts (its cap is 32, plus one claim's 16)");
+}
+
+#[tokio::test]
 async fn a_disabled_destination_s_deliveries_leave_the_due_scan_and_come_back_when_it_is_enabled() {
     let app = TestApp::spawn().await;
     let webhook = app.webhook_named("paused").await;
