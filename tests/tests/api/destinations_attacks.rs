@@ -147,6 +147,43 @@ async fn a_capture_that_failed_verification_is_delivered_unsigned_with_its_verdi
     }
 }
 
+/// Sends `n` captures to `webhook`, `together` at a time, then waits for the tarpit to hold 32 attempts.
+async fn flood(app: &TestApp, webhook: &str, n: usize, together: usize, held: &std::sync::atomic::AtomicUsize) {
+    use futures_util::StreamExt as _;
+    futures_util::stream::iter(0..n)
+        .map(|i| async move {
+            assert_eq!(app.capture(Method::POST, webhook, format!("{{\"n\": {i}}}")).await.status, 200);
+        })
+        .buffer_unordered(together)
+        .collect::<Vec<_>>()
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while held.load(std::sync::atomic::Ordering::SeqCst) < 32 {
+        assert!(Instant::now() < deadline, "the tarpit's attempts began");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Another organization (allowed private targets: the test's receiver is on loopback) with an endpoint whose one
+/// destination (`destination`, its URL added) is a receiver answering 200; returns the receiver and the endpoint.
+async fn other_tenant(app: &TestApp, mut destination: Value) -> (Receiver, String) {
+    let other = app.new_org("other").await;
+    let created = app.call(Method::POST, "/webhooks", Some(&other), Some(json!({"name": "b"}))).await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let webhook = created.body["id"].as_str().expect("id").to_owned();
+    sqlx::query("UPDATE organizations SET private_network = true WHERE id = $1")
+        .bind(other.org)
+        .execute(&app.pool)
+        .await
+        .expect("private network");
+    let receiver = Receiver::spawn(200).await;
+    destination["url"] = json!(receiver.base);
+    let path = format!("/webhooks/{webhook}/destinations");
+    let made = app.call(Method::POST, &path, Some(&other), Some(destination)).await;
+    assert_eq!(made.status, 201, "{}", made.text);
+    (receiver, webhook)
+}
+
 /// A receiver that accepts connections and never answers; counts the connections it holds.
 async fn tarpit() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -165,40 +202,14 @@ async fn tarpit() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
 
 #[tokio::test]
 async fn a_tenant_whose_receivers_hold_every_attempt_does_not_starve_another_tenants_deliveries() {
-    use futures_util::StreamExt as _;
     let app = TestApp::spawn().await;
     // Tenant A: a tarpit holding each attempt to its 60 s timeout, and more deliveries than the sender's slots.
     let (pit, held) = tarpit().await;
     let hostile = app.webhook_named("tarpit").await;
     destination(&app, &hostile, json!({"name": "pit", "url": format!("{pit}/in"), "timeout_ms": 60000})).await;
-    futures_util::stream::iter(0..200)
-        .map(|i| {
-            let (app, hostile) = (&app, &hostile);
-            async move { assert_eq!(app.capture(Method::POST, hostile, format!("{{\"n\": {i}}}")).await.status, 200) }
-        })
-        .buffer_unordered(8)
-        .collect::<Vec<_>>()
-        .await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while held.load(std::sync::atomic::Ordering::SeqCst) < 32 {
-        assert!(Instant::now() < deadline, "the tarpit's attempts began");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    flood(&app, &hostile, 200, 8, &held).await;
     // Tenant B, arriving behind A's backlog, is delivered at once.
-    let other = app.new_org("other").await;
-    let created = app.call(Method::POST, "/webhooks", Some(&other), Some(json!({"name": "b"}))).await;
-    assert_eq!(created.status, 201, "{}", created.text);
-    let webhook_b = created.body["id"].as_str().expect("id").to_owned();
-    // B may reach private targets (the test's receiver is on loopback).
-    sqlx::query("UPDATE organizations SET private_network = true WHERE id = $1")
-        .bind(other.org)
-        .execute(&app.pool)
-        .await
-        .expect("private network");
-    let receiver = Receiver::spawn(200).await;
-    let path = format!("/webhooks/{webhook_b}/destinations");
-    let made = app.call(Method::POST, &path, Some(&other), Some(json!({"name": "b", "url": receiver.base}))).await;
-    assert_eq!(made.status, 201, "{}", made.text);
+    let (receiver, webhook_b) = other_tenant(&app, json!({"name": "b"})).await;
     let started = Instant::now();
     for i in 0..20 {
         assert_eq!(app.capture(Method::POST, &webhook_b, format!("{{\"b\": {i}}}")).await.status, 200);
@@ -211,7 +222,6 @@ async fn a_tenant_whose_receivers_hold_every_attempt_does_not_starve_another_ten
 
 #[tokio::test]
 async fn a_flood_into_ten_hanging_destinations_takes_one_share_of_the_sender_and_never_stalls_the_claims() {
-    use futures_util::StreamExt as _;
     let app = TestApp::spawn().await;
     // Tenant A: ten destinations holding every attempt to its timeout, and a flood of captures sent together, each
     // owing ten deliveries the server could send at once (handed to its sender with the capture).
@@ -221,19 +231,7 @@ async fn a_flood_into_ten_hanging_destinations_takes_one_share_of_the_sender_and
         let body = json!({"name": format!("pit{n}"), "url": format!("{pit}/in/{n}"), "timeout_ms": 60000});
         destination(&app, &hostile, body).await;
     }
-    futures_util::stream::iter(0..300)
-        .map(|i| {
-            let (app, hostile) = (&app, &hostile);
-            async move { assert_eq!(app.capture(Method::POST, hostile, format!("{{\"n\": {i}}}")).await.status, 200) }
-        })
-        .buffer_unordered(64)
-        .collect::<Vec<_>>()
-        .await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while held.load(std::sync::atomic::Ordering::SeqCst) < 32 {
-        assert!(Instant::now() < deadline, "the tarpit's attempts began");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    flood(&app, &hostile, 300, 64, &held).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     // What the sender holds of A (leased to it: sending or waiting their turn) is one organization's share.
     let leased: i64 = sqlx::query_scalar(
@@ -246,20 +244,7 @@ async fn a_flood_into_ten_hanging_destinations_takes_one_share_of_the_sender_and
     .expect("leased");
     assert!(leased <= 64, "tenant A's flood holds {leased} of the sender's rows (its share is 64)");
     // Tenant B's deliveries that only a claim sends (a `q` destination) go at once all the same.
-    let other = app.new_org("other").await;
-    let created = app.call(Method::POST, "/webhooks", Some(&other), Some(json!({"name": "b"}))).await;
-    assert_eq!(created.status, 201, "{}", created.text);
-    let webhook_b = created.body["id"].as_str().expect("id").to_owned();
-    sqlx::query("UPDATE organizations SET private_network = true WHERE id = $1")
-        .bind(other.org)
-        .execute(&app.pool)
-        .await
-        .expect("private network");
-    let receiver = Receiver::spawn(200).await;
-    let path = format!("/webhooks/{webhook_b}/destinations");
-    let body = json!({"name": "b", "url": receiver.base, "q": "method:POST"});
-    let made = app.call(Method::POST, &path, Some(&other), Some(body)).await;
-    assert_eq!(made.status, 201, "{}", made.text);
+    let (receiver, webhook_b) = other_tenant(&app, json!({"name": "b", "q": "method:POST"})).await;
     for i in 0..10 {
         assert_eq!(app.capture(Method::POST, &webhook_b, format!("{{\"b\": {i}}}")).await.status, 200);
     }
