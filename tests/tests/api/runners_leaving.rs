@@ -124,10 +124,11 @@ async fn an_idle_runner_leaves_within_its_idle_time_after_its_last_job() {
 async fn sigterm_during_a_job_lets_it_finish_and_report_then_the_runner_leaves() {
     let app = TestApp::spawn_for_execution().await;
     let target = Target::spawn().await;
-    let flow = request_flow(&app, &target, "/slow?ms=5000").await;
+    let flow = request_flow(&app, &target, "/slow?ms=3000").await;
     let creds = app.runner_creds(app.admin.org).await;
     let mut runner = RunnerProcess::spawn_with_env(RUNNER, &app.base, &creds, &[LABEL], &[], &[]).await;
-    // The harness passes `--grace-s 5`; the job takes 5 s from its start, which comes first.
+    // The harness passes `--grace-s 5`; the job takes 3 s from its start, which comes first (the 2 s between them
+    // leave the report room on a loaded machine: with a 5 s job it could miss the grace and be queued again).
     let id = launch_labelled(&app, &flow, 1).await.remove(0);
     app.wait_execution(&flow, &id, Duration::from_secs(15), |e| e["status"] == "running").await;
     let stopped = runner.terminate().await;
