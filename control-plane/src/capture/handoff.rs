@@ -6,8 +6,9 @@
 //! the sender gone) is given back to the claims at once (`give_back`: the lease cleared, the claims woken); a
 //! replica that dies with deliveries in hand leaves them to the claims when their lease ends, as a claimed row.
 
+pub use crate::capture::batch::Handed;
 use bytes::Bytes;
-use hookflow_shared::{CaptureId, DeliveryId, DestinationId, OrgId, WebhookId};
+use hookflow_shared::{CaptureId, DeliveryId, OrgId, WebhookId};
 use sqlx::PgPool;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -41,13 +42,8 @@ pub struct HandedCapture {
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
     pub signature_verdict: String,
-    pub lease: uuid::Uuid,
-    /// Each delivery, its destination and that destination's version (`updated_at`) when it was written.
-    pub deliveries: Vec<(DeliveryId, DestinationId, chrono::DateTime<chrono::Utc>)>,
-    /// The organization may reach private addresses (as the capture's statement saw it).
-    pub private_network: bool,
-    /// The endpoint verifies signatures.
-    pub verifying: bool,
+    /// Its deliveries, their lease and the policy the capture's statement saw.
+    pub handed: Handed,
     /// When the capture was submitted to its statement (its deliveries' leases began after).
     pub handed_at: tokio::time::Instant,
 }
@@ -114,14 +110,19 @@ impl Handoff {
         self.queued.fetch_add(bytes, Ordering::Relaxed);
         if let Err(refused) = self.queue.try_send(capture) {
             self.queued.fetch_sub(bytes, Ordering::Relaxed);
-            let capture = refused.into_inner();
-            let ids: Vec<DeliveryId> = capture.deliveries.iter().map(|(id, _, _)| *id).collect();
+            let handed = refused.into_inner().handed;
             let pool = self.pool.clone();
-            tokio::spawn(async move {
-                if let Err(e) = give_back(&pool, capture.lease, &ids).await {
-                    tracing::warn!(error = %e, "giving deliveries back failed; their lease brings them back");
-                }
-            });
+            tokio::spawn(async move { handed.give_back(&pool).await });
+        }
+    }
+}
+
+impl Handed {
+    /// Gives all these deliveries back to the claims (a failure is logged: their lease brings them back).
+    pub async fn give_back(&self, pool: &PgPool) {
+        let ids: Vec<DeliveryId> = self.deliveries.iter().map(|(id, _, _)| *id).collect();
+        if let Err(e) = give_back(pool, self.lease, &ids).await {
+            tracing::warn!(error = %e, "giving deliveries back failed; their lease brings them back");
         }
     }
 }

@@ -230,10 +230,10 @@ async fn capture_inner(
     // A big body is written in parts first, from the one buffer that holds it (`staged`).
     let staged = staged::stage_if_big(&capture.pool, &deadline, &body).await;
     record.staged = staged.ok().flatten();
-    // Past the deadline the capture may still be stored: the 503 promises nothing, and the sender's retry is a
-    // new capture (its signature's id is forgotten below).
     record.hand =
         matches!(endpoint.target, CaptureTarget::Webhook(_)) && capture.handoff.accepts(endpoint.org_id, body.len());
+    // Past the deadline the capture may still be stored: the 503 promises nothing, and the sender's retry is a
+    // new capture (its signature's id is forgotten below).
     // Taken before the statement: its deliveries' leases begin later, so the sender never counts on more lease.
     let submitted = tokio::time::Instant::now();
     let (outcome, handed) = match staged {
@@ -253,10 +253,7 @@ async fn capture_inner(
             headers: headers.clone(),
             body: body.clone(),
             signature_verdict: verdict.as_str().to_owned(),
-            lease: handed.lease,
-            deliveries: handed.deliveries,
-            private_network: handed.private_network,
-            verifying: handed.verifying,
+            handed,
             handed_at: submitted,
         });
     }

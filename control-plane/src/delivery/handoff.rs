@@ -57,7 +57,7 @@ pub struct Targets(HashMap<DestinationId, Arc<Target>>);
 pub async fn take(pool: &sqlx::PgPool, known: &mut Targets, room: &Room, captures: &[HandedCapture]) -> Vec<Claimed> {
     let mut wanted: Vec<DestinationId> = captures
         .iter()
-        .flat_map(|c| c.deliveries.iter())
+        .flat_map(|c| c.handed.deliveries.iter())
         .filter(|(_, id, version)| known.0.get(id).is_none_or(|t| !t.serves(*version)))
         .map(|(_, id, _)| *id)
         .collect();
@@ -80,7 +80,7 @@ pub async fn take(pool: &sqlx::PgPool, known: &mut Targets, room: &Room, capture
     let mut rows = Vec::new();
     let mut back: HashMap<uuid::Uuid, Vec<DeliveryId>> = HashMap::new();
     for capture in captures {
-        for (id, destination, version) in &capture.deliveries {
+        for (id, destination, version) in &capture.handed.deliveries {
             match known.0.get(destination) {
                 Some(target)
                     if target.sendable
@@ -89,7 +89,7 @@ pub async fn take(pool: &sqlx::PgPool, known: &mut Targets, room: &Room, capture
                 {
                     rows.push(row(capture, *id, target));
                 }
-                _ => back.entry(capture.lease).or_default().push(*id),
+                _ => back.entry(capture.handed.lease).or_default().push(*id),
             }
         }
     }
@@ -107,10 +107,7 @@ pub async fn give_all_back(pool: &sqlx::PgPool, mut queue: HandedQueue) {
     let mut captures = Vec::new();
     while queue.recv_many(&mut captures, TAKE).await > 0 {
         for capture in captures.drain(..) {
-            let ids: Vec<DeliveryId> = capture.deliveries.iter().map(|(id, _, _)| *id).collect();
-            if let Err(e) = give_back(pool, capture.lease, &ids).await {
-                tracing::warn!(error = %e, "giving deliveries back failed; their lease brings them back");
-            }
+            capture.handed.give_back(pool).await;
         }
     }
 }
@@ -148,16 +145,16 @@ fn row(capture: &HandedCapture, id: DeliveryId, target: &Target) -> Claimed {
         signing_secret: target.signing_secret.clone(),
         signing_nonce: target.signing_nonce.clone(),
         signing_key_version: target.signing_key_version,
-        private_network: capture.private_network,
+        private_network: capture.handed.private_network,
         method: Some(capture.method.clone()),
         path: Some(capture.path.clone()),
         query_string: Some(capture.query_string.clone()),
         headers: Some(Json(capture.headers.clone())),
         body: Some(capture.body.to_vec()),
         signature_verdict: Some(capture.signature_verdict.clone()),
-        verifying: capture.verifying,
+        verifying: capture.handed.verifying,
         claimed_at: Some(capture.handed_at),
-        lease: Some(capture.lease),
+        lease: Some(capture.handed.lease),
         slot_in_s: None,
         trimmed: false,
     }

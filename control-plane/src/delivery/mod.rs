@@ -69,8 +69,8 @@ pub async fn run(app: AppState) {
                     let sizes: Vec<(OrgId, usize)> =
                         claim.rows.iter().map(|r| (r.organization_id, body_size(r))).collect();
                     room.hold(&sizes, &next, full);
-                    for (row, (org, bytes)) in claim.rows.into_iter().zip(sizes) {
-                        dispatch(&app, &clients, &room, &recorder, row, org, bytes);
+                    for row in claim.rows {
+                        dispatch(&app, &clients, &room, &recorder, row);
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "claiming deliveries failed; retrying"),
@@ -97,9 +97,9 @@ fn dispatch(
     room: &Arc<Room>,
     recorder: &attempt::Recorder,
     row: claim::Claimed,
-    org: OrgId,
-    bytes: usize,
 ) {
+    // Counted as the room held it: before the attempt takes the body out of the row.
+    let (org, bytes) = (row.organization_id, body_size(&row));
     let (app, clients, room, recorder) = (app.clone(), clients.clone(), room.clone(), recorder.clone());
     tokio::spawn(async move {
         let id = row.id;
@@ -138,8 +138,7 @@ async fn take_handed(
             break;
         }
         for row in handoff::take(&app.pool, &mut known, &room, &captures).await {
-            let (org, bytes) = (row.organization_id, body_size(&row));
-            dispatch(&app, &clients, &room, &recorder, row, org, bytes);
+            dispatch(&app, &clients, &room, &recorder, row);
         }
         captures.clear();
     }
