@@ -4,6 +4,7 @@
 //! refused rows stand alone, and only they are answered `Rejected`. A body written in parts beforehand (`staged`) is
 //! assembled from them by the statement that stores its capture, which deletes the parts.
 
+use crate::capture::handoff::Handed;
 use crate::capture::target::CaptureTarget;
 use chrono::{DateTime, Utc};
 use hookflow_shared::api::signatures::Signature;
@@ -53,18 +54,6 @@ impl CaptureSignature {
     pub fn unverified() -> Self {
         Self { answer: Signature::unverified(), message_id: None }
     }
-}
-
-/// The deliveries of a stored capture written leased to this replica's sender (`capture::handoff`), under one
-/// lease: each with its destination and the version (`updated_at`) of the destination it was written for; and
-/// what the sending policy needs as the capture's statement saw it (its organization may reach private
-/// addresses; its endpoint verifies signatures).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Handed {
-    pub lease: uuid::Uuid,
-    pub deliveries: Vec<(DeliveryId, DestinationId, DateTime<Utc>)>,
-    pub private_network: bool,
-    pub verifying: bool,
 }
 
 /// A batch's outcomes, each with the deliveries handed to this replica's sender.

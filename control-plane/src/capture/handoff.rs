@@ -6,9 +6,8 @@
 //! the sender gone) is given back to the claims at once (`give_back`: the lease cleared, the claims woken); a
 //! replica that dies with deliveries in hand leaves them to the claims when their lease ends, as a claimed row.
 
-pub use crate::capture::batch::Handed;
 use bytes::Bytes;
-use hookflow_shared::{CaptureId, DeliveryId, OrgId, WebhookId};
+use hookflow_shared::{CaptureId, DeliveryId, DestinationId, OrgId, WebhookId};
 use sqlx::PgPool;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -28,6 +27,18 @@ const HANDED_BODY: usize = 1024 * 1024;
 /// counts each delivery in when it takes it, and gives back what no longer fits).
 pub trait SenderRoom: Send + Sync + std::fmt::Debug {
     fn has_room(&self, org: OrgId) -> bool;
+}
+
+/// The deliveries of a stored capture written leased to this replica's sender (`capture::handoff`), under one
+/// lease: each with its destination and the version (`updated_at`) of the destination it was written for; and
+/// what the sending policy needs as the capture's statement saw it (its organization may reach private
+/// addresses; its endpoint verifies signatures).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handed {
+    pub lease: uuid::Uuid,
+    pub deliveries: Vec<(DeliveryId, DestinationId, chrono::DateTime<chrono::Utc>)>,
+    pub private_network: bool,
+    pub verifying: bool,
 }
 
 /// A stored capture as it arrived, with the deliveries handed to the sender under `lease`.

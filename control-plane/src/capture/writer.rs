@@ -42,7 +42,8 @@ const QUEUE: usize = 8192;
 /// Bytes of large bodies (over 64 KiB each) read and waiting for the writer at once.
 const WAITING_BYTES: usize = 160 * 1024 * 1024;
 
-pub use crate::capture::batch::{CaptureRecord, Handed, Outcome};
+pub use crate::capture::batch::{CaptureRecord, Outcome};
+pub use crate::capture::handoff::Handed;
 
 #[derive(Debug, Clone)]
 pub struct CaptureWriter {
