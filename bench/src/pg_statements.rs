@@ -3,8 +3,8 @@
 
 use crate::load::BoxError;
 
-/// The line of `postgresql.conf` that loads the module (it takes a restart of the cluster).
-pub const PRELOAD: &str = "shared_preload_libraries = 'pg_stat_statements'";
+/// The lines of `postgresql.conf` that load the module (it takes a restart of the cluster) and count planning too.
+pub const PRELOAD: &str = "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track_planning = on";
 
 /// Creates the extension where needed and forgets what was counted so far (warm-up, set-up).
 pub async fn reset(pool: &sqlx::PgPool) -> Result<(), BoxError> {
@@ -15,19 +15,20 @@ pub async fn reset(pool: &sqlx::PgPool) -> Result<(), BoxError> {
 
 /// Prints the statements that took the most time since [`reset`], per `unit` (`count` of them were measured).
 pub async fn print_top(pool: &sqlx::PgPool, count: u64, unit: &str) -> Result<(), BoxError> {
-    let top: Vec<(i64, f64, f64, String)> = sqlx::query_as(
-        "SELECT calls, total_exec_time, mean_exec_time, regexp_replace(query, '\\s+', ' ', 'g')
-         FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 15",
+    let top: Vec<(i64, f64, f64, f64, String)> = sqlx::query_as(
+        "SELECT calls, total_exec_time, mean_exec_time, total_plan_time, regexp_replace(query, '\\s+', ' ', 'g')
+         FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 15",
     )
     .fetch_all(pool)
     .await?;
     println!("  PostgreSQL's execution time by statement (pg_stat_statements), per {unit} of the rounds:");
-    for (calls, total, mean, query) in top {
+    for (calls, total, mean, planning, query) in top {
         let text: String = query.chars().take(110).collect();
         println!(
-            "    {:>7.1} us/{unit}  {calls:>8} calls  {:>7.1} us/call  {text}",
+            "    {:>7.1} us/{unit}  {calls:>8} calls  {:>7.1} us/call  planning {:>6.1} us/{unit}  {text}",
             total * 1000.0 / count.max(1) as f64,
-            mean * 1000.0
+            mean * 1000.0,
+            planning * 1000.0 / count.max(1) as f64
         );
     }
     Ok(())

@@ -85,7 +85,8 @@ pub enum Outcome {
 /// has `q`/`filter`, for the sender to match), woken by `hookflow_deliveries`: one index look per row when the
 /// endpoint has none. A capture whose replica's sender has room (`hand`) has the deliveries that sender can make
 /// at once (enabled, no `q`/`filter`, no runner, no rate limit) written leased to it and returned, for the sender
-/// to take from memory without claiming them (`capture::handoff`); only the others wake the claims.
+/// to take from memory without claiming them (`capture::handoff`); only the others wake the claims, and only when
+/// one is due (a disabled destination's wait: its enabling wakes them).
 const WRITE_BATCH: &str = "
 WITH raw AS (
     SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
@@ -176,9 +177,9 @@ WITH raw AS (
     WHERE s.webhook_id IS NOT NULL
       AND NOT (s.signature_verdict IN ('invalid', 'missing', 'duplicate') AND EXISTS (
           SELECT 1 FROM webhooks w WHERE w.id = s.webhook_id AND w.verification->>'mode' IN ('enforce', 'reject')))
-    RETURNING id, capture_id, destination_id, lease IS NOT NULL AS handed
+    RETURNING id, capture_id, destination_id, lease IS NOT NULL AS handed, next_attempt_at < 'infinity' AS due
 ), sending AS (
-    SELECT pg_notify('hookflow_deliveries', '') WHERE EXISTS (SELECT 1 FROM aimed WHERE NOT handed)
+    SELECT pg_notify('hookflow_deliveries', '') WHERE EXISTS (SELECT 1 FROM aimed WHERE due AND NOT handed)
 ), handed AS (
     SELECT a.capture_id, array_agg(a.id ORDER BY a.id) AS ids,
            array_agg(a.destination_id ORDER BY a.id) AS destinations, array_agg(t.updated_at ORDER BY a.id) AS versions
