@@ -2,17 +2,18 @@
 //! deliveries in its own statement (`capture::batch`, `deliveries`). Those this replica can send at once come to it
 //! in memory with their capture (`capture::handoff`, taken by `handoff`): no claim, no wake-up, no body read back.
 //! The others (and retries, replays, a crashed sender's rows) are claimed: woken by the batch's NOTIFY
-//! (`hookflow_deliveries`) and by a periodic poll (retries coming due, lost notifications, expired leases), the
-//! sender claims due deliveries in small batches (`claim`). Either way each is attempted concurrently within the
-//! room's bounds (`room`, `attempt`, which sends through `outbound::signed`, the one signed-request sender
-//! notification channels use too) and the finished attempts are recorded through one group-commit writer (one
-//! statement for all that finished meanwhile). Destinations with `runner_labels` are claimed by runners instead
-//! (`api::runner_protocol::deliveries`). Destinations whose attempts have all failed for their
-//! `disable_after_failing_s` are disabled (`destination.disabled`, audited). Every replica runs one; the database
-//! shares the work and the rate limits.
+//! (`hookflow_deliveries`), at the moment a retry this replica recorded comes due (`retries`) and by a periodic
+//! poll (other replicas' retries, lost notifications, expired leases), the sender claims due deliveries in small
+//! batches (`claim`). Either way each is attempted concurrently within the room's bounds (`room`, `attempt`, which
+//! sends through `outbound::signed`, the one signed-request sender notification channels use too) and the finished
+//! attempts are recorded through one group-commit writer (one statement for all that finished meanwhile).
+//! Destinations with `runner_labels` are claimed by runners instead (`api::runner_protocol::deliveries`).
+//! Destinations whose attempts have all failed for their `disable_after_failing_s` are disabled
+//! (`destination.disabled`, audited). Every replica runs one; the database shares the work and the rate limits.
 
 pub mod attempt;
 mod handoff;
+mod retries;
 mod room;
 
 use crate::api::admin::audit::{self, AuditEvent};
@@ -83,6 +84,7 @@ pub async fn run(app: AppState) {
             // New deliveries: a few milliseconds gather those of the captures that follow into the same claim.
             () = app.delivery_wakes.notified() => tokio::time::sleep(GATHER).await,
             () = room.freed.notified() => {}
+            () = room.retries.next_due() => {}
             () = tokio::time::sleep(POLL) => {}
             () = app.shutdown.cancelled() => return,
         }
@@ -107,7 +109,14 @@ fn dispatch(
         let sent = attempt::send_one(&app, &clients, row).await;
         drop(turn);
         let recorded = match sent {
-            Ok(Some(record)) => recorder.submit(record).await.map(drop),
+            Ok(Some(record)) => {
+                let retry_in = record.retry_in();
+                let recorded = recorder.submit(record).await;
+                if let (Ok(true), Some(retry_in)) = (&recorded, retry_in) {
+                    room.retries.at(tokio::time::Instant::now() + retry_in);
+                }
+                recorded.map(drop)
+            }
             Ok(None) => Ok(()),
             Err(e) => Err(e),
         };

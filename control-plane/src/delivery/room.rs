@@ -1,11 +1,13 @@
 //! The server sender's room: the claimed deliveries it holds (sending, or waiting their turn) in all and per
 //! organization, the permits of attempts in flight (in all, and per organization so a tenant whose receivers hold
 //! every attempt to its timeout never takes more than its share), and the claim loop's wake-up when room worth a
-//! claim comes free for what the last claim had to leave behind (not at every attempt's end). Rows are held up to
+//! claim comes free for what the last claim had to leave behind (not at every attempt's end), or when a retry this
+//! replica recorded comes due (`retries`). Rows are held up to
 //! twice what may be in flight: the next claim's rows are at hand when attempts end, so sending never waits for a
 //! claim's round trip.
 
 use crate::capture::handoff::SenderRoom;
+use crate::delivery::retries::RetryClock;
 use hookflow_shared::OrgId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,6 +65,8 @@ pub struct Room {
     /// The last claim took all it asked: more may be due.
     wants_rows: AtomicBool,
     pub freed: Notify,
+    /// When this replica's own retries come due.
+    pub retries: RetryClock,
 }
 
 impl Default for Room {
@@ -72,6 +76,7 @@ impl Default for Room {
             held: Mutex::default(),
             wants_rows: AtomicBool::new(false),
             freed: Notify::new(),
+            retries: RetryClock::default(),
         }
     }
 }

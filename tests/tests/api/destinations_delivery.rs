@@ -1,5 +1,6 @@
 //! Deliveries over the real server to real receivers (issue #49): every capture reaches both destinations while
-//! one fails for 20 s, its retries spaced as its schedule says; an always-failing destination's deliveries end
+//! one fails for 20 s, its retries spaced as its schedule says (and sent when their delay has passed, not at the
+//! sender's next poll); an always-failing destination's deliveries end
 //! `dead` after their attempts and one replay delivers them; a `q` destination receives only what matches, signed
 //! the Standard Webhooks way (checked by an independent HMAC and the `standardwebhooks`
 //! library); a rate limit holds at the receiver across two replicas; a destination failing too long is disabled,
@@ -143,6 +144,34 @@ async fn every_capture_arrives_at_both_destinations_while_one_fails_for_twenty_s
         let id = d["id"].as_str().expect("id");
         wait_status(&app, id, "delivered", N as i64, Duration::from_secs(10)).await;
     }
+}
+
+/// A retry goes when its delay has passed, not at the sender's next poll (up to 500 ms later: half of a one-second
+/// delay): the sender wakes at the moment a retry it recorded comes due.
+#[tokio::test]
+async fn retries_go_when_their_delay_has_passed_not_at_the_next_poll() {
+    let app = TestApp::spawn().await;
+    let webhook = app.webhook_named("orders").await;
+    let receiver = Receiver::spawn(503).await;
+    let schedule = [1u64; 6];
+    destination(&app, &webhook, json!({"name": "down", "url": receiver.base, "retry_schedule_s": schedule})).await;
+    send_captures(&app, &webhook, 3, 3).await;
+    let arrivals = receiver.wait_until(Duration::from_secs(40), |a| a.len() >= 3 * (schedule.len() + 1)).await;
+    let mut by_id: BTreeMap<String, Vec<Instant>> = BTreeMap::new();
+    for a in &arrivals {
+        by_id.entry(a.header("webhook-id").expect("id").to_owned()).or_default().push(a.at);
+    }
+    // Each gap is the delay (1 s) with up to 10% jitter, counted from the attempt's end: what goes past 1.1 s is
+    // the sender's lateness.
+    let late: Vec<f64> = by_id
+        .values()
+        .flat_map(|times| times.windows(2).map(|pair| pair[1].duration_since(pair[0]).as_secs_f64() - 1.1))
+        .collect();
+    assert_eq!(late.len(), 3 * schedule.len(), "every retry arrived: {late:?}");
+    assert!(late.iter().all(|l| *l > -0.15), "no retry went before its delay: {late:?}");
+    let mean = late.iter().sum::<f64>() / late.len() as f64;
+    assert!(mean < 0.15, "retries went {mean:.3} s late on average (a poll's lateness is 0.25 s): {late:?}");
+    assert!(late.iter().all(|l| *l < 0.6), "no retry waited past a poll: {late:?}");
 }
 
 #[tokio::test]

@@ -106,6 +106,11 @@ impl AttemptRecord {
         }
     }
 
+    /// How long after now its delivery is due again: `None` when it is not retried (delivered, dead).
+    pub fn retry_in(&self) -> Option<std::time::Duration> {
+        (self.status == "pending").then(|| std::time::Duration::from_secs_f64(self.delay_s.max(0.0)))
+    }
+
     /// Counts a recorded attempt in the metrics.
     pub fn count(&self) {
         match self.status {
