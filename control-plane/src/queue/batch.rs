@@ -134,8 +134,8 @@ pub async fn create_batch(
     let row_bytes = launch.bytes();
     if row_bytes.saturating_mul(rows.len()) > MAX_BATCH_BYTES {
         return Err(ApiError::invalid(format!(
-            "invalid field `rows`: {} rows of this flow ({row_bytes} bytes each with its definition and modules) \
-             would store more than {} MiB; launch fewer rows",
+            "invalid field `rows`: {} rows of this flow ({row_bytes} bytes each with its definition, modules and \
+             launch variables) would store more than {} MiB; launch fewer rows or smaller variables",
             rows.len(),
             MAX_BATCH_BYTES / (1024 * 1024)
         )));
@@ -203,19 +203,32 @@ pub async fn rerun_failed(
     trigger: Trigger,
     replica: Uuid,
 ) -> ApiResult<LaunchedBatch> {
-    let found: Option<(Option<hookflow_shared::FlowId>, i64)> = sqlx::query_as(
-        "SELECT b.flow_id, (SELECT count(*) FROM executions e
-                            WHERE e.batch_id = b.id AND e.organization_id = b.organization_id
-                                AND e.status IN ('failed', 'error'))
-         FROM batches b WHERE b.id = $1 AND b.organization_id = $2",
+    // The failed rows and what copying them writes (as stored, compressed or not), against the batch budget.
+    let found: Option<(Option<hookflow_shared::FlowId>, i64, i64)> = sqlx::query_as(
+        "SELECT b.flow_id, f.n, f.bytes
+         FROM batches b
+         CROSS JOIN LATERAL (
+             SELECT count(*) AS n,
+                    COALESCE(sum(pg_column_size(e.definition) + COALESCE(pg_column_size(e.modules), 0)
+                                 + COALESCE(pg_column_size(e.variables), 0)
+                                 + COALESCE(pg_column_size(e.variable_layers), 0)), 0)::int8 AS bytes
+             FROM executions e
+             WHERE e.batch_id = b.id AND e.organization_id = b.organization_id AND e.status IN ('failed', 'error')) f
+         WHERE b.id = $1 AND b.organization_id = $2",
     )
     .bind(batch_id)
     .bind(org_id)
     .fetch_optional(&mut *conn)
     .await?;
-    let Some((flow_id, failed)) = found else { return Err(ApiError::not_found("batch")) };
+    let Some((flow_id, failed, bytes)) = found else { return Err(ApiError::not_found("batch")) };
     if failed == 0 {
         return Err(ApiError::conflict("the batch has no failed rows to run again"));
+    }
+    if usize::try_from(bytes).unwrap_or(usize::MAX) > MAX_BATCH_BYTES {
+        return Err(ApiError::invalid(format!(
+            "the batch's {failed} failed rows would store more than {} MiB again; launch them in smaller batches",
+            MAX_BATCH_BYTES / (1024 * 1024)
+        )));
     }
     let new_id = BatchId::now_v7();
     sqlx::query("INSERT INTO batches (id, organization_id, flow_id, total, rerun_of) VALUES ($1, $2, $3, $4, $5)")

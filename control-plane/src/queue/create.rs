@@ -161,10 +161,13 @@ impl<'a> Columns<'a> {
 impl BatchWrite for NewExecution {
     type Out = ApiResult<Option<Execution>>;
 
-    /// The definitions and modules dominate a launch's row.
+    /// A launch's row: its definition and modules, and its launch and collection variables twice (merged into
+    /// `variables` and kept by layer in `variable_layers`).
     fn bytes(&self) -> usize {
         let modules: usize = self.modules.values().map(hookflow_shared::flow::budget::json_size).sum();
-        256 + self.flow.definition.get().len() + modules
+        let variables = |map: &BTreeMap<String, String>| map.iter().map(|(k, v)| k.len() + v.len() + 6).sum::<usize>();
+        let copied = 2 * (variables(&self.launch_variables) + variables(&self.collection_variables));
+        256 + self.flow.definition.get().len() + modules + copied
     }
 
     /// Creates queued executions, one per launch and in the same order, in one statement (in the caller's

@@ -103,7 +103,8 @@ pub async fn create(conn: &mut PgConnection, new: &NewInline) -> ApiResult<Execu
 
 /// Queues an inline definition once per row (`POST /executions` with `rows`), as one batch (`flow_id` NULL), in
 /// the caller's transaction: each row's values are launch variables over the launch's own. At most
-/// [`MAX_ROWS`] rows, and [`MAX_BATCH_BYTES`] of definitions in all, as for a flow's batch.
+/// [`MAX_ROWS`] rows, and [`MAX_BATCH_BYTES`] of what the rows store (definitions, modules, variables) in all, as
+/// for a flow's batch.
 pub async fn create_batch(
     conn: &mut PgConnection,
     new: &NewInline,
@@ -112,11 +113,18 @@ pub async fn create_batch(
     if rows.is_empty() || rows.len() > MAX_ROWS {
         return Err(ApiError::invalid(format!("invalid field `rows`: 1 to {MAX_ROWS} rows; got {}", rows.len())));
     }
-    let row_bytes = new.definition.get().len() + to_json_string(&new.modules)?.len();
+    // Every row stores the definition, its modules and source, and the variables twice (merged and by layer).
+    let variables = |map: &BTreeMap<String, String>| map.iter().map(|(k, v)| k.len() + v.len() + 6).sum::<usize>();
+    let environment = new.environment.as_ref().map_or(0, |(_, vars)| variables(vars));
+    let copied = 2 * (variables(&new.launch_variables) + variables(&new.collection_variables) + environment);
+    let row_bytes = new.definition.get().len()
+        + to_json_string(&new.modules)?.len()
+        + hookflow_shared::flow::budget::json_size(&new.source)
+        + copied;
     if row_bytes.saturating_mul(rows.len()) > MAX_BATCH_BYTES {
         return Err(ApiError::invalid(format!(
-            "invalid field `rows`: {} rows of this definition ({row_bytes} bytes each with its modules) would store \
-             more than {} MiB; send fewer rows",
+            "invalid field `rows`: {} rows of this definition ({row_bytes} bytes each with its modules and launch \
+             variables) would store more than {} MiB; send fewer rows or smaller variables",
             rows.len(),
             MAX_BATCH_BYTES / (1024 * 1024)
         )));

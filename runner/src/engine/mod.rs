@@ -352,10 +352,20 @@ fn module_inputs(module: &definition::ModuleNode, vars: &Variables) -> Result<Ve
     Ok(inputs)
 }
 
-/// A set_variables node: renders each value and sets it.
+/// A set_variables node: renders each value and sets it; past [`MAX_SET_VARIABLES`] held by the run's values
+/// the node fails (a value doubled node after node would otherwise take the process's memory).
+///
+/// [`MAX_SET_VARIABLES`]: hookflow_shared::flow::budget::MAX_SET_VARIABLES
 fn set_variables(set: &definition::SetVariablesNode, vars: &mut Variables, result: &mut NodeResult) {
+    use hookflow_shared::flow::budget::MAX_SET_VARIABLES;
     for (name, text) in &set.variables {
         match template::render(text, &vars.scope()) {
+            Ok(value) if vars.extracted_bytes() + value.len() > MAX_SET_VARIABLES => {
+                result.status = NodeStatus::Error;
+                result.error =
+                    Some(format!("variables.{name}: the run's values would hold past {} MiB", MAX_SET_VARIABLES >> 20));
+                break;
+            }
             Ok(value) => {
                 vars.set_rendered(name, text, value.clone());
                 result.extracted.insert(name.clone(), Value::String(value));
@@ -397,5 +407,49 @@ fn node_flags(node: &Node) -> (bool, Option<&hookflow_shared::api::catalog::Asse
         Node::Module(n) => (n.enabled, n.condition.as_ref(), n.continue_on_failure),
         Node::SetVariables(n) => (n.enabled, n.condition.as_ref(), n.continue_on_failure),
         Node::Webhook(n) => (n.enabled, n.condition.as_ref(), n.continue_on_failure),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setting(pairs: &[(&str, &str)]) -> definition::SetVariablesNode {
+        definition::SetVariablesNode {
+            id: "set".into(),
+            name: None,
+            enabled: true,
+            condition: None,
+            continue_on_failure: false,
+            variables: pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        }
+    }
+
+    #[test]
+    fn values_doubled_node_after_node_stop_at_the_budgets() {
+        let mut vars = Variables::default();
+        vars.set("x", Value::String("a".repeat(1024)));
+        let double = setting(&[("x", "{{x}}{{x}}")]);
+        // 1 KiB doubled 14 times is 16 MiB: the 15th doubling would render past the template budget.
+        for _ in 0..14 {
+            let mut result = blank_result("set", 1, NodeStatus::Passed, None);
+            set_variables(&double, &mut vars, &mut result);
+            assert_eq!(result.status, NodeStatus::Passed, "{:?}", result.error);
+        }
+        let mut result = blank_result("set", 1, NodeStatus::Passed, None);
+        set_variables(&double, &mut vars, &mut result);
+        assert_eq!(result.status, NodeStatus::Error);
+        assert!(result.error.as_deref().is_some_and(|e| e.contains("renders past 16 MiB")), "{:?}", result.error);
+        // Copies of the 16 MiB value: three fit beside it in 64 MiB, the fourth does not.
+        for name in ["y1", "y2", "y3"] {
+            let mut result = blank_result("set", 1, NodeStatus::Passed, None);
+            set_variables(&setting(&[(name, "{{x}}")]), &mut vars, &mut result);
+            assert_eq!(result.status, NodeStatus::Passed, "{name}: {:?}", result.error);
+        }
+        let mut result = blank_result("set", 1, NodeStatus::Passed, None);
+        set_variables(&setting(&[("y4", "{{x}}")]), &mut vars, &mut result);
+        assert_eq!(result.status, NodeStatus::Error);
+        assert!(result.error.as_deref().is_some_and(|e| e.contains("past 64 MiB")), "{:?}", result.error);
+        assert!(vars.extracted_bytes() <= hookflow_shared::flow::budget::MAX_SET_VARIABLES);
     }
 }

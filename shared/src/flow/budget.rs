@@ -1,8 +1,12 @@
 //! Budgets for what users feed the parsers: an expression is at most 4 KiB and nests at most 32 levels (so
 //! recursive-descent parsers of XPath and JSONPath cannot exhaust the stack), and an XML document is at most
 //! 8 MiB, nests at most 256 elements and declares no entities (checked by a linear scan before parsing, so deep
-//! or quadratic documents never reach the parser). Exceeding one is an error that names the limit. Also the size
-//! of a JSON value as text, estimated for the writers' byte budgets.
+//! or quadratic documents never reach the parser). A JSONPath's result may grow with the document only linearly
+//! (at most one descendant segment, unions multiplying by at most 8): evaluation lists every match, so two `..` over
+//! a deep document would list billions. A rendered template is at most 16 MiB, and what one run's `set_variables`
+//! nodes hold at most 64 MiB (doubling a value node after node would otherwise take the process's memory).
+//! Exceeding one is an error that names the limit. Also the size of a JSON value as text, estimated for the
+//! writers' byte budgets.
 
 /// About how many bytes a JSON value takes as text (strings and keys by their length, the rest a few bytes each),
 /// counted without encoding it: what a writer's byte budget charges for a definition.
@@ -45,6 +49,14 @@ pub fn json_size_within(value: &serde_json::Value, limit: usize) -> Option<usize
 
 /// Longest expression.
 pub const MAX_EXPRESSION: usize = 4 * 1024;
+/// Descendant segments (`..`) one JSONPath may have, nested queries of its filters included.
+pub const MAX_JSON_PATH_DESCENDANTS: usize = 1;
+/// What a JSONPath's unions may multiply its matches by, all brackets together.
+pub const MAX_JSON_PATH_UNION: usize = 8;
+/// Largest text a template renders to.
+pub const MAX_RENDERED: usize = 16 * 1024 * 1024;
+/// Most bytes one run's variables set by `set_variables` nodes hold together.
+pub const MAX_SET_VARIABLES: usize = 64 * 1024 * 1024;
 /// Deepest bracket nesting of an expression.
 pub const MAX_EXPRESSION_DEPTH: usize = 32;
 /// Largest XML document parsed.
@@ -77,6 +89,56 @@ pub fn check_expression(expression: &str) -> Result<(), String> {
     }
     if deepest > MAX_EXPRESSION_DEPTH {
         return Err(format!("nests deeper than {MAX_EXPRESSION_DEPTH} levels"));
+    }
+    Ok(())
+}
+
+/// Checks a JSONPath before it is parsed: [`check_expression`], at most [`MAX_JSON_PATH_DESCENDANTS`] descendant
+/// segments and unions multiplying matches by at most [`MAX_JSON_PATH_UNION`] (each bracket's selectors, separated by
+/// commas outside quotes and parentheses, counted wherever the bracket is: an over-count, never an under-count).
+pub fn check_json_path(expression: &str) -> Result<(), String> {
+    check_expression(expression)?;
+    let (mut descendants, mut union, mut quote) = (0usize, 1usize, None::<char>);
+    // Open brackets and parentheses, each bracket with its selectors so far.
+    let mut open: Vec<(char, usize)> = Vec::new();
+    let mut chars = expression.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(_), '\\') => {
+                chars.next();
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '.') if chars.peek() == Some(&'.') => {
+                chars.next();
+                descendants += 1;
+            }
+            (None, '[') => open.push(('[', 1)),
+            (None, '(') => open.push(('(', 0)),
+            (None, ',') => {
+                if let Some((kind, selectors)) = open.last_mut()
+                    && *kind == '['
+                {
+                    *selectors += 1;
+                }
+            }
+            (None, ']' | ')') => {
+                if let Some(('[', selectors)) = open.pop() {
+                    union = union.saturating_mul(selectors);
+                }
+            }
+            (None, _) => {}
+        }
+    }
+    if descendants > MAX_JSON_PATH_DESCENDANTS {
+        return Err(format!(
+            "it has {descendants} descendant segments (`..`): at most {MAX_JSON_PATH_DESCENDANTS}, so its matches \
+             grow with the document, not past it"
+        ));
+    }
+    if union > MAX_JSON_PATH_UNION {
+        return Err(format!("its unions multiply matches by {union}: at most {MAX_JSON_PATH_UNION}"));
     }
     Ok(())
 }
@@ -129,6 +191,27 @@ pub fn check_xml(text: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_paths_may_grow_with_the_document_only_linearly() {
+        for fine in [
+            "$.store.book[?@.price < 10].title",
+            "$..book[0,1]",
+            "$['a','b'][0,1]",
+            "$[?match(@.name, 'a.*')]",
+            "$['a..b', \"c..d\"]",
+            "$..*",
+        ] {
+            assert!(check_json_path(fine).is_ok(), "{fine}: {:?}", check_json_path(fine));
+        }
+        let two = check_json_path("$..*..*").expect_err("two descendant segments");
+        assert!(two.contains("2 descendant segments"), "{two}");
+        assert!(check_json_path("$..a[?@..b]").is_err(), "a descendant inside a filter counts");
+        let wide = check_json_path("$[*,*,*][*,*,*]").expect_err("9 x");
+        assert!(wide.contains("by 9"), "{wide}");
+        assert!(check_json_path(&format!("$.a{}", "[0]".repeat(40))).is_ok());
+        assert!(check_json_path(&"[".repeat(40)).is_err(), "nesting is still checked");
+    }
 
     #[test]
     fn expressions_are_checked_for_length_and_nesting() {

@@ -175,7 +175,7 @@ impl Extractor {
     }
 
     fn compile_json_path(&self, expression: &str) -> Result<serde_json_path::JsonPath, ExtractError> {
-        budget::check_expression(expression).map_err(|e| self.invalid(expression, e))?;
+        budget::check_json_path(expression).map_err(|e| self.invalid(expression, e))?;
         serde_json_path::JsonPath::parse(expression).map_err(|e| self.invalid(expression, e))
     }
 

@@ -31,19 +31,30 @@ impl Scope<'_> {
     }
 }
 
-/// Replaces every `{{ name }}` (spaces around the name allowed) in `text`.
+/// Replaces every `{{ name }}` (spaces around the name allowed) in `text`; a text that would render past
+/// [`MAX_RENDERED`](super::budget::MAX_RENDERED) bytes is refused (one value named a million times would otherwise
+/// take the process's memory).
 pub fn render(text: &str, scope: &Scope<'_>) -> Result<String, TemplateError> {
-    let mut out = String::with_capacity(text.len());
+    use super::budget::MAX_RENDERED;
+    let too_long = || TemplateError::Refused(format!("it renders past {} MiB", MAX_RENDERED >> 20));
+    let push = |out: &mut String, piece: &str| {
+        if out.len() + piece.len() > MAX_RENDERED {
+            return Err(too_long());
+        }
+        out.push_str(piece);
+        Ok(())
+    };
+    let mut out = String::with_capacity(text.len().min(MAX_RENDERED));
     let mut rest = text;
     while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
+        push(&mut out, &rest[..start])?;
         let after = &rest[start + 2..];
         let end = after.find("}}").ok_or(TemplateError::Unclosed)?;
         let name = after[..end].trim();
-        out.push_str(scope.lookup(name).ok_or_else(|| TemplateError::Undefined(name.to_owned()))?);
+        push(&mut out, scope.lookup(name).ok_or_else(|| TemplateError::Undefined(name.to_owned()))?)?;
         rest = &after[end + 2..];
     }
-    out.push_str(rest);
+    push(&mut out, rest)?;
     Ok(out)
 }
 
@@ -100,6 +111,16 @@ mod tests {
 
     fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn a_text_rendering_past_the_budget_is_refused_before_it_is_built() {
+        let big = "a".repeat(4 * 1024 * 1024);
+        let vars = map(&[("x", big.as_str())]);
+        let scope = Scope { layers: vec![&vars], secrets: None };
+        assert_eq!(render("{{x}}{{x}}{{x}}{{x}}", &scope).map(|r| r.len()), Ok(16 * 1024 * 1024));
+        let refused = render(&"{{x}}".repeat(1_000_000), &scope).expect_err("a million times 4 MiB");
+        assert!(refused.to_string().contains("renders past 16 MiB"), "{refused}");
     }
 
     #[test]

@@ -64,6 +64,7 @@ mod flows_as_code_numbers;
 mod flows_key_order;
 mod flows_try;
 mod foreach;
+mod hardening_budgets;
 mod hardening_engine;
 mod hardening_signatures;
 mod hardening_triggers;

@@ -159,6 +159,8 @@ fn piece(expression: &str) -> Result<Piece, String> {
         return name(rest).map(|n| Piece::Header(n.to_ascii_lowercase()));
     }
     if let Some(rest) = expression.strip_prefix("request.body.") {
+        // Budgeted first: a capture URL answers a stranger's body with it.
+        hookflow_shared::flow::budget::check_json_path(rest).map_err(|e| format!("`{rest}` is refused: {e}"))?;
         let path = JsonPath::parse(rest).map_err(|e| format!("`{rest}` is not a JSONPath: {e}"))?;
         return Ok(Piece::BodyPath(Box::new(path)));
     }
@@ -193,6 +195,8 @@ mod tests {
         assert!(Template::parse("{{request.nope}}").is_err());
         assert!(Template::parse("{{request.body").is_err());
         assert!(Template::parse("{{request.body.$[}}").is_err());
+        let explosive = Template::parse("{{request.body.$..*..*..*}}").expect_err("two descendants too many");
+        assert!(explosive.contains("3 descendant segments"), "{explosive}");
     }
 
     #[test]

@@ -207,6 +207,11 @@ impl Variables {
         self.set_tainted(name, Value::String(value), tainted);
     }
 
+    /// Bytes the run's extracted and set values hold, as text.
+    pub fn extracted_bytes(&self) -> usize {
+        self.extracted_text.values().map(String::len).sum()
+    }
+
     /// Whether the value of `name` was chosen by a launch.
     pub fn is_tainted(&self, name: &str) -> bool {
         self.tainted.contains(name)
