@@ -1,6 +1,8 @@
-//! When this replica's own failed attempts come due again: each retry it records is remembered here (bounded), so
-//! the claim loop wakes at that moment instead of at its next poll (up to `POLL` late: half of a one-second
-//! delay). Retries other replicas recorded, and any this clock dropped, are still found by the poll.
+//! When this replica's own failed attempts come due again: each retry it records within [`REMEMBERED`] is
+//! remembered here (bounded), so the claim loop wakes at that moment instead of at its next poll (up to `POLL`
+//! late: half of a one-second delay; past `REMEMBERED` the poll's lateness is within the schedule's 10%). Retries
+//! other replicas recorded, and any this clock dropped, are still found by the poll. Retries due within
+//! [`TOGETHER`] of the first are forgotten together: one claim serves them all.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -10,6 +12,10 @@ use tokio::time::Instant;
 
 /// Retry times kept at most (past it new ones are left to the poll).
 const KEPT: usize = 4096;
+/// The longest delay remembered: the poll's lateness (at most 0.5 s) is 10% of it.
+pub const REMEMBERED: std::time::Duration = std::time::Duration::from_secs(5);
+/// Retries due this close after the one that woke the loop are claimed with it.
+const TOGETHER: std::time::Duration = std::time::Duration::from_millis(20);
 
 #[derive(Debug, Default)]
 pub struct RetryClock {
@@ -18,8 +24,11 @@ pub struct RetryClock {
 }
 
 impl RetryClock {
-    /// Remembers a retry coming due at `at`.
+    /// Remembers a retry coming due at `at` (one further than [`REMEMBERED`] away is left to the poll).
     pub fn at(&self, at: Instant) {
+        if at.saturating_duration_since(Instant::now()) > REMEMBERED {
+            return;
+        }
         let mut due = self.due.lock().unwrap_or_else(|e| e.into_inner());
         if due.len() >= KEPT {
             return;
@@ -32,14 +41,15 @@ impl RetryClock {
         }
     }
 
-    /// Waits until the earliest remembered retry is due, then forgets every one due by then.
+    /// Waits until the earliest remembered retry is due and a moment more ([`TOGETHER`]), then forgets every one
+    /// due by then.
     pub async fn next_due(&self) {
         loop {
             let first = self.due.lock().unwrap_or_else(|e| e.into_inner()).peek().map(|Reverse(at)| *at);
             match first {
                 Some(at) => {
                     tokio::select! {
-                        () = tokio::time::sleep_until(at) => {
+                        () = tokio::time::sleep_until(at + TOGETHER) => {
                             let now = Instant::now();
                             let mut due = self.due.lock().unwrap_or_else(|e| e.into_inner());
                             while due.peek().is_some_and(|Reverse(at)| *at <= now) {
@@ -71,7 +81,7 @@ mod tests {
     async fn wakes_at_the_earliest_retry_even_one_remembered_while_waiting() {
         let clock = std::sync::Arc::new(RetryClock::default());
         let started = Instant::now();
-        clock.at(started + Duration::from_secs(30));
+        clock.at(started + Duration::from_secs(4));
         let waiting = {
             let clock = clock.clone();
             tokio::spawn(async move {
@@ -86,12 +96,19 @@ mod tests {
         assert_eq!(clock.len(), 1, "the retry due is forgotten, the later one kept");
     }
 
+    #[test]
+    fn leaves_distant_retries_to_the_poll() {
+        let clock = RetryClock::default();
+        clock.at(Instant::now() + REMEMBERED + Duration::from_secs(1));
+        assert_eq!(clock.len(), 0);
+    }
+
     #[tokio::test]
     async fn keeps_a_bounded_number_of_retries_and_forgets_those_due_together() {
         let clock = RetryClock::default();
         let at = Instant::now() + Duration::from_millis(50);
-        for _ in 0..KEPT + 10 {
-            clock.at(at);
+        for i in 0..KEPT + 10 {
+            clock.at(at + Duration::from_millis(u64::from(i % 2 == 0)));
         }
         assert_eq!(clock.len(), KEPT);
         clock.next_due().await;

@@ -61,6 +61,29 @@ static INSERT_ROWS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// What each row of a batch copies of the variables stored apart from the launch, twice (merged and by layer): the
+/// organization's and, when one is named, the flow's environment's (`flow_id` `None`: an inline definition's, whose
+/// environment comes with the launch).
+pub(crate) async fn stored_variables_bytes(
+    conn: &mut PgConnection,
+    org_id: OrgId,
+    flow_id: Option<hookflow_shared::FlowId>,
+    environment: Option<&str>,
+) -> ApiResult<usize> {
+    let bytes: i64 = sqlx::query_scalar(
+        "SELECT (SELECT COALESCE(sum(octet_length(name) + octet_length(value) + 6), 0)
+                 FROM variables WHERE organization_id = $1)
+              + COALESCE((SELECT octet_length(variables::text) FROM flow_environments
+                          WHERE organization_id = $1 AND flow_id = $2 AND key = $3), 0)",
+    )
+    .bind(org_id)
+    .bind(flow_id)
+    .bind(environment)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(2 * usize::try_from(bytes).unwrap_or(usize::MAX / 2))
+}
+
 /// A rerun: copies the failed rows of batch `$2` (organization `$1`) into batch `$3`, keeping what they ran and
 /// their iterations; `$4` the trigger, `$5` the `queued` event, `$6` the new executions' ids (taken in row order;
 /// rows past them are left out).
@@ -131,7 +154,9 @@ pub async fn create_batch(
     if rows.is_empty() || rows.len() > MAX_ROWS {
         return Err(ApiError::invalid(format!("invalid field `rows`: 1 to {MAX_ROWS} rows; got {}", rows.len())));
     }
-    let row_bytes = launch.bytes();
+    let row_bytes = launch.bytes()
+        + stored_variables_bytes(&mut *conn, launch.org_id, Some(launch.flow.id), launch.environment.as_deref())
+            .await?;
     if row_bytes.saturating_mul(rows.len()) > MAX_BATCH_BYTES {
         return Err(ApiError::invalid(format!(
             "invalid field `rows`: {} rows of this flow ({row_bytes} bytes each with its definition, modules and \

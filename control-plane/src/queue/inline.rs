@@ -120,7 +120,8 @@ pub async fn create_batch(
     let row_bytes = new.definition.get().len()
         + to_json_string(&new.modules)?.len()
         + hookflow_shared::flow::budget::json_size(&new.source)
-        + copied;
+        + copied
+        + crate::queue::batch::stored_variables_bytes(&mut *conn, new.org_id, None, None).await?;
     if row_bytes.saturating_mul(rows.len()) > MAX_BATCH_BYTES {
         return Err(ApiError::invalid(format!(
             "invalid field `rows`: {} rows of this definition ({row_bytes} bytes each with its modules and launch \

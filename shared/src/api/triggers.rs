@@ -120,7 +120,7 @@ impl Extracts {
         let Ok(document) = serde_json::from_slice::<serde_json::Value>(body) else { return found };
         for (name, path) in &self.0 {
             // Stored before the budget existed, a path past it is skipped (it could list billions of matches).
-            if crate::flow::budget::check_json_path(path).is_err() {
+            if crate::flow::budget::check_capture_json_path(path).is_err() {
                 continue;
             }
             let Ok(path) = serde_json_path::JsonPath::parse(path) else { continue };
@@ -187,7 +187,7 @@ impl TryFrom<BTreeMap<String, String>> for Extracts {
                     "invalid field `{{field}}`: `{name}` is not a variable name (1 to 100 letters, digits, `_`, `-`)"
                 )));
             }
-            let parsed = crate::flow::budget::check_json_path(path)
+            let parsed = crate::flow::budget::check_capture_json_path(path)
                 .and_then(|()| serde_json_path::JsonPath::parse(path).map(drop).map_err(|e| e.to_string()));
             if let Err(detail) = parsed {
                 return Err(Refusal::new(format!("`{{field}}.{name}`: `{path}` is not a valid JSONPath: {detail}")));

@@ -94,43 +94,33 @@ pub fn check_expression(expression: &str) -> Result<(), String> {
 }
 
 /// Checks a JSONPath before it is parsed: [`check_expression`], at most [`MAX_JSON_PATH_DESCENDANTS`] descendant
-/// segments and unions multiplying matches by at most [`MAX_JSON_PATH_UNION`] (each bracket's selectors, separated by
-/// commas outside quotes and parentheses, counted wherever the bracket is: an over-count, never an under-count).
+/// segments, unions multiplying matches by at most [`MAX_JSON_PATH_UNION`] (each bracket's selectors, separated by
+/// commas outside quotes and parentheses, counted wherever the bracket is: an over-count, never an under-count), and
+/// no query of the root (`$`) inside a filter (a filter runs once per node it tests, and the root's query would walk
+/// the whole document each time).
 pub fn check_json_path(expression: &str) -> Result<(), String> {
-    check_expression(expression)?;
-    let (mut descendants, mut union, mut quote) = (0usize, 1usize, None::<char>);
-    // Open brackets and parentheses, each bracket with its selectors so far.
-    let mut open: Vec<(char, usize)> = Vec::new();
-    let mut chars = expression.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (Some(_), '\\') => {
-                chars.next();
-            }
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '\'' | '"') => quote = Some(c),
-            (None, '.') if chars.peek() == Some(&'.') => {
-                chars.next();
-                descendants += 1;
-            }
-            (None, '[') => open.push(('[', 1)),
-            (None, '(') => open.push(('(', 0)),
-            (None, ',') => {
+    let outside = outside_quotes(expression)?;
+    let (mut union, mut open) = (1usize, Vec::<(char, usize)>::new());
+    for c in outside.chars() {
+        match c {
+            '[' => open.push(('[', 1)),
+            '(' => open.push(('(', 0)),
+            ',' => {
                 if let Some((kind, selectors)) = open.last_mut()
                     && *kind == '['
                 {
                     *selectors += 1;
                 }
             }
-            (None, ']' | ')') => {
+            ']' | ')' => {
                 if let Some(('[', selectors)) = open.pop() {
                     union = union.saturating_mul(selectors);
                 }
             }
-            (None, _) => {}
+            _ => {}
         }
     }
+    let descendants = outside.matches("..").count();
     if descendants > MAX_JSON_PATH_DESCENDANTS {
         return Err(format!(
             "it has {descendants} descendant segments (`..`): at most {MAX_JSON_PATH_DESCENDANTS}, so its matches \
@@ -140,7 +130,44 @@ pub fn check_json_path(expression: &str) -> Result<(), String> {
     if union > MAX_JSON_PATH_UNION {
         return Err(format!("its unions multiply matches by {union}: at most {MAX_JSON_PATH_UNION}"));
     }
+    if outside.matches('$').count() > 1 {
+        return Err("a filter queries the root (`$`): it would walk the whole document for every node".to_owned());
+    }
     Ok(())
+}
+
+/// [`check_json_path`] for a path the server evaluates over bodies strangers send (capture rule templates, trigger
+/// extracts): no `match()` or `search()` either, which compile their pattern again for every node they test.
+pub fn check_capture_json_path(expression: &str) -> Result<(), String> {
+    check_json_path(expression)?;
+    let outside = outside_quotes(expression)?;
+    if outside.contains("match(") || outside.contains("search(") {
+        return Err("`match()` and `search()` are not evaluated over captured bodies".to_owned());
+    }
+    Ok(())
+}
+
+/// The expression's text outside quoted strings (each string left out whole), after [`check_expression`].
+fn outside_quotes(expression: &str) -> Result<String, String> {
+    check_expression(expression)?;
+    let (mut outside, mut quote) = (String::with_capacity(expression.len()), None::<char>);
+    let mut chars = expression.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(_), '\\') => {
+                chars.next();
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                // A string stands between what is before and after it: `$['a']..` keeps its segments apart.
+                outside.push(' ');
+            }
+            (None, c) => outside.push(c),
+        }
+    }
+    Ok(outside)
 }
 
 /// Checks an XML document before it is parsed: size, element nesting, no entity declarations.
@@ -211,6 +238,14 @@ mod tests {
         assert!(wide.contains("by 9"), "{wide}");
         assert!(check_json_path(&format!("$.a{}", "[0]".repeat(40))).is_ok());
         assert!(check_json_path(&"[".repeat(40)).is_err(), "nesting is still checked");
+        let rooted = check_json_path("$[?count($[*]) > 0]").expect_err("the root inside a filter");
+        assert!(rooted.contains("queries the root"), "{rooted}");
+        assert!(check_json_path("$[?@.price > 10]['$a']").is_ok(), "a `$` in a string is a name");
+        assert!(check_json_path("$[?match(@.name, 'a.*')]").is_ok());
+        let regex = check_capture_json_path("$..*[?search(@, 'a+')]").expect_err("regex over captures");
+        assert!(regex.contains("search()"), "{regex}");
+        assert!(check_capture_json_path("$.order['search(']").is_ok(), "a name is not a call");
+        assert!(check_capture_json_path("$..*..*").is_err());
     }
 
     #[test]

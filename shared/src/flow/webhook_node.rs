@@ -144,6 +144,12 @@ fn render_search(
         if value == "*" {
             return Err(refuse("`*`, which would match any value"));
         }
+        if out.len() + value.len() > crate::flow::budget::MAX_RENDERED {
+            return Err(template::TemplateError::Refused(format!(
+                "the search renders past {} MiB",
+                crate::flow::budget::MAX_RENDERED >> 20
+            )));
+        }
         let needs_quotes =
             !quoted && (value.is_empty() || value.contains(char::is_whitespace) || value.starts_with('-'));
         if needs_quotes {

@@ -26,9 +26,17 @@ async fn a_rule_json_path_that_could_list_billions_of_matches_is_refused_and_one
     let id = made["id"].as_str().expect("id").to_owned();
     let reply = app.admin(Method::PATCH, &format!("/webhooks/{id}"), Some(json!({"rules": explosive}))).await;
     reply.assert_refused(400, "invalid_request", "descendant segments");
-    let wide = json!([{"name": "w", "status": 200, "body": "{{request.body.$[*,*,*][*,*,*]}}"}]);
-    let reply = app.admin(Method::PATCH, &format!("/webhooks/{id}"), Some(json!({"rules": wide}))).await;
-    reply.assert_refused(400, "invalid_request", "multiply matches by 9");
+    for (path, named) in [
+        ("$[*,*,*][*,*,*]", "multiply matches by 9"),
+        // Each node's filter would walk the whole body again: quadratic in it.
+        ("$[?count($[*]) > 0]", "queries the root"),
+        // A pattern compiled again for every node of the body.
+        ("$..*[?search(@, 'a+')]", "`match()` and `search()`"),
+    ] {
+        let rules = json!([{"name": "w", "status": 200, "body": format!("{{{{request.body.{path}}}}}")}]);
+        let reply = app.admin(Method::PATCH, &format!("/webhooks/{id}"), Some(json!({"rules": rules}))).await;
+        reply.assert_refused(400, "invalid_request", named);
+    }
 
     // One descendant segment grows with the body only: the deep body is answered with its first match.
     let linear = json!([{"name": "first", "status": 200, "body": "first={{request.body.$..*}}"}]);

@@ -160,7 +160,8 @@ fn piece(expression: &str) -> Result<Piece, String> {
     }
     if let Some(rest) = expression.strip_prefix("request.body.") {
         // Budgeted first: a capture URL answers a stranger's body with it.
-        hookflow_shared::flow::budget::check_json_path(rest).map_err(|e| format!("`{rest}` is refused: {e}"))?;
+        hookflow_shared::flow::budget::check_capture_json_path(rest)
+            .map_err(|e| format!("`{rest}` is refused: {e}"))?;
         let path = JsonPath::parse(rest).map_err(|e| format!("`{rest}` is not a JSONPath: {e}"))?;
         return Ok(Piece::BodyPath(Box::new(path)));
     }

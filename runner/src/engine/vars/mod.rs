@@ -35,6 +35,8 @@ pub struct Variables {
     base: HashMap<String, String>,
     secrets: HashMap<String, String>,
     tainted: HashSet<String>,
+    /// Bytes set by `set_variables` nodes so far ([`Variables::set_bytes`]).
+    set_bytes: usize,
     /// Names whose template uses `{{execution.capture_url}}` in a run without one: left undefined, and explained.
     need_capture_url: HashSet<String>,
 }
@@ -203,13 +205,15 @@ impl Variables {
 
     /// Sets a value rendered from `template` (set_variables), tainted when the template used a tainted name.
     pub fn set_rendered(&mut self, name: &str, template: &str, value: String) {
+        self.set_bytes = self.set_bytes.saturating_add(value.len());
         let tainted = self.uses_tainted(template);
         self.set_tainted(name, Value::String(value), tainted);
     }
 
-    /// Bytes the run's extracted and set values hold, as text.
-    pub fn extracted_bytes(&self) -> usize {
-        self.extracted_text.values().map(String::len).sum()
+    /// Bytes the run's `set_variables` nodes have set so far, every value counted (a name set again counts again:
+    /// each node's result keeps its own copy).
+    pub fn set_bytes(&self) -> usize {
+        self.set_bytes
     }
 
     /// Whether the value of `name` was chosen by a launch.
