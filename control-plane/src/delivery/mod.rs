@@ -9,7 +9,8 @@
 //! attempts are recorded through one group-commit writer (one statement for all that finished meanwhile).
 //! Destinations with `runner_labels` are claimed by runners instead (`api::runner_protocol::deliveries`).
 //! Destinations whose attempts have all failed for their `disable_after_failing_s` are disabled
-//! (`destination.disabled`, audited). Every replica runs one; the database shares the work and the rate limits.
+//! (`destination.disabled`, audited), and rows a capture wrote waiting while its destination was being enabled are
+//! made due (`release_stranded`). Every replica runs one; the database shares the work and the rate limits.
 
 pub mod attempt;
 mod handoff;
@@ -50,6 +51,14 @@ pub async fn run(app: AppState) {
             breaker_at = Instant::now();
             if let Err(e) = disable_failing(&app).await {
                 tracing::warn!(error = %e, "checking failing destinations failed");
+            }
+            match release_stranded(&app).await {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::info!(deliveries = n, "deliveries written during their destination's enabling made due");
+                    app.delivery_wakes.notify_one();
+                }
+                Err(e) => tracing::warn!(error = %e, "looking for deliveries left waiting failed"),
             }
         }
         // Claims wait for room worth a statement; rows are held up to twice what may be in flight, so the next
@@ -161,6 +170,23 @@ fn body_size(row: &claim::Claimed) -> usize {
 
 /// How long a wake-up by new deliveries waits for those of the next captures before claiming.
 const GATHER: Duration = Duration::from_millis(3);
+
+/// Makes due the pending deliveries a capture wrote waiting (`'infinity'`: its statement saw the destination
+/// disabled) while an enabling committed: the enabling's update could not see them yet, so nothing else would. Only
+/// destinations changed in the last minute are looked at, and only their rows written since a minute before that
+/// change (the destination index: a few rows). Answers how many were made due.
+async fn release_stranded(app: &AppState) -> Result<u64, sqlx::Error> {
+    let released = sqlx::query(
+        "UPDATE deliveries d SET next_attempt_at = now()
+         FROM destinations t
+         WHERE t.enabled AND t.updated_at > now() - interval '1 minute'
+           AND d.destination_id = t.id AND d.created_at >= t.updated_at - interval '1 minute'
+           AND d.status = 'pending' AND d.next_attempt_at = 'infinity'",
+    )
+    .execute(&app.pool)
+    .await?;
+    Ok(released.rows_affected())
+}
 
 /// Disables the destinations whose attempts have all failed for their `disable_after_failing_s`, with a reason,
 /// audited `destination.disabled`. Their pending deliveries wait.

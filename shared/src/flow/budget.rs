@@ -69,22 +69,15 @@ pub fn check_expression(expression: &str) -> Result<(), String> {
     if expression.len() > MAX_EXPRESSION {
         return Err(format!("longer than {MAX_EXPRESSION} bytes"));
     }
-    let (mut depth, mut deepest, mut quote) = (0usize, 0usize, None::<char>);
-    let mut chars = expression.chars();
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (Some(_), '\\') => {
-                chars.next();
-            }
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '\'' | '"') => quote = Some(c),
-            (None, '(' | '[' | '{') => {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for c in outside_quotes(expression).chars() {
+        match c {
+            '(' | '[' | '{' => {
                 depth += 1;
                 deepest = deepest.max(depth);
             }
-            (None, ')' | ']' | '}') => depth = depth.saturating_sub(1),
-            (None, _) => {}
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
         }
     }
     if deepest > MAX_EXPRESSION_DEPTH {
@@ -99,7 +92,8 @@ pub fn check_expression(expression: &str) -> Result<(), String> {
 /// no query of the root (`$`) inside a filter (a filter runs once per node it tests, and the root's query would walk
 /// the whole document each time).
 pub fn check_json_path(expression: &str) -> Result<(), String> {
-    let outside = outside_quotes(expression)?;
+    check_expression(expression)?;
+    let outside = outside_quotes(expression);
     let (mut union, mut open) = (1usize, Vec::<(char, usize)>::new());
     for c in outside.chars() {
         match c {
@@ -140,16 +134,16 @@ pub fn check_json_path(expression: &str) -> Result<(), String> {
 /// extracts): no `match()` or `search()` either, which compile their pattern again for every node they test.
 pub fn check_capture_json_path(expression: &str) -> Result<(), String> {
     check_json_path(expression)?;
-    let outside = outside_quotes(expression)?;
+    let outside = outside_quotes(expression);
     if outside.contains("match(") || outside.contains("search(") {
         return Err("`match()` and `search()` are not evaluated over captured bodies".to_owned());
     }
     Ok(())
 }
 
-/// The expression's text outside quoted strings (each string left out whole), after [`check_expression`].
-fn outside_quotes(expression: &str) -> Result<String, String> {
-    check_expression(expression)?;
+/// The expression's text outside quoted strings (each string stands as one space, so the segments on either side
+/// stay apart).
+fn outside_quotes(expression: &str) -> String {
     let (mut outside, mut quote) = (String::with_capacity(expression.len()), None::<char>);
     let mut chars = expression.chars();
     while let Some(c) = chars.next() {
@@ -161,13 +155,12 @@ fn outside_quotes(expression: &str) -> Result<String, String> {
             (Some(_), _) => {}
             (None, '\'' | '"') => {
                 quote = Some(c);
-                // A string stands between what is before and after it: `$['a']..` keeps its segments apart.
                 outside.push(' ');
             }
             (None, c) => outside.push(c),
         }
     }
-    Ok(outside)
+    outside
 }
 
 /// Checks an XML document before it is parsed: size, element nesting, no entity declarations.

@@ -175,6 +175,34 @@ async fn retries_go_when_their_delay_has_passed_not_at_the_next_poll() {
     assert!(late.iter().all(|l| *l < 1.0), "no retry waited a second past its delay: {late:?}");
 }
 
+/// A capture whose statement saw its destination disabled writes its delivery waiting (`'infinity'`); when an
+/// enabling commits meanwhile, its update cannot see that row. The sender makes such rows due: here one is written
+/// as that race leaves it, and it is delivered.
+#[tokio::test]
+async fn a_delivery_written_waiting_while_its_destination_was_enabled_is_sent() {
+    let app = TestApp::spawn().await;
+    let webhook = app.webhook_named("orders").await;
+    let receiver = Receiver::spawn(200).await;
+    let made = destination(&app, &webhook, json!({"name": "raced", "url": receiver.base})).await;
+    let id = made["id"].as_str().expect("id").to_owned();
+    send_captures(&app, &webhook, 1, 1).await;
+    receiver.wait_until(Duration::from_secs(20), |a| a.len() == 1).await;
+    let stranded: String = sqlx::query_scalar(
+        "INSERT INTO deliveries (id, organization_id, destination_id, webhook_id, capture_id, matched,
+                                 next_attempt_at)
+         SELECT gen_random_uuid(), organization_id, destination_id, webhook_id, capture_id, true, 'infinity'
+         FROM deliveries WHERE destination_id = $1::uuid
+         RETURNING id::text",
+    )
+    .bind(&id)
+    .fetch_one(&app.pool)
+    .await
+    .expect("a row left waiting");
+    let arrivals = receiver.wait_until(Duration::from_secs(30), |a| a.len() == 2).await;
+    assert_eq!(arrivals[1].header("webhook-id"), Some(stranded.as_str()), "the waiting row was sent");
+    wait_status(&app, &id, "delivered", 2, Duration::from_secs(10)).await;
+}
+
 #[tokio::test]
 async fn an_always_failing_destination_ends_dead_after_three_attempts_and_one_replay_delivers_all() {
     let app = TestApp::spawn().await;
