@@ -100,8 +100,19 @@ impl Browser {
         panic!("`{css}` still there after 15 s");
     }
 
+    /// Clicks the element at `css`, found again when the page re-rendered it between the find and the click (a
+    /// stale element: a list that refreshed as a capture or a save arrived).
     pub async fn click(&self, css: &str) {
-        self.find(css).await.click().await.unwrap_or_else(|e| panic!("click `{css}`: {e}"));
+        for _ in 0..10 {
+            match self.find(css).await.click().await {
+                Ok(_) => return,
+                Err(e) if e.to_string().contains("stale element") => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("click `{css}`: {e}"),
+            }
+        }
+        panic!("click `{css}`: the element went stale ten times in a row");
     }
 
     /// Clears the input at `css` and types `text`.

@@ -2,9 +2,8 @@
 //! organization, the permits of attempts in flight (in all, and per organization so a tenant whose receivers hold
 //! every attempt to its timeout never takes more than its share), and the claim loop's wake-up when room worth a
 //! claim comes free for what the last claim had to leave behind (not at every attempt's end), or when a retry this
-//! replica recorded comes due (`retries`). Rows are held up to
-//! twice what may be in flight: the next claim's rows are at hand when attempts end, so sending never waits for a
-//! claim's round trip.
+//! replica recorded comes due (`retries`). Rows are held up to twice what may be in flight: the next claim's rows
+//! are at hand when attempts end, so sending never waits for a claim's round trip.
 
 use crate::capture::handoff::SenderRoom;
 use crate::delivery::retries::RetryClock;
