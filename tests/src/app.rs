@@ -67,6 +67,16 @@ pub struct TestApp {
     master: hookflow_control_plane::crypto::MasterKey,
 }
 
+/// Connections to this test's database that have run `LISTEN` (the servers' listeners).
+async fn listening(pool: &PgPool) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap_or(0)
+}
+
 impl TestApp {
     pub async fn spawn() -> Self {
         Self::spawn_with(|_| {}).await
@@ -127,8 +137,16 @@ impl TestApp {
         let master = settings.master_key.clone();
         let state = AppState::new(pool.clone(), settings, shutdown.clone());
         let replica = state.replica;
+        let listening_before = listening(&pool).await;
         tasks::start(&state);
         tokio::spawn(api::serve(listener, state));
+        // The server's LISTEN connection clears every cache when it comes up (what it missed is unknown): a test
+        // starts once it is up, so nothing the test caches is cleared behind it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        while listening(&pool).await <= listening_before && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         Self {
             base,
             pool,
