@@ -193,6 +193,15 @@ mod tests {
     }
 
     #[test]
+    fn a_search_naming_a_large_value_many_times_is_refused_past_the_budget() {
+        // Each name renders on its own (each within the template budget): the whole search is bounded too.
+        let value = "a".repeat(4 * 1024 * 1024);
+        assert!(rendered(&"{{v}} ".repeat(3), &value).is_ok());
+        let refused = rendered(&"{{v}} ".repeat(800), &value).expect_err("800 x 4 MiB");
+        assert!(refused.to_string().contains("renders past 16 MiB"), "{refused}");
+    }
+
+    #[test]
     fn a_rendered_value_stays_one_value_of_one_term() {
         assert_eq!(rendered("body.$.id:{{v}}", "pay_1").expect("plain"), "body.$.id:pay_1");
         assert_eq!(rendered("body.$.id:{{v}}", "x -body:y").expect("quoted"), "body.$.id:\"x -body:y\"");
