@@ -165,8 +165,8 @@ impl BatchWrite for NewExecution {
     /// `variables` and kept by layer in `variable_layers`).
     fn bytes(&self) -> usize {
         let modules: usize = self.modules.values().map(hookflow_shared::flow::budget::json_size).sum();
-        let variables = |map: &BTreeMap<String, String>| map.iter().map(|(k, v)| k.len() + v.len() + 6).sum::<usize>();
-        let copied = 2 * (variables(&self.launch_variables) + variables(&self.collection_variables));
+        use crate::queue::batch::variables_bytes;
+        let copied = 2 * (variables_bytes(&self.launch_variables) + variables_bytes(&self.collection_variables));
         256 + self.flow.definition.get().len() + modules + copied
     }
 

@@ -114,9 +114,10 @@ pub async fn create_batch(
         return Err(ApiError::invalid(format!("invalid field `rows`: 1 to {MAX_ROWS} rows; got {}", rows.len())));
     }
     // Every row stores the definition, its modules and source, and the variables twice (merged and by layer).
-    let variables = |map: &BTreeMap<String, String>| map.iter().map(|(k, v)| k.len() + v.len() + 6).sum::<usize>();
-    let environment = new.environment.as_ref().map_or(0, |(_, vars)| variables(vars));
-    let copied = 2 * (variables(&new.launch_variables) + variables(&new.collection_variables) + environment);
+    use crate::queue::batch::variables_bytes;
+    let environment = new.environment.as_ref().map_or(0, |(_, vars)| variables_bytes(vars));
+    let copied =
+        2 * (variables_bytes(&new.launch_variables) + variables_bytes(&new.collection_variables) + environment);
     let row_bytes = new.definition.get().len()
         + to_json_string(&new.modules)?.len()
         + hookflow_shared::flow::budget::json_size(&new.source)

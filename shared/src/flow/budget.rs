@@ -66,11 +66,18 @@ pub const MAX_XML_DEPTH: usize = 256;
 
 /// Checks an expression's length and bracket nesting (outside quoted strings).
 pub fn check_expression(expression: &str) -> Result<(), String> {
+    checked_outside_quotes(expression).map(drop)
+}
+
+/// [`check_expression`], answering the expression's text outside quoted strings (the length checked first, so the
+/// scan is bounded).
+fn checked_outside_quotes(expression: &str) -> Result<String, String> {
     if expression.len() > MAX_EXPRESSION {
         return Err(format!("longer than {MAX_EXPRESSION} bytes"));
     }
+    let outside = outside_quotes(expression);
     let (mut depth, mut deepest) = (0usize, 0usize);
-    for c in outside_quotes(expression).chars() {
+    for c in outside.chars() {
         match c {
             '(' | '[' | '{' => {
                 depth += 1;
@@ -83,7 +90,7 @@ pub fn check_expression(expression: &str) -> Result<(), String> {
     if deepest > MAX_EXPRESSION_DEPTH {
         return Err(format!("nests deeper than {MAX_EXPRESSION_DEPTH} levels"));
     }
-    Ok(())
+    Ok(outside)
 }
 
 /// Checks a JSONPath before it is parsed: [`check_expression`], at most [`MAX_JSON_PATH_DESCENDANTS`] descendant
@@ -92,8 +99,22 @@ pub fn check_expression(expression: &str) -> Result<(), String> {
 /// no query of the root (`$`) inside a filter (a filter runs once per node it tests, and the root's query would walk
 /// the whole document each time).
 pub fn check_json_path(expression: &str) -> Result<(), String> {
-    check_expression(expression)?;
-    let outside = outside_quotes(expression);
+    checked_json_path(expression).map(drop)
+}
+
+/// [`check_json_path`] for a path the server evaluates over bodies strangers send (capture rule templates, trigger
+/// extracts): no `match()` or `search()` either, which compile their pattern again for every node they test.
+pub fn check_capture_json_path(expression: &str) -> Result<(), String> {
+    let outside = checked_json_path(expression)?;
+    if outside.contains("match(") || outside.contains("search(") {
+        return Err("`match()` and `search()` are not evaluated over captured bodies".to_owned());
+    }
+    Ok(())
+}
+
+/// [`check_json_path`], answering the path's text outside quoted strings.
+fn checked_json_path(expression: &str) -> Result<String, String> {
+    let outside = checked_outside_quotes(expression)?;
     let (mut union, mut open) = (1usize, Vec::<(char, usize)>::new());
     for c in outside.chars() {
         match c {
@@ -127,18 +148,7 @@ pub fn check_json_path(expression: &str) -> Result<(), String> {
     if outside.matches('$').count() > 1 {
         return Err("a filter queries the root (`$`): it would walk the whole document for every node".to_owned());
     }
-    Ok(())
-}
-
-/// [`check_json_path`] for a path the server evaluates over bodies strangers send (capture rule templates, trigger
-/// extracts): no `match()` or `search()` either, which compile their pattern again for every node they test.
-pub fn check_capture_json_path(expression: &str) -> Result<(), String> {
-    check_json_path(expression)?;
-    let outside = outside_quotes(expression);
-    if outside.contains("match(") || outside.contains("search(") {
-        return Err("`match()` and `search()` are not evaluated over captured bodies".to_owned());
-    }
-    Ok(())
+    Ok(outside)
 }
 
 /// The expression's text outside quoted strings (each string stands as one space, so the segments on either side
