@@ -61,12 +61,6 @@ static INSERT_ROWS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// About how many bytes a set of variables takes in a row's JSON (names and values, a few bytes of punctuation
-/// each): what [`stored_variables_bytes`] counts in the database.
-pub(crate) fn variables_bytes(variables: &BTreeMap<String, String>) -> usize {
-    variables.iter().map(|(name, value)| name.len() + value.len() + 6).sum()
-}
-
 /// What each row of a batch copies of the variables stored apart from the launch, twice (merged and by layer): the
 /// organization's and, when one is named, the flow's environment's (`flow_id` `None`: an inline definition's, whose
 /// environment comes with the launch).

@@ -156,6 +156,12 @@ impl<'a> Columns<'a> {
     }
 }
 
+/// About how many bytes a set of variables takes in a row's JSON (names and values, a few bytes of punctuation
+/// each): what `batch::stored_variables_bytes` counts in the database.
+pub(crate) fn variables_bytes(variables: &BTreeMap<String, String>) -> usize {
+    variables.iter().map(|(name, value)| name.len() + value.len() + 6).sum()
+}
+
 /// Launches share statements: plain launches of one server through group commit (`AppState::writers`), launches in
 /// a transaction call `create`.
 impl BatchWrite for NewExecution {
@@ -165,7 +171,6 @@ impl BatchWrite for NewExecution {
     /// `variables` and kept by layer in `variable_layers`).
     fn bytes(&self) -> usize {
         let modules: usize = self.modules.values().map(hookflow_shared::flow::budget::json_size).sum();
-        use crate::queue::batch::variables_bytes;
         let copied = 2 * (variables_bytes(&self.launch_variables) + variables_bytes(&self.collection_variables));
         256 + self.flow.definition.get().len() + modules + copied
     }

@@ -114,7 +114,7 @@ pub async fn create_batch(
         return Err(ApiError::invalid(format!("invalid field `rows`: 1 to {MAX_ROWS} rows; got {}", rows.len())));
     }
     // Every row stores the definition, its modules and source, and the variables twice (merged and by layer).
-    use crate::queue::batch::variables_bytes;
+    use crate::queue::create::variables_bytes;
     let environment = new.environment.as_ref().map_or(0, |(_, vars)| variables_bytes(vars));
     let copied =
         2 * (variables_bytes(&new.launch_variables) + variables_bytes(&new.collection_variables) + environment);
