@@ -3,7 +3,11 @@
 //! every attempt to its timeout never takes more than its share), and the claim loop's wake-up when room worth a
 //! claim comes free for what the last claim had to leave behind (not at every attempt's end), or when a retry this
 //! replica recorded comes due (`retries`). Rows are held up to twice what may be in flight: the next claim's rows
-//! are at hand when attempts end, so sending never waits for a claim's round trip.
+//! are at hand when attempts end, so sending never waits for a claim's round trip. An organization whose receivers
+//! answer quickly (its attempts' moving mean under [`QUICK_ATTEMPT`]) empties that in less than a claim takes (32
+//! attempts of a fraction of a millisecond against a claim's 1.5 ms): it holds up to four times what it may have in
+//! flight, and is claimed for again when half of that is left. A slow one keeps the twice, so its rows never wait
+//! more than a round of attempts for their turn (their leases would run short: see `attempt::send_one`).
 
 use crate::capture::handoff::SenderRoom;
 use crate::delivery::retries::RetryClock;
@@ -11,15 +15,20 @@ use hookflow_shared::OrgId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Attempts in flight at once on one replica.
 pub const IN_FLIGHT: usize = 128;
 /// Attempts of one organization in flight at once on one replica.
 pub const ORG_IN_FLIGHT: usize = 32;
-/// Claimed rows one replica holds at most (sending or waiting), in all and per organization.
+/// Claimed rows one replica holds at most (sending or waiting), in all and per organization (one whose attempts
+/// are quick: [`ORG_HELD_QUICK`]). An organization is claimed for again when it holds half of its own or fewer.
 const HELD: usize = 2 * IN_FLIGHT;
 const ORG_HELD: usize = 2 * ORG_IN_FLIGHT;
+const ORG_HELD_QUICK: usize = 4 * ORG_IN_FLIGHT;
+/// An organization's attempts whose moving mean (each new one weighing an eighth) is under this are quick.
+pub const QUICK_ATTEMPT: Duration = Duration::from_millis(100);
 /// Room (in held rows) a claim waits for: one claim's statement serves at least this many attempts.
 const CLAIM_AT_FREE: usize = IN_FLIGHT / 4;
 /// Capture body bytes one replica holds at most (the first row of a claim is taken whatever its size, so one body
@@ -33,9 +42,9 @@ pub struct NextClaim {
     pub rows: i64,
     /// Rows of one organization (less what it holds).
     pub per_org: i64,
-    /// Organizations not to claim for: they hold more than [`ORG_IN_FLIGHT`] rows.
+    /// Organizations not to claim for: they hold more than half their room.
     pub busy: Vec<OrgId>,
-    /// Rows each organization holds.
+    /// Rows each organization holds, counted against `per_org`: a quick one's less the room it has past it.
     pub held: Vec<(OrgId, i64)>,
     /// Capture body bytes it may take.
     pub bytes: i64,
@@ -47,6 +56,24 @@ struct OrgRoom {
     /// Its last claim took all its room: more may be due.
     wants_more: bool,
     sending: Option<Arc<Semaphore>>,
+    /// The moving mean of its attempts' durations (`None`: none ended since it held rows).
+    attempts_take: Option<Duration>,
+}
+
+impl OrgRoom {
+    /// The rows it may hold.
+    fn room(&self) -> usize {
+        if self.attempts_take.is_some_and(|mean| mean < QUICK_ATTEMPT) { ORG_HELD_QUICK } else { ORG_HELD }
+    }
+
+    /// Whether it holds more than half its room (not claimed for until it falls to half).
+    fn busy(&self) -> bool {
+        self.held > self.room() / 2
+    }
+
+    fn attempt_took(&mut self, took: Duration) {
+        self.attempts_take = Some(self.attempts_take.map_or(took, |mean| (mean * 7 + took) / 8));
+    }
 }
 
 #[derive(Debug, Default)]
@@ -86,12 +113,13 @@ pub struct Turn {
     room: Arc<Room>,
     org: OrgId,
     bytes: usize,
+    started: std::time::Instant,
     _permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 }
 
 impl Drop for Turn {
     fn drop(&mut self) {
-        self.room.release(self.org, self.bytes);
+        self.room.release(self.org, self.bytes, self.started.elapsed());
     }
 }
 
@@ -105,19 +133,20 @@ impl Room {
             self.wants_rows.store(true, Ordering::Relaxed);
             return None;
         }
-        let busy = held.by_org.iter().filter(|(_, r)| r.held > ORG_IN_FLIGHT).map(|(org, _)| *org).collect();
+        let busy = held.by_org.iter().filter(|(_, r)| r.busy()).map(|(org, _)| *org).collect();
         Some(NextClaim {
             rows: (free as i64).min(max_rows),
             per_org: ORG_HELD as i64,
             busy,
-            held: held.by_org.iter().map(|(org, r)| (*org, r.held as i64)).collect(),
+            held: held.by_org.iter().map(|(org, r)| (*org, r.held as i64 - (r.room() - ORG_HELD) as i64)).collect(),
             bytes: HELD_BYTES.saturating_sub(held.bytes).max(1) as i64,
         })
     }
 
-    /// Holds a claim's rows (each one's organization and body bytes, in order): notes the organizations whose room
-    /// it took whole (more may be due: the claim loop is woken when they fall to [`ORG_IN_FLIGHT`], or at once if
-    /// attempts that ended during the claim took them there already) and whether it took all it asked (`full`).
+    /// Holds a claim's rows (each one's organization and body bytes, in order) and notes whether it took all it
+    /// asked (`full`). The organizations it left holding more than half their room are not claimed for until they
+    /// fall to half: the claim loop is woken then (more may be due). One whose room it took whole but which attempts
+    /// that ended during the claim brought to half already wakes it at once.
     pub fn hold(&self, rows: &[(OrgId, usize)], asked: &NextClaim, full: bool) {
         self.wants_rows.store(full, Ordering::Relaxed);
         let mut taken: HashMap<OrgId, i64> = HashMap::new();
@@ -132,12 +161,10 @@ impl Room {
             let before = asked.held.iter().find(|(o, _)| *o == org).map_or(0, |(_, h)| *h);
             let room = held.by_org.entry(org).or_default();
             room.held += n as usize;
-            if n + before >= asked.per_org {
-                if room.held <= ORG_IN_FLIGHT {
-                    wake = true;
-                } else {
-                    room.wants_more = true;
-                }
+            if room.busy() {
+                room.wants_more = true;
+            } else if n + before >= asked.per_org {
+                wake = true;
             }
         }
         drop(held);
@@ -163,7 +190,7 @@ impl Room {
     fn room_for_handed(held: &Held, org: OrgId) -> bool {
         held.rows < HELD - CLAIM_AT_FREE
             && held.bytes < HELD_BYTES
-            && held.by_org.get(&org).is_none_or(|room| room.held < ORG_HELD)
+            && held.by_org.get(&org).is_none_or(|room| room.held < room.room())
     }
 
     /// Waits for a held row's turn to be sent (its organization's share, then the replica's).
@@ -175,12 +202,18 @@ impl Room {
         };
         let for_org = org_sending.acquire_owned().await.ok()?;
         let for_replica = self.sending.clone().acquire_owned().await.ok()?;
-        Some(Turn { room: self.clone(), org, bytes, _permits: (for_org, for_replica) })
+        Some(Turn {
+            room: self.clone(),
+            org,
+            bytes,
+            started: std::time::Instant::now(),
+            _permits: (for_org, for_replica),
+        })
     }
 
-    /// Gives back a row's room (its turn dropped), waking the claim loop when room worth a claim came free for what
-    /// the last claims left.
-    fn release(&self, org: OrgId, bytes: usize) {
+    /// Gives back a row's room (its turn dropped after `took`), waking the claim loop when room worth a claim came
+    /// free for what the last claims left.
+    fn release(&self, org: OrgId, bytes: usize, took: Duration) {
         let wake = {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             held.rows = held.rows.saturating_sub(1);
@@ -191,7 +224,8 @@ impl Room {
             let mut org_free = false;
             if let Some(room) = held.by_org.get_mut(&org) {
                 room.held = room.held.saturating_sub(1);
-                if room.wants_more && room.held <= ORG_IN_FLIGHT {
+                room.attempt_took(took);
+                if room.wants_more && !room.busy() {
                     room.wants_more = false;
                     org_free = true;
                 }
@@ -226,6 +260,9 @@ mod tests {
         let asked = room.next_claim(64).expect("empty room claims");
         assert_eq!((asked.rows, asked.per_org), (64, ORG_HELD as i64));
         room.hold(&vec![(org, 10); ORG_HELD], &asked, true);
+        // Its receivers are slow (an hour a mean: the instant attempts below never make it quick).
+        room.held.lock().expect("lock").by_org.get_mut(&org).expect("held").attempts_take =
+            Some(Duration::from_secs(3600));
         let next = room.next_claim(64).expect("the replica has room");
         assert_eq!(next.busy, vec![org]);
         assert_eq!(next.held, vec![(org, ORG_HELD as i64)]);
@@ -245,6 +282,41 @@ mod tests {
             assert_eq!(woken.is_ok(), n + 1 == ORG_HELD - ORG_IN_FLIGHT, "release {n}");
         }
         assert!(room.next_claim(64).expect("room").busy.is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_organization_with_quick_attempts_holds_more_and_is_claimed_for_before_it_runs_dry() {
+        let room = Arc::new(Room::default());
+        let org = OrgId::from(uuid::Uuid::new_v4());
+        let asked = room.next_claim(64).expect("empty room claims");
+        // Unknown yet, it gets a slow organization's room.
+        room.hold(&vec![(org, 10); ORG_HELD], &asked, true);
+        assert_eq!(room.next_claim(64).expect("room").busy, vec![org]);
+        // Its first attempt ends at once: it is quick, so it holds half of its wider room and is claimed for now.
+        drop(room.turn(org, 10).await.expect("a turn"));
+        tokio::time::timeout(Duration::from_millis(50), room.freed.notified()).await.expect("woken at once");
+        let next = room.next_claim(64).expect("room");
+        assert!(next.busy.is_empty());
+        let held = ORG_HELD as i64 - 1;
+        // What the claim may take of it: per_org less what counts against it, up to its wider room.
+        let allowed = next.per_org - next.held.iter().find(|(o, _)| *o == org).expect("held").1;
+        assert_eq!(held + allowed, ORG_HELD_QUICK as i64);
+        // A claim cut short by its own limit (64 rows of the 65 allowed) still leaves it busy, to be woken when it
+        // falls to half: the claim loop is not left waiting for its poll.
+        room.hold(&vec![(org, 10); 64], &next, true);
+        let after = room.next_claim(64).expect("room");
+        assert_eq!(after.busy, vec![org]);
+        // The loop goes on after a full claim, which takes nothing of the busy organization.
+        room.hold(&[], &after, false);
+        let mut woken_at = None;
+        for n in 1..=64 {
+            drop(room.turn(org, 10).await.expect("a turn"));
+            if tokio::time::timeout(Duration::from_millis(5), room.freed.notified()).await.is_ok() {
+                woken_at.get_or_insert(n);
+            }
+        }
+        // 127 held: woken when it falls to 64, half its room.
+        assert_eq!(woken_at, Some(127 - ORG_HELD_QUICK / 2));
     }
 
     #[tokio::test]
