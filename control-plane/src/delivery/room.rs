@@ -8,8 +8,14 @@
 //! attempts of a fraction of a millisecond against a claim's 1.5 ms): it holds up to four times what it may have in
 //! flight, and is claimed for again when half of that is left. A slow one keeps the twice, so its rows never wait
 //! more than a round of attempts for their turn (their leases would run short: see `attempt::send_one`).
+//!
+//! Capture first: while this replica's capture path is pressed (`capture::writer::Pressure`: a batch's worth of
+//! captures waiting for their commit), turns start at most one every [`PRESSED_GAP`], whoever holds them, and go at
+//! once when the pressure falls. Senders are answered before their deliveries are made: a flood (a provider's retry
+//! storm after an outage) is acknowledged at the capture path's pace, and the deliveries it owes follow it.
 
 use crate::capture::handoff::SenderRoom;
+use crate::capture::writer::Pressure;
 use crate::delivery::retries::RetryClock;
 use hookflow_shared::OrgId;
 use std::collections::HashMap;
@@ -29,6 +35,10 @@ const ORG_HELD: usize = 2 * ORG_IN_FLIGHT;
 const ORG_HELD_QUICK: usize = 4 * ORG_IN_FLIGHT;
 /// An organization's attempts whose moving mean (each new one weighing an eighth) is under this are quick.
 pub const QUICK_ATTEMPT: Duration = Duration::from_millis(100);
+/// While the capture path is pressed, turns start this far apart (1,000 attempts a second on a replica).
+pub const PRESSED_GAP: Duration = Duration::from_millis(1);
+/// How often a turn waiting for its paced start looks whether the pressure fell.
+const PRESSURE_LOOK: Duration = Duration::from_millis(10);
 /// Room (in held rows) a claim waits for: one claim's statement serves at least this many attempts.
 const CLAIM_AT_FREE: usize = IN_FLIGHT / 4;
 /// Capture body bytes one replica holds at most (the first row of a claim is taken whatever its size, so one body
@@ -93,16 +103,46 @@ pub struct Room {
     pub freed: Notify,
     /// When this replica's own retries come due.
     pub retries: RetryClock,
+    /// How pressed this replica's capture path is, and when the next paced turn may start.
+    captures: Pressure,
+    paced_from: Mutex<tokio::time::Instant>,
 }
 
 impl Default for Room {
+    /// A room that never yields (no capture path beside it).
     fn default() -> Self {
+        Self::yielding_to(Pressure::default())
+    }
+}
+
+impl Room {
+    /// A room whose turns yield to the capture path whose pressure `captures` tells.
+    pub fn yielding_to(captures: Pressure) -> Self {
         Self {
             sending: Arc::new(Semaphore::new(IN_FLIGHT)),
             held: Mutex::default(),
             wants_rows: AtomicBool::new(false),
             freed: Notify::new(),
             retries: RetryClock::default(),
+            captures,
+            paced_from: Mutex::new(tokio::time::Instant::now()),
+        }
+    }
+
+    /// While the capture path is pressed: waits for this turn's paced start, [`PRESSED_GAP`] after the last one's,
+    /// or until the pressure falls.
+    async fn yield_to_captures(&self) {
+        if !self.captures.pressed() {
+            return;
+        }
+        let start = {
+            let mut from = self.paced_from.lock().unwrap_or_else(|e| e.into_inner());
+            let start = (*from).max(tokio::time::Instant::now());
+            *from = start + PRESSED_GAP;
+            start
+        };
+        while tokio::time::Instant::now() < start && self.captures.pressed() {
+            tokio::time::sleep_until(start.min(tokio::time::Instant::now() + PRESSURE_LOOK)).await;
         }
     }
 }
@@ -202,6 +242,7 @@ impl Room {
         };
         let for_org = org_sending.acquire_owned().await.ok()?;
         let for_replica = self.sending.clone().acquire_owned().await.ok()?;
+        self.yield_to_captures().await;
         Some(Turn {
             room: self.clone(),
             org,
@@ -242,10 +283,12 @@ impl Room {
 }
 
 /// The capture path hands over a capture's deliveries while the replica and the organization have room for one
-/// more (each is counted in, or given back, when the sender takes it: [`Room::try_hold_handed`]).
+/// more (each is counted in, or given back, when the sender takes it: [`Room::try_hold_handed`]), and it is not
+/// pressed: then turns are paced, so rows handed over would wait in memory (most of a flood's, given back at once:
+/// the captures in flight together all saw the same room), and are left to the claims instead.
 impl SenderRoom for Room {
     fn has_room(&self, org: OrgId) -> bool {
-        Self::room_for_handed(&self.held.lock().unwrap_or_else(|e| e.into_inner()), org)
+        !self.captures.pressed() && Self::room_for_handed(&self.held.lock().unwrap_or_else(|e| e.into_inner()), org)
     }
 }
 
@@ -317,6 +360,48 @@ mod tests {
         }
         // 127 held: woken when it falls to 64, half its room.
         assert_eq!(woken_at, Some(127 - ORG_HELD_QUICK / 2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn turns_yield_to_a_pressed_capture_path_and_go_at_once_when_it_falls() {
+        use crate::capture::writer::PRESSED_AT;
+        let captures = Pressure::default();
+        let room = Arc::new(Room::yielding_to(captures.clone()));
+        let org = OrgId::from(uuid::Uuid::new_v4());
+        let started = tokio::time::Instant::now();
+        for _ in 0..5 {
+            drop(room.turn(org, 10).await.expect("a turn"));
+        }
+        assert_eq!(started.elapsed(), Duration::ZERO, "unpressed, turns go at once");
+        captures.set(PRESSED_AT - 1);
+        drop(room.turn(org, 10).await.expect("a turn"));
+        assert_eq!(started.elapsed(), Duration::ZERO, "below a batch's worth of waiting captures, too");
+        captures.set(PRESSED_AT);
+        let started = tokio::time::Instant::now();
+        for _ in 0..5 {
+            drop(room.turn(org, 10).await.expect("a turn"));
+        }
+        assert_eq!(started.elapsed(), 4 * PRESSED_GAP, "pressed, each starts a gap after the last");
+        assert!(!room.has_room(org), "pressed, the capture path hands nothing over");
+        // Thirty turns at once are paced up to 30 gaps ahead; the pressure falls after 5 ms and the rest go then.
+        let started = tokio::time::Instant::now();
+        let turns: Vec<_> = (0..30)
+            .map(|_| {
+                let room = room.clone();
+                tokio::spawn(
+                    async move { room.turn(org, 10).await.map(|turn| (tokio::time::Instant::now(), drop(turn))) },
+                )
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        captures.set(0);
+        assert!(room.has_room(OrgId::from(uuid::Uuid::new_v4())), "unpressed, it does again");
+        let mut last = started;
+        for turn in turns {
+            last = last.max(turn.await.expect("task").expect("a turn").0);
+        }
+        assert!(last - started <= Duration::from_millis(5) + PRESSURE_LOOK, "{:?}", last - started);
+        assert!(last - started > Duration::from_millis(5), "some waited for the pressure to fall");
     }
 
     #[tokio::test]
