@@ -5,7 +5,8 @@
 //! (`hookflow_deliveries`), at the moment a retry this replica recorded comes due (`retries`) and by a periodic
 //! poll (other replicas' retries, lost notifications, expired leases), the sender claims due deliveries in small
 //! batches (`claim`). Either way each is attempted concurrently within the room's bounds (`room`, `attempt`, which
-//! sends through `outbound::signed`, the one signed-request sender notification channels use too) and the finished
+//! sends through `outbound::signed`, the one signed-request sender notification channels use too; yielding to the
+//! capture path while it is pressed) and the finished
 //! attempts are recorded through one group-commit writer (one statement for all that finished meanwhile).
 //! Destinations with `runner_labels` are claimed by runners instead (`api::runner_protocol::deliveries`).
 //! Destinations whose attempts have all failed for their `disable_after_failing_s` are disabled
@@ -41,7 +42,7 @@ const BREAKER_EVERY: Duration = Duration::from_secs(5);
 pub async fn run(app: AppState) {
     let clients = Arc::new(signed::Clients::default());
     let recorder = attempt::Recorder::start(app.pool.clone(), recording::MAX_BATCH, "delivery attempts");
-    let room = Arc::new(Room::default());
+    let room = Arc::new(Room::yielding_to(app.capture.writer.pressure()));
     if let Some(queue) = app.capture.handoff.take(room.clone()) {
         tokio::spawn(take_handed(app.clone(), clients.clone(), room.clone(), recorder.clone(), queue));
     }
@@ -63,7 +64,7 @@ pub async fn run(app: AppState) {
         }
         // Claims wait for room worth a statement; rows are held up to twice what may be in flight, so the next
         // ones are at hand when attempts end.
-        let mut full = false;
+        let (mut full, mut came_up_empty) = (false, false);
         if let Some(next) = room.next_claim(CLAIM_BATCH) {
             let limits = claim::Limits {
                 rows: next.rows,
@@ -76,6 +77,7 @@ pub async fn run(app: AppState) {
             match claim::claim(&app.pool, Sender::Server, limits).await {
                 Ok(claim) => {
                     full = claim.more;
+                    came_up_empty = claim.rows.is_empty() && !next.busy.is_empty();
                     let sizes: Vec<(OrgId, usize)> =
                         claim.rows.iter().map(|r| (r.organization_id, body_size(r))).collect();
                     room.hold(&sizes, &next, full);
@@ -89,9 +91,13 @@ pub async fn run(app: AppState) {
         if full {
             continue;
         }
+        // New deliveries: a few milliseconds gather those of the captures that follow into the same claim. After a
+        // claim that found nothing but left busy organizations out, new deliveries are most likely theirs (a busy
+        // tenant's flood wakes the loop at every capture batch): the loop rests longer before claiming again, and
+        // those organizations' own room wakes it when they fall to half.
+        let gather = if came_up_empty { EMPTY_REST } else { GATHER };
         tokio::select! {
-            // New deliveries: a few milliseconds gather those of the captures that follow into the same claim.
-            () = app.delivery_wakes.notified() => tokio::time::sleep(GATHER).await,
+            () = app.delivery_wakes.notified() => tokio::time::sleep(gather).await,
             () = room.freed.notified() => {}
             () = room.retries.next_due() => {}
             () = tokio::time::sleep(POLL) => {}
@@ -170,6 +176,8 @@ fn body_size(row: &claim::Claimed) -> usize {
 
 /// How long a wake-up by new deliveries waits for those of the next captures before claiming.
 const GATHER: Duration = Duration::from_millis(3);
+/// How long it waits after a claim that came up empty for want of room (see `run`).
+const EMPTY_REST: Duration = Duration::from_millis(25);
 
 /// Makes due the pending deliveries a capture wrote waiting (`'infinity'`: its statement saw the destination
 /// disabled) while an enabling committed: the enabling's update could not see them yet, so nothing else would. Only
