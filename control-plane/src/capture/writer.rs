@@ -8,9 +8,9 @@
 //! answered 503), and a batch closes at 16 MiB: 150 bodies of 10 MiB never become one statement of 1.5 GB that
 //! PostgreSQL refuses with its small neighbours.
 //!
-//! While many captures wait for their batch at once (`Pressure`), this replica's delivery sender yields: its attempts
-//! start at a slow pace until the waiting falls (`delivery::room`), so a flood's senders are answered first and the
-//! deliveries it owes follow.
+//! While many captures wait for their batch at once, and for 50 ms after (`Pressure`), this replica's delivery
+//! sender yields: its attempts start at a slow pace until then (`delivery::room`), so a flood's senders are answered
+//! first and the deliveries it owes follow.
 //!
 //! Why one batch at a time: two batches in flight need an explicit transaction each (BEGIN, the statement, a wait
 //! for the earlier commit, COMMIT: three round trips instead of one) to keep commits in order, and split the
@@ -32,8 +32,9 @@ use crate::db::group_commit::{BatchWrite, GroupCommit};
 use crate::error::{ApiError, ApiResult};
 use hookflow_shared::{CaptureId, OrgId};
 use sqlx::PgConnection;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
 
 /// Rows per statement at most.
 const MAX_BATCH: usize = 512;
@@ -63,34 +64,84 @@ pub struct CaptureWriter {
 /// worth (at 1,000 captures/s a handful wait; a flood of 64 senders keeps 64 waiting).
 pub const PRESSED_AT: usize = 32;
 
-/// How many captures wait for their batch to commit on this replica: the sender yields while many do.
+/// How long the capture path stays pressed after captures last waited at [`PRESSED_AT`]: a flood's senders all
+/// answered at once by a commit and not yet back (a few milliseconds) do not end it.
+const PRESSED_FOR: Duration = Duration::from_millis(50);
+
+/// How many captures wait for their batch to commit on this replica, and when they last reached [`PRESSED_AT`]:
+/// the sender yields while the capture path is pressed.
 #[derive(Debug, Clone, Default)]
-pub struct Pressure(Arc<AtomicUsize>);
+pub struct Pressure(Arc<Waiters>);
+
+#[derive(Debug, Default)]
+struct Waiters {
+    now: AtomicUsize,
+    /// Milliseconds from [`CLOCK`] when they last reached [`PRESSED_AT`], plus one (0: never).
+    pressed_at: AtomicU64,
+}
+
+/// The pressure's clock.
+static CLOCK: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn clock_ms() -> u64 {
+    CLOCK.elapsed().as_millis() as u64 + 1
+}
 
 impl Pressure {
-    /// Whether [`PRESSED_AT`] or more captures wait.
+    /// Whether [`PRESSED_AT`] or more captures wait, or did less than [`PRESSED_FOR`] ago.
     pub fn pressed(&self) -> bool {
-        self.0.load(Ordering::Relaxed) >= PRESSED_AT
+        if self.0.now.load(Ordering::Relaxed) >= PRESSED_AT {
+            return true;
+        }
+        let at = self.0.pressed_at.load(Ordering::Relaxed);
+        at != 0 && clock_ms().saturating_sub(at) < PRESSED_FOR.as_millis() as u64
     }
 
-    /// Sets how many captures wait (the sender's tests).
+    /// Sets how many captures wait, as if they had always been that many (the sender's tests).
     #[cfg(test)]
     pub fn set(&self, waiting: usize) {
-        self.0.store(waiting, Ordering::Relaxed);
+        self.0.now.store(waiting, Ordering::Relaxed);
+        self.0.pressed_at.store(if waiting >= PRESSED_AT { clock_ms() } else { 0 }, Ordering::Relaxed);
     }
 
     /// Counts one capture in until the guard is dropped (answered, failed or cancelled).
     fn waiting(&self) -> Waiting {
-        self.0.fetch_add(1, Ordering::Relaxed);
+        if self.0.now.fetch_add(1, Ordering::Relaxed) + 1 >= PRESSED_AT {
+            self.0.pressed_at.store(clock_ms(), Ordering::Relaxed);
+        }
         Waiting(self.0.clone())
     }
 }
 
-struct Waiting(Arc<AtomicUsize>);
+struct Waiting(Arc<Waiters>);
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.0.now.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_presses_until_its_captures_stop_waiting_for_a_while() {
+        let pressure = Pressure::default();
+        let mut waiting: Vec<Waiting> = (1..PRESSED_AT).map(|_| pressure.waiting()).collect();
+        assert!(!pressure.pressed(), "fewer than a batch's worth");
+        waiting.push(pressure.waiting());
+        assert!(pressure.pressed());
+        // A commit answers them all: still pressed while the flood's senders come back (looked at only if this
+        // thread was not kept off the cores for most of the while).
+        let cleared = Instant::now();
+        waiting.clear();
+        let pressed = pressure.pressed();
+        if cleared.elapsed() < PRESSED_FOR / 2 {
+            assert!(pressed, "pressed for a while after");
+        }
+        std::thread::sleep(PRESSED_FOR + Duration::from_millis(20));
+        assert!(!pressure.pressed(), "no longer once they stayed away");
     }
 }
 
