@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::mpsc;
 
 /// What a delivery's lease adds past twice its attempt's timeout (a held row may wait one round of attempts
-/// before its own; the margin covers a rate limit's slot too), for claimed and handed rows alike.
+/// before its own, a quick organization's more rounds of quick ones; the margin covers a rate limit's slot too),
+/// for claimed and handed rows alike.
 pub const LEASE_MARGIN_S: f64 = 33.0;
 /// Stored captures waiting for the sender to take their deliveries.
 const QUEUE: usize = 1024;

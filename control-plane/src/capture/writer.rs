@@ -116,8 +116,11 @@ impl Pressure {
 struct Waiting(Arc<Waiters>);
 
 impl Drop for Waiting {
+    /// Counts the capture out; the hold counts from the last moment a batch's worth waited, their answers included.
     fn drop(&mut self) {
-        self.0.now.fetch_sub(1, Ordering::Relaxed);
+        if self.0.now.fetch_sub(1, Ordering::Relaxed) >= PRESSED_AT {
+            self.0.pressed_at.store(clock_ms(), Ordering::Relaxed);
+        }
     }
 }
 

@@ -120,8 +120,15 @@ fn dispatch(
     let (app, clients, room, recorder) = (app.clone(), clients.clone(), room.clone(), recorder.clone());
     tokio::spawn(async move {
         let id = row.id;
-        let Some(turn) = room.turn(org, bytes).await else { return };
+        let Some(mut turn) = room.turn(org, bytes).await else { return };
+        if row.rate_limit_per_s.is_none() {
+            room.yield_to_captures().await;
+        }
+        let started = std::time::Instant::now();
         let sent = attempt::send_one(&app, &clients, row).await;
+        if let Ok(Some(_)) = &sent {
+            turn.sent(started.elapsed());
+        }
         drop(turn);
         let recorded = match sent {
             Ok(Some(record)) => {

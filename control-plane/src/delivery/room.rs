@@ -7,11 +7,14 @@
 //! answer quickly (its attempts' moving mean under [`QUICK_ATTEMPT`]) empties that in less than a claim takes (32
 //! attempts of a fraction of a millisecond against a claim's 1.5 ms): it holds up to four times what it may have in
 //! flight, and is claimed for again when half of that is left. A slow one keeps the twice, so its rows never wait
-//! more than a round of attempts for their turn (their leases would run short: see `attempt::send_one`).
+//! more than a round of attempts for their turn (their leases would run short: see `attempt::send_one`). Only
+//! requests sent are timed. A quick organization whose receivers turn slow may hold rows three rounds: those whose
+//! lease would run short are given back when their turn comes, and its room narrows as its mean rises.
 //!
 //! Capture first: while this replica's capture path is pressed (`capture::writer::Pressure`: a batch's worth of
-//! captures waiting for their commit), turns start at most one every [`PRESSED_GAP`], whoever holds them, and go at
-//! once when the pressure falls. Senders are answered before their deliveries are made: a flood (a provider's retry
+//! captures waiting for their commit, and 50 ms after), attempts without a rate limit start at most one every
+//! [`PRESSED_GAP`], whoever holds them, and go at once when the pressure falls (rate-limited ones keep their
+//! slots' pace). Senders are answered before their deliveries are made: a flood (a provider's retry
 //! storm after an outage) is acknowledged at the capture path's pace, and the deliveries it owes follow it.
 
 use crate::capture::handoff::SenderRoom;
@@ -129,9 +132,10 @@ impl Room {
         }
     }
 
-    /// While the capture path is pressed: waits for this turn's paced start, [`PRESSED_GAP`] after the last one's,
-    /// or until the pressure falls.
-    async fn yield_to_captures(&self) {
+    /// While the capture path is pressed: waits for this attempt's paced start, [`PRESSED_GAP`] after the last
+    /// one's, or until the pressure falls. Called with a turn in hand, for rows without a rate limit (those keep the
+    /// pace of their slots, which a wait here would make them miss).
+    pub async fn yield_to_captures(&self) {
         if !self.captures.pressed() {
             return;
         }
@@ -153,13 +157,21 @@ pub struct Turn {
     room: Arc<Room>,
     org: OrgId,
     bytes: usize,
-    started: std::time::Instant,
+    /// How long its request took, once it was sent (rows not sent say nothing of the receivers' speed).
+    sent: Option<Duration>,
     _permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
+}
+
+impl Turn {
+    /// Notes that the row's request was sent and took `took` (its organization's attempts are timed by these).
+    pub fn sent(&mut self, took: Duration) {
+        self.sent = Some(took);
+    }
 }
 
 impl Drop for Turn {
     fn drop(&mut self) {
-        self.room.release(self.org, self.bytes, self.started.elapsed());
+        self.room.release(self.org, self.bytes, self.sent);
     }
 }
 
@@ -207,6 +219,16 @@ impl Room {
                 wake = true;
             }
         }
+        // Those left out as busy (by rows handed over, say) may have had due rows too: woken when they fall to half.
+        for org in &asked.busy {
+            if let Some(room) = held.by_org.get_mut(org) {
+                if room.busy() {
+                    room.wants_more = true;
+                } else {
+                    wake = true;
+                }
+            }
+        }
         drop(held);
         if wake {
             self.freed.notify_one();
@@ -242,19 +264,12 @@ impl Room {
         };
         let for_org = org_sending.acquire_owned().await.ok()?;
         let for_replica = self.sending.clone().acquire_owned().await.ok()?;
-        self.yield_to_captures().await;
-        Some(Turn {
-            room: self.clone(),
-            org,
-            bytes,
-            started: std::time::Instant::now(),
-            _permits: (for_org, for_replica),
-        })
+        Some(Turn { room: self.clone(), org, bytes, sent: None, _permits: (for_org, for_replica) })
     }
 
     /// Gives back a row's room (its turn dropped after `took`), waking the claim loop when room worth a claim came
     /// free for what the last claims left.
-    fn release(&self, org: OrgId, bytes: usize, took: Duration) {
+    fn release(&self, org: OrgId, bytes: usize, took: Option<Duration>) {
         let wake = {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             held.rows = held.rows.saturating_sub(1);
@@ -265,7 +280,9 @@ impl Room {
             let mut org_free = false;
             if let Some(room) = held.by_org.get_mut(&org) {
                 room.held = room.held.saturating_sub(1);
-                room.attempt_took(took);
+                if let Some(took) = took {
+                    room.attempt_took(took);
+                }
                 if room.wants_more && !room.busy() {
                     room.wants_more = false;
                     org_free = true;
@@ -333,10 +350,12 @@ mod tests {
         let org = OrgId::from(uuid::Uuid::new_v4());
         let asked = room.next_claim(64).expect("empty room claims");
         // Unknown yet, it gets a slow organization's room.
-        room.hold(&vec![(org, 10); ORG_HELD], &asked, true);
+        room.hold(&vec![(org, 10); ORG_HELD], &asked, false);
         assert_eq!(room.next_claim(64).expect("room").busy, vec![org]);
-        // Its first attempt ends at once: it is quick, so it holds half of its wider room and is claimed for now.
-        drop(room.turn(org, 10).await.expect("a turn"));
+        // Its first request took 0.3 ms: it is quick, so it holds half of its wider room and is claimed for now.
+        let mut turn = room.turn(org, 10).await.expect("a turn");
+        turn.sent(Duration::from_micros(300));
+        drop(turn);
         tokio::time::timeout(Duration::from_millis(50), room.freed.notified()).await.expect("woken at once");
         let next = room.next_claim(64).expect("room");
         assert!(next.busy.is_empty());
@@ -368,40 +387,59 @@ mod tests {
         let captures = Pressure::default();
         let room = Arc::new(Room::yielding_to(captures.clone()));
         let org = OrgId::from(uuid::Uuid::new_v4());
+        let attempt = |room: Arc<Room>| async move {
+            let turn = room.turn(org, 10).await.expect("a turn");
+            room.yield_to_captures().await;
+            drop(turn);
+            tokio::time::Instant::now()
+        };
         let started = tokio::time::Instant::now();
         for _ in 0..5 {
-            drop(room.turn(org, 10).await.expect("a turn"));
+            attempt(room.clone()).await;
         }
         assert_eq!(started.elapsed(), Duration::ZERO, "unpressed, turns go at once");
         captures.set(PRESSED_AT - 1);
-        drop(room.turn(org, 10).await.expect("a turn"));
+        attempt(room.clone()).await;
         assert_eq!(started.elapsed(), Duration::ZERO, "below a batch's worth of waiting captures, too");
         captures.set(PRESSED_AT);
         let started = tokio::time::Instant::now();
         for _ in 0..5 {
-            drop(room.turn(org, 10).await.expect("a turn"));
+            attempt(room.clone()).await;
         }
         assert_eq!(started.elapsed(), 4 * PRESSED_GAP, "pressed, each starts a gap after the last");
         assert!(!room.has_room(org), "pressed, the capture path hands nothing over");
         // Thirty turns at once are paced up to 30 gaps ahead; the pressure falls after 5 ms and the rest go then.
         let started = tokio::time::Instant::now();
-        let turns: Vec<_> = (0..30)
-            .map(|_| {
-                let room = room.clone();
-                tokio::spawn(
-                    async move { room.turn(org, 10).await.map(|turn| (tokio::time::Instant::now(), drop(turn))) },
-                )
-            })
-            .collect();
+        let turns: Vec<_> = (0..30).map(|_| tokio::spawn(attempt(room.clone()))).collect();
         tokio::time::sleep(Duration::from_millis(5)).await;
         captures.set(0);
         assert!(room.has_room(OrgId::from(uuid::Uuid::new_v4())), "unpressed, it does again");
         let mut last = started;
         for turn in turns {
-            last = last.max(turn.await.expect("task").expect("a turn").0);
+            last = last.max(turn.await.expect("task"));
         }
         assert!(last - started <= Duration::from_millis(5) + PRESSURE_LOOK, "{:?}", last - started);
         assert!(last - started > Duration::from_millis(5), "some waited for the pressure to fall");
+    }
+
+    #[tokio::test]
+    async fn an_organization_made_busy_by_handed_rows_is_claimed_for_when_it_falls_to_half() {
+        let room = Arc::new(Room::default());
+        let org = OrgId::from(uuid::Uuid::new_v4());
+        while room.try_hold_handed(org, 10) {}
+        // A claim leaves it out as busy and takes nothing.
+        let next = room.next_claim(64).expect("room");
+        assert_eq!(next.busy, vec![org]);
+        room.hold(&[], &next, false);
+        let mut woken_at = None;
+        for n in 1..=ORG_HELD {
+            drop(room.turn(org, 10).await.expect("a turn"));
+            if tokio::time::timeout(Duration::from_millis(5), room.freed.notified()).await.is_ok() {
+                woken_at.get_or_insert(n);
+            }
+        }
+        // Its due rows (retries, filtered destinations) are claimed once it holds half its room.
+        assert_eq!(woken_at, Some(ORG_HELD / 2));
     }
 
     #[tokio::test]
