@@ -124,30 +124,6 @@ impl Drop for Waiting {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_flood_presses_until_its_captures_stop_waiting_for_a_while() {
-        let pressure = Pressure::default();
-        let mut waiting: Vec<Waiting> = (1..PRESSED_AT).map(|_| pressure.waiting()).collect();
-        assert!(!pressure.pressed(), "fewer than a batch's worth");
-        waiting.push(pressure.waiting());
-        assert!(pressure.pressed());
-        // A commit answers them all: still pressed while the flood's senders come back (looked at only if this
-        // thread was not kept off the cores for most of the while).
-        let cleared = Instant::now();
-        waiting.clear();
-        let pressed = pressure.pressed();
-        if cleared.elapsed() < PRESSED_FOR / 2 {
-            assert!(pressed, "pressed for a while after");
-        }
-        std::thread::sleep(PRESSED_FOR + Duration::from_millis(20));
-        assert!(!pressure.pressed(), "no longer once they stayed away");
-    }
-}
-
 impl BatchWrite for CaptureRecord {
     type Out = (Outcome, Option<Handed>);
 
@@ -220,5 +196,29 @@ impl CaptureWriter {
         if let Err(e) = self.refused.submit(refused).await {
             tracing::warn!(error = %e.message, "counting a refused capture failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_presses_until_its_captures_stop_waiting_for_a_while() {
+        let pressure = Pressure::default();
+        let mut waiting: Vec<Waiting> = (1..PRESSED_AT).map(|_| pressure.waiting()).collect();
+        assert!(!pressure.pressed(), "fewer than a batch's worth");
+        waiting.push(pressure.waiting());
+        assert!(pressure.pressed());
+        // A commit answers them all: still pressed while the flood's senders come back (looked at only if this
+        // thread was not kept off the cores for most of the while).
+        let cleared = Instant::now();
+        waiting.clear();
+        let pressed = pressure.pressed();
+        if cleared.elapsed() < PRESSED_FOR / 2 {
+            assert!(pressed, "pressed for a while after");
+        }
+        std::thread::sleep(PRESSED_FOR + Duration::from_millis(20));
+        assert!(!pressure.pressed(), "no longer once they stayed away");
     }
 }
