@@ -84,6 +84,16 @@ impl OrgRoom {
         self.held > self.room() / 2
     }
 
+    /// Notes how a claim left it: busy, it waits to fall to half (`wants_more`); otherwise answers whether the claim
+    /// loop should go again now (`more_may_be_due`).
+    fn left_by_claim(&mut self, more_may_be_due: bool) -> bool {
+        if self.busy() {
+            self.wants_more = true;
+            return false;
+        }
+        more_may_be_due
+    }
+
     fn attempt_took(&mut self, took: Duration) {
         self.attempts_take = Some(self.attempts_take.map_or(took, |mean| (mean * 7 + took) / 8));
     }
@@ -213,20 +223,12 @@ impl Room {
             let before = asked.held.iter().find(|(o, _)| *o == org).map_or(0, |(_, h)| *h);
             let room = held.by_org.entry(org).or_default();
             room.held += n as usize;
-            if room.busy() {
-                room.wants_more = true;
-            } else if n + before >= asked.per_org {
-                wake = true;
-            }
+            wake |= room.left_by_claim(n + before >= asked.per_org);
         }
         // Those left out as busy (by rows handed over, say) may have had due rows too: woken when they fall to half.
         for org in &asked.busy {
             if let Some(room) = held.by_org.get_mut(org) {
-                if room.busy() {
-                    room.wants_more = true;
-                } else {
-                    wake = true;
-                }
+                wake |= room.left_by_claim(true);
             }
         }
         drop(held);
